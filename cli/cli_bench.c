@@ -1,0 +1,201 @@
+/*
+ * cli_bench.c - `stoker bench`: read shards into batches as fast as the
+ * loader can and report samples/s and MB/s.
+ *
+ * The clock starts before the loader is created and stops after the last
+ * batch of the last epoch is released, so the first-batch latency and every
+ * epoch's startup are included. A progress line is drawn on standard error
+ * only when it is a terminal.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_common.h"
+
+static const char *const CMD = "bench";
+
+static void help(void)
+{
+    printf("usage: stoker bench [OPTIONS] URL...\n\n"
+           "Read the shards into batches of raw samples and report throughput.\n\n"
+           "options:\n"
+           "  --threads N            reader threads (default 2)\n"
+           "  --batch-size N         samples per batch (default 64)\n"
+           "  --shards-in-flight N   shards read and interleaved at once (default 4)\n"
+           "  --shuffle-buffer N     samples in the shuffle buffer (default 1000)\n"
+           "  --no-shuffle           storage order\n"
+           "  --seed N               shuffle seed (default 0)\n"
+           "  --epochs N             epochs to read (default 1)\n"
+           "  --samples-per-rank N   samples per epoch (default: all)\n"
+           "  --rank N --world-size N  read the share of one rank\n"
+           "  --on-error MODE        fail (default) or skip bad samples and shards\n"
+           "  --json                 print one JSON object instead of text\n"
+           "  -h, --help             this help\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct bench_args {
+    struct stk_options opts;
+    uint64_t epochs;
+    int json;
+};
+
+static int parse(int argc, char **argv, struct bench_args *a)
+{
+    enum { O_THREADS = 256, O_BATCH, O_INFLIGHT, O_SHUFBUF, O_NOSHUF, O_SEED, O_EPOCHS,
+           O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON };
+    static const struct option longopts[] = {
+        {"threads", required_argument, NULL, O_THREADS},
+        {"batch-size", required_argument, NULL, O_BATCH},
+        {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
+        {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
+        {"no-shuffle", no_argument, NULL, O_NOSHUF},
+        {"seed", required_argument, NULL, O_SEED},
+        {"epochs", required_argument, NULL, O_EPOCHS},
+        {"samples-per-rank", required_argument, NULL, O_SPR},
+        {"rank", required_argument, NULL, O_RANK},
+        {"world-size", required_argument, NULL, O_WORLD},
+        {"on-error", required_argument, NULL, O_ONERR},
+        {"json", no_argument, NULL, O_JSON},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct stk_options *o = &a->opts;
+    uint64_t v;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case O_THREADS: bad = cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v); o->threads = (unsigned)v; break;
+        case O_BATCH: bad = cli_parse_u64(CMD, "--batch-size", optarg, 1, 1u << 24, &v); o->batch_size = v; break;
+        case O_INFLIGHT: bad = cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v); o->shards_in_flight = (unsigned)v; break;
+        case O_SHUFBUF: bad = cli_parse_u64(CMD, "--shuffle-buffer", optarg, 0, 1u << 24, &v); o->shuffle_buffer = v; break;
+        case O_NOSHUF: o->shuffle = 0; break;
+        case O_SEED: bad = cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX, &o->seed); break;
+        case O_EPOCHS: bad = cli_parse_u64(CMD, "--epochs", optarg, 1, 1000000, &a->epochs); break;
+        case O_SPR: bad = cli_parse_u64(CMD, "--samples-per-rank", optarg, 1, UINT64_MAX, &o->samples_per_rank); break;
+        case O_RANK: bad = cli_parse_u64(CMD, "--rank", optarg, 0, 1000000, &v); o->rank = (int)v; break;
+        case O_WORLD: bad = cli_parse_u64(CMD, "--world-size", optarg, 1, 1000000, &v); o->world_size = (int)v; break;
+        case O_ONERR: bad = cli_parse_on_error(CMD, optarg, &o->on_error); break;
+        case O_JSON: a->json = 1; break;
+        case 'h': help(); return 1;
+        default: cli_usage_error(CMD, "unknown option"); return -1;
+        }
+        if (bad < 0)
+            return -1;
+    }
+    if (optind >= argc) {
+        cli_usage_error(CMD, "no URL given");
+        return -1;
+    }
+    return 0;
+}
+
+static void progress(double start, const struct stk_stats *s)
+{
+    double t = now_s() - start;
+    fprintf(stderr, "\r%10llu samples %9.0f samples/s %8.1f MB/s %6.1f s ",
+            (unsigned long long)s->samples, t > 0 ? (double)s->samples / t : 0.0,
+            t > 0 ? (double)s->member_bytes / t / 1e6 : 0.0, t);
+}
+
+static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
+                      double *first_batch_s)
+{
+    int tty = isatty(STDERR_FILENO) && !a->json;
+    double last_draw = 0;
+    *first_batch_s = -1;
+    for (uint64_t e = 0; e < a->epochs; e++) {
+        stk_loader_set_epoch(l, a->opts.epoch + e);
+        for (;;) {
+            struct stk_batch *b;
+            int rc = stk_loader_next(l, &b);
+            if (rc == STK_EOF)
+                break;
+            if (rc < 0) {
+                if (tty)
+                    fputc('\n', stderr);
+                return cli_fail(CMD, "%s", stk_loader_errmsg(l)[0] ? stk_loader_errmsg(l)
+                                                                   : stk_strerror(rc));
+            }
+            if (*first_batch_s < 0)
+                *first_batch_s = now_s() - start;
+            stk_batch_release(b);
+            if (tty && now_s() - last_draw > 0.25) {
+                struct stk_stats s;
+                stk_loader_stats(l, &s);
+                progress(start, &s);
+                last_draw = now_s();
+            }
+        }
+    }
+    if (tty)
+        fputs("\r\033[K", stderr);
+    return EXIT_OK;
+}
+
+static void report(const struct bench_args *a, const struct stk_stats *s, double seconds,
+                   double first_batch_s, size_t n_shards)
+{
+    double sps = seconds > 0 ? (double)s->samples / seconds : 0;
+    double mbs = seconds > 0 ? (double)s->member_bytes / seconds / 1e6 : 0;
+    double read_mbs = seconds > 0 ? (double)s->bytes_read / seconds / 1e6 : 0;
+    if (a->json) {
+        printf("{\"shards\": %zu, \"threads\": %u, \"epochs\": %llu, \"samples\": %llu, "
+               "\"batches\": %llu, \"member_bytes\": %llu, \"bytes_read\": %llu, "
+               "\"seconds\": %.6f, \"first_batch_seconds\": %.6f, \"samples_per_s\": %.1f, "
+               "\"mb_per_s\": %.2f, \"read_mb_per_s\": %.2f, \"samples_skipped\": %llu, "
+               "\"shards_failed\": %llu, \"members_ignored\": %llu}\n",
+               n_shards, a->opts.threads, (unsigned long long)a->epochs,
+               (unsigned long long)s->samples, (unsigned long long)s->batches,
+               (unsigned long long)s->member_bytes, (unsigned long long)s->bytes_read, seconds,
+               first_batch_s, sps, mbs, read_mbs, (unsigned long long)s->samples_skipped,
+               (unsigned long long)s->shards_failed, (unsigned long long)s->members_ignored);
+        return;
+    }
+    printf("shards            %zu\n", n_shards);
+    printf("threads           %u\n", a->opts.threads);
+    printf("epochs            %llu\n", (unsigned long long)a->epochs);
+    printf("samples           %llu in %llu batches\n", (unsigned long long)s->samples,
+           (unsigned long long)s->batches);
+    printf("time              %.3f s (first batch after %.3f s)\n", seconds, first_batch_s);
+    printf("throughput        %.0f samples/s, %.1f MB/s of member data, %.1f MB/s read\n", sps,
+           mbs, read_mbs);
+    printf("skipped           %llu samples, %llu shards failed, %llu members ignored\n",
+           (unsigned long long)s->samples_skipped, (unsigned long long)s->shards_failed,
+           (unsigned long long)s->members_ignored);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    struct bench_args a = {.epochs = 1};
+    stk_options_init(&a.opts);
+    a.opts.log = cli_log_stderr;
+    a.opts.log_data = (void *)CMD;
+    int p = parse(argc, argv, &a);
+    if (p != 0)
+        return p > 0 ? EXIT_OK : EXIT_USAGE;
+    double start = now_s();
+    stk_loader *l = cli_create_loader(CMD, &a.opts, (const char *const *)argv + optind,
+                                      argc - optind);
+    if (l == NULL)
+        return EXIT_ERROR;
+    double first_batch_s;
+    int rc = run_epochs(l, &a, start, &first_batch_s);
+    double seconds = now_s() - start;
+    if (rc == EXIT_OK) {
+        struct stk_stats s;
+        stk_loader_stats(l, &s);
+        report(&a, &s, seconds, first_batch_s, stk_loader_num_shards(l));
+    }
+    stk_loader_destroy(l);
+    return rc;
+}

@@ -1,0 +1,76 @@
+/*
+ * cli_cat.c - `stoker cat URL KEY.EXT`: one member's bytes to stdout.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli_common.h"
+
+static const char *const CMD = "cat";
+
+static void help(void)
+{
+    printf("usage: stoker cat URL KEY.EXT\n\n"
+           "Write the bytes of member EXT of sample KEY to standard output.\n"
+           "The key is the member path up to the first dot of its basename,\n"
+           "as in WebDataset. Exit status 1 when no such member exists.\n");
+}
+
+struct cat_state {
+    const char *key;
+    size_t key_len;
+    const char *ext;
+    int found;
+    int write_failed;
+};
+
+static int find_member(const struct stk_sample *s, void *data)
+{
+    struct cat_state *st = data;
+    if (strlen(s->key) != st->key_len || memcmp(s->key, st->key, st->key_len) != 0)
+        return 0;
+    for (size_t i = 0; i < s->n_members; i++) {
+        if (strcmp(s->members[i].ext, st->ext) != 0)
+            continue;
+        st->found = 1;
+        if (fwrite(s->members[i].data, 1, s->members[i].size, stdout) != s->members[i].size ||
+            fflush(stdout) != 0)
+            st->write_failed = 1;
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_cat(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        help();
+        return EXIT_OK;
+    }
+    if (argc != 3)
+        return cli_usage_error(CMD, "expected URL and KEY.EXT");
+    const char *name = argv[2];
+    const char *slash = strrchr(name, '/');
+    const char *dot = strchr(slash ? slash + 1 : name, '.');
+    if (dot == NULL || dot == (slash ? slash + 1 : name))
+        return cli_usage_error(CMD, "'%s' is not KEY.EXT", name);
+    struct cat_state st = {name, (size_t)(dot - name), dot + 1, 0, 0};
+
+    struct stk_options o;
+    stk_options_init(&o);
+    cli_storage_order_options(&o);
+    const char *urls[] = {argv[1]};
+    stk_loader *l = cli_create_loader(CMD, &o, urls, 1);
+    if (l == NULL)
+        return EXIT_ERROR;
+    int rc = cli_for_each_sample(CMD, l, find_member, &st);
+    stk_loader_destroy(l);
+    if (rc != EXIT_OK)
+        return rc;
+    if (st.write_failed)
+        return cli_fail(CMD, "cannot write to standard output");
+    if (!st.found)
+        return cli_fail(CMD, "no member '%s' in %s", name, argv[1]);
+    return EXIT_OK;
+}

@@ -1,0 +1,109 @@
+/*
+ * cli_common.c - helpers shared by the subcommands.
+ */
+#include "cli_common.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "stoker %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return EXIT_ERROR;
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "stoker %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'stoker %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
+int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_t min,
+                  uint64_t max, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (text[0] == '\0' || text[0] == '-' || *end != '\0' || errno != 0 || v < min || v > max) {
+        cli_usage_error(cmd, "%s expects a number from %llu to %llu, not '%s'", option,
+                        (unsigned long long)min, (unsigned long long)max, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out)
+{
+    if (strcmp(text, "fail") == 0)
+        *out = STK_ON_ERROR_FAIL;
+    else if (strcmp(text, "skip") == 0)
+        *out = STK_ON_ERROR_SKIP;
+    else {
+        cli_usage_error(cmd, "--on-error expects 'fail' or 'skip', not '%s'", text);
+        return -1;
+    }
+    return 0;
+}
+
+void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
+{
+    static const char *const names[] = {"error", "warning", "info"};
+    fprintf(stderr, "stoker %s: %s: %s\n", (const char *)data, names[level], message);
+}
+
+void cli_storage_order_options(struct stk_options *o)
+{
+    o->shuffle = 0;
+    o->threads = 1;
+    o->shards_in_flight = 1;
+    o->batch_size = 1;
+    o->rank = 0;
+    o->world_size = 1;
+}
+
+stk_loader *cli_create_loader(const char *cmd, const struct stk_options *o,
+                              const char *const *urls, int n_urls)
+{
+    stk_loader *l;
+    char msg[1024];
+    int rc = stk_loader_create(o, urls, (size_t)n_urls, &l, msg, sizeof msg);
+    if (rc < 0) {
+        cli_fail(cmd, "%s", msg[0] ? msg : stk_strerror(rc));
+        return NULL;
+    }
+    return l;
+}
+
+int cli_for_each_sample(const char *cmd, stk_loader *l,
+                        int (*fn)(const struct stk_sample *s, void *data), void *data)
+{
+    for (;;) {
+        struct stk_batch *b;
+        int rc = stk_loader_next(l, &b);
+        if (rc == STK_EOF)
+            return EXIT_OK;
+        if (rc < 0)
+            return cli_fail(cmd, "%s", stk_loader_errmsg(l)[0] ? stk_loader_errmsg(l)
+                                                               : stk_strerror(rc));
+        int stop = 0;
+        for (size_t i = 0; i < b->n_samples && !stop; i++)
+            stop = fn(&b->samples[i], data);
+        stk_batch_release(b);
+        if (stop)
+            return EXIT_OK;
+    }
+}

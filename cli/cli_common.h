@@ -1,0 +1,49 @@
+/*
+ * cli_common.h - what every stoker subcommand shares: exit codes, number
+ * parsing, the options common to commands that read shards, and running a
+ * loader to completion.
+ */
+#ifndef STK_CLI_COMMON_H
+#define STK_CLI_COMMON_H
+
+#include <stdint.h>
+
+#include "stoker.h"
+
+enum { EXIT_OK = 0, EXIT_ERROR = 1, EXIT_USAGE = 2 };
+
+/* Parse a decimal number in [min, max]; on failure print a usage error
+ * naming the option and return -1. */
+int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_t min,
+                  uint64_t max, uint64_t *out);
+
+/* Parse "fail" or "skip". */
+int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out);
+
+/* Log callback printing "stoker CMD: warning: ..." to stderr; data is the
+ * command name. */
+void cli_log_stderr(void *data, enum stk_log_level level, const char *message);
+
+/* Print "stoker CMD: message" to stderr and return EXIT_ERROR. */
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Print "stoker CMD: ...\nTry 'stoker CMD --help'." and return EXIT_USAGE. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Options for reading shards in storage order on one rank (ls, cat). */
+void cli_storage_order_options(struct stk_options *o);
+
+/* Create a loader or print why not; returns NULL on failure. */
+stk_loader *cli_create_loader(const char *cmd, const struct stk_options *o,
+                              const char *const *urls, int n_urls);
+
+/* Iterate one epoch, calling fn(sample, data) for each sample until it
+ * returns nonzero (stop early). Returns an exit code. */
+int cli_for_each_sample(const char *cmd, stk_loader *l,
+                        int (*fn)(const struct stk_sample *s, void *data), void *data);
+
+int cmd_ls(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+#endif

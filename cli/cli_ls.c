@@ -1,0 +1,89 @@
+/*
+ * cli_ls.c - `stoker ls`: the samples of shards in storage order.
+ */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cli_common.h"
+
+static const char *const CMD = "ls";
+
+static void help(void)
+{
+    printf("usage: stoker ls [OPTIONS] URL...\n\n"
+           "List the samples of the shards in storage order, one line each:\n"
+           "  KEY<TAB>EXT:SIZE EXT:SIZE ...\n"
+           "URLs are paths, file:// URLs, brace patterns (train-{0000..0009}.tar)\n"
+           "or @FILE with one URL per line. A summary goes to standard error.\n\n"
+           "options:\n"
+           "  --url              print the shard URL as a first column\n"
+           "  --on-error MODE    fail (default) or skip bad samples and shards\n"
+           "  -h, --help         this help\n");
+}
+
+struct ls_state {
+    int show_url;
+    unsigned long long samples, members, bytes;
+};
+
+static int print_sample(const struct stk_sample *s, void *data)
+{
+    struct ls_state *st = data;
+    if (st->show_url)
+        printf("%s\t", s->url);
+    printf("%s\t", s->key);
+    for (size_t i = 0; i < s->n_members; i++) {
+        printf("%s%s:%zu", i ? " " : "", s->members[i].ext, s->members[i].size);
+        st->bytes += s->members[i].size;
+    }
+    putchar('\n');
+    st->samples++;
+    st->members += s->n_members;
+    return 0;
+}
+
+int cmd_ls(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"url", no_argument, NULL, 'u'},
+        {"on-error", required_argument, NULL, 'e'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct stk_options o;
+    stk_options_init(&o);
+    cli_storage_order_options(&o);
+    o.log = cli_log_stderr;
+    o.log_data = (void *)CMD;
+    struct ls_state st = {0};
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'u': st.show_url = 1; break;
+        case 'e':
+            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+                return EXIT_USAGE;
+            break;
+        case 'h': help(); return EXIT_OK;
+        default: return cli_usage_error(CMD, "unknown option");
+        }
+    }
+    if (optind >= argc)
+        return cli_usage_error(CMD, "no URL given");
+    stk_loader *l = cli_create_loader(CMD, &o, (const char *const *)argv + optind, argc - optind);
+    if (l == NULL)
+        return EXIT_ERROR;
+    int rc = cli_for_each_sample(CMD, l, print_sample, &st);
+    struct stk_stats stats;
+    stk_loader_stats(l, &stats);
+    fflush(stdout);
+    fprintf(stderr, "%llu samples, %llu members, %llu bytes", st.samples, st.members, st.bytes);
+    if (stats.samples_skipped || stats.shards_failed || stats.members_ignored)
+        fprintf(stderr, "; skipped %llu samples, %llu shards failed, %llu members ignored",
+                (unsigned long long)stats.samples_skipped,
+                (unsigned long long)stats.shards_failed,
+                (unsigned long long)stats.members_ignored);
+    fputc('\n', stderr);
+    stk_loader_destroy(l);
+    return rc;
+}

@@ -1,0 +1,232 @@
+/*
+ * stoker.h - the public C API of libstoker.
+ *
+ * stoker streams training samples out of WebDataset-style tar shards (members
+ * "KEY.EXT" grouped by KEY) and hands them to the caller in batches. A loader
+ * plans which shards this rank reads for an epoch, reads several of them at
+ * once on its own threads, interleaves and shuffles their samples
+ * deterministically and delivers batches through stk_loader_next().
+ *
+ * Conventions (libuv/zstd style):
+ *  - functions return 0 on success or a negative STK_E* code; results come
+ *    back through out-parameters;
+ *  - a failing call on a loader leaves a detailed message (URL, key, byte
+ *    offset) readable with stk_loader_errmsg() until the next call on it;
+ *  - every *_destroy() accepts NULL;
+ *  - one loader is used by one thread at a time; different loaders are
+ *    independent. stk_batch_release() may be called from any thread.
+ */
+#ifndef STOKER_H
+#define STOKER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define STK_VERSION_MAJOR 0
+#define STK_VERSION_MINOR 1
+#define STK_VERSION_PATCH 0
+#define STK_VERSION_STRING "0.1.0"
+
+/*
+ * Error codes. Where an errno value fits, the code is its negation
+ * (STK_ENOMEM == -ENOMEM on Linux); stoker's own conditions use -1000 and
+ * below so they never collide with errno values.
+ */
+enum stk_error {
+    STK_OK = 0,
+    STK_ENOMEM = -12,   /* out of memory (-ENOMEM) */
+    STK_EINVAL = -22,   /* invalid argument or option (-EINVAL) */
+    STK_ENOENT = -2,    /* a shard or member does not exist (-ENOENT) */
+    STK_EIO = -5,       /* an I/O error while reading a shard (-EIO) */
+    STK_EOF = -1000,    /* the epoch has no more batches */
+    STK_EFORMAT = -1001, /* a shard is not a readable tar archive */
+    STK_ETRUNC = -1002,  /* a shard ends in the middle of a member */
+    STK_ELIMIT = -1003,  /* a size or count exceeds a configured limit */
+    STK_EDUPKEY = -1004, /* a sample key reappears later in a shard */
+    STK_EPLAN = -1005,   /* the URLs cannot be split as asked (e.g. too few shards) */
+    STK_EBUSY = -1006,   /* the caller holds every batch the loader may have */
+    STK_EINTERNAL = -1007 /* a bug in stoker: please report it */
+};
+
+/* Static text for an error code; never NULL, never needs freeing. */
+const char *stk_strerror(int code);
+
+/* Version as a string, e.g. "0.1.0". */
+const char *stk_version(void);
+
+/* What the loader does with a shard or sample it cannot read. */
+enum stk_on_error {
+    STK_ON_ERROR_FAIL = 0, /* stk_loader_next() returns the error (default) */
+    STK_ON_ERROR_SKIP = 1  /* skip the sample (or the rest of a broken shard),
+                              count it in stk_stats and report it through
+                              stk_options.log */
+};
+
+/* Severity passed to the log callback. */
+enum stk_log_level { STK_LOG_ERROR = 0, STK_LOG_WARN = 1, STK_LOG_INFO = 2 };
+
+/*
+ * Loader options. Always start from stk_options_init(): new fields get safe
+ * defaults, so code written against an older header keeps working.
+ */
+struct stk_options {
+    /* Samples per batch (default 64). */
+    size_t batch_size;
+    /* Drop a final batch with fewer than batch_size samples (default 0). */
+    int drop_last;
+
+    /* Reader threads (default 2). They only add parallelism: the sample
+     * sequence does not depend on this value. Values above shards_in_flight
+     * add nothing. */
+    unsigned threads;
+    /* Shards read at once and interleaved (default 4). Part of the sample
+     * sequence: changing it changes the order. */
+    unsigned shards_in_flight;
+    /* Samples held in the shuffle buffer (default 1000); 0 or 1 disables
+     * sample shuffling. */
+    size_t shuffle_buffer;
+    /* Shuffle shard order, interleave shards and shuffle samples (default 1).
+     * With 0 the samples come in exact storage order: shard by shard in the
+     * order the URLs were given, members in tar order. */
+    int shuffle;
+    /* Seed of every random choice (default 0). */
+    uint64_t seed;
+    /* Epoch to produce (default 0); see also stk_loader_set_epoch(). */
+    uint64_t epoch;
+
+    /* This process's rank and the number of ranks. -1 (default) reads
+     * RANK/WORLD_SIZE, SLURM_PROCID/SLURM_NTASKS or
+     * OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE, else 0 of 1. */
+    int rank;
+    int world_size;
+
+    /* Samples this rank yields per epoch; 0 (default) means "all samples of
+     * this rank's shards", which differs between ranks when shards differ.
+     * Set it so that every rank yields exactly the same number of batches:
+     * the rank cycles through its shards again (a new shard order per pass)
+     * when they hold fewer samples, and stops early when they hold more. */
+    uint64_t samples_per_rank;
+
+    /* Bad input policy (default STK_ON_ERROR_FAIL). */
+    enum stk_on_error on_error;
+
+    /* Budgets. Memory held by a loader is bounded by roughly
+     *   shards_in_flight * read_buffer_bytes
+     * + shards_in_flight * prefetch_bytes_per_shard
+     * + shuffle_buffer * (largest sample)
+     * + max_batches * batch_size * (largest sample). */
+    size_t read_buffer_bytes;        /* per shard read size (default 1 MiB) */
+    size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
+    size_t max_batches;              /* batches queued or held by the caller (default 4) */
+    uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB) */
+    size_t max_members_per_sample;   /* default 64 */
+    size_t max_key_bytes;            /* longest accepted member name (default 4096) */
+
+    /* Called from loader threads for skipped input and other events; may be
+     * NULL. Must be thread-safe and must not call back into the loader. */
+    void (*log)(void *log_data, enum stk_log_level level, const char *message);
+    void *log_data;
+};
+
+/* Fill *opts with the defaults documented above. */
+void stk_options_init(struct stk_options *opts);
+
+/* One member of a sample: "KEY.EXT" -> ext, bytes. */
+struct stk_member {
+    const char *ext;     /* extension after the first dot, lower-cased, NUL-terminated */
+    const uint8_t *data; /* member bytes (a NUL follows them, not counted in size) */
+    size_t size;
+};
+
+/* One sample: the members of one shard that share a key. */
+struct stk_sample {
+    const char *key;   /* WebDataset __key__: member path up to the first dot of its basename */
+    const char *url;   /* WebDataset __url__: the shard it came from */
+    uint64_t shard_index; /* index of that shard in the expanded URL list */
+    size_t n_members;
+    const struct stk_member *members;
+};
+
+/* A batch. All pointers inside stay valid until stk_batch_release(). */
+struct stk_batch {
+    uint64_t index;     /* 0-based batch number within the epoch */
+    size_t n_samples;   /* batch_size, or fewer for the last batch */
+    const struct stk_sample *samples;
+};
+
+/* Counters, cumulative over the loader's lifetime. */
+struct stk_stats {
+    uint64_t shards_opened;
+    uint64_t shards_failed;   /* shards cut short by an error under STK_ON_ERROR_SKIP */
+    uint64_t samples;         /* samples delivered in batches */
+    uint64_t samples_skipped; /* bad samples skipped under STK_ON_ERROR_SKIP */
+    uint64_t members_ignored; /* directories, links and members without a key */
+    uint64_t batches;
+    uint64_t bytes_read;      /* bytes read from shard sources (compressed size) */
+    uint64_t member_bytes;    /* bytes of member data delivered */
+};
+
+typedef struct stk_loader stk_loader;
+
+/*
+ * Create a loader over a dataset.
+ *
+ * urls: n_urls patterns, each a path, a file:// URL, or "@FILE" naming a
+ * text file with one pattern per line (blank lines and '#' comments
+ * ignored). Patterns are brace-expanded: "train-{000000..000127}.tar",
+ * "{a,b}". The strings are copied; the caller keeps ownership.
+ *
+ * Nothing is read until the first stk_loader_next(). On failure *out is
+ * NULL and the return code says why; a detailed message for errors found
+ * while planning (bad pattern, too few shards) is copied into errbuf when
+ * errbuf is not NULL (errbuf_size bytes including the NUL).
+ */
+int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
+                      stk_loader **out, char *errbuf, size_t errbuf_size);
+
+/*
+ * Deliver the next batch of the current epoch. On success *out points to a
+ * batch owned by the loader until stk_batch_release(). Returns STK_EOF when
+ * the epoch is over (then *out is NULL), STK_EBUSY when the caller already
+ * holds max_batches batches, or another error (see stk_loader_errmsg()).
+ * After an error other than STK_EBUSY the epoch cannot continue; call
+ * stk_loader_set_epoch() to start again. Blocks until a batch is ready.
+ */
+int stk_loader_next(stk_loader *loader, struct stk_batch **out);
+
+/* Give a batch back. May be called from any thread, in any order, also after
+ * stk_loader_set_epoch(), but not after stk_loader_destroy(). NULL is a no-op. */
+void stk_batch_release(struct stk_batch *batch);
+
+/*
+ * Stop the current epoch (if any, also mid-epoch: its threads are joined
+ * and unread data dropped) and make the next stk_loader_next() start epoch
+ * `epoch`. Batches the caller holds stay valid until released.
+ */
+int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
+
+/* Number of shards in the expanded URL list, and this loader's rank/world. */
+size_t stk_loader_num_shards(const stk_loader *loader);
+int stk_loader_rank(const stk_loader *loader);
+int stk_loader_world_size(const stk_loader *loader);
+
+/* Copy the counters. Safe to call while batches are in flight. */
+void stk_loader_stats(const stk_loader *loader, struct stk_stats *stats);
+
+/* Detailed message of the last failed call on this loader ("" if none).
+ * Valid until the next call on the loader. */
+const char *stk_loader_errmsg(const stk_loader *loader);
+
+/* Stop all threads and free everything. Batches still held by the caller
+ * must be released before this call. NULL is a no-op. */
+void stk_loader_destroy(stk_loader *loader);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STOKER_H */

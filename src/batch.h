@@ -1,0 +1,52 @@
+/*
+ * batch.h - batches handed to the caller, and the budget that bounds them.
+ *
+ * The budget lives as long as the loader (batches may be released after
+ * the epoch that made them was stopped); it caps how many batches exist at
+ * once, queued or held by the caller, so memory does not grow when the
+ * caller is slow.
+ */
+#ifndef STK_BATCH_H
+#define STK_BATCH_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "sample.h"
+#include "stoker.h"
+
+struct stk__batch_budget {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;       /* signalled when a batch is released */
+    size_t limit;
+    size_t in_use;             /* guarded by mutex */
+    atomic_size_t held_by_caller;
+};
+
+struct stk__batch {
+    struct stk_batch pub;
+    struct stk_sample *pubs;          /* pub.samples points here */
+    struct stk__sample **samples;     /* owned */
+    size_t capacity;
+    struct stk__batch_budget *budget;
+    struct stk__batch *next;          /* queue link */
+};
+
+void stk__budget_init(struct stk__batch_budget *b, size_t limit);
+void stk__budget_destroy(struct stk__batch_budget *b);
+
+/* Wait for room for one more batch; returns 0, or 1 if *stop became true
+ * (checked whenever the budget's condition is signalled). */
+int stk__budget_acquire(struct stk__batch_budget *b, const atomic_int *stop);
+/* Wake waiters so they re-check their stop flag. */
+void stk__budget_wake(struct stk__batch_budget *b);
+
+/* A batch for up to capacity samples, charged to budget (already acquired;
+ * given back when this fails). */
+struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__batch_budget *budget);
+void stk__batch_add(struct stk__batch *b, struct stk__sample *s);
+/* Free the batch and give its budget back. */
+void stk__batch_free(struct stk__batch *b);
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * error.h - detailed error messages.
+ *
+ * Codes say what kind of failure happened; the message says where (URL,
+ * key, byte offset). A struct stk__err travels with each handle that can
+ * fail and keeps the first detailed message of a failure.
+ */
+#ifndef STK_ERROR_H
+#define STK_ERROR_H
+
+#include <stddef.h>
+
+#define STK__ERRMSG_MAX 1024
+
+struct stk__err {
+    int code;
+    char msg[STK__ERRMSG_MAX];
+};
+
+/* Record code and a printf-style message; returns code so callers can write
+ * `return stk__errf(err, STK_EFORMAT, "...")`. */
+int stk__errf(struct stk__err *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+void stk__err_clear(struct stk__err *err);
+
+/* Copy a message into a caller buffer (NULL or size 0 allowed). */
+void stk__copy_msg(char *dst, size_t dst_size, const char *msg);
+
+#endif

@@ -1,0 +1,226 @@
+/*
+ * loader.c - the public stk_loader API over plan and pipeline.
+ *
+ * A loader owns the expanded URL list, the options, the counters and the
+ * batch budget; each epoch gets a fresh pipeline, started lazily by the
+ * first stk_loader_next() and stopped by stk_loader_set_epoch() or
+ * stk_loader_destroy().
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "batch.h"
+#include "error.h"
+#include "pipeline.h"
+#include "plan.h"
+#include "shard_reader.h"
+#include "stoker.h"
+#include "urls.h"
+
+struct stk_loader {
+    struct stk_options opts;
+    struct stk__strlist urls;
+    int rank;
+    int world_size;
+    struct stk__counters counters;
+    atomic_uint_fast64_t samples;
+    atomic_uint_fast64_t batches;
+    atomic_uint_fast64_t member_bytes;
+    struct stk__batch_budget budget;
+    struct stk__pipeline *pipeline;
+    int epoch_failed;
+    struct stk__err err;
+};
+
+void stk_options_init(struct stk_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->batch_size = 64;
+    o->threads = 2;
+    o->shards_in_flight = 4;
+    o->shuffle_buffer = 1000;
+    o->shuffle = 1;
+    o->rank = -1;
+    o->world_size = -1;
+    o->on_error = STK_ON_ERROR_FAIL;
+    o->read_buffer_bytes = 1u << 20;
+    o->prefetch_bytes_per_shard = 8u << 20;
+    o->max_batches = 4;
+    o->max_member_bytes = 256u << 20;
+    o->max_members_per_sample = 64;
+    o->max_key_bytes = 4096;
+}
+
+static int check_options(const struct stk_options *o, struct stk__err *err)
+{
+    if (o->batch_size == 0 || o->batch_size > (1u << 24))
+        return stk__errf(err, STK_EINVAL, "batch_size must be between 1 and %u", 1u << 24);
+    if (o->threads == 0 || o->threads > 1024)
+        return stk__errf(err, STK_EINVAL, "threads must be between 1 and 1024");
+    if (o->shards_in_flight == 0 || o->shards_in_flight > 4096)
+        return stk__errf(err, STK_EINVAL, "shards_in_flight must be between 1 and 4096");
+    if (o->shuffle_buffer > (1u << 24))
+        return stk__errf(err, STK_EINVAL, "shuffle_buffer must be at most %u samples", 1u << 24);
+    if (o->read_buffer_bytes < 512 || o->read_buffer_bytes > (256u << 20))
+        return stk__errf(err, STK_EINVAL, "read_buffer_bytes must be between 512 and 256 MiB");
+    if (o->max_batches == 0 || o->max_batches > 4096)
+        return stk__errf(err, STK_EINVAL, "max_batches must be between 1 and 4096");
+    if (o->max_member_bytes == 0 || o->max_member_bytes > ((uint64_t)1 << 40))
+        return stk__errf(err, STK_EINVAL, "max_member_bytes must be between 1 byte and 1 TiB");
+    if (o->max_members_per_sample == 0 || o->max_key_bytes == 0)
+        return stk__errf(err, STK_EINVAL, "max_members_per_sample and max_key_bytes must be > 0");
+    if (o->on_error != STK_ON_ERROR_FAIL && o->on_error != STK_ON_ERROR_SKIP)
+        return stk__errf(err, STK_EINVAL, "on_error must be STK_ON_ERROR_FAIL or STK_ON_ERROR_SKIP");
+    return 0;
+}
+
+int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
+                      stk_loader **out, char *errbuf, size_t errbuf_size)
+{
+    struct stk__err err;
+    stk__err_clear(&err);
+    *out = NULL;
+    stk_loader *l = NULL;
+    int rc = check_options(opts, &err);
+    if (rc < 0)
+        goto fail;
+    if (urls == NULL && n_urls > 0) {
+        rc = stk__errf(&err, STK_EINVAL, "urls is NULL");
+        goto fail;
+    }
+    l = stk__calloc(1, sizeof *l);
+    if (l == NULL) {
+        rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+        goto fail;
+    }
+    l->opts = *opts;
+    rc = stk__expand_urls(urls, n_urls, &l->urls, &err);
+    if (rc == 0)
+        rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
+    if (rc == 0)
+        rc = stk__plan_check(l->urls.count, l->world_size, &err);
+    if (rc < 0) {
+        stk__strlist_free(&l->urls);
+        stk__free(l);
+        goto fail;
+    }
+    stk__budget_init(&l->budget, opts->max_batches);
+    *out = l;
+    return 0;
+fail:
+    stk__copy_msg(errbuf, errbuf_size, err.msg);
+    return rc;
+}
+
+static int start_epoch(stk_loader *l)
+{
+    const struct stk_options *o = &l->opts;
+    struct stk__pipeline_config cfg = {
+        .urls = &l->urls,
+        .batch_size = o->batch_size,
+        .drop_last = o->drop_last,
+        .threads = o->threads,
+        .shards_in_flight = o->shards_in_flight,
+        .shuffle_buffer = o->shuffle_buffer,
+        .shuffle = o->shuffle,
+        .seed = o->seed,
+        .epoch = o->epoch,
+        .rank = l->rank,
+        .world_size = l->world_size,
+        .samples_per_rank = o->samples_per_rank,
+        .prefetch_bytes_per_shard = o->prefetch_bytes_per_shard,
+        .shard = {
+            .block_size = o->read_buffer_bytes,
+            .max_member_bytes = o->max_member_bytes,
+            .max_members = o->max_members_per_sample,
+            .max_key_bytes = o->max_key_bytes,
+            .skip_bad = o->on_error == STK_ON_ERROR_SKIP,
+            .counters = &l->counters,
+            .log = o->log,
+            .log_data = o->log_data,
+        },
+        .budget = &l->budget,
+    };
+    return stk__pipeline_start(&cfg, &l->pipeline, &l->err);
+}
+
+int stk_loader_next(stk_loader *l, struct stk_batch **out)
+{
+    *out = NULL;
+    stk__err_clear(&l->err);
+    if (l->epoch_failed)
+        return stk__errf(&l->err, l->epoch_failed,
+                         "the epoch failed earlier (%s); call stk_loader_set_epoch() to restart",
+                         stk_strerror(l->epoch_failed));
+    if (l->pipeline == NULL) {
+        int rc = start_epoch(l);
+        if (rc < 0) {
+            l->epoch_failed = rc;
+            return rc;
+        }
+    }
+    struct stk__batch *b;
+    int rc = stk__pipeline_next(l->pipeline, &b, &l->err);
+    if (rc == 0) {
+        atomic_fetch_add(&l->samples, b->pub.n_samples);
+        atomic_fetch_add(&l->batches, 1);
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < b->pub.n_samples; i++)
+            bytes += b->samples[i]->bytes;
+        atomic_fetch_add(&l->member_bytes, bytes);
+        *out = &b->pub;
+        return 0;
+    }
+    if (rc != STK_EOF && rc != STK_EBUSY)
+        l->epoch_failed = rc;
+    return rc;
+}
+
+void stk_batch_release(struct stk_batch *batch)
+{
+    if (batch == NULL)
+        return;
+    struct stk__batch *b = (struct stk__batch *)((char *)batch - offsetof(struct stk__batch, pub));
+    atomic_fetch_sub(&b->budget->held_by_caller, 1);
+    stk__batch_free(b);
+}
+
+int stk_loader_set_epoch(stk_loader *l, uint64_t epoch)
+{
+    stk__err_clear(&l->err);
+    stk__pipeline_stop(l->pipeline);
+    l->pipeline = NULL;
+    l->epoch_failed = 0;
+    l->opts.epoch = epoch;
+    return 0;
+}
+
+size_t stk_loader_num_shards(const stk_loader *l) { return l->urls.count; }
+int stk_loader_rank(const stk_loader *l) { return l->rank; }
+int stk_loader_world_size(const stk_loader *l) { return l->world_size; }
+const char *stk_loader_errmsg(const stk_loader *l) { return l->err.msg; }
+
+void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
+{
+    /* Casts drop const: atomic loads do not modify the counters. */
+    stk_loader *m = (stk_loader *)l;
+    s->shards_opened = atomic_load(&m->counters.shards_opened);
+    s->shards_failed = atomic_load(&m->counters.shards_failed);
+    s->samples_skipped = atomic_load(&m->counters.samples_skipped);
+    s->members_ignored = atomic_load(&m->counters.members_ignored);
+    s->bytes_read = atomic_load(&m->counters.bytes_read);
+    s->samples = atomic_load(&m->samples);
+    s->batches = atomic_load(&m->batches);
+    s->member_bytes = atomic_load(&m->member_bytes);
+}
+
+void stk_loader_destroy(stk_loader *l)
+{
+    if (l == NULL)
+        return;
+    stk__pipeline_stop(l->pipeline);
+    stk__budget_destroy(&l->budget);
+    stk__strlist_free(&l->urls);
+    stk__free(l);
+}

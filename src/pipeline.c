@@ -1,0 +1,565 @@
+/*
+ * pipeline.c - reader threads, the sequencer thread and the batch queue.
+ *
+ * DESIGN (locking). One mutex, p->mutex, guards every slot queue, the
+ * batch queue, waiting_slot, finished and the first error. Wake-ups:
+ *  - a reader waits on its own cond when none of its slots has room; the
+ *    sequencer signals the owner of a slot after popping from it, and when
+ *    it starts waiting on an empty slot;
+ *  - the sequencer waits on seq_cond for an item in the slot it needs; a
+ *    reader signals it after pushing to that slot;
+ *  - the caller waits on batch_cond; the sequencer signals each batch and
+ *    the end of the epoch.
+ * The batch budget has its own mutex (batch.c) and is never taken while
+ * p->mutex is held. stop is atomic: every waiter re-checks it after a
+ * broadcast from stk__pipeline_stop().
+ *
+ * Slot j reads the shards at positions j, j+K, j+2K, ... of this rank's
+ * shard list (K = shards_in_flight), so the assignment of shards to slots is
+ * static and readers can open the next shard before the sequencer gets to
+ * it. Reader thread t serves slots t, t+T, ...: one sample at a time, always
+ * for a slot with room, so a full queue never blocks the other slots of the
+ * same thread.
+ */
+#include "pipeline.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "plan.h"
+#include "rng.h"
+#include "shuffle.h"
+#include "threads.h"
+
+#define SLOT_MAX_ITEMS 1024
+
+enum item_kind { ITEM_SAMPLE, ITEM_SHARD_END, ITEM_STREAM_END, ITEM_ERROR };
+
+struct item {
+    enum item_kind kind;
+    struct stk__sample *sample;
+};
+
+struct slot {
+    /* Guarded by p->mutex. */
+    struct item ring[SLOT_MAX_ITEMS];
+    size_t head;
+    size_t count;
+    uint64_t bytes;
+    int ended; /* a STREAM_END or ERROR is queued: nothing more to read */
+    /* Owned by the reader thread serving this slot. */
+    struct stk__shard_reader *reader;
+    uint64_t position; /* position of the shard being read in the rank's list */
+};
+
+struct reader_thread {
+    struct stk__pipeline *p;
+    pthread_t tid;
+    pthread_cond_t cond;
+    unsigned index;
+    uint32_t *perm;      /* shard permutation of perm_pass */
+    uint64_t perm_pass;
+    struct stk__err err;
+};
+
+struct stk__pipeline {
+    struct stk__pipeline_config cfg;
+    size_t rank_shards; /* shards of this rank per pass */
+    pthread_mutex_t mutex;
+    pthread_cond_t seq_cond;
+    pthread_cond_t batch_cond;
+    struct slot *slots;
+    unsigned n_slots;
+    struct reader_thread *readers;
+    unsigned n_readers;
+    unsigned readers_started;
+    pthread_t seq_tid;
+    int seq_started;
+    int waiting_slot;
+    struct stk__batch *queue_head, *queue_tail;
+    int finished;
+    struct stk__err fail; /* first error; fail.code != 0 once failed */
+    atomic_int stop;
+};
+
+/* ---- reader side ---- */
+
+static int slot_has_room(const struct stk__pipeline *p, const struct slot *s)
+{
+    return !s->ended && s->count < SLOT_MAX_ITEMS &&
+           (s->count == 0 || s->bytes < p->cfg.prefetch_bytes_per_shard);
+}
+
+/* Choose which of this thread's slots to read for; -1 if none has room.
+ * The slot the sequencer waits on comes first, then the emptiest. */
+static int choose_slot(const struct stk__pipeline *p, const struct reader_thread *rt)
+{
+    int best = -1;
+    for (unsigned j = rt->index; j < p->n_slots; j += p->n_readers) {
+        const struct slot *s = &p->slots[j];
+        if (!slot_has_room(p, s))
+            continue;
+        if ((int)j == p->waiting_slot)
+            return (int)j;
+        if (best < 0 || s->count < p->slots[best].count)
+            best = (int)j;
+    }
+    return best;
+}
+
+static void log_msg(const struct stk__pipeline *p, enum stk_log_level level, const char *msg)
+{
+    if (p->cfg.shard.log != NULL)
+        p->cfg.shard.log(p->cfg.shard.log_data, level, msg);
+}
+
+/* Open the shard at the slot's position; returns 1 opened, 0 end of this
+ * slot's stream, ITEM_SHARD_END-worthy skip as 2, <0 error in rt->err. */
+static int open_next_shard(struct reader_thread *rt, struct slot *s)
+{
+    struct stk__pipeline *p = rt->p;
+    uint64_t g = s->position;
+    if (p->rank_shards == 0 || (p->cfg.samples_per_rank == 0 && g >= p->rank_shards))
+        return 0;
+    uint64_t pass = g / p->rank_shards;
+    if (rt->perm_pass != pass) {
+        stk__plan_permutation(p->cfg.urls->count, p->cfg.seed, p->cfg.epoch, pass, p->cfg.shuffle,
+                              rt->perm);
+        rt->perm_pass = pass;
+    }
+    size_t shard = stk__plan_rank_shard(rt->perm, (size_t)(g % p->rank_shards), p->cfg.rank,
+                                        p->cfg.world_size);
+    int rc = stk__shard_open(p->cfg.urls->items[shard], shard, &p->cfg.shard, &s->reader,
+                             &rt->err);
+    if (rc == 0)
+        return 1;
+    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM)
+        return rc;
+    char msg[STK__ERRMSG_MAX + 32];
+    snprintf(msg, sizeof msg, "%s (shard skipped)", rt->err.msg);
+    log_msg(p, STK_LOG_WARN, msg);
+    atomic_fetch_add(&p->cfg.shard.counters->shards_failed, 1);
+    return 2;
+}
+
+/* Read one item for slot s. Runs without the mutex. */
+static struct item produce(struct reader_thread *rt, struct slot *s)
+{
+    struct stk__pipeline *p = rt->p;
+    struct item it = {ITEM_ERROR, NULL};
+    if (s->reader == NULL) {
+        int rc = open_next_shard(rt, s);
+        if (rc < 0)
+            return it;
+        if (rc == 0) {
+            it.kind = ITEM_STREAM_END;
+            return it;
+        }
+        if (rc == 2) {
+            s->position += p->n_slots;
+            it.kind = ITEM_SHARD_END;
+            return it;
+        }
+    }
+    int rc = stk__shard_next(s->reader, &it.sample, &rt->err);
+    if (rc == 1) {
+        it.kind = ITEM_SAMPLE;
+        return it;
+    }
+    stk__shard_close(s->reader);
+    s->reader = NULL;
+    if (rc == 0) {
+        s->position += p->n_slots;
+        it.kind = ITEM_SHARD_END;
+    }
+    return it;
+}
+
+static void record_failure(struct stk__pipeline *p, const struct stk__err *err)
+{
+    if (p->fail.code == 0)
+        p->fail = *err;
+}
+
+static void *reader_main(void *arg)
+{
+    struct reader_thread *rt = arg;
+    struct stk__pipeline *p = rt->p;
+    stk__mutex_lock(&p->mutex);
+    while (!atomic_load(&p->stop)) {
+        int j = choose_slot(p, rt);
+        if (j < 0) {
+            stk__cond_wait(&rt->cond, &p->mutex);
+            continue;
+        }
+        struct slot *s = &p->slots[j];
+        stk__mutex_unlock(&p->mutex);
+        struct item it = produce(rt, s);
+        stk__mutex_lock(&p->mutex);
+        if (atomic_load(&p->stop)) {
+            stk__sample_free(it.sample);
+            break;
+        }
+        if (it.kind == ITEM_ERROR)
+            record_failure(p, &rt->err);
+        if (it.kind == ITEM_ERROR || it.kind == ITEM_STREAM_END)
+            s->ended = 1;
+        s->ring[(s->head + s->count) % SLOT_MAX_ITEMS] = it;
+        s->count++;
+        if (it.sample != NULL)
+            s->bytes += it.sample->bytes;
+        if (p->waiting_slot == j)
+            stk__cond_signal(&p->seq_cond);
+    }
+    stk__mutex_unlock(&p->mutex);
+    return NULL;
+}
+
+/* ---- sequencer side ---- */
+
+struct sequencer {
+    struct stk__pipeline *p;
+    struct stk__rng rng;     /* interleave choices */
+    unsigned *active;        /* slots still streaming (shuffle mode) */
+    unsigned n_active;
+    uint64_t position;       /* shard position (storage-order mode) */
+    uint64_t empty_ends;     /* shard ends since the last sample */
+};
+
+/* Pop the next item of slot j, waiting for it. 1 popped, 0 stopped. */
+static int pop_item(struct stk__pipeline *p, unsigned j, struct item *out)
+{
+    struct slot *s = &p->slots[j];
+    struct reader_thread *owner = &p->readers[j % p->n_readers];
+    stk__mutex_lock(&p->mutex);
+    while (s->count == 0 && !atomic_load(&p->stop)) {
+        p->waiting_slot = (int)j;
+        stk__cond_signal(&owner->cond);
+        stk__cond_wait(&p->seq_cond, &p->mutex);
+    }
+    p->waiting_slot = -1;
+    int popped = s->count > 0 && !atomic_load(&p->stop);
+    if (popped) {
+        *out = s->ring[s->head];
+        s->head = (s->head + 1) % SLOT_MAX_ITEMS;
+        s->count--;
+        if (out->sample != NULL)
+            s->bytes -= out->sample->bytes;
+        stk__cond_signal(&owner->cond);
+    }
+    stk__mutex_unlock(&p->mutex);
+    return popped;
+}
+
+static int fail_code(struct stk__pipeline *p)
+{
+    stk__mutex_lock(&p->mutex);
+    int code = p->fail.code ? p->fail.code : STK_EINTERNAL;
+    stk__mutex_unlock(&p->mutex);
+    return code;
+}
+
+/* A rank that must yield samples_per_rank samples cycles through its shards;
+ * if a whole pass brings none, it would cycle forever. */
+static int check_progress(struct sequencer *sq)
+{
+    struct stk__pipeline *p = sq->p;
+    if (++sq->empty_ends <= 2 * p->rank_shards + p->n_slots)
+        return 0;
+    struct stk__err err;
+    stk__errf(&err, STK_EPLAN,
+              "rank %d: its %zu shard(s) hold no readable samples, cannot yield %llu samples",
+              p->cfg.rank, p->rank_shards, (unsigned long long)p->cfg.samples_per_rank);
+    stk__mutex_lock(&p->mutex);
+    record_failure(p, &err);
+    stk__mutex_unlock(&p->mutex);
+    return STK_EPLAN;
+}
+
+/* Next sample of the interleaved input: 1 sample, 0 input over, 2 stopped,
+ * <0 error. */
+static int next_input(struct sequencer *sq, struct stk__sample **out)
+{
+    struct stk__pipeline *p = sq->p;
+    for (;;) {
+        unsigned k = 0, j;
+        if (p->cfg.shuffle) {
+            if (sq->n_active == 0)
+                return 0;
+            k = (unsigned)stk__rng_below(&sq->rng, sq->n_active);
+            j = sq->active[k];
+        } else {
+            j = (unsigned)(sq->position % p->n_slots);
+        }
+        struct item it;
+        if (!pop_item(p, j, &it))
+            return 2;
+        switch (it.kind) {
+        case ITEM_SAMPLE:
+            sq->empty_ends = 0;
+            *out = it.sample;
+            return 1;
+        case ITEM_SHARD_END:
+            sq->position++;
+            if (check_progress(sq) < 0)
+                return STK_EPLAN;
+            break;
+        case ITEM_STREAM_END:
+            if (!p->cfg.shuffle)
+                return 0;
+            sq->active[k] = sq->active[--sq->n_active];
+            break;
+        case ITEM_ERROR:
+            return fail_code(p);
+        }
+    }
+}
+
+static void deliver(struct stk__pipeline *p, struct stk__batch *b)
+{
+    stk__mutex_lock(&p->mutex);
+    b->next = NULL;
+    if (p->queue_tail != NULL)
+        p->queue_tail->next = b;
+    else
+        p->queue_head = b;
+    p->queue_tail = b;
+    stk__cond_signal(&p->batch_cond);
+    stk__mutex_unlock(&p->mutex);
+}
+
+/* Put a sample into the batch being built. 0, 1 stopped, or STK_ENOMEM. */
+static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *index,
+                struct stk__sample *s)
+{
+    if (*batch == NULL) {
+        if (stk__budget_acquire(p->cfg.budget, &p->stop)) {
+            stk__sample_free(s);
+            return 1;
+        }
+        *batch = stk__batch_new(p->cfg.batch_size, (*index)++, p->cfg.budget);
+        if (*batch == NULL) {
+            stk__sample_free(s);
+            return STK_ENOMEM;
+        }
+    }
+    stk__batch_add(*batch, s);
+    if ((*batch)->pub.n_samples == p->cfg.batch_size) {
+        deliver(p, *batch);
+        *batch = NULL;
+    }
+    return 0;
+}
+
+static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__shuffle *sh)
+{
+    struct stk__batch *batch = NULL;
+    uint64_t index = 0, pulled = 0;
+    uint64_t target = p->cfg.samples_per_rank ? p->cfg.samples_per_rank : UINT64_MAX;
+    int input_done = 0, rc = 0;
+    for (;;) {
+        struct stk__sample *s = NULL;
+        if (!input_done && pulled == target)
+            input_done = 1;
+        if (!input_done) {
+            rc = next_input(sq, &s);
+            if (rc < 0 || rc == 2)
+                goto out;
+            if (rc == 0) {
+                input_done = 1;
+            } else {
+                pulled++;
+                s = stk__shuffle_push(sh, s);
+                if (s == NULL)
+                    continue;
+            }
+        }
+        if (input_done && (s = stk__shuffle_drain(sh)) == NULL)
+            break;
+        rc = emit(p, &batch, &index, s);
+        if (rc != 0)
+            goto out;
+    }
+    rc = 0;
+    if (batch != NULL && !p->cfg.drop_last) {
+        deliver(p, batch);
+        batch = NULL;
+    }
+out:
+    stk__batch_free(batch);
+    return rc;
+}
+
+static void *sequencer_main(void *arg)
+{
+    struct stk__pipeline *p = arg;
+    struct sequencer sq = {.p = p};
+    struct stk__shuffle sh;
+    uint64_t base = stk__mix(stk__mix(p->cfg.seed, p->cfg.epoch),
+                             ((uint64_t)p->cfg.rank << 32) | (uint64_t)p->cfg.world_size);
+    stk__rng_seed(&sq.rng, stk__mix(base, 0x496e746572ull));
+    int rc = stk__shuffle_init(&sh, p->cfg.shuffle ? p->cfg.shuffle_buffer : 0,
+                               stk__mix(base, 0x53687566ull));
+    sq.active = stk__calloc(p->n_slots, sizeof *sq.active);
+    if (rc == 0 && sq.active == NULL)
+        rc = STK_ENOMEM;
+    if (rc == 0) {
+        sq.n_active = p->n_slots;
+        for (unsigned j = 0; j < p->n_slots; j++)
+            sq.active[j] = j;
+        rc = sequence(p, &sq, &sh);
+    }
+    stk__shuffle_free(&sh);
+    stk__free(sq.active);
+
+    stk__mutex_lock(&p->mutex);
+    if (rc == STK_ENOMEM && p->fail.code == 0)
+        stk__errf(&p->fail, STK_ENOMEM, "out of memory while assembling batches");
+    p->finished = 1;
+    stk__cond_broadcast(&p->batch_cond);
+    stk__mutex_unlock(&p->mutex);
+    return NULL;
+}
+
+/* ---- lifetime ---- */
+
+static void free_slots(struct stk__pipeline *p)
+{
+    for (unsigned j = 0; j < p->n_slots; j++) {
+        struct slot *s = &p->slots[j];
+        for (size_t i = 0; i < s->count; i++)
+            stk__sample_free(s->ring[(s->head + i) % SLOT_MAX_ITEMS].sample);
+        stk__shard_close(s->reader);
+    }
+    stk__free(p->slots);
+}
+
+void stk__pipeline_stop(struct stk__pipeline *p)
+{
+    if (p == NULL)
+        return;
+    atomic_store(&p->stop, 1);
+    stk__mutex_lock(&p->mutex);
+    for (unsigned t = 0; t < p->n_readers; t++)
+        stk__cond_broadcast(&p->readers[t].cond);
+    stk__cond_broadcast(&p->seq_cond);
+    stk__cond_broadcast(&p->batch_cond);
+    stk__mutex_unlock(&p->mutex);
+    stk__budget_wake(p->cfg.budget);
+
+    for (unsigned t = 0; t < p->readers_started; t++)
+        stk__thread_join(p->readers[t].tid);
+    if (p->seq_started)
+        stk__thread_join(p->seq_tid);
+    for (unsigned t = 0; t < p->n_readers; t++) {
+        stk__cond_destroy(&p->readers[t].cond);
+        stk__free(p->readers[t].perm);
+    }
+    while (p->queue_head != NULL) {
+        struct stk__batch *b = p->queue_head;
+        p->queue_head = b->next;
+        stk__batch_free(b);
+    }
+    free_slots(p);
+    stk__free(p->readers);
+    stk__cond_destroy(&p->seq_cond);
+    stk__cond_destroy(&p->batch_cond);
+    stk__mutex_destroy(&p->mutex);
+    stk__free(p);
+}
+
+int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
+                        struct stk__err *err)
+{
+    *out = NULL;
+    struct stk__pipeline *p = stk__calloc(1, sizeof *p);
+    if (p == NULL)
+        return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
+    p->cfg = *cfg;
+    p->rank_shards = stk__plan_rank_count(cfg->urls->count, cfg->rank, cfg->world_size);
+    p->n_slots = cfg->shards_in_flight;
+    p->n_readers = cfg->threads < p->n_slots ? cfg->threads : p->n_slots;
+    p->waiting_slot = -1;
+    atomic_init(&p->stop, 0);
+    stk__mutex_init(&p->mutex);
+    stk__cond_init(&p->seq_cond);
+    stk__cond_init(&p->batch_cond);
+    p->slots = stk__calloc(p->n_slots, sizeof *p->slots);
+    p->readers = stk__calloc(p->n_readers, sizeof *p->readers);
+    int rc = 0;
+    if (p->slots == NULL || p->readers == NULL)
+        rc = STK_ENOMEM;
+    for (unsigned j = 0; rc == 0 && j < p->n_slots; j++)
+        p->slots[j].position = j;
+    for (unsigned t = 0; p->readers != NULL && t < p->n_readers; t++) {
+        struct reader_thread *rt = &p->readers[t];
+        rt->p = p;
+        rt->index = t;
+        rt->perm_pass = UINT64_MAX;
+        stk__cond_init(&rt->cond);
+        rt->perm = stk__calloc(cfg->urls->count, sizeof *rt->perm);
+        if (rt->perm == NULL)
+            rc = STK_ENOMEM;
+    }
+    if (rc < 0) {
+        stk__errf(err, rc, "out of memory starting an epoch");
+        goto fail;
+    }
+    for (unsigned t = 0; t < p->n_readers; t++) {
+        rc = stk__thread_create(&p->readers[t].tid, reader_main, &p->readers[t]);
+        if (rc < 0) {
+            stk__errf(err, rc, "cannot start a reader thread: %s", strerror(-rc));
+            goto fail;
+        }
+        p->readers_started++;
+    }
+    rc = stk__thread_create(&p->seq_tid, sequencer_main, p);
+    if (rc < 0) {
+        stk__errf(err, rc, "cannot start the sequencer thread: %s", strerror(-rc));
+        goto fail;
+    }
+    p->seq_started = 1;
+    *out = p;
+    return 0;
+fail:
+    if (p->readers == NULL)
+        p->n_readers = 0;
+    if (p->slots == NULL)
+        p->n_slots = 0;
+    stk__pipeline_stop(p);
+    return rc;
+}
+
+int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err)
+{
+    *out = NULL;
+    int rc = 0;
+    stk__mutex_lock(&p->mutex);
+    while (p->queue_head == NULL && !p->finished) {
+        if (atomic_load(&p->cfg.budget->held_by_caller) >= p->cfg.budget->limit) {
+            rc = stk__errf(err, STK_EBUSY,
+                           "the caller holds all %zu batches the loader may have; release one "
+                           "with stk_batch_release()",
+                           p->cfg.budget->limit);
+            goto out;
+        }
+        stk__cond_wait(&p->batch_cond, &p->mutex);
+    }
+    if (p->queue_head != NULL) {
+        struct stk__batch *b = p->queue_head;
+        p->queue_head = b->next;
+        if (p->queue_head == NULL)
+            p->queue_tail = NULL;
+        atomic_fetch_add(&p->cfg.budget->held_by_caller, 1);
+        *out = b;
+    } else if (p->fail.code != 0) {
+        *err = p->fail;
+        rc = p->fail.code;
+    } else {
+        rc = STK_EOF;
+    }
+out:
+    stk__mutex_unlock(&p->mutex);
+    return rc;
+}

@@ -1,0 +1,53 @@
+/*
+ * pipeline.h - one epoch of one rank: readers, sequencer, batches.
+ *
+ *   reader threads --(per-shard bounded queues)--> sequencer thread
+ *       --(interleave + shuffle buffer, batch budget)--> batch queue --> caller
+ *
+ * The sample order is fixed by the sequencer alone, which draws from the
+ * shard queues in an order that depends only on (seed, epoch, rank,
+ * options); reader threads only decide how fast queues fill. A later decode
+ * stage slots in between the sequencer and the batch queue.
+ */
+#ifndef STK_PIPELINE_H
+#define STK_PIPELINE_H
+
+#include <stdint.h>
+
+#include "batch.h"
+#include "error.h"
+#include "shard_reader.h"
+#include "urls.h"
+
+struct stk__pipeline_config {
+    const struct stk__strlist *urls;
+    size_t batch_size;
+    int drop_last;
+    unsigned threads;
+    unsigned shards_in_flight;
+    size_t shuffle_buffer;
+    int shuffle;
+    uint64_t seed;
+    uint64_t epoch;
+    int rank;
+    int world_size;
+    uint64_t samples_per_rank; /* 0: one pass over the rank's shards */
+    size_t prefetch_bytes_per_shard;
+    struct stk__shard_config shard;
+    struct stk__batch_budget *budget;
+};
+
+struct stk__pipeline;
+
+/* Start the threads of one epoch. The config is copied; urls and budget
+ * must outlive the pipeline. */
+int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
+                        struct stk__err *err);
+
+/* Next batch: 0 (*out set), STK_EOF, STK_EBUSY or an error with err set. */
+int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err);
+
+/* Stop (also mid-epoch), join every thread and free all unread data. */
+void stk__pipeline_stop(struct stk__pipeline *p);
+
+#endif

@@ -1,0 +1,103 @@
+/*
+ * plan.c - deterministic shard order and the split across ranks.
+ */
+#include "plan.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rng.h"
+#include "stoker.h"
+
+/* Parse a non-negative decimal environment variable; -1 when unset. */
+static int env_int(const char *name, long *value, struct stk__err *err)
+{
+    const char *s = getenv(name);
+    *value = -1;
+    if (s == NULL || *s == '\0')
+        return 0;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end != '\0' || v < 0 || v > 1000000)
+        return stk__errf(err, STK_EINVAL, "environment variable %s='%.40s' is not a valid number",
+                         name, s);
+    *value = v;
+    return 0;
+}
+
+int stk__plan_resolve_rank(int rank_opt, int world_opt, int *rank, int *world,
+                           struct stk__err *err)
+{
+    static const char *const pairs[][2] = {
+        {"RANK", "WORLD_SIZE"},
+        {"SLURM_PROCID", "SLURM_NTASKS"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    };
+    long r = rank_opt, w = world_opt;
+    const char *source = "options";
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0] && (r < 0 || w < 0); i++) {
+        long er, ew;
+        int rc = env_int(pairs[i][0], &er, err);
+        if (rc == 0)
+            rc = env_int(pairs[i][1], &ew, err);
+        if (rc < 0)
+            return rc;
+        if (er < 0 || ew < 0)
+            continue;
+        if (r < 0)
+            r = er;
+        if (w < 0)
+            w = ew;
+        source = pairs[i][0];
+    }
+    if (r < 0)
+        r = 0;
+    if (w < 0)
+        w = 1;
+    if (w < 1 || r >= w)
+        return stk__errf(err, STK_EINVAL, "rank %ld is not below world size %ld (from %s)", r, w,
+                         source);
+    *rank = (int)r;
+    *world = (int)w;
+    return 0;
+}
+
+int stk__plan_check(size_t n_shards, int world, struct stk__err *err)
+{
+    if (n_shards < (size_t)world)
+        return stk__errf(err, STK_EPLAN,
+                         "%zu shard(s) cannot be split over %d ranks: every rank needs at least one "
+                         "shard (split the data into more shards)",
+                         n_shards, world);
+    return 0;
+}
+
+size_t stk__plan_rank_count(size_t n_shards, int rank, int world)
+{
+    return n_shards / (size_t)world + ((size_t)rank < n_shards % (size_t)world ? 1 : 0);
+}
+
+void stk__plan_permutation(size_t n_shards, uint64_t seed, uint64_t epoch, uint64_t pass,
+                           int shuffle, uint32_t *perm)
+{
+    for (size_t i = 0; i < n_shards; i++)
+        perm[i] = (uint32_t)i;
+    if (!shuffle)
+        return;
+    /* Fisher-Yates; the same on every rank because rank is not an input. */
+    struct stk__rng rng;
+    stk__rng_seed(&rng, stk__mix(stk__mix(seed, epoch), pass ^ 0x5368617264ull));
+    for (size_t i = n_shards; i > 1; i--) {
+        size_t j = (size_t)stk__rng_below(&rng, i);
+        uint32_t t = perm[i - 1];
+        perm[i - 1] = perm[j];
+        perm[j] = t;
+    }
+}
+
+size_t stk__plan_rank_shard(const uint32_t *perm, size_t i, int rank, int world)
+{
+    return perm[i * (size_t)world + (size_t)rank];
+}

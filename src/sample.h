@@ -1,0 +1,39 @@
+/*
+ * sample.h - a sample being built from tar members, and its lifetime.
+ *
+ * The public struct stk_sample is embedded so a batch can copy it out; the
+ * rest is what stoker needs to free the sample and to account its bytes
+ * against the memory budgets.
+ */
+#ifndef STK_SAMPLE_H
+#define STK_SAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stoker.h"
+
+struct stk__sample {
+    struct stk_sample pub;
+    struct stk_member *members; /* pub.members points here */
+    size_t capacity;
+    uint64_t bytes;             /* member data bytes, for budgets and stats */
+    char *key;
+};
+
+/* A sample with a copy of key[0..key_len). NULL when out of memory. */
+struct stk__sample *stk__sample_new(const char *key, size_t key_len, const char *url,
+                                    uint64_t shard_index);
+
+/* Append a member: ext is copied (and lower-cased), data is adopted (must
+ * be from stk__malloc, with a NUL at data[size]). 0 or STK_ENOMEM; on
+ * failure data is freed. */
+int stk__sample_add(struct stk__sample *s, const char *ext, size_t ext_len, uint8_t *data,
+                    size_t size);
+
+/* 1 if the sample already has a member with this extension. */
+int stk__sample_has_ext(const struct stk__sample *s, const char *ext, size_t ext_len);
+
+void stk__sample_free(struct stk__sample *s);
+
+#endif

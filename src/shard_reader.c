@@ -1,0 +1,295 @@
+/*
+ * shard_reader.c - members to samples, with the bad-input policy.
+ *
+ * A header that starts a new key is read before the previous sample can be
+ * returned, so its name and size are kept as "pending" and its data is read
+ * on the next call (libarchive keeps an entry's data readable until the
+ * next header is requested).
+ */
+#include "shard_reader.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "keyset.h"
+#include "tar_reader.h"
+
+struct stk__shard_reader {
+    struct stk__tar *tar;
+    const char *url;
+    uint64_t shard_index;
+    struct stk__shard_config cfg;
+    struct stk__keyset seen;
+    struct stk__sample *current;
+    int current_bad;
+    int done;
+    uint64_t bytes_reported;
+    /* The member read ahead that starts the next sample. */
+    int have_pending;
+    char *pending_name;
+    size_t pending_key_len;
+    uint64_t pending_size;
+    uint64_t pending_offset;
+};
+
+int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
+                           const struct stk__shard_config *cfg, struct stk__shard_reader **out,
+                           struct stk__err *err)
+{
+    *out = NULL;
+    struct stk__shard_reader *r = stk__calloc(1, sizeof *r);
+    if (r == NULL) {
+        stk__source_close(src);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", src->url);
+    }
+    r->url = src->url;
+    r->shard_index = shard_index;
+    r->cfg = *cfg;
+    atomic_fetch_add(&cfg->counters->shards_opened, 1);
+    int rc = stk__tar_open(src, cfg->block_size, &r->tar, err);
+    if (rc < 0) {
+        stk__free(r);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
+                    struct stk__shard_reader **out, struct stk__err *err)
+{
+    struct stk__source *src;
+    *out = NULL;
+    int rc = stk__source_open(url, &src, err);
+    if (rc < 0)
+        return rc;
+    return stk__shard_open_source(src, shard_index, cfg, out, err);
+}
+
+static void report(struct stk__shard_reader *r, enum stk_log_level level, const char *msg)
+{
+    if (r->cfg.log != NULL)
+        r->cfg.log(r->cfg.log_data, level, msg);
+}
+
+static void account_bytes(struct stk__shard_reader *r)
+{
+    uint64_t now = stk__tar_source_bytes(r->tar);
+    atomic_fetch_add(&r->cfg.counters->bytes_read, now - r->bytes_reported);
+    r->bytes_reported = now;
+}
+
+/* Split a member path into key length and extension (WebDataset's
+ * base_plus_ext). Returns 0 when the member has no key and is ignored:
+ * no dot in the basename, a basename starting with a dot, or a top-level
+ * "__meta__" file. */
+static int split_name(const char *name, size_t *key_len, const char **ext)
+{
+    const char *slash = strrchr(name, '/');
+    const char *base = slash ? slash + 1 : name;
+    size_t base_len = strlen(base);
+    if (slash == NULL && base_len >= 4 && strncmp(base, "__", 2) == 0 &&
+        strcmp(base + base_len - 2, "__") == 0)
+        return 0;
+    const char *dot = strchr(base, '.');
+    if (dot == NULL || dot == base)
+        return 0;
+    *key_len = (size_t)(dot - name);
+    *ext = dot + 1;
+    return 1;
+}
+
+/* A sample-level problem: fatal under FAIL, else marks the current sample
+ * bad so it is dropped when complete. */
+static int bad_sample(struct stk__shard_reader *r, struct stk__err *err, int code)
+{
+    if (!r->cfg.skip_bad)
+        return code;
+    report(r, STK_LOG_WARN, err->msg);
+    r->current_bad = 1;
+    return 0;
+}
+
+/* The shard cannot be read further: fatal under FAIL, else the shard ends
+ * here, dropping the partial sample. */
+static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code)
+{
+    if (!r->cfg.skip_bad || code == STK_ENOMEM)
+        return code;
+    char msg[STK__ERRMSG_MAX + 64];
+    snprintf(msg, sizeof msg, "%s (rest of shard skipped)", err->msg);
+    report(r, STK_LOG_WARN, msg);
+    atomic_fetch_add(&r->cfg.counters->shards_failed, 1);
+    if (r->current != NULL) {
+        atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
+        stk__sample_free(r->current);
+        r->current = NULL;
+    }
+    r->have_pending = 0;
+    r->done = 1;
+    stk__err_clear(err);
+    return 0;
+}
+
+/* Add the pending member to the current sample (starting one if needed). */
+static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
+{
+    const char *name = r->pending_name;
+    size_t key_len = r->pending_key_len;
+    const char *ext = name + key_len + 1;
+    r->have_pending = 0;
+
+    if (r->current == NULL) {
+        r->current = stk__sample_new(name, key_len, r->url, r->shard_index);
+        if (r->current == NULL)
+            return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+        r->current_bad = 0;
+        int seen = stk__keyset_add(&r->seen, r->current->key);
+        if (seen < 0)
+            return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+        if (seen)
+            return bad_sample(r, err,
+                              stk__errf(err, STK_EDUPKEY,
+                                        "%s: key '%.200s' reappears at offset %llu after other "
+                                        "keys (the members of a sample must be adjacent)",
+                                        r->url, r->current->key,
+                                        (unsigned long long)r->pending_offset));
+    }
+    if (r->current_bad)
+        return 0;
+    if (stk__sample_has_ext(r->current, ext, strlen(ext)))
+        return bad_sample(r, err,
+                          stk__errf(err, STK_EDUPKEY,
+                                    "%s: member '%.200s' at offset %llu appears twice in sample "
+                                    "'%.200s'",
+                                    r->url, name, (unsigned long long)r->pending_offset,
+                                    r->current->key));
+    if (r->current->pub.n_members >= r->cfg.max_members)
+        return bad_sample(r, err,
+                          stk__errf(err, STK_ELIMIT,
+                                    "%s: sample '%.200s' has more than %zu members (offset %llu)",
+                                    r->url, r->current->key, r->cfg.max_members,
+                                    (unsigned long long)r->pending_offset));
+    if (r->pending_size > r->cfg.max_member_bytes)
+        return bad_sample(r, err,
+                          stk__errf(err, STK_ELIMIT,
+                                    "%s: member '%.200s' at offset %llu is %llu bytes, above the "
+                                    "limit of %llu",
+                                    r->url, name, (unsigned long long)r->pending_offset,
+                                    (unsigned long long)r->pending_size,
+                                    (unsigned long long)r->cfg.max_member_bytes));
+    size_t size = (size_t)r->pending_size;
+    uint8_t *data = stk__malloc(size + 1);
+    if (data == NULL)
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%.200s' (%zu bytes)",
+                         r->url, name, size);
+    int rc = stk__tar_read(r->tar, data, size, err);
+    if (rc < 0) {
+        stk__free(data);
+        return bad_shard(r, err, rc);
+    }
+    data[size] = '\0';
+    if (stk__sample_add(r->current, ext, strlen(ext), data, size) < 0)
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+    return 0;
+}
+
+/* Read the next header with a key into the pending slot. 1 pending, 0 end. */
+static int read_header(struct stk__shard_reader *r, struct stk__err *err)
+{
+    for (;;) {
+        struct stk__tar_member m;
+        int rc = stk__tar_next(r->tar, &m, err);
+        if (rc <= 0)
+            return rc < 0 ? bad_shard(r, err, rc) : 0;
+        size_t key_len;
+        const char *ext;
+        if (!m.regular || !split_name(m.name, &key_len, &ext)) {
+            atomic_fetch_add(&r->cfg.counters->members_ignored, 1);
+            continue;
+        }
+        size_t name_len = strlen(m.name);
+        if (name_len > r->cfg.max_key_bytes) {
+            stk__errf(err, STK_ELIMIT, "%s: member name at offset %llu is %zu bytes, above the limit of %zu",
+                      r->url, (unsigned long long)m.offset, name_len, r->cfg.max_key_bytes);
+            if (!r->cfg.skip_bad)
+                return STK_ELIMIT;
+            report(r, STK_LOG_WARN, err->msg);
+            atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
+            continue;
+        }
+        stk__free(r->pending_name);
+        r->pending_name = stk__strndup(m.name, name_len);
+        if (r->pending_name == NULL)
+            return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+        r->pending_key_len = key_len;
+        r->pending_size = m.size;
+        r->pending_offset = m.offset;
+        r->have_pending = 1;
+        return 1;
+    }
+}
+
+static int same_key(const struct stk__sample *s, const char *name, size_t key_len)
+{
+    return strlen(s->key) == key_len && memcmp(s->key, name, key_len) == 0;
+}
+
+/* Hand out the finished current sample, or drop it if bad. 1 if handed out. */
+static int finish_sample(struct stk__shard_reader *r, struct stk__sample **out)
+{
+    struct stk__sample *s = r->current;
+    r->current = NULL;
+    if (s == NULL)
+        return 0;
+    if (r->current_bad) {
+        atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
+        stk__sample_free(s);
+        return 0;
+    }
+    *out = s;
+    return 1;
+}
+
+int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struct stk__err *err)
+{
+    *out = NULL;
+    int rc = 0;
+    while (!r->done) {
+        if (!r->have_pending) {
+            rc = read_header(r, err);
+            if (rc < 0)
+                goto out;
+            if (rc == 0) {
+                r->done = 1;
+                break;
+            }
+        }
+        if (r->current != NULL && !same_key(r->current, r->pending_name, r->pending_key_len)) {
+            if (finish_sample(r, out)) {
+                rc = 1;
+                goto out;
+            }
+            continue;
+        }
+        rc = take_pending(r, err);
+        if (rc < 0)
+            goto out;
+    }
+    rc = finish_sample(r, out);
+out:
+    account_bytes(r);
+    return rc;
+}
+
+void stk__shard_close(struct stk__shard_reader *r)
+{
+    if (r == NULL)
+        return;
+    stk__tar_close(r->tar);
+    stk__sample_free(r->current);
+    stk__keyset_clear(&r->seen);
+    stk__free(r->pending_name);
+    stk__free(r);
+}

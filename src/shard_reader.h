@@ -1,0 +1,59 @@
+/*
+ * shard_reader.h - the samples of one shard, in storage order.
+ *
+ * Groups tar members into samples with WebDataset's rule: the key is the
+ * member path up to the first dot of its basename, the extension the rest
+ * (lower-cased). Members of a sample must be adjacent; a key that comes back
+ * later in the shard is reported (STK_EDUPKEY), never merged or split.
+ * Under the skip policy a bad sample is dropped and counted, and a shard
+ * that cannot be parsed further ends early and is counted as failed.
+ */
+#ifndef STK_SHARD_READER_H
+#define STK_SHARD_READER_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "sample.h"
+#include "source.h"
+#include "stoker.h"
+
+/* Counters shared by every reader of a loader. */
+struct stk__counters {
+    atomic_uint_fast64_t shards_opened;
+    atomic_uint_fast64_t shards_failed;
+    atomic_uint_fast64_t samples_skipped;
+    atomic_uint_fast64_t members_ignored;
+    atomic_uint_fast64_t bytes_read;
+};
+
+struct stk__shard_config {
+    size_t block_size;
+    uint64_t max_member_bytes;
+    size_t max_members;
+    size_t max_key_bytes;
+    int skip_bad;
+    struct stk__counters *counters; /* required */
+    void (*log)(void *data, enum stk_log_level level, const char *message);
+    void *log_data;
+};
+
+struct stk__shard_reader;
+
+/* Open url (shard_index is reported in samples). */
+int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
+                    struct stk__shard_reader **out, struct stk__err *err);
+
+/* Same over an already opened source (ownership passes to the reader). */
+int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
+                           const struct stk__shard_config *cfg, struct stk__shard_reader **out,
+                           struct stk__err *err);
+
+/* 1: *out is the next sample (caller frees); 0: shard done; <0: error. */
+int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struct stk__err *err);
+
+void stk__shard_close(struct stk__shard_reader *r);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * source.c - choose a backend by URL scheme, and the in-memory source.
+ */
+#include "source.h"
+
+#include <string.h>
+
+#include "alloc.h"
+#include "source_file.h"
+#include "stoker.h"
+
+int stk__source_open(const char *url, struct stk__source **out, struct stk__err *err)
+{
+    *out = NULL;
+    if (strncmp(url, "file://", 7) == 0)
+        return stk__source_file_open(url, url + 7, out, err);
+    const char *colon = strchr(url, ':');
+    const char *slash = strchr(url, '/');
+    if (colon != NULL && colon > url && (slash == NULL || colon < slash) && colon[1] == '/' &&
+        colon[2] == '/')
+        return stk__errf(err, STK_EINVAL, "%s: URL scheme '%.*s' is not supported by this build",
+                         url, (int)(colon - url), url);
+    return stk__source_file_open(url, url, out, err);
+}
+
+ssize_t stk__source_read(struct stk__source *src, void *buf, size_t cap)
+{
+    ssize_t n = src->ops->read(src, buf, cap);
+    if (n > 0)
+        src->bytes_read += (uint64_t)n;
+    return n;
+}
+
+void stk__source_close(struct stk__source *src)
+{
+    if (src != NULL)
+        src->ops->close(src);
+}
+
+struct memory_source {
+    struct stk__source base;
+    const unsigned char *data;
+    size_t size;
+    size_t pos;
+    size_t chunk;
+};
+
+static ssize_t memory_read(struct stk__source *src, void *buf, size_t cap)
+{
+    struct memory_source *m = (struct memory_source *)src;
+    size_t n = m->size - m->pos;
+    if (n > cap)
+        n = cap;
+    if (m->chunk && n > m->chunk)
+        n = m->chunk;
+    memcpy(buf, m->data + m->pos, n);
+    m->pos += n;
+    return (ssize_t)n;
+}
+
+static void memory_close(struct stk__source *src)
+{
+    stk__free(src);
+}
+
+static const struct stk__source_ops memory_ops = {memory_read, memory_close};
+
+int stk__source_open_memory(const char *url, const void *data, size_t size, size_t chunk,
+                            struct stk__source **out)
+{
+    struct memory_source *m = stk__calloc(1, sizeof *m);
+    *out = NULL;
+    if (m == NULL)
+        return STK_ENOMEM;
+    m->base.ops = &memory_ops;
+    m->base.url = url;
+    m->data = data;
+    m->size = size;
+    m->chunk = chunk;
+    *out = &m->base;
+    return 0;
+}

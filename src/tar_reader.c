@@ -1,0 +1,159 @@
+/*
+ * tar_reader.c - libarchive driven by stoker's byte sources.
+ *
+ * libarchive pulls data through read_cb; we hand it our own block buffer
+ * filled by the source, so bytes are copied once from the source into the
+ * block and once from the block into the member buffer. Only the tar
+ * format and library-backed decompression filters are enabled: nothing
+ * here can spawn an external program.
+ */
+#include "tar_reader.h"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "stoker.h"
+
+struct stk__tar {
+    struct archive *archive;
+    struct stk__source *src;
+    unsigned char *block;
+    size_t block_size;
+    int source_failed; /* the source, not the format, caused the error */
+    uint64_t member_offset;
+    uint64_t member_size;
+    char member_name[256]; /* copy for messages: libarchive's string dies with the entry */
+};
+
+static la_ssize_t read_cb(struct archive *a, void *client, const void **buf)
+{
+    struct stk__tar *t = client;
+    ssize_t n = stk__source_read(t->src, t->block, t->block_size);
+    if (n < 0) {
+        t->source_failed = 1;
+        archive_set_error(a, -1, "%s", t->src->err.msg);
+        return -1;
+    }
+    *buf = t->block;
+    return n;
+}
+
+int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **out,
+                  struct stk__err *err)
+{
+    *out = NULL;
+    struct stk__tar *t = stk__calloc(1, sizeof *t);
+    unsigned char *block = stk__malloc(block_size);
+    struct archive *a = archive_read_new();
+    if (t == NULL || block == NULL || a == NULL) {
+        stk__free(t);
+        stk__free(block);
+        if (a != NULL)
+            archive_read_free(a);
+        stk__source_close(src);
+        return stk__errf(err, STK_ENOMEM, "out of memory opening a tar reader");
+    }
+    /* Format: tar only (ustar, pax, GNU); filters: only the ones libarchive
+     * implements with linked libraries. Return codes are ARCHIVE_WARN when
+     * a filter falls back to an external program, which we then reject. */
+    archive_read_support_format_tar(a);
+    archive_read_support_filter_gzip(a);
+    archive_read_support_filter_bzip2(a);
+    archive_read_support_filter_xz(a);
+    archive_read_support_filter_zstd(a);
+    archive_read_support_filter_lz4(a);
+    t->archive = a;
+    t->src = src;
+    t->block = block;
+    t->block_size = block_size;
+    if (archive_read_open(a, t, NULL, read_cb, NULL) != ARCHIVE_OK) {
+        int code = t->source_failed ? t->src->err.code : STK_EFORMAT;
+        stk__errf(err, code, "%s: cannot read as tar at offset 0: %s", src->url,
+                  archive_error_string(a) ? archive_error_string(a) : "unknown error");
+        stk__tar_close(t);
+        return code;
+    }
+    *out = t;
+    return 0;
+}
+
+static int archive_failure(struct stk__tar *t, struct stk__err *err, const char *doing)
+{
+    struct archive *a = t->archive;
+    const char *why = archive_error_string(a) ? archive_error_string(a) : "unknown error";
+    if (t->source_failed)
+        return stk__errf(err, t->src->err.code, "%s", t->src->err.msg);
+    int code = strstr(why, "runcated") != NULL ? STK_ETRUNC : STK_EFORMAT;
+    la_int64_t consumed = archive_filter_bytes(a, 0);
+    if (t->member_name[0] == '\0')
+        return stk__errf(err, code, "%s: %s in the first member (read up to offset %lld): %s",
+                         t->src->url, doing, (long long)consumed, why);
+    return stk__errf(err, code, "%s: %s after member '%.200s' at offset %llu (read up to offset %lld): %s",
+                     t->src->url, doing, t->member_name, (unsigned long long)t->member_offset,
+                     (long long)consumed, why);
+}
+
+int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err *err)
+{
+    struct archive_entry *e;
+    int r = archive_read_next_header(t->archive, &e);
+    if (r == ARCHIVE_EOF)
+        return 0;
+    if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
+        return archive_failure(t, err, "bad tar header");
+    la_int64_t pos = archive_read_header_position(t->archive);
+    if (pos >= 0)
+        t->member_offset = (uint64_t)pos;
+    const char *name = archive_entry_pathname(e);
+    if (name == NULL)
+        return stk__errf(err, STK_EFORMAT, "%s: member at offset %llu has no name", t->src->url,
+                         (unsigned long long)t->member_offset);
+    m->name = name;
+    m->offset = t->member_offset;
+    m->regular = archive_entry_filetype(e) == AE_IFREG && archive_entry_hardlink(e) == NULL;
+    if (m->regular && !archive_entry_size_is_set(e))
+        return stk__errf(err, STK_EFORMAT, "%s: member '%.200s' at offset %llu has no size",
+                         t->src->url, name, (unsigned long long)t->member_offset);
+    la_int64_t size = archive_entry_size(e);
+    m->size = size > 0 ? (uint64_t)size : 0;
+    snprintf(t->member_name, sizeof t->member_name, "%s", name);
+    t->member_size = m->size;
+    return 1;
+}
+
+int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *err)
+{
+    unsigned char *p = buf;
+    size_t got = 0;
+    while (got < size) {
+        la_ssize_t n = archive_read_data(t->archive, p + got, size - got);
+        if (n < 0)
+            return archive_failure(t, err, "cannot read member data");
+        if (n == 0)
+            return stk__errf(err, STK_ETRUNC,
+                             "%s: member '%.200s' at offset %llu ends after %zu of %llu bytes",
+                             t->src->url, t->member_name, (unsigned long long)t->member_offset,
+                             got, (unsigned long long)t->member_size);
+        got += (size_t)n;
+    }
+    return 0;
+}
+
+uint64_t stk__tar_source_bytes(const struct stk__tar *t)
+{
+    return t->src->bytes_read;
+}
+
+void stk__tar_close(struct stk__tar *t)
+{
+    if (t == NULL)
+        return;
+    if (t->archive != NULL)
+        archive_read_free(t->archive);
+    stk__source_close(t->src);
+    stk__free(t->block);
+    stk__free(t);
+}

@@ -1,0 +1,44 @@
+/*
+ * tar_reader.h - stream the members of one tar shard.
+ *
+ * A thin layer over libarchive (every tar flavour: ustar, pax extended
+ * headers, GNU long names; gzip/bzip2/xz/zstd/lz4-compressed shards) fed by
+ * a stk__source through libarchive's read callback. It hands out regular
+ * file members only, checks sizes against limits before anything is
+ * allocated, and turns libarchive's errors into messages that name the
+ * shard URL and the byte offset.
+ */
+#ifndef STK_TAR_READER_H
+#define STK_TAR_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "source.h"
+
+struct stk__tar;
+
+struct stk__tar_member {
+    const char *name;  /* valid until the next stk__tar_next() */
+    uint64_t size;
+    uint64_t offset;   /* byte offset of the member's header in the (uncompressed) stream */
+    int regular;       /* 0 for directories, links, devices: their data is never read */
+};
+
+/* Take ownership of src (closed by stk__tar_close, also on failure). */
+int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **out,
+                  struct stk__err *err);
+
+/* 1: *m describes the next member; 0: end of archive; <0: error in err. */
+int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err *err);
+
+/* Read exactly `size` bytes of the current member's data into buf. */
+int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *err);
+
+/* Bytes consumed from the source so far (compressed size). */
+uint64_t stk__tar_source_bytes(const struct stk__tar *t);
+
+void stk__tar_close(struct stk__tar *t);
+
+#endif

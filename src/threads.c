@@ -1,0 +1,45 @@
+/*
+ * threads.c - pthread wrappers that abort on impossible failures.
+ */
+#include "threads.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static void check(int rc, const char *what)
+{
+    if (rc != 0) {
+        fprintf(stderr, "stoker: %s failed with error %d\n", what, rc);
+        abort();
+    }
+}
+
+void stk__mutex_init(pthread_mutex_t *m) { check(pthread_mutex_init(m, NULL), "pthread_mutex_init"); }
+void stk__mutex_destroy(pthread_mutex_t *m) { check(pthread_mutex_destroy(m), "pthread_mutex_destroy"); }
+void stk__mutex_lock(pthread_mutex_t *m) { check(pthread_mutex_lock(m), "pthread_mutex_lock"); }
+void stk__mutex_unlock(pthread_mutex_t *m) { check(pthread_mutex_unlock(m), "pthread_mutex_unlock"); }
+
+void stk__cond_init(pthread_cond_t *c) { check(pthread_cond_init(c, NULL), "pthread_cond_init"); }
+void stk__cond_destroy(pthread_cond_t *c) { check(pthread_cond_destroy(c), "pthread_cond_destroy"); }
+void stk__cond_wait(pthread_cond_t *c, pthread_mutex_t *m) { check(pthread_cond_wait(c, m), "pthread_cond_wait"); }
+void stk__cond_signal(pthread_cond_t *c) { check(pthread_cond_signal(c), "pthread_cond_signal"); }
+void stk__cond_broadcast(pthread_cond_t *c) { check(pthread_cond_broadcast(c), "pthread_cond_broadcast"); }
+
+int stk__thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    int rc = pthread_create(t, NULL, fn, arg);
+    return rc == 0 ? 0 : -rc;
+}
+
+void stk__thread_join(pthread_t t)
+{
+    check(pthread_join(t, NULL), "pthread_join");
+}
+
+uint64_t stk__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}

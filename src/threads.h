@@ -1,0 +1,33 @@
+/*
+ * threads.h - thin pthread wrappers (libuv's uv_mutex_* shape).
+ *
+ * Locking a valid mutex or signalling a valid condition variable cannot fail
+ * in a correct program, so these abort on failure instead of making every
+ * caller handle an impossible error. Creating a thread can fail and returns
+ * a code.
+ */
+#ifndef STK_THREADS_H
+#define STK_THREADS_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+void stk__mutex_init(pthread_mutex_t *m);
+void stk__mutex_destroy(pthread_mutex_t *m);
+void stk__mutex_lock(pthread_mutex_t *m);
+void stk__mutex_unlock(pthread_mutex_t *m);
+
+void stk__cond_init(pthread_cond_t *c);
+void stk__cond_destroy(pthread_cond_t *c);
+void stk__cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
+void stk__cond_signal(pthread_cond_t *c);
+void stk__cond_broadcast(pthread_cond_t *c);
+
+/* 0 or a negative errno. */
+int stk__thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+void stk__thread_join(pthread_t t);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t stk__now_ns(void);
+
+#endif

@@ -1,0 +1,36 @@
+/*
+ * urls.h - turn user URL patterns into the list of shard URLs.
+ *
+ * Patterns use the brace syntax WebDataset users already write:
+ * "train-{000000..001023}.tar" (numeric ranges keep zero padding, an
+ * optional step "{0..10..2}"), "{a,b,c}" alternatives, nested braces, and
+ * "@FILE" for a file holding one pattern per line.
+ */
+#ifndef STK_URLS_H
+#define STK_URLS_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+/* Hard cap on the number of shards one loader may name. */
+#define STK__MAX_SHARDS (16u * 1024u * 1024u)
+
+struct stk__strlist {
+    char **items;
+    size_t count;
+    size_t capacity;
+};
+
+void stk__strlist_free(struct stk__strlist *list);
+/* Append a copy of s (n bytes). 0 or STK_ENOMEM. */
+int stk__strlist_push(struct stk__strlist *list, const char *s, size_t n);
+
+/* Expand one brace pattern, appending the results to out. */
+int stk__brace_expand(const char *pattern, struct stk__strlist *out, struct stk__err *err);
+
+/* Expand every pattern (reading @FILE lists) into out. */
+int stk__expand_urls(const char *const *patterns, size_t n, struct stk__strlist *out,
+                     struct stk__err *err);
+
+#endif
