@@ -40,8 +40,9 @@ int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
     *out = NULL;
     struct stk__shard_reader *r = stk__calloc(1, sizeof *r);
     if (r == NULL) {
+        int rc = stk__errf(err, STK_ENOMEM, "%s: out of memory", src->url);
         stk__source_close(src);
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory", src->url);
+        return rc;
     }
     r->url = src->url;
     r->shard_index = shard_index;

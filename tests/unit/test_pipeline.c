@@ -1,0 +1,348 @@
+/*
+ * test_pipeline.c - the loader end to end over shards in a temporary
+ * directory: order, determinism, ranks, budgets, shutdown, allocation
+ * failures. Also built with ThreadSanitizer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "alloc.h"
+#include "stoker.h"
+#include "tar_builder.h"
+
+static char dir[64];
+/* Shard sizes are uneven on purpose: ranks see different sample counts. */
+static const int shard_sizes[] = {10, 3, 17, 1, 12, 8, 20, 5, 9, 14, 6};
+#define N_SHARDS (sizeof shard_sizes / sizeof shard_sizes[0])
+static int total_samples;
+static char pattern[128];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/stk-pipeline-XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    int first = 0;
+    for (size_t i = 0; i < N_SHARDS; i++) {
+        char path[128];
+        snprintf(path, sizeof path, "%s/shard-%02zu.tar", dir, i);
+        tb_write_shard(path, "s", first, shard_sizes[i]);
+        first += shard_sizes[i];
+    }
+    total_samples = first;
+    snprintf(pattern, sizeof pattern, "%s/shard-{00..%02zu}.tar", dir, N_SHARDS - 1);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char path[128];
+    for (size_t i = 0; i < N_SHARDS; i++) {
+        snprintf(path, sizeof path, "%s/shard-%02zu.tar", dir, i);
+        unlink(path);
+    }
+    rmdir(dir);
+    return 0;
+}
+
+/* The sample numbers (from the .cls member) of one epoch, in order. */
+struct epoch {
+    int ids[1024];
+    int n;
+    int batches;
+    size_t last_batch;
+};
+
+static int run_epoch(const struct stk_options *o, struct epoch *e)
+{
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    char msg[512];
+    int rc = stk_loader_create(o, urls, 1, &l, msg, sizeof msg);
+    if (rc < 0)
+        return rc;
+    memset(e, 0, sizeof *e);
+    struct stk_batch *b;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        for (size_t i = 0; i < b->n_samples; i++) {
+            const struct stk_sample *s = &b->samples[i];
+            assert_int_equal(s->n_members, 2);
+            assert_string_equal(s->members[1].ext, "cls");
+            if (e->n < 1024)
+                e->ids[e->n] = atoi((const char *)s->members[1].data);
+            e->n++;
+        }
+        e->batches++;
+        e->last_batch = b->n_samples;
+        stk_batch_release(b);
+    }
+    stk_loader_destroy(l);
+    return rc == STK_EOF ? 0 : rc;
+}
+
+static struct stk_options base_options(void)
+{
+    struct stk_options o;
+    stk_options_init(&o);
+    o.rank = 0;
+    o.world_size = 1;
+    o.batch_size = 7;
+    o.shuffle_buffer = 20;
+    o.seed = 42;
+    return o;
+}
+
+static void test_storage_order(void **state)
+{
+    (void)state;
+    static const unsigned threads[] = {1, 2, 8};
+    static const unsigned in_flight[] = {1, 3, 4};
+    for (size_t t = 0; t < 3; t++) {
+        for (size_t k = 0; k < 3; k++) {
+            struct stk_options o = base_options();
+            o.shuffle = 0;
+            o.threads = threads[t];
+            o.shards_in_flight = in_flight[k];
+            struct epoch e;
+            assert_int_equal(run_epoch(&o, &e), 0);
+            assert_int_equal(e.n, total_samples);
+            for (int i = 0; i < e.n; i++)
+                assert_int_equal(e.ids[i], i);
+        }
+    }
+}
+
+static void test_same_order_for_any_thread_count(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    o.threads = 1;
+    struct epoch one, other;
+    assert_int_equal(run_epoch(&o, &one), 0);
+    assert_int_equal(one.n, total_samples);
+    static const unsigned threads[] = {2, 8};
+    for (size_t t = 0; t < 2; t++) {
+        for (int repeat = 0; repeat < 3; repeat++) {
+            o.threads = threads[t];
+            assert_int_equal(run_epoch(&o, &other), 0);
+            assert_int_equal(other.n, one.n);
+            assert_memory_equal(one.ids, other.ids, sizeof(int) * (size_t)one.n);
+        }
+    }
+    /* Every sample exactly once, and actually shuffled. */
+    int seen[1024] = {0}, in_place = 0;
+    for (int i = 0; i < one.n; i++) {
+        seen[one.ids[i]]++;
+        in_place += one.ids[i] == i;
+    }
+    for (int i = 0; i < total_samples; i++)
+        assert_int_equal(seen[i], 1);
+    assert_true(in_place < total_samples / 4);
+    /* Another epoch or seed gives another order. */
+    o.epoch = 1;
+    assert_int_equal(run_epoch(&o, &other), 0);
+    assert_memory_not_equal(one.ids, other.ids, sizeof(int) * (size_t)one.n);
+    o.epoch = 0;
+    o.seed = 43;
+    assert_int_equal(run_epoch(&o, &other), 0);
+    assert_memory_not_equal(one.ids, other.ids, sizeof(int) * (size_t)one.n);
+}
+
+static void test_ranks_disjoint(void **state)
+{
+    (void)state;
+    static const int worlds[] = {2, 3, 8};
+    for (size_t w = 0; w < 3; w++) {
+        int seen[1024] = {0}, total = 0;
+        for (int r = 0; r < worlds[w]; r++) {
+            struct stk_options o = base_options();
+            o.rank = r;
+            o.world_size = worlds[w];
+            struct epoch e;
+            assert_int_equal(run_epoch(&o, &e), 0);
+            for (int i = 0; i < e.n; i++)
+                seen[e.ids[i]]++;
+            total += e.n;
+        }
+        assert_int_equal(total, total_samples);
+        for (int i = 0; i < total_samples; i++)
+            assert_int_equal(seen[i], 1);
+    }
+}
+
+static void test_equal_batches_per_rank(void **state)
+{
+    (void)state;
+    static const int worlds[] = {2, 3, 8};
+    static const uint64_t per_rank[] = {13, 40, 100};
+    for (size_t w = 0; w < 3; w++) {
+        for (size_t s = 0; s < 3; s++) {
+            for (int r = 0; r < worlds[w]; r++) {
+                struct stk_options o = base_options();
+                o.rank = r;
+                o.world_size = worlds[w];
+                o.samples_per_rank = per_rank[s];
+                o.drop_last = (int)(s % 2);
+                struct epoch e;
+                assert_int_equal(run_epoch(&o, &e), 0);
+                uint64_t want_batches = o.drop_last ? per_rank[s] / o.batch_size
+                                                    : (per_rank[s] + o.batch_size - 1) / o.batch_size;
+                assert_int_equal(e.batches, want_batches);
+                assert_int_equal(e.n, o.drop_last ? want_batches * o.batch_size : per_rank[s]);
+            }
+        }
+    }
+}
+
+static void test_too_few_shards(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    o.world_size = (int)N_SHARDS + 1;
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    char msg[512];
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), STK_EPLAN);
+    assert_null(l);
+    assert_non_null(strstr(msg, "cannot be split over 12 ranks"));
+}
+
+static void test_shutdown_mid_epoch(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    o.batch_size = 2;
+    o.max_batches = 3;
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    /* Destroy before anything was read, and right after the first batch. */
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    stk_loader_destroy(l);
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct stk_batch *b, *held;
+    assert_int_equal(stk_loader_next(l, &b), 0);
+    stk_batch_release(b);
+    stk_loader_destroy(l);
+
+    /* Stop mid-epoch while the caller holds a batch; it stays valid. */
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    assert_int_equal(stk_loader_next(l, &held), 0);
+    char key[64];
+    snprintf(key, sizeof key, "%s", held->samples[0].key);
+    assert_int_equal(stk_loader_set_epoch(l, 1), 0);
+    assert_string_equal(held->samples[0].key, key);
+    stk_batch_release(held);
+    int n = 0, rc;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        n += (int)b->n_samples;
+        stk_batch_release(b);
+    }
+    assert_int_equal(rc, STK_EOF);
+    assert_int_equal(n, total_samples);
+    assert_int_equal(stk_loader_next(l, &b), STK_EOF);
+    stk_loader_destroy(l);
+}
+
+static void test_caller_holding_every_batch(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    o.max_batches = 2;
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct stk_batch *a, *b, *c;
+    assert_int_equal(stk_loader_next(l, &a), 0);
+    assert_int_equal(stk_loader_next(l, &b), 0);
+    assert_int_equal(stk_loader_next(l, &c), STK_EBUSY);
+    assert_non_null(strstr(stk_loader_errmsg(l), "release"));
+    stk_batch_release(a);
+    assert_int_equal(stk_loader_next(l, &c), 0);
+    assert_int_equal(c->index, 2);
+    stk_batch_release(b);
+    stk_batch_release(c);
+    stk_loader_destroy(l);
+}
+
+static void test_missing_shard(void **state)
+{
+    (void)state;
+    char two[256];
+    snprintf(two, sizeof two, "{%s/shard-00.tar,%s/nope.tar,%s/shard-01.tar}", dir, dir, dir);
+    const char *urls[] = {two};
+    struct stk_options o = base_options();
+    o.shuffle = 0;
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct stk_batch *b;
+    int rc;
+    while ((rc = stk_loader_next(l, &b)) == 0)
+        stk_batch_release(b);
+    assert_int_equal(rc, STK_ENOENT);
+    assert_non_null(strstr(stk_loader_errmsg(l), "nope.tar"));
+    /* The epoch stays failed until restarted. */
+    assert_int_equal(stk_loader_next(l, &b), STK_ENOENT);
+    stk_loader_destroy(l);
+
+    o.on_error = STK_ON_ERROR_SKIP;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    int n = 0;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        n += (int)b->n_samples;
+        stk_batch_release(b);
+    }
+    assert_int_equal(rc, STK_EOF);
+    assert_int_equal(n, shard_sizes[0] + shard_sizes[1]);
+    struct stk_stats st;
+    stk_loader_stats(l, &st);
+    assert_int_equal(st.shards_failed, 1);
+    assert_int_equal(st.samples, (uint64_t)n);
+    stk_loader_destroy(l);
+}
+
+/* Fail the Nth allocation for N = 1, 2, ... until a whole epoch succeeds:
+ * every failure must surface as an error, never a crash, hang or leak. */
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    o.threads = 2;
+    int failures = 0;
+    for (unsigned long n = 1; n < 100000; n++) {
+        stk__alloc_fail_after(n);
+        struct epoch e;
+        int rc = run_epoch(&o, &e);
+        stk__alloc_fail_after(0);
+        if (rc == 0 && e.n == total_samples)
+            break;
+        assert_true(rc < 0);
+        failures++;
+    }
+    assert_true(failures > 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_storage_order),
+        cmocka_unit_test(test_same_order_for_any_thread_count),
+        cmocka_unit_test(test_ranks_disjoint),
+        cmocka_unit_test(test_equal_batches_per_rank),
+        cmocka_unit_test(test_too_few_shards),
+        cmocka_unit_test(test_shutdown_mid_epoch),
+        cmocka_unit_test(test_caller_holding_every_batch),
+        cmocka_unit_test(test_missing_shard),
+        cmocka_unit_test(test_allocation_failures),
+    };
+    return cmocka_run_group_tests_name("pipeline", tests, setup, teardown);
+}

@@ -1,0 +1,122 @@
+/*
+ * test_plan.c - shard permutations and the split across ranks.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "plan.h"
+#include "stoker.h"
+
+#define N 103
+
+static void test_permutation_is_deterministic_and_complete(void **state)
+{
+    (void)state;
+    uint32_t a[N], b[N], c[N];
+    stk__plan_permutation(N, 7, 3, 0, 1, a);
+    stk__plan_permutation(N, 7, 3, 0, 1, b);
+    stk__plan_permutation(N, 7, 4, 0, 1, c);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    int seen[N] = {0};
+    for (int i = 0; i < N; i++)
+        seen[a[i]]++;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(seen[i], 1);
+}
+
+static void test_no_shuffle_is_storage_order(void **state)
+{
+    (void)state;
+    uint32_t a[N];
+    stk__plan_permutation(N, 7, 3, 2, 0, a);
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(a[i], i);
+}
+
+static void test_ranks_are_disjoint_and_cover_all(void **state)
+{
+    (void)state;
+    static const int worlds[] = {1, 2, 3, 8, N};
+    uint32_t perm[N];
+    stk__plan_permutation(N, 1, 0, 0, 1, perm);
+    for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
+        int world = worlds[w];
+        int seen[N] = {0};
+        size_t total = 0, min = N, max = 0;
+        for (int r = 0; r < world; r++) {
+            size_t n = stk__plan_rank_count(N, r, world);
+            min = n < min ? n : min;
+            max = n > max ? n : max;
+            for (size_t i = 0; i < n; i++)
+                seen[stk__plan_rank_shard(perm, i, r, world)]++;
+            total += n;
+        }
+        assert_int_equal(total, N);
+        assert_true(max - min <= 1);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(seen[i], 1);
+    }
+}
+
+static void test_too_few_shards(void **state)
+{
+    (void)state;
+    struct stk__err err;
+    assert_int_equal(stk__plan_check(2, 3, &err), STK_EPLAN);
+    assert_non_null(strstr(err.msg, "2 shard(s) cannot be split over 3 ranks"));
+    assert_int_equal(stk__plan_check(3, 3, &err), 0);
+}
+
+static void test_rank_from_environment(void **state)
+{
+    (void)state;
+    struct stk__err err;
+    int rank, world;
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    setenv("SLURM_PROCID", "2", 1);
+    setenv("SLURM_NTASKS", "4", 1);
+    assert_int_equal(stk__plan_resolve_rank(-1, -1, &rank, &world, &err), 0);
+    assert_int_equal(rank, 2);
+    assert_int_equal(world, 4);
+    /* torchrun's variables win over Slurm's, explicit options over both. */
+    setenv("RANK", "1", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    assert_int_equal(stk__plan_resolve_rank(-1, -1, &rank, &world, &err), 0);
+    assert_int_equal(rank, 1);
+    assert_int_equal(world, 2);
+    assert_int_equal(stk__plan_resolve_rank(0, 1, &rank, &world, &err), 0);
+    assert_int_equal(rank, 0);
+    assert_int_equal(world, 1);
+    setenv("RANK", "5", 1);
+    assert_int_equal(stk__plan_resolve_rank(-1, -1, &rank, &world, &err), STK_EINVAL);
+    setenv("RANK", "x1", 1);
+    assert_int_equal(stk__plan_resolve_rank(-1, -1, &rank, &world, &err), STK_EINVAL);
+    assert_non_null(strstr(err.msg, "RANK"));
+    unsetenv("RANK");
+    unsetenv("WORLD_SIZE");
+    unsetenv("SLURM_PROCID");
+    unsetenv("SLURM_NTASKS");
+    assert_int_equal(stk__plan_resolve_rank(-1, -1, &rank, &world, &err), 0);
+    assert_int_equal(rank, 0);
+    assert_int_equal(world, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_permutation_is_deterministic_and_complete),
+        cmocka_unit_test(test_no_shuffle_is_storage_order),
+        cmocka_unit_test(test_ranks_are_disjoint_and_cover_all),
+        cmocka_unit_test(test_too_few_shards),
+        cmocka_unit_test(test_rank_from_environment),
+    };
+    return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
+}

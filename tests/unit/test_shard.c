@@ -1,0 +1,266 @@
+/*
+ * test_shard.c - tar members to samples: grouping, feeding granularity,
+ * truncation, corruption and the skip policy.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shard_reader.h"
+#include "stoker.h"
+#include "tar_builder.h"
+
+struct result {
+    int rc;               /* last return of stk__shard_next */
+    int opened;           /* the tar stream was recognised */
+    int n;                /* samples read */
+    char listing[4096];   /* "key:ext,ext;key:ext;" */
+    struct stk__counters counters;
+    char err[STK__ERRMSG_MAX];
+};
+
+/* Read a shard from memory, `chunk` bytes per source read, into r. */
+static void read_all(const void *data, size_t size, size_t chunk, size_t block, int skip,
+                     struct result *r)
+{
+    memset(r, 0, sizeof *r);
+    struct stk__shard_config cfg = {
+        .block_size = block,
+        .max_member_bytes = 1 << 20,
+        .max_members = 8,
+        .max_key_bytes = 256,
+        .skip_bad = skip,
+        .counters = &r->counters,
+    };
+    struct stk__source *src;
+    struct stk__shard_reader *reader;
+    struct stk__err err;
+    stk__err_clear(&err);
+    assert_int_equal(stk__source_open_memory("mem://shard.tar", data, size, chunk, &src), 0);
+    r->rc = stk__shard_open_source(src, 0, &cfg, &reader, &err);
+    if (r->rc < 0) {
+        snprintf(r->err, sizeof r->err, "%s", err.msg);
+        return;
+    }
+    r->opened = 1;
+    struct stk__sample *s;
+    size_t used = 0;
+    while ((r->rc = stk__shard_next(reader, &s, &err)) == 1) {
+        r->n++;
+        used += (size_t)snprintf(r->listing + used, sizeof r->listing - used, "%s:", s->pub.key);
+        for (size_t i = 0; i < s->pub.n_members; i++) {
+            assert_int_equal(s->pub.members[i].data[s->pub.members[i].size], 0);
+            used += (size_t)snprintf(r->listing + used, sizeof r->listing - used, "%s%s",
+                                     i ? "," : "", s->pub.members[i].ext);
+        }
+        used += (size_t)snprintf(r->listing + used, sizeof r->listing - used, ";");
+        stk__sample_free(s);
+    }
+    if (r->rc < 0)
+        snprintf(r->err, sizeof r->err, "%s", err.msg);
+    stk__shard_close(reader);
+}
+
+static void build_basic(struct tar_builder *tb)
+{
+    tb_entry(tb, "dir/", '5', NULL, 0);
+    tb_file(tb, "dir/a.JPG", "AAAA", 4);
+    tb_file(tb, "dir/a.cls", "1", 1);
+    tb_file(tb, "dir/b.seg.png", "BB", 2);
+    tb_file(tb, "dir/b.cls", "2", 1);
+    tb_entry(tb, "dir/link.txt", '2', "dir/a.cls", 9);
+    tb_file(tb, "README", "no dot", 6);
+    tb_file(tb, "__meta__", "meta", 4);
+    tb_file(tb, "c.x.y.z", "C", 1);
+    tb_finish(tb);
+}
+
+static const char basic_listing[] = "dir/a:jpg,cls;dir/b:seg.png,cls;c:x.y.z;";
+
+static void test_grouping(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    build_basic(&tb);
+    struct result r;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.listing, basic_listing);
+    /* dir, symlink, README (no dot), __meta__ */
+    assert_int_equal(r.counters.members_ignored, 4);
+    tb_free(&tb);
+}
+
+static void test_byte_at_a_time(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    build_basic(&tb);
+    static const size_t chunks[] = {1, 3, 511, 513};
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        struct result r;
+        read_all(tb.data, tb.size, chunks[i], 1 << 20, 0, &r);
+        assert_int_equal(r.rc, 0);
+        assert_string_equal(r.listing, basic_listing);
+        read_all(tb.data, tb.size, 0, 1, 0, &r); /* one-byte reader block */
+        assert_string_equal(r.listing, basic_listing);
+    }
+    tb_free(&tb);
+}
+
+static void test_guard_page(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    build_basic(&tb);
+    long page = sysconf(_SC_PAGESIZE);
+    size_t span = (tb.size + (size_t)page - 1) / (size_t)page * (size_t)page;
+    unsigned char *map = mmap(NULL, span + (size_t)page, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(map != MAP_FAILED);
+    assert_int_equal(mprotect(map + span, (size_t)page, PROT_NONE), 0);
+    /* The archive ends exactly at the guard page: any over-read faults. */
+    unsigned char *at = map + span - tb.size;
+    memcpy(at, tb.data, tb.size);
+    struct result r;
+    read_all(at, tb.size, 7, 1 << 20, 0, &r);
+    assert_string_equal(r.listing, basic_listing);
+    /* Truncated copies against the guard page too. */
+    for (size_t cut = 0; cut < tb.size; cut += 97) {
+        unsigned char *p = map + span - cut;
+        memcpy(p, tb.data, cut);
+        read_all(p, cut, 0, 1 << 20, 1, &r);
+        assert_true(r.rc == 0 || r.rc < 0);
+    }
+    munmap(map, span + (size_t)page);
+    tb_free(&tb);
+}
+
+static void test_truncation_everywhere(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    build_basic(&tb);
+    size_t end_of_data = tb.size - 1024; /* before the end-of-archive blocks */
+    for (size_t cut = 0; cut < end_of_data; cut++) {
+        struct result r;
+        read_all(tb.data, cut, 0, 1 << 20, 0, &r);
+        if (cut == 0) {
+            assert_true(r.rc < 0);
+            continue;
+        }
+        /* libarchive accepts an archive cut exactly at a member boundary
+         * without the end blocks; anywhere else is an error. */
+        if (r.rc == 0)
+            continue;
+        assert_true(r.rc == STK_ETRUNC || r.rc == STK_EFORMAT);
+        assert_non_null(strstr(r.err, "mem://shard.tar"));
+        assert_non_null(strstr(r.err, "offset"));
+        /* Under the skip policy a shard that opened never fails (one that
+         * cannot even be opened is skipped by the pipeline). */
+        read_all(tb.data, cut, 0, 1 << 20, 1, &r);
+        if (r.opened) {
+            assert_int_equal(r.rc, 0);
+            assert_int_equal(r.counters.shards_failed, 1);
+        }
+    }
+    tb_free(&tb);
+}
+
+static void test_corrupt_checksum(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    build_basic(&tb);
+    tb.data[512 + 10] ^= 0x55; /* a name byte in the header of dir/a.JPG */
+    struct result r;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    assert_true(r.rc == STK_EFORMAT);
+    assert_non_null(strstr(r.err, "offset"));
+    read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.counters.shards_failed, 1);
+    tb_free(&tb);
+}
+
+static void test_not_a_tar(void **state)
+{
+    (void)state;
+    char junk[4096];
+    for (size_t i = 0; i < sizeof junk; i++)
+        junk[i] = (char)(i * 7 + 3);
+    struct result r;
+    read_all(junk, sizeof junk, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, STK_EFORMAT);
+    assert_non_null(strstr(r.err, "mem://shard.tar"));
+    read_all("", 0, 0, 1 << 20, 0, &r);
+    assert_true(r.rc < 0);
+}
+
+static void test_reappearing_key(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    tb_file(&tb, "k1.jpg", "1", 1);
+    tb_file(&tb, "k2.jpg", "2", 1);
+    tb_file(&tb, "k1.cls", "1", 1);
+    tb_file(&tb, "k3.jpg", "3", 1);
+    tb_finish(&tb);
+    struct result r;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, STK_EDUPKEY);
+    assert_non_null(strstr(r.err, "key 'k1' reappears at offset 2048"));
+    assert_string_equal(r.listing, "k1:jpg;k2:jpg;");
+    read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.listing, "k1:jpg;k2:jpg;k3:jpg;");
+    assert_int_equal(r.counters.samples_skipped, 1);
+    tb_free(&tb);
+}
+
+static void test_duplicate_member_and_limits(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    tb_file(&tb, "a.jpg", "1", 1);
+    tb_file(&tb, "a.JPG", "2", 1);
+    tb_file(&tb, "b.jpg", "3", 1);
+    char name[32];
+    for (int i = 0; i < 9; i++) { /* max_members is 8 */
+        snprintf(name, sizeof name, "c.m%d", i);
+        tb_file(&tb, name, "x", 1);
+    }
+    tb_file(&tb, "d.jpg", "4", 1);
+    tb_finish(&tb);
+    struct result r;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, STK_EDUPKEY);
+    assert_non_null(strstr(r.err, "'a.JPG'"));
+    read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.listing, "b:jpg;d:jpg;");
+    assert_int_equal(r.counters.samples_skipped, 2);
+    tb_free(&tb);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grouping),
+        cmocka_unit_test(test_byte_at_a_time),
+        cmocka_unit_test(test_guard_page),
+        cmocka_unit_test(test_truncation_everywhere),
+        cmocka_unit_test(test_corrupt_checksum),
+        cmocka_unit_test(test_not_a_tar),
+        cmocka_unit_test(test_reappearing_key),
+        cmocka_unit_test(test_duplicate_member_and_limits),
+    };
+    return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
+}
