@@ -119,7 +119,8 @@ struct stk_options {
      * + shards_in_flight * prefetch_bytes_per_shard
      * + shuffle_buffer * (largest sample)
      * + max_batches * batch_size * (largest sample). */
-    size_t read_buffer_bytes;        /* per shard read size (default 1 MiB) */
+    size_t read_buffer_bytes;        /* per shard read size (default 256 KiB: the block
+                                        stays in L2 between the read and the copy out) */
     size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
     size_t max_batches;              /* batches queued or held by the caller (default 4) */
     uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB) */

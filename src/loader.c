@@ -14,6 +14,7 @@
 #include "error.h"
 #include "pipeline.h"
 #include "plan.h"
+#include "pool.h"
 #include "shard_reader.h"
 #include "stoker.h"
 #include "urls.h"
@@ -28,6 +29,7 @@ struct stk_loader {
     atomic_uint_fast64_t batches;
     atomic_uint_fast64_t member_bytes;
     struct stk__batch_budget budget;
+    struct stk__pool *pool;
     struct stk__pipeline *pipeline;
     int epoch_failed;
     struct stk__err err;
@@ -44,7 +46,7 @@ void stk_options_init(struct stk_options *o)
     o->rank = -1;
     o->world_size = -1;
     o->on_error = STK_ON_ERROR_FAIL;
-    o->read_buffer_bytes = 1u << 20;
+    o->read_buffer_bytes = 256u << 10;
     o->prefetch_bytes_per_shard = 8u << 20;
     o->max_batches = 4;
     o->max_member_bytes = 256u << 20;
@@ -100,6 +102,14 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
         rc = stk__plan_check(l->urls.count, l->world_size, &err);
+    if (rc == 0) {
+        /* Idle buffers kept for reuse: enough for the read-ahead of every
+         * shard in flight plus a batch ring's worth of turnover. */
+        l->pool = stk__pool_new(opts->prefetch_bytes_per_shard * opts->shards_in_flight +
+                                ((size_t)64 << 20));
+        if (l->pool == NULL)
+            rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+    }
     if (rc < 0) {
         stk__strlist_free(&l->urls);
         stk__free(l);
@@ -137,6 +147,7 @@ static int start_epoch(stk_loader *l)
             .max_key_bytes = o->max_key_bytes,
             .skip_bad = o->on_error == STK_ON_ERROR_SKIP,
             .counters = &l->counters,
+            .pool = l->pool,
             .log = o->log,
             .log_data = o->log_data,
         },
@@ -221,6 +232,7 @@ void stk_loader_destroy(stk_loader *l)
         return;
     stk__pipeline_stop(l->pipeline);
     stk__budget_destroy(&l->budget);
+    stk__pool_free(l->pool);
     stk__strlist_free(&l->urls);
     stk__free(l);
 }

@@ -142,7 +142,7 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     r->have_pending = 0;
 
     if (r->current == NULL) {
-        r->current = stk__sample_new(name, key_len, r->url, r->shard_index);
+        r->current = stk__sample_new(name, key_len, r->url, r->shard_index, r->cfg.pool);
         if (r->current == NULL)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
         r->current_bad = 0;
@@ -181,13 +181,13 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->cfg.max_member_bytes));
     size_t size = (size_t)r->pending_size;
-    uint8_t *data = stk__malloc(size + 1);
+    uint8_t *data = stk__pool_get(r->cfg.pool, size + 1);
     if (data == NULL)
         return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%.200s' (%zu bytes)",
                          r->url, name, size);
     int rc = stk__tar_read(r->tar, data, size, err);
     if (rc < 0) {
-        stk__free(data);
+        stk__pool_put(r->cfg.pool, data, size + 1);
         return bad_shard(r, err, rc);
     }
     data[size] = '\0';

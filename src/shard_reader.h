@@ -36,6 +36,7 @@ struct stk__shard_config {
     size_t max_key_bytes;
     int skip_bad;
     struct stk__counters *counters; /* required */
+    struct stk__pool *pool;         /* member buffers; NULL: plain allocation */
     void (*log)(void *data, enum stk_log_level level, const char *message);
     void *log_data;
 };

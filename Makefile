@@ -1,0 +1,36 @@
+# The two README commands:
+#   make demo   install what is missing, build, make a sample dataset from
+#               photographs shipped by Debian, and benchmark reading it
+#   make test   install what is missing and run every test
+PYTHON ?= /usr/bin/python3
+DATA ?= build-data/sample-data
+
+.PHONY: demo test deps build clean fuzz
+
+deps:
+	sh tools/install_deps.sh
+
+build-rel/build.ninja:
+	meson setup build-rel -Dbuildtype=release
+
+build: deps build-rel/build.ninja
+	ninja -C build-rel
+
+$(DATA)/.complete: tools/make_sample_dataset.py
+	$(PYTHON) tools/make_sample_dataset.py --out $(DATA) --cache build-data/photos-cache
+
+demo: build $(DATA)/.complete
+	./build-rel/stoker ls $(DATA)/train-000000.tar | head -n 3
+	./build-rel/stoker bench --threads 2 $(DATA)/train-*.tar
+
+test: deps
+	sh tests/run_all.sh
+
+fuzz:
+	STOKER_FUZZ=1 sh tools/install_deps.sh
+	CC=clang meson setup build-fuzz -Dfuzzing=true -Dbuildtype=debug --reconfigure || \
+	  CC=clang meson setup build-fuzz -Dfuzzing=true -Dbuildtype=debug
+	ninja -C build-fuzz
+
+clean:
+	rm -rf build-rel build-asan build-tsan build-fuzz build-data

@@ -1,0 +1,34 @@
+#!/bin/sh
+# Run every test: the unit tests and fuzz corpus replay under ASan+UBSan,
+# the threaded tests under TSan, and the pytest integration suite against
+# the ASan build of the CLI. Ends with one line "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-/usr/bin/python3}
+status=0
+
+setup() { # dir, meson args...
+    dir=$1; shift
+    if [ -f "$dir/build.ninja" ]; then
+        meson setup --reconfigure "$dir" "$@" >/dev/null
+    else
+        meson setup "$dir" "$@" >/dev/null
+    fi
+}
+
+setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false || exit 1
+ninja -C build-asan || exit 1
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    meson test -C build-asan --print-errorlogs --num-processes 2 || status=1
+
+setup build-tsan -Dbuildtype=debug -Db_sanitize=thread || exit 1
+ninja -C build-tsan || exit 1
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    meson test -C build-tsan --print-errorlogs pipeline || status=1
+
+STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
+    --junitxml=build-asan/pytest.xml tests/integration || status=1
+
+"$PYTHON" tests/summarize.py build-asan/meson-logs/testlog.json \
+    build-tsan/meson-logs/testlog.json build-asan/pytest.xml || status=1
+exit $status

@@ -1,0 +1,29 @@
+#!/bin/sh
+# Install the Debian 12 packages stoker needs to build, test and run its
+# demo, and nothing when they are all present already (so repeated runs and
+# CI on a prepared machine do not touch apt).
+set -eu
+
+packages="build-essential meson ninja-build pkg-config libarchive-dev libcmocka-dev
+python3 python3-pil python3-pytest tar gzip zstd bzip2 xz-utils dpkg-dev"
+# Fuzzing (optional, `make fuzz`) additionally needs clang and its runtime.
+if [ "${STOKER_FUZZ:-0}" = 1 ]; then
+    packages="$packages clang libclang-rt-14-dev"
+fi
+
+missing=""
+for p in $packages; do
+    status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+    case "$status" in
+        *"install ok installed"*) ;;
+        *) missing="$missing $p" ;;
+    esac
+done
+[ -z "$missing" ] && exit 0
+
+echo "installing:$missing"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO=sudo
+$SUDO apt-get update -qq
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
