@@ -5,7 +5,7 @@
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
 
-.PHONY: demo test deps build clean fuzz
+.PHONY: demo test deps build clean fuzz bench-raw
 
 deps:
 	sh tools/install_deps.sh
@@ -34,3 +34,7 @@ fuzz:
 
 clean:
 	rm -rf build-rel build-asan build-tsan build-fuzz build-data
+
+# Raw tar reading against cat(1), page cache warm (README figures).
+bench-raw: build $(DATA)/.complete
+	$(PYTHON) bench/raw_read.py --copies 4 --rounds 5 $(DATA)/train-*.tar

@@ -1,7 +1,7 @@
 /*
  * cli_cat.c - `stoker cat URL KEY.EXT`: one member's bytes to stdout.
  */
-#include <getopt.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,7 +55,15 @@ int cmd_cat(int argc, char **argv)
     const char *dot = strchr(slash ? slash + 1 : name, '.');
     if (dot == NULL || dot == (slash ? slash + 1 : name))
         return cli_usage_error(CMD, "'%s' is not KEY.EXT", name);
-    struct cat_state st = {name, (size_t)(dot - name), dot + 1, 0, 0};
+    /* Extensions are lower-cased like WebDataset's, so "x.JPG" finds the
+     * member stored as x.JPG (reported as ext "jpg"). */
+    char ext[256];
+    size_t ext_len = strlen(dot + 1);
+    if (ext_len >= sizeof ext)
+        return cli_usage_error(CMD, "extension of '%.40s...' is too long", name);
+    for (size_t i = 0; i <= ext_len; i++)
+        ext[i] = (char)tolower((unsigned char)dot[1 + i]);
+    struct cat_state st = {name, (size_t)(dot - name), ext, 0, 0};
 
     struct stk_options o;
     stk_options_init(&o);

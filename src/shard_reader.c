@@ -159,6 +159,14 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     }
     if (r->current_bad)
         return 0;
+    size_t name_len = strlen(name);
+    if (name_len > r->cfg.max_key_bytes)
+        return bad_sample(r, err,
+                          stk__errf(err, STK_ELIMIT,
+                                    "%s: member name at offset %llu is %zu bytes, above the limit "
+                                    "of %zu",
+                                    r->url, (unsigned long long)r->pending_offset, name_len,
+                                    r->cfg.max_key_bytes));
     if (stk__sample_has_ext(r->current, ext, strlen(ext)))
         return bad_sample(r, err,
                           stk__errf(err, STK_EDUPKEY,
@@ -211,15 +219,6 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
             continue;
         }
         size_t name_len = strlen(m.name);
-        if (name_len > r->cfg.max_key_bytes) {
-            stk__errf(err, STK_ELIMIT, "%s: member name at offset %llu is %zu bytes, above the limit of %zu",
-                      r->url, (unsigned long long)m.offset, name_len, r->cfg.max_key_bytes);
-            if (!r->cfg.skip_bad)
-                return STK_ELIMIT;
-            report(r, STK_LOG_WARN, err->msg);
-            atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
-            continue;
-        }
         stk__free(r->pending_name);
         r->pending_name = stk__strndup(m.name, name_len);
         if (r->pending_name == NULL)

@@ -152,12 +152,13 @@ def parse_args(argv):
         "--seed", metavar="S", type=int, default=0,
         help="random seed; the same arguments give byte-identical output")
     parser.add_argument(
-        "--grain", metavar="SIGMA", type=float, default=20.0,
-        help="maximum standard deviation (in 8-bit levels) of the per-pixel "
-        "sensor noise added to each image; each sample draws its own level "
-        "uniformly in [0, SIGMA]. The wallpaper photos are much smoother than "
-        "typical ImageNet photos, and the noise brings JPEG sizes up to "
-        "ImageNet's; 0 disables it")
+        "--grain", metavar="SIGMA", type=float, default=16.0,
+        help="maximum standard deviation (in 8-bit levels) of the per-pixel, "
+        "per-channel Gaussian sensor noise added to each image; each sample "
+        "draws its own level uniformly in [SIGMA/2, SIGMA]. The wallpaper "
+        "photos are much smoother than typical ImageNet photos (about 38 KiB "
+        "mean JPEG size without noise); the noise brings the mean up to "
+        "ImageNet-like sizes. 0 disables it")
     parser.add_argument(
         "--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
         help="worker processes used to render images (does not change the "
@@ -405,7 +406,7 @@ def plan_sample(rng, index, source_sizes, grain_max):
     quality = rng.randint(*QUALITY)
     progressive = rng.random() < PROGRESSIVE_FRACTION
     grayscale = rng.random() < GRAYSCALE_FRACTION
-    grain = rng.uniform(0.0, grain_max)
+    grain = rng.uniform(grain_max / 2, grain_max)
     grain_offset = (rng.randint(0, GRAIN_TILE - size[0]),
                     rng.randint(0, GRAIN_TILE - size[1]))
     return SampleSpec(index, label, crop, size, flip, quality, progressive,

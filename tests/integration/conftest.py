@@ -9,6 +9,7 @@ make_shard() writes them exactly like webdataset.TarWriter (members of a
 sample in sorted extension order, mode 0o444, owner "bigdata", fixed mtime).
 """
 import io
+import json
 import os
 import re
 import shutil
@@ -61,7 +62,9 @@ def stoker():
 
 def assert_no_crash(proc):
     """The process ended by itself (no signal) and no sanitizer complained."""
-    stderr = proc.stderr if isinstance(proc.stderr, str) else proc.stderr.decode("utf-8", "replace")
+    stderr = proc.stderr or ""
+    if isinstance(stderr, bytes):
+        stderr = stderr.decode("utf-8", "replace")
     assert proc.returncode >= 0, f"killed by signal {-proc.returncode}; stderr:\n{stderr}"
     for marker in SANITIZER_MARKERS:
         assert marker not in stderr, f"sanitizer report ({marker}):\n{stderr}"
@@ -71,9 +74,10 @@ def assert_no_crash(proc):
 def run(stoker):
     """run(args, text=True, env=None, **kw) -> CompletedProcess.
 
-    Runs `stoker *args` with a 60 s timeout and captured output, checks that it
-    did not crash, and returns the result (stdout/stderr as str unless
-    text=False). env adds to a copy of the environment without rank variables.
+    Runs `stoker *args` with a 60 s timeout, stdout and stderr captured unless
+    kw redirects them, checks that it did not crash, and returns the result
+    (output as str unless text=False). env adds to a copy of the environment
+    without rank variables.
     """
     def _run(args, text=True, env=None, **kw):
         full_env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
@@ -81,11 +85,27 @@ def run(stoker):
         full_env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
         if env:
             full_env.update(env)
-        proc = subprocess.run([str(stoker), *map(str, args)], capture_output=True, text=text,
-                              env=full_env, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL, **kw)
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        kw.setdefault("stdin", subprocess.DEVNULL)
+        proc = subprocess.run([str(stoker), *map(str, args)], text=text, env=full_env,
+                              timeout=TIMEOUT_S, **kw)
         assert_no_crash(proc)
         return proc
     return _run
+
+
+@pytest.fixture
+def bench_json(run):
+    """bench_json(args, env=None) -> the parsed report of `stoker bench --json
+    *args`, which must succeed and print exactly one JSON line."""
+    def _bench(args, env=None):
+        proc = run(["bench", "--json", *args], env=env)
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 1, proc.stdout
+        return json.loads(lines[0])
+    return _bench
 
 
 # --------------------------------------------------------------------------
@@ -100,6 +120,12 @@ def tar_members(samples):
             data = sample[ext]
             out.append((f"{key}.{ext}", data.encode() if isinstance(data, str) else bytes(data)))
     return out
+
+
+@pytest.fixture(name="tar_members")
+def tar_members_fixture():
+    """tar_members(samples) -> [(name, bytes)] in the order shards hold them."""
+    return tar_members
 
 
 def tarinfo(name, size=0, type_=tarfile.REGTYPE, linkname=""):
@@ -135,14 +161,21 @@ def _interleave(members, extra):
     return out
 
 
-def write_shard(path, samples, fmt=tarfile.PAX_FORMAT, extra=()):
+def write_shard(path, samples, fmt=tarfile.PAX_FORMAT, extra=(), stream=True, pax_headers=None,
+                global_pax=None):
     """Write samples like webdataset.TarWriter with Python's tarfile in format
-    fmt, plus the extra members described above. Returns the path."""
-    with tarfile.open(path, "w", format=fmt) as tf:
+    fmt, plus the extra members described above. stream=True writes through
+    mode "w|" as TarWriter does, False through the seekable mode "w".
+    pax_headers maps member names to pax records to add to their headers;
+    global_pax, if given, is written as a pax global header first."""
+    with open(path, "wb") as f, tarfile.open(fileobj=f, mode="w|" if stream else "w",
+                                             format=fmt, pax_headers=global_pax) as tf:
         for item in _interleave(tar_members(samples), extra):
             if item[0] == "member":
                 _, name, data = item
-                tf.addfile(tarinfo(name, len(data)), io.BytesIO(data))
+                ti = tarinfo(name, len(data))
+                ti.pax_headers = dict((pax_headers or {}).get(name, {}))
+                tf.addfile(ti, io.BytesIO(data))
             elif item[1] == "file":
                 _, _, name, data = item
                 tf.addfile(tarinfo(name, len(data)), io.BytesIO(data))
@@ -154,13 +187,27 @@ def write_shard(path, samples, fmt=tarfile.PAX_FORMAT, extra=()):
 
 @pytest.fixture
 def make_shard():
-    """make_shard(path, samples, fmt=tarfile.PAX_FORMAT, extra=()) -> Path."""
+    """make_shard(path, samples, fmt=PAX_FORMAT, extra=(), stream=True, pax_headers=None,
+    global_pax=None) -> Path, see write_shard."""
     return write_shard
 
 
-def gnu_tar_shard(path, samples, tar_format, extra=()):
+def write_with_holes(path, data, block=4096):
+    """Write data, leaving blocks of zeros as holes, so that GNU tar --sparse
+    sees a sparse file (it checks the blocks a file occupies on disk)."""
+    with open(path, "wb") as f:
+        for i in range(0, len(data), block):
+            chunk = data[i:i + block]
+            if chunk.count(0) == len(chunk):
+                f.seek(len(chunk), os.SEEK_CUR)
+            else:
+                f.write(chunk)
+        f.truncate(len(data))
+
+
+def gnu_tar_shard(path, samples, tar_format, extra=(), options=()):
     """The same archive as write_shard, written by GNU tar --format=tar_format
-    from files staged next to path."""
+    (and further options) from files staged next to path."""
     if shutil.which("tar") is None:
         pytest.fail("GNU tar is not installed")
     path = Path(path)
@@ -172,7 +219,7 @@ def gnu_tar_shard(path, samples, tar_format, extra=()):
         p = staging / name
         p.parent.mkdir(parents=True, exist_ok=True)
         if kind == "file":
-            p.write_bytes(arg)
+            write_with_holes(p, arg)
         elif kind == "dir":
             p.mkdir(exist_ok=True)
         elif kind == "symlink":
@@ -184,9 +231,15 @@ def gnu_tar_shard(path, samples, tar_format, extra=()):
     listing.write_bytes(b"".join(n.encode() + b"\0" for n in names))
     subprocess.run(["tar", f"--format={tar_format}", "--no-recursion", "--owner=bigdata:1000",
                     "--group=bigdata:1000", f"--mtime=@{MTIME}", "--mode=a=r",
-                    "-cf", str(path), "-C", str(staging), "--null", "-T", str(listing)],
+                    *options, "-cf", str(path), "-C", str(staging), "--null", "-T", str(listing)],
                    check=True, timeout=TIMEOUT_S, capture_output=True)
     return path
+
+
+@pytest.fixture
+def gnu_tar():
+    """gnu_tar(path, samples, tar_format, extra=(), options=()) -> Path, see gnu_tar_shard."""
+    return gnu_tar_shard
 
 
 COMPRESSORS = {
@@ -206,6 +259,12 @@ def compress_file(src, suffix):
     with open(src, "rb") as fin, open(dst, "wb") as fout:
         subprocess.run(cmd, stdin=fin, stdout=fout, check=True, timeout=TIMEOUT_S)
     return dst
+
+
+@pytest.fixture
+def compress():
+    """compress(path, suffix) -> Path of path.suffix, suffix in COMPRESSORS."""
+    return compress_file
 
 
 # --------------------------------------------------------------------------
