@@ -9,25 +9,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void vreport(const char *cmd, const char *fmt, va_list ap)
+{
+    fprintf(stderr, "stoker %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 int cli_fail(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "stoker %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vreport(cmd, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
     return EXIT_ERROR;
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    fprintf(stderr, "stoker %s: ", cmd);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vreport(cmd, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry 'stoker %s --help'.\n", cmd);
+    fprintf(stderr, "Try 'stoker %s --help'.\n", cmd);
     return EXIT_USAGE;
 }
 

@@ -127,19 +127,10 @@ static int start_epoch(stk_loader *l)
 {
     const struct stk_options *o = &l->opts;
     struct stk__pipeline_config cfg = {
-        .urls = &l->urls,
-        .batch_size = o->batch_size,
-        .drop_last = o->drop_last,
-        .threads = o->threads,
-        .shards_in_flight = o->shards_in_flight,
-        .shuffle_buffer = o->shuffle_buffer,
-        .shuffle = o->shuffle,
-        .seed = o->seed,
-        .epoch = o->epoch,
+        .opts = *o,
         .rank = l->rank,
         .world_size = l->world_size,
-        .samples_per_rank = o->samples_per_rank,
-        .prefetch_bytes_per_shard = o->prefetch_bytes_per_shard,
+        .urls = &l->urls,
         .shard = {
             .block_size = o->read_buffer_bytes,
             .max_member_bytes = o->max_member_bytes,

@@ -94,7 +94,7 @@ struct stk__pipeline {
 static int slot_has_room(const struct stk__pipeline *p, const struct slot *s)
 {
     return !s->ended && s->count < SLOT_MAX_ITEMS &&
-           (s->count == 0 || s->bytes < p->cfg.prefetch_bytes_per_shard);
+           (s->count == 0 || s->bytes < p->cfg.opts.prefetch_bytes_per_shard);
 }
 
 /* Choose which of this thread's slots to read for; -1 if none has room.
@@ -126,11 +126,11 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
 {
     struct stk__pipeline *p = rt->p;
     uint64_t g = s->position;
-    if (p->rank_shards == 0 || (p->cfg.samples_per_rank == 0 && g >= p->rank_shards))
+    if (p->rank_shards == 0 || (p->cfg.opts.samples_per_rank == 0 && g >= p->rank_shards))
         return 0;
     uint64_t pass = g / p->rank_shards;
     if (rt->perm_pass != pass) {
-        stk__plan_permutation(p->cfg.urls->count, p->cfg.seed, p->cfg.epoch, pass, p->cfg.shuffle,
+        stk__plan_permutation(p->cfg.urls->count, p->cfg.opts.seed, p->cfg.opts.epoch, pass, p->cfg.opts.shuffle,
                               rt->perm);
         rt->perm_pass = pass;
     }
@@ -217,7 +217,7 @@ static void *reader_main(void *arg)
             s->bytes += it.sample->bytes;
         if (p->waiting_slot == j &&
             (it.kind != ITEM_SAMPLE || s->count >= WAKE_SEQUENCER_ITEMS ||
-             s->bytes >= p->cfg.prefetch_bytes_per_shard / 4 || !slot_has_room(p, s)))
+             s->bytes >= p->cfg.opts.prefetch_bytes_per_shard / 4 || !slot_has_room(p, s)))
             stk__cond_signal(&p->seq_cond);
     }
     stk__mutex_unlock(&p->mutex);
@@ -254,7 +254,7 @@ static int pop_item(struct stk__pipeline *p, unsigned j, struct item *out)
         s->count--;
         if (out->sample != NULL)
             s->bytes -= out->sample->bytes;
-        if (s->count <= SLOT_MAX_ITEMS / 2 && s->bytes <= p->cfg.prefetch_bytes_per_shard / 2)
+        if (s->count <= SLOT_MAX_ITEMS / 2 && s->bytes <= p->cfg.opts.prefetch_bytes_per_shard / 2)
             stk__cond_signal(&owner->cond);
     }
     stk__mutex_unlock(&p->mutex);
@@ -279,7 +279,7 @@ static int check_progress(struct sequencer *sq)
     struct stk__err err;
     stk__errf(&err, STK_EPLAN,
               "rank %d: its %zu shard(s) hold no readable samples, cannot yield %llu samples",
-              p->cfg.rank, p->rank_shards, (unsigned long long)p->cfg.samples_per_rank);
+              p->cfg.rank, p->rank_shards, (unsigned long long)p->cfg.opts.samples_per_rank);
     stk__mutex_lock(&p->mutex);
     record_failure(p, &err);
     stk__mutex_unlock(&p->mutex);
@@ -293,7 +293,7 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
     struct stk__pipeline *p = sq->p;
     for (;;) {
         unsigned k = 0, j;
-        if (p->cfg.shuffle) {
+        if (p->cfg.opts.shuffle) {
             if (sq->n_active == 0)
                 return 0;
             k = (unsigned)stk__rng_below(&sq->rng, sq->n_active);
@@ -315,7 +315,7 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
                 return STK_EPLAN;
             break;
         case ITEM_STREAM_END:
-            if (!p->cfg.shuffle)
+            if (!p->cfg.opts.shuffle)
                 return 0;
             sq->active[k] = sq->active[--sq->n_active];
             break;
@@ -347,14 +347,14 @@ static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *in
             stk__sample_free(s);
             return 1;
         }
-        *batch = stk__batch_new(p->cfg.batch_size, (*index)++, p->cfg.budget);
+        *batch = stk__batch_new(p->cfg.opts.batch_size, (*index)++, p->cfg.budget);
         if (*batch == NULL) {
             stk__sample_free(s);
             return STK_ENOMEM;
         }
     }
     stk__batch_add(*batch, s);
-    if ((*batch)->pub.n_samples == p->cfg.batch_size) {
+    if ((*batch)->pub.n_samples == p->cfg.opts.batch_size) {
         deliver(p, *batch);
         *batch = NULL;
     }
@@ -365,7 +365,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
 {
     struct stk__batch *batch = NULL;
     uint64_t index = 0, pulled = 0;
-    uint64_t target = p->cfg.samples_per_rank ? p->cfg.samples_per_rank : UINT64_MAX;
+    uint64_t target = p->cfg.opts.samples_per_rank ? p->cfg.opts.samples_per_rank : UINT64_MAX;
     int input_done = 0, rc = 0;
     for (;;) {
         struct stk__sample *s = NULL;
@@ -391,7 +391,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
             goto out;
     }
     rc = 0;
-    if (batch != NULL && !p->cfg.drop_last) {
+    if (batch != NULL && !p->cfg.opts.drop_last) {
         deliver(p, batch);
         batch = NULL;
     }
@@ -405,10 +405,10 @@ static void *sequencer_main(void *arg)
     struct stk__pipeline *p = arg;
     struct sequencer sq = {.p = p};
     struct stk__shuffle sh;
-    uint64_t base = stk__mix(stk__mix(p->cfg.seed, p->cfg.epoch),
+    uint64_t base = stk__mix(stk__mix(p->cfg.opts.seed, p->cfg.opts.epoch),
                              ((uint64_t)p->cfg.rank << 32) | (uint64_t)p->cfg.world_size);
     stk__rng_seed(&sq.rng, stk__mix(base, 0x496e746572ull));
-    int rc = stk__shuffle_init(&sh, p->cfg.shuffle ? p->cfg.shuffle_buffer : 0,
+    int rc = stk__shuffle_init(&sh, p->cfg.opts.shuffle ? p->cfg.opts.shuffle_buffer : 0,
                                stk__mix(base, 0x53687566ull));
     sq.active = stk__calloc(p->n_slots, sizeof *sq.active);
     if (rc == 0 && sq.active == NULL)
@@ -487,8 +487,8 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     p->cfg = *cfg;
     p->rank_shards = stk__plan_rank_count(cfg->urls->count, cfg->rank, cfg->world_size);
-    p->n_slots = cfg->shards_in_flight;
-    p->n_readers = cfg->threads < p->n_slots ? cfg->threads : p->n_slots;
+    p->n_slots = cfg->opts.shards_in_flight;
+    p->n_readers = cfg->opts.threads < p->n_slots ? cfg->opts.threads : p->n_slots;
     p->waiting_slot = -1;
     atomic_init(&p->stop, 0);
     stk__mutex_init(&p->mutex);

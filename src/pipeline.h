@@ -20,19 +20,10 @@
 #include "urls.h"
 
 struct stk__pipeline_config {
-    const struct stk__strlist *urls;
-    size_t batch_size;
-    int drop_last;
-    unsigned threads;
-    unsigned shards_in_flight;
-    size_t shuffle_buffer;
-    int shuffle;
-    uint64_t seed;
-    uint64_t epoch;
-    int rank;
+    struct stk_options opts;  /* batch, shuffle, seed, epoch, budgets */
+    int rank;                 /* resolved, unlike opts.rank */
     int world_size;
-    uint64_t samples_per_rank; /* 0: one pass over the rank's shards */
-    size_t prefetch_bytes_per_shard;
+    const struct stk__strlist *urls;
     struct stk__shard_config shard;
     struct stk__batch_budget *budget;
 };

@@ -246,7 +246,7 @@ static int expand_list_file(const char *path, struct stk__strlist *out, struct s
         if (rc < 0)
             break;
     }
-    free(line); /* allocated by getline(3), not by stk__malloc */
+    free(line); /* checksrc: allow: allocated by getline(3), not by stk__malloc */
     fclose(f);
     return rc;
 }
