@@ -60,46 +60,53 @@ static long matching_brace(const char *s, size_t open)
     return -1;
 }
 
-/* Parse "A..B" or "A..B..STEP" with decimal A, B. Returns 1 if body is a
- * numeric range. */
+/* Parse an optionally negative decimal of 1..18 digits (so every sum and
+ * difference below fits in 64 bits) spanning [s, end). */
+static int parse_bound(const char *s, const char *end, long long *value, size_t *digits,
+                       int *leading_zero)
+{
+    int negative = s < end && *s == '-';
+    const char *p = s + negative;
+    if (p == end || end - p > 18)
+        return 0;
+    long long v = 0;
+    for (const char *q = p; q < end; q++) {
+        if (*q < '0' || *q > '9')
+            return 0;
+        v = v * 10 + (*q - '0');
+    }
+    *value = negative ? -v : v;
+    *digits = (size_t)(end - s);
+    *leading_zero = end - p > 1 && *p == '0';
+    return 1;
+}
+
+/* Parse "A..B" or "A..B..STEP" (decimal, STEP nonzero). Returns 1 if body
+ * is a numeric range. */
 static int parse_range(const char *body, size_t len, long long *lo, long long *hi,
                        long long *step, int *width)
 {
-    char buf[96];
-    if (len == 0 || len >= sizeof buf)
-        return 0;
-    memcpy(buf, body, len);
-    buf[len] = '\0';
-    char *dots = strstr(buf, "..");
+    const char *end = body + len;
+    const char *dots = memmem(body, len, "..", 2);
     if (dots == NULL)
         return 0;
-    *dots = '\0';
-    char *second = dots + 2;
-    char *third = strstr(second, "..");
-    if (third != NULL) {
-        *third = '\0';
-        third += 2;
-    }
-    char *end;
-    errno = 0;
-    *lo = strtoll(buf, &end, 10);
-    if (buf[0] == '\0' || *end != '\0' || errno)
-        return 0;
-    *hi = strtoll(second, &end, 10);
-    if (second[0] == '\0' || *end != '\0' || errno)
+    const char *second = dots + 2;
+    const char *dots2 = memmem(second, (size_t)(end - second), "..", 2);
+    const char *second_end = dots2 ? dots2 : end;
+    size_t wa, wb, ws;
+    int za, zb, zs;
+    if (!parse_bound(body, dots, lo, &wa, &za) || !parse_bound(second, second_end, hi, &wb, &zb))
         return 0;
     *step = 1;
-    if (third != NULL) {
-        *step = llabs(strtoll(third, &end, 10));
-        if (third[0] == '\0' || *end != '\0' || errno || *step == 0)
+    if (dots2 != NULL) {
+        if (!parse_bound(dots2 + 2, end, step, &ws, &zs) || *step == 0)
             return 0;
+        if (*step < 0)
+            *step = -*step;
     }
     /* Zero padding: bash pads to the longer endpoint when either has a
      * leading zero, which is what shard names like 000000 need. */
-    size_t wa = strlen(buf), wb = strlen(second);
-    int padded = (wa > 1 && buf[0] == '0') || (wb > 1 && second[0] == '0') ||
-                 (wa > 2 && buf[0] == '-' && buf[1] == '0');
-    *width = padded ? (int)(wa > wb ? wa : wb) : 0;
+    *width = (za || zb) ? (int)(wa > wb ? wa : wb) : 0;
     return 1;
 }
 
@@ -107,6 +114,7 @@ struct expand_ctx {
     struct stk__strlist *out;
     struct stk__err *err;
     const char *pattern; /* for messages */
+    size_t bytes;        /* URL text produced so far */
 };
 
 static int expand(struct expand_ctx *ctx, const char *s, int depth);
@@ -134,12 +142,12 @@ static int expand_joined(struct expand_ctx *ctx, const char *prefix, size_t pref
 static int expand_range(struct expand_ctx *ctx, const char *s, size_t open, long close,
                         long long lo, long long hi, long long step, int width, int depth)
 {
-    long long count = (lo <= hi ? hi - lo : lo - hi) / step + 1;
+    long long count = (lo <= hi ? hi - lo : lo - hi) / step + 1; /* no overflow: |lo|, |hi| < 1e18 */
     if (count > (long long)STK__MAX_SHARDS)
         return stk__errf(ctx->err, STK_ELIMIT, "URL pattern '%.200s' names more than %u shards",
                          ctx->pattern, STK__MAX_SHARDS);
     long long dir = lo <= hi ? step : -step;
-    char num[64];
+    char num[32]; /* at most 19 digits and a sign: parse_bound's limit */
     for (long long i = 0, v = lo; i < count; i++, v += dir) {
         int n = width ? snprintf(num, sizeof num, "%0*lld", width, v)
                       : snprintf(num, sizeof num, "%lld", v);
@@ -161,7 +169,12 @@ static int expand(struct expand_ctx *ctx, const char *s, int depth)
     if (brace == NULL) {
         if (strchr(s, '}') != NULL)
             return stk__errf(ctx->err, STK_EINVAL, "URL pattern '%.200s' has an unmatched '}'", ctx->pattern);
-        int rc = stk__strlist_push(ctx->out, s, strlen(s));
+        size_t len = strlen(s);
+        ctx->bytes += len + 1;
+        if (ctx->bytes > STK__MAX_URL_BYTES)
+            return stk__errf(ctx->err, STK_ELIMIT, "URL pattern '%.200s' expands to more than %u MiB of URLs",
+                             ctx->pattern, STK__MAX_URL_BYTES >> 20);
+        int rc = stk__strlist_push(ctx->out, s, len);
         return rc < 0 ? stk__errf(ctx->err, rc, "out of memory expanding '%.200s'", ctx->pattern) : 0;
     }
     size_t open = (size_t)(brace - s);
@@ -212,7 +225,7 @@ int stk__brace_expand(const char *pattern, struct stk__strlist *out, struct stk_
 {
     if (strlen(pattern) > MAX_PATTERN_BYTES)
         return stk__errf(err, STK_ELIMIT, "URL pattern longer than %d bytes", MAX_PATTERN_BYTES);
-    struct expand_ctx ctx = {out, err, pattern};
+    struct expand_ctx ctx = {out, err, pattern, 0};
     return expand(&ctx, pattern, 0);
 }
 

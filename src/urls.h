@@ -13,8 +13,11 @@
 
 #include "error.h"
 
-/* Hard cap on the number of shards one loader may name. */
-#define STK__MAX_SHARDS (16u * 1024u * 1024u)
+/* Hard caps on what one loader may name: 1M shards (a petabyte of 1 GB
+ * shards) and 64 MiB of URL text, so a hostile pattern cannot make stoker
+ * spend seconds or gigabytes expanding it. */
+#define STK__MAX_SHARDS (1024u * 1024u)
+#define STK__MAX_URL_BYTES (64u * 1024u * 1024u)
 
 struct stk__strlist {
     char **items;
