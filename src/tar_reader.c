@@ -11,6 +11,7 @@
 
 #include <archive.h>
 #include <archive_entry.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,6 +42,39 @@ static la_ssize_t read_cb(struct archive *a, void *client, const void **buf)
     return n;
 }
 
+/* A support call answers ARCHIVE_WARN when libarchive lacks the library
+ * and would run an external program (lz4, xz, ...) instead; stoker never
+ * spawns programs behind the user's back, so such filters stay off. Which
+ * filters are built in is probed once on a scratch archive. */
+typedef int (*filter_fn)(struct archive *);
+static const filter_fn FILTERS[] = {
+    archive_read_support_filter_gzip, archive_read_support_filter_bzip2,
+    archive_read_support_filter_xz,   archive_read_support_filter_zstd,
+    archive_read_support_filter_lz4,
+};
+#define N_FILTERS (sizeof FILTERS / sizeof FILTERS[0])
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static unsigned builtin_mask;
+
+static void probe_filters(void)
+{
+    for (size_t i = 0; i < N_FILTERS; i++) {
+        struct archive *a = archive_read_new();
+        if (a == NULL)
+            continue;
+        if (FILTERS[i](a) == ARCHIVE_OK)
+            builtin_mask |= 1u << i;
+        archive_read_free(a);
+    }
+}
+
+static unsigned builtin_filters(void)
+{
+    pthread_once(&probe_once, probe_filters);
+    return builtin_mask;
+}
+
 int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **out,
                   struct stk__err *err)
 {
@@ -56,21 +90,22 @@ int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **
         stk__source_close(src);
         return stk__errf(err, STK_ENOMEM, "out of memory opening a tar reader");
     }
-    /* Format: tar only (ustar, pax, GNU); filters: only the ones libarchive
-     * implements with linked libraries. Return codes are ARCHIVE_WARN when
-     * a filter falls back to an external program, which we then reject. */
+    /* Format: tar only (ustar, pax, GNU). Filters: only those this
+     * libarchive implements with linked libraries. */
     archive_read_support_format_tar(a);
-    archive_read_support_filter_gzip(a);
-    archive_read_support_filter_bzip2(a);
-    archive_read_support_filter_xz(a);
-    archive_read_support_filter_zstd(a);
-    archive_read_support_filter_lz4(a);
+    unsigned filters = builtin_filters();
+    for (size_t i = 0; i < N_FILTERS; i++)
+        if (filters & (1u << i))
+            FILTERS[i](a);
     t->archive = a;
     t->src = src;
     t->block = block;
     t->block_size = block_size;
     if (archive_read_open(a, t, NULL, read_cb, NULL) != ARCHIVE_OK) {
-        int code = t->source_failed ? t->src->err.code : STK_EFORMAT;
+        const char *why = archive_error_string(a);
+        int code = t->source_failed                            ? t->src->err.code
+                   : why != NULL && strstr(why, "runcated") != NULL ? STK_ETRUNC
+                                                                     : STK_EFORMAT;
         stk__errf(err, code, "%s: cannot read as tar at offset 0: %s", src->url,
                   archive_error_string(a) ? archive_error_string(a) : "unknown error");
         stk__tar_close(t);

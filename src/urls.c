@@ -115,6 +115,7 @@ struct expand_ctx {
     struct stk__err *err;
     const char *pattern; /* for messages */
     size_t bytes;        /* URL text produced so far */
+    size_t work;         /* bytes of intermediate patterns built so far */
 };
 
 static int expand(struct expand_ctx *ctx, const char *s, int depth);
@@ -125,6 +126,12 @@ static int expand_joined(struct expand_ctx *ctx, const char *prefix, size_t pref
 {
     size_t suffix_len = strlen(suffix);
     size_t total = prefix_len + alt_len + suffix_len;
+    /* Every brace group copies the pattern once per alternative; bound the
+     * copying too, not just the output ("{0..999999}{0..0}{0..0}..."). */
+    ctx->work += total;
+    if (ctx->work > 4 * (size_t)STK__MAX_URL_BYTES)
+        return stk__errf(ctx->err, STK_ELIMIT, "URL pattern '%.200s' is too expensive to expand",
+                         ctx->pattern);
     if (total > MAX_PATTERN_BYTES)
         return stk__errf(ctx->err, STK_ELIMIT, "URL pattern '%.200s' expands to a URL longer than %d bytes",
                          ctx->pattern, MAX_PATTERN_BYTES);
@@ -170,6 +177,9 @@ static int expand(struct expand_ctx *ctx, const char *s, int depth)
         if (strchr(s, '}') != NULL)
             return stk__errf(ctx->err, STK_EINVAL, "URL pattern '%.200s' has an unmatched '}'", ctx->pattern);
         size_t len = strlen(s);
+        if (len == 0)
+            return stk__errf(ctx->err, STK_EINVAL, "URL pattern '%.200s' expands to an empty URL",
+                             ctx->pattern);
         ctx->bytes += len + 1;
         if (ctx->bytes > STK__MAX_URL_BYTES)
             return stk__errf(ctx->err, STK_ELIMIT, "URL pattern '%.200s' expands to more than %u MiB of URLs",
@@ -225,7 +235,7 @@ int stk__brace_expand(const char *pattern, struct stk__strlist *out, struct stk_
 {
     if (strlen(pattern) > MAX_PATTERN_BYTES)
         return stk__errf(err, STK_ELIMIT, "URL pattern longer than %d bytes", MAX_PATTERN_BYTES);
-    struct expand_ctx ctx = {out, err, pattern, 0};
+    struct expand_ctx ctx = {out, err, pattern, 0, 0};
     return expand(&ctx, pattern, 0);
 }
 

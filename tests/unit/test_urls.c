@@ -81,6 +81,7 @@ static void test_errors(void **state)
     expect_error("train}", STK_EINVAL);
     expect_error("train-{abc}", STK_EINVAL);
     expect_error("x{0..99999999999}", STK_ELIMIT);
+    expect_error("{,a}", STK_EINVAL); /* an empty URL */
 }
 
 static void test_list_file(void **state)

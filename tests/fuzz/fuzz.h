@@ -1,0 +1,34 @@
+/*
+ * fuzz.h - the libFuzzer entry point shared by the targets and replay.c.
+ *
+ * Each fuzz_*.c defines LLVMFuzzerTestOneInput; it is linked either with
+ * libFuzzer (clang, -Dfuzzing=true) or with replay.c, a plain main() that
+ * feeds it every file of a corpus, so the normal test build (gcc with
+ * ASan/UBSan) replays the seeds and regressions on every run.
+ */
+#ifndef STK_FUZZ_H
+#define STK_FUZZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* An invariant of the code under test does not hold: crash so that libFuzzer
+ * (or the replay test) reports the input. */
+#define FUZZ_CHECK(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            fuzz_fail(__FILE__, __LINE__, #cond);                                                  \
+    } while (0)
+
+#include <stdio.h>
+
+__attribute__((noreturn, unused)) static void fuzz_fail(const char *file, int line,
+                                                        const char *what) {
+    fprintf(stderr, "%s:%d: invariant violated: %s\n", file, line, what);
+    fflush(stderr);
+    __builtin_trap();
+}
+
+#endif

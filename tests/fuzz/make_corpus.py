@@ -1,0 +1,424 @@
+#!/usr/bin/python3
+"""Write the seed corpora of stoker's fuzz targets.
+
+Usage: make_corpus.py [--stamp FILE] DIR
+
+Creates DIR/shard/ (inputs of fuzz_shard: one configuration byte, then a
+shard) and DIR/urls/ (inputs of fuzz_urls: a brace pattern). The seeds are
+small and deterministic (no timestamps, no randomness) and are regenerated
+by the build; only inputs that once crashed are committed, in
+tests/fuzz/regressions/. With --stamp, FILE is written last so a build
+system can depend on it. Standard library only.
+
+Shard seeds: valid shards of each tar flavour (ustar, GNU, pax), long
+names, a pax size record, directories, symlinks and hard links, a
+reappearing key, a duplicate member, mixed-case and multi-dot extensions,
+limits (many members, a big member, a long name), gzip/bzip2/xz and
+hand-made zstd and lz4 frames, uncompressed; then truncated, checksum-
+corrupted and size-corrupted variants.
+"""
+
+import bz2
+import gzip
+import io
+import lzma
+import os
+import shutil
+import struct
+import sys
+import tarfile
+
+# fuzz_shard's first byte: bits 0-1 block size of the fail-policy run (1, 7,
+# 512, 65536), bits 2-3 that of the skip-policy run, bits 4-7 the source
+# chunk sizes (0, 1, 3, 4096) of the two runs.
+def config(block_a, block_b, chunk_a=0, chunk_b=0):
+    return bytes([block_a | block_b << 2 | chunk_a << 4 | chunk_b << 6])
+
+
+FAST = config(2, 3)          # 512 / 65536, whole blocks
+BYTEWISE = config(0, 2, 1, 0)  # 1-byte blocks, then 512
+ODD = config(1, 3, 2, 3)     # 7-byte blocks fed 3 at a time, then 64 KiB in 4 KiB reads
+CONFIGS = [FAST, BYTEWISE, ODD, config(3, 1, 3, 1)]
+
+
+def member(name, data=b"", kind=tarfile.REGTYPE, linkname="", pax=None):
+    return (name, data, kind, linkname, pax)
+
+
+def make_tar(members, fmt=tarfile.GNU_FORMAT, global_pax=None):
+    buf = io.BytesIO()
+    kwargs = {"format": fmt}
+    if global_pax is not None:
+        kwargs["pax_headers"] = global_pax
+    with tarfile.open(fileobj=buf, mode="w", **kwargs) as tf:
+        for name, data, kind, linkname, pax in members:
+            ti = tarfile.TarInfo(name)
+            ti.type = kind
+            ti.mtime = 1700000000
+            ti.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+            ti.uname = ti.gname = "stoker"
+            ti.linkname = linkname
+            if pax:
+                ti.pax_headers = dict(pax)
+            if kind == tarfile.REGTYPE:
+                ti.size = len(data)
+                tf.addfile(ti, io.BytesIO(data))
+            else:
+                tf.addfile(ti)
+    return buf.getvalue()
+
+
+BASIC = [
+    member("s000.jpg", b"\xff\xd8\xff\xe0JFIF" + b"x" * 40),
+    member("s000.cls", b"3"),
+    member("s001.jpg", b"\xff\xd8\xff\xe0" + b"y" * 17),
+    member("s001.cls", b"7"),
+    member("s001.json", b'{"label": 7}'),
+]
+
+WEIRD_NAMES = [
+    member("dir/", kind=tarfile.DIRTYPE),
+    member("dir/a.JPG", b"AAAA"),
+    member("dir/a.Cls", b"1"),
+    member("dir/b.seg.png", b"BB"),
+    member("dir/b.cls", b"2"),
+    member("dir/link.txt", kind=tarfile.SYMTYPE, linkname="a.cls"),
+    member("dir/hard.txt", kind=tarfile.LNKTYPE, linkname="dir/b.cls"),
+    member("README", b"no dot"),
+    member("__meta__", b"meta"),
+    member("__x.y__", b"meta too"),
+    member(".hidden.txt", b"h"),
+    member("d.x/.dotfile", b"h"),
+    member("v1.2/c.txt", b"key with a dotted directory"),
+    member("./e.txt", b"e"),
+    member("f.", b"empty extension"),
+    member("g.txt", b""),
+    member("fifo.txt", kind=tarfile.FIFOTYPE),
+]
+
+LONG = "long/" + "d" * 120 + "/" + "k" * 90
+LONG_NAMES = [
+    member(LONG + ".jpg", b"long name"),
+    member(LONG + ".cls", b"5"),
+    member("x" * 99 + ".txt", b"exactly 103"),
+]
+
+REAPPEAR = [
+    member("a.jpg", b"1"),
+    member("b.jpg", b"2"),
+    member("a.cls", b"3"),
+    member("c.jpg", b"4"),
+]
+
+DUPLICATE = [
+    member("a.jpg", b"1"),
+    member("a.jpg", b"2"),
+    member("b.jpg", b"3"),
+]
+
+DUP_CASE = [
+    member("a.jpg", b"1"),
+    member("a.JPG", b"2"),
+    member("b.jpg", b"3"),
+]
+
+MANY_MEMBERS = [member("m.e%02d" % i, bytes([i])) for i in range(18)] + [member("n.jpg", b"n")]
+
+TOO_LONG_NAME = [
+    member("ok.jpg", b"1"),
+    member("ok." + "e" * 300, b"2"),
+    member("z" * 300 + ".jpg", b"3"),
+    member("p.jpg", b"4"),
+]
+
+
+def pax_size_record():
+    # A pax header whose "size" record says how long the data is (libarchive
+    # prefers it to the ustar field), plus the usual pax noise.
+    return make_tar(
+        [
+            member("p0.jpg", b"P" * 33, pax={"size": "33", "comment": "seed"}),
+            member("p0.txt", b"q", pax={"path": "p0.txt", "mtime": "1700000000.25"}),
+            member("p1.jpg", b"r" * 5, pax={"path": "pax/p1.jpg", "uname": "u" * 40}),
+        ],
+        fmt=tarfile.PAX_FORMAT,
+        global_pax={"comment": "global header"},
+    )
+
+
+def octal(n, width):
+    return ("%0*o" % (width - 1, n)).encode() + b"\0"
+
+
+def checksum(header):
+    h = bytearray(header)
+    h[148:156] = b" " * 8
+    return octal(sum(h), 7) + b" "
+
+
+def fix_checksum(header):
+    h = bytearray(header)
+    h[148:156] = checksum(h)
+    return bytes(h)
+
+
+def raw_header(name, size, typeflag=b"0", size_field=None, magic=b"ustar\x0000"):
+    h = bytearray(512)
+    h[0:len(name)] = name
+    h[100:108] = b"0000644\0"
+    h[108:116] = b"0000000\0"
+    h[116:124] = b"0000000\0"
+    h[124:136] = size_field if size_field is not None else octal(size, 12)
+    h[136:148] = octal(1700000000, 12)
+    h[156:157] = typeflag
+    h[257:265] = magic
+    return fix_checksum(h)
+
+
+def pad(data):
+    return data + b"\0" * (-len(data) % 512)
+
+
+def hand_made():
+    """Headers tarfile will not write."""
+    out = {}
+    end = b"\0" * 1024
+    # Base-256 (GNU binary) size field.
+    size256 = b"\x80" + b"\0" * 7 + struct.pack(">I", 5)
+    out["base256_size"] = raw_header(b"b.bin", 5, size_field=size256) + pad(b"hello") + end
+    # A size of 8 GiB - 1 in octal, with no data: oversized, then truncated.
+    out["huge_size"] = raw_header(b"h.bin", 0o77777777777) + pad(b"x") + end
+    # Pax size record larger than the ustar field.
+    rec = b"16 size=1048577\n"
+    pax = raw_header(b"PaxHeader/h.bin", len(rec), typeflag=b"x") + pad(rec)
+    out["pax_big_size"] = pax + raw_header(b"h.bin", 3) + pad(b"abc") + end
+    # Pax record with a bad length, a negative size, a non-numeric size.
+    for tag, rec in (("pax_bad_len", b"99 size=3\n"), ("pax_neg_size", b"13 size=-10\n"),
+                     ("pax_nan_size", b"12 size=abc\n"), ("pax_path_nul", b"14 path=a\0.b\n")):
+        pax = raw_header(b"PaxHeader/x", len(rec), typeflag=b"x") + pad(rec)
+        out[tag] = pax + raw_header(b"x.bin", 3) + pad(b"abc") + end
+    # GNU long name ('L') entry, and one without a following member.
+    long_name = b"L" * 200 + b".txt\0"
+    gnu = raw_header(b"././@LongLink", len(long_name), typeflag=b"L", magic=b"ustar  \0")
+    out["gnu_longlink"] = gnu + pad(long_name) + raw_header(b"short.txt", 2) + pad(b"ok") + end
+    out["gnu_longlink_dangling"] = gnu + pad(long_name) + end
+    # Old v7 header (no magic), a regular file typed '\0', and a contiguous file '7'.
+    out["v7"] = raw_header(b"v.txt", 2, typeflag=b"\0", magic=b"\0" * 8) + pad(b"v7") + end
+    out["contiguous"] = raw_header(b"c.txt", 2, typeflag=b"7") + pad(b"c7") + end
+    # A member with a name and no end-of-archive blocks.
+    out["no_end"] = raw_header(b"n.txt", 2) + pad(b"nn")
+    # One end block only, then garbage.
+    out["one_end_block"] = raw_header(b"o.txt", 1) + pad(b"o") + b"\0" * 512 + b"garbage" * 10
+    # Empty input, zeros only, not a tar at all.
+    out["empty"] = b""
+    out["zeros"] = b"\0" * 1024
+    out["text"] = b"this is not a tar archive\n" * 30
+    return out
+
+
+def xxh32(data, seed=0):
+    p1, p2, p3, p4, p5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+    m = 0xFFFFFFFF
+
+    def rotl(x, r):
+        return ((x << r) | (x >> (32 - r))) & m
+
+    n = len(data)
+    i = 0
+    if n >= 16:
+        v = [(seed + p1 + p2) & m, (seed + p2) & m, seed & m, (seed - p1) & m]
+        while i + 16 <= n:
+            for j in range(4):
+                (lane,) = struct.unpack_from("<I", data, i + 4 * j)
+                v[j] = (rotl((v[j] + lane * p2) & m, 13) * p1) & m
+            i += 16
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & m
+    else:
+        h = (seed + p5) & m
+    h = (h + n) & m
+    while i + 4 <= n:
+        (lane,) = struct.unpack_from("<I", data, i)
+        h = (rotl((h + lane * p3) & m, 17) * p4) & m
+        i += 4
+    while i < n:
+        h = (rotl((h + data[i] * p5) & m, 11) * p1) & m
+        i += 1
+    h ^= h >> 15
+    h = (h * p2) & m
+    h ^= h >> 13
+    h = (h * p3) & m
+    h ^= h >> 16
+    return h
+
+
+def lz4_frame(data):
+    """An LZ4 frame of uncompressed blocks (64 KiB max each)."""
+    desc = bytes([0x60, 0x40])  # version 1, independent blocks; 64 KiB blocks
+    out = struct.pack("<I", 0x184D2204) + desc + bytes([(xxh32(desc) >> 8) & 0xFF])
+    for i in range(0, len(data), 65536):
+        block = data[i:i + 65536]
+        out += struct.pack("<I", len(block) | 0x80000000) + block
+    return out + struct.pack("<I", 0)
+
+
+def zstd_frame(data, rle_tail=0):
+    """A zstd frame of raw blocks; rle_tail adds an RLE block of zeros."""
+    out = struct.pack("<I", 0xFD2FB528) + bytes([0x00, 0x38])  # no FCS; 128 KiB window
+    blocks = [data[i:i + 65536] for i in range(0, len(data), 65536)] or [b""]
+    for n, block in enumerate(blocks):
+        last = n == len(blocks) - 1 and not rle_tail
+        hdr = (len(block) << 3) | (0 << 1) | int(last)
+        out += struct.pack("<I", hdr)[:3] + block
+    if rle_tail:
+        hdr = (rle_tail << 3) | (1 << 1) | 1
+        out += struct.pack("<I", hdr)[:3] + b"\0"
+    return out
+
+
+def gz(data):
+    return gzip.compress(data, compresslevel=9, mtime=0)
+
+
+def shard_seeds():
+    seeds = {}
+    basic = {
+        "ustar": make_tar(BASIC, tarfile.USTAR_FORMAT),
+        "gnu": make_tar(BASIC, tarfile.GNU_FORMAT),
+        "pax": make_tar(BASIC, tarfile.PAX_FORMAT),
+    }
+    for fmt, data in basic.items():
+        for i, cfg in enumerate(CONFIGS):
+            seeds["%s_cfg%d" % (fmt, i)] = cfg + data
+    for fmt, f in (("gnu", tarfile.GNU_FORMAT), ("pax", tarfile.PAX_FORMAT),
+                   ("ustar", tarfile.USTAR_FORMAT)):
+        # ustar stores the long path in its prefix field, but not a
+        # 103-byte basename.
+        names = LONG_NAMES[:2] if f == tarfile.USTAR_FORMAT else LONG_NAMES
+        seeds["long_names_" + fmt] = FAST + make_tar(names, f)
+    seeds["weird_names_gnu"] = FAST + make_tar(WEIRD_NAMES, tarfile.GNU_FORMAT)
+    seeds["weird_names_pax"] = ODD + make_tar(WEIRD_NAMES, tarfile.PAX_FORMAT)
+    seeds["reappearing_key"] = FAST + make_tar(REAPPEAR)
+    seeds["duplicate_member"] = FAST + make_tar(DUPLICATE)
+    seeds["duplicate_member_case"] = BYTEWISE + make_tar(DUP_CASE)
+    seeds["many_members"] = FAST + make_tar(MANY_MEMBERS)
+    seeds["too_long_name"] = FAST + make_tar(TOO_LONG_NAME, tarfile.PAX_FORMAT)
+    seeds["pax_size_record"] = FAST + pax_size_record()
+    seeds["pax_size_record_bytewise"] = BYTEWISE + pax_size_record()
+    for name, data in hand_made().items():
+        seeds["raw_" + name] = FAST + data
+
+    # Compressed shards.
+    plain = make_tar(BASIC, tarfile.PAX_FORMAT)
+    seeds["gz"] = FAST + gz(plain)
+    seeds["gz_bytewise"] = BYTEWISE + gz(plain)
+    seeds["gz_concatenated"] = FAST + gz(plain[:1024]) + gz(plain[1024:])
+    seeds["gz_trailing_garbage"] = FAST + gz(plain) + b"garbage"
+    seeds["bz2"] = FAST + bz2.compress(plain, 9)
+    seeds["xz"] = ODD + lzma.compress(plain, preset=0)
+    seeds["lzma_alone"] = FAST + lzma.compress(plain, format=lzma.FORMAT_ALONE, preset=0)
+    seeds["zstd_raw"] = FAST + zstd_frame(plain)
+    seeds["zstd_rle_tail"] = FAST + zstd_frame(plain[:-1024], rle_tail=1024)
+    seeds["lz4_raw"] = FAST + lz4_frame(plain)
+    big = make_tar([member("big.bin", b"\0" * ((1 << 20) + 1)), member("small.txt", b"s")])
+    seeds["gz_big_member"] = FAST + gz(big)
+    seeds["gz_tar_of_tar"] = FAST + gz(make_tar([member("inner.tar", plain)]))
+
+    # Damaged variants of a valid shard.
+    base = make_tar(REAPPEAR[:2] + BASIC, tarfile.GNU_FORMAT)
+    for cut in (1, 100, 511, 512, 513, 700, 1024, 1536, len(base) - 1024, len(base) - 1):
+        seeds["truncated_%d" % cut] = FAST + base[:cut]
+    seeds["truncated_bytewise"] = BYTEWISE + base[:1300]
+    bad = bytearray(base)
+    bad[148] ^= 0x01  # first header's checksum
+    seeds["bad_checksum_first"] = FAST + bytes(bad)
+    bad = bytearray(base)
+    bad[1024 + 148] ^= 0x01  # second header's checksum
+    seeds["bad_checksum_second"] = FAST + bytes(bad)
+    bad = bytearray(base)
+    bad[1024 + 3] ^= 0x20  # a name byte, checksum left stale
+    seeds["stale_checksum_name"] = FAST + bytes(bad)
+    bad = bytearray(base)
+    bad[124:136] = b"77777777777\0"  # first member's size, then fixed checksum
+    bad[0:512] = fix_checksum(bad[0:512])
+    seeds["size_corrupt"] = FAST + bytes(bad)
+    seeds["gz_truncated"] = FAST + gz(base)[:-20]
+    seeds["gz_bad_crc"] = FAST + gz(base)[:-8] + b"\0" * 8
+    seeds["bz2_truncated"] = FAST + bz2.compress(base)[:-30]
+    seeds["xz_truncated"] = FAST + lzma.compress(base)[:-30]
+    return seeds
+
+
+URL_SEEDS = [
+    "train-{000000..000009}.tar",
+    "train-{0..9}.tar",
+    "/data/shards/s-{00..15..3}.tar.gz",
+    "file:///data/{train,val}/part-{000..003}.tar",
+    "{a,b,c}",
+    "{a,{b,c},d}-{1..2}",
+    "x{a,{b,{c,d}}}y",
+    "{5..1}",
+    "{-3..3}",
+    "{-05..05}",
+    "{0..10..-2}",
+    "{10..0..3}",
+    "pre{,fix}",
+    "{,}",
+    "{a}",
+    "{}",
+    "{",
+    "}",
+    "a}{b,c}",
+    "{a,b}}",
+    "{{a,b}",
+    "{1..}",
+    "{..2}",
+    "{1..2..0}",
+    "{1..2..}",
+    "{+1..+3}",
+    "{ 1.. 3}",
+    "{1..3}{a,b}{x,y}",
+    "{0..9}{0..9}",
+    "{99999999999999999999..1}",
+    "{9223372036854775800..9223372036854775805}",
+    "{00000000000000000000..2}",
+    "plain-url.tar",
+    "s3://bucket/path/{00000..00002}.tar",
+    "pipe:curl -s http://host/{a,b}.tar",
+    "",
+    "@list.txt",
+    "{" * 40 + "a,b" + "}" * 40,
+    "{a,b}" * 8,
+    "a" * 300 + "{1..2}",
+]
+
+
+def main(argv):
+    args = argv[1:]
+    stamp = None
+    if len(args) >= 2 and args[0] == "--stamp":
+        stamp = args[1]
+        args = args[2:]
+    if len(args) != 1:
+        sys.stderr.write(__doc__)
+        return 2
+    out = args[0]
+    for sub in ("shard", "urls"):
+        path = os.path.join(out, sub)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        os.makedirs(path)
+    seeds = shard_seeds()
+    for name, data in sorted(seeds.items()):
+        with open(os.path.join(out, "shard", name), "wb") as f:
+            f.write(data)
+    for i, pattern in enumerate(URL_SEEDS):
+        with open(os.path.join(out, "urls", "seed%03d" % i), "wb") as f:
+            f.write(pattern.encode())
+    if stamp is not None:
+        with open(stamp, "w") as f:
+            f.write("%d shard seeds, %d url seeds\n" % (len(seeds), len(URL_SEEDS)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
