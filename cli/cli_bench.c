@@ -31,6 +31,11 @@ static void help(void)
            "  --samples-per-rank N   samples per epoch (default: all)\n"
            "  --rank N --world-size N  read the share of one rank\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
+           "  --decode MODE          train (RandomResizedCrop + flip) or eval (resize +\n"
+           "                         center crop): decode images into batches\n"
+           "  --size N               output image size with --decode (default 224)\n"
+           "  --dtype T              uint8 (default), float32, float16, bfloat16\n"
+           "  --layout L             nchw (default) or nhwc\n"
            "  --json                 print one JSON object instead of text\n"
            "  -h, --help             this help\n");
 }
@@ -48,10 +53,14 @@ struct bench_args {
     int json;
 };
 
+static const char *const transforms[] = {"none", "train", "eval", NULL};
+static const char *const dtypes[] = {"uint8", "float32", "float16", "bfloat16", NULL};
+static const char *const layouts[] = {"nchw", "nhwc", NULL};
+
 static int parse(int argc, char **argv, struct bench_args *a)
 {
     enum { O_THREADS = 256, O_BATCH, O_INFLIGHT, O_SHUFBUF, O_NOSHUF, O_SEED, O_EPOCHS,
-           O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON };
+           O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON, O_DECODE, O_SIZE, O_DTYPE, O_LAYOUT };
     static const struct option longopts[] = {
         {"threads", required_argument, NULL, O_THREADS},
         {"batch-size", required_argument, NULL, O_BATCH},
@@ -65,6 +74,10 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {"world-size", required_argument, NULL, O_WORLD},
         {"on-error", required_argument, NULL, O_ONERR},
         {"json", no_argument, NULL, O_JSON},
+        {"decode", required_argument, NULL, O_DECODE},
+        {"size", required_argument, NULL, O_SIZE},
+        {"dtype", required_argument, NULL, O_DTYPE},
+        {"layout", required_argument, NULL, O_LAYOUT},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -86,6 +99,10 @@ static int parse(int argc, char **argv, struct bench_args *a)
         case O_WORLD: bad = cli_parse_u64(CMD, "--world-size", optarg, 1, 1000000, &v); o->world_size = (int)v; break;
         case O_ONERR: bad = cli_parse_on_error(CMD, optarg, &o->on_error); break;
         case O_JSON: a->json = 1; break;
+        case O_DECODE: bad = cli_parse_choice(CMD, "--decode", optarg, transforms, (int *)&o->transform); break;
+        case O_SIZE: bad = cli_parse_u64(CMD, "--size", optarg, 1, 8192, &v); o->image_size = (unsigned)v; break;
+        case O_DTYPE: bad = cli_parse_choice(CMD, "--dtype", optarg, dtypes, (int *)&o->dtype); break;
+        case O_LAYOUT: bad = cli_parse_choice(CMD, "--layout", optarg, layouts, (int *)&o->layout); break;
         case 'h': help(); return 1;
         default: cli_usage_error(CMD, "unknown option"); return -1;
         }
@@ -148,17 +165,22 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
     double sps = seconds > 0 ? (double)s->samples / seconds : 0;
     double mbs = seconds > 0 ? (double)s->member_bytes / seconds / 1e6 : 0;
     double read_mbs = seconds > 0 ? (double)s->bytes_read / seconds / 1e6 : 0;
+    double decode_ms = s->images_decoded ? (double)s->decode_ns / 1e6 / (double)s->images_decoded : 0;
     if (a->json) {
         printf("{\"shards\": %zu, \"threads\": %u, \"epochs\": %llu, \"samples\": %llu, "
                "\"batches\": %llu, \"member_bytes\": %llu, \"bytes_read\": %llu, "
                "\"seconds\": %.6f, \"first_batch_seconds\": %.6f, \"samples_per_s\": %.1f, "
                "\"mb_per_s\": %.2f, \"read_mb_per_s\": %.2f, \"samples_skipped\": %llu, "
-               "\"shards_failed\": %llu, \"members_ignored\": %llu}\n",
+               "\"shards_failed\": %llu, \"members_ignored\": %llu, \"images\": %llu, "
+               "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f}\n",
                n_shards, a->opts.threads, (unsigned long long)a->epochs,
                (unsigned long long)s->samples, (unsigned long long)s->batches,
                (unsigned long long)s->member_bytes, (unsigned long long)s->bytes_read, seconds,
                first_batch_s, sps, mbs, read_mbs, (unsigned long long)s->samples_skipped,
-               (unsigned long long)s->shards_failed, (unsigned long long)s->members_ignored);
+               (unsigned long long)s->shards_failed, (unsigned long long)s->members_ignored,
+               (unsigned long long)s->images_decoded,
+               seconds > 0 ? (double)s->images_decoded / seconds : 0,
+               (unsigned long long)s->images_replaced, decode_ms);
         return;
     }
     printf("shards            %zu\n", n_shards);
@@ -169,6 +191,11 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
     printf("time              %.3f s (first batch after %.3f s)\n", seconds, first_batch_s);
     printf("throughput        %.0f samples/s, %.1f MB/s of member data, %.1f MB/s read\n", sps,
            mbs, read_mbs);
+    if (a->opts.transform != STK_TRANSFORM_NONE)
+        printf("images            %.0f images/s, decode + transform %.3f ms per image per "
+               "thread, %llu bad images replaced\n",
+               seconds > 0 ? (double)s->images_decoded / seconds : 0, decode_ms,
+               (unsigned long long)s->images_replaced);
     printf("skipped           %llu samples, %llu shards failed, %llu members ignored\n",
            (unsigned long long)s->samples_skipped, (unsigned long long)s->shards_failed,
            (unsigned long long)s->members_ignored);

@@ -17,6 +17,10 @@ enum { EXIT_OK = 0, EXIT_ERROR = 1, EXIT_USAGE = 2 };
 int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_t min,
                   uint64_t max, uint64_t *out);
 
+/* Parse one of the NULL-terminated names; *out is its index. */
+int cli_parse_choice(const char *cmd, const char *option, const char *text,
+                     const char *const *names, int *out);
+
 /* Parse "fail" or "skip". */
 int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out);
 

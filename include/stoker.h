@@ -49,7 +49,9 @@ enum stk_error {
     STK_EDUPKEY = -1004, /* a sample key reappears later in a shard */
     STK_EPLAN = -1005,   /* the URLs cannot be split as asked (e.g. too few shards) */
     STK_EBUSY = -1006,   /* the caller holds every batch the loader may have */
-    STK_EINTERNAL = -1007 /* a bug in stoker: please report it */
+    STK_EINTERNAL = -1007, /* a bug in stoker: please report it */
+    STK_EDECODE = -1008, /* an image cannot be decoded (corrupt, truncated, unsupported) */
+    STK_ELABEL = -1009   /* a sample has no usable label */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -65,6 +67,17 @@ enum stk_on_error {
                               count it in stk_stats and report it through
                               stk_options.log */
 };
+
+/* What the loader makes of each sample. */
+enum stk_transform {
+    STK_TRANSFORM_NONE = 0,  /* raw samples: member bytes (default) */
+    STK_TRANSFORM_TRAIN = 1, /* RandomResizedCrop(size, scale, ratio) + horizontal flip */
+    STK_TRANSFORM_EVAL = 2   /* resize the short side to size / 0.875, center-crop size */
+};
+
+/* Element type and layout of image batches. */
+enum stk_dtype { STK_DTYPE_UINT8 = 0, STK_DTYPE_FLOAT32 = 1, STK_DTYPE_FLOAT16 = 2, STK_DTYPE_BFLOAT16 = 3 };
+enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
 
 /* Severity passed to the log callback. */
 enum stk_log_level { STK_LOG_ERROR = 0, STK_LOG_WARN = 1, STK_LOG_INFO = 2 };
@@ -127,6 +140,40 @@ struct stk_options {
     size_t max_members_per_sample;   /* default 64 */
     size_t max_key_bytes;            /* longest accepted member name (default 4096) */
 
+    /* Images. With a transform, every sample must hold an image member
+     * (jpg/jpeg/png, the first found) and a label; batches then carry one
+     * contiguous tensor of n x 3 x size x size (NCHW) or n x size x size x 3
+     * (NHWC) elements and n int64 labels, written straight into buffers
+     * recycled between batches. Random choices (crop box, flip) come from a
+     * counter-based generator keyed by (seed, epoch, shard, position in the
+     * shard), so they depend neither on threads nor on timing. */
+    enum stk_transform transform;
+    unsigned image_size;        /* output height and width (default 224) */
+    enum stk_dtype dtype;       /* default STK_DTYPE_UINT8 */
+    enum stk_layout layout;     /* default STK_LAYOUT_NCHW */
+    /* Float outputs are (pixel / 255 - mean) / std per channel, as
+     * torchvision's ToTensor + Normalize (defaults: ImageNet's). uint8
+     * output is never normalized (leave that to the GPU). */
+    float mean[3];
+    float std[3];
+    float scale_min, scale_max; /* RandomResizedCrop area range (0.08, 1) */
+    float ratio_min, ratio_max; /* aspect ratio range (3/4, 4/3) */
+    float flip_probability;     /* 0.5 */
+    /* Label source: the first member among these extensions holding a
+     * decimal integer (default "cls,txt"), or, when label_json_field is set,
+     * that integer field of the "json" member. */
+    const char *label_exts;
+    const char *label_json_field;
+    /* Larger images are rejected before any allocation (decompression
+     * bombs); default 100 megapixels. */
+    uint64_t max_image_pixels;
+    /* Optional caller-supplied batch memory (e.g. CUDA-pinned): called once
+     * per buffer of the batch ring with its size in bytes; release is called
+     * when the loader is destroyed. NULL: the loader allocates. */
+    void *(*alloc_batch_memory)(void *data, size_t bytes);
+    void (*free_batch_memory)(void *data, void *memory, size_t bytes);
+    void *batch_memory_data;
+
     /* Called from loader threads for skipped input and other events; may be
      * NULL. Must be thread-safe and must not call back into the loader. */
     void (*log)(void *log_data, enum stk_log_level level, const char *message);
@@ -157,6 +204,11 @@ struct stk_batch {
     uint64_t index;     /* 0-based batch number within the epoch */
     size_t n_samples;   /* batch_size, or fewer for the last batch */
     const struct stk_sample *samples;
+    /* With a transform: n_samples images, contiguous, in the options'
+     * dtype and layout, and one label per image; NULL otherwise. */
+    void *images;
+    size_t image_bytes;       /* bytes of one image */
+    const int64_t *labels;
 };
 
 /* Counters, cumulative over the loader's lifetime. */
@@ -169,6 +221,11 @@ struct stk_stats {
     uint64_t batches;
     uint64_t bytes_read;      /* bytes read from shard sources (compressed size) */
     uint64_t member_bytes;    /* bytes of member data delivered */
+    uint64_t images_decoded;
+    uint64_t images_replaced; /* bad images replaced by a copy of another image of
+                                 their batch under STK_ON_ERROR_SKIP (also counted
+                                 in samples_skipped) */
+    uint64_t decode_ns;       /* time spent decoding and transforming, all threads */
 };
 
 typedef struct stk_loader stk_loader;

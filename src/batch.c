@@ -8,6 +8,8 @@
  */
 #include "batch.h"
 
+#include <string.h>
+
 #include "alloc.h"
 #include "threads.h"
 
@@ -53,7 +55,63 @@ static void budget_release(struct stk__batch_budget *b)
     stk__mutex_unlock(&b->mutex);
 }
 
-struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__batch_budget *budget)
+int stk__image_ring_init(struct stk__image_ring *r, size_t limit, size_t batch_size,
+                         size_t image_bytes, void *(*alloc)(void *, size_t),
+                         void (*release)(void *, void *, size_t), void *alloc_data)
+{
+    memset(r, 0, sizeof *r);
+    stk__mutex_init(&r->mutex);
+    r->limit = limit;
+    r->image_bytes = image_bytes;
+    r->labels_offset = (batch_size * image_bytes + 63) / 64 * 64;
+    r->buffer_bytes = r->labels_offset + batch_size * sizeof(int64_t);
+    r->alloc = alloc;
+    r->release = release;
+    r->alloc_data = alloc_data;
+    r->idle = stk__calloc(limit, sizeof *r->idle);
+    r->all = stk__calloc(limit, sizeof *r->all);
+    return r->idle != NULL && r->all != NULL ? 0 : STK_ENOMEM;
+}
+
+void stk__image_ring_destroy(struct stk__image_ring *r)
+{
+    for (size_t i = 0; i < r->n_all; i++) {
+        if (r->release != NULL)
+            r->release(r->alloc_data, r->all[i], r->buffer_bytes);
+        else
+            stk__free(r->all[i]);
+    }
+    stk__free(r->idle);
+    stk__free(r->all);
+    stk__mutex_destroy(&r->mutex);
+}
+
+/* An idle buffer, or a new one while fewer than limit exist. */
+static void *ring_get(struct stk__image_ring *r)
+{
+    void *buf = NULL;
+    stk__mutex_lock(&r->mutex);
+    if (r->n_idle > 0) {
+        buf = r->idle[--r->n_idle];
+    } else if (r->n_all < r->limit) {
+        buf = r->alloc != NULL ? r->alloc(r->alloc_data, r->buffer_bytes)
+                               : stk__malloc(r->buffer_bytes);
+        if (buf != NULL)
+            r->all[r->n_all++] = buf;
+    }
+    stk__mutex_unlock(&r->mutex);
+    return buf;
+}
+
+static void ring_put(struct stk__image_ring *r, void *buf)
+{
+    stk__mutex_lock(&r->mutex);
+    r->idle[r->n_idle++] = buf;
+    stk__mutex_unlock(&r->mutex);
+}
+
+struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__batch_budget *budget,
+                                  struct stk__image_ring *ring)
 {
     struct stk__batch *b = stk__calloc(1, sizeof *b);
     if (b == NULL) {
@@ -62,12 +120,27 @@ struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__b
     }
     b->pubs = stk__calloc(capacity, sizeof *b->pubs);
     b->samples = stk__calloc(capacity, sizeof *b->samples);
-    if (b->pubs == NULL || b->samples == NULL) {
+    if (ring != NULL) {
+        b->ring = ring;
+        b->buffer = ring_get(ring);
+        b->failed = stk__calloc(capacity, 1);
+    }
+    if (b->pubs == NULL || b->samples == NULL ||
+        (ring != NULL && (b->buffer == NULL || b->failed == NULL))) {
+        if (b->buffer != NULL)
+            ring_put(ring, b->buffer);
+        stk__free(b->failed);
         stk__free(b->pubs);
         stk__free(b->samples);
         stk__free(b);
         budget_release(budget);
         return NULL;
+    }
+    atomic_init(&b->pending, 1);
+    if (ring != NULL) {
+        b->pub.images = b->buffer;
+        b->pub.image_bytes = ring->image_bytes;
+        b->pub.labels = (const int64_t *)((char *)b->buffer + ring->labels_offset);
     }
     b->capacity = capacity;
     b->budget = budget;
@@ -90,6 +163,9 @@ void stk__batch_free(struct stk__batch *b)
         stk__sample_free(b->samples[i]);
     stk__free(b->pubs);
     stk__free(b->samples);
+    if (b->buffer != NULL)
+        ring_put(b->ring, b->buffer);
+    stk__free(b->failed);
     struct stk__batch_budget *budget = b->budget;
     stk__free(b);
     budget_release(budget);

@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+#include "error.h"
 #include "sample.h"
 #include "stoker.h"
 
@@ -24,6 +25,26 @@ struct stk__batch_budget {
     atomic_size_t held_by_caller;
 };
 
+/*
+ * Image batches: one buffer per batch holding batch_size images followed by
+ * batch_size int64 labels. Buffers are allocated once (by the loader or the
+ * caller's allocator) and recycled; the batch budget bounds how many exist.
+ */
+struct stk__image_ring {
+    pthread_mutex_t mutex;
+    void **idle;
+    size_t n_idle;
+    void **all;          /* every buffer made, for destroy */
+    size_t n_all;
+    size_t limit;
+    size_t image_bytes;  /* one image */
+    size_t labels_offset;
+    size_t buffer_bytes;
+    void *(*alloc)(void *data, size_t bytes);
+    void (*release)(void *data, void *memory, size_t bytes);
+    void *alloc_data;
+};
+
 struct stk__batch {
     struct stk_batch pub;
     struct stk_sample *pubs;          /* pub.samples points here */
@@ -31,6 +52,12 @@ struct stk__batch {
     size_t capacity;
     struct stk__batch_budget *budget;
     struct stk__batch *next;          /* queue link */
+    /* Image batches only. */
+    struct stk__image_ring *ring;
+    void *buffer;
+    atomic_size_t pending;            /* slots not transformed yet, +1 until sealed */
+    unsigned char *failed;            /* per slot: the transform failed */
+    struct stk__err error;            /* first failure (code 0: none) */
 };
 
 void stk__budget_init(struct stk__batch_budget *b, size_t limit);
@@ -42,9 +69,15 @@ int stk__budget_acquire(struct stk__batch_budget *b, const atomic_int *stop);
 /* Wake waiters so they re-check their stop flag. */
 void stk__budget_wake(struct stk__batch_budget *b);
 
+int stk__image_ring_init(struct stk__image_ring *r, size_t limit, size_t batch_size,
+                         size_t image_bytes, void *(*alloc)(void *, size_t),
+                         void (*release)(void *, void *, size_t), void *alloc_data);
+void stk__image_ring_destroy(struct stk__image_ring *r);
+
 /* A batch for up to capacity samples, charged to budget (already acquired;
- * given back when this fails). */
-struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__batch_budget *budget);
+ * given back when this fails). With a ring, the batch gets an image buffer. */
+struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__batch_budget *budget,
+                                  struct stk__image_ring *ring);
 void stk__batch_add(struct stk__batch *b, struct stk__sample *s);
 /* Free the batch and give its budget back. */
 void stk__batch_free(struct stk__batch *b);

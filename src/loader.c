@@ -13,6 +13,7 @@
 #include "batch.h"
 #include "error.h"
 #include "pipeline.h"
+#include "image.h"
 #include "plan.h"
 #include "pool.h"
 #include "shard_reader.h"
@@ -30,6 +31,8 @@ struct stk_loader {
     atomic_uint_fast64_t member_bytes;
     struct stk__batch_budget budget;
     struct stk__pool *pool;
+    struct stk__image_config image; /* when opts.transform != NONE */
+    struct stk__image_ring ring;
     struct stk__pipeline *pipeline;
     int epoch_failed;
     struct stk__err err;
@@ -52,6 +55,19 @@ void stk_options_init(struct stk_options *o)
     o->max_member_bytes = 256u << 20;
     o->max_members_per_sample = 64;
     o->max_key_bytes = 4096;
+    o->transform = STK_TRANSFORM_NONE;
+    o->image_size = 224;
+    o->dtype = STK_DTYPE_UINT8;
+    o->layout = STK_LAYOUT_NCHW;
+    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
+    memcpy(o->mean, mean, sizeof mean);
+    memcpy(o->std, std, sizeof std);
+    o->scale_min = 0.08f;
+    o->scale_max = 1.0f;
+    o->ratio_min = 3.0f / 4.0f;
+    o->ratio_max = 4.0f / 3.0f;
+    o->flip_probability = 0.5f;
+    o->max_image_pixels = 100000000;
 }
 
 static int check_options(const struct stk_options *o, struct stk__err *err)
@@ -74,6 +90,11 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "max_members_per_sample and max_key_bytes must be > 0");
     if (o->on_error != STK_ON_ERROR_FAIL && o->on_error != STK_ON_ERROR_SKIP)
         return stk__errf(err, STK_EINVAL, "on_error must be STK_ON_ERROR_FAIL or STK_ON_ERROR_SKIP");
+    if (o->transform != STK_TRANSFORM_NONE && o->transform != STK_TRANSFORM_TRAIN &&
+        o->transform != STK_TRANSFORM_EVAL)
+        return stk__errf(err, STK_EINVAL, "unknown transform");
+    if ((o->alloc_batch_memory == NULL) != (o->free_batch_memory == NULL))
+        return stk__errf(err, STK_EINVAL, "set both alloc_batch_memory and free_batch_memory, or neither");
     return 0;
 }
 
@@ -102,13 +123,25 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
         rc = stk__plan_check(l->urls.count, l->world_size, &err);
+    if (rc == 0 && opts->transform != STK_TRANSFORM_NONE) {
+        rc = stk__image_config_init(&l->image, opts, &err);
+        if (rc == 0 && stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
+                                            stk__image_bytes(&l->image), opts->alloc_batch_memory,
+                                            opts->free_batch_memory, opts->batch_memory_data) < 0) {
+            stk__image_ring_destroy(&l->ring);
+            rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+        }
+    }
     if (rc == 0) {
         /* Idle buffers kept for reuse: enough for the read-ahead of every
          * shard in flight plus a batch ring's worth of turnover. */
         l->pool = stk__pool_new(opts->prefetch_bytes_per_shard * opts->shards_in_flight +
                                 ((size_t)64 << 20));
-        if (l->pool == NULL)
+        if (l->pool == NULL) {
             rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+            if (opts->transform != STK_TRANSFORM_NONE)
+                stk__image_ring_destroy(&l->ring);
+        }
     }
     if (rc < 0) {
         stk__strlist_free(&l->urls);
@@ -144,6 +177,11 @@ static int start_epoch(stk_loader *l)
         },
         .budget = &l->budget,
     };
+    if (o->transform != STK_TRANSFORM_NONE) {
+        l->image.epoch = o->epoch;
+        cfg.image = &l->image;
+        cfg.ring = &l->ring;
+    }
     return stk__pipeline_start(&cfg, &l->pipeline, &l->err);
 }
 
@@ -215,6 +253,9 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->samples = atomic_load(&m->samples);
     s->batches = atomic_load(&m->batches);
     s->member_bytes = atomic_load(&m->member_bytes);
+    s->images_decoded = atomic_load(&m->counters.images_decoded);
+    s->images_replaced = atomic_load(&m->counters.images_replaced);
+    s->decode_ns = atomic_load(&m->counters.decode_ns);
 }
 
 void stk_loader_destroy(stk_loader *l)
@@ -223,6 +264,8 @@ void stk_loader_destroy(stk_loader *l)
         return;
     stk__pipeline_stop(l->pipeline);
     stk__budget_destroy(&l->budget);
+    if (l->opts.transform != STK_TRANSFORM_NONE)
+        stk__image_ring_destroy(&l->ring);
     stk__pool_free(l->pool);
     stk__strlist_free(&l->urls);
     stk__free(l);

@@ -31,6 +31,7 @@
 #include "rng.h"
 #include "shuffle.h"
 #include "threads.h"
+#include "transform_pool.h"
 
 #define SLOT_MAX_ITEMS 1024
 /* Hand-offs are batched: a reader wakes the waiting sequencer only once a
@@ -84,6 +85,8 @@ struct stk__pipeline {
     int seq_started;
     int waiting_slot;
     struct stk__batch *queue_head, *queue_tail;
+    struct stk__batch *partial; /* the sequencer's unfinished batch, freed after the pool stops */
+    struct stk__transform_pool *pool; /* image workers, NULL for raw samples */
     int finished;
     struct stk__err fail; /* first error; fail.code != 0 once failed */
     atomic_int stop;
@@ -171,6 +174,7 @@ static struct item produce(struct reader_thread *rt, struct slot *s)
     int rc = stk__shard_next(s->reader, &it.sample, &rt->err);
     if (rc == 1) {
         it.kind = ITEM_SAMPLE;
+        it.sample->pass = s->position / p->rank_shards;
         return it;
     }
     stk__shard_close(s->reader);
@@ -325,8 +329,11 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
     }
 }
 
+/* Queue a filled batch; it becomes deliverable once its slots are done. */
 static void deliver(struct stk__pipeline *p, struct stk__batch *b)
 {
+    if (p->pool == NULL)
+        atomic_store(&b->pending, 0);
     stk__mutex_lock(&p->mutex);
     b->next = NULL;
     if (p->queue_tail != NULL)
@@ -335,6 +342,18 @@ static void deliver(struct stk__pipeline *p, struct stk__batch *b)
         p->queue_head = b;
     p->queue_tail = b;
     stk__cond_signal(&p->batch_cond);
+    stk__mutex_unlock(&p->mutex);
+    if (p->pool != NULL)
+        stk__transform_pool_seal(p->pool, b);
+}
+
+/* Called by the image worker that finished b's last slot. */
+static void batch_done(void *data, struct stk__batch *b)
+{
+    struct stk__pipeline *p = data;
+    (void)b;
+    stk__mutex_lock(&p->mutex);
+    stk__cond_broadcast(&p->batch_cond);
     stk__mutex_unlock(&p->mutex);
 }
 
@@ -347,13 +366,17 @@ static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *in
             stk__sample_free(s);
             return 1;
         }
-        *batch = stk__batch_new(p->cfg.opts.batch_size, (*index)++, p->cfg.budget);
+        *batch = stk__batch_new(p->cfg.opts.batch_size, (*index)++, p->cfg.budget, p->cfg.ring);
         if (*batch == NULL) {
             stk__sample_free(s);
             return STK_ENOMEM;
         }
     }
     stk__batch_add(*batch, s);
+    if (p->pool != NULL) {
+        atomic_fetch_add(&(*batch)->pending, 1);
+        stk__transform_pool_submit(p->pool, *batch, (*batch)->pub.n_samples - 1);
+    }
     if ((*batch)->pub.n_samples == p->cfg.opts.batch_size) {
         deliver(p, *batch);
         *batch = NULL;
@@ -396,7 +419,9 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
         batch = NULL;
     }
 out:
-    stk__batch_free(batch);
+    /* Image workers may still write into a partial batch: it is freed by
+     * stk__pipeline_stop() after they are joined. */
+    p->partial = batch;
     return rc;
 }
 
@@ -461,6 +486,8 @@ void stk__pipeline_stop(struct stk__pipeline *p)
         stk__thread_join(p->readers[t].tid);
     if (p->seq_started)
         stk__thread_join(p->seq_tid);
+    stk__transform_pool_stop(p->pool);
+    stk__batch_free(p->partial);
     for (unsigned t = 0; t < p->n_readers; t++) {
         stk__cond_destroy(&p->readers[t].cond);
         stk__free(p->readers[t].perm);
@@ -523,6 +550,22 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         }
         p->readers_started++;
     }
+    if (cfg->image != NULL) {
+        struct stk__transform_pool_config pc = {
+            .threads = cfg->opts.threads,
+            .max_tasks = cfg->opts.max_batches * cfg->opts.batch_size,
+            .image = cfg->image,
+            .skip_bad = cfg->shard.skip_bad,
+            .counters = cfg->shard.counters,
+            .log = cfg->shard.log,
+            .log_data = cfg->shard.log_data,
+            .batch_done = batch_done,
+            .batch_done_data = p,
+        };
+        rc = stk__transform_pool_start(&pc, &p->pool, err);
+        if (rc < 0)
+            goto fail;
+    }
     rc = stk__thread_create(&p->seq_tid, sequencer_main, p);
     if (rc < 0) {
         stk__errf(err, rc, "cannot start the sequencer thread: %s", strerror(-rc));
@@ -540,12 +583,46 @@ fail:
     return rc;
 }
 
+/* Bad images of a finished batch. Under the skip policy each is replaced by
+ * a copy of the batch's first good image and label, and counted, so every
+ * rank still gets full, equal batches; otherwise the batch's first error
+ * ends the epoch. */
+static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct stk__err *err)
+{
+    if (b->error.code == 0)
+        return 0;
+    size_t n = b->pub.n_samples, good = n;
+    for (size_t i = 0; i < n && good == n; i++)
+        if (!b->failed[i])
+            good = i;
+    if (!p->cfg.shard.skip_bad || b->error.code == STK_ENOMEM) {
+        *err = b->error;
+        return b->error.code;
+    }
+    if (good == n)
+        return stk__errf(err, STK_EDECODE, "every image of batch %llu failed; the last: %s",
+                         (unsigned long long)b->pub.index, b->error.msg);
+    size_t bytes = b->ring->image_bytes, replaced = 0;
+    int64_t *labels = (int64_t *)((char *)b->buffer + b->ring->labels_offset);
+    for (size_t i = 0; i < n; i++) {
+        if (!b->failed[i])
+            continue;
+        memcpy((char *)b->buffer + i * bytes, (char *)b->buffer + good * bytes, bytes);
+        labels[i] = labels[good];
+        replaced++;
+    }
+    atomic_fetch_add(&p->cfg.shard.counters->images_replaced, replaced);
+    atomic_fetch_add(&p->cfg.shard.counters->samples_skipped, replaced);
+    return 0;
+}
+
 int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err)
 {
     *out = NULL;
     int rc = 0;
     stk__mutex_lock(&p->mutex);
-    while (p->queue_head == NULL && !p->finished) {
+    while ((p->queue_head == NULL && !p->finished) ||
+           (p->queue_head != NULL && atomic_load(&p->queue_head->pending) != 0)) {
         if (atomic_load(&p->cfg.budget->held_by_caller) >= p->cfg.budget->limit) {
             rc = stk__errf(err, STK_EBUSY,
                            "the caller holds all %zu batches the loader may have; release one "
@@ -560,6 +637,12 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
         p->queue_head = b->next;
         if (p->queue_head == NULL)
             p->queue_tail = NULL;
+        rc = settle_failures(p, b, err);
+        if (rc < 0) {
+            stk__mutex_unlock(&p->mutex);
+            stk__batch_free(b);
+            return rc;
+        }
         atomic_fetch_add(&p->cfg.budget->held_by_caller, 1);
         *out = b;
     } else if (p->fail.code != 0) {

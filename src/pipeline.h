@@ -16,6 +16,7 @@
 
 #include "batch.h"
 #include "error.h"
+#include "image.h"
 #include "shard_reader.h"
 #include "urls.h"
 
@@ -26,6 +27,9 @@ struct stk__pipeline_config {
     const struct stk__strlist *urls;
     struct stk__shard_config shard;
     struct stk__batch_budget *budget;
+    /* Image batches (NULL for raw samples); must outlive the pipeline. */
+    const struct stk__image_config *image;
+    struct stk__image_ring *ring;
 };
 
 struct stk__pipeline;

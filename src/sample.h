@@ -21,6 +21,10 @@ struct stk__sample {
     uint64_t bytes;             /* member data bytes, for budgets and stats */
     char *key;
     struct stk__pool *pool;     /* member data comes from and returns to it */
+    /* Identity for per-sample random choices: the sample's number in its
+     * shard (counting skipped ones) and the pass over the rank's shards. */
+    uint64_t position;
+    uint64_t pass;
 };
 
 /* A sample with a copy of key[0..key_len). NULL when out of memory. */

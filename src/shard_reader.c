@@ -26,6 +26,7 @@ struct stk__shard_reader {
     int done;
     uint64_t bytes_reported;
     /* The member read ahead that starts the next sample. */
+    uint64_t next_position; /* number of the next sample started */
     int have_pending;
     char *pending_name;
     size_t pending_key_len;
@@ -145,6 +146,7 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         r->current = stk__sample_new(name, key_len, r->url, r->shard_index, r->cfg.pool);
         if (r->current == NULL)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+        r->current->position = r->next_position++;
         r->current_bad = 0;
         int seen = stk__keyset_add(&r->seen, r->current->key);
         if (seen < 0)

@@ -27,6 +27,9 @@ struct stk__counters {
     atomic_uint_fast64_t samples_skipped;
     atomic_uint_fast64_t members_ignored;
     atomic_uint_fast64_t bytes_read;
+    atomic_uint_fast64_t images_decoded;
+    atomic_uint_fast64_t images_replaced;
+    atomic_uint_fast64_t decode_ns;
 };
 
 struct stk__shard_config {

@@ -1,0 +1,95 @@
+/*
+ * augment.c - torchvision's crop geometry with stoker's random numbers.
+ *
+ * Rounding follows Python: round() ties to even (nearbyint in the default
+ * rounding mode), int() truncates. The random numbers are stoker's own, so
+ * boxes match torchvision's distribution, not its exact draws.
+ */
+#include "augment.h"
+
+#include <math.h>
+
+#include "rng.h"
+
+void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
+                     uint64_t pass, uint64_t position)
+{
+    d->key = stk__mix(stk__mix(stk__mix(stk__mix(seed, epoch), shard), pass),
+                      position ^ 0x417567ull);
+    d->counter = 0;
+}
+
+double stk__draw_uniform(struct stk__draws *d)
+{
+    uint64_t bits = stk__mix(d->key, d->counter++);
+    return (double)(bits >> 11) * 0x1.0p-53;
+}
+
+int64_t stk__draw_int(struct stk__draws *d, int64_t lo, int64_t hi)
+{
+    struct stk__rng r;
+    stk__rng_seed(&r, stk__mix(d->key, d->counter++));
+    return lo + (int64_t)stk__rng_below(&r, (uint64_t)(hi - lo));
+}
+
+static int py_round(double x)
+{
+    return (int)nearbyint(x);
+}
+
+void stk__crop_train(const struct stk__train_params *p, int width, int height,
+                     struct stk__draws *d, struct stk__crop *out)
+{
+    double area = (double)width * height;
+    double log_lo = log(p->ratio_min), log_hi = log(p->ratio_max);
+    int found = 0;
+    for (int attempt = 0; attempt < 10 && !found; attempt++) {
+        double target = area * (p->scale_min + (p->scale_max - p->scale_min) * stk__draw_uniform(d));
+        double ratio = exp(log_lo + (log_hi - log_lo) * stk__draw_uniform(d));
+        int w = py_round(sqrt(target * ratio));
+        int h = py_round(sqrt(target / ratio));
+        if (w > 0 && w <= width && h > 0 && h <= height) {
+            out->top = (double)stk__draw_int(d, 0, height - h + 1);
+            out->left = (double)stk__draw_int(d, 0, width - w + 1);
+            out->height = h;
+            out->width = w;
+            found = 1;
+        }
+    }
+    if (!found) {
+        double in_ratio = (double)width / height;
+        int w = width, h = height;
+        if (in_ratio < p->ratio_min)
+            h = py_round(w / p->ratio_min);
+        else if (in_ratio > p->ratio_max)
+            w = py_round(h * p->ratio_max);
+        out->top = (height - h) / 2;
+        out->left = (width - w) / 2;
+        out->height = h;
+        out->width = w;
+    }
+    out->flip = stk__draw_uniform(d) < p->flip_probability;
+}
+
+void stk__crop_eval(int width, int height, int size, struct stk__crop *out)
+{
+    /* torchvision Resize(int): the short side becomes `resize`, the long
+     * side int(resize * long / short) (truncated). */
+    int resize = (int)((double)size / 0.875);
+    int rw, rh;
+    if (width <= height) {
+        rw = resize;
+        rh = (int)((double)resize * height / width);
+    } else {
+        rh = resize;
+        rw = (int)((double)resize * width / height);
+    }
+    /* CenterCrop: top = int(round((rh - size) / 2)). */
+    int top = py_round((rh - size) / 2.0), left = py_round((rw - size) / 2.0);
+    double sx = (double)width / rw, sy = (double)height / rh;
+    out->top = top * sy;
+    out->left = left * sx;
+    out->height = size * sy;
+    out->width = size * sx;
+    out->flip = 0;
+}

@@ -1,0 +1,51 @@
+/*
+ * augment.h - where to crop and whether to flip, torchvision's way.
+ *
+ * The crop boxes follow torchvision.transforms: RandomResizedCrop.get_params
+ * (10 attempts at a random area and log-uniform aspect ratio, then the
+ * central fallback) and Resize(size / 0.875) + CenterCrop(size). Random
+ * numbers come from a counter-based generator keyed by the sample's
+ * identity, so the same sample gets the same crop in a given epoch whatever
+ * thread decodes it.
+ */
+#ifndef STK_AUGMENT_H
+#define STK_AUGMENT_H
+
+#include <stdint.h>
+
+/* A crop box in source pixels, as torchvision's (top, left, height, width),
+ * plus the output geometry it maps to. */
+struct stk__crop {
+    double top, left, height, width;
+    int flip;
+};
+
+struct stk__train_params {
+    double scale_min, scale_max;
+    double ratio_min, ratio_max;
+    double flip_probability;
+};
+
+/* A deterministic uniform stream for one sample. */
+struct stk__draws {
+    uint64_t key;
+    uint64_t counter;
+};
+
+void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
+                     uint64_t pass, uint64_t position);
+/* Uniform double in [0, 1). */
+double stk__draw_uniform(struct stk__draws *d);
+/* Uniform integer in [lo, hi) (Python's random.randint(lo, hi - 1)). */
+int64_t stk__draw_int(struct stk__draws *d, int64_t lo, int64_t hi);
+
+/* RandomResizedCrop box for a width x height image, then the flip draw. */
+void stk__crop_train(const struct stk__train_params *p, int width, int height,
+                     struct stk__draws *d, struct stk__crop *out);
+
+/* Resize(short side = round(size / 0.875)) + CenterCrop(size), expressed
+ * as a box in source pixels: resampling that box to size x size gives the
+ * same pixels as resizing the whole image then cropping. */
+void stk__crop_eval(int width, int height, int size, struct stk__crop *out);
+
+#endif

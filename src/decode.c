@@ -1,0 +1,70 @@
+/*
+ * decode.c - format sniffing, the decoder object, dispatch by format.
+ */
+#include "decode.h"
+
+#include <string.h>
+
+#include "alloc.h"
+#include "decode_impl.h"
+#include "stoker.h"
+
+enum stk__image_format stk__image_format(const uint8_t *data, size_t size)
+{
+    static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff)
+        return STK__IMAGE_JPEG;
+    if (size >= 8 && memcmp(data, png_magic, 8) == 0)
+        return STK__IMAGE_PNG;
+    return STK__IMAGE_UNKNOWN;
+}
+
+struct stk__decoder *stk__decoder_new(uint64_t max_pixels)
+{
+    struct stk__decoder *d = stk__calloc(1, sizeof *d);
+    if (d != NULL)
+        d->max_pixels = max_pixels;
+    return d;
+}
+
+void stk__decoder_free(struct stk__decoder *d)
+{
+    if (d == NULL)
+        return;
+    stk__jpeg_free(d->jpeg);
+    stk__free(d->pixels);
+    stk__free(d);
+}
+
+int stk__decoder_reserve(struct stk__decoder *d, size_t bytes, struct stk__err *err)
+{
+    if (bytes <= d->capacity)
+        return 0;
+    uint8_t *p = stk__realloc(d->pixels, bytes);
+    if (p == NULL)
+        return stk__errf(err, STK_ENOMEM, "out of memory for %zu bytes of pixels", bytes);
+    d->pixels = p;
+    d->capacity = bytes;
+    return 0;
+}
+
+int stk__decode_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
+                     int *height, struct stk__err *err)
+{
+    switch (stk__image_format(data, size)) {
+    case STK__IMAGE_JPEG: return stk__jpeg_size(d, data, size, width, height, err);
+    case STK__IMAGE_PNG: return stk__png_size(data, size, width, height, err);
+    default: return stk__errf(err, STK_EDECODE, "not a JPEG or PNG image");
+    }
+}
+
+int stk__decode_region(struct stk__decoder *d, const uint8_t *data, size_t size,
+                       const struct stk__decode_request *req, struct stk__decoded *out,
+                       struct stk__err *err)
+{
+    switch (stk__image_format(data, size)) {
+    case STK__IMAGE_JPEG: return stk__jpeg_decode(d, data, size, req, out, err);
+    case STK__IMAGE_PNG: return stk__png_decode(d, data, size, out, err);
+    default: return stk__errf(err, STK_EDECODE, "not a JPEG or PNG image");
+    }
+}

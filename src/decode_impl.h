@@ -1,0 +1,34 @@
+/*
+ * decode_impl.h - what the per-format decoders share: the decoder object
+ * and its growable pixel buffer.
+ */
+#ifndef STK_DECODE_IMPL_H
+#define STK_DECODE_IMPL_H
+
+#include "decode.h"
+
+struct stk__jpeg;
+
+struct stk__decoder {
+    uint64_t max_pixels;
+    uint8_t *pixels;        /* region buffer, grown up to max_pixels * 3 */
+    size_t capacity;
+    struct stk__jpeg *jpeg; /* libjpeg state, created on first use */
+};
+
+/* Make d->pixels hold at least bytes; STK_ENOMEM with a message on failure. */
+int stk__decoder_reserve(struct stk__decoder *d, size_t bytes, struct stk__err *err);
+
+void stk__jpeg_free(struct stk__jpeg *j);
+int stk__jpeg_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
+                   int *height, struct stk__err *err);
+int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
+                     const struct stk__decode_request *req, struct stk__decoded *out,
+                     struct stk__err *err);
+
+int stk__png_size(const uint8_t *data, size_t size, int *width, int *height,
+                  struct stk__err *err);
+int stk__png_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
+                    struct stk__decoded *out, struct stk__err *err);
+
+#endif

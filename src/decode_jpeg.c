@@ -1,0 +1,219 @@
+/*
+ * decode_jpeg.c - libjpeg-turbo: region + DCT-scaled decode.
+ *
+ * Entropy decoding dominates JPEG cost, and libjpeg-turbo can skip most of
+ * it for rows outside the crop (jpeg_skip_scanlines) and the IDCT and
+ * colour conversion for columns outside it (jpeg_crop_scanline), and can
+ * run the IDCT at 1/8 .. 8/8 scale so a crop that is larger than the
+ * output is reduced for free. The decompress object is kept per thread and
+ * reset with jpeg_abort_decompress between images.
+ *
+ * libjpeg reports fatal errors through error_exit, which must not return:
+ * it longjmps back to the call that started the work. Warnings are ignored
+ * (Pillow decodes "corrupt data: N extraneous bytes" images too) except
+ * "premature end of JPEG file": libjpeg would fill the rest with grey, and
+ * Pillow refuses a truncated image.
+ */
+/* jpeglib.h needs size_t and FILE declared first. */
+#include <stddef.h>
+#include <stdio.h>
+
+#include <jerror.h>
+#include <jpeglib.h>
+#include <math.h>
+#include <setjmp.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "decode_impl.h"
+#include "stoker.h"
+
+struct stk__jpeg {
+    struct jpeg_decompress_struct cinfo;
+    struct jpeg_error_mgr jerr;
+    jmp_buf escape;
+    char message[JMSG_LENGTH_MAX];
+    int truncated;
+};
+
+static void on_error_exit(j_common_ptr cinfo)
+{
+    struct stk__jpeg *j = (struct stk__jpeg *)cinfo->client_data;
+    (*cinfo->err->format_message)(cinfo, j->message);
+    longjmp(j->escape, 1);
+}
+
+static void on_message(j_common_ptr cinfo, int level)
+{
+    struct stk__jpeg *j = (struct stk__jpeg *)cinfo->client_data;
+    if (level < 0 && cinfo->err->msg_code == JWRN_JPEG_EOF)
+        j->truncated = 1;
+}
+
+static struct stk__jpeg *jpeg_state(struct stk__decoder *d, struct stk__err *err)
+{
+    if (d->jpeg != NULL)
+        return d->jpeg;
+    struct stk__jpeg *j = stk__calloc(1, sizeof *j);
+    if (j == NULL) {
+        stk__errf(err, STK_ENOMEM, "out of memory for a JPEG decoder");
+        return NULL;
+    }
+    j->cinfo.err = jpeg_std_error(&j->jerr);
+    j->jerr.error_exit = on_error_exit;
+    j->jerr.emit_message = on_message;
+    j->cinfo.client_data = j;
+    if (setjmp(j->escape)) {
+        stk__free(j);
+        stk__errf(err, STK_ENOMEM, "cannot create a JPEG decoder");
+        return NULL;
+    }
+    jpeg_create_decompress(&j->cinfo);
+    d->jpeg = j;
+    return j;
+}
+
+void stk__jpeg_free(struct stk__jpeg *j)
+{
+    if (j == NULL)
+        return;
+    jpeg_destroy_decompress(&j->cinfo);
+    stk__free(j);
+}
+
+/* Read the header; checks the pixel limit. Must run inside setjmp. */
+static int read_header(struct stk__decoder *d, struct stk__jpeg *j, const uint8_t *data,
+                       size_t size, struct stk__err *err)
+{
+    j->truncated = 0;
+    jpeg_mem_src(&j->cinfo, data, (unsigned long)size);
+    jpeg_read_header(&j->cinfo, TRUE);
+    uint64_t pixels = (uint64_t)j->cinfo.image_width * j->cinfo.image_height;
+    if (pixels > d->max_pixels)
+        return stk__errf(err, STK_ELIMIT, "JPEG of %ux%u pixels is above the limit of %llu pixels",
+                         j->cinfo.image_width, j->cinfo.image_height,
+                         (unsigned long long)d->max_pixels);
+    if (j->cinfo.image_width == 0 || j->cinfo.image_height == 0)
+        return stk__errf(err, STK_EDECODE, "JPEG has no pixels");
+    return 0;
+}
+
+int stk__jpeg_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
+                   int *height, struct stk__err *err)
+{
+    struct stk__jpeg *j = jpeg_state(d, err);
+    if (j == NULL)
+        return STK_ENOMEM;
+    if (setjmp(j->escape)) {
+        jpeg_abort_decompress(&j->cinfo);
+        return stk__errf(err, STK_EDECODE, "JPEG header: %s", j->message);
+    }
+    int rc = read_header(d, j, data, size, err);
+    if (rc == 0) {
+        *width = (int)j->cinfo.image_width;
+        *height = (int)j->cinfo.image_height;
+    }
+    jpeg_abort_decompress(&j->cinfo);
+    return rc;
+}
+
+/* Smallest n in 1..8 with ceil(len * n / 8) >= need for both axes. */
+static int choose_scale(const struct stk__decode_request *req, double full_w, double full_h)
+{
+    double crop_w = req->x1 - req->x0, crop_h = req->y1 - req->y0;
+    (void)full_w;
+    (void)full_h;
+    for (int n = 1; n < 8; n++)
+        if (crop_w * n / 8 >= req->min_width && crop_h * n / 8 >= req->min_height)
+            return n;
+    return 8;
+}
+
+/* Pillow's CMYK to RGB (Convert.c cmyk2rgb), after undoing the inversion
+ * Adobe applications write (Pillow's "CMYK;I" raw mode). */
+static void cmyk_to_rgb(uint8_t *row, size_t width, int adobe_inverted)
+{
+    for (size_t x = 0; x < width; x++) {
+        int c = row[4 * x], m = row[4 * x + 1], y = row[4 * x + 2], k = row[4 * x + 3];
+        if (adobe_inverted) {
+            c = 255 - c;
+            m = 255 - m;
+            y = 255 - y;
+            k = 255 - k;
+        }
+        int nk = 255 - k, t;
+        int in[3] = {c, m, y};
+        for (int i = 0; i < 3; i++) {
+            t = in[i] * nk + 128;
+            int v = nk - (((t >> 8) + t) >> 8);
+            row[3 * x + i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        }
+    }
+}
+
+int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
+                     const struct stk__decode_request *req, struct stk__decoded *out,
+                     struct stk__err *err)
+{
+    struct stk__jpeg *j = jpeg_state(d, err);
+    if (j == NULL)
+        return STK_ENOMEM;
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    if (setjmp(j->escape)) {
+        jpeg_abort_decompress(ci);
+        return stk__errf(err, STK_EDECODE, "JPEG: %s", j->message);
+    }
+    int rc = read_header(d, j, data, size, err);
+    if (rc < 0)
+        goto out;
+    int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
+    ci->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGB;
+    ci->scale_num = (unsigned)choose_scale(req, ci->image_width, ci->image_height);
+    ci->scale_denom = 8;
+    jpeg_start_decompress(ci);
+
+    double sx = (double)ci->output_width / ci->image_width;
+    double sy = (double)ci->output_height / ci->image_height;
+    /* Rows and columns of the scaled image the request covers. */
+    JDIMENSION x0 = (JDIMENSION)fmax(0, floor(req->x0 * sx));
+    JDIMENSION x1 = (JDIMENSION)fmin(ci->output_width, ceil(req->x1 * sx));
+    JDIMENSION y0 = (JDIMENSION)fmax(0, floor(req->y0 * sy));
+    JDIMENSION y1 = (JDIMENSION)fmin(ci->output_height, ceil(req->y1 * sy));
+    if (x1 <= x0 || y1 <= y0) {
+        rc = stk__errf(err, STK_EINTERNAL, "empty JPEG region requested");
+        goto out;
+    }
+    JDIMENSION xoff = x0, width = x1 - x0;
+    if (x0 > 0 || x1 < ci->output_width)
+        jpeg_crop_scanline(ci, &xoff, &width); /* widens to iMCU boundaries */
+    size_t channels = cmyk ? 4 : 3;
+    size_t stride = (size_t)width * channels;
+    rc = stk__decoder_reserve(d, stride * (y1 - y0), err);
+    if (rc < 0)
+        goto out;
+    if (y0 > 0)
+        jpeg_skip_scanlines(ci, y0);
+    while (ci->output_scanline < y1) {
+        JSAMPROW row = d->pixels + (size_t)(ci->output_scanline - y0) * stride;
+        jpeg_read_scanlines(ci, &row, 1);
+        if (j->truncated) {
+            rc = stk__errf(err, STK_EDECODE, "JPEG is truncated (premature end of data)");
+            goto out;
+        }
+        if (cmyk)
+            cmyk_to_rgb(row, width, ci->saw_Adobe_marker);
+    }
+    out->pixels = d->pixels;
+    out->width = (int)width;
+    out->height = (int)(y1 - y0);
+    out->stride = stride;
+    out->origin_x = (int)xoff;
+    out->origin_y = (int)y0;
+    out->scaled_width = (int)ci->output_width;
+    out->scaled_height = (int)ci->output_height;
+    out->scale_x = sx;
+    out->scale_y = sy;
+out:
+    jpeg_abort_decompress(ci);
+    return rc;
+}

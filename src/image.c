@@ -1,0 +1,334 @@
+/*
+ * image.c - decode, crop, resample and convert one sample.
+ *
+ * Geometry. torchvision's train transform is crop(box) then resize, so the
+ * crop's own edges bound the resampling filter: we resample the crop as an
+ * image of its own. The eval transform is resize(whole image) then center
+ * crop; that equals resampling the corresponding box of the whole image
+ * with the image's edges as bounds, so we decode the box plus a margin of
+ * one filter support. With DCT scaling the decoded image is smaller than
+ * the original by scale_x/scale_y and every coordinate is scaled alike.
+ */
+#include "image.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "decode.h"
+#include "resize.h"
+
+struct stk__image_worker {
+    struct stk__decoder *decoder;
+    struct stk__resize_scratch *scratch;
+    uint8_t *rgb; /* size x size x 3 staging for layouts other than uint8 NHWC */
+};
+
+static uint16_t float_to_half(float f)
+{
+    /* Round to nearest even; values here are small normals (|x| < 10). */
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u;
+    int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+    uint32_t mant = x & 0x7fffffu;
+    if (exp <= 0) {
+        if (exp < -10)
+            return (uint16_t)sign;
+        mant |= 0x800000u;
+        uint32_t shift = (uint32_t)(14 - exp);
+        uint32_t half = mant >> shift;
+        uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    if (exp >= 31)
+        return (uint16_t)(sign | 0x7c00u);
+    uint32_t half = sign | ((uint32_t)exp << 10) | (mant >> 13);
+    uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1)))
+        half++;
+    return (uint16_t)half;
+}
+
+static uint16_t float_to_bfloat16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even */
+    return (uint16_t)(x >> 16);
+}
+
+int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
+                           struct stk__err *err)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->transform = o->transform;
+    if (o->image_size < 1 || o->image_size > 8192)
+        return stk__errf(err, STK_EINVAL, "image_size must be between 1 and 8192");
+    cfg->size = (int)o->image_size;
+    if (o->dtype > STK_DTYPE_BFLOAT16 || o->layout > STK_LAYOUT_NHWC)
+        return stk__errf(err, STK_EINVAL, "unknown dtype or layout");
+    cfg->dtype = o->dtype;
+    cfg->layout = o->layout;
+    if (!(o->scale_min > 0 && o->scale_min <= o->scale_max && o->scale_max <= 1) ||
+        !(o->ratio_min > 0 && o->ratio_min <= o->ratio_max) ||
+        !(o->flip_probability >= 0 && o->flip_probability <= 1))
+        return stk__errf(err, STK_EINVAL,
+                         "need 0 < scale_min <= scale_max <= 1, 0 < ratio_min <= ratio_max and "
+                         "0 <= flip_probability <= 1");
+    cfg->train = (struct stk__train_params){o->scale_min, o->scale_max, o->ratio_min,
+                                            o->ratio_max, o->flip_probability};
+    cfg->seed = o->seed;
+    cfg->epoch = o->epoch;
+    cfg->max_pixels = o->max_image_pixels;
+    for (int c = 0; c < 3; c++) {
+        if (!(o->std[c] != 0) || !isfinite(o->mean[c]) || !isfinite(o->std[c]))
+            return stk__errf(err, STK_EINVAL, "std must be nonzero and mean/std finite");
+        for (int v = 0; v < 256; v++) {
+            float f = ((float)v / 255.0f - o->mean[c]) / o->std[c];
+            cfg->lut_f32[c][v] = f;
+            cfg->lut_u16[c][v] = o->dtype == STK_DTYPE_FLOAT16 ? float_to_half(f)
+                                                               : float_to_bfloat16(f);
+        }
+    }
+    const char *exts = o->label_exts ? o->label_exts : "cls,txt";
+    while (*exts) {
+        size_t n = strcspn(exts, ",");
+        if (n == 0 || n >= sizeof cfg->label_exts[0] || cfg->n_label_exts == STK__MAX_LABEL_EXTS)
+            return stk__errf(err, STK_EINVAL, "label_exts must be up to %d comma-separated "
+                                              "extensions of up to 15 characters",
+                             STK__MAX_LABEL_EXTS);
+        memcpy(cfg->label_exts[cfg->n_label_exts++], exts, n);
+        exts += n + (exts[n] == ',');
+    }
+    if (o->label_json_field != NULL) {
+        if (strlen(o->label_json_field) >= sizeof cfg->label_json_field)
+            return stk__errf(err, STK_EINVAL, "label_json_field is too long");
+        snprintf(cfg->label_json_field, sizeof cfg->label_json_field, "%s", o->label_json_field);
+    }
+    return 0;
+}
+
+static size_t dtype_size(enum stk_dtype t)
+{
+    return t == STK_DTYPE_UINT8 ? 1 : t == STK_DTYPE_FLOAT32 ? 4 : 2;
+}
+
+size_t stk__image_bytes(const struct stk__image_config *cfg)
+{
+    return (size_t)cfg->size * (size_t)cfg->size * 3 * dtype_size(cfg->dtype);
+}
+
+struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *cfg)
+{
+    struct stk__image_worker *w = stk__calloc(1, sizeof *w);
+    if (w == NULL)
+        return NULL;
+    w->decoder = stk__decoder_new(cfg->max_pixels);
+    w->scratch = stk__resize_scratch_new();
+    w->rgb = stk__malloc((size_t)cfg->size * (size_t)cfg->size * 3);
+    if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL) {
+        stk__image_worker_free(w);
+        return NULL;
+    }
+    return w;
+}
+
+void stk__image_worker_free(struct stk__image_worker *w)
+{
+    if (w == NULL)
+        return;
+    stk__decoder_free(w->decoder);
+    stk__resize_scratch_free(w->scratch);
+    stk__free(w->rgb);
+    stk__free(w);
+}
+
+static const struct stk_member *find_member(const struct stk__sample *s, const char *ext)
+{
+    for (size_t i = 0; i < s->pub.n_members; i++)
+        if (strcmp(s->pub.members[i].ext, ext) == 0)
+            return &s->pub.members[i];
+    return NULL;
+}
+
+static int parse_label_text(const struct stk_member *m, int64_t *label)
+{
+    const char *text = (const char *)m->data; /* NUL-terminated by the reader */
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    while (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')
+        end++;
+    if (end == text || *end != '\0' || errno != 0 || strlen(text) != m->size)
+        return -1;
+    *label = v;
+    return 0;
+}
+
+static int find_label(const struct stk__image_config *cfg, const struct stk__sample *s,
+                      int64_t *label, struct stk__err *err)
+{
+    if (cfg->label_json_field[0] != '\0') {
+        const struct stk_member *m = find_member(s, "json");
+        if (m == NULL)
+            return stk__errf(err, STK_ELABEL, "%s: sample '%.200s' has no json member for its label",
+                             s->pub.url, s->pub.key);
+        cJSON *root = cJSON_ParseWithLength((const char *)m->data, m->size);
+        const cJSON *field = cJSON_GetObjectItemCaseSensitive(root, cfg->label_json_field);
+        int ok = cJSON_IsNumber(field) && field->valuedouble == floor(field->valuedouble) &&
+                 fabs(field->valuedouble) < 9e15;
+        if (ok)
+            *label = (int64_t)field->valuedouble;
+        cJSON_Delete(root);
+        if (!ok)
+            return stk__errf(err, STK_ELABEL,
+                             "%s: sample '%.200s': json has no integer field '%s'", s->pub.url,
+                             s->pub.key, cfg->label_json_field);
+        return 0;
+    }
+    for (int i = 0; i < cfg->n_label_exts; i++) {
+        const struct stk_member *m = find_member(s, cfg->label_exts[i]);
+        if (m == NULL)
+            continue;
+        if (parse_label_text(m, label) < 0)
+            return stk__errf(err, STK_ELABEL, "%s: sample '%.200s': %s member is not an integer",
+                             s->pub.url, s->pub.key, cfg->label_exts[i]);
+        return 0;
+    }
+    return stk__errf(err, STK_ELABEL, "%s: sample '%.200s' has no label member (%s%s%s)",
+                     s->pub.url, s->pub.key, cfg->label_exts[0],
+                     cfg->n_label_exts > 1 ? ", " : "", cfg->n_label_exts > 1 ? cfg->label_exts[1] : "");
+}
+
+static const struct stk_member *find_image(const struct stk__sample *s)
+{
+    static const char *const exts[] = {"jpg", "jpeg", "png"};
+    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
+        const struct stk_member *m = find_member(s, exts[i]);
+        if (m != NULL)
+            return m;
+    }
+    return NULL;
+}
+
+/* Write the size x size RGB8 image rgb into out in the configured form. */
+static void convert(const struct stk__image_config *cfg, const uint8_t *rgb, void *out)
+{
+    size_t n = (size_t)cfg->size * (size_t)cfg->size;
+    int planar = cfg->layout == STK_LAYOUT_NCHW;
+    switch (cfg->dtype) {
+    case STK_DTYPE_UINT8: {
+        uint8_t *o = out;
+        for (size_t i = 0; i < n; i++)
+            for (int c = 0; c < 3; c++)
+                o[planar ? c * n + i : 3 * i + (size_t)c] = rgb[3 * i + (size_t)c];
+        break;
+    }
+    case STK_DTYPE_FLOAT32: {
+        float *o = out;
+        for (size_t i = 0; i < n; i++)
+            for (int c = 0; c < 3; c++)
+                o[planar ? c * n + i : 3 * i + (size_t)c] = cfg->lut_f32[c][rgb[3 * i + (size_t)c]];
+        break;
+    }
+    default: {
+        uint16_t *o = out;
+        for (size_t i = 0; i < n; i++)
+            for (int c = 0; c < 3; c++)
+                o[planar ? c * n + i : 3 * i + (size_t)c] = cfg->lut_u16[c][rgb[3 * i + (size_t)c]];
+        break;
+    }
+    }
+}
+
+/* Decode the image bytes, resample the crop to size x size and write it in
+ * the configured dtype and layout into out. */
+int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                      const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                      void *out, struct stk__err *err)
+{
+    /* Eval reads a filter support beyond the box (the image's edges bound
+     * the filter, not the box's); the support is the box-to-output ratio. */
+    double margin_x = eval ? crop->width / cfg->size + 2 : 0;
+    double margin_y = eval ? crop->height / cfg->size + 2 : 0;
+    struct stk__decode_request req = {
+        .x0 = crop->left - margin_x,
+        .y0 = crop->top - margin_y,
+        .x1 = crop->left + crop->width + margin_x,
+        .y1 = crop->top + crop->height + margin_y,
+        .min_width = cfg->size,
+        .min_height = cfg->size,
+    };
+    struct stk__decoded img;
+    int rc = stk__decode_region(w->decoder, data, size, &req, &img, err);
+    if (rc < 0)
+        return rc;
+
+    /* The box in scaled coordinates, relative to the resampling bounds. */
+    double bx0 = crop->left * img.scale_x, by0 = crop->top * img.scale_y;
+    double bx1 = (crop->left + crop->width) * img.scale_x;
+    double by1 = (crop->top + crop->height) * img.scale_y;
+    int lo_x = img.origin_x, lo_y = img.origin_y;
+    int hi_x = img.origin_x + img.width, hi_y = img.origin_y + img.height;
+    if (!eval) { /* the crop bounds the filter */
+        lo_x = (int)fmax(lo_x, floor(bx0 + 1e-9));
+        lo_y = (int)fmax(lo_y, floor(by0 + 1e-9));
+        hi_x = (int)fmin(hi_x, ceil(bx1 - 1e-9));
+        hi_y = (int)fmin(hi_y, ceil(by1 - 1e-9));
+    }
+    const uint8_t *src = img.pixels + (size_t)(lo_y - img.origin_y) * img.stride +
+                         (size_t)(lo_x - img.origin_x) * 3;
+    int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
+    uint8_t *dst = direct ? out : w->rgb;
+    rc = stk__resize_rgb8(src, (size_t)(hi_x - lo_x), (size_t)(hi_y - lo_y), img.stride,
+                          fmax(0, bx0 - lo_x), fmax(0, by0 - lo_y),
+                          fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y), dst,
+                          (size_t)cfg->size, (size_t)cfg->size, (size_t)cfg->size * 3, crop->flip,
+                          w->scratch);
+    if (rc < 0)
+        return stk__errf(err, rc, "resampling %dx%d pixels failed", hi_x - lo_x, hi_y - lo_y);
+    if (!direct)
+        convert(cfg, w->rgb, out);
+    return 0;
+}
+
+int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                         const struct stk__sample *s, void *out, int64_t *label,
+                         struct stk__err *err)
+{
+    int rc = find_label(cfg, s, label, err);
+    if (rc < 0)
+        return rc;
+    const struct stk_member *m = find_image(s);
+    if (m == NULL)
+        return stk__errf(err, STK_EDECODE, "%s: sample '%.200s' has no jpg, jpeg or png member",
+                         s->pub.url, s->pub.key);
+    int width, height;
+    rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
+    if (rc == 0) {
+        struct stk__crop crop;
+        int eval = cfg->transform == STK_TRANSFORM_EVAL;
+        if (eval) {
+            stk__crop_eval(width, height, cfg->size, &crop);
+        } else {
+            struct stk__draws d;
+            stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
+            stk__crop_train(&cfg->train, width, height, &d, &crop);
+        }
+        rc = stk__image_render(w, cfg, m->data, m->size, &crop, eval, out, err);
+    }
+    if (rc < 0) {
+        char why[STK__ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return stk__errf(err, rc, "%s: sample '%.200s' member %s: %s", s->pub.url, s->pub.key,
+                         m->ext, why);
+    }
+    return 0;
+}

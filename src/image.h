@@ -1,0 +1,66 @@
+/*
+ * image.h - one sample to one output image and label.
+ *
+ * Finds the image and label members, draws the crop, decodes only what the
+ * crop needs, resamples it (Pillow-exact antialiased bilinear) and writes
+ * the result, flipped if drawn, in the batch's dtype and layout straight
+ * into its slot of the batch buffer.
+ */
+#ifndef STK_IMAGE_H
+#define STK_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "augment.h"
+#include "error.h"
+#include "sample.h"
+#include "stoker.h"
+
+#define STK__MAX_LABEL_EXTS 8
+
+struct stk__image_config {
+    enum stk_transform transform;
+    int size;
+    enum stk_dtype dtype;
+    enum stk_layout layout;
+    struct stk__train_params train;
+    uint64_t seed;
+    uint64_t epoch;
+    uint64_t max_pixels;
+    char label_exts[STK__MAX_LABEL_EXTS][16];
+    int n_label_exts;
+    char label_json_field[64]; /* "" when labels come from label_exts */
+    /* Output value of each 8-bit level per channel, in the output dtype
+     * (float32, or the 16-bit pattern of float16/bfloat16). */
+    float lut_f32[3][256];
+    uint16_t lut_u16[3][256];
+};
+
+/* Fill cfg from options; fails on bad values (unknown dtype, std == 0, a
+ * label extension list that is too long ...). */
+int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
+                           struct stk__err *err);
+
+/* Bytes of one output image. */
+size_t stk__image_bytes(const struct stk__image_config *cfg);
+
+/* Per-thread state: decoder, resampling scratch, an RGB staging image. */
+struct stk__image_worker;
+struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *cfg);
+void stk__image_worker_free(struct stk__image_worker *w);
+
+/* Decode image bytes and render the crop (eval: the box of a whole-image
+ * resize, filter bounded by the image; train: the crop as its own image)
+ * into out. */
+int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                      const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                      void *out, struct stk__err *err);
+
+/* Transform sample s into out (stk__image_bytes() bytes) and *label.
+ * Errors name the shard, key and member. */
+int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                         const struct stk__sample *s, void *out, int64_t *label,
+                         struct stk__err *err);
+
+#endif

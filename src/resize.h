@@ -1,0 +1,57 @@
+/*
+ * resize.h - antialiased bilinear resampling of RGB8 images, bit-exact with
+ * Pillow's Image.resize(size, Image.BILINEAR, box=...).
+ *
+ * torchvision's Resize and RandomResizedCrop call exactly that on PIL
+ * images, so a model trained through torchvision sees the same pixels when
+ * stoker does the transform in C. The work runs once per image on every
+ * core; all memory it needs lives in a per-thread scratch that grows to a
+ * hard cap, so a call allocates nothing once the scratch is warm.
+ */
+#ifndef STK_RESIZE_H
+#define STK_RESIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Most bytes one scratch may hold; a geometry that needs more fails with
+ * STK_ENOMEM. Typical crops need well under 1 MiB. */
+#define STK__RESIZE_SCRATCH_CAP ((size_t)64 << 20)
+
+/* Largest width or height accepted (Pillow passes the box as C floats,
+ * which hold every integer up to 2^24 exactly). */
+#define STK__RESIZE_MAX_DIM ((size_t)1 << 24)
+
+/* Coefficient tables, the intermediate rows and accumulators, reused from
+ * call to call. Owned by one thread at a time. */
+struct stk__resize_scratch;
+
+/* An empty scratch (it grows on first use); NULL when out of memory. */
+struct stk__resize_scratch *stk__resize_scratch_new(void);
+/* Free a scratch and its buffers; NULL is a no-op. */
+void stk__resize_scratch_free(struct stk__resize_scratch *s);
+
+/*
+ * Resample the box (x0,y0)-(x1,y1) of the RGB8 image src (src_w x src_h
+ * pixels, rows src_stride bytes apart) into dst (dst_w x dst_h RGB8, rows
+ * dst_stride bytes apart), exactly as Pillow's resize(BILINEAR, box) does.
+ * The box is in source pixel coordinates and, like Pillow's, is rounded to
+ * C float; it must satisfy 0 <= x0 < x1 <= src_w and 0 <= y0 < y1 <= src_h.
+ * Pixels outside the box but inside the image take part at its edges, as in
+ * Pillow. An integer box of exactly dst's size is a plain crop (a copy).
+ *
+ * flip != 0 mirrors the result left to right while writing it (torchvision's
+ * RandomHorizontalFlip after the resize), at no extra cost.
+ *
+ * src and dst must not overlap. scratch is used by this call only; one
+ * scratch per thread. Returns 0, STK_EINVAL (NULL pointer, zero or too large
+ * size, stride below the row size, box outside the image or empty) or
+ * STK_ENOMEM (the scratch would exceed STK__RESIZE_SCRATCH_CAP or an
+ * allocation failed; the scratch stays usable). dst is unspecified after an
+ * error.
+ */
+int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
+                     double y0, double x1, double y1, uint8_t *dst, size_t dst_w, size_t dst_h,
+                     size_t dst_stride, int flip, struct stk__resize_scratch *scratch);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * transform_pool.h - threads that turn samples into images in batch slots.
+ *
+ * The sequencer assigns each sample a slot of a batch and submits it; any
+ * worker transforms it in place. A batch counts its unfinished slots (plus
+ * one until the sequencer has filled it); the worker that brings the count
+ * to zero reports the batch done. Order never depends on which worker ran
+ * what: slots are fixed before the work starts.
+ */
+#ifndef STK_TRANSFORM_POOL_H
+#define STK_TRANSFORM_POOL_H
+
+#include <stddef.h>
+
+#include "batch.h"
+#include "image.h"
+#include "shard_reader.h"
+
+struct stk__transform_pool;
+
+struct stk__transform_pool_config {
+    unsigned threads;
+    size_t max_tasks;                     /* slots that can be outstanding at once */
+    const struct stk__image_config *image;
+    int skip_bad;
+    struct stk__counters *counters;
+    void (*log)(void *data, enum stk_log_level level, const char *message);
+    void *log_data;
+    /* Called by the worker that completes a batch. */
+    void (*batch_done)(void *data, struct stk__batch *b);
+    void *batch_done_data;
+};
+
+int stk__transform_pool_start(const struct stk__transform_pool_config *cfg,
+                              struct stk__transform_pool **out, struct stk__err *err);
+
+/* Queue slot `slot` of b (b->pending already counts it). Never blocks:
+ * max_tasks covers every slot of every batch that may exist. */
+void stk__transform_pool_submit(struct stk__transform_pool *pool, struct stk__batch *b,
+                                size_t slot);
+
+/* Drop the slot count a sealed batch held; reports the batch if done. */
+void stk__transform_pool_seal(struct stk__transform_pool *pool, struct stk__batch *b);
+
+/* Stop and join the workers; queued tasks are dropped. NULL is a no-op. */
+void stk__transform_pool_stop(struct stk__transform_pool *pool);
+
+#endif
