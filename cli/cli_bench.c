@@ -36,6 +36,7 @@ static void help(void)
            "  --size N               output image size with --decode (default 224)\n"
            "  --dtype T              uint8 (default), float32, float16, bfloat16\n"
            "  --layout L             nchw (default) or nhwc\n"
+           "  --full-decode          decode whole images at full scale (for comparison)\n"
            "  --json                 print one JSON object instead of text\n"
            "  -h, --help             this help\n");
 }
@@ -60,7 +61,7 @@ static const char *const layouts[] = {"nchw", "nhwc", NULL};
 static int parse(int argc, char **argv, struct bench_args *a)
 {
     enum { O_THREADS = 256, O_BATCH, O_INFLIGHT, O_SHUFBUF, O_NOSHUF, O_SEED, O_EPOCHS,
-           O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON, O_DECODE, O_SIZE, O_DTYPE, O_LAYOUT };
+           O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON, O_DECODE, O_SIZE, O_DTYPE, O_LAYOUT, O_FULL };
     static const struct option longopts[] = {
         {"threads", required_argument, NULL, O_THREADS},
         {"batch-size", required_argument, NULL, O_BATCH},
@@ -78,6 +79,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {"size", required_argument, NULL, O_SIZE},
         {"dtype", required_argument, NULL, O_DTYPE},
         {"layout", required_argument, NULL, O_LAYOUT},
+        {"full-decode", no_argument, NULL, O_FULL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -102,6 +104,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         case O_DECODE: bad = cli_parse_choice(CMD, "--decode", optarg, transforms, (int *)&o->transform); break;
         case O_SIZE: bad = cli_parse_u64(CMD, "--size", optarg, 1, 8192, &v); o->image_size = (unsigned)v; break;
         case O_DTYPE: bad = cli_parse_choice(CMD, "--dtype", optarg, dtypes, (int *)&o->dtype); break;
+        case O_FULL: o->full_decode = 1; break;
         case O_LAYOUT: bad = cli_parse_choice(CMD, "--layout", optarg, layouts, (int *)&o->layout); break;
         case 'h': help(); return 1;
         default: cli_usage_error(CMD, "unknown option"); return -1;

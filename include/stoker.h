@@ -167,6 +167,10 @@ struct stk_options {
     /* Larger images are rejected before any allocation (decompression
      * bombs); default 100 megapixels. */
     uint64_t max_image_pixels;
+    /* Decode every image whole and at full scale instead of only the crop's
+     * region at the smallest sufficient DCT scale (default 0). Slower; for
+     * comparisons and for checking the fast path. */
+    int full_decode;
     /* Optional caller-supplied batch memory (e.g. CUDA-pinned): called once
      * per buffer of the batch ring with its size in bytes; release is called
      * when the loader is destroyed. NULL: the loader allocates. */

@@ -36,6 +36,7 @@ int stk__decode_size(struct stk__decoder *d, const uint8_t *data, size_t size, i
 struct stk__decode_request {
     double x0, y0, x1, y1; /* in full-resolution pixels */
     double min_width, min_height;
+    int full; /* ignore the above: the whole image at full scale */
 };
 
 /* The decoded pixels: a region of the image scaled by scale_x/scale_y

@@ -87,6 +87,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
     cfg->seed = o->seed;
     cfg->epoch = o->epoch;
     cfg->max_pixels = o->max_image_pixels;
+    cfg->full_decode = o->full_decode != 0;
     for (int c = 0; c < 3; c++) {
         if (!(o->std[c] != 0) || !isfinite(o->mean[c]) || !isfinite(o->std[c]))
             return stk__errf(err, STK_EINVAL, "std must be nonzero and mean/std finite");
@@ -266,6 +267,7 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
         .min_width = cfg->size,
         .min_height = cfg->size,
     };
+    req.full = cfg->full_decode;
     struct stk__decoded img;
     int rc = stk__decode_region(w->decoder, data, size, &req, &img, err);
     if (rc < 0)
