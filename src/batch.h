@@ -57,7 +57,9 @@ struct stk__batch {
     void *buffer;
     atomic_size_t pending;            /* slots not transformed yet, +1 until sealed */
     unsigned char *failed;            /* per slot: the transform failed */
-    struct stk__err error;            /* first failure (code 0: none) */
+    struct stk__err error;            /* failure of the lowest failed slot (code 0: none) */
+    size_t error_slot;
+    int out_of_memory;                /* some slot failed for lack of memory */
 };
 
 void stk__budget_init(struct stk__batch_budget *b, size_t limit);

@@ -595,7 +595,7 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
     for (size_t i = 0; i < n && good == n; i++)
         if (!b->failed[i])
             good = i;
-    if (!p->cfg.shard.skip_bad || b->error.code == STK_ENOMEM) {
+    if (!p->cfg.shard.skip_bad || b->out_of_memory) { /* no memory is never bad input */
         *err = b->error;
         return b->error.code;
     }

@@ -227,12 +227,29 @@ static inline uint8_t clip8(int32_t acc) {
 
 /* One horizontal row with ksize taps per output; inlined with a constant
  * ksize, the tap loop unrolls completely. */
+typedef int32_t v4i32 __attribute__((vector_size(16)));
+typedef uint8_t v4u8 __attribute__((vector_size(4)));
+
 static inline void hrow_fixed(const uint8_t *restrict src, uint8_t *restrict out,
-                              const struct axis *a, size_t n, size_t ksize) {
+                              const struct axis *a, size_t n, size_t ksize, size_t safe_end)
+{
     const int32_t *k = a->k.p;
     const int32_t *bounds = a->bounds.p;
     for (size_t i = 0; i < n; i++, k += ksize) {
-        const uint8_t *p = src + (size_t)bounds[2 * i] * 3;
+        const size_t first = (size_t)bounds[2 * i];
+        const uint8_t *p = src + first * 3;
+        if (first + ksize <= safe_end) {
+            v4i32 acc = {HALF, HALF, HALF, HALF};
+            for (size_t t = 0; t < ksize; t++) {
+                v4u8 px;
+                memcpy(&px, p + 3 * t, 4);
+                acc += __builtin_convertvector(px, v4i32) * k[t];
+            }
+            out[3 * i + 0] = clip8(acc[0]);
+            out[3 * i + 1] = clip8(acc[1]);
+            out[3 * i + 2] = clip8(acc[2]);
+            continue;
+        }
         int32_t r = HALF, g = HALF, b = HALF;
         for (size_t t = 0; t < ksize; t++) {
             r += p[3 * t + 0] * k[t];
@@ -289,19 +306,19 @@ static void hpass(enum hmode mode, const struct axis *a, const uint8_t *restrict
     }
     switch (a->ksize) {
     case 3:
-        hrow_fixed(src, out, a, n, 3);
+        hrow_fixed(src, out, a, n, 3, a->in_size - 1);
         break;
     case 5:
-        hrow_fixed(src, out, a, n, 5);
+        hrow_fixed(src, out, a, n, 5, a->in_size - 1);
         break;
     case 7:
-        hrow_fixed(src, out, a, n, 7);
+        hrow_fixed(src, out, a, n, 7, a->in_size - 1);
         break;
     case 9:
-        hrow_fixed(src, out, a, n, 9);
+        hrow_fixed(src, out, a, n, 9, a->in_size - 1);
         break;
     default:
-        hrow_fixed(src, out, a, n, a->ksize);
+        hrow_fixed(src, out, a, n, a->ksize, a->in_size - 1);
         break;
     }
 }

@@ -55,9 +55,14 @@ static void run_task(struct stk__transform_pool *pool, struct stk__image_worker 
     b->failed[t->slot] = 1;
     if (pool->cfg.skip_bad && rc != STK_ENOMEM && pool->cfg.log != NULL)
         pool->cfg.log(pool->cfg.log_data, STK_LOG_WARN, err.msg);
+    /* Report the lowest failed slot, so the message does not depend on
+     * which worker finished first. */
     stk__mutex_lock(&pool->mutex);
-    if (b->error.code == 0 || rc == STK_ENOMEM)
+    b->out_of_memory |= rc == STK_ENOMEM;
+    if (b->error.code == 0 || t->slot < b->error_slot) {
         b->error = err;
+        b->error_slot = t->slot;
+    }
     stk__mutex_unlock(&pool->mutex);
 }
 
@@ -81,6 +86,8 @@ static void *worker_main(void *arg)
             t.batch->failed[t.slot] = 1;
             stk__mutex_lock(&pool->mutex);
             stk__errf(&t.batch->error, STK_ENOMEM, "out of memory for an image worker");
+            t.batch->error_slot = 0;
+            t.batch->out_of_memory = 1;
             stk__mutex_unlock(&pool->mutex);
         }
         finish_slot(pool, t.batch);

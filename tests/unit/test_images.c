@@ -1,0 +1,318 @@
+/*
+ * test_images.c - image batches through the whole loader: determinism
+ * across thread counts, labels, dtypes, the bad-image policy and
+ * caller-supplied batch memory. Also built with ThreadSanitizer.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "jpeg_fixture.h"
+#include "stoker.h"
+#include "tar_builder.h"
+
+#define N_SHARDS 4
+#define PER_SHARD 9
+#define SIZE 24
+
+static char dir[64];
+static char good[128];  /* pattern naming the good shards */
+static char bad[128];   /* a shard with a corrupt image, a missing label and good samples */
+
+static void add_sample(struct tar_builder *tb, const char *key, int label, const void *jpeg,
+                       size_t jpeg_size)
+{
+    char name[64], text[16];
+    snprintf(name, sizeof name, "%s.jpg", key);
+    tb_file(tb, name, jpeg, jpeg_size);
+    if (label >= 0) {
+        snprintf(name, sizeof name, "%s.cls", key);
+        int n = snprintf(text, sizeof text, "%d", label);
+        tb_file(tb, name, text, (size_t)n);
+    }
+}
+
+static void write_tar(const char *path, struct tar_builder *tb)
+{
+    tb_finish(tb);
+    FILE *f = fopen(path, "wb");
+    if (f == NULL || fwrite(tb->data, 1, tb->size, f) != tb->size || fclose(f) != 0)
+        abort();
+    tb_free(tb);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/stk-images-XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return -1;
+    for (int s = 0; s < N_SHARDS; s++) {
+        struct tar_builder tb = {0};
+        for (int i = 0; i < PER_SHARD; i++) {
+            int n = s * PER_SHARD + i;
+            unsigned char *jpeg;
+            size_t size;
+            jpeg_fixture(40 + 7 * (n % 5), 30 + 11 * (n % 4), (unsigned)n, &jpeg, &size);
+            char key[32];
+            snprintf(key, sizeof key, "%06d", n);
+            add_sample(&tb, key, n, jpeg, size);
+            free(jpeg);
+        }
+        char path[128];
+        snprintf(path, sizeof path, "%s/good-%d.tar", dir, s);
+        write_tar(path, &tb);
+    }
+    snprintf(good, sizeof good, "%s/good-{0..%d}.tar", dir, N_SHARDS - 1);
+
+    struct tar_builder tb = {0};
+    unsigned char *jpeg;
+    size_t size;
+    jpeg_fixture(50, 40, 1, &jpeg, &size);
+    add_sample(&tb, "a", 1, jpeg, size);
+    add_sample(&tb, "b-truncated", 2, jpeg, size / 2);
+    add_sample(&tb, "c", 3, jpeg, size);
+    add_sample(&tb, "d", 4, "not an image", 12);
+    free(jpeg);
+    snprintf(bad, sizeof bad, "%s/bad.tar", dir);
+    write_tar(bad, &tb);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char path[128];
+    for (int s = 0; s < N_SHARDS; s++) {
+        snprintf(path, sizeof path, "%s/good-%d.tar", dir, s);
+        unlink(path);
+    }
+    unlink(bad);
+    rmdir(dir);
+    return 0;
+}
+
+static struct stk_options image_options(enum stk_transform t, unsigned threads)
+{
+    struct stk_options o;
+    stk_options_init(&o);
+    o.rank = 0;
+    o.world_size = 1;
+    o.transform = t;
+    o.image_size = SIZE;
+    o.batch_size = 5;
+    o.threads = threads;
+    o.shuffle_buffer = 7;
+    o.seed = 9;
+    return o;
+}
+
+/* All images and labels of one epoch, concatenated. */
+struct epoch_images {
+    unsigned char *images;
+    size_t bytes;
+    int64_t labels[64];
+    size_t n;
+};
+
+static int read_epoch(const struct stk_options *o, const char *pattern, struct epoch_images *e,
+                      struct stk_stats *stats)
+{
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    int rc = stk_loader_create(o, urls, 1, &l, NULL, 0);
+    if (rc < 0)
+        return rc;
+    memset(e, 0, sizeof *e);
+    struct stk_batch *b;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        assert_non_null(b->images);
+        assert_non_null(b->labels);
+        size_t bytes = b->n_samples * b->image_bytes;
+        e->images = realloc(e->images, e->bytes + bytes);
+        assert_non_null(e->images);
+        memcpy(e->images + e->bytes, b->images, bytes);
+        e->bytes += bytes;
+        for (size_t i = 0; i < b->n_samples && e->n < 64; i++)
+            e->labels[e->n++] = b->labels[i];
+        stk_batch_release(b);
+    }
+    if (stats != NULL)
+        stk_loader_stats(l, stats);
+    stk_loader_destroy(l);
+    return rc == STK_EOF ? 0 : rc;
+}
+
+static void test_same_images_for_any_thread_count(void **state)
+{
+    (void)state;
+    static const enum stk_transform transforms[] = {STK_TRANSFORM_TRAIN, STK_TRANSFORM_EVAL};
+    for (size_t t = 0; t < 2; t++) {
+        struct stk_options o = image_options(transforms[t], 1);
+        struct epoch_images one, other;
+        assert_int_equal(read_epoch(&o, good, &one, NULL), 0);
+        assert_int_equal(one.n, N_SHARDS * PER_SHARD);
+        assert_int_equal(one.bytes, one.n * 3 * SIZE * SIZE);
+        static const unsigned threads[] = {2, 8};
+        for (size_t k = 0; k < 2; k++) {
+            o.threads = threads[k];
+            assert_int_equal(read_epoch(&o, good, &other, NULL), 0);
+            assert_int_equal(other.bytes, one.bytes);
+            assert_memory_equal(one.images, other.images, one.bytes);
+            assert_memory_equal(one.labels, other.labels, sizeof one.labels);
+            free(other.images);
+        }
+        if (transforms[t] == STK_TRANSFORM_TRAIN) { /* a new epoch draws new crops */
+            o.epoch = 1;
+            assert_int_equal(read_epoch(&o, good, &other, NULL), 0);
+            assert_true(memcmp(one.images, other.images, one.bytes) != 0);
+            free(other.images);
+        }
+        free(one.images);
+    }
+}
+
+static void test_labels_in_storage_order(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
+    o.shuffle = 0;
+    struct epoch_images e;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    for (size_t i = 0; i < e.n; i++)
+        assert_int_equal(e.labels[i], (int64_t)i);
+    free(e.images);
+}
+
+static void test_float_outputs_follow_uint8(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 2);
+    struct epoch_images u8, f32, bf16;
+    assert_int_equal(read_epoch(&o, good, &u8, NULL), 0);
+    o.dtype = STK_DTYPE_FLOAT32;
+    assert_int_equal(read_epoch(&o, good, &f32, NULL), 0);
+    o.dtype = STK_DTYPE_BFLOAT16;
+    assert_int_equal(read_epoch(&o, good, &bf16, NULL), 0);
+    assert_int_equal(f32.bytes, 4 * u8.bytes);
+    assert_int_equal(bf16.bytes, 2 * u8.bytes);
+    const float *f = (const float *)f32.images;
+    const uint16_t *h = (const uint16_t *)bf16.images;
+    size_t plane = (size_t)SIZE * SIZE;
+    for (size_t i = 0; i < u8.bytes; i++) {
+        size_t c = (i / plane) % 3; /* NCHW */
+        float want = ((float)u8.images[i] / 255.0f - o.mean[c]) / o.std[c];
+        assert_true(f[i] > want - 1e-5f && f[i] < want + 1e-5f);
+        uint32_t bits = (uint32_t)h[i] << 16;
+        float bf;
+        memcpy(&bf, &bits, 4);
+        assert_true(bf > want - 0.02f && bf < want + 0.02f);
+    }
+    free(u8.images);
+    free(f32.images);
+    free(bf16.images);
+}
+
+static void test_bad_images(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
+    o.shuffle = 0;
+    o.batch_size = 4;
+    struct epoch_images e;
+    const char *urls[] = {bad};
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct stk_batch *b;
+    int rc = stk_loader_next(l, &b);
+    assert_int_equal(rc, STK_EDECODE);
+    assert_non_null(strstr(stk_loader_errmsg(l), "bad.tar"));
+    assert_non_null(strstr(stk_loader_errmsg(l), "b-truncated"));
+    stk_loader_destroy(l);
+
+    o.on_error = STK_ON_ERROR_SKIP;
+    struct stk_stats st;
+    assert_int_equal(read_epoch(&o, bad, &e, &st), 0);
+    /* Both bad images are replaced by the batch's first good one. */
+    assert_int_equal(e.n, 4);
+    assert_int_equal(st.images_replaced, 2);
+    assert_int_equal(st.samples_skipped, 2);
+    assert_int_equal(e.labels[0], 1);
+    assert_int_equal(e.labels[1], 1);
+    assert_int_equal(e.labels[2], 3);
+    assert_int_equal(e.labels[3], 1);
+    size_t img = 3 * SIZE * SIZE;
+    assert_memory_equal(e.images + img, e.images, img);
+    free(e.images);
+}
+
+static void test_missing_label(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/nolabel.tar", dir);
+    struct tar_builder tb = {0};
+    unsigned char *jpeg;
+    size_t size;
+    jpeg_fixture(30, 30, 2, &jpeg, &size);
+    add_sample(&tb, "x", -1, jpeg, size);
+    free(jpeg);
+    write_tar(path, &tb);
+    struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 1);
+    struct epoch_images e;
+    assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
+    free(e.images);
+    unlink(path);
+}
+
+static int allocations, releases;
+
+static void *alloc_memory(void *data, size_t bytes)
+{
+    (void)data;
+    allocations++;
+    return malloc(bytes);
+}
+
+static void free_memory(void *data, void *memory, size_t bytes)
+{
+    (void)data;
+    (void)bytes;
+    releases++;
+    free(memory);
+}
+
+static void test_caller_batch_memory(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 2);
+    o.alloc_batch_memory = alloc_memory;
+    o.free_batch_memory = free_memory;
+    o.max_batches = 3;
+    struct epoch_images e;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    assert_int_equal(e.n, N_SHARDS * PER_SHARD);
+    assert_true(allocations >= 1 && allocations <= 3);
+    assert_int_equal(releases, allocations);
+    free(e.images);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_images_for_any_thread_count),
+        cmocka_unit_test(test_labels_in_storage_order),
+        cmocka_unit_test(test_float_outputs_follow_uint8),
+        cmocka_unit_test(test_bad_images),
+        cmocka_unit_test(test_missing_label),
+        cmocka_unit_test(test_caller_batch_memory),
+    };
+    return cmocka_run_group_tests_name("images", tests, setup, teardown);
+}
