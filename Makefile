@@ -5,7 +5,7 @@
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
 
-.PHONY: demo test deps build clean fuzz bench-raw
+.PHONY: demo test deps build clean fuzz bench-raw bench-decode
 
 deps:
 	sh tools/install_deps.sh
@@ -38,3 +38,7 @@ clean:
 # Raw tar reading against cat(1), page cache warm (README figures).
 bench-raw: build $(DATA)/.complete
 	$(PYTHON) bench/raw_read.py --copies 4 --rounds 5 $(DATA)/train-*.tar
+
+# Decode + train transform against torchvision DataLoader + PIL, pinned cores.
+bench-decode: build $(DATA)/.complete
+	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 $(DATA)/train-*.tar
