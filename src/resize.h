@@ -31,6 +31,10 @@ struct stk__resize_scratch *stk__resize_scratch_new(void);
 /* Free a scratch and its buffers; NULL is a no-op. */
 void stk__resize_scratch_free(struct stk__resize_scratch *s);
 
+/* Test hook: use the AVX2 kernels (enable != 0, the default where the CPU
+ * has AVX2) or the portable ones. Returns whether AVX2 is now in use. */
+int stk__resize_scratch_set_simd(struct stk__resize_scratch *s, int enable);
+
 /*
  * Resample the box (x0,y0)-(x1,y1) of the RGB8 image src (src_w x src_h
  * pixels, rows src_stride bytes apart) into dst (dst_w x dst_h RGB8, rows

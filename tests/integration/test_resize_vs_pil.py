@@ -11,8 +11,10 @@ exact values is printed at the end of the module.
 Images: real photographs from /usr/share/backgrounds or, without them, the
 wallpapers that `make demo` caches under build-data/photos-cache, shrunk to
 dataset sizes (plus one at full resolution); then random noise (the worst
-case for rounding) of many shapes down to 1x1. The tool comes from
-$STOKER_BUILD_DIR (default build-asan under the repository root).
+case for rounding) of many shapes down to 1x1. Every test runs twice: with
+the kernels the CPU selects (AVX2 where present) and with the portable ones.
+The tool comes from $STOKER_BUILD_DIR (default build-asan under the
+repository root).
 """
 import os
 import random
@@ -56,12 +58,13 @@ def report(request):
             print(line)
 
 
-@pytest.fixture(scope="module")
-def tool():
+@pytest.fixture(scope="module", params=["native", "portable"])
+def tool(request):
+    """(path of resize_tool, extra environment) for one choice of kernels."""
     if not (TOOL.is_file() and os.access(TOOL, os.X_OK)):
         pytest.fail(f"no {TOOL}: build the unit tests (ninja -C {BUILD_DIR}) or set "
                     "STOKER_BUILD_DIR", pytrace=False)
-    return TOOL
+    return TOOL, {"STOKER_RESIZE_PORTABLE": "1"} if request.param == "portable" else {}
 
 
 def find_photos():
@@ -139,6 +142,7 @@ def random_case(rng, w, h):
 
 def run_tool(tool, tmp_path, im, cases):
     """stoker's outputs for cases, as uint8 arrays of shape (h, w, 3)."""
+    tool, tool_env = tool
     src = tmp_path / "in.ppm"
     im.save(src)
     w, h = im.size
@@ -150,7 +154,7 @@ def run_tool(tool, tmp_path, im, cases):
                                                    str(out)]
         outs.append(out)
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1",
-               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+               UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1", **tool_env)
     proc = subprocess.run(args, capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
     for marker in SANITIZER_MARKERS:
         assert marker not in proc.stderr, proc.stderr

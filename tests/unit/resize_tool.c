@@ -7,6 +7,8 @@
  * Reads a binary PPM (P6, maxval 255) once and writes one resized PPM per
  * group of eight arguments, through one scratch, so that a test can check
  * many boxes per process (and the scratch's reuse between geometries).
+ * With STOKER_RESIZE_PORTABLE set in the environment it uses the portable
+ * kernels even where the CPU has AVX2.
  * Exits 0, 1 on a resize error (the code is printed), 2 on bad usage or I/O.
  */
 #include <errno.h>
@@ -19,7 +21,8 @@
 #include "stoker.h"
 
 /* The next unsigned decimal in a PPM header, skipping blanks and comments. */
-static int ppm_number(FILE *f, size_t *out) {
+static int ppm_number(FILE *f, size_t *out)
+{
     int c = fgetc(f);
     for (;;) {
         while (c == ' ' || c == '\t' || c == '\n' || c == '\r')
@@ -43,7 +46,8 @@ static int ppm_number(FILE *f, size_t *out) {
     return 0;
 }
 
-static uint8_t *read_ppm(const char *path, size_t *w, size_t *h) {
+static uint8_t *read_ppm(const char *path, size_t *w, size_t *h)
+{
     FILE *f = fopen(path, "rb");
     if (f == NULL)
         return NULL;
@@ -62,7 +66,8 @@ out:
     return pix;
 }
 
-static int write_ppm(const char *path, const uint8_t *pix, size_t w, size_t h) {
+static int write_ppm(const char *path, const uint8_t *pix, size_t w, size_t h)
+{
     FILE *f = fopen(path, "wb");
     if (f == NULL)
         return -1;
@@ -71,14 +76,16 @@ static int write_ppm(const char *path, const uint8_t *pix, size_t w, size_t h) {
     return fclose(f) == 0 && ok ? 0 : -1;
 }
 
-static int parse_double(const char *s, double *out) {
+static int parse_double(const char *s, double *out)
+{
     char *end;
     errno = 0;
     *out = strtod(s, &end);
     return errno == 0 && end != s && *end == '\0' ? 0 : -1;
 }
 
-static int parse_size(const char *s, size_t *out) {
+static int parse_size(const char *s, size_t *out)
+{
     char *end;
     errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
@@ -88,7 +95,8 @@ static int parse_size(const char *s, size_t *out) {
     return 0;
 }
 
-int main(int argc, char **argv) {
+int main(int argc, char **argv)
+{
     if (argc < 10 || (argc - 2) % 8 != 0) {
         fprintf(stderr, "usage: %s IN.ppm X0 Y0 X1 Y1 OUT_W OUT_H FLIP OUT.ppm [...]\n", argv[0]);
         return 2;
@@ -101,6 +109,8 @@ int main(int argc, char **argv) {
     }
     struct stk__resize_scratch *scratch = stk__resize_scratch_new();
     int status = scratch == NULL ? 2 : 0;
+    if (scratch != NULL && getenv("STOKER_RESIZE_PORTABLE") != NULL)
+        stk__resize_scratch_set_simd(scratch, 0);
     for (int i = 2; status == 0 && i < argc; i += 8) {
         double box[4];
         size_t ow, oh, flip;

@@ -28,14 +28,16 @@ struct image {
     size_t w, h, stride;
 };
 
-static struct image image_new(size_t w, size_t h, size_t pad) {
+static struct image image_new(size_t w, size_t h, size_t pad)
+{
     struct image im = {NULL, w, h, w * 3 + pad};
     im.pix = calloc(1, im.stride * (h - 1) + w * 3);
     assert_non_null(im.pix);
     return im;
 }
 
-static struct image image_random(size_t w, size_t h, size_t pad, struct stk__rng *rng) {
+static struct image image_random(size_t w, size_t h, size_t pad, struct stk__rng *rng)
+{
     struct image im = image_new(w, h, pad);
     for (size_t y = 0; y < h; y++)
         for (size_t i = 0; i < w * 3; i++)
@@ -44,13 +46,15 @@ static struct image image_random(size_t w, size_t h, size_t pad, struct stk__rng
 }
 
 static int resize(const struct image *src, double x0, double y0, double x1, double y1,
-                  struct image *dst, int flip, struct stk__resize_scratch *s) {
+                  struct image *dst, int flip, struct stk__resize_scratch *s)
+{
     return stk__resize_rgb8(src->pix, src->w, src->h, src->stride, x0, y0, x1, y1, dst->pix, dst->w,
                             dst->h, dst->stride, flip, s);
 }
 
 /* Compare two images pixel by pixel; on a difference print where. */
-static void assert_same_image(const struct image *a, const struct image *b, const char *what) {
+static void assert_same_image(const struct image *a, const struct image *b, const char *what)
+{
     assert_int_equal(a->w, b->w);
     assert_int_equal(a->h, b->h);
     for (size_t y = 0; y < a->h; y++) {
@@ -77,7 +81,8 @@ struct model_axis {
     int ksize;
 };
 
-static void model_axis(struct model_axis *a, int in_size, float in0, float in1, int out_size) {
+static void model_axis(struct model_axis *a, int in_size, float in0, float in1, int out_size)
+{
     double scale = (double)(in1 - in0) / out_size;
     double fscale = scale < 1.0 ? 1.0 : scale;
     double support = fscale;
@@ -109,18 +114,21 @@ static void model_axis(struct model_axis *a, int in_size, float in0, float in1, 
     free(w);
 }
 
-static void model_axis_free(struct model_axis *a) {
+static void model_axis_free(struct model_axis *a)
+{
     free(a->first);
     free(a->count);
     free(a->k);
 }
 
-static uint8_t model_clip(int32_t v) {
+static uint8_t model_clip(int32_t v)
+{
     v >>= 22;
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-static void model_resize(const struct image *src, float box[4], struct image *dst, int flip) {
+static void model_resize(const struct image *src, float box[4], struct image *dst, int flip)
+{
     struct model_axis h, v;
     model_axis(&h, (int)src->w, box[0], box[2], (int)dst->w);
     model_axis(&v, (int)src->h, box[1], box[3], (int)dst->h);
@@ -159,7 +167,8 @@ static void model_resize(const struct image *src, float box[4], struct image *ds
 
 /* ------------------------------------------------------------------------ */
 
-static void test_geometry_errors(void **state) {
+static void test_geometry_errors(void **state)
+{
     (void)state;
     struct stk__resize_scratch *s = stk__resize_scratch_new();
     assert_non_null(s);
@@ -198,7 +207,8 @@ static void test_geometry_errors(void **state) {
 
 /* An integer box the size of dst is a crop, mirrored with flip; strides
  * with padding are honoured and the padding is left alone. */
-static void test_identity_copy(void **state) {
+static void test_identity_copy(void **state)
+{
     (void)state;
     struct stk__rng rng;
     stk__rng_seed(&rng, 1);
@@ -263,7 +273,8 @@ static const struct geometry {
     {33, 33, 32, 34, {0.1f, 0, 33, 32.9f}},
 };
 
-static void geometry_box(const struct geometry *g, float box[4]) {
+static void geometry_box(const struct geometry *g, float box[4])
+{
     if (g->box[2] == 0) {
         box[0] = box[1] = 0;
         box[2] = (float)g->sw;
@@ -273,7 +284,8 @@ static void geometry_box(const struct geometry *g, float box[4]) {
     }
 }
 
-static void test_flip_mirrors(void **state) {
+static void test_flip_mirrors(void **state)
+{
     (void)state;
     struct stk__rng rng;
     stk__rng_seed(&rng, 2);
@@ -297,7 +309,8 @@ static void test_flip_mirrors(void **state) {
     stk__resize_scratch_free(s);
 }
 
-static void test_constant_stays_constant(void **state) {
+static void test_constant_stays_constant(void **state)
+{
     (void)state;
     struct stk__resize_scratch *s = stk__resize_scratch_new();
     const uint8_t colours[][3] = {{0, 0, 0}, {255, 255, 255}, {1, 128, 254}, {77, 3, 200}};
@@ -373,7 +386,8 @@ static const struct known {
      {156, 90, 145, 156, 90, 145, 156, 90, 145, 134, 123, 95, 134, 123, 95, 134, 123, 95}},
 };
 
-static void test_known_cases(void **state) {
+static void test_known_cases(void **state)
+{
     (void)state;
     struct stk__resize_scratch *s = stk__resize_scratch_new();
     for (size_t n = 0; n < sizeof known_cases / sizeof known_cases[0]; n++) {
@@ -395,11 +409,16 @@ static void test_known_cases(void **state) {
 
 /* The optimised paths (padded windows, the row ring, copies, cached tables,
  * reused scratch) against the plain model, on fixed and random geometries. */
-static void test_matches_model(void **state) {
+static void test_matches_model(void **state)
+{
     (void)state;
     struct stk__rng rng;
     stk__rng_seed(&rng, 3);
+    /* The AVX2 kernels where the CPU has them, and the portable ones. */
     struct stk__resize_scratch *s = stk__resize_scratch_new();
+    struct stk__resize_scratch *portable = stk__resize_scratch_new();
+    assert_int_equal(stk__resize_scratch_set_simd(portable, 0), 0);
+    print_message("AVX2 kernels: %s\n", stk__resize_scratch_set_simd(s, 1) ? "yes" : "no");
     char what[160];
     const size_t n_fixed = sizeof geometries / sizeof geometries[0];
     for (size_t n = 0; n < n_fixed + 300; n++) {
@@ -409,10 +428,12 @@ static void test_matches_model(void **state) {
             g = geometries[n];
             geometry_box(&g, box);
         } else {
-            g.sw = 1 + stk__rng_below(&rng, 120);
-            g.sh = 1 + stk__rng_below(&rng, 120);
-            g.dw = 1 + stk__rng_below(&rng, 150);
-            g.dh = 1 + stk__rng_below(&rng, 150);
+            /* mostly small, every tenth photo-sized */
+            const uint64_t big = n % 10 == 0 ? 6 : 1;
+            g.sw = 1 + stk__rng_below(&rng, 120 * big);
+            g.sh = 1 + stk__rng_below(&rng, 120 * big);
+            g.dw = 1 + stk__rng_below(&rng, 150 * big);
+            g.dh = 1 + stk__rng_below(&rng, 150 * big);
             /* boxes of random position and size, in steps of 1/8 pixel or
              * integers (then sometimes exactly the output size) */
             for (int axis = 0; axis < 2; axis++) {
@@ -444,6 +465,8 @@ static void test_matches_model(void **state) {
         snprintf(what, sizeof what, "%zux%zu box (%g,%g,%g,%g) -> %zux%zu flip %d", g.sw, g.sh,
                  (double)box[0], (double)box[1], (double)box[2], (double)box[3], g.dw, g.dh, flip);
         assert_same_image(&got, &want, what);
+        assert_int_equal(resize(&src, box[0], box[1], box[2], box[3], &got, flip, portable), 0);
+        assert_same_image(&got, &want, what);
         /* The same call again (cached tables) and on a fresh scratch. */
         struct stk__resize_scratch *fresh = stk__resize_scratch_new();
         assert_int_equal(resize(&src, box[0], box[1], box[2], box[3], &got, flip, fresh), 0);
@@ -456,12 +479,14 @@ static void test_matches_model(void **state) {
         free(src.pix);
     }
     stk__resize_scratch_free(s);
+    stk__resize_scratch_free(portable);
 }
 
 /* A geometry whose buffers exceed the cap fails cleanly, and the scratch
  * keeps working. A column of rows shrunk to one row widened to many columns
  * needs a ring of every source row times the output row. */
-static void test_scratch_cap(void **state) {
+static void test_scratch_cap(void **state)
+{
     (void)state;
     struct stk__resize_scratch *s = stk__resize_scratch_new();
     const size_t rows = 1024, wide = (size_t)1 << 15;
@@ -490,7 +515,8 @@ static void test_scratch_cap(void **state) {
 
 /* Fail the Nth allocation for every N: a clean STK_ENOMEM (or NULL from
  * _new), no leak, and the same result once memory is back. */
-static void test_allocation_failures(void **state) {
+static void test_allocation_failures(void **state)
+{
     (void)state;
     struct stk__rng rng;
     stk__rng_seed(&rng, 4);
@@ -523,12 +549,45 @@ static void test_allocation_failures(void **state) {
     free(got.pix);
 }
 
-int main(void) {
+/* Once the scratch has grown for a geometry, calls of that size or smaller
+ * allocate nothing (the hot path of an image worker). */
+static void test_no_allocation_when_warm(void **state)
+{
+    (void)state;
+    struct stk__rng rng;
+    stk__rng_seed(&rng, 5);
+    struct stk__resize_scratch *s = stk__resize_scratch_new();
+    struct image src = image_random(500, 375, 0, &rng);
+    struct image dst = image_new(224, 224, 0);
+    /* warm up on the largest windows: the whole image, both flips */
+    assert_int_equal(resize(&src, 0, 0, 500, 375, &dst, 0, s), 0);
+    assert_int_equal(resize(&src, 0, 0, 500, 375, &dst, 1, s), 0);
+    stk__alloc_fail_after(0); /* reset the count */
+    for (int n = 0; n < 50; n++) {
+        double w = 20 + (double)stk__rng_below(&rng, 480),
+               h = 20 + (double)stk__rng_below(&rng, 355);
+        double x0 = (double)stk__rng_below(&rng, (uint64_t)(500 - w) + 1);
+        double y0 = (double)stk__rng_below(&rng, (uint64_t)(375 - h) + 1);
+        assert_int_equal(resize(&src, x0, y0, x0 + w, y0 + h, &dst, n & 1, s), 0);
+    }
+    assert_int_equal(stk__alloc_fail_after(0), 0);
+    free(src.pix);
+    free(dst.pix);
+    stk__resize_scratch_free(s);
+}
+
+int main(void)
+{
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_geometry_errors), cmocka_unit_test(test_identity_copy),
-        cmocka_unit_test(test_flip_mirrors),    cmocka_unit_test(test_constant_stays_constant),
-        cmocka_unit_test(test_known_cases),     cmocka_unit_test(test_matches_model),
-        cmocka_unit_test(test_scratch_cap),     cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_geometry_errors),
+        cmocka_unit_test(test_identity_copy),
+        cmocka_unit_test(test_flip_mirrors),
+        cmocka_unit_test(test_constant_stays_constant),
+        cmocka_unit_test(test_known_cases),
+        cmocka_unit_test(test_matches_model),
+        cmocka_unit_test(test_scratch_cap),
+        cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_no_allocation_when_warm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
