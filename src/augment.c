@@ -7,6 +7,7 @@
  */
 #include "augment.h"
 
+#include <limits.h>
 #include <math.h>
 
 #include "rng.h"
@@ -34,7 +35,8 @@ int64_t stk__draw_int(struct stk__draws *d, int64_t lo, int64_t hi)
 
 static int py_round(double x)
 {
-    return (int)nearbyint(x);
+    double r = nearbyint(x);
+    return r >= INT_MAX ? INT_MAX : (int)r; /* the result is compared with the image size */
 }
 
 void stk__crop_train(const struct stk__train_params *p, int width, int height,
@@ -75,18 +77,20 @@ void stk__crop_eval(int width, int height, int size, struct stk__crop *out)
 {
     /* torchvision Resize(int): the short side becomes `resize`, the long
      * side int(resize * long / short) (truncated). */
-    int resize = (int)((double)size / 0.875);
-    int rw, rh;
+    /* Doubles throughout: extreme aspect ratios (1 x 20,000,000) overflow
+     * int, and floor/nearbyint are exact on these magnitudes. */
+    double resize = floor(size / 0.875);
+    double rw, rh;
     if (width <= height) {
         rw = resize;
-        rh = (int)((double)resize * height / width);
+        rh = floor(resize * height / width);
     } else {
         rh = resize;
-        rw = (int)((double)resize * width / height);
+        rw = floor(resize * width / height);
     }
     /* CenterCrop: top = int(round((rh - size) / 2)). */
-    int top = py_round((rh - size) / 2.0), left = py_round((rw - size) / 2.0);
-    double sx = (double)width / rw, sy = (double)height / rh;
+    double top = nearbyint((rh - size) / 2.0), left = nearbyint((rw - size) / 2.0);
+    double sx = width / rw, sy = height / rh;
     out->top = top * sy;
     out->left = left * sx;
     out->height = size * sy;

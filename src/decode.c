@@ -53,7 +53,7 @@ int stk__decode_size(struct stk__decoder *d, const uint8_t *data, size_t size, i
 {
     switch (stk__image_format(data, size)) {
     case STK__IMAGE_JPEG: return stk__jpeg_size(d, data, size, width, height, err);
-    case STK__IMAGE_PNG: return stk__png_size(data, size, width, height, err);
+    case STK__IMAGE_PNG: return stk__png_size(d, data, size, width, height, err);
     default: return stk__errf(err, STK_EDECODE, "not a JPEG or PNG image");
     }
 }

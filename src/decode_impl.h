@@ -26,8 +26,8 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
                      const struct stk__decode_request *req, struct stk__decoded *out,
                      struct stk__err *err);
 
-int stk__png_size(const uint8_t *data, size_t size, int *width, int *height,
-                  struct stk__err *err);
+int stk__png_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
+                  int *height, struct stk__err *err);
 int stk__png_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
                     struct stk__decoded *out, struct stk__err *err);
 

@@ -132,17 +132,13 @@ static int choose_scale(const struct stk__decode_request *req)
 }
 
 /* Pillow's CMYK to RGB (Convert.c cmyk2rgb), after undoing the inversion
- * Adobe applications write (Pillow's "CMYK;I" raw mode). */
-static void cmyk_to_rgb(uint8_t *row, size_t width, int adobe_inverted)
+ * Adobe applications write. Pillow assumes Adobe's convention for every
+ * 4-channel JPEG (JpegImagePlugin: raw mode "CMYK;I"), marker or not. */
+static void cmyk_to_rgb(uint8_t *row, size_t width)
 {
     for (size_t x = 0; x < width; x++) {
-        int c = row[4 * x], m = row[4 * x + 1], y = row[4 * x + 2], k = row[4 * x + 3];
-        if (adobe_inverted) {
-            c = 255 - c;
-            m = 255 - m;
-            y = 255 - y;
-            k = 255 - k;
-        }
+        int c = 255 - row[4 * x], m = 255 - row[4 * x + 1], y = 255 - row[4 * x + 2],
+            k = 255 - row[4 * x + 3];
         int nk = 255 - k, t;
         int in[3] = {c, m, y};
         for (int i = 0; i < 3; i++) {
@@ -151,6 +147,20 @@ static void cmyk_to_rgb(uint8_t *row, size_t width, int adobe_inverted)
             row[3 * x + i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
         }
     }
+}
+
+/* A decode that stops at the crop's last row never reaches a cut-off end,
+ * so truncation is checked up front: the end-of-image marker must be in the
+ * file's last 4 KiB (after it, trailing bytes are tolerated as Pillow does).
+ * FF D9 cannot occur inside entropy-coded data, where every FF byte is
+ * followed by 00 or a restart marker. */
+static int has_end_marker(const uint8_t *data, size_t size)
+{
+    size_t stop = size > 4096 ? size - 4096 : 0;
+    for (size_t i = size; i >= stop + 2; i--)
+        if (data[i - 2] == 0xff && data[i - 1] == 0xd9)
+            return 1;
+    return 0;
 }
 
 int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
@@ -168,14 +178,20 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
     int rc = read_header(d, j, data, size, err);
     if (rc < 0)
         goto out;
+    if (!has_end_marker(data, size)) {
+        rc = stk__errf(err, STK_EDECODE, "JPEG is truncated (no end-of-image marker)");
+        goto out;
+    }
     int cmyk = ci->jpeg_color_space == JCS_CMYK || ci->jpeg_color_space == JCS_YCCK;
     ci->out_color_space = cmyk ? JCS_CMYK : JCS_EXT_RGB;
     ci->scale_num = req->full ? 8u : (unsigned)choose_scale(req);
     ci->scale_denom = 8;
     jpeg_start_decompress(ci);
 
-    double sx = (double)ci->output_width / ci->image_width;
-    double sy = (double)ci->output_height / ci->image_height;
+    /* libjpeg scales by exactly scale_num/8 and rounds the output size up;
+     * output_width / image_width would misplace pixels by up to half a
+     * scaled pixel. */
+    double sx = ci->scale_num / 8.0, sy = sx;
     /* Rows and columns of the scaled image the request covers. */
     JDIMENSION x0 = 0, x1 = ci->output_width, y0 = 0, y1 = ci->output_height;
     if (!req->full) {
@@ -206,7 +222,7 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
             goto out;
         }
         if (cmyk)
-            cmyk_to_rgb(row, width, ci->saw_Adobe_marker);
+            cmyk_to_rgb(row, width);
     }
     out->pixels = d->pixels;
     out->width = (int)width;

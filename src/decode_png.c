@@ -28,12 +28,24 @@ static int open_png(spng_ctx **ctx, const uint8_t *data, size_t size, struct spn
     return 0;
 }
 
-int stk__png_size(const uint8_t *data, size_t size, int *width, int *height,
-                  struct stk__err *err)
+/* Both entry points reject images above the pixel limit from the header. */
+static int check_limit(const struct stk__decoder *d, const struct spng_ihdr *ihdr,
+                       struct stk__err *err)
+{
+    if ((uint64_t)ihdr->width * ihdr->height > d->max_pixels)
+        return stk__errf(err, STK_ELIMIT, "PNG of %ux%u pixels is above the limit of %llu pixels",
+                         ihdr->width, ihdr->height, (unsigned long long)d->max_pixels);
+    return 0;
+}
+
+int stk__png_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
+                  int *height, struct stk__err *err)
 {
     spng_ctx *ctx;
     struct spng_ihdr ihdr;
     int rc = open_png(&ctx, data, size, &ihdr, err);
+    if (rc == 0)
+        rc = check_limit(d, &ihdr, err);
     if (rc == 0) {
         *width = (int)ihdr.width;
         *height = (int)ihdr.height;
@@ -51,11 +63,9 @@ int stk__png_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
     int rc = open_png(&ctx, data, size, &ihdr, err);
     if (rc < 0)
         goto out;
-    if ((uint64_t)ihdr.width * ihdr.height > d->max_pixels) {
-        rc = stk__errf(err, STK_ELIMIT, "PNG of %ux%u pixels is above the limit of %llu pixels",
-                       ihdr.width, ihdr.height, (unsigned long long)d->max_pixels);
+    rc = check_limit(d, &ihdr, err);
+    if (rc < 0)
         goto out;
-    }
     int r = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &bytes);
     if (r != 0) {
         rc = stk__errf(err, STK_EDECODE, "PNG: %s", spng_strerror(r));

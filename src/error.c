@@ -25,6 +25,8 @@ const char *stk_strerror(int code)
     case STK_EPLAN: return "cannot split the shards as asked";
     case STK_EBUSY: return "caller holds every batch the loader may have";
     case STK_EINTERNAL: return "internal error in stoker";
+    case STK_EDECODE: return "image cannot be decoded";
+    case STK_ELABEL: return "sample has no usable label";
     default: return "unknown error";
     }
 }
