@@ -16,12 +16,15 @@ setup() { # dir, meson args...
     fi
 }
 
-setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false || exit 1
+# The CPython extension is tested from the release build: an ASan-built
+# module cannot be loaded into Debian's uninstrumented python3.
+setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dpython=false || exit 1
 ninja -C build-asan || exit 1
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 || status=1
 
-setup build-tsan -Dbuildtype=debug -Db_sanitize=thread || exit 1
+setup build-tsan -Dbuildtype=debug -Db_sanitize=thread -Dpython=false || exit 1
 ninja -C build-tsan || exit 1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     meson test -C build-tsan --print-errorlogs pipeline images || status=1
@@ -29,6 +32,11 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
     --junitxml=build-asan/pytest.xml tests/integration || status=1
 
+setup build-rel -Dbuildtype=release || exit 1
+ninja -C build-rel || exit 1
+PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
+    -p no:cacheprovider --junitxml=build-rel/pytest-python.xml tests/python || status=1
+
 "$PYTHON" tests/summarize.py build-asan/meson-logs/testlog.json \
-    build-tsan/meson-logs/testlog.json build-asan/pytest.xml || status=1
+    build-tsan/meson-logs/testlog.json build-asan/pytest.xml build-rel/pytest-python.xml || status=1
 exit $status

@@ -1,0 +1,166 @@
+"""stoker: WebDataset tar shards to PyTorch batches, decoded in C.
+
+Three lines in a training script::
+
+    loader = stoker.Loader("/data/train-{000000..001023}.tar", batch_size=256,
+                           transform="train", samples_per_rank=1_281_167 // world)
+    for images, labels in loader:          # uint8 NCHW tensors, zero copy
+        ...
+
+`Loader` yields (images, labels) torch tensors that share memory with the
+C loader's batch buffers: a buffer goes back to the loader only when no
+tensor uses it any more, so holding a batch is always safe. `Samples`
+yields raw samples as dicts for any modality and splits shards across
+DataLoader workers by itself.
+"""
+import math
+import os
+
+import torch
+
+from ._stoker import BusyError, DataError, Error, PlanError, version
+from ._stoker import Loader as _CLoader
+
+__all__ = ["Loader", "Samples", "Error", "DataError", "PlanError", "BusyError", "version"]
+
+_DTYPES = {
+    torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+}
+_TORCH_DTYPES = {name: dtype for dtype, name in _DTYPES.items()}
+_ENV_RANKS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"),
+              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"))
+
+
+def _rank_and_world(rank, world_size):
+    """Explicit values, else torch.distributed when initialised, else the
+    launcher's environment (torchrun, Slurm, Open MPI), else 0 of 1."""
+    if rank is not None and world_size is not None:
+        return int(rank), int(world_size)
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    for r, w in _ENV_RANKS:
+        if r in os.environ and w in os.environ:
+            return int(os.environ[r]), int(os.environ[w])
+    return 0, 1
+
+
+def _default_threads():
+    return len(os.sched_getaffinity(0))
+
+
+def _as_list(urls):
+    return [urls] if isinstance(urls, (str, os.PathLike)) else [os.fspath(u) for u in urls]
+
+
+class Loader:
+    """Batches of decoded, augmented images as (images, labels) tensors.
+
+    transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
+    center crop); dtype: torch.uint8 (default; normalize on the GPU),
+    torch.float32/float16/bfloat16 (normalized with mean/std); layout:
+    "nchw" or "nhwc". samples_per_rank makes every rank yield the same
+    number of batches. Other keyword options are those of stk_options in
+    stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches, ...).
+    """
+
+    def __init__(self, urls, batch_size=64, image_size=224, transform="train",
+                 dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
+                 rank=None, world_size=None, samples_per_rank=None, drop_last=False,
+                 **options):
+        if transform not in ("train", "eval"):
+            raise ValueError("transform must be 'train' or 'eval'")
+        name = _DTYPES.get(dtype, dtype)
+        if name not in _TORCH_DTYPES:
+            raise ValueError(f"unsupported dtype {dtype!r}")
+        self._dtype = _TORCH_DTYPES[name]
+        self._layout = layout
+        self._size = int(image_size)
+        rank, world_size = _rank_and_world(rank, world_size)
+        self._c = _CLoader(_as_list(urls), batch_size=batch_size, image_size=image_size,
+                           transform=transform, dtype=name, layout=layout,
+                           threads=threads or _default_threads(), seed=seed,
+                           shuffle=int(bool(shuffle)), rank=rank, world_size=world_size,
+                           samples_per_rank=samples_per_rank or 0, drop_last=int(drop_last),
+                           **options)
+        self._batch_size = batch_size
+        self._samples_per_rank = samples_per_rank
+        self._drop_last = drop_last
+        self._epoch = 0
+
+    def set_epoch(self, epoch):
+        """Use epoch `epoch` for the next iteration (reshuffles)."""
+        self._epoch = int(epoch)
+
+    def __len__(self):
+        if not self._samples_per_rank:
+            raise TypeError("the number of batches is known only with samples_per_rank")
+        if self._drop_last:
+            return self._samples_per_rank // self._batch_size
+        return math.ceil(self._samples_per_rank / self._batch_size)
+
+    def _shape(self, n):
+        s = self._size
+        return (n, 3, s, s) if self._layout == "nchw" else (n, s, s, 3)
+
+    def __iter__(self):
+        c = self._c
+        c.set_epoch(self._epoch)
+        while True:
+            batch = c.next()
+            if batch is None:
+                break
+            images = torch.frombuffer(batch.images, dtype=self._dtype).view(self._shape(batch.size))
+            labels = torch.frombuffer(batch.labels, dtype=torch.int64)
+            del batch  # the tensors keep the buffer alive
+            yield images, labels
+        self._epoch += 1
+
+    def stats(self):
+        """Counters: samples, skipped samples, replaced images, bytes, decode time."""
+        return self._c.stats()
+
+    def close(self):
+        """Stop the loader's threads now (also done when it is garbage collected)."""
+        self._c.close()
+
+
+class Samples(torch.utils.data.IterableDataset):
+    """Raw samples as dicts: "__key__", "__url__" and one bytes value per
+    member extension, in WebDataset's layout.
+
+    Inside a torch DataLoader with num_workers > 0 each worker reads its own
+    share of this rank's shards (no sample twice); with shuffle=False the
+    order within a worker is storage order.
+    """
+
+    def __init__(self, urls, shuffle=True, seed=0, rank=None, world_size=None, threads=1,
+                 **options):
+        super().__init__()
+        self._urls = _as_list(urls)
+        self._rank, self._world = _rank_and_world(rank, world_size)
+        self._options = dict(options, shuffle=int(bool(shuffle)), seed=seed, threads=threads)
+        self._epoch = 0
+
+    def set_epoch(self, epoch):
+        self._epoch = int(epoch)
+
+    def __iter__(self):
+        rank, world = self._rank, self._world
+        info = torch.utils.data.get_worker_info()
+        if info is not None:
+            rank, world = rank * info.num_workers + info.id, world * info.num_workers
+        # Created here, in the process that iterates: a C loader and its
+        # threads do not survive a fork.
+        c = _CLoader(self._urls, rank=rank, world_size=world, epoch=self._epoch,
+                     batch_size=64, **self._options)
+        try:
+            while True:
+                batch = c.next()
+                if batch is None:
+                    break
+                yield from batch.samples()
+        finally:
+            c.close()
+        self._epoch += 1
