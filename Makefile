@@ -5,7 +5,7 @@
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
 
-.PHONY: demo test deps build clean fuzz bench-raw bench-decode
+.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python
 
 deps:
 	sh tools/install_deps.sh
@@ -42,3 +42,7 @@ bench-raw: build $(DATA)/.complete
 # Decode + train transform against torchvision DataLoader + PIL, pinned cores.
 bench-decode: build $(DATA)/.complete
 	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 $(DATA)/train-*.tar
+
+# Python iteration (stoker.Loader) against the C benchmark, same threads.
+bench-python: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/python_overhead.py --rounds 3 $(DATA)/train-*.tar
