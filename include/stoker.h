@@ -271,6 +271,15 @@ void stk_batch_release(struct stk_batch *batch);
  */
 int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
 
+/*
+ * Stop the current epoch and make the next stk_loader_next() deliver batch
+ * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
+ * deliver there (resume after a restart). The samples of the batches before
+ * it are read again and dropped without being decoded, so seeking costs a
+ * re-read of the epoch's first part, not its decoding.
+ */
+int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
+
 /* Number of shards in the expanded URL list, and this loader's rank/world. */
 size_t stk_loader_num_shards(const stk_loader *loader);
 int stk_loader_rank(const stk_loader *loader);

@@ -35,6 +35,7 @@ struct stk_loader {
     struct stk__image_ring ring;
     struct stk__pipeline *pipeline;
     int epoch_failed;
+    uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
     struct stk__err err;
 };
 
@@ -164,6 +165,7 @@ static int start_epoch(stk_loader *l)
         .rank = l->rank,
         .world_size = l->world_size,
         .urls = &l->urls,
+        .first_batch = l->first_batch,
         .shard = {
             .block_size = o->read_buffer_bytes,
             .max_member_bytes = o->max_member_bytes,
@@ -226,14 +228,20 @@ void stk_batch_release(struct stk_batch *batch)
     stk__batch_free(b);
 }
 
-int stk_loader_set_epoch(stk_loader *l, uint64_t epoch)
+int stk_loader_seek(stk_loader *l, uint64_t epoch, uint64_t batch)
 {
     stk__err_clear(&l->err);
     stk__pipeline_stop(l->pipeline);
     l->pipeline = NULL;
     l->epoch_failed = 0;
     l->opts.epoch = epoch;
+    l->first_batch = batch;
     return 0;
+}
+
+int stk_loader_set_epoch(stk_loader *l, uint64_t epoch)
+{
+    return stk_loader_seek(l, epoch, 0);
 }
 
 size_t stk_loader_num_shards(const stk_loader *l) { return l->urls.count; }

@@ -387,7 +387,10 @@ static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *in
 static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__shuffle *sh)
 {
     struct stk__batch *batch = NULL;
-    uint64_t index = 0, pulled = 0;
+    uint64_t index = p->cfg.first_batch, pulled = 0;
+    /* Resuming: the samples of the batches before first_batch go through
+     * the same interleave and shuffle but are dropped, never decoded. */
+    uint64_t to_drop = p->cfg.first_batch * p->cfg.opts.batch_size;
     uint64_t target = p->cfg.opts.samples_per_rank ? p->cfg.opts.samples_per_rank : UINT64_MAX;
     int input_done = 0, rc = 0;
     for (;;) {
@@ -409,6 +412,11 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
         }
         if (input_done && (s = stk__shuffle_drain(sh)) == NULL)
             break;
+        if (to_drop > 0) {
+            to_drop--;
+            stk__sample_free(s);
+            continue;
+        }
         rc = emit(p, &batch, &index, s);
         if (rc != 0)
             goto out;

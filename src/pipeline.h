@@ -25,6 +25,7 @@ struct stk__pipeline_config {
     int rank;                 /* resolved, unlike opts.rank */
     int world_size;
     const struct stk__strlist *urls;
+    uint64_t first_batch;     /* batches before it are read and dropped (resume) */
     struct stk__shard_config shard;
     struct stk__batch_budget *budget;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */

@@ -5,7 +5,7 @@
 set -eu
 
 packages="build-essential meson ninja-build pkg-config libarchive-dev libcmocka-dev
-libjpeg62-turbo-dev libspng-dev libcjson-dev
+libjpeg62-turbo-dev libspng-dev libcjson-dev python3-dev
 python3 python3-pil python3-numpy python3-pytest python3-torch python3-torchvision
 tar gzip zstd bzip2 xz-utils dpkg-dev"
 # Fuzzing (optional, `make fuzz`) additionally needs clang and its runtime.

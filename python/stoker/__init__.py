@@ -13,6 +13,7 @@ tensor uses it any more, so holding a batch is always safe. `Samples`
 yields raw samples as dicts for any modality and splits shards across
 DataLoader workers by itself.
 """
+import hashlib
 import math
 import os
 
@@ -78,12 +79,19 @@ class Loader:
         self._layout = layout
         self._size = int(image_size)
         rank, world_size = _rank_and_world(rank, world_size)
-        self._c = _CLoader(_as_list(urls), batch_size=batch_size, image_size=image_size,
-                           transform=transform, dtype=name, layout=layout,
-                           threads=threads or _default_threads(), seed=seed,
-                           shuffle=int(bool(shuffle)), rank=rank, world_size=world_size,
-                           samples_per_rank=samples_per_rank or 0, drop_last=int(drop_last),
-                           **options)
+        urls = _as_list(urls)
+        config = dict(batch_size=batch_size, image_size=image_size, transform=transform,
+                      dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
+                      rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
+                      drop_last=int(drop_last), **options)
+        self._c = _CLoader(urls, threads=threads or _default_threads(), **config)
+        # Everything that shapes the sequence of batches (not threads, which
+        # only change speed): a saved state only fits the same values.
+        text = repr((urls, sorted(config.items())))
+        self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        self._seed = seed
+        self._batch = 0      # batches of the current epoch already yielded
+        self._resume_at = 0  # first batch of the next iteration
         self._batch_size = batch_size
         self._samples_per_rank = samples_per_rank
         self._drop_last = drop_last
@@ -92,6 +100,28 @@ class Loader:
     def set_epoch(self, epoch):
         """Use epoch `epoch` for the next iteration (reshuffles)."""
         self._epoch = int(epoch)
+        self._resume_at = 0
+
+    def state_dict(self):
+        """Where the loader stands, in a few integers: save it with the model.
+
+        A loader restored from it continues with exactly the batches an
+        uninterrupted run would have delivered next.
+        """
+        return {"epoch": self._epoch, "batch": self._batch, "seed": self._seed,
+                "fingerprint": self._fingerprint}
+
+    def load_state_dict(self, state):
+        """Continue from state_dict() of a loader with the same URLs and
+        options (threads may differ). The next iteration starts at the saved
+        batch; the batches before it are read again and dropped without
+        being decoded."""
+        if state.get("fingerprint") != self._fingerprint:
+            raise ValueError("this loader state was saved by a loader with other URLs or "
+                             "options (batch size, seed, shuffle, rank/world size, transform, "
+                             "samples_per_rank ...); it cannot resume this one")
+        self._epoch = int(state["epoch"])
+        self._batch = self._resume_at = int(state["batch"])
 
     def __len__(self):
         if not self._samples_per_rank:
@@ -106,7 +136,9 @@ class Loader:
 
     def __iter__(self):
         c = self._c
-        c.set_epoch(self._epoch)
+        c.seek(self._epoch, self._resume_at)
+        self._batch = self._resume_at
+        self._resume_at = 0
         while True:
             batch = c.next()
             if batch is None:
@@ -114,8 +146,10 @@ class Loader:
             images = torch.frombuffer(batch.images, dtype=self._dtype).view(self._shape(batch.size))
             labels = torch.frombuffer(batch.labels, dtype=torch.int64)
             del batch  # the tensors keep the buffer alive
+            self._batch += 1
             yield images, labels
         self._epoch += 1
+        self._batch = 0
 
     def stats(self):
         """Counters: samples, skipped samples, replaced images, bytes, decode time."""

@@ -419,6 +419,20 @@ static PyObject *loader_set_epoch(LoaderObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *loader_seek(LoaderObject *self, PyObject *args)
+{
+    unsigned long long epoch, batch;
+    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "KK", &epoch, &batch))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = stk_loader_seek(self->loader, epoch, batch);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        return raise_stoker(rc, stk_loader_errmsg(self->loader));
+    Py_RETURN_NONE;
+}
+
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
@@ -479,6 +493,8 @@ static PyMethodDef loader_methods[] = {
     {"next", (PyCFunction)loader_next, METH_NOARGS,
      "next() -> Batch or None at the end of the epoch (releases the GIL while waiting)"},
     {"set_epoch", (PyCFunction)loader_set_epoch, METH_O, "stop the current epoch, start epoch e"},
+    {"seek", (PyCFunction)loader_seek, METH_VARARGS,
+     "seek(epoch, batch): the next next() delivers that batch of that epoch"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
     {"info", (PyCFunction)loader_info, METH_NOARGS, "shards, rank, world size and sizes"},
     {"close", (PyCFunction)loader_close, METH_NOARGS, "stop threads and free the loader"},

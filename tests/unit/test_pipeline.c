@@ -310,6 +310,42 @@ static void test_missing_shard(void **state)
     stk_loader_destroy(l);
 }
 
+/* Seeking to batch k of an epoch delivers exactly what an uninterrupted run
+ * delivers from batch k on, for shuffle on and off, also with other threads. */
+static void test_seek_resumes_exactly(void **state)
+{
+    (void)state;
+    for (int shuffle = 0; shuffle < 2; shuffle++) {
+        struct stk_options o = base_options();
+        o.shuffle = shuffle;
+        o.epoch = 2;
+        o.samples_per_rank = 100;
+        struct epoch full;
+        assert_int_equal(run_epoch(&o, &full), 0);
+        const char *urls[] = {pattern};
+        static const uint64_t starts[] = {0, 1, 5, 13, 14}; /* 15 batches, the last partial */
+        for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
+            o.threads = 1 + (unsigned)k % 3;
+            stk_loader *l;
+            assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+            assert_int_equal(stk_loader_seek(l, 2, starts[k]), 0);
+            struct stk_batch *b;
+            int n = (int)(starts[k] * o.batch_size), rc;
+            uint64_t index = starts[k];
+            while ((rc = stk_loader_next(l, &b)) == 0) {
+                assert_int_equal(b->index, index++);
+                for (size_t i = 0; i < b->n_samples; i++, n++)
+                    assert_int_equal(atoi((const char *)b->samples[i].members[1].data),
+                                     full.ids[n]);
+                stk_batch_release(b);
+            }
+            assert_int_equal(rc, STK_EOF);
+            assert_int_equal(n, full.n);
+            stk_loader_destroy(l);
+        }
+    }
+}
+
 /* Fail the Nth allocation for N = 1, 2, ... until a whole epoch succeeds:
  * every failure must surface as an error, never a crash, hang or leak. */
 static void test_allocation_failures(void **state)
@@ -342,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_shutdown_mid_epoch),
         cmocka_unit_test(test_caller_holding_every_batch),
         cmocka_unit_test(test_missing_shard),
+        cmocka_unit_test(test_seek_resumes_exactly),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests_name("pipeline", tests, setup, teardown);
