@@ -1,0 +1,86 @@
+"""Mid-epoch resume: stop after k batches, save the loader state, restore it
+in a new process, and the remaining batches equal an uninterrupted run's."""
+import io
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+SHARD_SIZES = (7, 19, 4, 13, 11)
+
+CHILD = r"""
+import json, sys, torch, stoker
+args = json.loads(sys.argv[1])
+loader = stoker.Loader(args["shards"], batch_size=5, image_size=24, transform="train",
+                       threads=args["threads"], shuffle=args["shuffle"], shuffle_buffer=9,
+                       samples_per_rank=48, seed=3)
+loader.set_epoch(1)
+if args.get("state"):
+    loader.load_state_dict(args["state"])
+out = {"batches": []}
+for step, (images, labels) in enumerate(loader):
+    out["batches"].append([int(images.sum()), labels.tolist()])
+    if step + 1 == args.get("stop_after"):
+        out["state"] = loader.state_dict()
+        break
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    d = tmp_path_factory.mktemp("resume")
+    rng = np.random.default_rng(0)
+    paths, n = [], 0
+    for s, size in enumerate(SHARD_SIZES):
+        path = d / f"shard-{s}.tar"
+        with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tar:
+            for _ in range(size):
+                pixels = rng.integers(0, 256, (30 + n % 7, 40 + n % 5, 3), dtype=np.uint8)
+                buf = io.BytesIO()
+                Image.fromarray(pixels).save(buf, "JPEG", quality=90)
+                for ext, data in (("jpg", buf.getvalue()), ("cls", str(n).encode())):
+                    info = tarfile.TarInfo(f"{n:06d}.{ext}")
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+                n += 1
+        paths.append(str(path))
+    return paths
+
+
+def run(args):
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(args)], capture_output=True,
+                          text=True, timeout=120, env=os.environ)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+@pytest.mark.parametrize("stop_after", [1, 4, 9])
+def test_resume_in_new_process_continues_exactly(shards, shuffle, stop_after):
+    full = run({"shards": shards, "threads": 2, "shuffle": shuffle})["batches"]
+    assert len(full) == 10  # 48 samples in batches of 5
+    first = run({"shards": shards, "threads": 2, "shuffle": shuffle, "stop_after": stop_after})
+    assert first["batches"] == full[:stop_after]
+    assert first["state"]["batch"] == stop_after
+    # Another process, another thread count: the same remaining batches.
+    rest = run({"shards": shards, "threads": 1, "shuffle": shuffle, "state": first["state"]})
+    assert rest["batches"] == full[stop_after:]
+
+
+def test_state_from_another_configuration_is_refused(shards):
+    first = run({"shards": shards, "threads": 2, "shuffle": True, "stop_after": 2})
+    proc = subprocess.run(
+        [sys.executable, "-c",
+         "import json, sys, stoker\n"
+         "l = stoker.Loader(json.loads(sys.argv[1]), batch_size=6, image_size=24)\n"
+         "l.load_state_dict(json.loads(sys.argv[2]))\n",
+         json.dumps(shards), json.dumps(first["state"])],
+        capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert "other URLs or options" in proc.stderr
