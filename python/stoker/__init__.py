@@ -51,6 +51,10 @@ def _default_threads():
     return len(os.sched_getaffinity(0))
 
 
+def _pinned_buffer(nbytes):
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy()
+
+
 def _as_list(urls):
     return [urls] if isinstance(urls, (str, os.PathLike)) else [os.fspath(u) for u in urls]
 
@@ -62,14 +66,21 @@ class Loader:
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
     torch.float32/float16/bfloat16 (normalized with mean/std); layout:
     "nchw" or "nhwc". samples_per_rank makes every rank yield the same
-    number of batches. Other keyword options are those of stk_options in
+    number of batches. pin_memory=True puts the batch ring in CUDA-pinned
+    host memory (torch allocates it), so images.cuda(non_blocking=True) is a
+    true asynchronous copy; batch_allocator(nbytes) may supply any other
+    writable buffer. Other keyword options are those of stk_options in
     stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches, ...).
     """
 
     def __init__(self, urls, batch_size=64, image_size=224, transform="train",
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
-                 **options):
+                 pin_memory=False, **options):
+        if pin_memory:
+            if not torch.cuda.is_available():
+                raise ValueError("pin_memory=True needs CUDA, and torch finds no CUDA device")
+            options["batch_allocator"] = _pinned_buffer
         if transform not in ("train", "eval"):
             raise ValueError("transform must be 'train' or 'eval'")
         name = _DTYPES.get(dtype, dtype)
@@ -80,11 +91,13 @@ class Loader:
         self._size = int(image_size)
         rank, world_size = _rank_and_world(rank, world_size)
         urls = _as_list(urls)
+        allocator = options.pop("batch_allocator", None)
         config = dict(batch_size=batch_size, image_size=image_size, transform=transform,
                       dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
                       rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
                       drop_last=int(drop_last), **options)
-        self._c = _CLoader(urls, threads=threads or _default_threads(), **config)
+        self._c = _CLoader(urls, threads=threads or _default_threads(),
+                           batch_allocator=allocator, **config)
         # Everything that shapes the sequence of batches (not threads, which
         # only change speed): a saved state only fits the same values.
         text = repr((urls, sorted(config.items())))

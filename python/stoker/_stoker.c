@@ -203,7 +203,49 @@ typedef struct {
     int closed; /* close() stopped the threads; the loader is freed with the object */
     struct stk_options opts;
     PyObject *keep; /* strings the options point to (label_exts, label_json_field) */
+    /* batch_allocator(nbytes) -> object with the buffer protocol, e.g. a
+     * pinned torch tensor; held in `buffers` (address -> object) until the
+     * loader frees the memory. */
+    PyObject *allocator;
+    PyObject *buffers;
 } LoaderObject;
+
+/* Batch memory from the Python allocator. Called on a loader thread without
+ * the GIL (every call into the loader releases it), so it takes the GIL. */
+static void *alloc_batch_memory(void *data, size_t bytes)
+{
+    LoaderObject *self = data;
+    void *memory = NULL;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *obj = PyObject_CallFunction(self->allocator, "n", (Py_ssize_t)bytes);
+    Py_buffer view;
+    if (obj != NULL && PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) == 0) {
+        if ((size_t)view.len >= bytes) {
+            PyObject *key = PyLong_FromVoidPtr(view.buf);
+            if (key != NULL && PyDict_SetItem(self->buffers, key, obj) == 0)
+                memory = view.buf;
+            Py_XDECREF(key);
+        }
+        PyBuffer_Release(&view);
+    }
+    if (memory == NULL) /* the loader reports it as out of memory */
+        PyErr_WriteUnraisable(self->allocator);
+    Py_XDECREF(obj);
+    PyGILState_Release(gil);
+    return memory;
+}
+
+static void free_batch_memory(void *data, void *memory, size_t bytes)
+{
+    LoaderObject *self = data;
+    (void)bytes;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyObject *key = PyLong_FromVoidPtr(memory);
+    if (key == NULL || PyDict_DelItem(self->buffers, key) < 0)
+        PyErr_WriteUnraisable(self->allocator);
+    Py_XDECREF(key);
+    PyGILState_Release(gil);
+}
 
 static int parse_choice(PyObject *value, const char *name, const char *const *choices, int *out)
 {
@@ -265,6 +307,18 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         if (parse_choice(value, name, policies, &choice) < 0)
             return -1;
         o->on_error = (enum stk_on_error)choice;
+    } else if (strcmp(name, "batch_allocator") == 0) {
+        if (value == Py_None)
+            return 0;
+        if (!PyCallable_Check(value)) {
+            PyErr_SetString(PyExc_TypeError, "batch_allocator must be callable");
+            return -1;
+        }
+        Py_INCREF(value);
+        Py_XSETREF(self->allocator, value);
+        o->alloc_batch_memory = alloc_batch_memory;
+        o->free_batch_memory = free_batch_memory;
+        o->batch_memory_data = self;
     } else if (strcmp(name, "mean") == 0) {
         return parse_triple(value, name, o->mean);
     } else if (strcmp(name, "std") == 0) {
@@ -329,7 +383,9 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
     stk_options_init(&self->opts);
     Py_CLEAR(self->keep);
     self->keep = PyList_New(0);
-    if (self->keep == NULL)
+    if (self->buffers == NULL)
+        self->buffers = PyDict_New();
+    if (self->keep == NULL || self->buffers == NULL)
         return -1;
     if (kwargs != NULL) {
         PyObject *key, *value;
@@ -486,6 +542,8 @@ static void loader_dealloc(LoaderObject *self)
         Py_END_ALLOW_THREADS
     }
     Py_XDECREF(self->keep);
+    Py_XDECREF(self->allocator);
+    Py_XDECREF(self->buffers);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
