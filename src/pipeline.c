@@ -65,8 +65,9 @@ struct reader_thread {
     pthread_t tid;
     pthread_cond_t cond;
     unsigned index;
-    uint32_t *perm;      /* shard permutation of perm_pass */
-    uint64_t perm_pass;
+    uint32_t *perm;      /* the epoch's shard permutation */
+    uint32_t *order;     /* this rank's order in pass order_pass (>= 1) */
+    uint64_t order_pass;
     struct stk__err err;
 };
 
@@ -132,13 +133,16 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     if (p->rank_shards == 0 || (p->cfg.opts.samples_per_rank == 0 && g >= p->rank_shards))
         return 0;
     uint64_t pass = g / p->rank_shards;
-    if (rt->perm_pass != pass) {
-        stk__plan_permutation(p->cfg.urls->count, p->cfg.opts.seed, p->cfg.opts.epoch, pass, p->cfg.opts.shuffle,
-                              rt->perm);
-        rt->perm_pass = pass;
+    size_t i = (size_t)(g % p->rank_shards);
+    if (pass > 0) { /* extra passes re-read this rank's own shards */
+        if (rt->order_pass != pass) {
+            stk__plan_pass_order(p->rank_shards, p->cfg.opts.seed, p->cfg.opts.epoch, pass,
+                                 p->cfg.rank, p->cfg.opts.shuffle, rt->order);
+            rt->order_pass = pass;
+        }
+        i = rt->order[i];
     }
-    size_t shard = stk__plan_rank_shard(rt->perm, (size_t)(g % p->rank_shards), p->cfg.rank,
-                                        p->cfg.world_size);
+    size_t shard = stk__plan_rank_shard(rt->perm, i, p->cfg.rank, p->cfg.world_size);
     int rc = stk__shard_open(p->cfg.urls->items[shard], shard, &p->cfg.shard, &s->reader,
                              &rt->err);
     if (rc == 0)
@@ -235,6 +239,8 @@ struct sequencer {
     struct stk__rng rng;     /* interleave choices */
     unsigned *active;        /* slots still streaming (shuffle mode) */
     unsigned n_active;
+    uint64_t *slot_position; /* position of the shard each slot delivers now */
+    unsigned *candidates;    /* scratch: active slots in the lowest pass */
     uint64_t position;       /* shard position (storage-order mode) */
     uint64_t empty_ends;     /* shard ends since the last sample */
 };
@@ -300,7 +306,19 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
         if (p->cfg.opts.shuffle) {
             if (sq->n_active == 0)
                 return 0;
-            k = (unsigned)stk__rng_below(&sq->rng, sq->n_active);
+            /* Draw only from slots in the lowest pass still being read, so
+             * a rank finishes a pass over its shards before it starts the
+             * next: no sample twice while another was never read. */
+            uint64_t low = UINT64_MAX;
+            for (unsigned a = 0; a < sq->n_active; a++) {
+                uint64_t pass = sq->slot_position[sq->active[a]] / p->rank_shards;
+                low = pass < low ? pass : low;
+            }
+            unsigned n = 0;
+            for (unsigned a = 0; a < sq->n_active; a++)
+                if (sq->slot_position[sq->active[a]] / p->rank_shards == low)
+                    sq->candidates[n++] = a;
+            k = sq->candidates[stk__rng_below(&sq->rng, n)];
             j = sq->active[k];
         } else {
             j = (unsigned)(sq->position % p->n_slots);
@@ -315,6 +333,7 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
             return 1;
         case ITEM_SHARD_END:
             sq->position++;
+            sq->slot_position[j] += p->n_slots;
             if (check_progress(sq) < 0)
                 return STK_EPLAN;
             break;
@@ -444,16 +463,22 @@ static void *sequencer_main(void *arg)
     int rc = stk__shuffle_init(&sh, p->cfg.opts.shuffle ? p->cfg.opts.shuffle_buffer : 0,
                                stk__mix(base, 0x53687566ull));
     sq.active = stk__calloc(p->n_slots, sizeof *sq.active);
-    if (rc == 0 && sq.active == NULL)
+    sq.candidates = stk__calloc(p->n_slots, sizeof *sq.candidates);
+    sq.slot_position = stk__calloc(p->n_slots, sizeof *sq.slot_position);
+    if (rc == 0 && (sq.active == NULL || sq.candidates == NULL || sq.slot_position == NULL))
         rc = STK_ENOMEM;
     if (rc == 0) {
         sq.n_active = p->n_slots;
-        for (unsigned j = 0; j < p->n_slots; j++)
+        for (unsigned j = 0; j < p->n_slots; j++) {
             sq.active[j] = j;
+            sq.slot_position[j] = j;
+        }
         rc = sequence(p, &sq, &sh);
     }
     stk__shuffle_free(&sh);
     stk__free(sq.active);
+    stk__free(sq.candidates);
+    stk__free(sq.slot_position);
 
     stk__mutex_lock(&p->mutex);
     if (rc == STK_ENOMEM && p->fail.code == 0)
@@ -499,6 +524,7 @@ void stk__pipeline_stop(struct stk__pipeline *p)
     for (unsigned t = 0; t < p->n_readers; t++) {
         stk__cond_destroy(&p->readers[t].cond);
         stk__free(p->readers[t].perm);
+        stk__free(p->readers[t].order);
     }
     while (p->queue_head != NULL) {
         struct stk__batch *b = p->queue_head;
@@ -540,11 +566,15 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         struct reader_thread *rt = &p->readers[t];
         rt->p = p;
         rt->index = t;
-        rt->perm_pass = UINT64_MAX;
+        rt->order_pass = 0;
         stk__cond_init(&rt->cond);
         rt->perm = stk__calloc(cfg->urls->count, sizeof *rt->perm);
-        if (rt->perm == NULL)
+        rt->order = stk__calloc(p->rank_shards + 1, sizeof *rt->order);
+        if (rt->perm == NULL || rt->order == NULL)
             rc = STK_ENOMEM;
+        else
+            stk__plan_permutation(cfg->urls->count, cfg->opts.seed, cfg->opts.epoch,
+                                  cfg->opts.shuffle, rt->perm);
     }
     if (rc < 0) {
         stk__errf(err, rc, "out of memory starting an epoch");

@@ -79,22 +79,35 @@ size_t stk__plan_rank_count(size_t n_shards, int rank, int world)
     return n_shards / (size_t)world + ((size_t)rank < n_shards % (size_t)world ? 1 : 0);
 }
 
-void stk__plan_permutation(size_t n_shards, uint64_t seed, uint64_t epoch, uint64_t pass,
-                           int shuffle, uint32_t *perm)
+/* Identity, then Fisher-Yates with the given seed when shuffling. */
+static void permutation(size_t n, int shuffle, uint64_t seed, uint32_t *perm)
 {
-    for (size_t i = 0; i < n_shards; i++)
+    for (size_t i = 0; i < n; i++)
         perm[i] = (uint32_t)i;
     if (!shuffle)
         return;
-    /* Fisher-Yates; the same on every rank because rank is not an input. */
     struct stk__rng rng;
-    stk__rng_seed(&rng, stk__mix(stk__mix(seed, epoch), pass ^ 0x5368617264ull));
-    for (size_t i = n_shards; i > 1; i--) {
+    stk__rng_seed(&rng, seed);
+    for (size_t i = n; i > 1; i--) {
         size_t j = (size_t)stk__rng_below(&rng, i);
         uint32_t t = perm[i - 1];
         perm[i - 1] = perm[j];
         perm[j] = t;
     }
+}
+
+void stk__plan_permutation(size_t n_shards, uint64_t seed, uint64_t epoch, int shuffle,
+                           uint32_t *perm)
+{
+    /* The same on every rank because rank is not an input. */
+    permutation(n_shards, shuffle, stk__mix(stk__mix(seed, epoch), 0x5368617264ull), perm);
+}
+
+void stk__plan_pass_order(size_t count, uint64_t seed, uint64_t epoch, uint64_t pass, int rank,
+                          int shuffle, uint32_t *order)
+{
+    uint64_t key = stk__mix(stk__mix(stk__mix(seed, epoch), pass), (uint64_t)rank ^ 0x50617373ull);
+    permutation(count, shuffle, key, order);
 }
 
 size_t stk__plan_rank_shard(const uint32_t *perm, size_t i, int rank, int world)

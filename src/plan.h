@@ -1,11 +1,12 @@
 /*
  * plan.h - which shards a rank reads in an epoch, and in what order.
  *
- * For (seed, epoch, pass) every rank computes the same permutation of all
- * shards, then takes every world_size-th one starting at its rank, so ranks
- * read disjoint shards without talking to each other. Pass 0 is the epoch
- * proper; passes 1, 2, ... are the extra rounds a rank makes when it must
- * yield more samples than its shards hold (samples_per_rank).
+ * For (seed, epoch) every rank computes the same permutation of all shards,
+ * then takes every world_size-th one starting at its rank, so ranks read
+ * disjoint shards without talking to each other. Pass 0 is the epoch
+ * proper; passes 1, 2, ... are the extra rounds a rank makes over its own
+ * shards, in a new order each, when it must yield more samples than they
+ * hold (samples_per_rank).
  */
 #ifndef STK_PLAN_H
 #define STK_PLAN_H
@@ -27,12 +28,19 @@ int stk__plan_check(size_t n_shards, int world, struct stk__err *err);
 /* Number of shards rank reads per pass. */
 size_t stk__plan_rank_count(size_t n_shards, int rank, int world);
 
-/* The i-th shard (index into the URL list) this rank reads in the given
- * pass, i < stk__plan_rank_count(). With shuffle off the order is the URL
- * order. `perm` is scratch of n_shards entries computed by
- * stk__plan_permutation() for the same (seed, epoch, pass). */
-void stk__plan_permutation(size_t n_shards, uint64_t seed, uint64_t epoch, uint64_t pass,
-                           int shuffle, uint32_t *perm);
+/* The epoch's permutation of all n_shards shards (URL order without
+ * shuffle), the same on every rank. */
+void stk__plan_permutation(size_t n_shards, uint64_t seed, uint64_t epoch, int shuffle,
+                           uint32_t *perm);
+
+/* The i-th shard (index into the URL list) of this rank's pass-0 list,
+ * i < stk__plan_rank_count(), given the epoch's permutation. */
 size_t stk__plan_rank_shard(const uint32_t *perm, size_t i, int rank, int world);
+
+/* The order of pass >= 1 over the rank's own list: order[i] is the index in
+ * the pass-0 list of the i-th shard read (a permutation of 0..count-1; the
+ * identity without shuffle). */
+void stk__plan_pass_order(size_t count, uint64_t seed, uint64_t epoch, uint64_t pass, int rank,
+                          int shuffle, uint32_t *order);
 
 #endif

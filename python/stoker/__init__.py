@@ -38,6 +38,8 @@ def _rank_and_world(rank, world_size):
     launcher's environment (torchrun, Slurm, Open MPI), else 0 of 1."""
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
+    if (rank is None) != (world_size is None):
+        raise ValueError("give both rank and world_size, or neither")
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
@@ -153,7 +155,11 @@ class Loader:
         self._batch = self._resume_at
         self._resume_at = 0
         while True:
-            batch = c.next()
+            try:
+                batch = c.next()
+            except BusyError as e:
+                raise BusyError(f"{e}: in Python, drop the tensors of earlier batches (or copy "
+                                "them) before asking for more, or raise max_batches") from None
             if batch is None:
                 break
             images = torch.frombuffer(batch.images, dtype=self._dtype).view(self._shape(batch.size))
@@ -161,6 +167,7 @@ class Loader:
             del batch  # the tensors keep the buffer alive
             self._batch += 1
             yield images, labels
+            del images, labels  # hold nothing while fetching the next batch
         self._epoch += 1
         self._batch = 0
 
@@ -179,7 +186,8 @@ class Samples(torch.utils.data.IterableDataset):
 
     Inside a torch DataLoader with num_workers > 0 each worker reads its own
     share of this rank's shards (no sample twice); with shuffle=False the
-    order within a worker is storage order.
+    order within a worker is storage order. Workers iterate copies of this
+    object, so call set_epoch(e) before each epoch to reshuffle.
     """
 
     def __init__(self, urls, shuffle=True, seed=0, rank=None, world_size=None, threads=1,

@@ -319,6 +319,16 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         o->alloc_batch_memory = alloc_batch_memory;
         o->free_batch_memory = free_batch_memory;
         o->batch_memory_data = self;
+    } else if (strcmp(name, "flip_probability") == 0 || strcmp(name, "scale_min") == 0 ||
+               strcmp(name, "scale_max") == 0 || strcmp(name, "ratio_min") == 0 ||
+               strcmp(name, "ratio_max") == 0) {
+        double v = PyFloat_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred())
+            return -1;
+        float *field = name[0] == 'f' ? &o->flip_probability
+                       : name[0] == 's' ? (name[6] == 'i' ? &o->scale_min : &o->scale_max)
+                                        : (name[6] == 'i' ? &o->ratio_min : &o->ratio_max);
+        *field = (float)v;
     } else if (strcmp(name, "mean") == 0) {
         return parse_triple(value, name, o->mean);
     } else if (strcmp(name, "std") == 0) {
@@ -346,6 +356,8 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             INT_OPTION(samples_per_rank), INT_OPTION(max_batches), INT_OPTION(image_size),
             INT_OPTION(full_decode), INT_OPTION(max_image_pixels),
             INT_OPTION(prefetch_bytes_per_shard), INT_OPTION(read_buffer_bytes),
+            INT_OPTION(max_member_bytes), INT_OPTION(max_members_per_sample),
+            INT_OPTION(max_key_bytes),
 #undef INT_OPTION
         };
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {

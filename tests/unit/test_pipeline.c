@@ -204,6 +204,41 @@ static void test_equal_batches_per_rank(void **state)
     }
 }
 
+/* With samples_per_rank every rank reads only its own shards, all of them
+ * once before any twice: below its share no sample repeats, above it every
+ * sample of the share comes before the repeats, and ranks stay disjoint. */
+static void test_passes_stay_on_the_ranks_own_shards(void **state)
+{
+    (void)state;
+    static const unsigned in_flight[] = {1, 3, 4};
+    for (size_t k = 0; k < 3; k++) {
+        int owner[1024];
+        memset(owner, -1, sizeof owner);
+        for (int r = 0; r < 2; r++) {
+            struct stk_options o = base_options();
+            o.rank = r;
+            o.world_size = 2;
+            o.shards_in_flight = in_flight[k];
+            o.shuffle_buffer = 0; /* the read order itself */
+            o.samples_per_rank = 200;
+            struct epoch e;
+            assert_int_equal(run_epoch(&o, &e), 0);
+            int seen[1024] = {0}, share = 0;
+            for (int i = 0; i < e.n && i < 1024; i++) {
+                assert_true(owner[e.ids[i]] == -1 || owner[e.ids[i]] == r);
+                owner[e.ids[i]] = r;
+                seen[e.ids[i]]++;
+            }
+            for (int i = 0; i < total_samples; i++)
+                share += owner[i] == r;
+            /* The first `share` samples are the whole share, once each. */
+            int first[1024] = {0};
+            for (int i = 0; i < share; i++)
+                assert_int_equal(first[e.ids[i]]++, 0);
+        }
+    }
+}
+
 static void test_too_few_shards(void **state)
 {
     (void)state;
@@ -374,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_same_order_for_any_thread_count),
         cmocka_unit_test(test_ranks_disjoint),
         cmocka_unit_test(test_equal_batches_per_rank),
+        cmocka_unit_test(test_passes_stay_on_the_ranks_own_shards),
         cmocka_unit_test(test_too_few_shards),
         cmocka_unit_test(test_shutdown_mid_epoch),
         cmocka_unit_test(test_caller_holding_every_batch),

@@ -19,9 +19,9 @@ static void test_permutation_is_deterministic_and_complete(void **state)
 {
     (void)state;
     uint32_t a[N], b[N], c[N];
-    stk__plan_permutation(N, 7, 3, 0, 1, a);
-    stk__plan_permutation(N, 7, 3, 0, 1, b);
-    stk__plan_permutation(N, 7, 4, 0, 1, c);
+    stk__plan_permutation(N, 7, 3, 1, a);
+    stk__plan_permutation(N, 7, 3, 1, b);
+    stk__plan_permutation(N, 7, 4, 1, c);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_not_equal(a, c, sizeof a);
     int seen[N] = {0};
@@ -35,7 +35,7 @@ static void test_no_shuffle_is_storage_order(void **state)
 {
     (void)state;
     uint32_t a[N];
-    stk__plan_permutation(N, 7, 3, 2, 0, a);
+    stk__plan_permutation(N, 7, 3, 0, a);
     for (uint32_t i = 0; i < N; i++)
         assert_int_equal(a[i], i);
 }
@@ -45,7 +45,7 @@ static void test_ranks_are_disjoint_and_cover_all(void **state)
     (void)state;
     static const int worlds[] = {1, 2, 3, 8, N};
     uint32_t perm[N];
-    stk__plan_permutation(N, 1, 0, 0, 1, perm);
+    stk__plan_permutation(N, 1, 0, 1, perm);
     for (size_t w = 0; w < sizeof worlds / sizeof worlds[0]; w++) {
         int world = worlds[w];
         int seen[N] = {0};
@@ -63,6 +63,25 @@ static void test_ranks_are_disjoint_and_cover_all(void **state)
         for (int i = 0; i < N; i++)
             assert_int_equal(seen[i], 1);
     }
+}
+
+static void test_pass_order_permutes_the_ranks_own_list(void **state)
+{
+    (void)state;
+    uint32_t a[N], b[N], c[N];
+    stk__plan_pass_order(N, 7, 3, 1, 0, 1, a);
+    stk__plan_pass_order(N, 7, 3, 1, 0, 1, b);
+    stk__plan_pass_order(N, 7, 3, 2, 0, 1, c);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    int seen[N] = {0};
+    for (int i = 0; i < N; i++)
+        seen[a[i]]++;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(seen[i], 1);
+    stk__plan_pass_order(N, 7, 3, 1, 0, 0, a);
+    for (uint32_t i = 0; i < N; i++)
+        assert_int_equal(a[i], i);
 }
 
 static void test_too_few_shards(void **state)
@@ -115,6 +134,7 @@ int main(void)
         cmocka_unit_test(test_permutation_is_deterministic_and_complete),
         cmocka_unit_test(test_no_shuffle_is_storage_order),
         cmocka_unit_test(test_ranks_are_disjoint_and_cover_all),
+        cmocka_unit_test(test_pass_order_permutes_the_ranks_own_list),
         cmocka_unit_test(test_too_few_shards),
         cmocka_unit_test(test_rank_from_environment),
     };

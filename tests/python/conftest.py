@@ -1,0 +1,186 @@
+"""Shared fixtures for the tests of the Python package (stoker.Loader, stoker.Samples).
+
+The package under test is the one built into $STOKER_BUILD_DIR/python
+(default build-rel): run with PYTHONPATH=build-rel/python, as
+tests/run_all.sh does; when stoker is not importable this conftest adds
+that directory itself. Every data file is generated in pytest's tmp dirs:
+
+  sample_dir      tools/make_sample_dataset.py --count 120 --per-shard 20:
+                  6 shards of 20 real-photo JPEGs (KEY.jpg + KEY.cls), made
+                  once per session (photos come from Debian packages cached in
+                  build-data/photos-cache, fetched with apt-get download when
+                  missing);
+  dataset         those samples in storage order: key, url, jpg and cls bytes;
+  even_shards     the 6 shards as written;
+  uneven_shards   the same 120 samples re-packed into 7 shards of
+                  UNEVEN_SIZES samples (WebDataset TarWriter layout);
+  uneven_dataset  their samples in storage order;
+  write_shard     a function writing Sample tuples as a shard;
+  transform_tool  tests/unit/transform_tool of the build (see its docstring);
+  clean_env_factory  environments for subprocesses (no launcher rank
+                  variables, PYTHONPATH reaching the stoker under test).
+
+No test may hang: an autouse watchdog dumps every thread's stack and ends the
+run if one test takes longer than WATCHDOG_S (a thread blocked in C would
+never see a Python-level timeout), and subprocesses get timeouts.
+"""
+import faulthandler
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD_DIR = Path(os.environ.get("STOKER_BUILD_DIR", REPO / "build-rel"))
+PHOTO_CACHE = REPO / "build-data" / "photos-cache"
+DATASET_TIMEOUT_S = 600  # the first run may download the photo packages
+WATCHDOG_S = 240
+UNEVEN_SIZES = (3, 17, 5, 40, 9, 26, 20)
+TAR_MTIME = 946684800
+
+# Launcher variables stoker reads for its rank: a test run started under
+# torchrun/Slurm/MPI must not change what the tests see.
+RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+            "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
+
+if importlib.util.find_spec("stoker") is None:
+    sys.path.insert(0, str(BUILD_DIR / "python"))
+
+Sample = namedtuple("Sample", "key url jpg cls label")
+
+
+@pytest.fixture(autouse=True)
+def _watchdog():
+    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
+    yield
+    faulthandler.cancel_dump_traceback_later()
+
+
+@pytest.fixture(autouse=True)
+def _no_rank_env(monkeypatch):
+    for name in RANK_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
+def _clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
+    pkg_parent = str(Path(importlib.util.find_spec("stoker").origin).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join([pkg_parent] + [p for p in
+                                                       env.get("PYTHONPATH", "").split(os.pathsep)
+                                                       if p])
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+@pytest.fixture(scope="session")
+def clean_env_factory():
+    """clean_env_factory(**extra) -> os.environ without launcher rank variables, with
+    PYTHONPATH able to import the stoker under test, plus extra."""
+    return _clean_env
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sample-data")
+    cmd = ["/usr/bin/python3", str(REPO / "tools" / "make_sample_dataset.py"), "--out", str(out),
+           "--count", "120", "--per-shard", "20", "--cache", str(PHOTO_CACHE)]
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL, timeout=DATASET_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"make_sample_dataset.py ran past {DATASET_TIMEOUT_S} s", pytrace=False)
+    if proc.returncode != 0:
+        pytest.fail(f"make_sample_dataset.py failed ({proc.returncode}):\n{proc.stderr}",
+                    pytrace=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def even_shards(sample_dir):
+    shards = sorted(str(p) for p in sample_dir.glob("train-*.tar"))
+    assert len(shards) == 6, shards
+    return shards
+
+
+def read_shards(urls):
+    """The samples of the shards in storage order (shard by shard, tar order)."""
+    out = []
+    for url in urls:
+        members = {}
+        order = []
+        with tarfile.open(url) as tf:
+            for m in tf.getmembers():
+                key, ext = m.name.split(".", 1)
+                if key not in members:
+                    members[key] = {}
+                    order.append(key)
+                members[key][ext] = tf.extractfile(m).read()
+        for key in order:
+            cls = members[key]["cls"]
+            out.append(Sample(key, url, members[key]["jpg"], cls, int(cls)))
+    return out
+
+
+@pytest.fixture(scope="session")
+def dataset(even_shards):
+    samples = read_shards(even_shards)
+    assert len(samples) == 120 and len({s.key for s in samples}) == 120
+    return samples
+
+
+def write_shard(path, samples):
+    """Write samples like webdataset.TarWriter (sorted extensions, fixed metadata)."""
+    with open(path, "wb") as f, tarfile.open(fileobj=f, mode="w|", format=tarfile.PAX_FORMAT) as tf:
+        for s in samples:
+            for ext, data in (("cls", s.cls), ("jpg", s.jpg)):
+                ti = tarfile.TarInfo(f"{s.key}.{ext}")
+                ti.size, ti.mtime, ti.mode = len(data), TAR_MTIME, 0o444
+                ti.uname = ti.gname = "bigdata"
+                tf.addfile(ti, io.BytesIO(data))
+    return str(path)
+
+
+@pytest.fixture(name="write_shard", scope="session")
+def write_shard_fixture():
+    """write_shard(path, samples) -> str path; samples are conftest.Sample."""
+    return write_shard
+
+
+@pytest.fixture(scope="session")
+def uneven_shards(tmp_path_factory, dataset):
+    assert sum(UNEVEN_SIZES) == len(dataset)
+    out = tmp_path_factory.mktemp("uneven")
+    paths, start = [], 0
+    for i, n in enumerate(UNEVEN_SIZES):
+        paths.append(write_shard(out / f"uneven-{i:06d}.tar", dataset[start:start + n]))
+        start += n
+    return paths
+
+
+@pytest.fixture(scope="session")
+def uneven_dataset(uneven_shards):
+    """The samples of uneven_shards in storage order."""
+    return read_shards(uneven_shards)
+
+
+@pytest.fixture(scope="session")
+def transform_tool():
+    """tests/unit/transform_tool of $STOKER_BUILD_DIR (default build-rel), or,
+    when that build has the unit tests disabled, of build-asan (the same C
+    code; its output is compared byte for byte, so a difference between the
+    two builds would show up as a failure)."""
+    candidates = [BUILD_DIR / "tests" / "transform_tool"]
+    if "STOKER_BUILD_DIR" not in os.environ:
+        candidates.append(REPO / "build-asan" / "tests" / "transform_tool")
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    pytest.fail("no transform_tool in " + ", ".join(map(str, candidates))
+                + ": build the unit tests (meson configure BUILD -Dtests=true && ninja -C BUILD)"
+                " or set STOKER_BUILD_DIR", pytrace=False)

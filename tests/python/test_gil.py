@@ -1,0 +1,70 @@
+"""next() releases the GIL while it waits for a batch: another Python thread
+keeps running during the calls."""
+import threading
+import time
+
+import torch
+
+import stoker
+
+TICK_S = 0.0005
+EPOCHS = 4
+
+
+class Ticker(threading.Thread):
+    """Counts in a loop of short sleeps (it needs the GIL for every tick)."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.ticks = 0
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            self.ticks += 1
+            time.sleep(TICK_S)
+
+
+def test_next_releases_the_gil(even_shards, monkeypatch):
+    ticker = Ticker()
+    calls = []  # (seconds in next(), ticks during it)
+
+    class TimedLoader:
+        def __init__(self, *a, **kw):
+            self._real = stoker._stoker.Loader(*a, **kw)
+
+        def next(self):
+            t0, k0 = time.perf_counter(), ticker.ticks
+            batch = self._real.next()
+            calls.append((time.perf_counter() - t0, ticker.ticks - k0))
+            return batch
+
+        def __getattr__(self, name):
+            return getattr(self._real, name)
+
+    monkeypatch.setattr(stoker, "_CLoader", TimedLoader)
+    # Slow on purpose: one thread, full-scale decodes, float output.
+    ld = stoker.Loader(even_shards, transform="eval", image_size=224, batch_size=16,
+                       dtype=torch.float32, threads=1, shards_in_flight=1, full_decode=1,
+                       shuffle=False, max_batches=2)
+    ticker.start()
+    try:
+        time.sleep(0.2)
+        rate = ticker.ticks / 0.2  # ticks per second with nothing else running
+        n = 0
+        for _epoch in range(EPOCHS):
+            for images, _ in ld:
+                n += images.shape[0]
+        total_ticks = ticker.ticks
+    finally:
+        ticker.stop.set()
+        ticker.join(5)
+    assert n == EPOCHS * 120 and total_ticks > 0
+    seconds = sum(c[0] for c in calls)
+    ticks = sum(c[1] for c in calls)
+    assert seconds > 0.3, f"the loader was too fast to tell ({seconds:.3f} s in next())"
+    # Holding the GIL for the call would let the other thread tick only at
+    # its edges (a few ticks per call, well under 10% of the time).
+    assert ticks >= 0.3 * rate * seconds, (
+        f"the other thread ticked {ticks} times during {seconds:.2f} s spent in "
+        f"next() ({len(calls)} calls); it ticks {rate:.0f}/s when free")
