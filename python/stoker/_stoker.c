@@ -471,22 +471,6 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused)
     return (PyObject *)batch;
 }
 
-static PyObject *loader_set_epoch(LoaderObject *self, PyObject *arg)
-{
-    if (check_open(self) < 0)
-        return NULL;
-    unsigned long long epoch = PyLong_AsUnsignedLongLong(arg);
-    if (epoch == (unsigned long long)-1 && PyErr_Occurred())
-        return NULL;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS /* joins the previous epoch's threads */
-    rc = stk_loader_set_epoch(self->loader, epoch);
-    Py_END_ALLOW_THREADS
-    if (rc < 0)
-        return raise_stoker(rc, stk_loader_errmsg(self->loader));
-    Py_RETURN_NONE;
-}
-
 static PyObject *loader_seek(LoaderObject *self, PyObject *args)
 {
     unsigned long long epoch, batch;
@@ -562,7 +546,6 @@ static void loader_dealloc(LoaderObject *self)
 static PyMethodDef loader_methods[] = {
     {"next", (PyCFunction)loader_next, METH_NOARGS,
      "next() -> Batch or None at the end of the epoch (releases the GIL while waiting)"},
-    {"set_epoch", (PyCFunction)loader_set_epoch, METH_O, "stop the current epoch, start epoch e"},
     {"seek", (PyCFunction)loader_seek, METH_VARARGS,
      "seek(epoch, batch): the next next() delivers that batch of that epoch"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
