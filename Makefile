@@ -22,6 +22,7 @@ $(DATA)/.complete: tools/make_sample_dataset.py
 demo: build $(DATA)/.complete
 	./build-rel/stoker ls $(DATA)/train-000000.tar | head -n 3
 	./build-rel/stoker bench --threads 2 $(DATA)/train-*.tar
+	./build-rel/stoker bench --threads 2 --decode train --size 224 $(DATA)/train-*.tar
 
 test: deps
 	sh tests/run_all.sh
