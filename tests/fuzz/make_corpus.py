@@ -28,6 +28,8 @@ import struct
 import sys
 import tarfile
 
+from make_image_corpus import write_image_seeds
+
 # fuzz_shard's first byte: bits 0-1 block size of the fail-policy run (1, 7,
 # 512, 65536), bits 2-3 that of the skip-policy run, bits 4-7 the source
 # chunk sizes (0, 1, 3, 4096) of the two runs.
@@ -414,9 +416,11 @@ def main(argv):
     for i, pattern in enumerate(URL_SEEDS):
         with open(os.path.join(out, "urls", "seed%03d" % i), "wb") as f:
             f.write(pattern.encode())
+    images, sources = write_image_seeds(out)
     if stamp is not None:
         with open(stamp, "w") as f:
-            f.write("%d shard seeds, %d url seeds\n" % (len(seeds), len(URL_SEEDS)))
+            f.write("%d shard seeds, %d url seeds, %d image seeds from %d images\n"
+                    % (len(seeds), len(URL_SEEDS), images, sources))
     return 0
 
 

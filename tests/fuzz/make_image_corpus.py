@@ -1,9 +1,8 @@
 #!/usr/bin/python3
-"""Write the seed corpus of fuzz_image: small JPEG and PNG files.
+"""The seed corpus of fuzz_image: small JPEG and PNG files.
 
-Usage: make_image_corpus.py [--stamp FILE] DIR
-
-Writes DIR/image/ (replacing it). Each seed is fuzz_image's 6 configuration
+make_corpus.py calls write_image_seeds(DIR), which writes DIR/image/
+(replacing it). Each seed is fuzz_image's 6 configuration
 bytes (see tests/fuzz/fuzz_image.c) followed by an image made with Pillow
 from a synthetic pattern: baseline JPEGs in each chroma subsampling, odd
 sizes (partial MCUs), progressive, optimized, grayscale, CMYK with and
@@ -200,16 +199,9 @@ def pil_seeds():
     return seeds
 
 
-def main(argv):
-    args = argv[1:]
-    stamp = None
-    if len(args) >= 2 and args[0] == "--stamp":
-        stamp = args[1]
-        args = args[2:]
-    if len(args) != 1:
-        sys.stderr.write(__doc__)
-        return 2
-    out = os.path.join(args[0], "image")
+def write_image_seeds(corpus_dir):
+    """Write the image seeds into corpus_dir/image; returns (seeds, images)."""
+    out = os.path.join(corpus_dir, "image")
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(out)
@@ -217,7 +209,7 @@ def main(argv):
     if Image is not None:
         seeds.update(pil_seeds())
     else:
-        sys.stderr.write("make_image_corpus: no Pillow; PNG seeds only\n")
+        sys.stderr.write("make_corpus: no Pillow; PNG image seeds only\n")
     count = 0
     for name, data in sorted(seeds.items()):
         for i, cfg in enumerate(CONFIGS):
@@ -227,11 +219,4 @@ def main(argv):
             with open(os.path.join(out, "%s.cfg%d" % (name, i)), "wb") as f:
                 f.write(cfg + data)
             count += 1
-    if stamp is not None:
-        with open(stamp, "w") as f:
-            f.write("%d image seeds from %d images\n" % (count, len(seeds)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    return count, len(seeds)
