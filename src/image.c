@@ -22,6 +22,14 @@
 #include "decode.h"
 #include "resize.h"
 
+/* DCT scaling reduces by a box-like filter, not Pillow's antialiased
+ * bilinear; the closer the scaled crop is to the output size, the more the
+ * result drifts from torchvision's. Keeping it at least 1.5x the output
+ * brought the worst image's MAE against Pillow + torchvision from 2.81 to
+ * 1.43 (eval 224) and the worst train box from 3.09 to 1.67, for 2% of
+ * train and 6% of eval throughput (entropy decoding dominates either way). */
+#define DCT_MARGIN 1.5
+
 struct stk__image_worker {
     struct stk__decoder *decoder;
     struct stk__resize_scratch *scratch;
@@ -264,8 +272,8 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
         .y0 = crop->top - margin_y,
         .x1 = crop->left + crop->width + margin_x,
         .y1 = crop->top + crop->height + margin_y,
-        .min_width = cfg->size,
-        .min_height = cfg->size,
+        .min_width = cfg->size * DCT_MARGIN,
+        .min_height = cfg->size * DCT_MARGIN,
     };
     req.full = cfg->full_decode;
     struct stk__decoded img;
