@@ -131,7 +131,12 @@ struct stk_options {
      *   shards_in_flight * read_buffer_bytes
      * + shards_in_flight * prefetch_bytes_per_shard
      * + shuffle_buffer * (largest sample)
-     * + max_batches * batch_size * (largest sample). */
+     * + max_batches * batch_size * (largest sample)
+     * + idle member buffers kept for reuse (up to shards_in_flight *
+     *   prefetch_bytes_per_shard + 64 MiB)
+     * + with a transform: max_batches image buffers of batch_size images, and
+     *   per thread one decoded region (at most max_image_pixels * 3 bytes)
+     *   and resampling scratch. */
     size_t read_buffer_bytes;        /* per shard read size (default 256 KiB: the block
                                         stays in L2 between the read and the copy out) */
     size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
