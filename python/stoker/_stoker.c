@@ -282,6 +282,23 @@ static int parse_triple(PyObject *value, const char *name, float out[3])
     return rc;
 }
 
+/* The float option called name, or NULL. */
+static float *float_option(struct stk_options *o, const char *name)
+{
+    const struct {
+        const char *name;
+        float *field;
+    } floats[] = {
+        {"flip_probability", &o->flip_probability}, {"scale_min", &o->scale_min},
+        {"scale_max", &o->scale_max}, {"ratio_min", &o->ratio_min},
+        {"ratio_max", &o->ratio_max},
+    };
+    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
+        if (strcmp(name, floats[i].name) == 0)
+            return floats[i].field;
+    return NULL;
+}
+
 /* Set one option from a keyword; -1 with an exception on bad values. */
 static int set_option(LoaderObject *self, const char *name, PyObject *value)
 {
@@ -319,16 +336,11 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         o->alloc_batch_memory = alloc_batch_memory;
         o->free_batch_memory = free_batch_memory;
         o->batch_memory_data = self;
-    } else if (strcmp(name, "flip_probability") == 0 || strcmp(name, "scale_min") == 0 ||
-               strcmp(name, "scale_max") == 0 || strcmp(name, "ratio_min") == 0 ||
-               strcmp(name, "ratio_max") == 0) {
+    } else if (float_option(o, name) != NULL) {
         double v = PyFloat_AsDouble(value);
         if (v == -1.0 && PyErr_Occurred())
             return -1;
-        float *field = name[0] == 'f' ? &o->flip_probability
-                       : name[0] == 's' ? (name[6] == 'i' ? &o->scale_min : &o->scale_max)
-                                        : (name[6] == 'i' ? &o->ratio_min : &o->ratio_max);
-        *field = (float)v;
+        *float_option(o, name) = (float)v;
     } else if (strcmp(name, "mean") == 0) {
         return parse_triple(value, name, o->mean);
     } else if (strcmp(name, "std") == 0) {
@@ -339,7 +351,7 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         const char *text = PyUnicode_AsUTF8(value);
         if (text == NULL || PyList_Append(self->keep, value) < 0)
             return -1;
-        if (name[6] == 'e')
+        if (strcmp(name, "label_exts") == 0)
             o->label_exts = text;
         else
             o->label_json_field = text;

@@ -15,6 +15,16 @@
 
 #define N 103
 
+/* Every index 0..N-1 exactly once. */
+static void assert_permutation(const uint32_t *a)
+{
+    int seen[N] = {0};
+    for (int i = 0; i < N; i++)
+        seen[a[i]]++;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(seen[i], 1);
+}
+
 static void test_permutation_is_deterministic_and_complete(void **state)
 {
     (void)state;
@@ -24,11 +34,7 @@ static void test_permutation_is_deterministic_and_complete(void **state)
     stk__plan_permutation(N, 7, 4, 1, c);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_not_equal(a, c, sizeof a);
-    int seen[N] = {0};
-    for (int i = 0; i < N; i++)
-        seen[a[i]]++;
-    for (int i = 0; i < N; i++)
-        assert_int_equal(seen[i], 1);
+    assert_permutation(a);
 }
 
 static void test_no_shuffle_is_storage_order(void **state)
@@ -74,11 +80,7 @@ static void test_pass_order_permutes_the_ranks_own_list(void **state)
     stk__plan_pass_order(N, 7, 3, 2, 0, 1, c);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_not_equal(a, c, sizeof a);
-    int seen[N] = {0};
-    for (int i = 0; i < N; i++)
-        seen[a[i]]++;
-    for (int i = 0; i < N; i++)
-        assert_int_equal(seen[i], 1);
+    assert_permutation(a);
     stk__plan_pass_order(N, 7, 3, 1, 0, 0, a);
     for (uint32_t i = 0; i < N; i++)
         assert_int_equal(a[i], i);
