@@ -31,6 +31,9 @@ static void help(void)
            "  --samples-per-rank N   samples per epoch (default: all)\n"
            "  --rank N --world-size N  read the share of one rank\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
+           "  --index FILE           dataset index from 'stoker index' (equal samples\n"
+           "                         per rank; fast --start-batch)\n"
+           "  --start-batch N        start the first epoch at batch N (resume)\n"
            "  --decode MODE          train (RandomResizedCrop + flip) or eval (resize +\n"
            "                         center crop): decode images into batches\n"
            "  --size N               output image size with --decode (default 224)\n"
@@ -51,6 +54,7 @@ static double now_s(void)
 struct bench_args {
     struct stk_options opts;
     uint64_t epochs;
+    uint64_t start_batch;
     int json;
 };
 
@@ -61,7 +65,8 @@ static const char *const layouts[] = {"nchw", "nhwc", NULL};
 static int parse(int argc, char **argv, struct bench_args *a)
 {
     enum { O_THREADS = 256, O_BATCH, O_INFLIGHT, O_SHUFBUF, O_NOSHUF, O_SEED, O_EPOCHS,
-           O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON, O_DECODE, O_SIZE, O_DTYPE, O_LAYOUT, O_FULL };
+           O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON, O_DECODE, O_SIZE, O_DTYPE, O_LAYOUT, O_FULL,
+           O_INDEX, O_START };
     static const struct option longopts[] = {
         {"threads", required_argument, NULL, O_THREADS},
         {"batch-size", required_argument, NULL, O_BATCH},
@@ -80,6 +85,8 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {"dtype", required_argument, NULL, O_DTYPE},
         {"layout", required_argument, NULL, O_LAYOUT},
         {"full-decode", no_argument, NULL, O_FULL},
+        {"index", required_argument, NULL, O_INDEX},
+        {"start-batch", required_argument, NULL, O_START},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -106,6 +113,8 @@ static int parse(int argc, char **argv, struct bench_args *a)
         case O_DTYPE: bad = cli_parse_choice(CMD, "--dtype", optarg, dtypes, (int *)&o->dtype); break;
         case O_FULL: o->full_decode = 1; break;
         case O_LAYOUT: bad = cli_parse_choice(CMD, "--layout", optarg, layouts, (int *)&o->layout); break;
+        case O_INDEX: o->index_path = optarg; break;
+        case O_START: bad = cli_parse_u64(CMD, "--start-batch", optarg, 0, UINT64_MAX, &a->start_batch); break;
         case 'h': help(); return 1;
         default: cli_usage_error(CMD, "unknown option"); return -1;
         }
@@ -134,7 +143,7 @@ static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
     double last_draw = 0;
     *first_batch_s = -1;
     for (uint64_t e = 0; e < a->epochs; e++) {
-        stk_loader_set_epoch(l, a->opts.epoch + e);
+        stk_loader_seek(l, a->opts.epoch + e, e == 0 ? a->start_batch : 0);
         for (;;) {
             struct stk_batch *b;
             int rc = stk_loader_next(l, &b);
@@ -175,7 +184,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "\"seconds\": %.6f, \"first_batch_seconds\": %.6f, \"samples_per_s\": %.1f, "
                "\"mb_per_s\": %.2f, \"read_mb_per_s\": %.2f, \"samples_skipped\": %llu, "
                "\"shards_failed\": %llu, \"members_ignored\": %llu, \"images\": %llu, "
-               "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f}\n",
+               "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f, "
+               "\"samples_read\": %llu}\n",
                n_shards, a->opts.threads, (unsigned long long)a->epochs,
                (unsigned long long)s->samples, (unsigned long long)s->batches,
                (unsigned long long)s->member_bytes, (unsigned long long)s->bytes_read, seconds,
@@ -183,7 +193,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                (unsigned long long)s->shards_failed, (unsigned long long)s->members_ignored,
                (unsigned long long)s->images_decoded,
                seconds > 0 ? (double)s->images_decoded / seconds : 0,
-               (unsigned long long)s->images_replaced, decode_ms);
+               (unsigned long long)s->images_replaced, decode_ms,
+               (unsigned long long)s->samples_read);
         return;
     }
     printf("shards            %zu\n", n_shards);

@@ -49,5 +49,6 @@ int cli_for_each_sample(const char *cmd, stk_loader *l,
 int cmd_ls(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_index(int argc, char **argv);
 
 #endif

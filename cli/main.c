@@ -18,6 +18,7 @@ static const struct {
     {"ls", cmd_ls, "list the samples of shards with their members and sizes"},
     {"cat", cmd_cat, "write one member of one sample to standard output"},
     {"bench", cmd_bench, "measure how fast shards are read into batches"},
+    {"index", cmd_index, "count the samples of every shard into a dataset index"},
 };
 
 static void usage(FILE *out)

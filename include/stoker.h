@@ -99,7 +99,9 @@ struct stk_options {
     /* Shards read at once and interleaved (default 4). Part of the sample
      * sequence: changing it changes the order. */
     unsigned shards_in_flight;
-    /* Samples held in the shuffle buffer (default 1000); 0 or 1 disables
+    /* Shuffle window (default 1000): each run of this many consecutive
+     * samples of the interleaved shards is delivered in a random order, so
+     * it is also the samples held in memory for shuffling. 0 or 1 disables
      * sample shuffling. */
     size_t shuffle_buffer;
     /* Shuffle shard order, interleave shards and shuffle samples (default 1).
@@ -187,6 +189,15 @@ struct stk_options {
      * NULL. Must be thread-safe and must not call back into the loader. */
     void (*log)(void *log_data, enum stk_log_level level, const char *message);
     void *log_data;
+
+    /* A dataset index written by stk_index_build() (`stoker index`) for the
+     * same URLs, or NULL. It gives every shard's sample count, so:
+     * stk_loader_epoch_samples() is known; with several ranks and no
+     * samples_per_rank each rank yields floor(total / world_size) samples
+     * (equal batches everywhere); and stk_loader_seek() re-reads at most
+     * one shuffle window instead of the epoch's first part. Read once by
+     * stk_loader_create(). */
+    const char *index_path;
 };
 
 /* Fill *opts with the defaults documented above. */
@@ -235,6 +246,8 @@ struct stk_stats {
                                  their batch under STK_ON_ERROR_SKIP (also counted
                                  in samples_skipped) */
     uint64_t decode_ns;       /* time spent decoding and transforming, all threads */
+    uint64_t samples_read;    /* samples read from shards, also those dropped by a
+                                 resume; not those a resume skipped by header */
 };
 
 typedef struct stk_loader stk_loader;
@@ -279,11 +292,29 @@ int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
 /*
  * Stop the current epoch and make the next stk_loader_next() deliver batch
  * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
- * deliver there (resume after a restart). The samples of the batches before
- * it are read again and dropped without being decoded, so seeking costs a
- * re-read of the epoch's first part, not its decoding.
+ * deliver there (resume after a restart). With a dataset index the readers
+ * jump to the shuffle window holding that batch, passing over earlier
+ * samples by their tar headers, so at most one window (shuffle_buffer
+ * samples) is read again; without one the samples of the batches before it
+ * are read again and dropped. Either way nothing before it is decoded.
  */
 int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
+
+/* Samples this rank yields in the current epoch when known
+ * (samples_per_rank, or the rank's shards per the dataset index), else 0. */
+uint64_t stk_loader_epoch_samples(const stk_loader *loader);
+
+/*
+ * Count the samples of every shard named by the patterns (as
+ * stk_loader_create() expands them), with the options' grouping rules,
+ * limits and on_error policy, using opts->threads threads, and write the
+ * dataset index to path (atomically). stats, when not NULL, receives the
+ * counters (samples = total). Returns 0 or an STK_E* code with a message
+ * in errbuf.
+ */
+int stk_index_build(const struct stk_options *opts, const char *const *patterns, size_t n,
+                    const char *path, struct stk_stats *stats, char *errbuf,
+                    size_t errbuf_size);
 
 /* Number of shards in the expanded URL list, and this loader's rank/world. */
 size_t stk_loader_num_shards(const stk_loader *loader);

@@ -11,6 +11,7 @@
 
 #include "alloc.h"
 #include "batch.h"
+#include "dataset_index.h"
 #include "error.h"
 #include "pipeline.h"
 #include "image.h"
@@ -36,6 +37,7 @@ struct stk_loader {
     struct stk__pipeline *pipeline;
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
+    uint64_t *shard_samples; /* from the dataset index, by URL; NULL without one */
     struct stk__err err;
 };
 
@@ -99,6 +101,27 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
     return 0;
 }
 
+/* Load the dataset index. With several ranks and no samples_per_rank, each
+ * rank then yields the same share of the dataset, floor(total / world):
+ * equal batches per rank without the user counting samples. */
+static int use_index(stk_loader *l, struct stk__err *err)
+{
+    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->shard_samples, err);
+    if (rc < 0)
+        return rc;
+    l->opts.index_path = NULL; /* the caller's string need not outlive create */
+    if (l->world_size > 1 && l->opts.samples_per_rank == 0) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < l->urls.count; i++)
+            total += l->shard_samples[i];
+        l->opts.samples_per_rank = total / (uint64_t)l->world_size;
+        if (l->opts.samples_per_rank == 0)
+            return stk__errf(err, STK_EPLAN, "the dataset index counts %llu samples: too few for %d ranks",
+                             (unsigned long long)total, l->world_size);
+    }
+    return 0;
+}
+
 int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
                       stk_loader **out, char *errbuf, size_t errbuf_size)
 {
@@ -124,6 +147,8 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
         rc = stk__plan_check(l->urls.count, l->world_size, &err);
+    if (rc == 0 && opts->index_path != NULL)
+        rc = use_index(l, &err);
     if (rc == 0 && opts->transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&l->image, opts, &err);
         if (rc == 0 && stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
@@ -146,6 +171,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     }
     if (rc < 0) {
         stk__strlist_free(&l->urls);
+        stk__free(l->shard_samples);
         stk__free(l);
         goto fail;
     }
@@ -166,19 +192,10 @@ static int start_epoch(stk_loader *l)
         .world_size = l->world_size,
         .urls = &l->urls,
         .first_batch = l->first_batch,
-        .shard = {
-            .block_size = o->read_buffer_bytes,
-            .max_member_bytes = o->max_member_bytes,
-            .max_members = o->max_members_per_sample,
-            .max_key_bytes = o->max_key_bytes,
-            .skip_bad = o->on_error == STK_ON_ERROR_SKIP,
-            .counters = &l->counters,
-            .pool = l->pool,
-            .log = o->log,
-            .log_data = o->log_data,
-        },
+        .shard_samples = l->shard_samples,
         .budget = &l->budget,
     };
+    stk__shard_config_init(&cfg.shard, o, &l->counters, l->pool);
     if (o->transform != STK_TRANSFORM_NONE) {
         l->image.epoch = o->epoch;
         cfg.image = &l->image;
@@ -244,6 +261,24 @@ int stk_loader_set_epoch(stk_loader *l, uint64_t epoch)
     return stk_loader_seek(l, epoch, 0);
 }
 
+uint64_t stk_loader_epoch_samples(const stk_loader *l)
+{
+    if (l->opts.samples_per_rank != 0)
+        return l->opts.samples_per_rank;
+    if (l->shard_samples == NULL)
+        return 0;
+    struct stk__plan_cursor c;
+    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->rank,
+                              l->world_size, l->opts.shuffle, 0) < 0)
+        return 0;
+    uint64_t total = 0;
+    size_t shard;
+    for (uint64_t g = 0; stk__plan_cursor_shard(&c, g, &shard); g++)
+        total += l->shard_samples[shard];
+    stk__plan_cursor_free(&c);
+    return total;
+}
+
 size_t stk_loader_num_shards(const stk_loader *l) { return l->urls.count; }
 int stk_loader_rank(const stk_loader *l) { return l->rank; }
 int stk_loader_world_size(const stk_loader *l) { return l->world_size; }
@@ -264,6 +299,7 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->images_decoded = atomic_load(&m->counters.images_decoded);
     s->images_replaced = atomic_load(&m->counters.images_replaced);
     s->decode_ns = atomic_load(&m->counters.decode_ns);
+    s->samples_read = atomic_load(&m->counters.samples_read);
 }
 
 void stk_loader_destroy(stk_loader *l)
@@ -276,5 +312,6 @@ void stk_loader_destroy(stk_loader *l)
         stk__image_ring_destroy(&l->ring);
     stk__pool_free(l->pool);
     stk__strlist_free(&l->urls);
+    stk__free(l->shard_samples);
     stk__free(l);
 }

@@ -27,8 +27,10 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "interleave.h"
 #include "plan.h"
 #include "rng.h"
+#include "seek_plan.h"
 #include "shuffle.h"
 #include "threads.h"
 #include "transform_pool.h"
@@ -58,6 +60,7 @@ struct slot {
     /* Owned by the reader thread serving this slot. */
     struct stk__shard_reader *reader;
     uint64_t position; /* position of the shard being read in the rank's list */
+    uint64_t skip;     /* samples to skip in it (a resumed epoch), 0 afterwards */
 };
 
 struct reader_thread {
@@ -65,15 +68,15 @@ struct reader_thread {
     pthread_t tid;
     pthread_cond_t cond;
     unsigned index;
-    uint32_t *perm;      /* the epoch's shard permutation */
-    uint32_t *order;     /* this rank's order in pass order_pass (>= 1) */
-    uint64_t order_pass;
+    struct stk__plan_cursor cursor;
     struct stk__err err;
 };
 
 struct stk__pipeline {
     struct stk__pipeline_config cfg;
     size_t rank_shards; /* shards of this rank per pass */
+    struct stk__seek_plan seek; /* valid when resuming with seeking */
+    int seeking;
     pthread_mutex_t mutex;
     pthread_cond_t seq_cond;
     pthread_cond_t batch_cond;
@@ -124,27 +127,25 @@ static void log_msg(const struct stk__pipeline *p, enum stk_log_level level, con
         p->cfg.shard.log(p->cfg.shard.log_data, level, msg);
 }
 
-/* Open the shard at the slot's position; returns 1 opened, 0 end of this
- * slot's stream, ITEM_SHARD_END-worthy skip as 2, <0 error in rt->err. */
+/* Open the shard at the slot's position and skip what a resumed epoch
+ * already consumed; returns 1 opened, 0 end of this slot's stream, 2 shard
+ * skipped as bad (an ITEM_SHARD_END), <0 error in rt->err. */
 static int open_next_shard(struct reader_thread *rt, struct slot *s)
 {
     struct stk__pipeline *p = rt->p;
-    uint64_t g = s->position;
-    if (p->rank_shards == 0 || (p->cfg.opts.samples_per_rank == 0 && g >= p->rank_shards))
+    size_t shard;
+    if (!stk__plan_cursor_shard(&rt->cursor, s->position, &shard))
         return 0;
-    uint64_t pass = g / p->rank_shards;
-    size_t i = (size_t)(g % p->rank_shards);
-    if (pass > 0) { /* extra passes re-read this rank's own shards */
-        if (rt->order_pass != pass) {
-            stk__plan_pass_order(p->rank_shards, p->cfg.opts.seed, p->cfg.opts.epoch, pass,
-                                 p->cfg.rank, p->cfg.opts.shuffle, rt->order);
-            rt->order_pass = pass;
-        }
-        i = rt->order[i];
-    }
-    size_t shard = stk__plan_rank_shard(rt->perm, i, p->cfg.rank, p->cfg.world_size);
     int rc = stk__shard_open(p->cfg.urls->items[shard], shard, &p->cfg.shard, &s->reader,
                              &rt->err);
+    if (rc == 0 && s->skip > 0) {
+        rc = stk__shard_skip(s->reader, s->skip, &rt->err);
+        s->skip = 0;
+        if (rc < 0) {
+            stk__shard_close(s->reader);
+            s->reader = NULL;
+        }
+    }
     if (rc == 0)
         return 1;
     if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM)
@@ -236,13 +237,7 @@ static void *reader_main(void *arg)
 
 struct sequencer {
     struct stk__pipeline *p;
-    struct stk__rng rng;     /* interleave choices */
-    unsigned *active;        /* slots still streaming (shuffle mode) */
-    unsigned n_active;
-    uint64_t *slot_position; /* position of the shard each slot delivers now */
-    unsigned *candidates;    /* scratch: active slots in the lowest pass */
-    uint64_t position;       /* shard position (storage-order mode) */
-    uint64_t empty_ends;     /* shard ends since the last sample */
+    struct stk__interleave il;
 };
 
 /* Pop the next item of slot j, waiting for it. 1 popped, 0 stopped. */
@@ -281,11 +276,8 @@ static int fail_code(struct stk__pipeline *p)
 
 /* A rank that must yield samples_per_rank samples cycles through its shards;
  * if a whole pass brings none, it would cycle forever. */
-static int check_progress(struct sequencer *sq)
+static int no_progress(struct stk__pipeline *p)
 {
-    struct stk__pipeline *p = sq->p;
-    if (++sq->empty_ends <= 2 * p->rank_shards + p->n_slots)
-        return 0;
     struct stk__err err;
     stk__errf(&err, STK_EPLAN,
               "rank %d: its %zu shard(s) hold no readable samples, cannot yield %llu samples",
@@ -302,45 +294,24 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
 {
     struct stk__pipeline *p = sq->p;
     for (;;) {
-        unsigned k = 0, j;
-        if (p->cfg.opts.shuffle) {
-            if (sq->n_active == 0)
-                return 0;
-            /* Draw only from slots in the lowest pass still being read, so
-             * a rank finishes a pass over its shards before it starts the
-             * next: no sample twice while another was never read. */
-            uint64_t low = UINT64_MAX;
-            for (unsigned a = 0; a < sq->n_active; a++) {
-                uint64_t pass = sq->slot_position[sq->active[a]] / p->rank_shards;
-                low = pass < low ? pass : low;
-            }
-            unsigned n = 0;
-            for (unsigned a = 0; a < sq->n_active; a++)
-                if (sq->slot_position[sq->active[a]] / p->rank_shards == low)
-                    sq->candidates[n++] = a;
-            k = sq->candidates[stk__rng_below(&sq->rng, n)];
-            j = sq->active[k];
-        } else {
-            j = (unsigned)(sq->position % p->n_slots);
-        }
+        int j = stk__interleave_pick(&sq->il);
+        if (j < 0)
+            return 0;
         struct item it;
-        if (!pop_item(p, j, &it))
+        if (!pop_item(p, (unsigned)j, &it))
             return 2;
         switch (it.kind) {
         case ITEM_SAMPLE:
-            sq->empty_ends = 0;
+            stk__interleave_sample(&sq->il);
             *out = it.sample;
             return 1;
         case ITEM_SHARD_END:
-            sq->position++;
-            sq->slot_position[j] += p->n_slots;
-            if (check_progress(sq) < 0)
-                return STK_EPLAN;
+            if (stk__interleave_shard_end(&sq->il, (unsigned)j) < 0)
+                return no_progress(p);
             break;
         case ITEM_STREAM_END:
-            if (!p->cfg.opts.shuffle)
+            if (stk__interleave_stream_end(&sq->il))
                 return 0;
-            sq->active[k] = sq->active[--sq->n_active];
             break;
         case ITEM_ERROR:
             return fail_code(p);
@@ -403,34 +374,36 @@ static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *in
     return 0;
 }
 
+/* Interleave, shuffle and batch the input. A resumed epoch starts at the
+ * input window of its first batch when it could seek there (the readers
+ * skipped to it), else at the epoch's start; the samples before its first
+ * batch go through the same interleave and shuffle and are dropped, never
+ * decoded. */
 static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__shuffle *sh)
 {
     struct stk__batch *batch = NULL;
-    uint64_t index = p->cfg.first_batch, pulled = 0;
-    /* Resuming: the samples of the batches before first_batch go through
-     * the same interleave and shuffle but are dropped, never decoded. */
-    uint64_t to_drop = p->cfg.first_batch * p->cfg.opts.batch_size;
+    uint64_t index = p->cfg.first_batch;
+    uint64_t pulled = p->seeking ? p->seek.input_start : 0;
+    uint64_t to_drop = p->seeking ? p->seek.drop : p->cfg.first_batch * p->cfg.opts.batch_size;
     uint64_t target = p->cfg.opts.samples_per_rank ? p->cfg.opts.samples_per_rank : UINT64_MAX;
     int input_done = 0, rc = 0;
     for (;;) {
-        struct stk__sample *s = NULL;
-        if (!input_done && pulled == target)
-            input_done = 1;
-        if (!input_done) {
-            rc = next_input(sq, &s);
+        struct stk__sample *s = stk__shuffle_pop(sh);
+        if (s == NULL) {
+            if (input_done)
+                break;
+            rc = pulled == target ? 0 : next_input(sq, &s);
             if (rc < 0 || rc == 2)
                 goto out;
             if (rc == 0) {
                 input_done = 1;
+                stk__shuffle_finish(sh);
             } else {
                 pulled++;
-                s = stk__shuffle_push(sh, s);
-                if (s == NULL)
-                    continue;
+                stk__shuffle_push(sh, s);
             }
+            continue;
         }
-        if (input_done && (s = stk__shuffle_drain(sh)) == NULL)
-            break;
         if (to_drop > 0) {
             to_drop--;
             stk__sample_free(s);
@@ -452,33 +425,38 @@ out:
     return rc;
 }
 
+/* Seeds of the sequencer's random choices for this rank and epoch. */
+static uint64_t sequencer_seed(const struct stk__pipeline_config *cfg, uint64_t purpose)
+{
+    uint64_t base = stk__mix(stk__mix(cfg->opts.seed, cfg->opts.epoch),
+                             ((uint64_t)cfg->rank << 32) | (uint64_t)cfg->world_size);
+    return stk__mix(base, purpose);
+}
+#define INTERLEAVE_SEED 0x496e746572ull
+#define SHUFFLE_SEED 0x53687566ull
+
+static size_t shuffle_window(const struct stk_options *o)
+{
+    return o->shuffle && o->shuffle_buffer > 1 ? o->shuffle_buffer : 1;
+}
+
 static void *sequencer_main(void *arg)
 {
     struct stk__pipeline *p = arg;
     struct sequencer sq = {.p = p};
     struct stk__shuffle sh;
-    uint64_t base = stk__mix(stk__mix(p->cfg.opts.seed, p->cfg.opts.epoch),
-                             ((uint64_t)p->cfg.rank << 32) | (uint64_t)p->cfg.world_size);
-    stk__rng_seed(&sq.rng, stk__mix(base, 0x496e746572ull));
-    int rc = stk__shuffle_init(&sh, p->cfg.opts.shuffle ? p->cfg.opts.shuffle_buffer : 0,
-                               stk__mix(base, 0x53687566ull));
-    sq.active = stk__calloc(p->n_slots, sizeof *sq.active);
-    sq.candidates = stk__calloc(p->n_slots, sizeof *sq.candidates);
-    sq.slot_position = stk__calloc(p->n_slots, sizeof *sq.slot_position);
-    if (rc == 0 && (sq.active == NULL || sq.candidates == NULL || sq.slot_position == NULL))
-        rc = STK_ENOMEM;
-    if (rc == 0) {
-        sq.n_active = p->n_slots;
-        for (unsigned j = 0; j < p->n_slots; j++) {
-            sq.active[j] = j;
-            sq.slot_position[j] = j;
-        }
+    int rc = stk__shuffle_init(&sh, shuffle_window(&p->cfg.opts),
+                               sequencer_seed(&p->cfg, SHUFFLE_SEED),
+                               p->seeking ? p->seek.first_window : 0);
+    if (rc == 0)
+        rc = stk__interleave_init(&sq.il, p->n_slots, p->rank_shards, p->cfg.opts.shuffle,
+                                  sequencer_seed(&p->cfg, INTERLEAVE_SEED));
+    if (rc == 0 && p->seeking)
+        stk__interleave_copy(&sq.il, &p->seek.il);
+    if (rc == 0)
         rc = sequence(p, &sq, &sh);
-    }
     stk__shuffle_free(&sh);
-    stk__free(sq.active);
-    stk__free(sq.candidates);
-    stk__free(sq.slot_position);
+    stk__interleave_free(&sq.il);
 
     stk__mutex_lock(&p->mutex);
     if (rc == STK_ENOMEM && p->fail.code == 0)
@@ -523,9 +501,9 @@ void stk__pipeline_stop(struct stk__pipeline *p)
     stk__batch_free(p->partial);
     for (unsigned t = 0; t < p->n_readers; t++) {
         stk__cond_destroy(&p->readers[t].cond);
-        stk__free(p->readers[t].perm);
-        stk__free(p->readers[t].order);
+        stk__plan_cursor_free(&p->readers[t].cursor);
     }
+    stk__seek_plan_free(&p->seek);
     while (p->queue_head != NULL) {
         struct stk__batch *b = p->queue_head;
         p->queue_head = b->next;
@@ -537,6 +515,36 @@ void stk__pipeline_stop(struct stk__pipeline *p)
     stk__cond_destroy(&p->batch_cond);
     stk__mutex_destroy(&p->mutex);
     stk__free(p);
+}
+
+/* Where each slot starts: at shards 0..K-1, or for a resumed epoch with
+ * per-shard sample counts where the seek plan puts it. */
+static int plan_slots(struct stk__pipeline *p)
+{
+    for (unsigned j = 0; j < p->n_slots; j++)
+        p->slots[j].position = j;
+    if (p->cfg.first_batch == 0 || p->cfg.shard_samples == NULL)
+        return 0;
+    const struct stk_options *o = &p->cfg.opts;
+    struct stk__seek_request req = {
+        .cursor = &p->readers[0].cursor,
+        .shard_samples = p->cfg.shard_samples,
+        .n_slots = p->n_slots,
+        .shuffle = o->shuffle,
+        .interleave_seed = sequencer_seed(&p->cfg, INTERLEAVE_SEED),
+        .window = shuffle_window(o),
+        .output_position = p->cfg.first_batch * o->batch_size,
+        .target = o->samples_per_rank ? o->samples_per_rank : UINT64_MAX,
+    };
+    int rc = stk__seek_plan_compute(&p->seek, &req);
+    if (rc <= 0)
+        return rc;
+    p->seeking = 1;
+    for (unsigned j = 0; j < p->n_slots; j++) {
+        p->slots[j].position = p->seek.il.slot_position[j];
+        p->slots[j].skip = p->seek.slot_skip[j];
+    }
+    return 0;
 }
 
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
@@ -560,22 +568,18 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     int rc = 0;
     if (p->slots == NULL || p->readers == NULL)
         rc = STK_ENOMEM;
-    for (unsigned j = 0; rc == 0 && j < p->n_slots; j++)
-        p->slots[j].position = j;
     for (unsigned t = 0; p->readers != NULL && t < p->n_readers; t++) {
         struct reader_thread *rt = &p->readers[t];
         rt->p = p;
         rt->index = t;
-        rt->order_pass = 0;
         stk__cond_init(&rt->cond);
-        rt->perm = stk__calloc(cfg->urls->count, sizeof *rt->perm);
-        rt->order = stk__calloc(p->rank_shards + 1, sizeof *rt->order);
-        if (rt->perm == NULL || rt->order == NULL)
-            rc = STK_ENOMEM;
-        else
-            stk__plan_permutation(cfg->urls->count, cfg->opts.seed, cfg->opts.epoch,
-                                  cfg->opts.shuffle, rt->perm);
+        if (rc == 0)
+            rc = stk__plan_cursor_init(&rt->cursor, cfg->urls->count, cfg->opts.seed,
+                                       cfg->opts.epoch, cfg->rank, cfg->world_size,
+                                       cfg->opts.shuffle, cfg->opts.samples_per_rank != 0);
     }
+    if (rc == 0)
+        rc = plan_slots(p);
     if (rc < 0) {
         stk__errf(err, rc, "out of memory starting an epoch");
         goto fail;

@@ -25,7 +25,11 @@ struct stk__pipeline_config {
     int rank;                 /* resolved, unlike opts.rank */
     int world_size;
     const struct stk__strlist *urls;
-    uint64_t first_batch;     /* batches before it are read and dropped (resume) */
+    uint64_t first_batch;     /* the epoch starts at this batch (resume) */
+    /* Samples per shard by URL index (a dataset index), or NULL. With it a
+     * resumed epoch seeks to the shuffle window of first_batch; without it
+     * the samples before first_batch are read again and dropped. */
+    const uint64_t *shard_samples;
     struct stk__shard_config shard;
     struct stk__batch_budget *budget;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */

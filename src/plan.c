@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "rng.h"
 #include "stoker.h"
 
@@ -113,4 +114,53 @@ void stk__plan_pass_order(size_t count, uint64_t seed, uint64_t epoch, uint64_t 
 size_t stk__plan_rank_shard(const uint32_t *perm, size_t i, int rank, int world)
 {
     return perm[i * (size_t)world + (size_t)rank];
+}
+
+int stk__plan_cursor_init(struct stk__plan_cursor *c, size_t n_shards, uint64_t seed,
+                          uint64_t epoch, int rank, int world, int shuffle, int unbounded)
+{
+    *c = (struct stk__plan_cursor){
+        .n_shards = n_shards,
+        .count = stk__plan_rank_count(n_shards, rank, world),
+        .seed = seed,
+        .epoch = epoch,
+        .rank = rank,
+        .world = world,
+        .shuffle = shuffle,
+        .unbounded = unbounded,
+    };
+    c->perm = stk__calloc(n_shards + 1, sizeof *c->perm);
+    c->order = stk__calloc(c->count + 1, sizeof *c->order);
+    if (c->perm == NULL || c->order == NULL) {
+        stk__plan_cursor_free(c);
+        return STK_ENOMEM;
+    }
+    stk__plan_permutation(n_shards, seed, epoch, shuffle, c->perm);
+    return 0;
+}
+
+int stk__plan_cursor_shard(struct stk__plan_cursor *c, uint64_t g, size_t *shard)
+{
+    if (c->count == 0 || (!c->unbounded && g >= c->count))
+        return 0;
+    uint64_t pass = g / c->count;
+    size_t i = (size_t)(g % c->count);
+    if (pass > 0) { /* extra passes re-read this rank's own shards */
+        if (c->order_pass != pass) {
+            stk__plan_pass_order(c->count, c->seed, c->epoch, pass, c->rank, c->shuffle,
+                                 c->order);
+            c->order_pass = pass;
+        }
+        i = c->order[i];
+    }
+    *shard = stk__plan_rank_shard(c->perm, i, c->rank, c->world);
+    return 1;
+}
+
+void stk__plan_cursor_free(struct stk__plan_cursor *c)
+{
+    stk__free(c->perm);
+    stk__free(c->order);
+    c->perm = NULL;
+    c->order = NULL;
 }

@@ -43,4 +43,27 @@ size_t stk__plan_rank_shard(const uint32_t *perm, size_t i, int rank, int world)
 void stk__plan_pass_order(size_t count, uint64_t seed, uint64_t epoch, uint64_t pass, int rank,
                           int shuffle, uint32_t *order);
 
+/* The shards of one rank's epoch by position: position g is shard g % count
+ * of pass g / count (count = shards of the rank per pass). Keeps the
+ * epoch's permutation and the order of the last pass asked for. */
+struct stk__plan_cursor {
+    size_t n_shards;
+    size_t count;             /* shards of this rank per pass */
+    uint64_t seed, epoch;
+    int rank, world, shuffle;
+    int unbounded;            /* extra passes allowed (samples_per_rank set) */
+    uint32_t *perm;
+    uint32_t *order;
+    uint64_t order_pass;
+};
+
+int stk__plan_cursor_init(struct stk__plan_cursor *c, size_t n_shards, uint64_t seed,
+                          uint64_t epoch, int rank, int world, int shuffle, int unbounded);
+
+/* 1 and *shard set (index into the URL list) when the rank reads a shard
+ * at position g; 0 when its epoch has no such position. */
+int stk__plan_cursor_shard(struct stk__plan_cursor *c, uint64_t g, size_t *shard);
+
+void stk__plan_cursor_free(struct stk__plan_cursor *c);
+
 #endif

@@ -24,6 +24,7 @@ struct stk__shard_reader {
     struct stk__sample *current;
     int current_bad;
     int done;
+    int headers_only; /* skipping: member data is not read */
     uint64_t bytes_reported;
     /* The member read ahead that starts the next sample. */
     uint64_t next_position; /* number of the next sample started */
@@ -33,6 +34,22 @@ struct stk__shard_reader {
     uint64_t pending_size;
     uint64_t pending_offset;
 };
+
+void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
+                            struct stk__counters *counters, struct stk__pool *pool)
+{
+    *cfg = (struct stk__shard_config){
+        .block_size = o->read_buffer_bytes,
+        .max_member_bytes = o->max_member_bytes,
+        .max_members = o->max_members_per_sample,
+        .max_key_bytes = o->max_key_bytes,
+        .skip_bad = o->on_error == STK_ON_ERROR_SKIP,
+        .counters = counters,
+        .pool = pool,
+        .log = o->log,
+        .log_data = o->log_data,
+    };
+}
 
 int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
                            const struct stk__shard_config *cfg, struct stk__shard_reader **out,
@@ -190,12 +207,14 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
                                     r->url, name, (unsigned long long)r->pending_offset,
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->cfg.max_member_bytes));
-    size_t size = (size_t)r->pending_size;
+    /* Passing over by headers, the member joins the sample empty (the
+     * checks above need its extension) and libarchive skips its data. */
+    size_t size = r->headers_only ? 0 : (size_t)r->pending_size;
     uint8_t *data = stk__pool_get(r->cfg.pool, size + 1);
     if (data == NULL)
         return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%.200s' (%zu bytes)",
                          r->url, name, size);
-    int rc = stk__tar_read(r->tar, data, size, err);
+    int rc = r->headers_only ? 0 : stk__tar_read(r->tar, data, size, err);
     if (rc < 0) {
         stk__pool_put(r->cfg.pool, data, size + 1);
         return bad_shard(r, err, rc);
@@ -282,7 +301,43 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
     rc = finish_sample(r, out);
 out:
     account_bytes(r);
+    if (rc == 1 && !r->headers_only)
+        atomic_fetch_add(&r->cfg.counters->samples_read, 1);
     return rc;
+}
+
+/* Pass over up to n samples by their headers; *passed says how many. */
+static int pass_over(struct stk__shard_reader *r, uint64_t n, uint64_t *passed,
+                     struct stk__err *err)
+{
+    int rc = 1;
+    r->headers_only = 1;
+    for (*passed = 0; *passed < n; (*passed)++) {
+        struct stk__sample *s;
+        rc = stk__shard_next(r, &s, err);
+        if (rc <= 0)
+            break;
+        stk__sample_free(s);
+    }
+    r->headers_only = 0;
+    return rc < 0 ? rc : 0;
+}
+
+int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *err)
+{
+    uint64_t passed;
+    int rc = pass_over(r, n, &passed, err);
+    if (rc == 0 && passed < n)
+        rc = stk__errf(err, STK_EPLAN,
+                       "%s: the shard ended after %llu of the %llu samples a resume skips; "
+                       "the dataset index is stale (rebuild it with stoker index)",
+                       r->url, (unsigned long long)passed, (unsigned long long)n);
+    return rc;
+}
+
+int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__err *err)
+{
+    return pass_over(r, UINT64_MAX, n, err);
 }
 
 void stk__shard_close(struct stk__shard_reader *r)

@@ -30,6 +30,7 @@ struct stk__counters {
     atomic_uint_fast64_t images_decoded;
     atomic_uint_fast64_t images_replaced;
     atomic_uint_fast64_t decode_ns;
+    atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
 };
 
 struct stk__shard_config {
@@ -44,6 +45,10 @@ struct stk__shard_config {
     void *log_data;
 };
 
+/* The config a loader with these options reads shards with. */
+void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
+                            struct stk__counters *counters, struct stk__pool *pool);
+
 struct stk__shard_reader;
 
 /* Open url (shard_index is reported in samples). */
@@ -57,6 +62,16 @@ int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
 
 /* 1: *out is the next sample (caller frees); 0: shard done; <0: error. */
 int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struct stk__err *err);
+
+/* Pass over the next n samples that stk__shard_next() would return,
+ * reading their tar headers only (member data is seeked over when the
+ * source allows it); bad samples are dropped as stk__shard_next() drops
+ * them, so the samples that follow keep their numbers. 0, or STK_EPLAN when
+ * the shard ends first (its count in the index is stale), or an error. */
+int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *err);
+
+/* Count the samples left in the shard the same way: 0 and *n, or <0. */
+int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__err *err);
 
 void stk__shard_close(struct stk__shard_reader *r);
 

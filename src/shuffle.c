@@ -1,54 +1,78 @@
 /*
- * shuffle.c - deterministic buffer shuffle.
+ * shuffle.c - deterministic windowed shuffle.
  */
 #include "shuffle.h"
 
 #include "alloc.h"
+#include "rng.h"
 #include "stoker.h"
 
-int stk__shuffle_init(struct stk__shuffle *sh, size_t capacity, uint64_t seed)
+int stk__shuffle_init(struct stk__shuffle *sh, size_t capacity, uint64_t seed,
+                      uint64_t first_window)
 {
-    sh->capacity = capacity > 1 ? capacity : 0;
+    sh->capacity = capacity > 1 ? capacity : 1;
     sh->count = 0;
-    sh->items = NULL;
-    stk__rng_seed(&sh->rng, seed);
-    if (sh->capacity) {
-        sh->items = stk__calloc(sh->capacity, sizeof *sh->items);
-        if (sh->items == NULL)
-            return STK_ENOMEM;
-    }
-    return 0;
+    sh->next = 0;
+    sh->closed = 0;
+    sh->seed = seed;
+    sh->window = first_window;
+    sh->items = stk__calloc(sh->capacity, sizeof *sh->items);
+    return sh->items == NULL ? STK_ENOMEM : 0;
 }
 
-struct stk__sample *stk__shuffle_push(struct stk__shuffle *sh, struct stk__sample *s)
+size_t stk__shuffle_window(const struct stk__shuffle *sh)
 {
-    if (sh->capacity == 0)
-        return s;
-    if (sh->count < sh->capacity) {
-        sh->items[sh->count++] = s;
-        return NULL;
-    }
-    size_t k = (size_t)stk__rng_below(&sh->rng, sh->count);
-    struct stk__sample *out = sh->items[k];
-    sh->items[k] = s;
-    return out;
+    return sh->capacity;
 }
 
-struct stk__sample *stk__shuffle_drain(struct stk__shuffle *sh)
+static void close_window(struct stk__shuffle *sh)
 {
-    if (sh->count == 0)
+    struct stk__rng rng;
+    stk__rng_seed(&rng, stk__mix(sh->seed, sh->window++));
+    for (size_t i = sh->count; i > 1; i--) {
+        size_t j = (size_t)stk__rng_below(&rng, i);
+        struct stk__sample *t = sh->items[i - 1];
+        sh->items[i - 1] = sh->items[j];
+        sh->items[j] = t;
+    }
+    sh->closed = 1;
+    sh->next = 0;
+}
+
+void stk__shuffle_push(struct stk__shuffle *sh, struct stk__sample *s)
+{
+    sh->items[sh->count++] = s;
+    if (sh->count == sh->capacity)
+        close_window(sh);
+}
+
+void stk__shuffle_finish(struct stk__shuffle *sh)
+{
+    if (!sh->closed)
+        close_window(sh);
+}
+
+struct stk__sample *stk__shuffle_pop(struct stk__shuffle *sh)
+{
+    if (!sh->closed)
         return NULL;
-    size_t k = (size_t)stk__rng_below(&sh->rng, sh->count);
-    struct stk__sample *out = sh->items[k];
-    sh->items[k] = sh->items[--sh->count];
-    return out;
+    if (sh->next == sh->count) {
+        sh->closed = 0;
+        sh->count = 0;
+        sh->next = 0;
+        return NULL;
+    }
+    struct stk__sample *s = sh->items[sh->next];
+    sh->items[sh->next++] = NULL;
+    return s;
 }
 
 void stk__shuffle_free(struct stk__shuffle *sh)
 {
-    for (size_t i = 0; i < sh->count; i++)
+    for (size_t i = sh->next; i < sh->count; i++)
         stk__sample_free(sh->items[i]);
     stk__free(sh->items);
     sh->items = NULL;
     sh->count = 0;
+    sh->next = 0;
 }

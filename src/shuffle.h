@@ -1,34 +1,48 @@
 /*
- * shuffle.h - the sample shuffle buffer.
+ * shuffle.h - the sample shuffle: a random permutation per window.
  *
- * WebDataset's buffer shuffle made deterministic: once the buffer holds
- * `capacity` samples, each new sample replaces a uniformly chosen one,
- * which is emitted. The choices come from a generator seeded by the caller,
- * so the output order is a pure function of the input order and the seed.
+ * The interleaved input is cut into windows of `capacity` samples; each
+ * window is emitted in a random order drawn from (seed, window number).
+ * Unlike WebDataset's buffer shuffle, where a sample's output position
+ * depends on everything read before it, the output at position p depends
+ * only on the input window holding p, so a resumed epoch (seek_plan.c)
+ * re-reads at most one window. Memory is the same: one window of samples.
  */
 #ifndef STK_SHUFFLE_H
 #define STK_SHUFFLE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#include "rng.h"
 #include "sample.h"
 
 struct stk__shuffle {
     struct stk__sample **items;
     size_t capacity;
-    size_t count;
-    struct stk__rng rng;
+    size_t count; /* samples in the window */
+    size_t next;  /* next to emit once the window is closed */
+    int closed;
+    uint64_t seed;
+    uint64_t window; /* number of the window being filled */
 };
 
-/* capacity <= 1 makes the buffer a pass-through. */
-int stk__shuffle_init(struct stk__shuffle *sh, size_t capacity, uint64_t seed);
+/* capacity <= 1 makes the shuffle a pass-through. first_window is the
+ * number of the first window filled (resume). */
+int stk__shuffle_init(struct stk__shuffle *sh, size_t capacity, uint64_t seed,
+                      uint64_t first_window);
 
-/* Offer a sample; returns a sample to emit now, or NULL while filling. */
-struct stk__sample *stk__shuffle_push(struct stk__shuffle *sh, struct stk__sample *s);
+/* Window size: 1 for a pass-through. */
+size_t stk__shuffle_window(const struct stk__shuffle *sh);
 
-/* After the input ended: the next buffered sample in random order, or NULL. */
-struct stk__sample *stk__shuffle_drain(struct stk__shuffle *sh);
+/* Add a sample to the open window; a full window closes (and is permuted).
+ * Call only while stk__shuffle_pop() returns NULL. */
+void stk__shuffle_push(struct stk__shuffle *sh, struct stk__sample *s);
+
+/* The input ended: close the partial window. */
+void stk__shuffle_finish(struct stk__shuffle *sh);
+
+/* Next sample of the closed window, or NULL (then push or finish). */
+struct stk__sample *stk__shuffle_pop(struct stk__shuffle *sh);
 
 /* Free the buffered samples and the buffer. */
 void stk__shuffle_free(struct stk__shuffle *sh);

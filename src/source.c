@@ -63,7 +63,17 @@ static void memory_close(struct stk__source *src)
     stk__free(src);
 }
 
-static const struct stk__source_ops memory_ops = {memory_read, memory_close};
+static int64_t memory_skip(struct stk__source *src, uint64_t n)
+{
+    struct memory_source *m = (struct memory_source *)src;
+    uint64_t left = m->size - m->pos;
+    if (n > left)
+        n = left;
+    m->pos += (size_t)n;
+    return (int64_t)n;
+}
+
+static const struct stk__source_ops memory_ops = {memory_read, memory_close, memory_skip};
 
 int stk__source_open_memory(const char *url, const void *data, size_t size, size_t chunk,
                             struct stk__source **out)

@@ -2,9 +2,9 @@
  * source.h - a byte stream of one shard.
  *
  * Every storage backend (local file now; HTTP, S3, GCS and pipe: later)
- * implements these two operations, so the tar reader above never knows
- * where bytes come from. Reads are sequential: shards are streamed, never
- * seeked.
+ * implements these operations, so the tar reader above never knows where
+ * bytes come from. Reads are sequential: shards are streamed; the only jump
+ * is an optional forward skip.
  */
 #ifndef STK_SOURCE_H
 #define STK_SOURCE_H
@@ -22,6 +22,10 @@ struct stk__source_ops {
      * or a negative STK_E* code with a message in src->err. */
     ssize_t (*read)(struct stk__source *src, void *buf, size_t cap);
     void (*close)(struct stk__source *src);
+    /* Optional: move n bytes forward without reading them; returns the
+     * bytes skipped (0: cannot, the caller reads instead) or <0. Lets a
+     * resumed epoch pass over the data of samples it already delivered. */
+    int64_t (*skip)(struct stk__source *src, uint64_t n);
 };
 
 struct stk__source {

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +22,8 @@
 struct file_source {
     struct stk__source base;
     int fd;
+    int regular;
+    uint64_t size; /* of a regular file at open */
 };
 
 static ssize_t file_read(struct stk__source *src, void *buf, size_t cap)
@@ -44,7 +47,24 @@ static void file_close(struct stk__source *src)
     stk__free(f);
 }
 
-static const struct stk__source_ops file_ops = {file_read, file_close};
+/* Never past the end: lseek would succeed there and a member whose header
+ * promises more bytes than the file holds would look complete. */
+static int64_t file_skip(struct stk__source *src, uint64_t n)
+{
+    struct file_source *f = (struct file_source *)src;
+    if (!f->regular)
+        return 0; /* a FIFO or device: the caller reads instead */
+    off_t at = lseek(f->fd, 0, SEEK_CUR);
+    if (at < 0 || (uint64_t)at >= f->size)
+        return 0;
+    if (n > f->size - (uint64_t)at)
+        n = f->size - (uint64_t)at;
+    if (lseek(f->fd, (off_t)n, SEEK_CUR) < 0)
+        return 0;
+    return (int64_t)n;
+}
+
+static const struct stk__source_ops file_ops = {file_read, file_close, file_skip};
 
 int stk__source_file_open(const char *url, const char *path, struct stk__source **out,
                           struct stk__err *err)
@@ -57,7 +77,9 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
                          strerror(e));
     }
     struct stat st;
-    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (fstat(fd, &st) != 0)
+        memset(&st, 0, sizeof st);
+    if (S_ISDIR(st.st_mode)) {
         close(fd);
         return stk__errf(err, STK_EINVAL, "%s: is a directory, not a shard", url);
     }
@@ -71,6 +93,8 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
     f->base.ops = &file_ops;
     f->base.url = url;
     f->fd = fd;
+    f->regular = S_ISREG(st.st_mode);
+    f->size = (uint64_t)st.st_size;
     *out = &f->base;
     return 0;
 }

@@ -42,6 +42,18 @@ static la_ssize_t read_cb(struct archive *a, void *client, const void **buf)
     return n;
 }
 
+/* libarchive skips the data of members nobody read (resume passes over
+ * samples by their headers) through this when the source can seek. */
+static la_int64_t skip_cb(struct archive *a, void *client, la_int64_t request)
+{
+    struct stk__tar *t = client;
+    (void)a;
+    if (request <= 0)
+        return 0;
+    int64_t n = t->src->ops->skip(t->src, (uint64_t)request);
+    return n > 0 ? n : 0;
+}
+
 /* A support call answers ARCHIVE_WARN when libarchive lacks the library
  * and would run an external program (lz4, xz, ...) instead; stoker never
  * spawns programs behind the user's back, so such filters stay off. Which
@@ -101,7 +113,11 @@ int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **
     t->src = src;
     t->block = block;
     t->block_size = block_size;
-    if (archive_read_open(a, t, NULL, read_cb, NULL) != ARCHIVE_OK) {
+    archive_read_set_callback_data(a, t);
+    archive_read_set_read_callback(a, read_cb);
+    if (src->ops->skip != NULL)
+        archive_read_set_skip_callback(a, skip_cb);
+    if (archive_read_open1(a) != ARCHIVE_OK) {
         const char *why = archive_error_string(a);
         int code = t->source_failed                            ? t->src->err.code
                    : why != NULL && strstr(why, "runcated") != NULL ? STK_ETRUNC

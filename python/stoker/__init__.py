@@ -68,7 +68,10 @@ class Loader:
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
     torch.float32/float16/bfloat16 (normalized with mean/std); layout:
     "nchw" or "nhwc". samples_per_rank makes every rank yield the same
-    number of batches. pin_memory=True puts the batch ring in CUDA-pinned
+    number of batches. index names a dataset index written by
+    `stoker index` for the same URLs: with it len() is known, ranks get
+    equal shares by default, and load_state_dict() resumes by re-reading
+    at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
     true asynchronous copy; batch_allocator(nbytes) may supply any other
     writable buffer. Other keyword options are those of stk_options in
@@ -78,7 +81,7 @@ class Loader:
     def __init__(self, urls, batch_size=64, image_size=224, transform="train",
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
-                 pin_memory=False, **options):
+                 pin_memory=False, index=None, **options):
         if pin_memory:
             if not torch.cuda.is_available():
                 raise ValueError("pin_memory=True needs CUDA, and torch finds no CUDA device")
@@ -99,16 +102,19 @@ class Loader:
                       rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
                       drop_last=int(drop_last), **options)
         self._c = _CLoader(urls, threads=threads or _default_threads(),
-                           batch_allocator=allocator, **config)
+                           batch_allocator=allocator,
+                           index_path=None if index is None else os.fspath(index), **config)
+        info = self._c.info()
         # Everything that shapes the sequence of batches (not threads, which
-        # only change speed): a saved state only fits the same values.
-        text = repr((urls, sorted(config.items())))
+        # only change speed; not the index's path, only what it implies): a
+        # saved state only fits the same values.
+        text = repr((urls, sorted(config.items()), info["samples_per_rank"]))
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._seed = seed
         self._batch = 0      # batches of the current epoch already yielded
         self._resume_at = 0  # first batch of the next iteration
         self._batch_size = batch_size
-        self._samples_per_rank = samples_per_rank
+        self._epoch_samples = info["epoch_samples"]
         self._drop_last = drop_last
         self._epoch = 0
 
@@ -129,8 +135,9 @@ class Loader:
     def load_state_dict(self, state):
         """Continue from state_dict() of a loader with the same URLs and
         options (threads may differ). The next iteration starts at the saved
-        batch; the batches before it are read again and dropped without
-        being decoded."""
+        batch. With an index the readers jump to the shuffle window of that
+        batch (at most shuffle_buffer samples are read again); without one
+        the batches before it are read again. Nothing before it is decoded."""
         if state.get("fingerprint") != self._fingerprint:
             raise ValueError("this loader state was saved by a loader with other URLs or "
                              "options (batch size, seed, shuffle, rank/world size, transform, "
@@ -139,11 +146,13 @@ class Loader:
         self._batch = self._resume_at = int(state["batch"])
 
     def __len__(self):
-        if not self._samples_per_rank:
-            raise TypeError("the number of batches is known only with samples_per_rank")
+        n = self._epoch_samples
+        if not n:
+            raise TypeError("the number of batches is known only with samples_per_rank or "
+                            "a dataset index (index=)")
         if self._drop_last:
-            return self._samples_per_rank // self._batch_size
-        return math.ceil(self._samples_per_rank / self._batch_size)
+            return n // self._batch_size
+        return math.ceil(n / self._batch_size)
 
     def _shape(self, n):
         s = self._size

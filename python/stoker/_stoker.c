@@ -345,7 +345,8 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         return parse_triple(value, name, o->mean);
     } else if (strcmp(name, "std") == 0) {
         return parse_triple(value, name, o->std);
-    } else if (strcmp(name, "label_exts") == 0 || strcmp(name, "label_json_field") == 0) {
+    } else if (strcmp(name, "label_exts") == 0 || strcmp(name, "label_json_field") == 0 ||
+               strcmp(name, "index_path") == 0) {
         if (value == Py_None)
             return 0;
         const char *text = PyUnicode_AsUTF8(value);
@@ -353,8 +354,10 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             return -1;
         if (strcmp(name, "label_exts") == 0)
             o->label_exts = text;
-        else
+        else if (strcmp(name, "label_json_field") == 0)
             o->label_json_field = text;
+        else
+            o->index_path = text;
     } else {
         static const struct {
             const char *name;
@@ -505,11 +508,12 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "shards_opened", s.shards_opened,
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "shards_opened", s.shards_opened,
         "shards_failed", s.shards_failed, "samples", s.samples, "samples_skipped",
         s.samples_skipped, "members_ignored", s.members_ignored, "batches", s.batches,
         "bytes_read", s.bytes_read, "member_bytes", s.member_bytes, "images_decoded",
-        s.images_decoded, "images_replaced", s.images_replaced, "decode_ns", s.decode_ns);
+        s.images_decoded, "images_replaced", s.images_replaced, "decode_ns", s.decode_ns,
+        "samples_read", s.samples_read);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)
@@ -533,11 +537,12 @@ static PyObject *loader_info(LoaderObject *self, PyObject *unused)
     (void)unused;
     if (check_open(self) < 0)
         return NULL;
-    return Py_BuildValue("{s:n,s:i,s:i,s:K,s:n,s:I,s:n}", "num_shards",
+    return Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:n}", "num_shards",
                          (Py_ssize_t)stk_loader_num_shards(self->loader), "rank",
                          stk_loader_rank(self->loader), "world_size",
                          stk_loader_world_size(self->loader), "samples_per_rank",
-                         (unsigned long long)self->opts.samples_per_rank, "batch_size",
+                         (unsigned long long)self->opts.samples_per_rank, "epoch_samples",
+                         (unsigned long long)stk_loader_epoch_samples(self->loader), "batch_size",
                          (Py_ssize_t)self->opts.batch_size, "image_size", self->opts.image_size,
                          "drop_last", (Py_ssize_t)self->opts.drop_last);
 }

@@ -30,7 +30,10 @@
  *    size and chunking, skip policy) yields exactly the same samples and
  *    skips nothing: feeding granularity and policy do not change a good
  *    shard; when run A fails, run B counts a skipped sample or failed shard;
- *  - counters: one shard opened, bytes_read <= input size.
+ *  - counters: one shard opened, bytes_read <= input size;
+ *  - run D counts the samples by their headers only (stk__shard_count, the
+ *    dataset index and resume path) under the skip policy: the same count
+ *    as run B delivered.
  *
  * Built for libFuzzer (STK_FUZZ_LIBFUZZER), a custom mutator also repairs
  * the checksums of mutated ustar headers so the fuzzer gets past them.
@@ -254,6 +257,32 @@ static void read_shard(const uint8_t *data, size_t size, size_t block, size_t ch
     check_keys_unique(run);
 }
 
+/* Count the samples by headers as `stoker index` does; -1 if it cannot. */
+static int64_t count_by_headers(const uint8_t *data, size_t size, size_t block, size_t chunk) {
+    struct stk__counters counters;
+    memset(&counters, 0, sizeof counters);
+    struct stk__shard_config cfg = {
+        .block_size = block,
+        .max_member_bytes = FUZZ_MAX_MEMBER_BYTES,
+        .max_members = FUZZ_MAX_MEMBERS,
+        .max_key_bytes = FUZZ_MAX_KEY_BYTES,
+        .skip_bad = 1,
+        .counters = &counters,
+    };
+    struct stk__err err;
+    struct stk__source *src = NULL;
+    struct stk__shard_reader *r = NULL;
+    if (stk__source_open_memory(FUZZ_URL, data, size, chunk, &src) < 0 ||
+        stk__shard_open_source(src, FUZZ_SHARD_INDEX, &cfg, &r, &err) < 0)
+        return -1;
+    uint64_t n = 0;
+    int rc = stk__shard_count(r, &n, &err);
+    stk__shard_close(r);
+    FUZZ_CHECK(rc == 0 || rc == STK_ENOMEM);
+    FUZZ_CHECK(atomic_load(&counters.samples_read) == 0);
+    return rc == 0 ? (int64_t)n : -1;
+}
+
 /* STK_FUZZ_VERBOSE=1 in the environment prints what each run saw. */
 static void trace(const char *name, const struct run *run, size_t block, size_t chunk) {
     static int verbose = -1;
@@ -333,6 +362,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         /* The fail policy stopped on a problem: the skip policy must have
          * dropped something for it. */
         FUZZ_CHECK(b.skipped + b.failed >= 1);
+    }
+    if (b.open_rc == 0 && b.last_rc == 0) {
+        int64_t counted = count_by_headers(shard, shard_size, block_b, chunk_b);
+        FUZZ_CHECK(counted == (int64_t)b.samples);
     }
 
     /* Run C: make the Nth stoker allocation (and every later one) fail. */

@@ -184,3 +184,12 @@ def transform_tool():
     pytest.fail("no transform_tool in " + ", ".join(map(str, candidates))
                 + ": build the unit tests (meson configure BUILD -Dtests=true && ninja -C BUILD)"
                 " or set STOKER_BUILD_DIR", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def stoker_bin():
+    """The CLI of the same build (run_all.sh sets STOKER_BIN)."""
+    path = os.environ.get("STOKER_BIN") or os.path.join(
+        os.path.dirname(__file__), "..", "..", "build-rel", "stoker")
+    assert os.access(path, os.X_OK), f"no stoker binary at {path}; set STOKER_BIN"
+    return path

@@ -345,40 +345,114 @@ static void test_missing_shard(void **state)
     stk_loader_destroy(l);
 }
 
-/* Seeking to batch k of an epoch delivers exactly what an uninterrupted run
- * delivers from batch k on, for shuffle on and off, also with other threads. */
+/* Seek to each batch of starts and check the rest of the epoch equals an
+ * uninterrupted run's, with any thread count. With a dataset index the
+ * readers jump to the shuffle window of the batch: at most one window of
+ * samples before it is read again. */
+static void check_resume(struct stk_options o, const char *index_path)
+{
+    struct epoch full;
+    o.index_path = index_path;
+    assert_int_equal(run_epoch(&o, &full), 0);
+    assert_true(full.n > 0 && full.n <= 1024);
+    size_t window = o.shuffle ? o.shuffle_buffer : 1;
+    const char *urls[] = {pattern};
+    o.prefetch_bytes_per_shard = 1;
+    for (uint64_t start = 0; start <= (uint64_t)full.batches; start += 1 + start / 4) {
+        o.threads = 1 + (unsigned)start % 3;
+        stk_loader *l;
+        assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+        assert_int_equal(stk_loader_seek(l, o.epoch, start), 0);
+        struct stk_batch *b;
+        int n = (int)(start * o.batch_size), rc;
+        uint64_t index = start;
+        while ((rc = stk_loader_next(l, &b)) == 0) {
+            assert_int_equal(b->index, index++);
+            for (size_t i = 0; i < b->n_samples; i++, n++)
+                assert_int_equal(atoi((const char *)b->samples[i].members[1].data), full.ids[n]);
+            stk_batch_release(b);
+        }
+        assert_int_equal(rc, STK_EOF);
+        assert_int_equal(n, start < (uint64_t)full.batches ? full.n : (int)(start * o.batch_size));
+        struct stk_stats st;
+        stk_loader_stats(l, &st);
+        uint64_t delivered = (uint64_t)full.n - start * o.batch_size;
+        if (start >= (uint64_t)full.batches)
+            delivered = 0;
+        /* Readers run ahead of the sequencer by about one sample per slot
+         * (prefetch_bytes_per_shard = 1), also past the rank's last sample. */
+        size_t read_ahead = 2 * o.shards_in_flight;
+        if (index_path != NULL)
+            assert_true(st.samples_read <= delivered + window + read_ahead);
+        else
+            assert_true(st.samples_read >= (uint64_t)full.n || start >= (uint64_t)full.batches);
+        stk_loader_destroy(l);
+    }
+}
+
 static void test_seek_resumes_exactly(void **state)
 {
     (void)state;
-    for (int shuffle = 0; shuffle < 2; shuffle++) {
-        struct stk_options o = base_options();
-        o.shuffle = shuffle;
-        o.epoch = 2;
-        o.samples_per_rank = 100;
-        struct epoch full;
-        assert_int_equal(run_epoch(&o, &full), 0);
-        const char *urls[] = {pattern};
-        static const uint64_t starts[] = {0, 1, 5, 13, 14}; /* 15 batches, the last partial */
-        for (size_t k = 0; k < sizeof starts / sizeof starts[0]; k++) {
-            o.threads = 1 + (unsigned)k % 3;
-            stk_loader *l;
-            assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
-            assert_int_equal(stk_loader_seek(l, 2, starts[k]), 0);
-            struct stk_batch *b;
-            int n = (int)(starts[k] * o.batch_size), rc;
-            uint64_t index = starts[k];
-            while ((rc = stk_loader_next(l, &b)) == 0) {
-                assert_int_equal(b->index, index++);
-                for (size_t i = 0; i < b->n_samples; i++, n++)
-                    assert_int_equal(atoi((const char *)b->samples[i].members[1].data),
-                                     full.ids[n]);
-                stk_batch_release(b);
-            }
-            assert_int_equal(rc, STK_EOF);
-            assert_int_equal(n, full.n);
-            stk_loader_destroy(l);
+    char index_path[128];
+    snprintf(index_path, sizeof index_path, "%s/index.json", dir);
+    struct stk_options o = base_options();
+    const char *urls[] = {pattern};
+    char msg[512];
+    struct stk_stats st;
+    assert_int_equal(stk_index_build(&o, urls, 1, index_path, &st, msg, sizeof msg), 0);
+    assert_int_equal(st.samples, (uint64_t)total_samples);
+    for (int with_index = 0; with_index < 2; with_index++) {
+        for (int shuffle = 0; shuffle < 2; shuffle++) {
+            o = base_options();
+            o.shuffle = shuffle;
+            o.epoch = 2;
+            o.samples_per_rank = 100; /* one pass, stops inside it */
+            check_resume(o, with_index ? index_path : NULL);
+            o.samples_per_rank = 150; /* a second pass over the rank's shards */
+            check_resume(o, with_index ? index_path : NULL);
+            o.samples_per_rank = 0;
+            o.rank = 1;
+            o.world_size = 3; /* uneven shards; with the index an equal share */
+            check_resume(o, with_index ? index_path : NULL);
         }
     }
+    unlink(index_path);
+}
+
+/* The index gives every rank floor(total / world) samples by default. */
+static void test_index_equal_shares(void **state)
+{
+    (void)state;
+    char index_path[128];
+    snprintf(index_path, sizeof index_path, "%s/index.json", dir);
+    struct stk_options o = base_options();
+    const char *urls[] = {pattern};
+    assert_int_equal(stk_index_build(&o, urls, 1, index_path, NULL, NULL, 0), 0);
+    o.index_path = index_path;
+    o.world_size = 4;
+    for (int r = 0; r < 4; r++) {
+        o.rank = r;
+        stk_loader *l;
+        assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+        assert_int_equal(stk_loader_epoch_samples(l), (uint64_t)total_samples / 4);
+        stk_loader_destroy(l);
+        struct epoch e;
+        assert_int_equal(run_epoch(&o, &e), 0);
+        assert_int_equal(e.n, total_samples / 4);
+    }
+    /* Without sharing out, the rank's shards per the index. */
+    o.world_size = 1;
+    o.rank = 0;
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    assert_int_equal(stk_loader_epoch_samples(l), (uint64_t)total_samples);
+    stk_loader_destroy(l);
+    /* A shard missing from the index is named. */
+    const char *more[] = {pattern, "/nonexistent/extra.tar"};
+    char msg[512];
+    assert_int_equal(stk_loader_create(&o, more, 2, &l, msg, sizeof msg), STK_EINVAL);
+    assert_non_null(strstr(msg, "/nonexistent/extra.tar"));
+    unlink(index_path);
 }
 
 /* Fail the Nth allocation for N = 1, 2, ... until a whole epoch succeeds:
@@ -415,6 +489,7 @@ int main(void)
         cmocka_unit_test(test_caller_holding_every_batch),
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_seek_resumes_exactly),
+        cmocka_unit_test(test_index_equal_shares),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests_name("pipeline", tests, setup, teardown);

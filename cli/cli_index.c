@@ -1,0 +1,77 @@
+/*
+ * cli_index.c - `stoker index`: count the samples of every shard and write
+ * the dataset index a loader uses for equal per-rank shares, epoch lengths
+ * and fast resumes.
+ */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cli_common.h"
+
+static const char *const CMD = "index";
+
+static void help(void)
+{
+    printf("usage: stoker index [OPTIONS] -o FILE URL...\n\n"
+           "Count the samples of every shard (by tar headers, without reading member\n"
+           "data where the source can seek) and write a JSON dataset index. Give the\n"
+           "loader the same URLs and the file (--index, index_path, Loader(index=)).\n\n"
+           "options:\n"
+           "  -o, --output FILE      where to write the index (required)\n"
+           "  --threads N            shards counted at once (default 2)\n"
+           "  --on-error MODE        fail (default) or skip bad samples and shards, as\n"
+           "                         the loader will\n"
+           "  -h, --help             this help\n");
+}
+
+int cmd_index(int argc, char **argv)
+{
+    enum { O_THREADS = 256, O_ONERR };
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"on-error", required_argument, NULL, O_ONERR},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct stk_options o;
+    stk_options_init(&o);
+    o.log = cli_log_stderr;
+    o.log_data = (void *)CMD;
+    const char *output = NULL;
+    uint64_t v;
+    int c;
+    while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': output = optarg; break;
+        case O_THREADS:
+            if (cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v) < 0)
+                return EXIT_USAGE;
+            o.threads = (unsigned)v;
+            break;
+        case O_ONERR:
+            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+                return EXIT_USAGE;
+            break;
+        case 'h': help(); return EXIT_OK;
+        default: return cli_usage_error(CMD, "unknown option");
+        }
+    }
+    if (output == NULL)
+        return cli_usage_error(CMD, "-o FILE is required");
+    if (optind >= argc)
+        return cli_usage_error(CMD, "no URL given");
+    char msg[1024];
+    struct stk_stats s;
+    int rc = stk_index_build(&o, (const char *const *)argv + optind, (size_t)(argc - optind),
+                             output, &s, msg, sizeof msg);
+    if (rc < 0)
+        return cli_fail(CMD, "%s", msg[0] ? msg : stk_strerror(rc));
+    printf("%llu samples in %llu shards -> %s", (unsigned long long)s.samples,
+           (unsigned long long)s.shards_opened, output);
+    if (s.samples_skipped || s.shards_failed)
+        printf(" (%llu bad samples and %llu cut-short shards not counted)",
+               (unsigned long long)s.samples_skipped, (unsigned long long)s.shards_failed);
+    putchar('\n');
+    return EXIT_OK;
+}

@@ -1,0 +1,266 @@
+/*
+ * dataset_index.c - build, write and read dataset index files.
+ */
+#include "dataset_index.h"
+
+#include <cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "shard_reader.h"
+#include "stoker.h"
+#include "threads.h"
+
+#define INDEX_FORMAT "stoker-index"
+#define INDEX_VERSION 1
+#define MAX_INDEX_BYTES ((long)1 << 30)
+
+/* ---- building ---- */
+
+struct index_build {
+    const struct stk__strlist *urls;
+    struct stk__shard_config shard;
+    uint64_t *counts;
+    atomic_size_t next; /* next shard to count */
+    pthread_mutex_t mutex;
+    struct stk__err err; /* first failure, guarded by mutex */
+};
+
+static void *count_main(void *arg)
+{
+    struct index_build *b = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&b->next, 1);
+        if (i >= b->urls->count)
+            return NULL;
+        struct stk__err err;
+        struct stk__shard_reader *r;
+        int rc = stk__shard_open(b->urls->items[i], i, &b->shard, &r, &err);
+        if (rc == 0) {
+            rc = stk__shard_count(r, &b->counts[i], &err);
+            stk__shard_close(r);
+        }
+        if (rc < 0) {
+            stk__mutex_lock(&b->mutex);
+            if (b->err.code == 0)
+                b->err = err;
+            stk__mutex_unlock(&b->mutex);
+            atomic_store(&b->next, b->urls->count); /* the others stop too */
+            return NULL;
+        }
+    }
+}
+
+static int write_index(const char *path, const struct stk__strlist *urls, const uint64_t *counts,
+                       struct stk__err *err)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < urls->count; i++)
+        total += counts[i];
+    cJSON *root = cJSON_CreateObject();
+    cJSON *shards = NULL;
+    int ok = root != NULL && cJSON_AddStringToObject(root, "format", INDEX_FORMAT) != NULL &&
+             cJSON_AddNumberToObject(root, "version", INDEX_VERSION) != NULL &&
+             cJSON_AddNumberToObject(root, "samples", (double)total) != NULL &&
+             (shards = cJSON_AddArrayToObject(root, "shards")) != NULL;
+    for (size_t i = 0; ok && i < urls->count; i++) {
+        cJSON *s = cJSON_CreateObject();
+        ok = s != NULL && cJSON_AddItemToArray(shards, s) &&
+             cJSON_AddStringToObject(s, "url", urls->items[i]) != NULL &&
+             cJSON_AddNumberToObject(s, "samples", (double)counts[i]) != NULL;
+    }
+    char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (text == NULL)
+        return stk__errf(err, STK_ENOMEM, "out of memory writing the index");
+    /* Written beside its final name and renamed: a reader never sees half
+     * an index, and a failed run leaves the old one. */
+    size_t tmp_len = strlen(path) + 32;
+    char *tmp = stk__malloc(tmp_len);
+    int rc = 0;
+    if (tmp == NULL) {
+        rc = stk__errf(err, STK_ENOMEM, "out of memory writing the index");
+    } else {
+        snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
+        FILE *f = fopen(tmp, "w");
+        if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0 ||
+            rename(tmp, path) != 0) {
+            rc = stk__errf(err, STK_EIO, "%s: cannot write the index: %s", path, strerror(errno));
+            unlink(tmp);
+        }
+    }
+    stk__free(tmp);
+    cJSON_free(text);
+    return rc;
+}
+
+int stk_index_build(const struct stk_options *opts, const char *const *patterns, size_t n,
+                    const char *path, struct stk_stats *stats, char *errbuf, size_t errbuf_size)
+{
+    struct stk__err err;
+    stk__err_clear(&err);
+    struct stk__counters counters = {0};
+    struct stk__strlist urls = {0};
+    struct index_build b = {.urls = &urls};
+    stk__mutex_init(&b.mutex);
+    int rc = stk__expand_urls(patterns, n, &urls, &err);
+    if (rc == 0 && urls.count == 0)
+        rc = stk__errf(&err, STK_EINVAL, "no shards to index");
+    if (rc == 0 && (b.counts = stk__calloc(urls.count, sizeof *b.counts)) == NULL)
+        rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing %zu shards", urls.count);
+    if (rc == 0) {
+        stk__shard_config_init(&b.shard, opts, &counters, NULL);
+        unsigned threads = opts->threads < urls.count ? opts->threads : (unsigned)urls.count;
+        pthread_t *tids = stk__calloc(threads, sizeof *tids);
+        unsigned started = 0;
+        if (tids == NULL)
+            rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing");
+        while (rc == 0 && started < threads) {
+            rc = stk__thread_create(&tids[started], count_main, &b);
+            if (rc < 0)
+                stk__errf(&err, rc, "cannot start an indexing thread: %s", strerror(-rc));
+            else
+                started++;
+        }
+        if (rc < 0)
+            atomic_store(&b.next, urls.count);
+        for (unsigned t = 0; t < started; t++)
+            stk__thread_join(tids[t]);
+        stk__free(tids);
+        if (rc == 0 && b.err.code != 0) {
+            err = b.err;
+            rc = b.err.code;
+        }
+    }
+    if (rc == 0)
+        rc = write_index(path, &urls, b.counts, &err);
+    if (stats != NULL) {
+        memset(stats, 0, sizeof *stats);
+        stats->shards_opened = atomic_load(&counters.shards_opened);
+        stats->shards_failed = atomic_load(&counters.shards_failed);
+        stats->samples_skipped = atomic_load(&counters.samples_skipped);
+        stats->members_ignored = atomic_load(&counters.members_ignored);
+        stats->bytes_read = atomic_load(&counters.bytes_read);
+        for (size_t i = 0; b.counts != NULL && i < urls.count; i++)
+            stats->samples += b.counts[i];
+    }
+    stk__free(b.counts);
+    stk__strlist_free(&urls);
+    stk__mutex_destroy(&b.mutex);
+    stk__copy_msg(errbuf, errbuf_size, err.msg);
+    return rc;
+}
+
+/* ---- reading ---- */
+
+static char *read_file(const char *path, struct stk__err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return stk__errf(err, errno == ENOENT ? STK_ENOENT : STK_EIO,
+                         "%s: cannot open the dataset index: %s", path, strerror(errno)),
+               NULL;
+    char *text = NULL;
+    long size = -1;
+    if (fseek(f, 0, SEEK_END) == 0)
+        size = ftell(f);
+    if (size < 0 || size > MAX_INDEX_BYTES || fseek(f, 0, SEEK_SET) != 0) {
+        stk__errf(err, STK_EINVAL, "%s: not a readable dataset index (size %ld)", path, size);
+    } else if ((text = stk__malloc((size_t)size + 1)) == NULL) {
+        stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
+    } else if (fread(text, 1, (size_t)size, f) != (size_t)size) {
+        stk__errf(err, STK_EIO, "%s: cannot read the dataset index", path);
+        stk__free(text);
+        text = NULL;
+    } else {
+        text[size] = '\0';
+    }
+    fclose(f);
+    return text;
+}
+
+struct entry {
+    const char *url;
+    uint64_t samples;
+};
+
+static int compare_entries(const void *a, const void *b)
+{
+    return strcmp(((const struct entry *)a)->url, ((const struct entry *)b)->url);
+}
+
+/* The shard entries of a parsed index, sorted by URL for lookups. */
+static int parse_entries(const char *path, const cJSON *root, struct entry **out, size_t *n,
+                         struct stk__err *err)
+{
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
+    const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
+    const cJSON *shards = cJSON_GetObjectItemCaseSensitive(root, "shards");
+    if (!cJSON_IsString(format) || strcmp(format->valuestring, INDEX_FORMAT) != 0 ||
+        !cJSON_IsArray(shards))
+        return stk__errf(err, STK_EFORMAT, "%s: not a stoker dataset index", path);
+    if (!cJSON_IsNumber(version) || version->valuedouble != INDEX_VERSION)
+        return stk__errf(err, STK_EFORMAT, "%s: dataset index version %g is not supported (%d is)",
+                         path, cJSON_IsNumber(version) ? version->valuedouble : -1.0,
+                         INDEX_VERSION);
+    *n = (size_t)cJSON_GetArraySize(shards);
+    *out = stk__calloc(*n + 1, sizeof **out);
+    if (*out == NULL)
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
+    size_t i = 0;
+    const cJSON *s;
+    cJSON_ArrayForEach(s, shards)
+    {
+        const cJSON *url = cJSON_GetObjectItemCaseSensitive(s, "url");
+        const cJSON *samples = cJSON_GetObjectItemCaseSensitive(s, "samples");
+        if (!cJSON_IsString(url) || !cJSON_IsNumber(samples) || samples->valuedouble < 0 ||
+            samples->valuedouble > 9007199254740992.0) /* 2^53: exact in a double */
+            return stk__errf(err, STK_EFORMAT, "%s: shard entry %zu needs a url and a sample count",
+                             path, i);
+        (*out)[i].url = url->valuestring;
+        (*out)[i].samples = (uint64_t)samples->valuedouble;
+        i++;
+    }
+    qsort(*out, *n, sizeof **out, compare_entries);
+    return 0;
+}
+
+int stk__index_load(const char *path, const struct stk__strlist *urls, uint64_t **counts,
+                    struct stk__err *err)
+{
+    *counts = NULL;
+    char *text = read_file(path, err);
+    if (text == NULL)
+        return err->code;
+    cJSON *root = cJSON_Parse(text);
+    stk__free(text);
+    struct entry *entries = NULL;
+    size_t n = 0;
+    int rc = root == NULL ? stk__errf(err, STK_EFORMAT, "%s: the dataset index is not valid JSON",
+                                      path)
+                          : parse_entries(path, root, &entries, &n, err);
+    if (rc == 0 && (*counts = stk__calloc(urls->count + 1, sizeof **counts)) == NULL)
+        rc = stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
+    for (size_t i = 0; rc == 0 && i < urls->count; i++) {
+        struct entry key = {.url = urls->items[i]};
+        const struct entry *e = bsearch(&key, entries, n, sizeof *entries, compare_entries);
+        if (e == NULL)
+            rc = stk__errf(err, STK_EINVAL,
+                           "%s: shard %s is not in the dataset index (index the same URLs the "
+                           "loader reads)",
+                           path, urls->items[i]);
+        else
+            (*counts)[i] = e->samples;
+    }
+    if (rc < 0) {
+        stk__free(*counts);
+        *counts = NULL;
+    }
+    stk__free(entries);
+    cJSON_Delete(root);
+    return rc;
+}

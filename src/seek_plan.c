@@ -1,0 +1,76 @@
+/*
+ * seek_plan.c - replay the interleave on per-shard sample counts.
+ */
+#include "seek_plan.h"
+
+#include <string.h>
+
+#include "alloc.h"
+#include "stoker.h"
+
+int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
+{
+    memset(sp, 0, sizeof *sp);
+    uint64_t first_window = req->output_position / req->window;
+    uint64_t input_start = first_window * req->window;
+    if (input_start >= req->target)
+        return 0;
+    uint64_t *left = stk__calloc(req->n_slots, sizeof *left); /* of each opened shard */
+    unsigned char *opened = stk__calloc(req->n_slots, 1);
+    sp->slot_skip = stk__calloc(req->n_slots, sizeof *sp->slot_skip);
+    int rc = left == NULL || opened == NULL || sp->slot_skip == NULL ? STK_ENOMEM : 0;
+    if (rc == 0)
+        rc = stk__interleave_init(&sp->il, req->n_slots, req->cursor->count, req->shuffle,
+                                  req->interleave_seed);
+    if (rc < 0) {
+        stk__free(left);
+        stk__free(opened);
+        stk__seek_plan_free(sp);
+        return rc;
+    }
+    uint64_t pulled = 0;
+    while (pulled < input_start) {
+        int j = stk__interleave_pick(&sp->il);
+        if (j < 0)
+            break;
+        if (!opened[j]) {
+            size_t shard;
+            if (!stk__plan_cursor_shard(req->cursor, sp->il.slot_position[j], &shard)) {
+                if (stk__interleave_stream_end(&sp->il))
+                    break;
+                continue;
+            }
+            opened[j] = 1;
+            left[j] = req->shard_samples[shard];
+            sp->slot_skip[j] = 0;
+        }
+        if (left[j] > 0) {
+            left[j]--;
+            sp->slot_skip[j]++;
+            pulled++;
+            stk__interleave_sample(&sp->il);
+            continue;
+        }
+        opened[j] = 0;
+        sp->slot_skip[j] = 0;
+        if (stk__interleave_shard_end(&sp->il, (unsigned)j) < 0)
+            break;
+    }
+    stk__free(left);
+    stk__free(opened);
+    if (pulled < input_start) {
+        stk__seek_plan_free(sp);
+        return 0;
+    }
+    sp->input_start = input_start;
+    sp->first_window = first_window;
+    sp->drop = req->output_position - input_start;
+    return 1;
+}
+
+void stk__seek_plan_free(struct stk__seek_plan *sp)
+{
+    stk__interleave_free(&sp->il);
+    stk__free(sp->slot_skip);
+    sp->slot_skip = NULL;
+}

@@ -1,0 +1,47 @@
+/*
+ * seek_plan.h - where a resumed epoch starts reading.
+ *
+ * To deliver batch k of an epoch exactly as an uninterrupted run would,
+ * the sequencer must start with the shuffle window that holds output
+ * position k * batch_size, with every shard slot at the shard and sample
+ * the interleave had reached by then. Given the number of samples of every
+ * shard (a dataset index), this replays the interleave (interleave.c) on
+ * counts alone, so a resume reads no data before that window: readers open
+ * their shards and skip the consumed samples by their tar headers.
+ */
+#ifndef STK_SEEK_PLAN_H
+#define STK_SEEK_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "interleave.h"
+#include "plan.h"
+
+struct stk__seek_plan {
+    uint64_t input_start;  /* interleaved samples before the resumed window */
+    uint64_t first_window; /* number of that window */
+    uint64_t drop;         /* samples of its output before the first batch */
+    uint64_t *slot_skip;   /* per slot: samples of its current shard consumed */
+    struct stk__interleave il; /* the sequencer's state at input_start */
+};
+
+struct stk__seek_request {
+    struct stk__plan_cursor *cursor; /* the rank's shards in this epoch */
+    const uint64_t *shard_samples;   /* samples per shard, by URL index */
+    unsigned n_slots;
+    int shuffle;
+    uint64_t interleave_seed;
+    size_t window;                   /* shuffle window, 1 without shuffle */
+    uint64_t output_position;        /* first sample to deliver */
+    uint64_t target;                 /* samples the rank yields (UINT64_MAX: all) */
+};
+
+/* 1: plan computed; 0: the position is at or past the end of the epoch,
+ * or the rank cannot progress (start from the beginning and let the
+ * pipeline report it); STK_ENOMEM. */
+int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req);
+
+void stk__seek_plan_free(struct stk__seek_plan *sp);
+
+#endif
