@@ -1,0 +1,83 @@
+"""`stoker index`: per-shard sample counts, and what a loader does with them."""
+import json
+
+import pytest
+
+
+def test_index_counts_every_shard(run, dataset, tmp_path):
+    shards = [str(p) for p in dataset([10, 7, 13])]
+    out = tmp_path / "index.json"
+    proc = run(["index", "-o", str(out), *shards])
+    assert proc.returncode == 0, proc.stderr
+    assert "30 samples in 3 shards" in proc.stdout
+    index = json.loads(out.read_text())
+    assert index["format"] == "stoker-index" and index["version"] == 1
+    assert index["samples"] == 30
+    assert [(s["url"], s["samples"]) for s in index["shards"]] == list(zip(shards, [10, 7, 13]))
+
+
+def test_index_counts_what_the_loader_delivers_under_skip(run, make_shard, samples_factory,
+                                                          tmp_path):
+    # A sample with the same extension twice is dropped by the loader under
+    # --on-error skip: the index must count it out too.
+    samples = samples_factory(5)
+    path = make_shard(tmp_path / "dup.tar", samples, extra=[(7, "file", "000002.cls", b"9")])
+    out = tmp_path / "index.json"
+    failed = run(["index", "-o", str(out), path])
+    assert failed.returncode == 1 and "000002" in failed.stderr and not out.exists()
+    proc = run(["index", "--on-error", "skip", "-o", str(out), path])
+    assert proc.returncode == 0, proc.stderr
+    assert "1 bad samples" in proc.stdout
+    ls = run(["ls", "--on-error", "skip", path])
+    assert json.loads(out.read_text())["samples"] == ls.stdout.count("\n") == 4
+
+
+def test_bench_with_index_shares_equally_and_resumes(bench_json, run, dataset, tmp_path):
+    shards = [str(p) for p in dataset([10, 3, 17, 1, 12, 8])]  # 51 samples, uneven
+    out = tmp_path / "index.json"
+    assert run(["index", "-o", str(out), *shards]).returncode == 0
+    for rank in range(3):
+        r = bench_json(["--index", str(out), "--rank", str(rank), "--world-size", "3",
+                        "--batch-size", "4", *shards])
+        assert r["samples"] == 17  # floor(51 / 3) on every rank
+    full = bench_json(["--index", str(out), "--batch-size", "4", "--shuffle-buffer", "8", *shards])
+    part = bench_json(["--index", str(out), "--batch-size", "4", "--shuffle-buffer", "8",
+                       "--start-batch", "10", *shards])
+    assert full["samples"] == 51 and part["samples"] == 51 - 40
+    # Window 8: the resume starts reading at sample 40 (window 5), plus the
+    # slots' read-ahead stays within what the epoch holds.
+    assert part["samples_read"] <= 51 - 40
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not valid JSON"),
+    ('{"format": "other", "shards": []}', "not a stoker dataset index"),
+    ('{"format": "stoker-index", "version": 9, "shards": []}', "version 9 is not supported"),
+    ('{"format": "stoker-index", "version": 1, "shards": [{"url": 3}]}', "needs a url"),
+    ('{"format": "stoker-index", "version": 1, "shards": []}', "is not in the dataset index"),
+])
+def test_bad_index_is_a_clear_error(run, dataset, tmp_path, content, message):
+    shards = [str(p) for p in dataset([3])]
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = run(["bench", "--index", str(bad), *shards])
+    assert proc.returncode == 1
+    assert message in proc.stderr and str(bad) in proc.stderr
+
+
+def test_missing_index_file(run, dataset, tmp_path):
+    proc = run(["bench", "--index", str(tmp_path / "none.json"), *dataset([2])])
+    assert proc.returncode == 1 and "none.json" in proc.stderr
+
+
+def test_stale_index_is_detected_on_resume(bench_json, run, dataset, tmp_path):
+    shards = [str(p) for p in dataset([6, 6])]
+    out = tmp_path / "index.json"
+    assert run(["index", "-o", str(out), *shards]).returncode == 0
+    index = json.loads(out.read_text())
+    index["shards"][0]["samples"] = 60  # claims more than the shard holds
+    out.write_text(json.dumps(index))
+    proc = run(["bench", "--no-shuffle", "--shards-in-flight", "1", "--index", str(out),
+                "--batch-size", "2", "--start-batch", "20", *shards])
+    assert proc.returncode == 1
+    assert "index is stale" in proc.stderr and shards[0] in proc.stderr
