@@ -16,11 +16,13 @@ Also runs on a CPU with a tiny model and the sample dataset:
 
 The loader hands over uint8 NCHW batches; normalization, the float
 conversion and channels_last happen on the GPU, where they are nearly free.
-Every rank reads samples_per_rank = samples // world_size samples per epoch,
-so all ranks run the same number of steps and DDP/FSDP never waits on a
-rank that ran out of data. A checkpoint is written at the end of each
-epoch and restored with --resume (mid-epoch resume of the loader is not
-implemented yet: a restart continues at the next epoch boundary).
+Every rank reads samples_per_rank = samples // world_size samples per epoch
+(with --index, `stoker index` counts them), so all ranks run the same number
+of steps and DDP/FSDP never waits on a rank that ran out of data. A
+checkpoint holding the model, optimizer and the loader's state is written
+every --checkpoint-every steps and at each epoch's end; --resume continues
+mid-epoch with exactly the batches an uninterrupted run would have seen
+(with --index the loader re-reads at most one shuffle window to get there).
 """
 import argparse
 import os
@@ -40,7 +42,12 @@ STD = torch.tensor([0.229, 0.224, 0.225]) * 255
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="shard URL pattern(s), comma-separated")
-    ap.add_argument("--samples", type=int, required=True, help="samples in the dataset")
+    ap.add_argument("--samples", type=int, default=None,
+                    help="samples in the dataset (not needed with --index)")
+    ap.add_argument("--index", default=None, help="dataset index from `stoker index`")
+    ap.add_argument("--checkpoint-every", type=int, default=1000, help="steps")
+    ap.add_argument("--max-steps", type=int, default=None,
+                    help="stop after this many steps in all (checkpointed), e.g. to test --resume")
     ap.add_argument("--classes", type=int, default=1000)
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=224)
@@ -92,9 +99,12 @@ def main():
     args = parse_args()
     rank, world, device = setup_distributed(args.cpu)
     amp = not args.cpu
+    if args.samples is None and args.index is None:
+        raise SystemExit("give --samples or --index")
     loader = stoker.Loader(args.data.split(","), batch_size=args.batch_size,
                            image_size=args.image_size, transform="train", dtype=torch.uint8,
-                           threads=args.threads, samples_per_rank=args.samples // world,
+                           threads=args.threads, index=args.index,
+                           samples_per_rank=args.samples // world if args.samples else None,
                            drop_last=True, seed=1234)
     model = torchvision.models.__dict__[args.model](num_classes=args.classes).to(device)
     model = model.to(memory_format=torch.channels_last)
@@ -102,21 +112,36 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs)
     start_epoch = 0
+    step = 0
+
+    def save(epoch_done):
+        if rank == 0:  # the loader state is the same on every rank but for its rank
+            torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                        "scheduler": sched.state_dict(), "loader": loader.state_dict(),
+                        "epoch_done": epoch_done, "step": step}, args.checkpoint + ".tmp")
+            os.replace(args.checkpoint + ".tmp", args.checkpoint)
+
+    resume_loader = None
     if args.resume and os.path.exists(args.checkpoint):
         state = torch.load(args.checkpoint, map_location="cpu")
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
-        start_epoch = state["epoch"] + 1
+        step = state["step"]
+        start_epoch = state["loader"]["epoch"] + (1 if state["epoch_done"] else 0)
+        resume_loader = None if state["epoch_done"] else state["loader"]
     mean = MEAN.view(1, 3, 1, 1).to(device)
     std = STD.view(1, 3, 1, 1).to(device)
     writer = tensorboard(args, rank)
-    step = start_epoch * len(loader)
     for epoch in range(start_epoch, args.epochs):
         loader.set_epoch(epoch)
+        if resume_loader is not None:  # mid-epoch: continue after the saved batch
+            loader.load_state_dict(resume_loader)
+            resume_loader = None
         model.train()
         waited = 0.0
         seen = 0
+        loss = None
         t_epoch = time.perf_counter()
         t_wait = time.perf_counter()
         for images, labels in loader:
@@ -136,14 +161,19 @@ def main():
                 writer.add_scalar("train/loss", loss.item(), step)
                 writer.add_scalar("train/images_per_s", seen * world / elapsed, step)
                 writer.add_scalar("train/loader_wait_fraction", waited / elapsed, step)
+            if step % args.checkpoint_every == 0 or step == args.max_steps:
+                save(epoch_done=False)
+            if step == args.max_steps:
+                print(f"stopped at step {step} (epoch {epoch}, batch {loader.state_dict()['batch']})")
+                return
             t_wait = time.perf_counter()
         sched.step()
         elapsed = time.perf_counter() - t_epoch
         if rank == 0:
-            print(f"epoch {epoch}: loss {loss.item():.3f}, {seen * world / elapsed:.0f} images/s, "
+            print(f"epoch {epoch}: step {step}, loss {loss.item() if loss is not None else float('nan'):.3f}, "
+                  f"{seen * world / elapsed:.0f} images/s, "
                   f"waiting for data {100 * waited / elapsed:.1f}% of the time")
-            torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                        "scheduler": sched.state_dict()}, args.checkpoint)
+        save(epoch_done=True)
     loader.close()
     if dist.is_initialized():
         dist.destroy_process_group()

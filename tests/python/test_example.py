@@ -1,0 +1,33 @@
+"""examples/train_imagenet.py on CPU: trains, checkpoints mid-epoch with the
+loader state, and --resume finishes the run with the steps that were left."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_imagenet.py"
+
+
+def train(args, cwd, env):
+    proc = subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_train_checkpoint_and_resume_mid_epoch(even_shards, stoker_bin, clean_env_factory,
+                                               tmp_path):
+    env = clean_env_factory()
+    index = tmp_path / "index.json"
+    subprocess.run([stoker_bin, "index", "-o", str(index), *even_shards], check=True,
+                   capture_output=True, timeout=60)
+    common = ["--data", ",".join(even_shards), "--index", str(index), "--model", "resnet18",
+              "--image-size", "32", "--batch-size", "4", "--epochs", "2",
+              "--cpu", "--checkpoint", str(tmp_path / "ckpt.pt"), "--threads", "1"]
+    first = train([*common, "--max-steps", "3"], tmp_path, env)
+    assert "stopped at step 3 (epoch 0, batch 3)" in first
+    rest = train([*common, "--resume"], tmp_path, env)
+    steps = [int(m) for m in re.findall(r"epoch \d+: step (\d+)", rest)]
+    # Both epochs end where an uninterrupted run ends: len(loader) steps each.
+    per_epoch = steps[1] - steps[0]
+    assert per_epoch > 3 and steps == [per_epoch, 2 * per_epoch]
