@@ -187,6 +187,23 @@ struct stk_options {
      * NULL. Must be thread-safe and must not call back into the loader. */
     void (*log)(void *log_data, enum stk_log_level level, const char *message);
     void *log_data;
+
+    /* Node-local shard cache (default: off). With cache_dir set, remote
+     * shards (any URL with a scheme other than file://, and pipe:) are
+     * downloaded whole into cache_dir, once per node: processes and
+     * threads sharing the directory wait for the one download in progress
+     * and then read the same file. A shard appears under its final name
+     * only when complete (temp file, fsync, rename), so a process killed
+     * mid-download leaves at most a temp file, which the next process
+     * removes. Plain paths and file:// URLs are read in place. cache_dir
+     * is created if missing (not its parents); the string is copied.
+     * cache_size (bytes, required with cache_dir) bounds the total size of
+     * the files in cache_dir: least recently used shards that no process
+     * is reading are evicted to make room. A shard larger than cache_size,
+     * or a cache too small for the shards being read at once on the node,
+     * fails with STK_ELIMIT and a message saying so. */
+    const char *cache_dir;
+    uint64_t cache_size;
 };
 
 /* Fill *opts with the defaults documented above. */
@@ -235,6 +252,11 @@ struct stk_stats {
                                  their batch under STK_ON_ERROR_SKIP (also counted
                                  in samples_skipped) */
     uint64_t decode_ns;       /* time spent decoding and transforming, all threads */
+    /* Node cache (stk_options.cache_dir), this loader's own share: */
+    uint64_t cache_hits;          /* shards read from a complete cached copy */
+    uint64_t cache_misses;        /* shards this loader downloaded into the cache */
+    uint64_t cache_evictions;     /* shards this loader evicted to make room */
+    uint64_t cache_bytes_written; /* bytes this loader wrote into the cache */
 };
 
 typedef struct stk_loader stk_loader;

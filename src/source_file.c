@@ -61,6 +61,13 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
         close(fd);
         return stk__errf(err, STK_EINVAL, "%s: is a directory, not a shard", url);
     }
+    return stk__source_file_adopt(url, fd, out, err);
+}
+
+int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
+                           struct stk__err *err)
+{
+    *out = NULL;
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
     struct file_source *f = stk__calloc(1, sizeof *f);
