@@ -66,6 +66,10 @@
 #define COPY_CHUNK ((size_t)1 << 20)
 #define TMP_PREFIX ".tmp."
 
+/* Numbers temp files: process-wide, so that handles of one process never
+ * pick the same name. */
+static atomic_uint_fast64_t tmp_seq;
+
 struct stk__cache {
     char *dir;
     int dir_fd;
@@ -74,7 +78,6 @@ struct stk__cache {
     unsigned shards_in_flight;
     int cache_local;
     unsigned fill_delay_ms; /* test hook */
-    atomic_uint_fast64_t seq;
     atomic_uint_fast64_t hits, misses, evictions, bytes_written;
 };
 
@@ -507,7 +510,7 @@ static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_
                 struct stk__err *err)
 {
     char tmp[NAME_MAX_LEN], tmp_url[NAME_MAX_LEN + 1];
-    unsigned long long seq = (unsigned long long)atomic_fetch_add(&c->seq, 1);
+    unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
     snprintf(tmp, sizeof tmp, TMP_PREFIX "%s.%ld.%llu", hex, (long)getpid(), seq);
     snprintf(tmp_url, sizeof tmp_url, "%su", tmp);
     struct stk__source *up = NULL;
