@@ -292,15 +292,21 @@ static int entry_older(const void *a, const void *b)
     return strcmp(x->hex, y->hex);
 }
 
-/* A temp whose fill lock can be taken has no filler: remove it. Returns 1
- * if removed. Called under .lock. */
-static int remove_if_stale(const struct stk__cache *c, const char *name)
+/* A temp whose fill lock can be taken has no filler: remove it. So has
+ * another temp of the shard that own_tmp fills (we hold its lock: it is a
+ * leftover of a filler that died before us). Returns 1 if removed. Called
+ * under .lock. */
+static int remove_if_stale(const struct stk__cache *c, const char *name, const char *own_tmp)
 {
-    if (strlen(name) < sizeof TMP_PREFIX - 1 + HEX_LEN ||
-        !is_hex_name(name + sizeof TMP_PREFIX - 1, HEX_LEN))
+    const char *hex = name + sizeof TMP_PREFIX - 1;
+    if (strlen(name) < sizeof TMP_PREFIX - 1 + HEX_LEN || !is_hex_name(hex, HEX_LEN))
         return 0; /* not ours: count it, never delete it */
+    if (strncmp(hex, own_tmp + sizeof TMP_PREFIX - 1, HEX_LEN) == 0) {
+        unlinkat(c->dir_fd, name, 0);
+        return 1;
+    }
     char lock[NAME_MAX_LEN];
-    snprintf(lock, sizeof lock, "%.*s.lock", HEX_LEN, name + sizeof TMP_PREFIX - 1);
+    snprintf(lock, sizeof lock, "%.*s.lock", HEX_LEN, hex);
     int fd = lock_file(c, lock, LOCK_EX | LOCK_NB, 0);
     if (fd == -EWOULDBLOCK)
         return 0;
@@ -329,7 +335,7 @@ static int scan_dir(const struct stk__cache *c, const char *own_tmp, struct scan
             continue;
         int is_tmp = strncmp(name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0;
         if (is_tmp && strcmp(name, own_tmp) != 0) {
-            if (remove_if_stale(c, name))
+            if (remove_if_stale(c, name, own_tmp))
                 continue;
             s->fills++;
             s->fill_bytes += (uint64_t)st.st_size;
@@ -410,7 +416,8 @@ static int reserve(struct stk__cache *c, const char *url, const char *own_tmp, i
     }
     uint64_t need = target - *reserved;
     if (s.total + need > c->max_bytes) {
-        qsort(s.shards, s.n, sizeof *s.shards, entry_older);
+        if (s.n > 0)
+            qsort(s.shards, s.n, sizeof *s.shards, entry_older);
         size_t busy = 0;
         uint64_t busy_bytes = 0;
         for (size_t i = 0; i < s.n && s.total + need > c->max_bytes; i++) {
