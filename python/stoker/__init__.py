@@ -72,7 +72,8 @@ class Loader:
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
     true asynchronous copy; batch_allocator(nbytes) may supply any other
     writable buffer. Other keyword options are those of stk_options in
-    stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches, ...).
+    stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches,
+    cache_dir and cache_size for the node-local shard cache, ...).
     """
 
     def __init__(self, urls, batch_size=64, image_size=224, transform="train",
