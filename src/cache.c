@@ -141,7 +141,9 @@ static int still_named(const struct stk__cache *c, int fd, const char *name)
 static int lock_file(const struct stk__cache *c, const char *name, int how, int create)
 {
     for (;;) {
-        int fd = openat(c->dir_fd, name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+        /* Read-only is enough for flock, and lets processes of other users
+         * lock files they cannot write. */
+        int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
         if (fd < 0)
             return -errno;
         if (flock_retry(fd, how) < 0) {
@@ -554,11 +556,13 @@ static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_
         if (n == 0)
             break;
         if (written + (uint64_t)n > reserved) {
+            /* A step ahead, so that small reads (network sources) do not
+             * each list the directory, and a full cache evicts a step's
+             * worth at a time. Never past the limit: only a shard within a
+             * step of cache_size gets there, and it reserves read by read. */
             uint64_t target = reserved + c->step;
-            if (target < written + (uint64_t)n)
+            if (target < written + (uint64_t)n || target > c->max_bytes)
                 target = written + (uint64_t)n;
-            if (target > c->max_bytes && written + (uint64_t)n <= c->max_bytes)
-                target = c->max_bytes;
             rc = reserve(c, url, tmp, fd, &reserved, target, err);
             if (rc < 0)
                 goto out;
