@@ -33,6 +33,8 @@
  *  - A temp file is stale when its H.lock can be taken (its filler died:
  *    the kernel dropped the lock); whoever scans under .lock removes it.
  *    This works across PID namespaces, unlike checking that a PID lives.
+ *  - H.url and H.lock without H, whose fill lock is free, are leftovers of
+ *    failed fills and go in the same scan.
  *  - Lock files that an evictor unlinks may still be open elsewhere, so
  *    after taking a lock on a named file we check that the name still
  *    refers to the locked inode, and retry otherwise.
@@ -318,6 +320,33 @@ static int remove_if_stale(const struct stk__cache *c, const char *name, const c
     return 1;
 }
 
+/* H.url or H.lock without H while nobody fills H: left by a fill that
+ * failed or was killed (or an evictor that was). Returns 1 if removed.
+ * Called under .lock. */
+static int remove_if_orphan(const struct stk__cache *c, const char *name)
+{
+    size_t len = strlen(name);
+    if (len <= HEX_LEN || !is_hex_name(name, HEX_LEN) ||
+        (strcmp(name + HEX_LEN, ".url") != 0 && strcmp(name + HEX_LEN, ".lock") != 0))
+        return 0;
+    char hex[HEX_LEN + 1], lock[NAME_MAX_LEN];
+    memcpy(hex, name, HEX_LEN);
+    hex[HEX_LEN] = '\0';
+    snprintf(lock, sizeof lock, "%s.lock", hex);
+    struct stat st;
+    if (fstatat(c->dir_fd, hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    int fd = lock_file(c, lock, LOCK_EX | LOCK_NB, 0);
+    if (fd == -EWOULDBLOCK)
+        return 0;
+    /* Again under the fill lock: a fill may have completed meanwhile. */
+    int removed = fstatat(c->dir_fd, hex, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+                  unlinkat(c->dir_fd, name, 0) == 0;
+    if (fd >= 0)
+        close(fd);
+    return removed;
+}
+
 static int scan_dir(const struct stk__cache *c, const char *own_tmp, struct scan *s)
 {
     memset(s, 0, sizeof *s);
@@ -342,6 +371,8 @@ static int scan_dir(const struct stk__cache *c, const char *own_tmp, struct scan
             s->fills++;
             s->fill_bytes += (uint64_t)st.st_size;
         }
+        if (!is_tmp && remove_if_orphan(c, name))
+            continue;
         s->total += (uint64_t)st.st_size;
         if (strlen(name) == HEX_LEN && is_hex_name(name, HEX_LEN)) {
             if (s->n == s->cap) {

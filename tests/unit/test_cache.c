@@ -1,7 +1,7 @@
 /*
  * test_cache.c - the node cache over local files (cache_local): fill and
  * hit, LRU order, shards in use survive eviction, size errors, stale temp
- * files, one download for many concurrent openers, allocation failures.
+ * and orphan files, one download for many concurrent openers, allocation failures.
  * Also built with ThreadSanitizer.
  */
 #include <dirent.h>
@@ -407,6 +407,51 @@ static void test_stale_temp_removed(void **state)
     stk__cache_free(c);
 }
 
+/* Lock and URL files of shards that are not there (a failed fill) go at
+ * the next fill, unless somebody holds that shard's fill lock. */
+static void test_orphans_removed(void **state)
+{
+    (void)state;
+    char gone[256], held[256], url[256], path[256];
+    upstream("gone.tar", 10, 1, gone, sizeof gone);
+    upstream("held.tar", 10, 2, held, sizeof held);
+    upstream("new.tar", 20 * KIB, 3, url, sizeof url);
+    struct stk__cache *c = new_cache(1u << 20);
+    char hg[33], hh[33];
+    stk__cache_name(gone, hg);
+    stk__cache_name(held, hh);
+    const char *suffixes[] = {".lock", ".url"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s%s", cache_dir, hg, suffixes[i]);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+        snprintf(path, sizeof path, "%s/%s%s", cache_dir, hh, suffixes[i]);
+        f = fopen(path, "w");
+        assert_non_null(f);
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/%s.lock", cache_dir, hh);
+    int lk = open(path, O_RDONLY);
+    assert_true(lk >= 0);
+    assert_int_equal(flock(lk, LOCK_EX), 0);
+
+    stk__source_close(open_ok(c, url));
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s%s", cache_dir, hg, suffixes[i]);
+        assert_int_equal(access(path, F_OK), -1);
+        snprintf(path, sizeof path, "%s/%s%s", cache_dir, hh, suffixes[i]);
+        assert_int_equal(access(path, F_OK), 0);
+    }
+    /* The new shard's own lock and URL file stay. */
+    char hn[33];
+    stk__cache_name(url, hn);
+    snprintf(path, sizeof path, "%s/%s.url", cache_dir, hn);
+    assert_int_equal(access(path, F_OK), 0);
+    close(lk);
+    stk__cache_free(c);
+}
+
 /* Eight openers at once, each with its own handle as separate processes
  * would have: one download, seven hits, everybody reads the same bytes. */
 #define OPENERS 8
@@ -501,6 +546,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_upstream_error_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_url_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_temp_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_orphans_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_fills_download_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
     };
