@@ -51,7 +51,9 @@ enum stk_error {
     STK_EBUSY = -1006,   /* the caller holds every batch the loader may have */
     STK_EINTERNAL = -1007, /* a bug in stoker: please report it */
     STK_EDECODE = -1008, /* an image cannot be decoded (corrupt, truncated, unsupported) */
-    STK_ELABEL = -1009   /* a sample has no usable label */
+    STK_ELABEL = -1009,  /* a sample has no usable label */
+    STK_ECACHE = -1010   /* the node cache cannot hold or store a shard (cache_size too
+                            small, cache disk full or unwritable); never skipped as bad input */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -201,7 +203,8 @@ struct stk_options {
      * the files in cache_dir: least recently used shards that no process
      * is reading are evicted to make room. A shard larger than cache_size,
      * or a cache too small for the shards being read at once on the node,
-     * fails with STK_ELIMIT and a message saying so. */
+     * fails with STK_ECACHE and a message saying so, also under
+     * STK_ON_ERROR_SKIP (the shard is fine, the configuration is not). */
     const char *cache_dir;
     uint64_t cache_size;
 };

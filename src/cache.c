@@ -227,7 +227,7 @@ static int check_url_file(const struct stk__cache *c, const char *hex, const cha
         close(fd);
     stk__free(buf);
     if (!same)
-        return stk__errf(err, STK_EIO,
+        return stk__errf(err, STK_ECACHE,
                          "%s: cache file %s/%s does not belong to this URL (%s/%s is missing "
                          "or names another URL); remove both files",
                          url, c->dir, hex, c->dir, name);
@@ -243,13 +243,13 @@ static int open_entry(struct stk__cache *c, const char *hex, const char *url, in
         if (fd < 0) {
             if (errno == ENOENT)
                 return 0;
-            return stk__errf(err, STK_EIO, "%s: cannot open cache file %s/%s: %s", url, c->dir,
+            return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", url, c->dir,
                              hex, strerror(errno));
         }
         if (flock_retry(fd, LOCK_SH) < 0) {
             int e = errno;
             close(fd);
-            return stk__errf(err, STK_EIO, "%s: cannot lock cache file %s/%s: %s", url, c->dir,
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock cache file %s/%s: %s", url, c->dir,
                              hex, strerror(e));
         }
         if (!still_named(c, fd, hex)) { /* evicted before we locked it */
@@ -433,17 +433,17 @@ static int reserve(struct stk__cache *c, const char *url, const char *own_tmp, i
 {
     char a[32], b[32], d[32], e[32], f[32];
     if (target > c->max_bytes)
-        return stk__errf(err, STK_ELIMIT,
+        return stk__errf(err, STK_ECACHE,
                          "%s: shard is larger than cache_size (%s): at least %s; raise "
                          "cache_size or do not cache it",
                          url, fmt_size(a, sizeof a, c->max_bytes), fmt_size(b, sizeof b, target));
     int g = lock_file(c, ".lock", LOCK_EX, 1);
     if (g < 0)
-        return stk__errf(err, STK_EIO, "%s: cannot lock %s/.lock: %s", url, c->dir, strerror(-g));
+        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", url, c->dir, strerror(-g));
     struct scan s;
     int rc = scan_dir(c, own_tmp, &s);
     if (rc < 0) {
-        rc = stk__errf(err, rc == -ENOMEM ? STK_ENOMEM : STK_EIO, "%s: cannot list cache %s: %s",
+        rc = stk__errf(err, rc == -ENOMEM ? STK_ENOMEM : STK_ECACHE, "%s: cannot list cache %s: %s",
                        url, c->dir, strerror(-rc));
         goto out;
     }
@@ -466,7 +466,7 @@ static int reserve(struct stk__cache *c, const char *url, const char *own_tmp, i
                 busy_bytes += (uint64_t)st.st_size;
         }
         if (s.total + need > c->max_bytes) {
-            rc = stk__errf(err, STK_ELIMIT,
+            rc = stk__errf(err, STK_ECACHE,
                            "%s: cache_size %s is smaller than the shards in flight (%zu in use "
                            "holding %s, %zu other fills holding %s, this one %s and needs %s "
                            "more); raise cache_size or lower shards_in_flight (%u per process)",
@@ -479,7 +479,7 @@ static int reserve(struct stk__cache *c, const char *url, const char *own_tmp, i
         }
     }
     if (ftruncate(tmp_fd, (off_t)target) < 0) {
-        rc = stk__errf(err, STK_EIO, "%s: cannot extend %s/%s: %s", url, c->dir, own_tmp,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot extend %s/%s: %s", url, c->dir, own_tmp,
                        strerror(errno));
         goto out;
     }
@@ -536,7 +536,7 @@ static int write_url_file(struct stk__cache *c, const char *hex, const char *tmp
         close(fd);
     if (rc < 0) {
         unlinkat(c->dir_fd, tmp, 0);
-        return stk__errf(err, STK_EIO, "%s: cannot write %s/%s: %s", url, c->dir, name,
+        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", url, c->dir, name,
                          strerror(-rc));
     }
     return 0;
@@ -561,12 +561,12 @@ static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_
         goto out;
     fd = openat(c->dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {
-        rc = stk__errf(err, STK_EIO, "%s: cannot create %s/%s: %s", url, c->dir, tmp,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot create %s/%s: %s", url, c->dir, tmp,
                        strerror(errno));
         goto out;
     }
     if (flock_retry(fd, LOCK_SH) < 0) {
-        rc = stk__errf(err, STK_EIO, "%s: cannot lock %s/%s: %s", url, c->dir, tmp,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, tmp,
                        strerror(errno));
         goto out;
     }
@@ -601,7 +601,7 @@ static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_
         errno = 0;
         if (pwrite(fd, buf, (size_t)n, (off_t)written) != n) {
             /* pwrite to a regular file is short only on error (ENOSPC) */
-            rc = stk__errf(err, STK_EIO, "%s: cannot write %s/%s at offset %llu: %s", url,
+            rc = stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s at offset %llu: %s", url,
                            c->dir, tmp, (unsigned long long)written,
                            errno ? strerror(errno) : "short write");
             goto out;
@@ -615,7 +615,7 @@ static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_
             goto out;
     }
     if (ftruncate(fd, (off_t)written) < 0 || fsync(fd) < 0) {
-        rc = stk__errf(err, STK_EIO, "%s: cannot sync %s/%s: %s", url, c->dir, tmp,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot sync %s/%s: %s", url, c->dir, tmp,
                        strerror(errno));
         goto out;
     }
@@ -623,13 +623,13 @@ static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_
     if (rc < 0)
         goto out;
     if (renameat(c->dir_fd, tmp, c->dir_fd, hex) < 0) {
-        rc = stk__errf(err, STK_EIO, "%s: cannot rename %s/%s to %s: %s", url, c->dir, tmp, hex,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot rename %s/%s to %s: %s", url, c->dir, tmp, hex,
                        strerror(errno));
         goto out;
     }
     (void)fsync(c->dir_fd); /* the rename survives a power cut; failure only costs a refill */
     if (lseek(fd, 0, SEEK_SET) < 0) {
-        rc = stk__errf(err, STK_EIO, "%s: cannot rewind %s/%s: %s", url, c->dir, hex,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot rewind %s/%s: %s", url, c->dir, hex,
                        strerror(errno));
         goto out;
     }
@@ -679,7 +679,7 @@ int stk__cache_open(struct stk__cache *c, const char *url, struct stk__source **
     if (rc == 0) {
         int lk = lock_file(c, lock, LOCK_EX, 1);
         if (lk < 0)
-            return stk__errf(err, STK_EIO, "%s: cannot lock %s/%s: %s", url, c->dir, lock,
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, lock,
                              strerror(-lk));
         rc = open_entry(c, hex, url, &fd, err); /* filled while we waited? */
         if (rc == 0)
@@ -702,11 +702,11 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     if (cfg->dir == NULL || cfg->dir[0] == '\0' || cfg->max_bytes == 0)
         return stk__errf(err, STK_EINVAL, "the cache needs a directory and a size above 0");
     if (mkdir(cfg->dir, 0755) < 0 && errno != EEXIST)
-        return stk__errf(err, STK_EIO, "cache_dir %s: cannot create: %s", cfg->dir,
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot create: %s", cfg->dir,
                          strerror(errno));
     int dfd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
-        return stk__errf(err, STK_EIO, "cache_dir %s: cannot open: %s", cfg->dir,
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot open: %s", cfg->dir,
                          strerror(errno));
     struct stk__cache *c = stk__calloc(1, sizeof *c);
     char *dir = stk__strdup(cfg->dir);

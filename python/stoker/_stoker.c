@@ -29,7 +29,8 @@ static PyObject *error_type(int code)
     case STK_ENOMEM: return PyExc_MemoryError;
     case STK_EINVAL: return PyExc_ValueError;
     case STK_ENOENT: return PyExc_FileNotFoundError;
-    case STK_EIO: return PyExc_OSError;
+    case STK_EIO:
+    case STK_ECACHE: return PyExc_OSError;
     case STK_EFORMAT:
     case STK_ETRUNC:
     case STK_ELIMIT:

@@ -274,7 +274,7 @@ static void test_in_use_shards_stay(void **state)
     struct stk__err err;
     stk__err_clear(&err);
     int rc = stk__cache_open(c, d, &src, &err);
-    assert_int_equal(rc, STK_ELIMIT);
+    assert_int_equal(rc, STK_ECACHE);
     assert_non_null(strstr(err.msg, d));
     assert_non_null(strstr(err.msg, "smaller than the shards in flight (2 in use"));
     assert_non_null(strstr(err.msg, "raise cache_size or lower shards_in_flight"));
@@ -308,7 +308,7 @@ static void test_shard_larger_than_cache(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, &src, &err), STK_ELIMIT);
+    assert_int_equal(stk__cache_open(c, url, &src, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, url));
     assert_non_null(strstr(err.msg, "larger than cache_size (100.0 KiB)"));
     assert_false(cached(url));
@@ -354,7 +354,7 @@ static void test_foreign_url_file(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, &src, &err), STK_EIO);
+    assert_int_equal(stk__cache_open(c, url, &src, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, "does not belong to this URL"));
     stk__cache_free(c);
 }
