@@ -409,7 +409,8 @@ static uint64_t evict(const struct stk__cache *c, const char *hex)
     char name[NAME_MAX_LEN];
     unlinkat(c->dir_fd, hex, 0);
     snprintf(name, sizeof name, "%s.url", hex);
-    if (fstatat(c->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && unlinkat(c->dir_fd, name, 0) == 0)
+    if (fstatat(c->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        unlinkat(c->dir_fd, name, 0) == 0)
         freed += (uint64_t)st.st_size;
     /* The fill lock goes too, unless a filler waits on it: lock files
      * would otherwise pile up, one per shard ever cached. */
@@ -439,7 +440,8 @@ static int reserve(struct stk__cache *c, const char *url, const char *own_tmp, i
                          url, fmt_size(a, sizeof a, c->max_bytes), fmt_size(b, sizeof b, target));
     int g = lock_file(c, ".lock", LOCK_EX, 1);
     if (g < 0)
-        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", url, c->dir, strerror(-g));
+        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", url, c->dir,
+                         strerror(-g));
     struct scan s;
     int rc = scan_dir(c, own_tmp, &s);
     if (rc < 0) {
