@@ -16,10 +16,10 @@ static void help(void)
            "URLs are paths, file:// URLs, brace patterns (train-{0000..0009}.tar)\n"
            "or @FILE with one URL per line. A summary goes to standard error.\n\n"
            "options:\n"
-           "  --url              print the shard URL as a first column\n"
-           "  --on-error MODE    fail (default) or skip bad samples and shards\n"
+           "  --url                  print the shard URL as a first column\n"
+           "  --on-error MODE        fail (default) or skip bad samples and shards\n"
            CLI_CACHE_HELP
-           "  -h, --help         this help\n");
+           "  -h, --help             this help\n");
 }
 
 struct ls_state {
