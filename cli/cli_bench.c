@@ -40,6 +40,7 @@ static void help(void)
            "  --dtype T              uint8 (default), float32, float16, bfloat16\n"
            "  --layout L             nchw (default) or nhwc\n"
            "  --full-decode          decode whole images at full scale (for comparison)\n"
+           CLI_CACHE_HELP
            "  --json                 print one JSON object instead of text\n"
            "  -h, --help             this help\n");
 }
@@ -87,6 +88,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {"full-decode", no_argument, NULL, O_FULL},
         {"index", required_argument, NULL, O_INDEX},
         {"start-batch", required_argument, NULL, O_START},
+        CLI_CACHE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -94,7 +96,12 @@ static int parse(int argc, char **argv, struct bench_args *a)
     uint64_t v;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int bad = 0;
+        int bad = cli_cache_option(CMD, c, optarg, o);
+        if (bad != 0) {
+            if (bad < 0)
+                return -1;
+            continue;
+        }
         switch (c) {
         case O_THREADS: bad = cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v); o->threads = (unsigned)v; break;
         case O_BATCH: bad = cli_parse_u64(CMD, "--batch-size", optarg, 1, 1u << 24, &v); o->batch_size = v; break;
@@ -185,7 +192,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "\"mb_per_s\": %.2f, \"read_mb_per_s\": %.2f, \"samples_skipped\": %llu, "
                "\"shards_failed\": %llu, \"members_ignored\": %llu, \"images\": %llu, "
                "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f, "
-               "\"samples_read\": %llu}\n",
+               "\"samples_read\": %llu, \"cache_hits\": %llu, \"cache_misses\": %llu, "
+               "\"cache_evictions\": %llu, \"cache_bytes_written\": %llu}\n",
                n_shards, a->opts.threads, (unsigned long long)a->epochs,
                (unsigned long long)s->samples, (unsigned long long)s->batches,
                (unsigned long long)s->member_bytes, (unsigned long long)s->bytes_read, seconds,
@@ -194,7 +202,9 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                (unsigned long long)s->images_decoded,
                seconds > 0 ? (double)s->images_decoded / seconds : 0,
                (unsigned long long)s->images_replaced, decode_ms,
-               (unsigned long long)s->samples_read);
+               (unsigned long long)s->samples_read, (unsigned long long)s->cache_hits,
+               (unsigned long long)s->cache_misses, (unsigned long long)s->cache_evictions,
+               (unsigned long long)s->cache_bytes_written);
         return;
     }
     printf("shards            %zu\n", n_shards);
@@ -210,6 +220,10 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "thread, %llu bad images replaced\n",
                seconds > 0 ? (double)s->images_decoded / seconds : 0, decode_ms,
                (unsigned long long)s->images_replaced);
+    if (a->opts.cache_dir != NULL)
+        printf("cache             %llu hits, %llu misses, %llu evictions, %.1f MB written\n",
+               (unsigned long long)s->cache_hits, (unsigned long long)s->cache_misses,
+               (unsigned long long)s->cache_evictions, (double)s->cache_bytes_written / 1e6);
     printf("skipped           %llu samples, %llu shards failed, %llu members ignored\n",
            (unsigned long long)s->samples_skipped, (unsigned long long)s->shards_failed,
            (unsigned long long)s->members_ignored);

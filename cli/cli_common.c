@@ -50,6 +50,46 @@ int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_
     return 0;
 }
 
+int cli_parse_size(const char *cmd, const char *option, const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    unsigned shift = 0;
+    switch (*end) {
+    case 'K': case 'k': shift = 10; end++; break;
+    case 'M': case 'm': shift = 20; end++; break;
+    case 'G': case 'g': shift = 30; end++; break;
+    case 'T': case 't': shift = 40; end++; break;
+    default: break;
+    }
+    if (shift && (*end == 'i' || *end == 'B')) /* accept KiB, KB, MiB, ... as the same */
+        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+    if (text[0] == '\0' || text[0] == '-' || end == text || *end != '\0' || errno != 0 ||
+        v == 0 || v > (UINT64_MAX >> shift)) {
+        cli_usage_error(cmd, "%s expects a size above 0 in bytes, optionally with K, M, G or T "
+                        "(binary), not '%s'", option, text);
+        return -1;
+    }
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+int cli_cache_option(const char *cmd, int c, const char *arg, struct stk_options *o)
+{
+    if (c == CLI_O_CACHE_DIR) {
+        if (arg[0] == '\0') {
+            cli_usage_error(cmd, "--cache-dir expects a directory");
+            return -1;
+        }
+        o->cache_dir = arg;
+        return 1;
+    }
+    if (c == CLI_O_CACHE_SIZE)
+        return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? -1 : 1;
+    return 0;
+}
+
 int cli_parse_choice(const char *cmd, const char *option, const char *text,
                      const char *const *names, int *out)
 {

@@ -17,6 +17,26 @@ enum { EXIT_OK = 0, EXIT_ERROR = 1, EXIT_USAGE = 2 };
 int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_t min,
                   uint64_t max, uint64_t *out);
 
+/* Parse a byte count with an optional binary suffix K, M, G or T (KiB...);
+ * on failure print a usage error naming the option and return -1. */
+int cli_parse_size(const char *cmd, const char *option, const char *text, uint64_t *out);
+
+/* The node cache options, shared by the commands that read shards: put
+ * CLI_CACHE_LONGOPTS in the getopt_long table, CLI_CACHE_HELP in the help
+ * text, and pass every option code to cli_cache_option(). */
+enum { CLI_O_CACHE_DIR = 1000, CLI_O_CACHE_SIZE };
+#define CLI_CACHE_LONGOPTS                                                                        \
+    {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                      \
+        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE}
+#define CLI_CACHE_HELP                                                                            \
+    "  --cache-dir DIR        node-local cache of remote shards, shared by the\n"                 \
+    "                         processes of the node (needs --cache-size)\n"                      \
+    "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n"
+
+/* 1: c was a cache option and is stored in *o; 0: not a cache option;
+ * -1: a bad value (usage error printed). */
+int cli_cache_option(const char *cmd, int c, const char *arg, struct stk_options *o);
+
 /* Parse one of the NULL-terminated names; *out is its index. */
 int cli_parse_choice(const char *cmd, const char *option, const char *text,
                      const char *const *names, int *out);

@@ -16,9 +16,10 @@ static void help(void)
            "URLs are paths, file:// URLs, brace patterns (train-{0000..0009}.tar)\n"
            "or @FILE with one URL per line. A summary goes to standard error.\n\n"
            "options:\n"
-           "  --url              print the shard URL as a first column\n"
-           "  --on-error MODE    fail (default) or skip bad samples and shards\n"
-           "  -h, --help         this help\n");
+           "  --url                  print the shard URL as a first column\n"
+           "  --on-error MODE        fail (default) or skip bad samples and shards\n"
+           CLI_CACHE_HELP
+           "  -h, --help             this help\n");
 }
 
 struct ls_state {
@@ -47,6 +48,7 @@ int cmd_ls(int argc, char **argv)
     static const struct option longopts[] = {
         {"url", no_argument, NULL, 'u'},
         {"on-error", required_argument, NULL, 'e'},
+        CLI_CACHE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -58,6 +60,11 @@ int cmd_ls(int argc, char **argv)
     struct ls_state st = {0};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        int cache = cli_cache_option(CMD, c, optarg, &o);
+        if (cache < 0)
+            return EXIT_USAGE;
+        if (cache > 0)
+            continue;
         switch (c) {
         case 'u': st.show_url = 1; break;
         case 'e':

@@ -51,7 +51,9 @@ enum stk_error {
     STK_EBUSY = -1006,   /* the caller holds every batch the loader may have */
     STK_EINTERNAL = -1007, /* a bug in stoker: please report it */
     STK_EDECODE = -1008, /* an image cannot be decoded (corrupt, truncated, unsupported) */
-    STK_ELABEL = -1009   /* a sample has no usable label */
+    STK_ELABEL = -1009,  /* a sample has no usable label */
+    STK_ECACHE = -1010   /* the node cache cannot hold or store a shard (cache_size too
+                            small, cache disk full or unwritable); never skipped as bad input */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -198,6 +200,24 @@ struct stk_options {
      * one shuffle window instead of the epoch's first part. Read once by
      * stk_loader_create(). */
     const char *index_path;
+
+    /* Node-local shard cache (default: off). With cache_dir set, remote
+     * shards (any URL with a scheme other than file://, and pipe:) are
+     * downloaded whole into cache_dir, once per node: processes and
+     * threads sharing the directory wait for the one download in progress
+     * and then read the same file. A shard appears under its final name
+     * only when complete (temp file, fsync, rename), so a process killed
+     * mid-download leaves at most a temp file, which the next process
+     * removes. Plain paths and file:// URLs are read in place. cache_dir
+     * is created if missing (not its parents); the string is copied.
+     * cache_size (bytes, required with cache_dir) bounds the total size of
+     * the files in cache_dir: least recently used shards that no process
+     * is reading are evicted to make room. A shard larger than cache_size,
+     * or a cache too small for the shards being read at once on the node,
+     * fails with STK_ECACHE and a message saying so, also under
+     * STK_ON_ERROR_SKIP (the shard is fine, the configuration is not). */
+    const char *cache_dir;
+    uint64_t cache_size;
 };
 
 /* Fill *opts with the defaults documented above. */
@@ -248,6 +268,11 @@ struct stk_stats {
     uint64_t decode_ns;       /* time spent decoding and transforming, all threads */
     uint64_t samples_read;    /* samples read from shards, also those dropped by a
                                  resume; not those a resume skipped by header */
+    /* Node cache (stk_options.cache_dir), this loader's own share: */
+    uint64_t cache_hits;          /* shards read from a complete cached copy */
+    uint64_t cache_misses;        /* shards this loader downloaded into the cache */
+    uint64_t cache_evictions;     /* shards this loader evicted to make room */
+    uint64_t cache_bytes_written; /* bytes this loader wrote into the cache */
 };
 
 typedef struct stk_loader stk_loader;

@@ -12,6 +12,7 @@
 #include "alloc.h"
 #include "batch.h"
 #include "dataset_index.h"
+#include "cache.h"
 #include "error.h"
 #include "pipeline.h"
 #include "image.h"
@@ -32,6 +33,7 @@ struct stk_loader {
     atomic_uint_fast64_t member_bytes;
     struct stk__batch_budget budget;
     struct stk__pool *pool;
+    struct stk__cache *cache; /* NULL without cache_dir */
     struct stk__image_config image; /* when opts.transform != NONE */
     struct stk__image_ring ring;
     struct stk__pipeline *pipeline;
@@ -98,6 +100,8 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "unknown transform");
     if ((o->alloc_batch_memory == NULL) != (o->free_batch_memory == NULL))
         return stk__errf(err, STK_EINVAL, "set both alloc_batch_memory and free_batch_memory, or neither");
+    if (o->cache_dir != NULL && o->cache_dir[0] != '\0' && o->cache_size == 0)
+        return stk__errf(err, STK_EINVAL, "cache_dir %s needs a cache_size above 0", o->cache_dir);
     return 0;
 }
 
@@ -169,12 +173,26 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
                 stk__image_ring_destroy(&l->ring);
         }
     }
+    if (rc == 0 && opts->cache_dir != NULL && opts->cache_dir[0] != '\0') {
+        struct stk__cache_config cc = {
+            .dir = opts->cache_dir,
+            .max_bytes = opts->cache_size,
+            .shards_in_flight = opts->shards_in_flight,
+        };
+        rc = stk__cache_new(&cc, &l->cache, &err);
+        if (rc < 0) {
+            stk__pool_free(l->pool);
+            if (opts->transform != STK_TRANSFORM_NONE)
+                stk__image_ring_destroy(&l->ring);
+        }
+    }
     if (rc < 0) {
         stk__strlist_free(&l->urls);
         stk__free(l->shard_samples);
         stk__free(l);
         goto fail;
     }
+    l->opts.cache_dir = NULL; /* the caller's string; the cache keeps its own copy */
     stk__budget_init(&l->budget, opts->max_batches);
     *out = l;
     return 0;
@@ -196,6 +214,7 @@ static int start_epoch(stk_loader *l)
         .budget = &l->budget,
     };
     stk__shard_config_init(&cfg.shard, o, &l->counters, l->pool);
+    cfg.shard.cache = l->cache;
     if (o->transform != STK_TRANSFORM_NONE) {
         l->image.epoch = o->epoch;
         cfg.image = &l->image;
@@ -300,6 +319,13 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->images_replaced = atomic_load(&m->counters.images_replaced);
     s->decode_ns = atomic_load(&m->counters.decode_ns);
     s->samples_read = atomic_load(&m->counters.samples_read);
+    struct stk__cache_counts cc = {0};
+    if (l->cache != NULL)
+        stk__cache_counts(l->cache, &cc);
+    s->cache_hits = cc.hits;
+    s->cache_misses = cc.misses;
+    s->cache_evictions = cc.evictions;
+    s->cache_bytes_written = cc.bytes_written;
 }
 
 void stk_loader_destroy(stk_loader *l)
@@ -311,6 +337,7 @@ void stk_loader_destroy(stk_loader *l)
     if (l->opts.transform != STK_TRANSFORM_NONE)
         stk__image_ring_destroy(&l->ring);
     stk__pool_free(l->pool);
+    stk__cache_free(l->cache);
     stk__strlist_free(&l->urls);
     stk__free(l->shard_samples);
     stk__free(l);

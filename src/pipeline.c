@@ -148,7 +148,9 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     }
     if (rc == 0)
         return 1;
-    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM)
+    /* Out of memory and a cache that cannot take the shard are not bad
+     * input: skipping would drop good shards for a configuration problem. */
+    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE)
         return rc;
     char msg[STK__ERRMSG_MAX + 32];
     snprintf(msg, sizeof msg, "%s (shard skipped)", rt->err.msg);

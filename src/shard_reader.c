@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "cache.h"
 #include "keyset.h"
 #include "tar_reader.h"
 
@@ -80,7 +81,8 @@ int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__sha
 {
     struct stk__source *src;
     *out = NULL;
-    int rc = stk__source_open(url, &src, err);
+    int rc = cfg->cache != NULL ? stk__cache_open(cfg->cache, url, &src, err)
+                                : stk__source_open(url, &src, err);
     if (rc < 0)
         return rc;
     return stk__shard_open_source(src, shard_index, cfg, out, err);

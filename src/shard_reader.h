@@ -33,6 +33,8 @@ struct stk__counters {
     atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
 };
 
+struct stk__cache;
+
 struct stk__shard_config {
     size_t block_size;
     uint64_t max_member_bytes;
@@ -41,6 +43,7 @@ struct stk__shard_config {
     int skip_bad;
     struct stk__counters *counters; /* required */
     struct stk__pool *pool;         /* member buffers; NULL: plain allocation */
+    struct stk__cache *cache;       /* node cache shards are opened through; may be NULL */
     void (*log)(void *data, enum stk_log_level level, const char *message);
     void *log_data;
 };
@@ -51,7 +54,7 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
 
 struct stk__shard_reader;
 
-/* Open url (shard_index is reported in samples). */
+/* Open url, through cfg->cache when set (shard_index is reported in samples). */
 int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
                     struct stk__shard_reader **out, struct stk__err *err);
 

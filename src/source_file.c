@@ -83,6 +83,13 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
         close(fd);
         return stk__errf(err, STK_EINVAL, "%s: is a directory, not a shard", url);
     }
+    return stk__source_file_adopt(url, fd, out, err);
+}
+
+int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
+                           struct stk__err *err)
+{
+    *out = NULL;
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     (void)posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED);
     struct file_source *f = stk__calloc(1, sizeof *f);
@@ -93,8 +100,11 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
     f->base.ops = &file_ops;
     f->base.url = url;
     f->fd = fd;
-    f->regular = S_ISREG(st.st_mode);
-    f->size = (uint64_t)st.st_size;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        f->regular = 1;
+        f->size = (uint64_t)st.st_size;
+    }
     *out = &f->base;
     return 0;
 }

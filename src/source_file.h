@@ -10,4 +10,9 @@
 int stk__source_file_open(const char *url, const char *path, struct stk__source **out,
                           struct stk__err *err);
 
+/* A source over an open descriptor (the node cache's files), read from its
+ * current offset. The source owns fd from this call on, also on failure. */
+int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
+                           struct stk__err *err);
+
 #endif

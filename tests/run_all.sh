@@ -27,7 +27,7 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 setup build-tsan -Dbuildtype=debug -Db_sanitize=thread -Dpython=false || exit 1
 ninja -C build-tsan || exit 1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    meson test -C build-tsan --print-errorlogs pipeline images || status=1
+    meson test -C build-tsan --print-errorlogs pipeline images cache || status=1
 
 STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
     --junitxml=build-asan/pytest.xml tests/integration || status=1

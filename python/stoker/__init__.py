@@ -61,6 +61,13 @@ def _as_list(urls):
     return [urls] if isinstance(urls, (str, os.PathLike)) else [os.fspath(u) for u in urls]
 
 
+# Options that change how fast or from where bytes come, never which batches:
+# a saved loader state stays valid across them.
+_SPEED_ONLY_OPTIONS = frozenset({
+    "cache_dir", "cache_size", "max_batches", "prefetch_bytes_per_shard", "read_buffer_bytes",
+    "io_timeout_ms", "io_retries", "io_backoff_ms", "ca_bundle"})
+
+
 class Loader:
     """Batches of decoded, augmented images as (images, labels) tensors.
 
@@ -75,7 +82,8 @@ class Loader:
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
     true asynchronous copy; batch_allocator(nbytes) may supply any other
     writable buffer. Other keyword options are those of stk_options in
-    stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches, ...).
+    stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches,
+    cache_dir and cache_size for the node-local shard cache, ...).
     """
 
     def __init__(self, urls, batch_size=64, image_size=224, transform="train",
@@ -108,7 +116,8 @@ class Loader:
         # Everything that shapes the sequence of batches (not threads, which
         # only change speed; not the index's path, only what it implies): a
         # saved state only fits the same values.
-        text = repr((urls, sorted(config.items()), info["samples_per_rank"]))
+        order = {k: v for k, v in config.items() if k not in _SPEED_ONLY_OPTIONS}
+        text = repr((urls, sorted(order.items()), info["samples_per_rank"]))
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._seed = seed
         self._batch = 0      # batches of the current epoch already yielded

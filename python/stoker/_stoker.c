@@ -29,7 +29,8 @@ static PyObject *error_type(int code)
     case STK_ENOMEM: return PyExc_MemoryError;
     case STK_EINVAL: return PyExc_ValueError;
     case STK_ENOENT: return PyExc_FileNotFoundError;
-    case STK_EIO: return PyExc_OSError;
+    case STK_EIO:
+    case STK_ECACHE: return PyExc_OSError;
     case STK_EFORMAT:
     case STK_ETRUNC:
     case STK_ELIMIT:
@@ -202,7 +203,7 @@ typedef struct {
     stk_loader *loader;
     int closed; /* close() stopped the threads; the loader is freed with the object */
     struct stk_options opts;
-    PyObject *keep; /* strings the options point to (label_exts, label_json_field) */
+    PyObject *keep; /* strings the options point to (label_exts, label_json_field, cache_dir) */
     /* batch_allocator(nbytes) -> object with the buffer protocol, e.g. a
      * pinned torch tensor; held in `buffers` (address -> object) until the
      * loader frees the memory. */
@@ -358,6 +359,21 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             o->label_json_field = text;
         else
             o->index_path = text;
+    } else if (strcmp(name, "cache_dir") == 0) {
+        if (value == Py_None)
+            return 0;
+        PyObject *path = PyOS_FSPath(value); /* str or os.PathLike */
+        if (path == NULL)
+            return -1;
+        const char *text = PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : NULL;
+        if (text == NULL && !PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "cache_dir must be a str path");
+        if (text == NULL || PyList_Append(self->keep, path) < 0) {
+            Py_DECREF(path);
+            return -1;
+        }
+        Py_DECREF(path);
+        o->cache_dir = text;
     } else {
         static const struct {
             const char *name;
@@ -372,7 +388,7 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             INT_OPTION(full_decode), INT_OPTION(max_image_pixels),
             INT_OPTION(prefetch_bytes_per_shard), INT_OPTION(read_buffer_bytes),
             INT_OPTION(max_member_bytes), INT_OPTION(max_members_per_sample),
-            INT_OPTION(max_key_bytes),
+            INT_OPTION(max_key_bytes), INT_OPTION(cache_size),
 #undef INT_OPTION
         };
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
@@ -508,12 +524,14 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "shards_opened", s.shards_opened,
-        "shards_failed", s.shards_failed, "samples", s.samples, "samples_skipped",
-        s.samples_skipped, "members_ignored", s.members_ignored, "batches", s.batches,
-        "bytes_read", s.bytes_read, "member_bytes", s.member_bytes, "images_decoded",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "shards_opened",
+        s.shards_opened, "shards_failed", s.shards_failed, "samples", s.samples,
+        "samples_skipped", s.samples_skipped, "members_ignored", s.members_ignored, "batches",
+        s.batches, "bytes_read", s.bytes_read, "member_bytes", s.member_bytes, "images_decoded",
         s.images_decoded, "images_replaced", s.images_replaced, "decode_ns", s.decode_ns,
-        "samples_read", s.samples_read);
+        "samples_read", s.samples_read, "cache_hits", s.cache_hits, "cache_misses",
+        s.cache_misses, "cache_evictions", s.cache_evictions, "cache_bytes_written",
+        s.cache_bytes_written);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)

@@ -1,0 +1,764 @@
+/*
+ * cache.c - node-local shard cache: whole shards on local disk, filled once
+ * per node, bounded in size by LRU eviction of shards nobody reads.
+ *
+ * Layout of the cache directory (H = 32 hex digits, stk__cache_name(url)):
+ *   H               the complete shard; its mtime is the LRU stamp
+ *   H.url           the URL, one line (for `ls`, and to detect collisions)
+ *   H.lock          fill lock: held LOCK_EX by the one filler of H
+ *   .tmp.H.PID.SEQ  a fill in progress (and .tmp.H.PID.SEQu for H.url)
+ *   .lock           cache-wide lock: held LOCK_EX while the total size is
+ *                   computed and shards are evicted to make room
+ *
+ * DESIGN (locking). All locks are flock(2) locks, which belong to an open
+ * file description, so threads of one process exclude each other exactly
+ * as processes do, and a killed process drops its locks.
+ *  - Readers hold LOCK_SH on the data file H itself for as long as the
+ *    returned source is open. An evictor takes LOCK_EX|LOCK_NB on H and
+ *    skips the shard when that fails: a shard in use is never removed.
+ *  - A filler holds H.lock LOCK_EX from before it checks for H until H is
+ *    renamed into place and already locked LOCK_SH for its own reading
+ *    (the lock is taken on the temp file, and a lock follows the inode
+ *    through rename). Processes that want the same shard block on H.lock,
+ *    then find H: one download per shard per node.
+ *  - The temp file grows in reservations: under .lock the filler sums the
+ *    sizes of every file in the directory (temps count at their reserved,
+ *    ftruncate'd size), evicts LRU shards until its next step fits, and
+ *    extends its temp to the new reservation. So every process agrees on
+ *    the total, and the directory never holds more than max_bytes.
+ *  - Blocking waits are only: H.lock (its holder waits for nothing but
+ *    .lock and upstream I/O) and .lock (its holder only takes non-blocking
+ *    locks). Readers never block anybody but an evictor, who does not wait.
+ *    Hence no deadlock, whatever each thread holds while it waits.
+ *  - A temp file is stale when its H.lock can be taken (its filler died:
+ *    the kernel dropped the lock); whoever scans under .lock removes it.
+ *    This works across PID namespaces, unlike checking that a PID lives.
+ *  - H.url and H.lock without H, whose fill lock is free, are leftovers of
+ *    failed fills and go in the same scan.
+ *  - Lock files that an evictor unlinks may still be open elsewhere, so
+ *    after taking a lock on a named file we check that the name still
+ *    refers to the locked inode, and retry otherwise.
+ *
+ * Fill-then-read: a miss downloads the whole shard before the first byte is
+ * parsed. Streaming while filling would hide the download latency of the
+ * first shard, at the price of readers that follow a growing file; with
+ * several shards in flight the latency overlaps anyway, so the simple
+ * protocol wins for now.
+ */
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "source_file.h"
+#include "stoker.h"
+
+#define HEX_LEN 32
+#define NAME_MAX_LEN 96
+#define COPY_CHUNK ((size_t)1 << 20)
+#define TMP_PREFIX ".tmp."
+
+/* Numbers temp files: process-wide, so that handles of one process never
+ * pick the same name. */
+static atomic_uint_fast64_t tmp_seq;
+
+struct stk__cache {
+    char *dir;
+    int dir_fd;
+    uint64_t max_bytes;
+    uint64_t step; /* reservation granularity of a fill */
+    unsigned shards_in_flight;
+    int cache_local;
+    unsigned fill_delay_ms; /* test hook */
+    atomic_uint_fast64_t hits, misses, evictions, bytes_written;
+};
+
+void stk__cache_name(const char *url, char hex[HEX_LEN + 1])
+{
+    /* FNV-1a, 128-bit: short, dependency-free and well spread; URLs are
+     * the user's own, so a cryptographic hash buys nothing, and a collision
+     * is still detected through H.url. */
+    __extension__ typedef unsigned __int128 u128;
+    u128 h = ((u128)0x6c62272e07bb0142ULL << 64) | 0x62b821756295c58dULL;
+    const u128 prime = ((u128)1 << 88) | 0x13b;
+    for (const unsigned char *p = (const unsigned char *)url; *p != '\0'; p++) {
+        h ^= *p;
+        h *= prime;
+    }
+    snprintf(hex, HEX_LEN + 1, "%016llx%016llx", (unsigned long long)(h >> 64),
+             (unsigned long long)h);
+}
+
+static int is_hex_name(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* "12.3 MiB" */
+static const char *fmt_size(char *buf, size_t cap, uint64_t n)
+{
+    if (n < 1024)
+        snprintf(buf, cap, "%llu bytes", (unsigned long long)n);
+    else if (n < ((uint64_t)1 << 20))
+        snprintf(buf, cap, "%.1f KiB", (double)n / 1024.0);
+    else if (n < ((uint64_t)1 << 30))
+        snprintf(buf, cap, "%.1f MiB", (double)n / 1048576.0);
+    else
+        snprintf(buf, cap, "%.2f GiB", (double)n / 1073741824.0);
+    return buf;
+}
+
+static int flock_retry(int fd, int how)
+{
+    int rc;
+    while ((rc = flock(fd, how)) < 0 && errno == EINTR)
+        ;
+    return rc;
+}
+
+/* Does name (in the cache directory) still refer to the inode open as fd? */
+static int still_named(const struct stk__cache *c, int fd, const char *name)
+{
+    struct stat a, b;
+    return fstat(fd, &a) == 0 && fstatat(c->dir_fd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
+           a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+}
+
+/* Lock the file called name (flock how, LOCK_NB allowed), creating it if
+ * create is set. Returns the locked fd, -EWOULDBLOCK when LOCK_NB found it
+ * busy, -ENOENT when it does not exist and create is 0, or -errno. */
+static int lock_file(const struct stk__cache *c, const char *name, int how, int create)
+{
+    for (;;) {
+        /* Read-only is enough for flock, and lets processes of other users
+         * lock files they cannot write. */
+        int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+        if (fd < 0)
+            return -errno;
+        if (flock_retry(fd, how) < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+        if (still_named(c, fd, name))
+            return fd;
+        close(fd); /* evicted between open and lock: the name is another file now */
+        if (!create)
+            return -ENOENT;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* A source over a cached file: the file's LOCK_SH lives as long as it.   */
+
+struct cached_source {
+    struct stk__source base;
+    struct stk__source *file; /* owns the locked fd: closing it drops the lock */
+};
+
+static ssize_t cached_read(struct stk__source *src, void *buf, size_t cap)
+{
+    struct cached_source *cs = (struct cached_source *)src;
+    ssize_t n = stk__source_read(cs->file, buf, cap);
+    if (n < 0)
+        src->err = cs->file->err;
+    return n;
+}
+
+static void cached_close(struct stk__source *src)
+{
+    struct cached_source *cs = (struct cached_source *)src;
+    stk__source_close(cs->file);
+    stk__free(cs);
+}
+
+static int64_t cached_skip(struct stk__source *src, uint64_t n)
+{
+    struct cached_source *cs = (struct cached_source *)src;
+    return cs->file->ops->skip != NULL ? cs->file->ops->skip(cs->file, n) : 0;
+}
+
+static const struct stk__source_ops cached_ops = {cached_read, cached_close, cached_skip};
+
+static int cached_source_new(const char *url, int fd, struct stk__source **out,
+                             struct stk__err *err)
+{
+    struct cached_source *cs = stk__calloc(1, sizeof *cs);
+    if (cs == NULL) {
+        close(fd);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+    }
+    int rc = stk__source_file_adopt(url, fd, &cs->file, err);
+    if (rc < 0) {
+        stk__free(cs);
+        return rc;
+    }
+    cs->base.ops = &cached_ops;
+    cs->base.url = url;
+    *out = &cs->base;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Hits                                                                   */
+
+/* Check that H.url names url: a different URL means a hash collision (or a
+ * foreign file), which must not be served as this shard. */
+static int check_url_file(const struct stk__cache *c, const char *hex, const char *url,
+                          struct stk__err *err)
+{
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s.url", hex);
+    size_t len = strlen(url);
+    char *buf = stk__malloc(len + 2);
+    if (buf == NULL)
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+    int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : pread(fd, buf, len + 2, 0);
+    int same = n == (ssize_t)len + 1 && memcmp(buf, url, len) == 0 && buf[len] == '\n';
+    if (fd >= 0)
+        close(fd);
+    stk__free(buf);
+    if (!same)
+        return stk__errf(err, STK_ECACHE,
+                         "%s: cache file %s/%s does not belong to this URL (%s/%s is missing "
+                         "or names another URL); remove both files",
+                         url, c->dir, hex, c->dir, name);
+    return 0;
+}
+
+/* With H present: 1 and *fd_out (LOCK_SH held) on a hit, 0 when absent. */
+static int open_entry(struct stk__cache *c, const char *hex, const char *url, int *fd_out,
+                      struct stk__err *err)
+{
+    for (;;) {
+        int fd = openat(c->dir_fd, hex, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            if (errno == ENOENT)
+                return 0;
+            return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", url, c->dir,
+                             hex, strerror(errno));
+        }
+        if (flock_retry(fd, LOCK_SH) < 0) {
+            int e = errno;
+            close(fd);
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock cache file %s/%s: %s", url, c->dir,
+                             hex, strerror(e));
+        }
+        if (!still_named(c, fd, hex)) { /* evicted before we locked it */
+            close(fd);
+            continue;
+        }
+        int rc = check_url_file(c, hex, url, err);
+        if (rc < 0) {
+            close(fd);
+            return rc;
+        }
+        /* Both stamps to "now" (NULL) needs only write permission, not
+         * ownership, so processes of other users sharing the cache can
+         * stamp too where the mode allows; failure only ages the LRU. */
+        (void)futimens(fd, NULL);
+        *fd_out = fd;
+        return 1;
+    }
+}
+
+/* ---------------------------------------------------------------------- */
+/* Room: scanning, stale temps, eviction                                  */
+
+struct entry {
+    char hex[HEX_LEN + 1];
+    struct timespec used;
+};
+
+struct scan {
+    uint64_t total; /* every regular file in the directory */
+    struct entry *shards;
+    size_t n, cap;
+    size_t fills;       /* live temps of other fills */
+    uint64_t fill_bytes;
+};
+
+static int entry_older(const void *a, const void *b)
+{
+    const struct entry *x = a, *y = b;
+    if (x->used.tv_sec != y->used.tv_sec)
+        return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+    if (x->used.tv_nsec != y->used.tv_nsec)
+        return x->used.tv_nsec < y->used.tv_nsec ? -1 : 1;
+    return strcmp(x->hex, y->hex);
+}
+
+/* A temp whose fill lock can be taken has no filler: remove it. So has
+ * another temp of the shard that own_tmp fills (we hold its lock: it is a
+ * leftover of a filler that died before us). Returns 1 if removed. Called
+ * under .lock. */
+static int remove_if_stale(const struct stk__cache *c, const char *name, const char *own_tmp)
+{
+    const char *hex = name + sizeof TMP_PREFIX - 1;
+    if (strlen(name) < sizeof TMP_PREFIX - 1 + HEX_LEN || !is_hex_name(hex, HEX_LEN))
+        return 0; /* not ours: count it, never delete it */
+    if (strncmp(hex, own_tmp + sizeof TMP_PREFIX - 1, HEX_LEN) == 0) {
+        unlinkat(c->dir_fd, name, 0);
+        return 1;
+    }
+    char lock[NAME_MAX_LEN];
+    snprintf(lock, sizeof lock, "%.*s.lock", HEX_LEN, hex);
+    int fd = lock_file(c, lock, LOCK_EX | LOCK_NB, 0);
+    if (fd == -EWOULDBLOCK)
+        return 0;
+    unlinkat(c->dir_fd, name, 0);
+    if (fd >= 0)
+        close(fd);
+    return 1;
+}
+
+/* H.url or H.lock without H while nobody fills H: left by a fill that
+ * failed or was killed (or an evictor that was). Returns 1 if removed.
+ * Called under .lock. */
+static int remove_if_orphan(const struct stk__cache *c, const char *name)
+{
+    size_t len = strlen(name);
+    if (len <= HEX_LEN || !is_hex_name(name, HEX_LEN) ||
+        (strcmp(name + HEX_LEN, ".url") != 0 && strcmp(name + HEX_LEN, ".lock") != 0))
+        return 0;
+    char hex[HEX_LEN + 1], lock[NAME_MAX_LEN];
+    memcpy(hex, name, HEX_LEN);
+    hex[HEX_LEN] = '\0';
+    snprintf(lock, sizeof lock, "%s.lock", hex);
+    struct stat st;
+    if (fstatat(c->dir_fd, hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        return 0;
+    int fd = lock_file(c, lock, LOCK_EX | LOCK_NB, 0);
+    if (fd == -EWOULDBLOCK)
+        return 0;
+    /* Again under the fill lock: a fill may have completed meanwhile. */
+    int removed = fstatat(c->dir_fd, hex, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+                  unlinkat(c->dir_fd, name, 0) == 0;
+    if (fd >= 0)
+        close(fd);
+    return removed;
+}
+
+static int scan_dir(const struct stk__cache *c, const char *own_tmp, struct scan *s)
+{
+    memset(s, 0, sizeof *s);
+    int fd = openat(c->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd < 0 ? NULL : fdopendir(fd);
+    if (d == NULL) {
+        if (fd >= 0)
+            close(fd);
+        return -errno;
+    }
+    struct dirent *de;
+    int rc = 0;
+    while ((de = readdir(d)) != NULL) {
+        const char *name = de->d_name;
+        struct stat st;
+        if (fstatat(c->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        int is_tmp = strncmp(name, TMP_PREFIX, sizeof TMP_PREFIX - 1) == 0;
+        if (is_tmp && strcmp(name, own_tmp) != 0) {
+            if (remove_if_stale(c, name, own_tmp))
+                continue;
+            s->fills++;
+            s->fill_bytes += (uint64_t)st.st_size;
+        }
+        if (!is_tmp && remove_if_orphan(c, name))
+            continue;
+        s->total += (uint64_t)st.st_size;
+        if (strlen(name) == HEX_LEN && is_hex_name(name, HEX_LEN)) {
+            if (s->n == s->cap) {
+                size_t cap = s->cap ? s->cap * 2 : 64;
+                struct entry *e = stk__realloc(s->shards, cap * sizeof *e);
+                if (e == NULL) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                s->shards = e;
+                s->cap = cap;
+            }
+            memcpy(s->shards[s->n].hex, name, HEX_LEN + 1);
+            s->shards[s->n].used = st.st_mtim;
+            s->n++;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Remove shard hex if nobody reads it. Returns the bytes freed, 0 if in use. */
+static uint64_t evict(const struct stk__cache *c, const char *hex)
+{
+    int fd = openat(c->dir_fd, hex, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    if (flock_retry(fd, LOCK_EX | LOCK_NB) < 0 || !still_named(c, fd, hex) || fstat(fd, &st) < 0) {
+        close(fd);
+        return 0;
+    }
+    uint64_t freed = (uint64_t)st.st_size;
+    char name[NAME_MAX_LEN];
+    unlinkat(c->dir_fd, hex, 0);
+    snprintf(name, sizeof name, "%s.url", hex);
+    if (fstatat(c->dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        unlinkat(c->dir_fd, name, 0) == 0)
+        freed += (uint64_t)st.st_size;
+    /* The fill lock goes too, unless a filler waits on it: lock files
+     * would otherwise pile up, one per shard ever cached. */
+    snprintf(name, sizeof name, "%s.lock", hex);
+    int lk = lock_file(c, name, LOCK_EX | LOCK_NB, 0);
+    if (lk >= 0) {
+        unlinkat(c->dir_fd, name, 0);
+        close(lk);
+    }
+    close(fd);
+    return freed;
+}
+
+/*
+ * Grow the fill's temp file (own_tmp, open as tmp_fd, *reserved bytes so
+ * far) to target bytes, evicting least recently used shards not in use
+ * until the directory total fits max_bytes.
+ */
+static int reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
+                   uint64_t *reserved, uint64_t target, struct stk__err *err)
+{
+    char a[32], b[32], d[32], e[32], f[32];
+    if (target > c->max_bytes)
+        return stk__errf(err, STK_ECACHE,
+                         "%s: shard is larger than cache_size (%s): at least %s; raise "
+                         "cache_size or do not cache it",
+                         url, fmt_size(a, sizeof a, c->max_bytes), fmt_size(b, sizeof b, target));
+    int g = lock_file(c, ".lock", LOCK_EX, 1);
+    if (g < 0)
+        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", url, c->dir,
+                         strerror(-g));
+    struct scan s;
+    int rc = scan_dir(c, own_tmp, &s);
+    if (rc < 0) {
+        rc = stk__errf(err, rc == -ENOMEM ? STK_ENOMEM : STK_ECACHE, "%s: cannot list cache %s: %s",
+                       url, c->dir, strerror(-rc));
+        goto out;
+    }
+    uint64_t need = target - *reserved;
+    if (s.total + need > c->max_bytes) {
+        if (s.n > 0)
+            qsort(s.shards, s.n, sizeof *s.shards, entry_older);
+        size_t busy = 0;
+        uint64_t busy_bytes = 0;
+        for (size_t i = 0; i < s.n && s.total + need > c->max_bytes; i++) {
+            uint64_t freed = evict(c, s.shards[i].hex);
+            if (freed > 0) {
+                s.total = s.total > freed ? s.total - freed : 0;
+                atomic_fetch_add(&c->evictions, 1);
+                continue;
+            }
+            struct stat st;
+            busy++;
+            if (fstatat(c->dir_fd, s.shards[i].hex, &st, AT_SYMLINK_NOFOLLOW) == 0)
+                busy_bytes += (uint64_t)st.st_size;
+        }
+        if (s.total + need > c->max_bytes) {
+            rc = stk__errf(err, STK_ECACHE,
+                           "%s: cache_size %s is smaller than the shards in flight (%zu in use "
+                           "holding %s, %zu other fills holding %s, this one %s and needs %s "
+                           "more); raise cache_size or lower shards_in_flight (%u per process)",
+                           url, fmt_size(a, sizeof a, c->max_bytes), busy,
+                           fmt_size(b, sizeof b, busy_bytes), s.fills,
+                           fmt_size(d, sizeof d, s.fill_bytes),
+                           fmt_size(e, sizeof e, *reserved),
+                           fmt_size(f, sizeof f, need), c->shards_in_flight);
+            goto out;
+        }
+    }
+    if (ftruncate(tmp_fd, (off_t)target) < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot extend %s/%s: %s", url, c->dir, own_tmp,
+                       strerror(errno));
+        goto out;
+    }
+    *reserved = target;
+out:
+    stk__free(s.shards);
+    close(g);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+/* Misses                                                                 */
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* Write H.url through a temp file named tmp (also a ".tmp.H." name, so a
+ * crash leaves nothing but a stale temp). */
+static int write_url_file(struct stk__cache *c, const char *hex, const char *tmp,
+                          const char *url, struct stk__err *err)
+{
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s.url", hex);
+    int fd = openat(c->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -errno : 0;
+    if (rc == 0)
+        rc = write_all(fd, (const unsigned char *)url, strlen(url));
+    if (rc == 0)
+        rc = write_all(fd, (const unsigned char *)"\n", 1);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    if (rc == 0 && renameat(c->dir_fd, tmp, c->dir_fd, name) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0) {
+        unlinkat(c->dir_fd, tmp, 0);
+        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", url, c->dir, name,
+                         strerror(-rc));
+    }
+    return 0;
+}
+
+/*
+ * Download url into H (caller holds H.lock). On success *fd_out is H,
+ * opened and locked LOCK_SH before it got its final name, at offset 0.
+ */
+static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_out,
+                struct stk__err *err)
+{
+    char tmp[NAME_MAX_LEN], tmp_url[NAME_MAX_LEN + 1];
+    unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
+    snprintf(tmp, sizeof tmp, TMP_PREFIX "%s.%ld.%llu", hex, (long)getpid(), seq);
+    snprintf(tmp_url, sizeof tmp_url, "%su", tmp);
+    struct stk__source *up = NULL;
+    unsigned char *buf = NULL;
+    uint64_t written = 0, reserved = 0;
+    int fd = -1, rc = stk__source_open(url, &up, err);
+    if (rc < 0)
+        goto out;
+    fd = openat(c->dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot create %s/%s: %s", url, c->dir, tmp,
+                       strerror(errno));
+        goto out;
+    }
+    if (flock_retry(fd, LOCK_SH) < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, tmp,
+                       strerror(errno));
+        goto out;
+    }
+    buf = stk__malloc(COPY_CHUNK);
+    if (buf == NULL) {
+        rc = stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+        goto out;
+    }
+    if (c->fill_delay_ms)
+        sleep_ms(c->fill_delay_ms);
+    for (;;) {
+        ssize_t n = stk__source_read(up, buf, COPY_CHUNK);
+        if (n < 0) {
+            *err = up->err;
+            rc = (int)n;
+            goto out;
+        }
+        if (n == 0)
+            break;
+        if (written + (uint64_t)n > reserved) {
+            /* A step ahead, so that small reads (network sources) do not
+             * each list the directory, and a full cache evicts a step's
+             * worth at a time. Never past the limit: only a shard within a
+             * step of cache_size gets there, and it reserves read by read. */
+            uint64_t target = reserved + c->step;
+            if (target < written + (uint64_t)n || target > c->max_bytes)
+                target = written + (uint64_t)n;
+            rc = reserve(c, url, tmp, fd, &reserved, target, err);
+            if (rc < 0)
+                goto out;
+        }
+        errno = 0;
+        if (pwrite(fd, buf, (size_t)n, (off_t)written) != n) {
+            /* pwrite to a regular file is short only on error (ENOSPC) */
+            rc = stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s at offset %llu: %s", url,
+                           c->dir, tmp, (unsigned long long)written,
+                           errno ? strerror(errno) : "short write");
+            goto out;
+        }
+        written += (uint64_t)n;
+    }
+    uint64_t with_url = written + strlen(url) + 1;
+    if (with_url > reserved) {
+        rc = reserve(c, url, tmp, fd, &reserved, with_url, err);
+        if (rc < 0)
+            goto out;
+    }
+    if (ftruncate(fd, (off_t)written) < 0 || fsync(fd) < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot sync %s/%s: %s", url, c->dir, tmp,
+                       strerror(errno));
+        goto out;
+    }
+    rc = write_url_file(c, hex, tmp_url, url, err);
+    if (rc < 0)
+        goto out;
+    if (renameat(c->dir_fd, tmp, c->dir_fd, hex) < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot rename %s/%s to %s: %s", url, c->dir, tmp, hex,
+                       strerror(errno));
+        goto out;
+    }
+    (void)fsync(c->dir_fd); /* the rename survives a power cut; failure only costs a refill */
+    if (lseek(fd, 0, SEEK_SET) < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot rewind %s/%s: %s", url, c->dir, hex,
+                       strerror(errno));
+        goto out;
+    }
+    atomic_fetch_add(&c->misses, 1);
+    atomic_fetch_add(&c->bytes_written, written);
+    *fd_out = fd;
+    fd = -1;
+out:
+    if (fd >= 0) {
+        unlinkat(c->dir_fd, tmp, 0);
+        close(fd);
+    }
+    stk__free(buf);
+    stk__source_close(up);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------- */
+
+/* A plain path or file:// URL. "pipe:CMD" is not local: the command
+ * usually fetches from remote storage, and its output is cached by the
+ * full command string like any other URL. */
+static int is_local(const char *url)
+{
+    if (strncmp(url, "file://", 7) == 0)
+        return 1;
+    if (strncmp(url, "pipe:", 5) == 0)
+        return 0;
+    const char *colon = strchr(url, ':');
+    const char *slash = strchr(url, '/');
+    return !(colon != NULL && colon > url && (slash == NULL || colon < slash) &&
+             strncmp(colon, "://", 3) == 0);
+}
+
+int stk__cache_open(struct stk__cache *c, const char *url, struct stk__source **out,
+                    struct stk__err *err)
+{
+    *out = NULL;
+    /* Copying a local file to local disk gains nothing and doubles the I/O. */
+    if (!c->cache_local && is_local(url))
+        return stk__source_open(url, out, err);
+    char hex[HEX_LEN + 1], lock[NAME_MAX_LEN];
+    stk__cache_name(url, hex);
+    snprintf(lock, sizeof lock, "%s.lock", hex);
+    int fd = -1;
+    int rc = open_entry(c, hex, url, &fd, err);
+    if (rc == 0) {
+        int lk = lock_file(c, lock, LOCK_EX, 1);
+        if (lk < 0)
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, lock,
+                             strerror(-lk));
+        rc = open_entry(c, hex, url, &fd, err); /* filled while we waited? */
+        if (rc == 0)
+            rc = fill(c, hex, url, &fd, err);
+        else if (rc > 0)
+            atomic_fetch_add(&c->hits, 1);
+        close(lk);
+    } else if (rc > 0) {
+        atomic_fetch_add(&c->hits, 1);
+    }
+    if (rc < 0)
+        return rc;
+    return cached_source_new(url, fd, out, err);
+}
+
+int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
+                   struct stk__err *err)
+{
+    *out = NULL;
+    if (cfg->dir == NULL || cfg->dir[0] == '\0' || cfg->max_bytes == 0)
+        return stk__errf(err, STK_EINVAL, "the cache needs a directory and a size above 0");
+    if (mkdir(cfg->dir, 0755) < 0 && errno != EEXIST)
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot create: %s", cfg->dir,
+                         strerror(errno));
+    int dfd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot open: %s", cfg->dir,
+                         strerror(errno));
+    struct stk__cache *c = stk__calloc(1, sizeof *c);
+    char *dir = stk__strdup(cfg->dir);
+    if (c == NULL || dir == NULL) {
+        stk__free(c);
+        stk__free(dir);
+        close(dfd);
+        return stk__errf(err, STK_ENOMEM, "out of memory opening cache %s", cfg->dir);
+    }
+    c->dir = dir;
+    c->dir_fd = dfd;
+    c->max_bytes = cfg->max_bytes;
+    /* Each fill over-reserves at most one step: small against the limit,
+     * large enough that the directory is not listed for every megabyte. */
+    c->step = cfg->max_bytes / 64;
+    if (c->step < ((uint64_t)64 << 10))
+        c->step = (uint64_t)64 << 10;
+    if (c->step > ((uint64_t)16 << 20))
+        c->step = (uint64_t)16 << 20;
+    c->shards_in_flight = cfg->shards_in_flight;
+    const char *local = getenv("STOKER_CACHE_LOCAL");
+    c->cache_local = cfg->cache_local || (local != NULL && strcmp(local, "1") == 0);
+    const char *delay = getenv("STOKER_CACHE_TEST_FILL_DELAY_MS");
+    if (delay != NULL)
+        c->fill_delay_ms = (unsigned)strtoul(delay, NULL, 10);
+    *out = c;
+    return 0;
+}
+
+void stk__cache_free(struct stk__cache *c)
+{
+    if (c == NULL)
+        return;
+    close(c->dir_fd);
+    stk__free(c->dir);
+    stk__free(c);
+}
+
+void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out)
+{
+    /* Cast drops const: atomic loads do not modify the counters. */
+    struct stk__cache *m = (struct stk__cache *)c;
+    out->hits = atomic_load(&m->hits);
+    out->misses = atomic_load(&m->misses);
+    out->evictions = atomic_load(&m->evictions);
+    out->bytes_written = atomic_load(&m->bytes_written);
+}

@@ -1,0 +1,63 @@
+/*
+ * cache.h - node-local disk cache of whole shards, shared by every process
+ * on the node.
+ *
+ * A shard is downloaded once per node (whichever process or thread asks
+ * first fills it, the others wait and then read the finished file), kept
+ * under a size limit by evicting the least recently used shards that nobody
+ * is reading, and never visible under its final name before it is
+ * complete. See cache.c for the on-disk layout and the locking protocol.
+ */
+#ifndef STK_CACHE_H
+#define STK_CACHE_H
+
+#include <stdint.h>
+
+#include "error.h"
+#include "source.h"
+
+struct stk__cache_config {
+    const char *dir;           /* created if missing (not its parents); copied */
+    uint64_t max_bytes;        /* bound on the total size of the files in dir */
+    unsigned shards_in_flight; /* named in the "cache too small" error */
+    int cache_local;           /* also cache plain paths and file:// URLs */
+};
+
+/* Counters of one cache handle (one process's view). */
+struct stk__cache_counts {
+    uint64_t hits;          /* opens served from a complete cached file */
+    uint64_t misses;        /* downloads done by this handle */
+    uint64_t evictions;     /* shards this handle removed to make room */
+    uint64_t bytes_written; /* bytes of shards this handle downloaded */
+};
+
+struct stk__cache;
+
+/* Open (creating it if needed) the cache directory. The environment
+ * variables STOKER_CACHE_LOCAL=1 (cache local files too) and
+ * STOKER_CACHE_TEST_FILL_DELAY_MS=N (sleep N ms after a fill starts, to make
+ * processes overlap) exist for tests only. */
+int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
+                   struct stk__err *err);
+
+/* Free the handle; sources it opened stay valid. NULL is a no-op. */
+void stk__cache_free(struct stk__cache *c);
+
+/*
+ * Open url through the cache: a hit returns a file source over the cached
+ * copy, a miss first downloads the whole shard from stk__source_open(url)
+ * (so any scheme that function knows works) into the cache. Local paths
+ * and file:// URLs go straight to stk__source_open() unless cache_local is
+ * set. The returned source protects the cached file from eviction until it
+ * is closed. url must outlive the source. Thread-safe.
+ */
+int stk__cache_open(struct stk__cache *c, const char *url, struct stk__source **out,
+                    struct stk__err *err);
+
+void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out);
+
+/* The file name (inside the cache directory) of url's cached copy:
+ * 32 hex digits of a 128-bit FNV-1a hash of the URL. */
+void stk__cache_name(const char *url, char hex[33]);
+
+#endif
