@@ -198,7 +198,11 @@ struct stk_options {
      * samples_per_rank each rank yields floor(total / world_size) samples
      * (equal batches everywhere); and stk_loader_seek() re-reads at most
      * one shuffle window instead of the epoch's first part. Read once by
-     * stk_loader_create(). */
+     * stk_loader_create(). Counts come from tar headers, so they are exact
+     * for shards that read without errors; a member whose data is bad is
+     * seen only when read, so with such shards under STK_ON_ERROR_SKIP a
+     * resume may fail ("index is stale") or differ from an uninterrupted
+     * run after the bad sample. */
     const char *index_path;
 
     /* Node-local shard cache (default: off). With cache_dir set, remote
