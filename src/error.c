@@ -27,6 +27,7 @@ const char *stk_strerror(int code)
     case STK_EINTERNAL: return "internal error in stoker";
     case STK_EDECODE: return "image cannot be decoded";
     case STK_ELABEL: return "sample has no usable label";
+    case STK_EHTTP: return "HTTP request failed";
     default: return "unknown error";
     }
 }

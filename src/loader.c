@@ -36,6 +36,7 @@ struct stk_loader {
     struct stk__pipeline *pipeline;
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
+    char *ca_bundle; /* copy of opts.ca_bundle */
     struct stk__err err;
 };
 
@@ -69,6 +70,9 @@ void stk_options_init(struct stk_options *o)
     o->ratio_max = 4.0f / 3.0f;
     o->flip_probability = 0.5f;
     o->max_image_pixels = 100000000;
+    o->io_timeout_ms = 30000;
+    o->io_retries = 5;
+    o->io_backoff_ms = 500;
 }
 
 static int check_options(const struct stk_options *o, struct stk__err *err)
@@ -94,6 +98,12 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
     if (o->transform != STK_TRANSFORM_NONE && o->transform != STK_TRANSFORM_TRAIN &&
         o->transform != STK_TRANSFORM_EVAL)
         return stk__errf(err, STK_EINVAL, "unknown transform");
+    if (o->io_timeout_ms == 0 || o->io_timeout_ms > 3600000)
+        return stk__errf(err, STK_EINVAL, "io_timeout_ms must be between 1 and 3600000");
+    if (o->io_retries > 1000)
+        return stk__errf(err, STK_EINVAL, "io_retries must be at most 1000");
+    if (o->io_backoff_ms > 60000)
+        return stk__errf(err, STK_EINVAL, "io_backoff_ms must be at most 60000");
     if ((o->alloc_batch_memory == NULL) != (o->free_batch_memory == NULL))
         return stk__errf(err, STK_EINVAL, "set both alloc_batch_memory and free_batch_memory, or neither");
     return 0;
@@ -119,6 +129,15 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         goto fail;
     }
     l->opts = *opts;
+    if (opts->ca_bundle != NULL) {
+        l->ca_bundle = stk__strdup(opts->ca_bundle);
+        if (l->ca_bundle == NULL) {
+            stk__free(l);
+            rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+            goto fail;
+        }
+    }
+    l->opts.ca_bundle = l->ca_bundle;
     rc = stk__expand_urls(urls, n_urls, &l->urls, &err);
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
@@ -146,6 +165,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     }
     if (rc < 0) {
         stk__strlist_free(&l->urls);
+        stk__free(l->ca_bundle);
         stk__free(l);
         goto fail;
     }
@@ -176,6 +196,14 @@ static int start_epoch(stk_loader *l)
             .pool = l->pool,
             .log = o->log,
             .log_data = o->log_data,
+            .source = {
+                .io_timeout_ms = o->io_timeout_ms,
+                .io_retries = o->io_retries,
+                .io_backoff_ms = o->io_backoff_ms,
+                .allow_pipe = o->allow_pipe,
+                .ca_bundle = o->ca_bundle,
+                .stats = &l->counters.source,
+            },
         },
         .budget = &l->budget,
     };
@@ -264,6 +292,8 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->images_decoded = atomic_load(&m->counters.images_decoded);
     s->images_replaced = atomic_load(&m->counters.images_replaced);
     s->decode_ns = atomic_load(&m->counters.decode_ns);
+    s->retries = atomic_load(&m->counters.source.retries);
+    s->resumes = atomic_load(&m->counters.source.resumes);
 }
 
 void stk_loader_destroy(stk_loader *l)
@@ -276,5 +306,6 @@ void stk_loader_destroy(stk_loader *l)
         stk__image_ring_destroy(&l->ring);
     stk__pool_free(l->pool);
     stk__strlist_free(&l->urls);
+    stk__free(l->ca_bundle);
     stk__free(l);
 }

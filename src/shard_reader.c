@@ -63,7 +63,7 @@ int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__sha
 {
     struct stk__source *src;
     *out = NULL;
-    int rc = stk__source_open(url, &src, err);
+    int rc = stk__source_open(url, &cfg->source, &src, err);
     if (rc < 0)
         return rc;
     return stk__shard_open_source(src, shard_index, cfg, out, err);

@@ -30,6 +30,7 @@ struct stk__counters {
     atomic_uint_fast64_t images_decoded;
     atomic_uint_fast64_t images_replaced;
     atomic_uint_fast64_t decode_ns;
+    struct stk__source_stats source;
 };
 
 struct stk__shard_config {
@@ -39,6 +40,7 @@ struct stk__shard_config {
     size_t max_key_bytes;
     int skip_bad;
     struct stk__counters *counters; /* required */
+    struct stk__source_config source; /* source.stats: NULL or &counters->source */
     struct stk__pool *pool;         /* member buffers; NULL: plain allocation */
     void (*log)(void *data, enum stk_log_level level, const char *message);
     void *log_data;

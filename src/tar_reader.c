@@ -106,8 +106,12 @@ int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **
         int code = t->source_failed                            ? t->src->err.code
                    : why != NULL && strstr(why, "runcated") != NULL ? STK_ETRUNC
                                                                      : STK_EFORMAT;
-        stk__errf(err, code, "%s: cannot read as tar at offset 0: %s", src->url,
-                  archive_error_string(a) ? archive_error_string(a) : "unknown error");
+        /* A source error already names the URL and says what went wrong. */
+        if (t->source_failed)
+            stk__errf(err, code, "%s", t->src->err.msg);
+        else
+            stk__errf(err, code, "%s: cannot read as tar at offset 0: %s", src->url,
+                      archive_error_string(a) ? archive_error_string(a) : "unknown error");
         stk__tar_close(t);
         return code;
     }
