@@ -38,7 +38,8 @@ static void help(void)
            "  --layout L             nchw (default) or nhwc\n"
            "  --full-decode          decode whole images at full scale (for comparison)\n"
            "  --json                 print one JSON object instead of text\n"
-           "  -h, --help             this help\n");
+           "  -h, --help             this help\n\n");
+    cli_source_help();
 }
 
 static double now_s(void)
@@ -81,6 +82,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {"layout", required_argument, NULL, O_LAYOUT},
         {"full-decode", no_argument, NULL, O_FULL},
         {"help", no_argument, NULL, 'h'},
+        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options *o = &a->opts;
@@ -107,7 +109,13 @@ static int parse(int argc, char **argv, struct bench_args *a)
         case O_FULL: o->full_decode = 1; break;
         case O_LAYOUT: bad = cli_parse_choice(CMD, "--layout", optarg, layouts, (int *)&o->layout); break;
         case 'h': help(); return 1;
-        default: cli_usage_error(CMD, "unknown option"); return -1;
+        default:
+            bad = cli_parse_source_option(CMD, c, optarg, o);
+            if (bad == 0) {
+                cli_usage_error(CMD, "unknown option");
+                return -1;
+            }
+            break;
         }
         if (bad < 0)
             return -1;
@@ -175,7 +183,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "\"seconds\": %.6f, \"first_batch_seconds\": %.6f, \"samples_per_s\": %.1f, "
                "\"mb_per_s\": %.2f, \"read_mb_per_s\": %.2f, \"samples_skipped\": %llu, "
                "\"shards_failed\": %llu, \"members_ignored\": %llu, \"images\": %llu, "
-               "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f}\n",
+               "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f, "
+               "\"retries\": %llu, \"resumes\": %llu}\n",
                n_shards, a->opts.threads, (unsigned long long)a->epochs,
                (unsigned long long)s->samples, (unsigned long long)s->batches,
                (unsigned long long)s->member_bytes, (unsigned long long)s->bytes_read, seconds,
@@ -183,7 +192,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                (unsigned long long)s->shards_failed, (unsigned long long)s->members_ignored,
                (unsigned long long)s->images_decoded,
                seconds > 0 ? (double)s->images_decoded / seconds : 0,
-               (unsigned long long)s->images_replaced, decode_ms);
+               (unsigned long long)s->images_replaced, decode_ms,
+               (unsigned long long)s->retries, (unsigned long long)s->resumes);
         return;
     }
     printf("shards            %zu\n", n_shards);
@@ -202,6 +212,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
     printf("skipped           %llu samples, %llu shards failed, %llu members ignored\n",
            (unsigned long long)s->samples_skipped, (unsigned long long)s->shards_failed,
            (unsigned long long)s->members_ignored);
+    printf("remote            %llu requests retried, %llu resumed mid-shard\n",
+           (unsigned long long)s->retries, (unsigned long long)s->resumes);
 }
 
 int cmd_bench(int argc, char **argv)

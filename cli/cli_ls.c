@@ -18,7 +18,8 @@ static void help(void)
            "options:\n"
            "  --url              print the shard URL as a first column\n"
            "  --on-error MODE    fail (default) or skip bad samples and shards\n"
-           "  -h, --help         this help\n");
+           "  -h, --help         this help\n\n");
+    cli_source_help();
 }
 
 struct ls_state {
@@ -48,6 +49,7 @@ int cmd_ls(int argc, char **argv)
         {"url", no_argument, NULL, 'u'},
         {"on-error", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},
+        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -65,7 +67,13 @@ int cmd_ls(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;
-        default: return cli_usage_error(CMD, "unknown option");
+        default: {
+            int r = cli_parse_source_option(CMD, c, optarg, &o);
+            if (r < 0)
+                return EXIT_USAGE;
+            if (r == 0)
+                return cli_usage_error(CMD, "unknown option");
+        }
         }
     }
     if (optind >= argc)
