@@ -42,14 +42,18 @@ struct stk__source_stats {
 };
 
 /* What a backend may need beyond the URL. Later backends (S3 signing, the
- * node cache) add their fields here; zero means "the default" for each. */
+ * node cache) add their fields here; zero means the default noted. */
 struct stk__source_config {
     unsigned io_timeout_ms; /* connect timeout and stall window (0: 30 s) */
-    unsigned io_retries;    /* retries without progress before failing */
+    unsigned io_retries;    /* failed attempts in a row retried (0: none) */
     unsigned io_backoff_ms; /* first retry delay (0: 500 ms) */
     int allow_pipe;         /* accept pipe:COMMAND */
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
     struct stk__source_stats *stats; /* may be NULL */
+    /* When set and nonzero, a read() blocked on the network or a command
+     * returns STK_EIO ("cancelled") within about 100 ms, so stopping a
+     * loader mid-shard never waits for a slow server or program. */
+    const atomic_int *cancel;
 };
 
 /* Open the source for url: a plain path, file://, http://, https:// or

@@ -54,7 +54,8 @@
 #define SPILL_MAX (4 * CURL_BUFFER_BYTES)
 #define DEFAULT_TIMEOUT_MS 30000u
 #define DEFAULT_BACKOFF_MS 500u
-#define POLL_MS 1000
+/* How often a waiting read looks at the cancel flag. */
+#define POLL_MS 100
 
 struct http_source {
     struct stk__source base;
@@ -292,9 +293,15 @@ static int schedule_retry(struct http_source *h, int code, const char *problem)
         if (h->received > 0)
             atomic_fetch_add(&h->cfg.stats->resumes, 1);
     }
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
+    /* Sleep in slices so that a stopping loader is not kept waiting. */
+    for (uint64_t slept = 0; slept < ms; slept += POLL_MS) {
+        if (h->cfg.cancel != NULL && atomic_load(h->cfg.cancel))
+            return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);
+        uint64_t slice = ms - slept < POLL_MS ? ms - slept : POLL_MS;
+        struct timespec ts = {0, (long)slice * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
     return 0;
 }
 
@@ -352,6 +359,8 @@ static int drive(struct http_source *h)
         mc = curl_multi_poll(h->pair->multi, NULL, 0, POLL_MS, NULL);
         if (mc != CURLM_OK)
             return stk__errf(&h->base.err, STK_EIO, "%s: %s", h->shown, curl_multi_strerror(mc));
+        if (h->cfg.cancel != NULL && atomic_load(h->cfg.cancel))
+            return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);
     }
 }
 

@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -25,8 +26,12 @@
 
 extern char **environ;
 
+/* How often a blocked read looks at the cancel flag. */
+#define CANCEL_POLL_MS 100
+
 struct pipe_source {
     struct stk__source base;
+    const atomic_int *cancel;
     const char *command; /* after "pipe:" */
     pid_t pid;           /* 0 once reaped */
     int fd;
@@ -117,6 +122,14 @@ static ssize_t pipe_read(struct stk__source *src, void *buf, size_t cap)
     if (s->pid == 0)
         return 0;
     for (;;) {
+        if (s->cancel != NULL) {
+            struct pollfd pfd = {s->fd, POLLIN, 0};
+            int r = poll(&pfd, 1, CANCEL_POLL_MS);
+            if (atomic_load(s->cancel))
+                return stk__errf(&src->err, STK_EIO, "pipe:%s: cancelled", s->command);
+            if (r == 0 || (r < 0 && errno == EINTR))
+                continue;
+        }
         ssize_t n = read(s->fd, buf, cap);
         if (n > 0)
             return n;
@@ -202,6 +215,7 @@ int stk__source_pipe_open(const char *url, const struct stk__source_config *cfg,
     s->base.ops = &pipe_ops;
     s->base.url = url;
     s->command = command;
+    s->cancel = cfg->cancel;
     s->pid = pid;
     s->fd = fds[0];
     fds[0] = -1;
