@@ -29,7 +29,8 @@ static PyObject *error_type(int code)
     case STK_ENOMEM: return PyExc_MemoryError;
     case STK_EINVAL: return PyExc_ValueError;
     case STK_ENOENT: return PyExc_FileNotFoundError;
-    case STK_EIO: return PyExc_OSError;
+    case STK_EIO:
+    case STK_EHTTP: return PyExc_OSError;
     case STK_EFORMAT:
     case STK_ETRUNC:
     case STK_ELIMIT:
@@ -202,7 +203,7 @@ typedef struct {
     stk_loader *loader;
     int closed; /* close() stopped the threads; the loader is freed with the object */
     struct stk_options opts;
-    PyObject *keep; /* strings the options point to (label_exts, label_json_field) */
+    PyObject *keep; /* strings the options point to (label_exts, label_json_field, ca_bundle) */
     /* batch_allocator(nbytes) -> object with the buffer protocol, e.g. a
      * pinned torch tensor; held in `buffers` (address -> object) until the
      * loader frees the memory. */
@@ -345,7 +346,8 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         return parse_triple(value, name, o->mean);
     } else if (strcmp(name, "std") == 0) {
         return parse_triple(value, name, o->std);
-    } else if (strcmp(name, "label_exts") == 0 || strcmp(name, "label_json_field") == 0) {
+    } else if (strcmp(name, "label_exts") == 0 || strcmp(name, "label_json_field") == 0 ||
+               strcmp(name, "ca_bundle") == 0) {
         if (value == Py_None)
             return 0;
         const char *text = PyUnicode_AsUTF8(value);
@@ -353,6 +355,8 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             return -1;
         if (strcmp(name, "label_exts") == 0)
             o->label_exts = text;
+        else if (strcmp(name, "ca_bundle") == 0)
+            o->ca_bundle = text;
         else
             o->label_json_field = text;
     } else {
@@ -369,7 +373,8 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             INT_OPTION(full_decode), INT_OPTION(max_image_pixels),
             INT_OPTION(prefetch_bytes_per_shard), INT_OPTION(read_buffer_bytes),
             INT_OPTION(max_member_bytes), INT_OPTION(max_members_per_sample),
-            INT_OPTION(max_key_bytes),
+            INT_OPTION(max_key_bytes), INT_OPTION(io_timeout_ms), INT_OPTION(io_retries),
+            INT_OPTION(io_backoff_ms), INT_OPTION(allow_pipe),
 #undef INT_OPTION
         };
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
@@ -505,11 +510,12 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "shards_opened", s.shards_opened,
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "shards_opened", s.shards_opened,
         "shards_failed", s.shards_failed, "samples", s.samples, "samples_skipped",
         s.samples_skipped, "members_ignored", s.members_ignored, "batches", s.batches,
         "bytes_read", s.bytes_read, "member_bytes", s.member_bytes, "images_decoded",
-        s.images_decoded, "images_replaced", s.images_replaced, "decode_ns", s.decode_ns);
+        s.images_decoded, "images_replaced", s.images_replaced, "decode_ns", s.decode_ns,
+        "retries", s.retries, "resumes", s.resumes);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)
