@@ -68,7 +68,8 @@ http {{
     keepalive_requests 100000;
     keepalive_timeout 60s;
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port}{ssl};
+        {ssl_files}
         root {root};
         location / {{ }}
     }}
@@ -80,9 +81,11 @@ class Nginx:
     """nginx serving `root` on 127.0.0.1:port; access_log() lists the
     requests as (method, uri, status, bytes, range, connection number)."""
 
-    def __init__(self, root, prefix):
+    def __init__(self, root, prefix, tls=None):
+        """tls: (certificate, key) PEM paths to serve https instead."""
         self.root = Path(root).resolve()
         self.prefix = Path(prefix).resolve()
+        self.tls = tls
         self.proc = None
         self.port = None
 
@@ -91,7 +94,11 @@ class Nginx:
         for attempt in range(5):
             self.port = free_port()
             conf = self.prefix / "nginx.conf"
-            conf.write_text(NGINX_CONF.format(prefix=self.prefix, port=self.port, root=self.root))
+            ssl_files = (f"ssl_certificate {self.tls[0]}; ssl_certificate_key {self.tls[1]};"
+                         if self.tls else "")
+            conf.write_text(NGINX_CONF.format(prefix=self.prefix, port=self.port, root=self.root,
+                                              ssl=" ssl" if self.tls else "",
+                                              ssl_files=ssl_files))
             self.proc = subprocess.Popen(
                 [NGINX, "-p", str(self.prefix), "-c", str(conf), "-e",
                  str(self.prefix / "error.log")],
@@ -103,7 +110,8 @@ class Nginx:
         raise RuntimeError(f"nginx did not start: {err}")
 
     def url(self, name):
-        return f"http://127.0.0.1:{self.port}/{name}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}/{name}"
 
     def access_log(self):
         path = self.prefix / "access.log"
@@ -137,6 +145,16 @@ class Nginx:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def self_signed_certificate(directory):
+    """(certificate, key) for 127.0.0.1, made with openssl(1)."""
+    cert, key = Path(directory) / "cert.pem", Path(directory) / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout",
+                    str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True, timeout=60)
+    return cert, key
 
 
 # --------------------------------------------------------------------------

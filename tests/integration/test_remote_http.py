@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import make_samples, write_shard
-from servers import DelayProxy, FaultServer, Nginx
+from servers import DelayProxy, FaultServer, Nginx, self_signed_certificate
 
 N_SHARDS = 4
 # Members of a few KiB to 60 KiB: each shard spans many libcurl buffers, so
@@ -104,6 +104,26 @@ def test_through_delay_proxy(run, nginx, shards):
         t = time.monotonic()
         assert ls_out(run, [proxy.url(p.name) for p in shards]) == ls_out(run, shards)
         assert time.monotonic() - t < 30
+
+
+@pytest.fixture(scope="session")
+def https_nginx(shards, tmp_path_factory):
+    cert, key = self_signed_certificate(tmp_path_factory.mktemp("tls"))
+    with Nginx(shards[0].parent, tmp_path_factory.mktemp("nginx-tls"), tls=(cert, key)) as server:
+        server.cert = cert
+        yield server
+
+
+def test_https_verifies_certificates(run, https_nginx, shards):
+    urls = [https_nginx.url(p.name) for p in shards[:2]]
+    proc = run(["ls", *urls], env={"STOKER_CA_BUNDLE": ""})
+    assert proc.returncode == 1
+    assert urls[0] in proc.stderr and "certificate" in proc.stderr, proc.stderr
+    assert len(https_nginx.access_log()) == 0, "no request may be sent over a bad TLS session"
+    local = ls_out(run, shards[:2])
+    assert ls_out(run, urls, "--ca-bundle", https_nginx.cert) == local
+    proc = run(["ls", *urls], env={"STOKER_CA_BUNDLE": str(https_nginx.cert)})
+    assert proc.returncode == 0 and proc.stdout == local, proc.stderr
 
 
 # ------------------------------------------------------------------ faults
