@@ -280,6 +280,10 @@ static int retryable_curl(CURLcode rc)
  * wrong with the last one. */
 static int schedule_retry(struct http_source *h, int code, const char *problem)
 {
+    if (h->total >= 0 && h->received >= (uint64_t)h->total) {
+        h->done = 1; /* it broke after the last byte: nothing left to ask for */
+        return 0;
+    }
     if (h->received > h->start)
         h->failures = 0; /* progress: only failures in a row count */
     h->failures++;
