@@ -5,7 +5,7 @@
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
 
-.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python
+.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote
 
 deps:
 	sh tools/install_deps.sh
@@ -47,3 +47,7 @@ bench-decode: build $(DATA)/.complete
 # Python iteration (stoker.Loader) against the C benchmark, same threads.
 bench-python: build $(DATA)/.complete
 	PYTHONPATH=build-rel/python $(PYTHON) bench/python_overhead.py --rounds 3 $(DATA)/train-*.tar
+
+# Decode over http through a 100 ms round-trip proxy against local disk.
+bench-remote: build $(DATA)/.complete
+	$(PYTHON) bench/remote_vs_local.py --rounds 3 --samples-per-rank 8000 $(DATA)/train-*.tar

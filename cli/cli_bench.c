@@ -42,7 +42,8 @@ static void help(void)
            "  --full-decode          decode whole images at full scale (for comparison)\n"
            CLI_CACHE_HELP
            "  --json                 print one JSON object instead of text\n"
-           "  -h, --help             this help\n");
+           "  -h, --help             this help\n\n");
+    cli_source_help();
 }
 
 static double now_s(void)
@@ -90,6 +91,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {"start-batch", required_argument, NULL, O_START},
         CLI_CACHE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
+        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options *o = &a->opts;
@@ -123,7 +125,13 @@ static int parse(int argc, char **argv, struct bench_args *a)
         case O_INDEX: o->index_path = optarg; break;
         case O_START: bad = cli_parse_u64(CMD, "--start-batch", optarg, 0, UINT64_MAX, &a->start_batch); break;
         case 'h': help(); return 1;
-        default: cli_usage_error(CMD, "unknown option"); return -1;
+        default:
+            bad = cli_parse_source_option(CMD, c, optarg, o);
+            if (bad == 0) {
+                cli_usage_error(CMD, "unknown option");
+                return -1;
+            }
+            break;
         }
         if (bad < 0)
             return -1;
@@ -193,7 +201,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "\"shards_failed\": %llu, \"members_ignored\": %llu, \"images\": %llu, "
                "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f, "
                "\"samples_read\": %llu, \"cache_hits\": %llu, \"cache_misses\": %llu, "
-               "\"cache_evictions\": %llu, \"cache_bytes_written\": %llu}\n",
+               "\"cache_evictions\": %llu, \"cache_bytes_written\": %llu, \"retries\": %llu, "
+               "\"resumes\": %llu}\n",
                n_shards, a->opts.threads, (unsigned long long)a->epochs,
                (unsigned long long)s->samples, (unsigned long long)s->batches,
                (unsigned long long)s->member_bytes, (unsigned long long)s->bytes_read, seconds,
@@ -204,7 +213,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                (unsigned long long)s->images_replaced, decode_ms,
                (unsigned long long)s->samples_read, (unsigned long long)s->cache_hits,
                (unsigned long long)s->cache_misses, (unsigned long long)s->cache_evictions,
-               (unsigned long long)s->cache_bytes_written);
+               (unsigned long long)s->cache_bytes_written, (unsigned long long)s->retries,
+               (unsigned long long)s->resumes);
         return;
     }
     printf("shards            %zu\n", n_shards);
@@ -227,6 +237,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
     printf("skipped           %llu samples, %llu shards failed, %llu members ignored\n",
            (unsigned long long)s->samples_skipped, (unsigned long long)s->shards_failed,
            (unsigned long long)s->members_ignored);
+    printf("remote            %llu requests retried, %llu resumed mid-shard\n",
+           (unsigned long long)s->retries, (unsigned long long)s->resumes);
 }
 
 int cmd_bench(int argc, char **argv)

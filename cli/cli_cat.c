@@ -2,6 +2,7 @@
  * cli_cat.c - `stoker cat URL KEY.EXT`: one member's bytes to stdout.
  */
 #include <ctype.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -11,10 +12,13 @@ static const char *const CMD = "cat";
 
 static void help(void)
 {
-    printf("usage: stoker cat URL KEY.EXT\n\n"
+    printf("usage: stoker cat [OPTIONS] URL KEY.EXT\n\n"
            "Write the bytes of member EXT of sample KEY to standard output.\n"
            "The key is the member path up to the first dot of its basename,\n"
-           "as in WebDataset. Exit status 1 when no such member exists.\n");
+           "as in WebDataset. Exit status 1 when no such member exists.\n\n"
+           "options:\n"
+           "  -h, --help             this help\n\n");
+    cli_source_help();
 }
 
 struct cat_state {
@@ -44,13 +48,30 @@ static int find_member(const struct stk_sample *s, void *data)
 
 int cmd_cat(int argc, char **argv)
 {
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        help();
-        return EXIT_OK;
+    static const struct option longopts[] = {
+        {"help", no_argument, NULL, 'h'},
+        CLI_SOURCE_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    struct stk_options o;
+    stk_options_init(&o);
+    cli_storage_order_options(&o);
+    int c;
+    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+        if (c == 'h') {
+            help();
+            return EXIT_OK;
+        }
+        int r = cli_parse_source_option(CMD, c, optarg, &o);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (r == 0)
+            return cli_usage_error(CMD, "unknown option");
     }
-    if (argc != 3)
+    if (argc - optind != 2)
         return cli_usage_error(CMD, "expected URL and KEY.EXT");
-    const char *name = argv[2];
+    const char *url = argv[optind];
+    const char *name = argv[optind + 1];
     const char *slash = strrchr(name, '/');
     const char *dot = strchr(slash ? slash + 1 : name, '.');
     if (dot == NULL || dot == (slash ? slash + 1 : name))
@@ -65,10 +86,7 @@ int cmd_cat(int argc, char **argv)
         ext[i] = (char)tolower((unsigned char)dot[1 + i]);
     struct cat_state st = {name, (size_t)(dot - name), ext, 0, 0};
 
-    struct stk_options o;
-    stk_options_init(&o);
-    cli_storage_order_options(&o);
-    const char *urls[] = {argv[1]};
+    const char *urls[] = {url};
     stk_loader *l = cli_create_loader(CMD, &o, urls, 1);
     if (l == NULL)
         return EXIT_ERROR;
@@ -78,7 +96,10 @@ int cmd_cat(int argc, char **argv)
         return rc;
     if (st.write_failed)
         return cli_fail(CMD, "cannot write to standard output");
-    if (!st.found)
-        return cli_fail(CMD, "no member '%s' in %s", name, argv[1]);
+    if (!st.found) {
+        char shown[1024];
+        stk_redact_url(url, shown, sizeof shown);
+        return cli_fail(CMD, "no member '%s' in %s", name, shown);
+    }
     return EXIT_OK;
 }

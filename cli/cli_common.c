@@ -122,6 +122,47 @@ void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
     fprintf(stderr, "stoker %s: %s: %s\n", (const char *)data, names[level], message);
 }
 
+int cli_parse_source_option(const char *cmd, int c, const char *arg, struct stk_options *o)
+{
+    uint64_t v;
+    switch (c) {
+    case CLI_O_IO_TIMEOUT:
+        if (cli_parse_u64(cmd, "--io-timeout-ms", arg, 1, 3600000, &v) < 0)
+            return -1;
+        o->io_timeout_ms = (unsigned)v;
+        return 1;
+    case CLI_O_IO_RETRIES:
+        if (cli_parse_u64(cmd, "--io-retries", arg, 0, 1000, &v) < 0)
+            return -1;
+        o->io_retries = (unsigned)v;
+        return 1;
+    case CLI_O_IO_BACKOFF:
+        if (cli_parse_u64(cmd, "--io-backoff-ms", arg, 0, 60000, &v) < 0)
+            return -1;
+        o->io_backoff_ms = (unsigned)v;
+        return 1;
+    case CLI_O_ALLOW_PIPE:
+        o->allow_pipe = 1;
+        return 1;
+    case CLI_O_CA_BUNDLE:
+        o->ca_bundle = arg;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void cli_source_help(void)
+{
+    printf("remote sources (http://, https://, pipe:COMMAND):\n"
+           "  --io-timeout-ms N      connect timeout and stall limit (default 30000)\n"
+           "  --io-retries N         failed attempts in a row retried (default 5)\n"
+           "  --io-backoff-ms N      first retry delay, doubled per retry (default 500)\n"
+           "  --allow-pipe           run pipe:COMMAND URLs (split into words, no shell)\n"
+           "  --ca-bundle FILE       CA certificates for https (default: $STOKER_CA_BUNDLE,\n"
+           "                         $CURL_CA_BUNDLE, else the system store)\n");
+}
+
 void cli_storage_order_options(struct stk_options *o)
 {
     o->shuffle = 0;

@@ -54,6 +54,23 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 /* Print "stoker CMD: ...\nTry 'stoker CMD --help'." and return EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The options every command that reads shards accepts for remote sources:
+ * put CLI_SOURCE_LONGOPTS in the getopt_long table, pass each option to
+ * cli_parse_source_option() and print cli_source_help() in --help. */
+enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_PIPE,
+       CLI_O_CA_BUNDLE };
+#define CLI_SOURCE_LONGOPTS                                                                      \
+    {"io-timeout-ms", required_argument, NULL, CLI_O_IO_TIMEOUT},                                \
+        {"io-retries", required_argument, NULL, CLI_O_IO_RETRIES},                               \
+        {"io-backoff-ms", required_argument, NULL, CLI_O_IO_BACKOFF},                            \
+        {"allow-pipe", no_argument, NULL, CLI_O_ALLOW_PIPE},                                     \
+        {"ca-bundle", required_argument, NULL, CLI_O_CA_BUNDLE}
+
+/* 1: c was a source option and is applied to o; 0: not one; -1: bad value
+ * (a usage error was printed). */
+int cli_parse_source_option(const char *cmd, int c, const char *arg, struct stk_options *o);
+void cli_source_help(void);
+
 /* Options for reading shards in storage order on one rank (ls, cat). */
 void cli_storage_order_options(struct stk_options *o);
 

@@ -19,7 +19,8 @@ static void help(void)
            "  --url                  print the shard URL as a first column\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
            CLI_CACHE_HELP
-           "  -h, --help             this help\n");
+           "  -h, --help             this help\n\n");
+    cli_source_help();
 }
 
 struct ls_state {
@@ -50,6 +51,7 @@ int cmd_ls(int argc, char **argv)
         {"on-error", required_argument, NULL, 'e'},
         CLI_CACHE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
+        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -72,7 +74,13 @@ int cmd_ls(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;
-        default: return cli_usage_error(CMD, "unknown option");
+        default: {
+            int r = cli_parse_source_option(CMD, c, optarg, &o);
+            if (r < 0)
+                return EXIT_USAGE;
+            if (r == 0)
+                return cli_usage_error(CMD, "unknown option");
+        }
         }
     }
     if (optind >= argc)

@@ -52,8 +52,9 @@ enum stk_error {
     STK_EINTERNAL = -1007, /* a bug in stoker: please report it */
     STK_EDECODE = -1008, /* an image cannot be decoded (corrupt, truncated, unsupported) */
     STK_ELABEL = -1009,  /* a sample has no usable label */
-    STK_ECACHE = -1010   /* the node cache cannot hold or store a shard (cache_size too
+    STK_ECACHE = -1010,  /* the node cache cannot hold or store a shard (cache_size too
                             small, cache disk full or unwritable); never skipped as bad input */
+    STK_EHTTP = -1011    /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -222,6 +223,35 @@ struct stk_options {
      * STK_ON_ERROR_SKIP (the shard is fine, the configuration is not). */
     const char *cache_dir;
     uint64_t cache_size;
+
+    /* Remote shards: http://, https:// (libcurl; TLS verified, proxies from
+     * the usual http_proxy/https_proxy/no_proxy variables), and pipe:.
+     * A shard is streamed with one request; a failed request (connection
+     * error, timeout, HTTP 408/429/5xx, a body shorter than announced) is
+     * retried after an exponential backoff with jitter, continuing with a
+     * Range request from the first byte not yet received, so no byte is
+     * lost or repeated. 4xx answers such as 403 or 404 fail at once.
+     * Messages name URLs with credentials redacted (stk_redact_url()). */
+    /* Connect timeout, and how long a transfer may deliver no byte before it
+     * is retried (default 30000; the stall check has whole-second
+     * resolution). */
+    unsigned io_timeout_ms;
+    /* Failed attempts in a row that are retried before the shard fails
+     * (default 5); an attempt that delivered bytes restarts the count. */
+    unsigned io_retries;
+    /* Delay before the first retry (default 500), doubled per retry up to
+     * 20 s, half of it random; a server's Retry-After raises it. */
+    unsigned io_backoff_ms;
+    /* Accept "pipe:COMMAND" URLs (default 0: refused). COMMAND is split into
+     * words without a shell (blanks separate words; '...' and "..." quote,
+     * backslash escapes) and run with posix_spawnp; its standard output is
+     * the shard, and a non-zero exit status is an error. Only enable it for
+     * URL lists you trust: they run programs. */
+    int allow_pipe;
+    /* CA certificates (PEM file) for https://; NULL (default): the variables
+     * STOKER_CA_BUNDLE, then CURL_CA_BUNDLE, else the system's store. The
+     * string is copied. */
+    const char *ca_bundle;
 };
 
 /* Fill *opts with the defaults documented above. */
@@ -277,6 +307,8 @@ struct stk_stats {
     uint64_t cache_misses;        /* shards this loader downloaded into the cache */
     uint64_t cache_evictions;     /* shards this loader evicted to make room */
     uint64_t cache_bytes_written; /* bytes this loader wrote into the cache */
+    uint64_t retries;         /* remote requests repeated after a transient failure */
+    uint64_t resumes;         /* of which continued a shard from a byte offset */
 };
 
 typedef struct stk_loader stk_loader;
@@ -356,6 +388,15 @@ void stk_loader_stats(const stk_loader *loader, struct stk_stats *stats);
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */
 const char *stk_loader_errmsg(const stk_loader *loader);
+
+/*
+ * Write url with its secrets hidden into buf (size bytes including the NUL;
+ * truncated to fit): for "scheme://" URLs the userinfo becomes "***", every
+ * query value becomes "***" (keys stay) and a fragment becomes "#***".
+ * Paths and pipe: commands are unchanged. This is the form every stoker
+ * message uses, and the __url__ of samples read from such URLs.
+ */
+void stk_redact_url(const char *url, char *buf, size_t size);
 
 /* Stop all threads and free everything. Batches still held by the caller
  * must be released before this call. NULL is a no-op. */

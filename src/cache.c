@@ -554,8 +554,8 @@ static int write_url_file(struct stk__cache *c, const char *hex, const char *tmp
  * Download url into H (caller holds H.lock). On success *fd_out is H,
  * opened and locked LOCK_SH before it got its final name, at offset 0.
  */
-static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_out,
-                struct stk__err *err)
+static int fill(struct stk__cache *c, const char *hex, const char *url,
+                const struct stk__source_config *scfg, int *fd_out, struct stk__err *err)
 {
     char tmp[NAME_MAX_LEN], tmp_url[NAME_MAX_LEN + 1];
     unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
@@ -564,7 +564,7 @@ static int fill(struct stk__cache *c, const char *hex, const char *url, int *fd_
     struct stk__source *up = NULL;
     unsigned char *buf = NULL;
     uint64_t written = 0, reserved = 0;
-    int fd = -1, rc = stk__source_open(url, &up, err);
+    int fd = -1, rc = stk__source_open(url, scfg, &up, err);
     if (rc < 0)
         goto out;
     fd = openat(c->dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -672,13 +672,13 @@ static int is_local(const char *url)
              strncmp(colon, "://", 3) == 0);
 }
 
-int stk__cache_open(struct stk__cache *c, const char *url, struct stk__source **out,
-                    struct stk__err *err)
+int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__source_config *scfg,
+                    struct stk__source **out, struct stk__err *err)
 {
     *out = NULL;
     /* Copying a local file to local disk gains nothing and doubles the I/O. */
     if (!c->cache_local && is_local(url))
-        return stk__source_open(url, out, err);
+        return stk__source_open(url, scfg, out, err);
     char hex[HEX_LEN + 1], lock[NAME_MAX_LEN];
     stk__cache_name(url, hex);
     snprintf(lock, sizeof lock, "%s.lock", hex);
@@ -691,7 +691,7 @@ int stk__cache_open(struct stk__cache *c, const char *url, struct stk__source **
                              strerror(-lk));
         rc = open_entry(c, hex, url, &fd, err); /* filled while we waited? */
         if (rc == 0)
-            rc = fill(c, hex, url, &fd, err);
+            rc = fill(c, hex, url, scfg, &fd, err);
         else if (rc > 0)
             atomic_fetch_add(&c->hits, 1);
         close(lk);

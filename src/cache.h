@@ -51,7 +51,8 @@ void stk__cache_free(struct stk__cache *c);
  * set. The returned source protects the cached file from eviction until it
  * is closed. url must outlive the source. Thread-safe.
  */
-int stk__cache_open(struct stk__cache *c, const char *url, struct stk__source **out,
+int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__source_config *scfg,
+                    struct stk__source **out,
                     struct stk__err *err);
 
 void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out);

@@ -28,6 +28,7 @@ const char *stk_strerror(int code)
     case STK_EDECODE: return "image cannot be decoded";
     case STK_ELABEL: return "sample has no usable label";
     case STK_ECACHE: return "node cache cannot hold or store the shard";
+    case STK_EHTTP: return "HTTP request failed";
     default: return "unknown error";
     }
 }

@@ -40,6 +40,7 @@ struct stk_loader {
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
     uint64_t *shard_samples; /* from the dataset index, by URL; NULL without one */
+    char *ca_bundle; /* copy of opts.ca_bundle */
     struct stk__err err;
 };
 
@@ -73,6 +74,9 @@ void stk_options_init(struct stk_options *o)
     o->ratio_max = 4.0f / 3.0f;
     o->flip_probability = 0.5f;
     o->max_image_pixels = 100000000;
+    o->io_timeout_ms = 30000;
+    o->io_retries = 5;
+    o->io_backoff_ms = 500;
 }
 
 static int check_options(const struct stk_options *o, struct stk__err *err)
@@ -98,6 +102,12 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
     if (o->transform != STK_TRANSFORM_NONE && o->transform != STK_TRANSFORM_TRAIN &&
         o->transform != STK_TRANSFORM_EVAL)
         return stk__errf(err, STK_EINVAL, "unknown transform");
+    if (o->io_timeout_ms == 0 || o->io_timeout_ms > 3600000)
+        return stk__errf(err, STK_EINVAL, "io_timeout_ms must be between 1 and 3600000");
+    if (o->io_retries > 1000)
+        return stk__errf(err, STK_EINVAL, "io_retries must be at most 1000");
+    if (o->io_backoff_ms > 60000)
+        return stk__errf(err, STK_EINVAL, "io_backoff_ms must be at most 60000");
     if ((o->alloc_batch_memory == NULL) != (o->free_batch_memory == NULL))
         return stk__errf(err, STK_EINVAL, "set both alloc_batch_memory and free_batch_memory, or neither");
     if (o->cache_dir != NULL && o->cache_dir[0] != '\0' && o->cache_size == 0)
@@ -146,6 +156,15 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         goto fail;
     }
     l->opts = *opts;
+    if (opts->ca_bundle != NULL) {
+        l->ca_bundle = stk__strdup(opts->ca_bundle);
+        if (l->ca_bundle == NULL) {
+            stk__free(l);
+            rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+            goto fail;
+        }
+    }
+    l->opts.ca_bundle = l->ca_bundle;
     rc = stk__expand_urls(urls, n_urls, &l->urls, &err);
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
@@ -189,6 +208,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     if (rc < 0) {
         stk__strlist_free(&l->urls);
         stk__free(l->shard_samples);
+        stk__free(l->ca_bundle);
         stk__free(l);
         goto fail;
     }
@@ -326,6 +346,8 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->cache_misses = cc.misses;
     s->cache_evictions = cc.evictions;
     s->cache_bytes_written = cc.bytes_written;
+    s->retries = atomic_load(&m->counters.source.retries);
+    s->resumes = atomic_load(&m->counters.source.resumes);
 }
 
 void stk_loader_destroy(stk_loader *l)
@@ -340,5 +362,6 @@ void stk_loader_destroy(stk_loader *l)
     stk__cache_free(l->cache);
     stk__strlist_free(&l->urls);
     stk__free(l->shard_samples);
+    stk__free(l->ca_bundle);
     stk__free(l);
 }

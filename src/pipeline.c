@@ -40,8 +40,12 @@
  * slot holds this many samples (or a quarter of its byte budget, or a
  * non-sample item), and the sequencer wakes a reader only once a slot has
  * drained below half its budget. Waking per sample costs a context switch
- * per sample, a quarter of the CPU time on one core (perf). */
+ * per sample, a quarter of the CPU time on one core (perf). A waiting
+ * sequencer also looks on its own every SEQUENCER_POLL_MS, so samples of a
+ * slow source (a network stream, a pipe: command) are not held back while
+ * their reader waits for the next bytes. */
 #define WAKE_SEQUENCER_ITEMS 16
+#define SEQUENCER_POLL_MS 10
 
 enum item_kind { ITEM_SAMPLE, ITEM_SHARD_END, ITEM_STREAM_END, ITEM_ERROR };
 
@@ -251,7 +255,7 @@ static int pop_item(struct stk__pipeline *p, unsigned j, struct item *out)
     while (s->count == 0 && !atomic_load(&p->stop)) {
         p->waiting_slot = (int)j;
         stk__cond_signal(&owner->cond);
-        stk__cond_wait(&p->seq_cond, &p->mutex);
+        stk__cond_timedwait_ms(&p->seq_cond, &p->mutex, SEQUENCER_POLL_MS);
     }
     p->waiting_slot = -1;
     int popped = s->count > 0 && !atomic_load(&p->stop);
@@ -562,6 +566,8 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     p->n_readers = cfg->opts.threads < p->n_slots ? cfg->opts.threads : p->n_slots;
     p->waiting_slot = -1;
     atomic_init(&p->stop, 0);
+    /* Sources waiting on a server or a command give up when the epoch stops. */
+    p->cfg.shard.source.cancel = &p->stop;
     stk__mutex_init(&p->mutex);
     stk__cond_init(&p->seq_cond);
     stk__cond_init(&p->batch_cond);

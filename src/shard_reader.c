@@ -49,6 +49,14 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
         .pool = pool,
         .log = o->log,
         .log_data = o->log_data,
+        .source = {
+            .io_timeout_ms = o->io_timeout_ms,
+            .io_retries = o->io_retries,
+            .io_backoff_ms = o->io_backoff_ms,
+            .allow_pipe = o->allow_pipe,
+            .ca_bundle = o->ca_bundle,
+            .stats = &counters->source,
+        },
     };
 }
 
@@ -81,8 +89,8 @@ int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__sha
 {
     struct stk__source *src;
     *out = NULL;
-    int rc = cfg->cache != NULL ? stk__cache_open(cfg->cache, url, &src, err)
-                                : stk__source_open(url, &src, err);
+    int rc = cfg->cache != NULL ? stk__cache_open(cfg->cache, url, &cfg->source, &src, err)
+                                : stk__source_open(url, &cfg->source, &src, err);
     if (rc < 0)
         return rc;
     return stk__shard_open_source(src, shard_index, cfg, out, err);

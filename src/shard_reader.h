@@ -31,6 +31,7 @@ struct stk__counters {
     atomic_uint_fast64_t images_replaced;
     atomic_uint_fast64_t decode_ns;
     atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
+    struct stk__source_stats source;
 };
 
 struct stk__cache;
@@ -42,6 +43,7 @@ struct stk__shard_config {
     size_t max_key_bytes;
     int skip_bad;
     struct stk__counters *counters; /* required */
+    struct stk__source_config source; /* source.stats: NULL or &counters->source */
     struct stk__pool *pool;         /* member buffers; NULL: plain allocation */
     struct stk__cache *cache;       /* node cache shards are opened through; may be NULL */
     void (*log)(void *data, enum stk_log_level level, const char *message);

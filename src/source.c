@@ -6,20 +6,34 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "redact.h"
 #include "source_file.h"
+#include "source_http.h"
+#include "source_pipe.h"
 #include "stoker.h"
 
-int stk__source_open(const char *url, struct stk__source **out, struct stk__err *err)
+int stk__source_open(const char *url, const struct stk__source_config *cfg,
+                     struct stk__source **out, struct stk__err *err)
 {
+    static const struct stk__source_config defaults = {0};
+    if (cfg == NULL)
+        cfg = &defaults;
     *out = NULL;
     if (strncmp(url, "file://", 7) == 0)
         return stk__source_file_open(url, url + 7, out, err);
+    if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0)
+        return stk__source_http_open(url, cfg, out, err);
+    if (strncmp(url, "pipe:", 5) == 0)
+        return stk__source_pipe_open(url, cfg, out, err);
     const char *colon = strchr(url, ':');
     const char *slash = strchr(url, '/');
     if (colon != NULL && colon > url && (slash == NULL || colon < slash) && colon[1] == '/' &&
-        colon[2] == '/')
+        colon[2] == '/') {
+        char shown[512];
+        stk__redact_url(url, shown, sizeof shown);
         return stk__errf(err, STK_EINVAL, "%s: URL scheme '%.*s' is not supported by this build",
-                         url, (int)(colon - url), url);
+                         shown, (int)(colon - url), url);
+    }
     return stk__source_file_open(url, url, out, err);
 }
 

@@ -1,14 +1,15 @@
 /*
  * source.h - a byte stream of one shard.
  *
- * Every storage backend (local file now; HTTP, S3, GCS and pipe: later)
- * implements these operations, so the tar reader above never knows where
- * bytes come from. Reads are sequential: shards are streamed; the only jump
- * is an optional forward skip.
+ * Every storage backend (local file, http(s), pipe:, the node cache; S3
+ * and GCS later) implements these operations, so the tar reader above
+ * never knows where bytes come from. Reads are sequential: shards are
+ * streamed; the only jump is an optional forward skip.
  */
 #ifndef STK_SOURCE_H
 #define STK_SOURCE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -30,13 +31,40 @@ struct stk__source_ops {
 
 struct stk__source {
     const struct stk__source_ops *ops;
-    const char *url;          /* borrowed; names the shard in messages */
+    /* Names the shard in messages and samples: the URL with credentials
+     * redacted (redact.h). Borrowed from the opener, or owned by the
+     * backend when redaction changed it. */
+    const char *url;
     uint64_t bytes_read;      /* maintained by stk__source_read() */
     struct stk__err err;
 };
 
-/* Open the source for url: a plain path or file:// URL. */
-int stk__source_open(const char *url, struct stk__source **out, struct stk__err *err);
+/* Counters of remote sources, shared by every source of a loader. */
+struct stk__source_stats {
+    atomic_uint_fast64_t retries; /* requests repeated after a transient failure */
+    atomic_uint_fast64_t resumes; /* of which continued a body with a Range request */
+};
+
+/* What a backend may need beyond the URL. Later backends (S3 signing, the
+ * node cache) add their fields here; zero means the default noted. */
+struct stk__source_config {
+    unsigned io_timeout_ms; /* connect timeout and stall window (0: 30 s) */
+    unsigned io_retries;    /* failed attempts in a row retried (0: none) */
+    unsigned io_backoff_ms; /* first retry delay (0: 500 ms) */
+    int allow_pipe;         /* accept pipe:COMMAND */
+    const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
+    struct stk__source_stats *stats; /* may be NULL */
+    /* When set and nonzero, a read() blocked on the network or a command
+     * returns STK_EIO ("cancelled") within about 100 ms, so stopping a
+     * loader mid-shard never waits for a slow server or program. */
+    const atomic_int *cancel;
+};
+
+/* Open the source for url: a plain path, file://, http://, https:// or
+ * pipe:COMMAND. cfg NULL means every default (pipe: refused). url must
+ * outlive the source. */
+int stk__source_open(const char *url, const struct stk__source_config *cfg,
+                     struct stk__source **out, struct stk__err *err);
 
 /* A source over caller memory (tests, fuzzing), returning at most `chunk`
  * bytes per read (0: no limit) so parsers can be fed one byte at a time. */

@@ -18,6 +18,8 @@
 #include "alloc.h"
 #include "stoker.h"
 
+#define DRAIN_MAX ((uint64_t)4 << 20)
+
 struct stk__tar {
     struct archive *archive;
     struct stk__source *src;
@@ -122,8 +124,12 @@ int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **
         int code = t->source_failed                            ? t->src->err.code
                    : why != NULL && strstr(why, "runcated") != NULL ? STK_ETRUNC
                                                                      : STK_EFORMAT;
-        stk__errf(err, code, "%s: cannot read as tar at offset 0: %s", src->url,
-                  archive_error_string(a) ? archive_error_string(a) : "unknown error");
+        /* A source error already names the URL and says what went wrong. */
+        if (t->source_failed)
+            stk__errf(err, code, "%s", t->src->err.msg);
+        else
+            stk__errf(err, code, "%s: cannot read as tar at offset 0: %s", src->url,
+                      archive_error_string(a) ? archive_error_string(a) : "unknown error");
         stk__tar_close(t);
         return code;
     }
@@ -147,12 +153,32 @@ static int archive_failure(struct stk__tar *t, struct stk__err *err, const char 
                      (long long)consumed, why);
 }
 
+/* The archive ended; read the stream to its end too (the padding after the
+ * end-of-archive blocks, usually under 10 KiB), so the source sees its own
+ * end and checks it: a pipe: command's exit status, an HTTP body's length.
+ * Otherwise a command that fails after writing a whole shard would go
+ * unnoticed, and an HTTP connection would be closed instead of reused. */
+static int drain(struct stk__tar *t, struct stk__err *err)
+{
+    /* Padding is small; past this much, what follows the archive is not
+     * padding and is left unread (the source is closed). */
+    const uint64_t limit = t->src->bytes_read + DRAIN_MAX;
+    while (t->src->bytes_read < limit) {
+        ssize_t n = stk__source_read(t->src, t->block, t->block_size);
+        if (n == 0)
+            return 0;
+        if (n < 0)
+            return stk__errf(err, t->src->err.code, "%s", t->src->err.msg);
+    }
+    return 0;
+}
+
 int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err *err)
 {
     struct archive_entry *e;
     int r = archive_read_next_header(t->archive, &e);
     if (r == ARCHIVE_EOF)
-        return 0;
+        return drain(t, err);
     if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
         return archive_failure(t, err, "bad tar header");
     la_int64_t pos = archive_read_header_position(t->archive);

@@ -3,6 +3,7 @@
  */
 #include "threads.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -23,6 +24,19 @@ void stk__mutex_unlock(pthread_mutex_t *m) { check(pthread_mutex_unlock(m), "pth
 void stk__cond_init(pthread_cond_t *c) { check(pthread_cond_init(c, NULL), "pthread_cond_init"); }
 void stk__cond_destroy(pthread_cond_t *c) { check(pthread_cond_destroy(c), "pthread_cond_destroy"); }
 void stk__cond_wait(pthread_cond_t *c, pthread_mutex_t *m) { check(pthread_cond_wait(c, m), "pthread_cond_wait"); }
+void stk__cond_timedwait_ms(pthread_cond_t *c, pthread_mutex_t *m, unsigned ms)
+{
+    /* Condition variables here use the default clock, CLOCK_REALTIME. */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    ts.tv_sec += (time_t)(ms / 1000) + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    int rc = pthread_cond_timedwait(c, m, &ts);
+    if (rc != ETIMEDOUT)
+        check(rc, "pthread_cond_timedwait");
+}
+
 void stk__cond_signal(pthread_cond_t *c) { check(pthread_cond_signal(c), "pthread_cond_signal"); }
 void stk__cond_broadcast(pthread_cond_t *c) { check(pthread_cond_broadcast(c), "pthread_cond_broadcast"); }
 

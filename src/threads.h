@@ -20,6 +20,8 @@ void stk__mutex_unlock(pthread_mutex_t *m);
 void stk__cond_init(pthread_cond_t *c);
 void stk__cond_destroy(pthread_cond_t *c);
 void stk__cond_wait(pthread_cond_t *c, pthread_mutex_t *m);
+/* Wait at most ms milliseconds (spurious and timed-out returns look alike). */
+void stk__cond_timedwait_ms(pthread_cond_t *c, pthread_mutex_t *m, unsigned ms);
 void stk__cond_signal(pthread_cond_t *c);
 void stk__cond_broadcast(pthread_cond_t *c);
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Run every test: the unit tests and fuzz corpus replay under ASan+UBSan,
-# the threaded tests under TSan, and the pytest integration suite against
+# the threaded tests (and the remote sources through the CLI) under TSan, and the pytest integration suite against
 # the ASan build of the CLI. Ends with one line "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
@@ -29,6 +29,13 @@ ninja -C build-tsan || exit 1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     meson test -C build-tsan --print-errorlogs pipeline images cache || status=1
 
+# Remote sources under TSan: reader threads share libcurl's handle pool and
+# DNS/TLS share, and pipeline stops cancel sources waiting on the network.
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \
+    "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml=build-tsan/pytest-remote.xml \
+    -k "nginx or drop or stall or early" \
+    tests/integration/test_remote_http.py tests/integration/test_pipe.py || status=1
+
 STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
     --junitxml=build-asan/pytest.xml tests/integration || status=1
 
@@ -38,5 +45,6 @@ PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m p
     -p no:cacheprovider --junitxml=build-rel/pytest-python.xml tests/python || status=1
 
 "$PYTHON" tests/summarize.py build-asan/meson-logs/testlog.json \
-    build-tsan/meson-logs/testlog.json build-asan/pytest.xml build-rel/pytest-python.xml || status=1
+    build-tsan/meson-logs/testlog.json build-tsan/pytest-remote.xml build-asan/pytest.xml \
+    build-rel/pytest-python.xml || status=1
 exit $status

@@ -31,6 +31,7 @@ static PyObject *error_type(int code)
     case STK_ENOENT: return PyExc_FileNotFoundError;
     case STK_EIO:
     case STK_ECACHE: return PyExc_OSError;
+    case STK_EHTTP: return PyExc_OSError;
     case STK_EFORMAT:
     case STK_ETRUNC:
     case STK_ELIMIT:
@@ -203,7 +204,8 @@ typedef struct {
     stk_loader *loader;
     int closed; /* close() stopped the threads; the loader is freed with the object */
     struct stk_options opts;
-    PyObject *keep; /* strings the options point to (label_exts, label_json_field, cache_dir) */
+    PyObject *keep; /* strings the options point to (label_exts, label_json_field, index_path,
+                       ca_bundle, cache_dir) */
     /* batch_allocator(nbytes) -> object with the buffer protocol, e.g. a
      * pinned torch tensor; held in `buffers` (address -> object) until the
      * loader frees the memory. */
@@ -347,7 +349,7 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
     } else if (strcmp(name, "std") == 0) {
         return parse_triple(value, name, o->std);
     } else if (strcmp(name, "label_exts") == 0 || strcmp(name, "label_json_field") == 0 ||
-               strcmp(name, "index_path") == 0) {
+               strcmp(name, "index_path") == 0 || strcmp(name, "ca_bundle") == 0) {
         if (value == Py_None)
             return 0;
         const char *text = PyUnicode_AsUTF8(value);
@@ -355,6 +357,8 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             return -1;
         if (strcmp(name, "label_exts") == 0)
             o->label_exts = text;
+        else if (strcmp(name, "ca_bundle") == 0)
+            o->ca_bundle = text;
         else if (strcmp(name, "label_json_field") == 0)
             o->label_json_field = text;
         else
@@ -388,7 +392,8 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
             INT_OPTION(full_decode), INT_OPTION(max_image_pixels),
             INT_OPTION(prefetch_bytes_per_shard), INT_OPTION(read_buffer_bytes),
             INT_OPTION(max_member_bytes), INT_OPTION(max_members_per_sample),
-            INT_OPTION(max_key_bytes), INT_OPTION(cache_size),
+            INT_OPTION(max_key_bytes), INT_OPTION(cache_size), INT_OPTION(io_timeout_ms),
+            INT_OPTION(io_retries), INT_OPTION(io_backoff_ms), INT_OPTION(allow_pipe),
 #undef INT_OPTION
         };
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
@@ -524,14 +529,15 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "shards_opened",
-        s.shards_opened, "shards_failed", s.shards_failed, "samples", s.samples,
-        "samples_skipped", s.samples_skipped, "members_ignored", s.members_ignored, "batches",
-        s.batches, "bytes_read", s.bytes_read, "member_bytes", s.member_bytes, "images_decoded",
-        s.images_decoded, "images_replaced", s.images_replaced, "decode_ns", s.decode_ns,
-        "samples_read", s.samples_read, "cache_hits", s.cache_hits, "cache_misses",
-        s.cache_misses, "cache_evictions", s.cache_evictions, "cache_bytes_written",
-        s.cache_bytes_written);
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "shards_opened", s.shards_opened, "shards_failed", s.shards_failed, "samples",
+        s.samples, "samples_skipped", s.samples_skipped, "members_ignored", s.members_ignored,
+        "batches", s.batches, "bytes_read", s.bytes_read, "member_bytes", s.member_bytes,
+        "images_decoded", s.images_decoded, "images_replaced", s.images_replaced, "decode_ns",
+        s.decode_ns, "samples_read", s.samples_read, "cache_hits", s.cache_hits,
+        "cache_misses", s.cache_misses, "cache_evictions", s.cache_evictions,
+        "cache_bytes_written", s.cache_bytes_written, "retries", s.retries, "resumes",
+        s.resumes);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)

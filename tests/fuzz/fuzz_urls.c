@@ -39,6 +39,7 @@
 #include "alloc.h"
 #include "fuzz.h"
 #include "stoker.h"
+#include "redact.h"
 #include "urls.h"
 
 #define FUZZ_URLS_MAX_INPUT 4096
@@ -191,6 +192,27 @@ static void check_simple_list(const char *p, const struct shape *sh, const struc
     FUZZ_CHECK(i == out->count);
 }
 
+/* The redacted form: reported length matches, truncation gives a prefix,
+ * and redacting twice changes nothing (no secret survives a first pass in
+ * a form a second pass would still find). */
+static void check_redaction(const char *url)
+{
+    size_t n = stk__redact_url(url, NULL, 0);
+    char *full = malloc(n + 1);
+    FUZZ_CHECK(full != NULL);
+    FUZZ_CHECK(stk__redact_url(url, full, n + 1) == n && strlen(full) == n);
+    char small[16];
+    stk__redact_url(url, small, sizeof small);
+    FUZZ_CHECK(strncmp(small, full, sizeof small - 1) == 0);
+    size_t m = stk__redact_url(full, NULL, 0);
+    char *again = malloc(m + 1);
+    FUZZ_CHECK(again != NULL);
+    stk__redact_url(full, again, m + 1);
+    FUZZ_CHECK(strcmp(again, full) == 0);
+    free(again);
+    free(full);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = size < FUZZ_URLS_MAX_INPUT ? size : FUZZ_URLS_MAX_INPUT;
     char *pattern = malloc(n + 1);
@@ -237,6 +259,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     stk__strlist_free(&out);
     FUZZ_CHECK(out.items == NULL && out.count == 0);
+    check_redaction(pattern);
     free(pattern);
     return 0;
 }

@@ -123,7 +123,7 @@ static struct stk__source *open_ok(struct stk__cache *c, const char *url)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cache_open(c, url, &src, &err);
+    int rc = stk__cache_open(c, url, NULL, &src, &err);
     if (rc < 0)
         fail_msg("stk__cache_open(%s): %d %s", url, rc, err.msg);
     return src;
@@ -273,7 +273,7 @@ static void test_in_use_shards_stay(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cache_open(c, d, &src, &err);
+    int rc = stk__cache_open(c, d, NULL, &src, &err);
     assert_int_equal(rc, STK_ECACHE);
     assert_non_null(strstr(err.msg, d));
     assert_non_null(strstr(err.msg, "smaller than the shards in flight (2 in use"));
@@ -308,7 +308,7 @@ static void test_shard_larger_than_cache(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, &src, &err), STK_ECACHE);
+    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, url));
     assert_non_null(strstr(err.msg, "larger than cache_size (100.0 KiB)"));
     assert_false(cached(url));
@@ -327,7 +327,7 @@ static void test_upstream_error_leaves_nothing(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, &src, &err), STK_ENOENT);
+    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ENOENT);
     assert_non_null(strstr(err.msg, url));
     int temps;
     assert_int_equal(cache_total(&temps), 0);
@@ -354,7 +354,7 @@ static void test_foreign_url_file(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, &src, &err), STK_ECACHE);
+    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, "does not belong to this URL"));
     stk__cache_free(c);
 }
@@ -517,7 +517,7 @@ static void test_allocation_failures(void **state)
         struct stk__source *src;
         struct stk__err err;
         stk__err_clear(&err);
-        int rc = stk__cache_open(c, url, &src, &err);
+        int rc = stk__cache_open(c, url, NULL, &src, &err);
         stk__alloc_fail_after(0);
         if (rc == 0) {
             expect_bytes(src, 5000, 1);

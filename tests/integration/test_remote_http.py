@@ -1,0 +1,225 @@
+"""http:// shards: against a real nginx, and against a server that fails on
+purpose. Recoverable faults must give every sample exactly once, identical
+to the local shard; unrecoverable ones a clear error naming the URL, with
+any credentials in it redacted."""
+import collections
+import subprocess
+import time
+
+import pytest
+
+from conftest import make_samples, write_shard
+from servers import DelayProxy, FaultServer, Nginx, self_signed_certificate
+
+N_SHARDS = 4
+# Members of a few KiB to 60 KiB: each shard spans many libcurl buffers, so
+# faults land mid-body and mid-member.
+SIZES = lambda i, j: 2000 + (i * 977 + j * 131) % 60000  # noqa: E731
+# Small timeouts keep every fault test to a few seconds.
+FAST = ["--io-timeout-ms", "1000", "--io-backoff-ms", "20", "--io-retries", "3"]
+
+
+@pytest.fixture(scope="session")
+def shards(tmp_path_factory):
+    """N_SHARDS local shards (Paths) of 25 samples each, keys unique."""
+    root = tmp_path_factory.mktemp("http-data")
+    return [write_shard(root / f"shard-{i}.tar", make_samples(25, start=25 * i, size=SIZES))
+            for i in range(N_SHARDS)]
+
+
+@pytest.fixture(scope="session")
+def nginx(shards, tmp_path_factory):
+    with Nginx(shards[0].parent, tmp_path_factory.mktemp("nginx")) as server:
+        yield server
+
+
+@pytest.fixture
+def faults(shards):
+    with FaultServer({p.name: p.read_bytes() for p in shards}, stall_s=4.0) as server:
+        yield server
+
+
+def ls_out(run, urls, *extra):
+    proc = run(["ls", *extra, *urls])
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def last_member(shard):
+    key = f"{25 * (int(shard.stem.split('-')[1]) + 1) - 1:06d}"
+    return f"{key}.jpg"
+
+
+# ------------------------------------------------------------------ nginx
+
+def test_nginx_storage_order_equals_local(run, nginx, shards):
+    local = ls_out(run, shards)
+    assert local.count("\n") == 25 * N_SHARDS
+    nginx.clear_log()
+    assert ls_out(run, [nginx.url(p.name) for p in shards]) == local
+    log = nginx.access_log()
+    assert [(m, u, s) for m, u, s, *_ in log] == [("GET", f"/{p.name}", 200) for p in shards]
+    # One reader thread: every shard after the first reuses its connection.
+    assert len({conn for *_, conn in log}) == 1, log
+    for p in shards:
+        member = last_member(p)
+        want = run(["cat", p, member], text=False)
+        got = run(["cat", nginx.url(p.name), member], text=False)
+        assert want.returncode == 0 and got.returncode == 0, got.stderr
+        assert got.stdout == want.stdout and len(want.stdout) > 1000
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_nginx_shuffled_epochs_one_get_per_shard(bench_json, nginx, shards, threads):
+    args = ["--threads", str(threads), "--shards-in-flight", "3", "--epochs", "3",
+            "--batch-size", "7", "--seed", "5"]
+    local = bench_json([*args, *shards])
+    nginx.clear_log()
+    remote = bench_json([*args, *[nginx.url(p.name) for p in shards]])
+    assert remote["samples"] == local["samples"] == 3 * 25 * N_SHARDS
+    assert remote["member_bytes"] == local["member_bytes"]
+    assert remote["retries"] == 0
+    gets = collections.Counter(u for m, u, s, *_ in nginx.access_log() if m == "GET" and s == 200)
+    assert gets == {f"/{p.name}": 3 for p in shards}
+    assert all(s == 200 for _, _, s, *_ in nginx.access_log())
+
+
+def test_nginx_missing_shard(run, nginx, shards):
+    url = nginx.url("no-such-shard.tar")
+    proc = run(["ls", nginx.url(shards[0].name), url])
+    assert proc.returncode == 1
+    assert f"{url}: HTTP 404 Not Found" in proc.stderr
+
+
+def test_nginx_missing_shard_skipped(run, nginx, shards):
+    proc = run(["ls", "--on-error", "skip", nginx.url(shards[0].name), nginx.url("gone.tar")])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ls_out(run, [shards[0]])
+    assert nginx.url("gone.tar") + ": HTTP 404 Not Found" in proc.stderr
+
+
+def test_through_delay_proxy(run, nginx, shards):
+    """A 40 ms round trip changes nothing but time."""
+    with DelayProxy(nginx.port, delay_s=0.02) as proxy:
+        t = time.monotonic()
+        assert ls_out(run, [proxy.url(p.name) for p in shards]) == ls_out(run, shards)
+        assert time.monotonic() - t < 30
+
+
+@pytest.fixture(scope="session")
+def https_nginx(shards, tmp_path_factory):
+    cert, key = self_signed_certificate(tmp_path_factory.mktemp("tls"))
+    with Nginx(shards[0].parent, tmp_path_factory.mktemp("nginx-tls"), tls=(cert, key)) as server:
+        server.cert = cert
+        yield server
+
+
+def test_https_verifies_certificates(run, https_nginx, shards):
+    urls = [https_nginx.url(p.name) for p in shards[:2]]
+    proc = run(["ls", *urls], env={"STOKER_CA_BUNDLE": ""})
+    assert proc.returncode == 1
+    assert urls[0] in proc.stderr and "certificate" in proc.stderr, proc.stderr
+    assert len(https_nginx.access_log()) == 0, "no request may be sent over a bad TLS session"
+    local = ls_out(run, shards[:2])
+    assert ls_out(run, urls, "--ca-bundle", https_nginx.cert) == local
+    proc = run(["ls", *urls], env={"STOKER_CA_BUNDLE": str(https_nginx.cert)})
+    assert proc.returncode == 0 and proc.stdout == local, proc.stderr
+
+
+# ------------------------------------------------------------------ faults
+
+RECOVERABLE = {
+    # mode: (retries at least, resumes at least)
+    "drop": (1, 1),
+    "trunc": (1, 1),
+    "dropall": (2, 2),
+    "stall": (1, 1),
+    "norange": (1, 1),
+    "e500": (2, 0),
+    "e503": (2, 0),
+    "e429": (2, 0),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(RECOVERABLE))
+def test_recoverable_fault(run, bench_json, faults, shards, mode):
+    shard = shards[1]
+    url = faults.url(mode, shard.name)
+    report = bench_json([*FAST, "--no-shuffle", "--threads", "1", "--shards-in-flight", "1",
+                         url])
+    assert report["samples"] == 25
+    assert report["bytes_read"] == shard.stat().st_size
+    retries, resumes = RECOVERABLE[mode]
+    assert report["retries"] >= retries and report["resumes"] >= resumes, report
+    ranges = [r for m, _, r in faults.requests]
+    assert ranges[0] is None
+    if resumes:
+        # Each resume asks for the byte after the last one received.
+        offsets = [int(r[len("bytes="):-1]) for r in ranges[1:]]
+        assert offsets == sorted(offsets) and 0 < offsets[0] < shard.stat().st_size, ranges
+    faults.reset()
+    assert ls_out(run, [url], *FAST) == ls_out(run, [shard])
+    faults.reset()
+    member = last_member(shard)
+    got = run(["cat", *FAST, url, member], text=False)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout == run(["cat", shard, member], text=False).stdout
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("403", "HTTP 403 Forbidden"),
+    ("404", "HTTP 404 Not Found"),
+    ("always503", "HTTP 503 Service Unavailable (4 attempts)"),
+    ("badrange", "server resumed at byte"),
+])
+def test_unrecoverable_fault(run, faults, shards, mode, message):
+    url = faults.url(mode, shards[0].name)
+    t = time.monotonic()
+    proc = run(["ls", *FAST, url])
+    assert proc.returncode == 1
+    assert f"stoker ls: {url}: {message}" in proc.stderr, proc.stderr
+    assert time.monotonic() - t < 20
+    if mode in ("403", "404"):
+        assert len(faults.requests) == 1, "4xx must not be retried"
+
+
+def test_connection_refused_gives_up(run, shards):
+    from servers import free_port
+    url = f"http://127.0.0.1:{free_port()}/x.tar"
+    proc = run(["ls", "--io-retries", "2", "--io-backoff-ms", "10", url])
+    assert proc.returncode == 1
+    assert url in proc.stderr and "(3 attempts)" in proc.stderr, proc.stderr
+
+
+def test_not_a_tar(run, faults):
+    faults.files["junk.tar"] = b"<html>not a tar</html>\n" * 100
+    url = faults.url("ok", "junk.tar")
+    proc = run(["ls", url])
+    assert proc.returncode == 1
+    assert url in proc.stderr
+
+
+# ------------------------------------------------------------- credentials
+
+SECRETS = ("s3cr3tpass", "deadbeefsecret", "tok3nvalue")
+
+
+@pytest.mark.parametrize("command", ["ls", "bench", "cat", "ls-skip"])
+@pytest.mark.parametrize("mode", ["404", "ok"])
+def test_credentials_never_printed(run, faults, command, mode):
+    faults.files["junk.tar"] = b"not a tar at all " * 64
+    name = "missing.tar" if mode == "404" else "junk.tar"
+    url = (f"http://user:s3cr3tpass@127.0.0.1:{faults.port}/{mode}/{name}"
+           "?X-Amz-Signature=deadbeefsecret&token=tok3nvalue")
+    args = {"ls": ["ls", url], "bench": ["bench", url], "cat": ["cat", url, "000000.jpg"],
+            "ls-skip": ["ls", "--on-error", "skip", url]}[command]
+    proc = run(args)
+    assert proc.returncode == (0 if command == "ls-skip" else 1), proc.stderr
+    out = proc.stdout + proc.stderr
+    for secret in SECRETS:
+        assert secret not in out
+    shown = (f"http://***@127.0.0.1:{faults.port}/{mode}/{name}"
+             "?X-Amz-Signature=***&token=***")
+    assert shown in proc.stderr
+    # The server did get the credentials: redaction is only for display.
+    assert faults.requests, "no request reached the server"

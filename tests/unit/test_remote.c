@@ -1,0 +1,176 @@
+/*
+ * test_remote.c - the pure parts of remote sources: URL redaction, pipe:
+ * command splitting, the retry policy.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc.h"
+#include "redact.h"
+#include "retry.h"
+#include "source_pipe.h"
+#include "stoker.h"
+
+static void expect_redacted(const char *url, const char *want)
+{
+    char buf[512];
+    size_t n = stk__redact_url(url, buf, sizeof buf);
+    if (strcmp(buf, want) != 0)
+        print_error("url '%s': got '%s', want '%s'\n", url, buf, want);
+    assert_string_equal(buf, want);
+    assert_int_equal(n, strlen(want));
+}
+
+static void test_redact(void **state)
+{
+    (void)state;
+    expect_redacted("/data/train-0001.tar", "/data/train-0001.tar");
+    expect_redacted("relative/a:b@c.tar", "relative/a:b@c.tar");
+    expect_redacted("pipe:curl -u a:b http://x/y", "pipe:curl -u a:b http://x/y");
+    expect_redacted("http://host:80/a/b.tar", "http://host:80/a/b.tar");
+    expect_redacted("http://user:s3cr3t@host/a.tar", "http://***@host/a.tar");
+    expect_redacted("https://tok@host", "https://***@host");
+    expect_redacted("http://u:p@ss@host/x", "http://***@host/x");
+    expect_redacted("http://host/x@y.tar", "http://host/x@y.tar");
+    expect_redacted("https://b.s3.amazonaws.com/k.tar?X-Amz-Algorithm=AWS4&X-Amz-Signature=dead",
+                    "https://b.s3.amazonaws.com/k.tar?X-Amz-Algorithm=***&X-Amz-Signature=***");
+    expect_redacted("http://h/x?sig=abc&flag&token=t#frag", "http://h/x?sig=***&flag&token=***#***");
+    expect_redacted("http://u:p@h?a=1", "http://***@h?a=***");
+    expect_redacted("file:///data/x.tar", "file:///data/x.tar");
+    expect_redacted("", "");
+}
+
+static void test_redact_truncates(void **state)
+{
+    (void)state;
+    char buf[12];
+    const char *url = "http://user:pw@host/long/path.tar";
+    size_t n = stk__redact_url(url, buf, sizeof buf);
+    assert_int_equal(n, strlen("http://***@host/long/path.tar"));
+    assert_string_equal(buf, "http://***@");
+    assert_int_equal(stk__redact_url(url, NULL, 0), n);
+    char *dup = stk__redact_url_dup(url);
+    assert_non_null(dup);
+    assert_string_equal(dup, "http://***@host/long/path.tar");
+    stk__free(dup);
+    char pub[64];
+    stk_redact_url("https://a:b@h/?k=v", pub, sizeof pub);
+    assert_string_equal(pub, "https://***@h/?k=***");
+}
+
+static void expect_words(const char *cmd, const char *const *want, size_t n)
+{
+    char **words;
+    size_t count;
+    struct stk__err err;
+    int rc = stk__split_command(cmd, &words, &count, &err);
+    if (rc != 0)
+        print_error("command '%s': %s\n", cmd, err.msg);
+    assert_int_equal(rc, 0);
+    assert_int_equal(count, n);
+    for (size_t i = 0; i < n; i++)
+        assert_string_equal(words[i], want[i]);
+    assert_null(words[n]);
+    stk__free(words);
+}
+
+static void test_split(void **state)
+{
+    (void)state;
+    const char *a[] = {"cat", "/x/y.tar"};
+    expect_words("cat /x/y.tar", a, 2);
+    expect_words("  cat\t /x/y.tar  \n", a, 2);
+    const char *b[] = {"cat", "dir with space/s.tar"};
+    expect_words("cat 'dir with space/s.tar'", b, 2);
+    expect_words("cat \"dir with space/s.tar\"", b, 2);
+    expect_words("cat dir\\ with\\ space/s.tar", b, 2);
+    const char *c[] = {"sh", "-c", "cat \"$0\"; exit 3", "a b"};
+    expect_words("sh -c 'cat \"$0\"; exit 3' a\\ b", c, 4);
+    const char *d[] = {"echo", "a\"b\\c", "x'y", ""};
+    expect_words("echo \"a\\\"b\\\\c\" \"x'y\" ''", d, 4);
+    const char *e[] = {"a;", "b|c", "$(d)", "`e`", "*"};
+    expect_words("a; b|c $(d) `e` *", e, 5);
+    const char *f[] = {"ab"};
+    expect_words("a''b", f, 1);
+}
+
+static void expect_split_error(const char *cmd, const char *needle)
+{
+    char **words = NULL;
+    size_t count;
+    struct stk__err err;
+    assert_int_equal(stk__split_command(cmd, &words, &count, &err), STK_EINVAL);
+    assert_null(words);
+    if (strstr(err.msg, needle) == NULL)
+        print_error("command '%s': message '%s' lacks '%s'\n", cmd, err.msg, needle);
+    assert_non_null(strstr(err.msg, needle));
+}
+
+static void test_split_errors(void **state)
+{
+    (void)state;
+    expect_split_error("", "without a command");
+    expect_split_error("   \t", "without a command");
+    expect_split_error("cat 'x", "unterminated ' quote");
+    expect_split_error("cat \"x\\\"", "unterminated \" quote");
+    char many[2 * (STK__PIPE_MAX_ARGS + 1) + 1];
+    for (size_t i = 0; i < STK__PIPE_MAX_ARGS + 1; i++) {
+        many[2 * i] = 'a';
+        many[2 * i + 1] = ' ';
+    }
+    many[sizeof many - 1] = '\0';
+    expect_split_error(many, "more than");
+}
+
+static void test_retry_status(void **state)
+{
+    (void)state;
+    const long transient[] = {408, 429, 500, 502, 503, 504, 599};
+    const long final[] = {200, 206, 301, 400, 401, 403, 404, 410, 416, 600};
+    for (size_t i = 0; i < sizeof transient / sizeof transient[0]; i++)
+        assert_true(stk__retry_http_status(transient[i]));
+    for (size_t i = 0; i < sizeof final / sizeof final[0]; i++)
+        assert_false(stk__retry_http_status(final[i]));
+}
+
+static void test_backoff(void **state)
+{
+    (void)state;
+    /* Equal jitter: between half and all of base * 2^(attempt-1). */
+    for (unsigned attempt = 1; attempt <= 6; attempt++) {
+        uint64_t full = 100u << (attempt - 1);
+        assert_int_equal(stk__backoff_ms(attempt, 100, 0, 0), full / 2);
+        assert_int_equal(stk__backoff_ms(attempt, 100, 0, full / 2), full);
+        for (uint64_t r = 0; r < 1000; r += 37) {
+            uint64_t d = stk__backoff_ms(attempt, 100, 0, r * 7919);
+            assert_true(d >= full / 2 && d <= full);
+        }
+    }
+    /* Capped, also for huge attempt numbers (no overflow). */
+    assert_true(stk__backoff_ms(64, 1000, 0, UINT64_MAX) <= STK__BACKOFF_CAP_MS);
+    assert_true(stk__backoff_ms(1000000, 60000, 0, 12345) <= STK__BACKOFF_CAP_MS);
+    assert_true(stk__backoff_ms(1000000, 60000, 0, 0) >= STK__BACKOFF_CAP_MS / 2);
+    /* Retry-After raises the delay, within the cap. */
+    assert_int_equal(stk__backoff_ms(1, 10, 3000, 0), 3000);
+    assert_int_equal(stk__backoff_ms(1, 10, 3600000, 0), STK__BACKOFF_CAP_MS);
+    assert_int_equal(stk__backoff_ms(1, 0, 0, 99), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_redact_truncates),
+        cmocka_unit_test(test_split),
+        cmocka_unit_test(test_split_errors),
+        cmocka_unit_test(test_retry_status),
+        cmocka_unit_test(test_backoff),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
