@@ -40,7 +40,6 @@ static void help(void)
            "  --dtype T              uint8 (default), float32, float16, bfloat16\n"
            "  --layout L             nchw (default) or nhwc\n"
            "  --full-decode          decode whole images at full scale (for comparison)\n"
-           CLI_CACHE_HELP
            "  --json                 print one JSON object instead of text\n"
            "  -h, --help             this help\n\n");
     cli_source_help();
@@ -89,7 +88,6 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {"full-decode", no_argument, NULL, O_FULL},
         {"index", required_argument, NULL, O_INDEX},
         {"start-batch", required_argument, NULL, O_START},
-        CLI_CACHE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -98,12 +96,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
     uint64_t v;
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int bad = cli_cache_option(CMD, c, optarg, o);
-        if (bad != 0) {
-            if (bad < 0)
-                return -1;
-            continue;
-        }
+        int bad = 0;
         switch (c) {
         case O_THREADS: bad = cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v); o->threads = (unsigned)v; break;
         case O_BATCH: bad = cli_parse_u64(CMD, "--batch-size", optarg, 1, 1u << 24, &v); o->batch_size = v; break;

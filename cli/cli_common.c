@@ -75,21 +75,6 @@ int cli_parse_size(const char *cmd, const char *option, const char *text, uint64
     return 0;
 }
 
-int cli_cache_option(const char *cmd, int c, const char *arg, struct stk_options *o)
-{
-    if (c == CLI_O_CACHE_DIR) {
-        if (arg[0] == '\0') {
-            cli_usage_error(cmd, "--cache-dir expects a directory");
-            return -1;
-        }
-        o->cache_dir = arg;
-        return 1;
-    }
-    if (c == CLI_O_CACHE_SIZE)
-        return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? -1 : 1;
-    return 0;
-}
-
 int cli_parse_choice(const char *cmd, const char *option, const char *text,
                      const char *const *names, int *out)
 {
@@ -147,6 +132,15 @@ int cli_parse_source_option(const char *cmd, int c, const char *arg, struct stk_
     case CLI_O_CA_BUNDLE:
         o->ca_bundle = arg;
         return 1;
+    case CLI_O_CACHE_DIR:
+        if (arg[0] == '\0') {
+            cli_usage_error(cmd, "--cache-dir expects a directory");
+            return -1;
+        }
+        o->cache_dir = arg;
+        return 1;
+    case CLI_O_CACHE_SIZE:
+        return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? -1 : 1;
     default:
         return 0;
     }
@@ -160,7 +154,10 @@ void cli_source_help(void)
            "  --io-backoff-ms N      first retry delay, doubled per retry (default 500)\n"
            "  --allow-pipe           run pipe:COMMAND URLs (split into words, no shell)\n"
            "  --ca-bundle FILE       CA certificates for https (default: $STOKER_CA_BUNDLE,\n"
-           "                         $CURL_CA_BUNDLE, else the system store)\n");
+           "                         $CURL_CA_BUNDLE, else the system store)\n"
+           "  --cache-dir DIR        node-local cache of remote shards, shared by the\n"
+           "                         processes of the node (needs --cache-size)\n"
+           "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n");
 }
 
 void cli_storage_order_options(struct stk_options *o)

@@ -21,22 +21,6 @@ int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_
  * on failure print a usage error naming the option and return -1. */
 int cli_parse_size(const char *cmd, const char *option, const char *text, uint64_t *out);
 
-/* The node cache options, shared by the commands that read shards: put
- * CLI_CACHE_LONGOPTS in the getopt_long table, CLI_CACHE_HELP in the help
- * text, and pass every option code to cli_cache_option(). */
-enum { CLI_O_CACHE_DIR = 1000, CLI_O_CACHE_SIZE };
-#define CLI_CACHE_LONGOPTS                                                                        \
-    {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                      \
-        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE}
-#define CLI_CACHE_HELP                                                                            \
-    "  --cache-dir DIR        node-local cache of remote shards, shared by the\n"                 \
-    "                         processes of the node (needs --cache-size)\n"                      \
-    "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n"
-
-/* 1: c was a cache option and is stored in *o; 0: not a cache option;
- * -1: a bad value (usage error printed). */
-int cli_cache_option(const char *cmd, int c, const char *arg, struct stk_options *o);
-
 /* Parse one of the NULL-terminated names; *out is its index. */
 int cli_parse_choice(const char *cmd, const char *option, const char *text,
                      const char *const *names, int *out);
@@ -54,17 +38,20 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 /* Print "stoker CMD: ...\nTry 'stoker CMD --help'." and return EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The options every command that reads shards accepts for remote sources:
- * put CLI_SOURCE_LONGOPTS in the getopt_long table, pass each option to
- * cli_parse_source_option() and print cli_source_help() in --help. */
+/* The options every command that reads shards accepts for remote sources
+ * and the node cache: put CLI_SOURCE_LONGOPTS in the getopt_long table,
+ * pass each option to cli_parse_source_option() and print
+ * cli_source_help() in --help. */
 enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_PIPE,
-       CLI_O_CA_BUNDLE };
+       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE };
 #define CLI_SOURCE_LONGOPTS                                                                      \
     {"io-timeout-ms", required_argument, NULL, CLI_O_IO_TIMEOUT},                                \
         {"io-retries", required_argument, NULL, CLI_O_IO_RETRIES},                               \
         {"io-backoff-ms", required_argument, NULL, CLI_O_IO_BACKOFF},                            \
         {"allow-pipe", no_argument, NULL, CLI_O_ALLOW_PIPE},                                     \
-        {"ca-bundle", required_argument, NULL, CLI_O_CA_BUNDLE}
+        {"ca-bundle", required_argument, NULL, CLI_O_CA_BUNDLE},                                 \
+        {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                 \
+        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE}
 
 /* 1: c was a source option and is applied to o; 0: not one; -1: bad value
  * (a usage error was printed). */

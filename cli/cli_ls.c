@@ -18,7 +18,6 @@ static void help(void)
            "options:\n"
            "  --url                  print the shard URL as a first column\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
-           CLI_CACHE_HELP
            "  -h, --help             this help\n\n");
     cli_source_help();
 }
@@ -49,7 +48,6 @@ int cmd_ls(int argc, char **argv)
     static const struct option longopts[] = {
         {"url", no_argument, NULL, 'u'},
         {"on-error", required_argument, NULL, 'e'},
-        CLI_CACHE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},
         CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -62,11 +60,6 @@ int cmd_ls(int argc, char **argv)
     struct ls_state st = {0};
     int c;
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-        int cache = cli_cache_option(CMD, c, optarg, &o);
-        if (cache < 0)
-            return EXIT_USAGE;
-        if (cache > 0)
-            continue;
         switch (c) {
         case 'u': st.show_url = 1; break;
         case 'e':
