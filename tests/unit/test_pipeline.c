@@ -390,17 +390,25 @@ static void check_resume(struct stk_options o, const char *index_path)
     }
 }
 
-static void test_seek_resumes_exactly(void **state)
+/* Index the test shards into dir/index.json (path: 128 bytes). */
+static void build_index(char *path)
 {
-    (void)state;
-    char index_path[128];
-    snprintf(index_path, sizeof index_path, "%s/index.json", dir);
+    snprintf(path, 128, "%s/index.json", dir);
     struct stk_options o = base_options();
     const char *urls[] = {pattern};
     char msg[512];
     struct stk_stats st;
-    assert_int_equal(stk_index_build(&o, urls, 1, index_path, &st, msg, sizeof msg), 0);
+    if (stk_index_build(&o, urls, 1, path, &st, msg, sizeof msg) < 0)
+        fail_msg("stk_index_build: %s", msg);
     assert_int_equal(st.samples, (uint64_t)total_samples);
+}
+
+static void test_seek_resumes_exactly(void **state)
+{
+    (void)state;
+    char index_path[128];
+    build_index(index_path);
+    struct stk_options o;
     for (int with_index = 0; with_index < 2; with_index++) {
         for (int shuffle = 0; shuffle < 2; shuffle++) {
             o = base_options();
@@ -424,10 +432,9 @@ static void test_index_equal_shares(void **state)
 {
     (void)state;
     char index_path[128];
-    snprintf(index_path, sizeof index_path, "%s/index.json", dir);
+    build_index(index_path);
     struct stk_options o = base_options();
     const char *urls[] = {pattern};
-    assert_int_equal(stk_index_build(&o, urls, 1, index_path, NULL, NULL, 0), 0);
     o.index_path = index_path;
     o.world_size = 4;
     for (int r = 0; r < 4; r++) {
