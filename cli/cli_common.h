@@ -24,7 +24,8 @@ int cli_parse_size(const char *cmd, const char *option, const char *text, uint64
 /* The node cache options, shared by the commands that read shards: put
  * CLI_CACHE_LONGOPTS in the getopt_long table, CLI_CACHE_HELP in the help
  * text, and pass every option code to cli_cache_option(). */
-enum { CLI_O_CACHE_DIR = 1000, CLI_O_CACHE_SIZE };
+/* Codes apart from CLI_O_IO_* below: both sets share one getopt table. */
+enum { CLI_O_CACHE_DIR = 1100, CLI_O_CACHE_SIZE };
 #define CLI_CACHE_LONGOPTS                                                                        \
     {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                      \
         {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE}
