@@ -8,7 +8,7 @@ packages="build-essential meson ninja-build pkg-config libarchive-dev libcmocka-
 libjpeg62-turbo-dev libspng-dev libcjson-dev python3-dev
 python3 python3-pil python3-numpy python3-pytest python3-torch python3-torchvision
 tar gzip zstd bzip2 xz-utils dpkg-dev
-libcurl4-openssl-dev libexpat1-dev ca-certificates nginx-light python3-botocore nodejs npm"
+libcurl4-openssl-dev libexpat1-dev ca-certificates nginx-light python3-botocore nodejs"
 # Fuzzing (optional, `make fuzz`) additionally needs clang and its runtime.
 if [ "${STOKER_FUZZ:-0}" = 1 ]; then
     packages="$packages clang libclang-rt-14-dev"
@@ -22,6 +22,8 @@ for p in $packages; do
         *) missing="$missing $p" ;;
     esac
 done
+# Debian's nodejs lacks npm (a package of its own); NodeSource's includes it.
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
 if [ -n "$missing" ]; then
     echo "installing:$missing"
     SUDO=""
