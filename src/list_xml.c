@@ -117,7 +117,9 @@ int stk__list_parse(const char *xml, size_t n, struct stk__list_page *page,
     if (p == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory parsing a listing");
     p->page = page;
-    p->parser = XML_ParserCreate(NULL);
+    /* expat allocates through ours, so allocation-failure tests reach it. */
+    static const XML_Memory_Handling_Suite memory = {stk__malloc, stk__realloc, stk__free};
+    p->parser = XML_ParserCreate_MM(NULL, &memory, NULL);
     if (p->parser == NULL) {
         stk__free(p);
         return stk__errf(err, STK_ENOMEM, "out of memory parsing a listing");
@@ -132,6 +134,8 @@ int stk__list_parse(const char *xml, size_t n, struct stk__list_page *page,
     } else if (XML_Parse(p->parser, xml, (int)n, XML_TRUE) != XML_STATUS_OK || p->rc != 0) {
         if (p->rc != 0)
             rc = stk__errf(err, p->rc, "bad listing response: %s", p->why);
+        else if (XML_GetErrorCode(p->parser) == XML_ERROR_NO_MEMORY)
+            rc = stk__errf(err, STK_ENOMEM, "out of memory parsing a listing");
         else
             rc = stk__errf(err, STK_EFORMAT, "bad listing response: %s at line %lu",
                            XML_ErrorString(XML_GetErrorCode(p->parser)),
