@@ -227,3 +227,21 @@ int stk__cloud_expand_prefixes(struct stk__strlist *urls, const struct stk__sour
     *urls = expanded;
     return 0;
 }
+
+int stk__expand_and_list(const struct stk_options *opts, const char *const *patterns, size_t n,
+                         struct stk__strlist *out, struct stk__err *err)
+{
+    int rc = stk__expand_urls(patterns, n, out, err);
+    if (rc < 0)
+        return rc;
+    const struct stk__source_config cfg = {
+        .io_timeout_ms = opts->io_timeout_ms,
+        .io_retries = opts->io_retries,
+        .io_backoff_ms = opts->io_backoff_ms,
+        .allow_pipe = 0,
+        .ca_bundle = opts->ca_bundle,
+        .stats = NULL,
+        .cancel = NULL,
+    };
+    return stk__cloud_expand_prefixes(out, &cfg, err);
+}

@@ -6,6 +6,7 @@
 #define STK_CLOUD_LIST_H
 
 #include "error.h"
+#include "stoker.h"
 #include "source.h"
 #include "urls.h"
 
@@ -25,5 +26,11 @@ int stk__cloud_list(const char *prefix_url, const struct stk__source_config *cfg
 /* Replace each prefix URL of urls, in place and in order, by its listing. */
 int stk__cloud_expand_prefixes(struct stk__strlist *urls, const struct stk__source_config *cfg,
                                struct stk__err *err);
+
+/* What the loader and the index builder do with the user's URLs:
+ * stk__expand_urls(), then stk__cloud_expand_prefixes() with the I/O
+ * settings of opts (timeout, retries, backoff, CA bundle). */
+int stk__expand_and_list(const struct stk_options *opts, const char *const *patterns, size_t n,
+                         struct stk__strlist *out, struct stk__err *err);
 
 #endif

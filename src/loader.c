@@ -166,21 +166,9 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         }
     }
     l->opts.ca_bundle = l->ca_bundle;
-    rc = stk__expand_urls(urls, n_urls, &l->urls, &err);
-    if (rc == 0) {
-        /* "s3://bucket/prefix/": list the shards once, here, so that every
-         * rank and epoch plans over the same sorted list. */
-        const struct stk__source_config scfg = {
-            .io_timeout_ms = opts->io_timeout_ms,
-            .io_retries = opts->io_retries,
-            .io_backoff_ms = opts->io_backoff_ms,
-            .allow_pipe = 0,
-            .ca_bundle = l->ca_bundle,
-            .stats = NULL,
-            .cancel = NULL,
-        };
-        rc = stk__cloud_expand_prefixes(&l->urls, &scfg, &err);
-    }
+    /* "s3://bucket/prefix/" is listed once, here, so that every rank and
+     * epoch plans over the same sorted list. */
+    rc = stk__expand_and_list(&l->opts, urls, n_urls, &l->urls, &err);
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)

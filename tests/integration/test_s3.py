@@ -15,6 +15,9 @@ from conftest import make_samples, write_shard
 from servers import S3rver, SigV4Server
 
 N_SHARDS = 4
+# Shard i of the local data is stored as NAMES[i].
+NAMES = ("train/shard-0.tar", "train/shard-1.tar", "train/sub/shard-2.tar",
+         "train/odd name&+=3.tar")
 SIZES = lambda i, j: 1000 + (i * 977 + j * 131) % 40000  # noqa: E731
 FAST = ["--io-timeout-ms", "2000", "--io-backoff-ms", "20", "--io-retries", "3"]
 SECRET = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
@@ -41,8 +44,7 @@ def objects(shards):
     """The bucket's content: the shards under train/ (one in a nested
     "directory", one with characters that need escaping in a URL and in
     XML), plus objects a listing must leave out."""
-    names = ["train/shard-0.tar", "train/shard-1.tar", "train/sub/shard-2.tar",
-             "train/odd name&+=3.tar"]
+    names = list(NAMES)
     objs = {n: p.read_bytes() for n, p in zip(names, shards)}
     objs.update({"train/README.md": b"not a shard", "train/index.json": b"{}",
                  "val/shard-9.tar": shards[0].read_bytes()})
@@ -250,3 +252,16 @@ def test_failures_print_no_secret(run, signed, case):
     # The signature alphabet is hex: make sure the test saw some when it should.
     if case in ("bad-secret", "missing-key", "list-403"):
         assert signed.signatures
+
+
+def test_index_of_a_prefix(run, signed, tmp_path):
+    """`stoker index` lists a prefix as the loader does."""
+    import json
+    out = tmp_path / "index.json"
+    proc = run(["index", "-o", out, "s3://bkt/train/"], env=signed_env(signed))
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    for n in NAMES:
+        assert json.dumps(f"s3://bkt/{n}")[1:-1] in text
+    assert "README" not in text and all(r["ok"] for r in signed.requests)
+
