@@ -33,7 +33,7 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 # DNS/TLS share, and pipeline stops cancel sources waiting on the network.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \
     "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml=build-tsan/pytest-remote.xml \
-    -k "nginx or drop or stall or early or sigv4_every or resume or s3rver_epochs" \
+    -k "nginx or drop or stall or early or sigv4_every or range_resume or s3rver_epochs" \
     tests/integration/test_remote_http.py tests/integration/test_pipe.py \
     tests/integration/test_s3.py || status=1
 
