@@ -225,7 +225,11 @@ struct stk_options {
     uint64_t cache_size;
 
     /* Remote shards: http://, https:// (libcurl; TLS verified, proxies from
-     * the usual http_proxy/https_proxy/no_proxy variables), and pipe:.
+     * the usual http_proxy/https_proxy/no_proxy variables), s3://BUCKET/KEY
+     * and gs://BUCKET/KEY (signed with AWS SigV4 by libcurl; credentials,
+     * region and endpoint from the AWS_* and GCS_* variables and
+     * ~/.aws/credentials, see README "S3 and Google Cloud Storage"), and
+     * pipe:.
      * A shard is streamed with one request; a failed request (connection
      * error, timeout, HTTP 408/429/5xx, a body shorter than announced) is
      * retried after an exponential backoff with jitter, continuing with a
@@ -316,12 +320,18 @@ typedef struct stk_loader stk_loader;
 /*
  * Create a loader over a dataset.
  *
- * urls: n_urls patterns, each a path, a file:// URL, or "@FILE" naming a
- * text file with one pattern per line (blank lines and '#' comments
- * ignored). Patterns are brace-expanded: "train-{000000..000127}.tar",
- * "{a,b}". The strings are copied; the caller keeps ownership.
+ * urls: n_urls patterns, each a path, a file://, http(s)://, s3:// or gs://
+ * URL, pipe:COMMAND, or "@FILE" naming a text file with one pattern per
+ * line (blank lines and '#' comments ignored). Patterns are brace-expanded:
+ * "train-{000000..000127}.tar", "{a,b}". An s3:// or gs:// URL ending in
+ * '/' is a prefix: it is listed here (ListObjectsV2, every page) and
+ * replaced by the sorted shards (.tar, .tgz, .tar.gz/.bz2/.xz/.zst/.lz4)
+ * under it; a listing that fails or finds no shard fails the call, the
+ * message naming the prefix. The strings are copied; the caller keeps
+ * ownership.
  *
- * Nothing is read until the first stk_loader_next(). On failure *out is
+ * Apart from prefix listings, nothing is read until the first
+ * stk_loader_next(). On failure *out is
  * NULL and the return code says why; a detailed message for errors found
  * while planning (bad pattern, too few shards) is copied into errbuf when
  * errbuf is not NULL (errbuf_size bytes including the NUL).

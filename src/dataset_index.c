@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "cloud_list.h"
 #include "shard_reader.h"
 #include "stoker.h"
 #include "threads.h"
@@ -107,7 +108,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     struct stk__strlist urls = {0};
     struct index_build b = {.urls = &urls};
     stk__mutex_init(&b.mutex);
-    int rc = stk__expand_urls(patterns, n, &urls, &err);
+    int rc = stk__expand_and_list(opts, patterns, n, &urls, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to index");
     if (rc == 0 && (b.counts = stk__calloc(urls.count, sizeof *b.counts)) == NULL)

@@ -13,6 +13,7 @@
 #include "batch.h"
 #include "dataset_index.h"
 #include "cache.h"
+#include "cloud_list.h"
 #include "error.h"
 #include "pipeline.h"
 #include "image.h"
@@ -165,7 +166,9 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         }
     }
     l->opts.ca_bundle = l->ca_bundle;
-    rc = stk__expand_urls(urls, n_urls, &l->urls, &err);
+    /* "s3://bucket/prefix/" is listed once, here, so that every rank and
+     * epoch plans over the same sorted list. */
+    rc = stk__expand_and_list(&l->opts, urls, n_urls, &l->urls, &err);
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)

@@ -7,6 +7,8 @@
 
 #include "alloc.h"
 #include "redact.h"
+#include "cloud_request.h"
+#include "source_cloud.h"
 #include "source_file.h"
 #include "source_http.h"
 #include "source_pipe.h"
@@ -22,7 +24,9 @@ int stk__source_open(const char *url, const struct stk__source_config *cfg,
     if (strncmp(url, "file://", 7) == 0)
         return stk__source_file_open(url, url + 7, out, err);
     if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0)
-        return stk__source_http_open(url, cfg, out, err);
+        return stk__source_http_open(url, NULL, cfg, out, err);
+    if (stk__cloud_is_url(url))
+        return stk__source_cloud_open(url, cfg, out, err);
     if (strncmp(url, "pipe:", 5) == 0)
         return stk__source_pipe_open(url, cfg, out, err);
     const char *colon = strchr(url, ':');

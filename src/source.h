@@ -1,8 +1,8 @@
 /*
  * source.h - a byte stream of one shard.
  *
- * Every storage backend (local file, http(s), pipe:, the node cache; S3
- * and GCS later) implements these operations, so the tar reader above
+ * Every storage backend (local file, http(s), S3, GCS, pipe:, the node
+ * cache) implements these operations, so the tar reader above
  * never knows where bytes come from. Reads are sequential: shards are
  * streamed; the only jump is an optional forward skip.
  */
@@ -60,8 +60,8 @@ struct stk__source_config {
     const atomic_int *cancel;
 };
 
-/* Open the source for url: a plain path, file://, http://, https:// or
- * pipe:COMMAND. cfg NULL means every default (pipe: refused). url must
+/* Open the source for url: a plain path, file://, http://, https://,
+ * s3://, gs:// or pipe:COMMAND. cfg NULL means every default (pipe: refused). url must
  * outlive the source. */
 int stk__source_open(const char *url, const struct stk__source_config *cfg,
                      struct stk__source **out, struct stk__err *err);

@@ -63,8 +63,10 @@
 struct http_source {
     struct stk__source base;
     struct stk__curl_pair *pair;
-    const char *url; /* with credentials: only ever given to libcurl */
+    const char *url; /* with credentials: given to libcurl during open only */
     char *shown;     /* redacted, base.url points here */
+    const struct stk__http_request *req; /* during open only */
+    struct curl_slist *headers; /* req->headers, owned: libcurl borrows the list */
     struct stk__source_config cfg;
     char errbuf[CURL_ERROR_SIZE];
 
@@ -231,6 +233,22 @@ static int set_options(struct http_source *h, CURLSH *share)
     bad |= curl_easy_setopt(e, CURLOPT_HEADERDATA, h) != CURLE_OK;
     if (ca != NULL && ca[0] != '\0')
         bad |= curl_easy_setopt(e, CURLOPT_CAINFO, ca) != CURLE_OK;
+    const struct stk__http_request *req = h->req;
+    if (req != NULL) {
+        for (size_t i = 0; i < req->n_headers; i++) {
+            struct curl_slist *l = curl_slist_append(h->headers, req->headers[i]);
+            if (l == NULL)
+                return stk__errf(&h->base.err, STK_ENOMEM, "%s: out of memory", h->shown);
+            h->headers = l;
+        }
+        if (h->headers != NULL)
+            bad |= curl_easy_setopt(e, CURLOPT_HTTPHEADER, h->headers) != CURLE_OK;
+        /* Signing sets CURLOPT_HTTPAUTH to CURLAUTH_AWS_SIGV4 by itself. */
+        if (req->aws_sigv4 != NULL)
+            bad |= curl_easy_setopt(e, CURLOPT_AWS_SIGV4, req->aws_sigv4) != CURLE_OK;
+        if (req->userpwd != NULL)
+            bad |= curl_easy_setopt(e, CURLOPT_USERPWD, req->userpwd) != CURLE_OK;
+    }
     if (bad)
         return stk__errf(&h->base.err, STK_EIO, "%s: libcurl rejected an option", h->shown);
     return 0;
@@ -419,7 +437,8 @@ static void http_close(struct stk__source *src)
         curl_multi_remove_handle(h->pair->multi, h->pair->easy);
     /* A transfer stopped mid-body leaves its connection unusable; libcurl
      * closes it, and the pair goes back to the pool with the others. */
-    stk__curl_pair_put(h->pair);
+    stk__curl_pair_put(h->pair); /* the pool resets its options before reuse */
+    curl_slist_free_all(h->headers);
     stk__free(h->spill);
     stk__free(h->shown);
     stk__free(h);
@@ -427,12 +446,14 @@ static void http_close(struct stk__source *src)
 
 static const struct stk__source_ops http_ops = {http_read, http_close, NULL};
 
-int stk__source_http_open(const char *url, const struct stk__source_config *cfg,
-                          struct stk__source **out, struct stk__err *err)
+int stk__source_http_open(const char *url, const struct stk__http_request *req,
+                          const struct stk__source_config *cfg, struct stk__source **out,
+                          struct stk__err *err)
 {
     *out = NULL;
     struct http_source *h = stk__calloc(1, sizeof *h);
-    char *shown = stk__redact_url_dup(url);
+    const char *display = req != NULL && req->display_url != NULL ? req->display_url : url;
+    char *shown = stk__redact_url_dup(display);
     unsigned char *spill = stk__malloc(SPILL_MAX);
     if (h == NULL || shown == NULL || spill == NULL) {
         stk__free(h);
@@ -445,6 +466,7 @@ int stk__source_http_open(const char *url, const struct stk__source_config *cfg,
     h->shown = shown;
     h->spill = spill;
     h->url = url;
+    h->req = req;
     h->cfg = *cfg;
     h->total = -1;
     h->rng = stk__now_ns() ^ (uint64_t)(uintptr_t)h;
@@ -454,6 +476,8 @@ int stk__source_http_open(const char *url, const struct stk__source_config *cfg,
     if (share != NULL)
         h->pair = stk__curl_pair_get(err);
     int rc = h->pair == NULL ? err->code : set_options(h, share);
+    h->url = NULL; /* libcurl copied it */
+    h->req = NULL;
     if (rc == 0)
         rc = start_attempt(h);
     if (rc < 0) {

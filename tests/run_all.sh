@@ -29,12 +29,13 @@ ninja -C build-tsan || exit 1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
     meson test -C build-tsan --print-errorlogs pipeline images cache || status=1
 
-# Remote sources under TSan: reader threads share libcurl's handle pool and
+# Remote sources under TSan (http, pipe:, s3://): reader threads share libcurl's handle pool and
 # DNS/TLS share, and pipeline stops cancel sources waiting on the network.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \
     "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml=build-tsan/pytest-remote.xml \
-    -k "nginx or drop or stall or early" \
-    tests/integration/test_remote_http.py tests/integration/test_pipe.py || status=1
+    -k "nginx or drop or stall or early or sigv4_every or range_resume or s3rver_epochs" \
+    tests/integration/test_remote_http.py tests/integration/test_pipe.py \
+    tests/integration/test_s3.py || status=1
 
 STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
     --junitxml=build-asan/pytest.xml tests/integration || status=1

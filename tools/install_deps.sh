@@ -8,7 +8,7 @@ packages="build-essential meson ninja-build pkg-config libarchive-dev libcmocka-
 libjpeg62-turbo-dev libspng-dev libcjson-dev python3-dev
 python3 python3-pil python3-numpy python3-pytest python3-torch python3-torchvision
 tar gzip zstd bzip2 xz-utils dpkg-dev
-libcurl4-openssl-dev ca-certificates nginx-light python3-botocore"
+libcurl4-openssl-dev libexpat1-dev ca-certificates nginx-light python3-botocore nodejs"
 # Fuzzing (optional, `make fuzz`) additionally needs clang and its runtime.
 if [ "${STOKER_FUZZ:-0}" = 1 ]; then
     packages="$packages clang libclang-rt-14-dev"
@@ -22,11 +22,22 @@ for p in $packages; do
         *) missing="$missing $p" ;;
     esac
 done
-[ -z "$missing" ] && exit 0
+# Debian's nodejs lacks npm (a package of its own); NodeSource's includes it.
+command -v npm >/dev/null 2>&1 || missing="$missing npm"
+if [ -n "$missing" ]; then
+    echo "installing:$missing"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
 
-echo "installing:$missing"
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO=sudo
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+# s3rver (an S3 emulator for tests/integration/test_s3.py) comes from the npm
+# registry into build-npm/, which git ignores; the tests install it there
+# themselves when missing, and skip with the reason when npm cannot.
+cd "$(dirname "$0")/.."
+if [ ! -x build-npm/node_modules/.bin/s3rver ]; then
+    npm install --prefix build-npm --no-audit --no-fund s3rver@3.7.1 >/dev/null ||
+        echo "warning: cannot install s3rver from the npm registry; test_s3.py will skip its s3rver tests" >&2
+fi

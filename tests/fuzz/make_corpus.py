@@ -4,7 +4,8 @@
 Usage: make_corpus.py [--stamp FILE] DIR
 
 Creates DIR/shard/ (inputs of fuzz_shard: one configuration byte, then a
-shard) and DIR/urls/ (inputs of fuzz_urls: a brace pattern). The seeds are
+shard), DIR/urls/ (inputs of fuzz_urls: a brace pattern) and DIR/list_xml/
+(inputs of fuzz_list_xml: ListObjectsV2 response pages). The seeds are
 small and deterministic (no timestamps, no randomness) and are regenerated
 by the build; only inputs that once crashed are committed, in
 tests/fuzz/regressions/. With --stamp, FILE is written last so a build
@@ -394,6 +395,23 @@ URL_SEEDS = [
 ]
 
 
+LIST_XML_SEEDS = [
+    '<?xml version="1.0" encoding="UTF-8"?>\n<ListBucketResult '
+    'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>b</Name><Prefix>train/</Prefix>'
+    '<KeyCount>2</KeyCount><MaxKeys>2</MaxKeys><IsTruncated>true</IsTruncated>'
+    '<NextContinuationToken>1yiAB+/=</NextContinuationToken>'
+    '<Contents><Key>train/shard-0.tar</Key><LastModified>2024-01-01T00:00:00.000Z</LastModified>'
+    '<ETag>&quot;d41d8&quot;</ETag><Size>10240</Size><StorageClass>STANDARD</StorageClass>'
+    '</Contents><Contents><Key>train/a&amp;b &lt;c&gt; &#233;.tar</Key><Size>1</Size></Contents>'
+    '</ListBucketResult>',
+    '<ListBucketResult><IsTruncated>false</IsTruncated></ListBucketResult>',
+    '<ListBucketResult><Contents><Key><![CDATA[x]]>/y.tar</Key></Contents>'
+    '<CommonPrefixes><Prefix>p/</Prefix></CommonPrefixes></ListBucketResult>',
+    '<?xml version="1.0"?><Error><Code>AccessDenied</Code><Message>no</Message></Error>',
+    '<ListBucketResult><Contents><Key></Key></Contents></ListBucketResult>',
+]
+
+
 def main(argv):
     args = argv[1:]
     stamp = None
@@ -404,7 +422,7 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     out = args[0]
-    for sub in ("shard", "urls"):
+    for sub in ("shard", "urls", "list_xml"):
         path = os.path.join(out, sub)
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -416,6 +434,9 @@ def main(argv):
     for i, pattern in enumerate(URL_SEEDS):
         with open(os.path.join(out, "urls", "seed%03d" % i), "wb") as f:
             f.write(pattern.encode())
+    for i, page in enumerate(LIST_XML_SEEDS):
+        with open(os.path.join(out, "list_xml", "seed%03d" % i), "wb") as f:
+            f.write(page.encode())
     images, sources = write_image_seeds(out)
     if stamp is not None:
         with open(stamp, "w") as f:

@@ -392,3 +392,289 @@ class DelayProxy:
                     s.close()
                 except OSError:
                     pass
+
+
+# --------------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[2]
+S3RVER_VERSION = "3.7.1"
+S3RVER_PREFIX = REPO / "build-npm"  # git-ignored (/build*/); tools/install_deps.sh fills it
+
+
+def s3rver_binary():
+    """Path of the s3rver command, installed with npm into build-npm/ when
+    missing. Raises RuntimeError saying why when it cannot be had (no npm,
+    registry unreachable)."""
+    binary = S3RVER_PREFIX / "node_modules" / ".bin" / "s3rver"
+    if binary.exists():
+        return binary
+    npm = shutil.which("npm")
+    if npm is None:
+        raise RuntimeError("s3rver is not installed and npm is missing: run tools/install_deps.sh")
+    proc = subprocess.run([npm, "install", "--prefix", str(S3RVER_PREFIX), "--no-audit",
+                           "--no-fund", f"s3rver@{S3RVER_VERSION}"],
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=180)
+    if proc.returncode != 0 or not binary.exists():
+        raise RuntimeError(f"cannot install s3rver@{S3RVER_VERSION} with npm (offline? the npm "
+                           f"registry must be reachable once): {proc.stderr[-2000:]}")
+    return binary
+
+
+class S3rver:
+    """s3rver (a Node.js S3 emulator) on 127.0.0.1 with the given buckets,
+    credentials S3RVER/S3RVER. client() is a botocore S3 client for it."""
+
+    KEY = SECRET = "S3RVER"
+
+    def __init__(self, directory, buckets):
+        self.directory = Path(directory)
+        self.buckets = buckets
+        self.proc = None
+        self.port = None
+
+    def __enter__(self):
+        binary = s3rver_binary()
+        env = dict(os.environ, NODE_OPTIONS="--openssl-legacy-provider")
+        for attempt in range(3):
+            self.port = free_port()
+            args = [str(binary), "-d", str(self.directory), "-a", "127.0.0.1", "-p",
+                    str(self.port), "--silent"]
+            for b in self.buckets:
+                args += ["--configure-bucket", b]
+            self.proc = subprocess.Popen(args, env=env, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if wait_for_port(self.port, self.proc):
+                return self
+            self.stop()
+        raise RuntimeError("s3rver did not start")
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self):
+        import botocore.session
+        return botocore.session.get_session().create_client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.KEY,
+            aws_secret_access_key=self.SECRET, region_name="us-east-1")
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=START_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class SigV4Server:
+    """A strict object store for one bucket, on 127.0.0.1: path-style GET of
+    objects (Range honoured) and ListObjectsV2 (max-keys, opaque
+    continuation tokens), answering only requests it can authenticate.
+
+    auth="sigv4": every request must carry an AWS4-HMAC-SHA256 Authorization
+    header for (key_id, secret[, token]) in `region`/"s3" whose signature,
+    recomputed with botocore's S3 signer from the method, raw path, raw query
+    and the signed headers as received, matches; x-amz-content-sha256 (and
+    x-amz-security-token with a token) must be present and signed, as S3
+    requires. auth="bearer": "Authorization: Bearer <token>". Anything else
+    gets 403 (sigv4) or 401 (bearer) with an S3-style XML error.
+
+    drop_first: object keys whose first GET sends half the body and then
+    resets the connection (the client must resume with Range).
+
+    requests: dicts (method, path, query, range, ok, signature) per request;
+    signatures: every signature value received.
+    """
+
+    EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+    def __init__(self, bucket, objects, key_id="AKIDEXAMPLE", secret=None, token=None,
+                 region="us-east-1", auth="sigv4", bearer=None, drop_first=()):
+        self.bucket = bucket
+        self.objects = dict(objects)
+        self.key_id, self.secret, self.token = key_id, secret, token
+        self.region, self.auth, self.bearer = region, auth, bearer
+        self.drop_first = set(drop_first)
+        self.requests = []
+        self.signatures = []
+        self.gets = {}
+        self.lock = threading.Lock()
+
+    @property
+    def endpoint(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self):
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                server.handle(self)
+
+        class Server(http.server.ThreadingHTTPServer):
+            daemon_threads = True
+
+            def handle_error(self, request, client_address):
+                pass
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=START_TIMEOUT_S)
+
+    # -- authentication
+
+    def verify_sigv4(self, h, path, query):
+        import datetime
+        from botocore.auth import S3SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+        auth = h.headers.get("Authorization", "")
+        m = re.match(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request,"
+                     r"\s*SignedHeaders=([a-z0-9;-]+),\s*Signature=([0-9a-f]{64})$", auth)
+        if not m:
+            return "no AWS4-HMAC-SHA256 Authorization header", None
+        key_id, day, region, service, signed, signature = m.groups()
+        with self.lock:
+            self.signatures.append(signature)
+        signed = signed.split(";")
+        amz_date = h.headers.get("x-amz-date", "")
+        required = ["host", "x-amz-date", "x-amz-content-sha256"]
+        if self.token is not None:
+            required.append("x-amz-security-token")
+        if key_id != self.key_id or region != self.region or service != "s3":
+            return f"wrong credential scope {key_id}/{region}/{service}", signature
+        if any(r not in signed for r in required) or signed != sorted(signed):
+            return f"signed headers {signed} lack one of {required}", signature
+        if h.headers.get("x-amz-content-sha256") not in (self.EMPTY_SHA256, "UNSIGNED-PAYLOAD"):
+            return "bad x-amz-content-sha256", signature
+        if self.token is not None and h.headers.get("x-amz-security-token") != self.token:
+            return "wrong x-amz-security-token", signature
+        try:
+            when = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(
+                tzinfo=datetime.timezone.utc)
+        except ValueError:
+            return "bad x-amz-date", signature
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if abs((now - when).total_seconds()) > 900 or amz_date[:8] != day:
+            return "x-amz-date too far from now", signature
+        url = f"http://{h.headers.get('Host')}{path}" + (f"?{query}" if query else "")
+        request = AWSRequest(method=h.command, url=url,
+                             headers={k: h.headers.get(k, "") for k in signed})
+        request.context["timestamp"] = amz_date
+        signer = S3SigV4Auth(Credentials(self.key_id, self.secret, self.token), "s3", self.region)
+        canonical = signer.canonical_request(request)
+        expected = signer.signature(signer.string_to_sign(request, canonical), request)
+        if expected != signature:
+            return "SignatureDoesNotMatch", signature
+        return None, signature
+
+    def authenticate(self, h, path, query):
+        if self.auth == "bearer":
+            ok = h.headers.get("Authorization") == f"Bearer {self.bearer}"
+            return (None if ok else "bad bearer token"), None
+        return self.verify_sigv4(h, path, query)
+
+    # -- requests
+
+    def handle(self, h):
+        from urllib.parse import parse_qsl, unquote
+        path, _, query = h.path.partition("?")
+        problem, signature = self.authenticate(h, path, query)
+        record = {"method": h.command, "path": path, "query": query,
+                  "range": h.headers.get("Range"), "ok": problem is None, "problem": problem}
+        with self.lock:
+            self.requests.append(record)
+        if problem is not None:
+            code = 401 if self.auth == "bearer" else 403
+            return self.error(h, code, "AccessDenied" if code == 401 else "SignatureDoesNotMatch")
+        parts = unquote(path).split("/", 2)
+        if len(parts) < 2 or parts[1] != self.bucket:
+            return self.error(h, 404, "NoSuchBucket")
+        if len(parts) == 2 or parts[2] == "":
+            return self.list(h, dict(parse_qsl(query, keep_blank_values=True)))
+        key = parts[2]
+        data = self.objects.get(key)
+        if data is None:
+            return self.error(h, 404, "NoSuchKey")
+        with self.lock:
+            n = self.gets.get(key, 0)
+            self.gets[key] = n + 1
+        start = 0
+        m = re.match(r"bytes=(\d+)-$", h.headers.get("Range") or "")
+        if m:
+            start = int(m[1])
+        body = data[start:]
+        h.send_response(206 if m else 200)
+        h.send_header("Content-Length", str(len(body)))
+        if m:
+            h.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        h.end_headers()
+        if n == 0 and key in self.drop_first:
+            h.wfile.write(body[:len(body) // 2])
+            h.wfile.flush()
+            h.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                    b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            h.close_connection = True
+            return
+        h.wfile.write(body)
+
+    def list(self, h, q):
+        import base64
+        from xml.sax.saxutils import escape
+        if q.get("list-type") != "2":
+            return self.error(h, 400, "InvalidArgument")
+        prefix = q.get("prefix", "")
+        max_keys = int(q.get("max-keys", "1000"))
+        keys = sorted(k for k in self.objects if k.startswith(prefix))
+        token = q.get("continuation-token")
+        if token is not None:
+            after = base64.b64decode(token.encode()).decode()[3:]
+            keys = [k for k in keys if k > after]
+        page, rest = keys[:max_keys], keys[max_keys:]
+        xml = ['<?xml version="1.0" encoding="UTF-8"?>\n'
+               '<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">',
+               f"<Name>{escape(self.bucket)}</Name><Prefix>{escape(prefix)}</Prefix>",
+               f"<KeyCount>{len(page)}</KeyCount><MaxKeys>{max_keys}</MaxKeys>",
+               f"<IsTruncated>{'true' if rest else 'false'}</IsTruncated>"]
+        if rest:
+            # Opaque, and full of characters that must be percent-encoded.
+            nxt = base64.b64encode(("~/+" + page[-1]).encode()).decode()
+            xml.append(f"<NextContinuationToken>{escape(nxt)}</NextContinuationToken>")
+        for k in page:
+            xml.append(f"<Contents><Key>{escape(k)}</Key><Size>{len(self.objects[k])}</Size>"
+                       "<StorageClass>STANDARD</StorageClass></Contents>")
+        xml.append("</ListBucketResult>")
+        body = "".join(xml).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/xml")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    @staticmethod
+    def error(h, code, s3_code):
+        body = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{s3_code}</Code>'
+                "<Message>refused by the test server</Message></Error>").encode()
+        h.send_response(code)
+        h.send_header("Content-Type", "application/xml")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)

@@ -1,0 +1,204 @@
+/*
+ * cloud_creds.c - read object store credentials from the environment and
+ * the AWS shared credentials file.
+ *
+ * The INI reader is a dozen lines, not a library: the AWS file format is
+ * "[profile]" sections of "key = value" lines with '#'/';' comments, and
+ * only three keys of one section matter. Secrets are copied into fixed
+ * buffers (no allocation to forget to wipe) and overwritten by
+ * stk__cloud_creds_wipe().
+ */
+#include "cloud_creds.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stoker.h"
+
+/* Copy src into dst[cap]; 0, or -1 when it does not fit. */
+static int copy(char *dst, size_t cap, const char *src, size_t n)
+{
+    if (n >= cap)
+        return -1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+    return 0;
+}
+
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v != NULL && v[0] != '\0' ? v : NULL;
+}
+
+/* Copy the first set variable of names[] into dst; 0 when none is set. */
+static int from_env(char *dst, size_t cap, const char *const *names, size_t n,
+                    struct stk__err *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        const char *v = env(names[i]);
+        if (v == NULL)
+            continue;
+        if (copy(dst, cap, v, strlen(v)) < 0)
+            return stk__errf(err, STK_EINVAL, "$%s is longer than %zu bytes", names[i], cap - 1);
+        return 1;
+    }
+    return 0;
+}
+
+static void trim(char **s, size_t *n)
+{
+    while (*n > 0 && ((*s)[0] == ' ' || (*s)[0] == '\t')) {
+        (*s)++;
+        (*n)--;
+    }
+    while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t' || (*s)[*n - 1] == '\r' ||
+                      (*s)[*n - 1] == '\n'))
+        (*n)--;
+}
+
+/* Read the keys of [profile] from the shared credentials file. A missing
+ * file is no error unless the user named it or the profile. */
+static int from_file(struct stk__cloud_creds *c, struct stk__err *err)
+{
+    const char *profile = env("AWS_PROFILE");
+    const char *path = env("AWS_SHARED_CREDENTIALS_FILE");
+    char buf[4096];
+    if (path == NULL) {
+        const char *home = env("HOME");
+        if (home == NULL)
+            return 0;
+        if ((size_t)snprintf(buf, sizeof buf, "%s/.aws/credentials", home) >= sizeof buf)
+            return 0;
+        path = buf;
+    }
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        if (profile == NULL && env("AWS_SHARED_CREDENTIALS_FILE") == NULL)
+            return 0;
+        return stk__errf(err, STK_EINVAL, "cannot read AWS credentials file %s: %s", path,
+                         strerror(errno));
+    }
+    const char *want = profile != NULL ? profile : "default";
+    char line[8192];
+    int in_section = 0, found = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
+        char *s = line;
+        size_t n = strlen(s);
+        trim(&s, &n);
+        if (n == 0 || s[0] == '#' || s[0] == ';')
+            continue;
+        if (s[0] == '[' && s[n - 1] == ']') {
+            char *name = s + 1;
+            size_t name_len = n - 2;
+            trim(&name, &name_len);
+            in_section = name_len == strlen(want) && memcmp(name, want, name_len) == 0;
+            found |= in_section;
+            continue;
+        }
+        char *eq = memchr(s, '=', n);
+        if (!in_section || eq == NULL)
+            continue;
+        char *key = s, *value = eq + 1;
+        size_t key_len = (size_t)(eq - s), value_len = n - key_len - 1;
+        trim(&key, &key_len);
+        trim(&value, &value_len);
+        char *dst = NULL;
+        size_t cap = 0;
+        if (key_len == 17 && memcmp(key, "aws_access_key_id", 17) == 0)
+            dst = c->key_id, cap = sizeof c->key_id;
+        else if (key_len == 21 && memcmp(key, "aws_secret_access_key", 21) == 0)
+            dst = c->secret, cap = sizeof c->secret;
+        else if (key_len == 17 && memcmp(key, "aws_session_token", 17) == 0)
+            dst = c->token, cap = sizeof c->token;
+        if (dst != NULL && copy(dst, cap, value, value_len) < 0)
+            rc = stk__errf(err, STK_EINVAL, "AWS credentials file %s: %.*s is too long", path,
+                           (int)key_len, key);
+    }
+    memset(line, 0, sizeof line); /* it held a secret */
+    fclose(f);
+    if (rc == 0 && profile != NULL && !found)
+        rc = stk__errf(err, STK_EINVAL, "AWS credentials file %s has no profile [%s]", path,
+                       profile);
+    if (rc == 0 && (c->key_id[0] == '\0') != (c->secret[0] == '\0'))
+        rc = stk__errf(err, STK_EINVAL,
+                       "AWS credentials file %s, profile [%s]: set both aws_access_key_id and "
+                       "aws_secret_access_key",
+                       path, want);
+    return rc;
+}
+
+static int load_s3(struct stk__cloud_creds *c, struct stk__err *err)
+{
+    static const char *const region[] = {"AWS_REGION", "AWS_DEFAULT_REGION"};
+    static const char *const endpoint[] = {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"};
+    static const char *const key_id[] = {"AWS_ACCESS_KEY_ID"};
+    static const char *const secret[] = {"AWS_SECRET_ACCESS_KEY"};
+    static const char *const token[] = {"AWS_SESSION_TOKEN"};
+    int rc = from_env(c->region, sizeof c->region, region, 2, err);
+    if (rc == 0)
+        copy(c->region, sizeof c->region, "us-east-1", 9);
+    if (rc >= 0)
+        rc = from_env(c->endpoint, sizeof c->endpoint, endpoint, 2, err);
+    int have_id = rc >= 0 ? from_env(c->key_id, sizeof c->key_id, key_id, 1, err) : rc;
+    int have_secret = have_id >= 0 ? from_env(c->secret, sizeof c->secret, secret, 1, err) : -1;
+    if (rc < 0 || have_id < 0 || have_secret < 0)
+        return err->code;
+    if (have_id != have_secret)
+        return stk__errf(err, STK_EINVAL,
+                         "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither");
+    if (have_id) {
+        rc = from_env(c->token, sizeof c->token, token, 1, err);
+        return rc < 0 ? rc : 0;
+    }
+    return from_file(c, err);
+}
+
+static int load_gcs(struct stk__cloud_creds *c, struct stk__err *err)
+{
+    static const char *const endpoint[] = {"STOKER_GCS_ENDPOINT"};
+    static const char *const key_id[] = {"GCS_HMAC_ACCESS_ID"};
+    static const char *const secret[] = {"GCS_HMAC_SECRET"};
+    static const char *const bearer[] = {"GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN"};
+    copy(c->region, sizeof c->region, "auto", 4);
+    int rc = from_env(c->endpoint, sizeof c->endpoint, endpoint, 1, err);
+    int have_id = rc >= 0 ? from_env(c->key_id, sizeof c->key_id, key_id, 1, err) : rc;
+    int have_secret = have_id >= 0 ? from_env(c->secret, sizeof c->secret, secret, 1, err) : -1;
+    if (rc < 0 || have_id < 0 || have_secret < 0)
+        return err->code;
+    if (have_id != have_secret)
+        return stk__errf(err, STK_EINVAL,
+                         "set both GCS_HMAC_ACCESS_ID and GCS_HMAC_SECRET, or neither");
+    if (!have_id) {
+        rc = from_env(c->bearer, sizeof c->bearer, bearer, 2, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int stk__cloud_creds_load(enum stk__cloud_provider provider, struct stk__cloud_creds *c,
+                          struct stk__err *err)
+{
+    memset(c, 0, sizeof *c);
+    int rc = provider == STK__CLOUD_S3 ? load_s3(c, err) : load_gcs(c, err);
+    if (rc == 0) {
+        /* "http://127.0.0.1:9000/" and "...:9000" name the same endpoint. */
+        size_t n = strlen(c->endpoint);
+        while (n > 0 && c->endpoint[n - 1] == '/')
+            c->endpoint[--n] = '\0';
+    }
+    if (rc < 0)
+        stk__cloud_creds_wipe(c);
+    return rc;
+}
+
+void stk__cloud_creds_wipe(struct stk__cloud_creds *c)
+{
+    /* volatile: the compiler may not drop stores to memory about to die. */
+    volatile unsigned char *p = (volatile unsigned char *)c;
+    for (size_t i = 0; i < sizeof *c; i++)
+        p[i] = 0;
+}
