@@ -35,9 +35,9 @@ fi
 
 # s3rver (an S3 emulator for tests/integration/test_s3.py) comes from the npm
 # registry into build-npm/, which git ignores; the tests install it there
-# themselves when missing, and skip with the reason when npm cannot.
+# themselves when missing, and fail with the reason when npm cannot.
 cd "$(dirname "$0")/.."
 if [ ! -x build-npm/node_modules/.bin/s3rver ]; then
     npm install --prefix build-npm --no-audit --no-fund s3rver@3.7.1 >/dev/null ||
-        echo "warning: cannot install s3rver from the npm registry; test_s3.py will skip its s3rver tests" >&2
+        echo "warning: cannot install s3rver from the npm registry; test_s3.py will fail its s3rver tests" >&2
 fi
