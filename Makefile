@@ -50,4 +50,5 @@ bench-python: build $(DATA)/.complete
 
 # Decode over http through a 100 ms round-trip proxy against local disk.
 bench-remote: build $(DATA)/.complete
-	$(PYTHON) bench/remote_vs_local.py --rounds 3 --samples-per-rank 8000 $(DATA)/train-*.tar
+	$(PYTHON) bench/remote_vs_local.py --pin --threads 1 --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar
+	$(PYTHON) bench/remote_vs_local.py --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar

@@ -11,9 +11,15 @@ Page cache warm for both. Prints the median images/s of each, the ratio
 http/local (the issue's target is >= 0.95) and the median time to the first
 batch.
 
+On a small machine nginx and the proxy take CPU from the decoder, which a
+real network and a real server would not. --pin separates them: stoker runs
+on every CPU but the last (both contenders alike), nginx and the proxy on
+the last, so the figure says whether stoker hides the latency with the same
+client CPUs. Without --pin everything shares every CPU.
+
 usage: bench/remote_vs_local.py [--stoker build-rel/stoker] [--rounds 3]
            [--epochs 1] [--samples-per-rank N] [--threads 2]
-           [--shards-in-flight 4] [--delay-ms 50] SHARD...
+           [--shards-in-flight 4] [--delay-ms 50] [--pin] SHARD...
 """
 import argparse
 import json
@@ -35,7 +41,8 @@ def bench(args, urls):
     those this process (the proxy) used meanwhile (proxy_cpu_s): on a small
     shared machine the proxy's CPU is taken from decoding, which a real
     network would not do."""
-    cmd = [args.stoker, "bench", "--json", "--decode", "train", "--threads", str(args.threads),
+    cmd = ["taskset", "-c", args.client_cpus] if args.client_cpus else []
+    cmd += [args.stoker, "bench", "--json", "--decode", "train", "--threads", str(args.threads),
            "--shards-in-flight", str(args.shards_in_flight), "--epochs", str(args.epochs)]
     if args.samples_per_rank:
         cmd += ["--samples-per-rank", str(args.samples_per_rank)]
@@ -61,8 +68,17 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--shards-in-flight", type=int, default=4)
     ap.add_argument("--delay-ms", type=float, default=50.0, help="added each direction")
+    ap.add_argument("--pin", action="store_true",
+                    help="stoker on all CPUs but the last, nginx and the proxy on the last")
     ap.add_argument("shards", nargs="+")
     args = ap.parse_args()
+    args.client_cpus = None
+    if args.pin:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            sys.exit("remote_vs_local: --pin needs at least 2 CPUs")
+        args.client_cpus = ",".join(str(c) for c in cpus[:-1])
+        os.sched_setaffinity(0, {cpus[-1]})  # the proxy threads, and nginx started below
     shards = [Path(s).resolve() for s in args.shards]
     root = shards[0].parent
     if any(s.parent != root for s in shards):
@@ -91,7 +107,9 @@ def main():
            for k, v in results.items()}
     print(f"\n{len(shards)} shards, {results['local'][0]['images']} images per run, "
           f"--threads {args.threads} --shards-in-flight {args.shards_in_flight}, "
-          f"{2 * args.delay_ms:.0f} ms round trip, {os.cpu_count()} CPUs, {gets} GETs")
+          f"{2 * args.delay_ms:.0f} ms round trip, {os.cpu_count()} CPUs, {gets} GETs"
+          + (f", stoker on CPUs {args.client_cpus}, nginx and proxy on the rest" if args.pin
+             else ""))
     for k in ("local", "http"):
         print(f"{k:5s} {med[k]:8.1f} images/s   first batch {first[k] * 1000:6.1f} ms   "
               f"stoker CPU {cpu[k]:.3f} ms/image")

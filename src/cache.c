@@ -660,24 +660,12 @@ out:
 /* A plain path or file:// URL. "pipe:CMD" is not local: the command
  * usually fetches from remote storage, and its output is cached by the
  * full command string like any other URL. */
-static int is_local(const char *url)
-{
-    if (strncmp(url, "file://", 7) == 0)
-        return 1;
-    if (strncmp(url, "pipe:", 5) == 0)
-        return 0;
-    const char *colon = strchr(url, ':');
-    const char *slash = strchr(url, '/');
-    return !(colon != NULL && colon > url && (slash == NULL || colon < slash) &&
-             strncmp(colon, "://", 3) == 0);
-}
-
 int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__source_config *scfg,
                     struct stk__source **out, struct stk__err *err)
 {
     *out = NULL;
     /* Copying a local file to local disk gains nothing and doubles the I/O. */
-    if (!c->cache_local && is_local(url))
+    if (!c->cache_local && stk__source_is_local(url))
         return stk__source_open(url, scfg, out, err);
     char hex[HEX_LEN + 1], lock[NAME_MAX_LEN];
     stk__cache_name(url, hex);

@@ -564,6 +564,13 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     p->rank_shards = stk__plan_rank_count(cfg->urls->count, cfg->rank, cfg->world_size);
     p->n_slots = cfg->opts.shards_in_flight;
     p->n_readers = cfg->opts.threads < p->n_slots ? cfg->opts.threads : p->n_slots;
+    /* A remote stream blocks its reader for a round trip at every shard
+     * start and stall: one reader per slot keeps the others flowing (and
+     * opens every slot's first shard at once), where for local files one
+     * per thread avoids switching between more readers than cores. */
+    for (size_t i = 0; i < cfg->urls->count && p->n_readers < p->n_slots; i++)
+        if (!stk__source_is_local(cfg->urls->items[i]))
+            p->n_readers = p->n_slots;
     p->waiting_slot = -1;
     atomic_init(&p->stop, 0);
     /* Sources waiting on a server or a command give up when the epoch stops. */

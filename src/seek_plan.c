@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "shuffle.h"
 #include "stoker.h"
 
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
 {
     memset(sp, 0, sizeof *sp);
-    uint64_t first_window = req->output_position / req->window;
-    uint64_t input_start = first_window * req->window;
+    uint64_t first_window, input_start;
+    stk__shuffle_window_at(req->window, req->output_position, &first_window, &input_start);
     if (input_start >= req->target)
         return 0;
     uint64_t *left = stk__calloc(req->n_slots, sizeof *left); /* of each opened shard */

@@ -32,7 +32,7 @@ struct stk__seek_request {
     unsigned n_slots;
     int shuffle;
     uint64_t interleave_seed;
-    size_t window;                   /* shuffle window, 1 without shuffle */
+    size_t window;                   /* shuffle capacity, 1 without shuffle */
     uint64_t output_position;        /* first sample to deliver */
     uint64_t target;                 /* samples the rank yields (UINT64_MAX: all) */
 };

@@ -7,6 +7,38 @@
 #include "rng.h"
 #include "stoker.h"
 
+#define FIRST_WINDOW 64
+
+/* Size of window k: FIRST_WINDOW doubled k times, at most capacity. */
+static size_t window_size(size_t capacity, uint64_t k)
+{
+    size_t size = FIRST_WINDOW;
+    while (k-- > 0 && size < capacity)
+        size *= 2;
+    return size < capacity ? size : capacity;
+}
+
+void stk__shuffle_window_at(size_t capacity, uint64_t position, uint64_t *window,
+                            uint64_t *start)
+{
+    if (capacity < 1)
+        capacity = 1;
+    uint64_t k = 0, first = 0;
+    size_t size;
+    /* At most log2(capacity / FIRST_WINDOW) growing windows, then steps. */
+    while ((size = window_size(capacity, k)) < capacity && first + size <= position) {
+        first += size;
+        k++;
+    }
+    if (size == capacity) {
+        uint64_t steps = (position - first) / capacity;
+        k += steps;
+        first += steps * capacity;
+    }
+    *window = k;
+    *start = first;
+}
+
 int stk__shuffle_init(struct stk__shuffle *sh, size_t capacity, uint64_t seed,
                       uint64_t first_window)
 {
@@ -16,13 +48,9 @@ int stk__shuffle_init(struct stk__shuffle *sh, size_t capacity, uint64_t seed,
     sh->closed = 0;
     sh->seed = seed;
     sh->window = first_window;
+    sh->size = window_size(sh->capacity, first_window);
     sh->items = stk__calloc(sh->capacity, sizeof *sh->items);
     return sh->items == NULL ? STK_ENOMEM : 0;
-}
-
-size_t stk__shuffle_window(const struct stk__shuffle *sh)
-{
-    return sh->capacity;
 }
 
 static void close_window(struct stk__shuffle *sh)
@@ -37,12 +65,13 @@ static void close_window(struct stk__shuffle *sh)
     }
     sh->closed = 1;
     sh->next = 0;
+    sh->size = window_size(sh->capacity, sh->window);
 }
 
 void stk__shuffle_push(struct stk__shuffle *sh, struct stk__sample *s)
 {
     sh->items[sh->count++] = s;
-    if (sh->count == sh->capacity)
+    if (sh->count == sh->size)
         close_window(sh);
 }
 

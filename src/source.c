@@ -14,6 +14,22 @@
 #include "source_pipe.h"
 #include "stoker.h"
 
+/* "scheme://" before any other slash. */
+static int has_scheme(const char *url)
+{
+    const char *colon = strchr(url, ':');
+    const char *slash = strchr(url, '/');
+    return colon != NULL && colon > url && (slash == NULL || colon < slash) && colon[1] == '/' &&
+           colon[2] == '/';
+}
+
+int stk__source_is_local(const char *url)
+{
+    if (strncmp(url, "file://", 7) == 0)
+        return 1;
+    return strncmp(url, "pipe:", 5) != 0 && !has_scheme(url);
+}
+
 int stk__source_open(const char *url, const struct stk__source_config *cfg,
                      struct stk__source **out, struct stk__err *err)
 {
@@ -29,10 +45,8 @@ int stk__source_open(const char *url, const struct stk__source_config *cfg,
         return stk__source_cloud_open(url, cfg, out, err);
     if (strncmp(url, "pipe:", 5) == 0)
         return stk__source_pipe_open(url, cfg, out, err);
-    const char *colon = strchr(url, ':');
-    const char *slash = strchr(url, '/');
-    if (colon != NULL && colon > url && (slash == NULL || colon < slash) && colon[1] == '/' &&
-        colon[2] == '/') {
+    if (has_scheme(url)) {
+        const char *colon = strchr(url, ':');
         char shown[512];
         stk__redact_url(url, shown, sizeof shown);
         return stk__errf(err, STK_EINVAL, "%s: URL scheme '%.*s' is not supported by this build",

@@ -71,6 +71,10 @@ int stk__source_open(const char *url, const struct stk__source_config *cfg,
 int stk__source_open_memory(const char *url, const void *data, size_t size, size_t chunk,
                             struct stk__source **out);
 
+/* 1 for a plain path or file:// URL (read in place), 0 for a stream that
+ * crosses a network or a program (http(s), s3, gs, pipe:). */
+int stk__source_is_local(const char *url);
+
 ssize_t stk__source_read(struct stk__source *src, void *buf, size_t cap);
 void stk__source_close(struct stk__source *src);
 

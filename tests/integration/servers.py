@@ -305,9 +305,13 @@ class DelayProxy:
     limiting bandwidth: chunks are timestamped on arrival and sent when due,
     so many can be in flight, as on a long fat pipe."""
 
-    def __init__(self, target_port, delay_s=0.05):
+    def __init__(self, target_port, delay_s=0.05, cut_after=None):
+        """cut_after: close every connection once it has carried this many
+        bytes from the server (a network that drops long transfers)."""
         self.target_port = target_port
         self.delay_s = delay_s
+        self.cut_after = cut_after
+        self.cuts = 0
         self.listener = None
         self.threads = []
         self.stopping = threading.Event()
@@ -341,10 +345,10 @@ class DelayProxy:
                 continue
             with self.lock:
                 self.conns += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                self._pump(a, b)
+            self._pump(client, upstream, None)
+            self._pump(upstream, client, self.cut_after)
 
-    def _pump(self, src, dst):
+    def _pump(self, src, dst, cut_after):
         import collections
         queue = collections.deque()
         cond = threading.Condition()
@@ -362,6 +366,7 @@ class DelayProxy:
                     return
 
         def writer():
+            sent = 0
             while True:
                 with cond:
                     while not queue:
@@ -374,7 +379,15 @@ class DelayProxy:
                     if not data:
                         dst.shutdown(socket.SHUT_WR)
                         return
+                    if cut_after is not None and sent + len(data) > cut_after:
+                        dst.sendall(data[:cut_after - sent])
+                        with self.lock:
+                            self.cuts += 1
+                        for sock in (dst, src):
+                            sock.shutdown(socket.SHUT_RDWR)
+                        return
                     dst.sendall(data)
+                    sent += len(data)
                 except OSError:
                     return
 

@@ -12,7 +12,7 @@ must name the redacted URL and print no secret, token or signature.
 import pytest
 
 from conftest import make_samples, write_shard
-from servers import S3rver, SigV4Server
+from servers import DelayProxy, S3rver, SigV4Server
 
 N_SHARDS = 4
 # Shard i of the local data is stored as NAMES[i].
@@ -111,6 +111,22 @@ def test_s3rver_epochs_equal_local(run, bench_json, s3rver, shards):
     b = run(["cat", urls[3], member], text=False, env=e)
     assert a.returncode == b.returncode == 0, b.stderr
     assert a.stdout == b.stdout and len(a.stdout) > 500
+
+
+def test_s3rver_range_resume_after_cut_connections(run, s3rver, shards):
+    """Every connection to s3rver is cut after 300 KB: each shard (about 1 MB)
+    continues with signed Range requests, and the samples equal local."""
+    names, _ = objects(shards)
+    with DelayProxy(s3rver.port, delay_s=0, cut_after=300_000) as proxy:
+        e = s3rver_env(s3rver)
+        e["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
+        local = ls(run, shards, e)
+        got = run(["bench", "--json", "--no-shuffle", *FAST,
+                   *[f"s3://bkt/{n}" for n in names]], env=e)
+        assert got.returncode == 0, got.stderr
+        report = __import__("json").loads(got.stdout)
+        assert report["resumes"] >= N_SHARDS and proxy.cuts >= N_SHARDS
+        assert ls(run, [f"s3://bkt/{n}" for n in names], e) == local
 
 
 @pytest.mark.parametrize("max_keys", ["", "2"])

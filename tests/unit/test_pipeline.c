@@ -419,6 +419,9 @@ static void test_seek_resumes_exactly(void **state)
             o.samples_per_rank = 150; /* a second pass over the rank's shards */
             check_resume(o, with_index ? index_path : NULL);
             o.samples_per_rank = 0;
+            o.shuffle_buffer = 100; /* windows of 64, then 100 samples */
+            check_resume(o, with_index ? index_path : NULL);
+            o.shuffle_buffer = 20;
             o.rank = 1;
             o.world_size = 3; /* uneven shards; with the index an equal share */
             check_resume(o, with_index ? index_path : NULL);
