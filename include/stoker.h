@@ -104,8 +104,9 @@ struct stk_options {
     unsigned shards_in_flight;
     /* Shuffle window (default 1000): each run of this many consecutive
      * samples of the interleaved shards is delivered in a random order, so
-     * it is also the samples held in memory for shuffling. 0 or 1 disables
-     * sample shuffling. */
+     * it is also the samples held in memory for shuffling. The first
+     * windows of an epoch are smaller (64, 128, ... samples) so the first
+     * batch comes quickly. 0 or 1 disables sample shuffling. */
     size_t shuffle_buffer;
     /* Shuffle shard order, interleave shards and shuffle samples (default 1).
      * With 0 the samples come in exact storage order: shard by shard in the
