@@ -13,8 +13,8 @@ static const char *const CMD = "index";
 static void help(void)
 {
     printf("usage: stoker index [OPTIONS] -o FILE URL...\n\n"
-           "Count the samples of every shard (by tar headers, without reading member\n"
-           "data where the source can seek) and write a JSON dataset index. Give the\n"
+           "Count the samples of every shard (read with the loader's own rules, never\n"
+           "decoded) and write a JSON dataset index. Give the\n"
            "loader the same URLs and the file (--index, index_path, Loader(index=)).\n\n"
            "options:\n"
            "  -o, --output FILE      where to write the index (required)\n"

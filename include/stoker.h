@@ -200,11 +200,9 @@ struct stk_options {
      * samples_per_rank each rank yields floor(total / world_size) samples
      * (equal batches everywhere); and stk_loader_seek() re-reads at most
      * one shuffle window instead of the epoch's first part. Read once by
-     * stk_loader_create(). Counts come from tar headers, so they are exact
-     * for shards that read without errors; a member whose data is bad is
-     * seen only when read, so with such shards under STK_ON_ERROR_SKIP a
-     * resume may fail ("index is stale") or differ from an uninterrupted
-     * run after the bad sample. */
+     * stk_loader_create(). The counts are what the loader itself delivers
+     * (shards read with the same rules and on_error policy), so they stay
+     * exact for damaged shards too. */
     const char *index_path;
 
     /* Node-local shard cache (default: off). With cache_dir set, remote
@@ -306,7 +304,8 @@ struct stk_stats {
                                  in samples_skipped) */
     uint64_t decode_ns;       /* time spent decoding and transforming, all threads */
     uint64_t samples_read;    /* samples read from shards, also those dropped by a
-                                 resume; not those a resume skipped by header */
+                                 resume; not those a resume passed over in the
+                                 shards it starts inside */
     /* Node cache (stk_options.cache_dir), this loader's own share: */
     uint64_t cache_hits;          /* shards read from a complete cached copy */
     uint64_t cache_misses;        /* shards this loader downloaded into the cache */
@@ -366,7 +365,7 @@ int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
  * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
  * deliver there (resume after a restart). With a dataset index the readers
  * jump to the shuffle window holding that batch, passing over earlier
- * samples by their tar headers, so at most one window (shuffle_buffer
+ * samples of the shards they start inside, so at most one window (shuffle_buffer
  * samples) is read again; without one the samples of the batches before it
  * are read again and dropped. Either way nothing before it is decoded.
  */

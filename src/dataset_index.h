@@ -2,7 +2,7 @@
  * dataset_index.h - the number of samples of every shard, in a JSON file.
  *
  * `stoker index` (stk_index_build) counts the samples of each shard by
- * their tar headers, with the loader's own grouping and bad-input rules,
+ * reading it with the loader's own grouping and bad-input rules,
  * and writes
  *   {"format": "stoker-index", "version": 1, "samples": TOTAL,
  *    "shards": [{"url": "...", "samples": N}, ...]}

@@ -7,7 +7,7 @@
  * the interleave had reached by then. Given the number of samples of every
  * shard (a dataset index), this replays the interleave (interleave.c) on
  * counts alone, so a resume reads no data before that window: readers open
- * their shards and skip the consumed samples by their tar headers.
+ * their shards and pass over the consumed samples without decoding them.
  */
 #ifndef STK_SEEK_PLAN_H
 #define STK_SEEK_PLAN_H

@@ -25,7 +25,7 @@ struct stk__shard_reader {
     struct stk__sample *current;
     int current_bad;
     int done;
-    int headers_only; /* skipping: member data is not read */
+    int passing_over; /* skip/count: samples are not counted as read */
     uint64_t bytes_reported;
     /* The member read ahead that starts the next sample. */
     uint64_t next_position; /* number of the next sample started */
@@ -217,14 +217,12 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
                                     r->url, name, (unsigned long long)r->pending_offset,
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->cfg.max_member_bytes));
-    /* Passing over by headers, the member joins the sample empty (the
-     * checks above need its extension) and libarchive skips its data. */
-    size_t size = r->headers_only ? 0 : (size_t)r->pending_size;
+    size_t size = (size_t)r->pending_size;
     uint8_t *data = stk__pool_get(r->cfg.pool, size + 1);
     if (data == NULL)
         return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%.200s' (%zu bytes)",
                          r->url, name, size);
-    int rc = r->headers_only ? 0 : stk__tar_read(r->tar, data, size, err);
+    int rc = stk__tar_read(r->tar, data, size, err);
     if (rc < 0) {
         stk__pool_put(r->cfg.pool, data, size + 1);
         return bad_shard(r, err, rc);
@@ -311,17 +309,21 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
     rc = finish_sample(r, out);
 out:
     account_bytes(r);
-    if (rc == 1 && !r->headers_only)
+    if (rc == 1 && !r->passing_over)
         atomic_fetch_add(&r->cfg.counters->samples_read, 1);
     return rc;
 }
 
-/* Pass over up to n samples by their headers; *passed says how many. */
+/* Pass over up to n samples; *passed says how many. The member data is
+ * read, not seeked over: which samples a malformed shard yields can depend
+ * on it (libarchive skips an unread entry by its own notion of its size),
+ * and a count that differs from what the loader delivers would shift every
+ * later sample of a resumed epoch. */
 static int pass_over(struct stk__shard_reader *r, uint64_t n, uint64_t *passed,
                      struct stk__err *err)
 {
     int rc = 1;
-    r->headers_only = 1;
+    r->passing_over = 1;
     for (*passed = 0; *passed < n; (*passed)++) {
         struct stk__sample *s;
         rc = stk__shard_next(r, &s, err);
@@ -329,7 +331,7 @@ static int pass_over(struct stk__shard_reader *r, uint64_t n, uint64_t *passed,
             break;
         stk__sample_free(s);
     }
-    r->headers_only = 0;
+    r->passing_over = 0;
     return rc < 0 ? rc : 0;
 }
 

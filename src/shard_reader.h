@@ -68,10 +68,10 @@ int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
 /* 1: *out is the next sample (caller frees); 0: shard done; <0: error. */
 int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struct stk__err *err);
 
-/* Pass over the next n samples that stk__shard_next() would return,
- * reading their tar headers only (member data is seeked over when the
- * source allows it); bad samples are dropped as stk__shard_next() drops
- * them, so the samples that follow keep their numbers. 0, or STK_EPLAN when
+/* Pass over the next n samples that stk__shard_next() would return (read
+ * and dropped, not counted in samples_read, never decoded); bad samples
+ * are dropped as stk__shard_next() drops them, so the samples that follow
+ * keep their numbers. 0, or STK_EPLAN when
  * the shard ends first (its count in the index is stale), or an error. */
 int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *err);
 
