@@ -193,7 +193,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "\"mb_per_s\": %.2f, \"read_mb_per_s\": %.2f, \"samples_skipped\": %llu, "
                "\"shards_failed\": %llu, \"members_ignored\": %llu, \"images\": %llu, "
                "\"images_per_s\": %.1f, \"images_replaced\": %llu, \"decode_ms_per_image\": %.4f, "
-               "\"samples_read\": %llu, \"cache_hits\": %llu, \"cache_misses\": %llu, "
+               "\"samples_read\": %llu, \"samples_passed_over\": %llu, \"cache_hits\": %llu, "
+               "\"cache_misses\": %llu, "
                "\"cache_evictions\": %llu, \"cache_bytes_written\": %llu, \"retries\": %llu, "
                "\"resumes\": %llu}\n",
                n_shards, a->opts.threads, (unsigned long long)a->epochs,
@@ -204,7 +205,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                (unsigned long long)s->images_decoded,
                seconds > 0 ? (double)s->images_decoded / seconds : 0,
                (unsigned long long)s->images_replaced, decode_ms,
-               (unsigned long long)s->samples_read, (unsigned long long)s->cache_hits,
+               (unsigned long long)s->samples_read, (unsigned long long)s->samples_passed_over,
+               (unsigned long long)s->cache_hits,
                (unsigned long long)s->cache_misses, (unsigned long long)s->cache_evictions,
                (unsigned long long)s->cache_bytes_written, (unsigned long long)s->retries,
                (unsigned long long)s->resumes);

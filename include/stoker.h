@@ -304,8 +304,10 @@ struct stk_stats {
                                  in samples_skipped) */
     uint64_t decode_ns;       /* time spent decoding and transforming, all threads */
     uint64_t samples_read;    /* samples read from shards, also those dropped by a
-                                 resume; not those a resume passed over in the
-                                 shards it starts inside */
+                                 resume; not those counted below */
+    uint64_t samples_passed_over; /* samples a resume read (never decoded) to reach
+                                 its start inside a shard the index could not
+                                 locate it in (a compressed shard) */
     /* Node cache (stk_options.cache_dir), this loader's own share: */
     uint64_t cache_hits;          /* shards read from a complete cached copy */
     uint64_t cache_misses;        /* shards this loader downloaded into the cache */
@@ -364,10 +366,11 @@ int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
  * Stop the current epoch and make the next stk_loader_next() deliver batch
  * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
  * deliver there (resume after a restart). With a dataset index the readers
- * jump to the shuffle window holding that batch, passing over earlier
- * samples of the shards they start inside, so at most one window (shuffle_buffer
- * samples) is read again; without one the samples of the batches before it
- * are read again and dropped. Either way nothing before it is decoded.
+ * jump to the shuffle window holding that batch and open their shards at
+ * the byte offset of their first sample (reading up to it only in
+ * compressed shards), so at most one window (shuffle_buffer samples) is
+ * read again; without one the samples of the batches before it are read
+ * again and dropped. Either way nothing before it is decoded.
  */
 int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
 

@@ -26,6 +26,7 @@ struct index_build {
     const struct stk__strlist *urls;
     struct stk__shard_config shard;
     uint64_t *counts;
+    struct stk__offsets *offsets; /* items NULL for compressed shards */
     atomic_size_t next; /* next shard to count */
     pthread_mutex_t mutex;
     struct stk__err err; /* first failure, guarded by mutex */
@@ -42,7 +43,9 @@ static void *count_main(void *arg)
         struct stk__shard_reader *r;
         int rc = stk__shard_open(b->urls->items[i], i, &b->shard, &r, &err);
         if (rc == 0) {
-            rc = stk__shard_count(r, &b->counts[i], &err);
+            rc = stk__shard_count(r, &b->counts[i], &b->offsets[i], &err);
+            if (!stk__shard_seekable(r))
+                stk__offsets_free(&b->offsets[i]);
             stk__shard_close(r);
         }
         if (rc < 0) {
@@ -57,7 +60,7 @@ static void *count_main(void *arg)
 }
 
 static int write_index(const char *path, const struct stk__strlist *urls, const uint64_t *counts,
-                       struct stk__err *err)
+                       const struct stk__offsets *offsets, struct stk__err *err)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < urls->count; i++)
@@ -73,6 +76,13 @@ static int write_index(const char *path, const struct stk__strlist *urls, const 
         ok = s != NULL && cJSON_AddItemToArray(shards, s) &&
              cJSON_AddStringToObject(s, "url", urls->items[i]) != NULL &&
              cJSON_AddNumberToObject(s, "samples", (double)counts[i]) != NULL;
+        if (ok && offsets[i].items != NULL) {
+            cJSON *list = cJSON_AddArrayToObject(s, "offsets");
+            for (size_t k = 0; ok && k < offsets[i].count; k++) {
+                cJSON *v = cJSON_CreateNumber((double)offsets[i].items[k]);
+                ok = list != NULL && v != NULL && cJSON_AddItemToArray(list, v);
+            }
+        }
     }
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;
     cJSON_Delete(root);
@@ -111,7 +121,8 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     int rc = stk__expand_and_list(opts, patterns, n, &urls, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to index");
-    if (rc == 0 && (b.counts = stk__calloc(urls.count, sizeof *b.counts)) == NULL)
+    if (rc == 0 && ((b.counts = stk__calloc(urls.count, sizeof *b.counts)) == NULL ||
+                    (b.offsets = stk__calloc(urls.count, sizeof *b.offsets)) == NULL))
         rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing %zu shards", urls.count);
     if (rc == 0) {
         stk__shard_config_init(&b.shard, opts, &counters, NULL);
@@ -138,7 +149,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         }
     }
     if (rc == 0)
-        rc = write_index(path, &urls, b.counts, &err);
+        rc = write_index(path, &urls, b.counts, b.offsets, &err);
     if (stats != NULL) {
         memset(stats, 0, sizeof *stats);
         stats->shards_opened = atomic_load(&counters.shards_opened);
@@ -149,6 +160,9 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         for (size_t i = 0; b.counts != NULL && i < urls.count; i++)
             stats->samples += b.counts[i];
     }
+    for (size_t i = 0; b.offsets != NULL && i < urls.count; i++)
+        stk__offsets_free(&b.offsets[i]);
+    stk__free(b.offsets);
     stk__free(b.counts);
     stk__strlist_free(&urls);
     stk__mutex_destroy(&b.mutex);
@@ -187,6 +201,7 @@ static char *read_file(const char *path, struct stk__err *err)
 struct entry {
     const char *url;
     uint64_t samples;
+    const cJSON *offsets; /* NULL or an array of samples numbers */
 };
 
 static int compare_entries(const void *a, const void *b)
@@ -222,18 +237,48 @@ static int parse_entries(const char *path, const cJSON *root, struct entry **out
             samples->valuedouble > 9007199254740992.0) /* 2^53: exact in a double */
             return stk__errf(err, STK_EFORMAT, "%s: shard entry %zu needs a url and a sample count",
                              path, i);
+        const cJSON *offsets = cJSON_GetObjectItemCaseSensitive(s, "offsets");
+        if (offsets != NULL &&
+            (!cJSON_IsArray(offsets) || (double)cJSON_GetArraySize(offsets) != samples->valuedouble))
+            return stk__errf(err, STK_EFORMAT,
+                             "%s: shard entry %zu has offsets that do not match its samples", path,
+                             i);
         (*out)[i].url = url->valuestring;
         (*out)[i].samples = (uint64_t)samples->valuedouble;
+        (*out)[i].offsets = offsets;
         i++;
     }
     qsort(*out, *n, sizeof **out, compare_entries);
     return 0;
 }
 
-int stk__index_load(const char *path, const struct stk__strlist *urls, uint64_t **counts,
-                    struct stk__err *err)
+/* Copy an entry's offsets: increasing numbers below 2^53, else an error. */
+static int copy_offsets(const char *path, const struct entry *e, uint64_t **out,
+                        struct stk__err *err)
 {
-    *counts = NULL;
+    *out = NULL;
+    if (e->offsets == NULL)
+        return 0;
+    *out = stk__calloc(e->samples + 1, sizeof **out);
+    if (*out == NULL)
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
+    size_t k = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, e->offsets)
+    {
+        if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
+            (k > 0 && (uint64_t)v->valuedouble <= (*out)[k - 1]))
+            return stk__errf(err, STK_EFORMAT, "%s: shard %s has a bad offset (number %zu)", path,
+                             e->url, k);
+        (*out)[k++] = (uint64_t)v->valuedouble;
+    }
+    return 0;
+}
+
+int stk__index_load(const char *path, const struct stk__strlist *urls,
+                    struct stk__dataset_index *idx, struct stk__err *err)
+{
+    memset(idx, 0, sizeof *idx);
     char *text = read_file(path, err);
     if (text == NULL)
         return err->code;
@@ -244,7 +289,9 @@ int stk__index_load(const char *path, const struct stk__strlist *urls, uint64_t 
     int rc = root == NULL ? stk__errf(err, STK_EFORMAT, "%s: the dataset index is not valid JSON",
                                       path)
                           : parse_entries(path, root, &entries, &n, err);
-    if (rc == 0 && (*counts = stk__calloc(urls->count + 1, sizeof **counts)) == NULL)
+    idx->n = urls->count;
+    if (rc == 0 && ((idx->counts = stk__calloc(urls->count + 1, sizeof *idx->counts)) == NULL ||
+                    (idx->offsets = stk__calloc(urls->count + 1, sizeof *idx->offsets)) == NULL))
         rc = stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
     for (size_t i = 0; rc == 0 && i < urls->count; i++) {
         struct entry key = {.url = urls->items[i]};
@@ -254,14 +301,23 @@ int stk__index_load(const char *path, const struct stk__strlist *urls, uint64_t 
                            "%s: shard %s is not in the dataset index (index the same URLs the "
                            "loader reads)",
                            path, urls->items[i]);
-        else
-            (*counts)[i] = e->samples;
+        else {
+            idx->counts[i] = e->samples;
+            rc = copy_offsets(path, e, &idx->offsets[i], err);
+        }
     }
-    if (rc < 0) {
-        stk__free(*counts);
-        *counts = NULL;
-    }
+    if (rc < 0)
+        stk__index_free(idx);
     stk__free(entries);
     cJSON_Delete(root);
     return rc;
+}
+
+void stk__index_free(struct stk__dataset_index *idx)
+{
+    for (size_t i = 0; idx->offsets != NULL && i < idx->n; i++)
+        stk__free(idx->offsets[i]);
+    stk__free(idx->offsets);
+    stk__free(idx->counts);
+    memset(idx, 0, sizeof *idx);
 }

@@ -5,7 +5,9 @@
  * reading it with the loader's own grouping and bad-input rules,
  * and writes
  *   {"format": "stoker-index", "version": 1, "samples": TOTAL,
- *    "shards": [{"url": "...", "samples": N}, ...]}
+ *    "shards": [{"url": "...", "samples": N, "offsets": [O0, O1, ...]}, ...]}
+ * where Ok is the byte offset of sample k's first tar header (left out for
+ * compressed shards, whose offsets are not file offsets).
  * A loader given the file (index_path) knows each shard's size before
  * reading it: equal samples per rank by default, len() of an epoch, and a
  * resume that re-reads at most one shuffle window (seek_plan.h).
@@ -18,9 +20,17 @@
 #include "error.h"
 #include "urls.h"
 
-/* Read the index at path and give the sample count of every URL of urls
- * (*counts, caller frees with stk__free). Every URL must be in the index. */
-int stk__index_load(const char *path, const struct stk__strlist *urls, uint64_t **counts,
-                    struct stk__err *err);
+/* What a loader keeps of an index, by URL index. */
+struct stk__dataset_index {
+    size_t n;
+    uint64_t *counts;   /* samples per shard */
+    uint64_t **offsets; /* per shard counts[i] sample offsets, or NULL */
+};
+
+/* Read the index at path for the URLs of urls; every URL must be in it. */
+int stk__index_load(const char *path, const struct stk__strlist *urls,
+                    struct stk__dataset_index *idx, struct stk__err *err);
+
+void stk__index_free(struct stk__dataset_index *idx);
 
 #endif

@@ -40,7 +40,7 @@ struct stk_loader {
     struct stk__pipeline *pipeline;
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
-    uint64_t *shard_samples; /* from the dataset index, by URL; NULL without one */
+    struct stk__dataset_index index; /* counts NULL without one */
     char *ca_bundle; /* copy of opts.ca_bundle */
     struct stk__err err;
 };
@@ -121,14 +121,14 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
  * equal batches per rank without the user counting samples. */
 static int use_index(stk_loader *l, struct stk__err *err)
 {
-    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->shard_samples, err);
+    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->index, err);
     if (rc < 0)
         return rc;
     l->opts.index_path = NULL; /* the caller's string need not outlive create */
     if (l->world_size > 1 && l->opts.samples_per_rank == 0) {
         uint64_t total = 0;
         for (size_t i = 0; i < l->urls.count; i++)
-            total += l->shard_samples[i];
+            total += l->index.counts[i];
         l->opts.samples_per_rank = total / (uint64_t)l->world_size;
         if (l->opts.samples_per_rank == 0)
             return stk__errf(err, STK_EPLAN, "the dataset index counts %llu samples: too few for %d ranks",
@@ -210,7 +210,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     }
     if (rc < 0) {
         stk__strlist_free(&l->urls);
-        stk__free(l->shard_samples);
+        stk__index_free(&l->index);
         stk__free(l->ca_bundle);
         stk__free(l);
         goto fail;
@@ -233,7 +233,8 @@ static int start_epoch(stk_loader *l)
         .world_size = l->world_size,
         .urls = &l->urls,
         .first_batch = l->first_batch,
-        .shard_samples = l->shard_samples,
+        .shard_samples = l->index.counts,
+        .shard_offsets = (const uint64_t *const *)l->index.offsets,
         .budget = &l->budget,
     };
     stk__shard_config_init(&cfg.shard, o, &l->counters, l->pool);
@@ -307,7 +308,7 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
 {
     if (l->opts.samples_per_rank != 0)
         return l->opts.samples_per_rank;
-    if (l->shard_samples == NULL)
+    if (l->index.counts == NULL)
         return 0;
     struct stk__plan_cursor c;
     if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->rank,
@@ -316,7 +317,7 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
     uint64_t total = 0;
     size_t shard;
     for (uint64_t g = 0; stk__plan_cursor_shard(&c, g, &shard); g++)
-        total += l->shard_samples[shard];
+        total += l->index.counts[shard];
     stk__plan_cursor_free(&c);
     return total;
 }
@@ -342,6 +343,7 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->images_replaced = atomic_load(&m->counters.images_replaced);
     s->decode_ns = atomic_load(&m->counters.decode_ns);
     s->samples_read = atomic_load(&m->counters.samples_read);
+    s->samples_passed_over = atomic_load(&m->counters.samples_passed_over);
     struct stk__cache_counts cc = {0};
     if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);
@@ -364,7 +366,7 @@ void stk_loader_destroy(stk_loader *l)
     stk__pool_free(l->pool);
     stk__cache_free(l->cache);
     stk__strlist_free(&l->urls);
-    stk__free(l->shard_samples);
+    stk__index_free(&l->index);
     stk__free(l->ca_bundle);
     stk__free(l);
 }

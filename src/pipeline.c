@@ -140,16 +140,27 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     size_t shard;
     if (!stk__plan_cursor_shard(&rt->cursor, s->position, &shard))
         return 0;
-    int rc = stk__shard_open(p->cfg.urls->items[shard], shard, &p->cfg.shard, &s->reader,
-                             &rt->err);
-    if (rc == 0 && s->skip > 0) {
-        rc = stk__shard_skip(s->reader, s->skip, &rt->err);
-        s->skip = 0;
+    /* A resumed slot starts at the last sample it must pass over that the
+     * index locates (its offset: nothing before is read), else at the shard's
+     * start, and reads past the rest. */
+    uint64_t at = 0, position = 0;
+    const uint64_t *offsets = p->cfg.shard_offsets != NULL ? p->cfg.shard_offsets[shard] : NULL;
+    if (s->skip > 0 && offsets != NULL && p->cfg.shard_samples[shard] > 0) {
+        position = s->skip < p->cfg.shard_samples[shard] ? s->skip
+                                                         : p->cfg.shard_samples[shard] - 1;
+        at = offsets[position];
+    }
+    int rc = stk__shard_open_at(p->cfg.urls->items[shard], shard, &p->cfg.shard, at, position,
+                                &s->reader, &rt->err);
+    if (rc == 0 && s->skip > position) {
+        atomic_fetch_add(&p->cfg.shard.counters->samples_passed_over, s->skip - position);
+        rc = stk__shard_skip(s->reader, s->skip - position, &rt->err);
         if (rc < 0) {
             stk__shard_close(s->reader);
             s->reader = NULL;
         }
     }
+    s->skip = 0;
     if (rc == 0)
         return 1;
     /* Out of memory and a cache that cannot take the shard are not bad

@@ -30,6 +30,9 @@ struct stk__pipeline_config {
      * resumed epoch seeks to the shuffle window of first_batch; without it
      * the samples before first_batch are read again and dropped. */
     const uint64_t *shard_samples;
+    /* With it, per shard the byte offset of each sample (NULL for
+     * compressed shards): a resumed reader opens its shard right there. */
+    const uint64_t *const *shard_offsets;
     struct stk__shard_config shard;
     struct stk__batch_budget *budget;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */

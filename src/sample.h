@@ -25,6 +25,7 @@ struct stk__sample {
      * shard (counting skipped ones) and the pass over the rank's shards. */
     uint64_t position;
     uint64_t pass;
+    uint64_t offset; /* of its first member's header in the shard (uncompressed) */
 };
 
 /* A sample with a copy of key[0..key_len). NULL when out of memory. */

@@ -87,13 +87,33 @@ int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
 int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
                     struct stk__shard_reader **out, struct stk__err *err)
 {
+    return stk__shard_open_at(url, shard_index, cfg, 0, 0, out, err);
+}
+
+int stk__shard_open_at(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
+                       uint64_t offset, uint64_t position, struct stk__shard_reader **out,
+                       struct stk__err *err)
+{
     struct stk__source *src;
     *out = NULL;
     int rc = cfg->cache != NULL ? stk__cache_open(cfg->cache, url, &cfg->source, &src, err)
                                 : stk__source_open(url, &cfg->source, &src, err);
     if (rc < 0)
         return rc;
-    return stk__shard_open_source(src, shard_index, cfg, out, err);
+    if (offset > 0 && (rc = stk__source_seek(src, offset)) < 0) {
+        *err = src->err;
+        stk__source_close(src);
+        return rc;
+    }
+    rc = stk__shard_open_source(src, shard_index, cfg, out, err);
+    if (rc == 0)
+        (*out)->next_position = position;
+    return rc;
+}
+
+int stk__shard_seekable(const struct stk__shard_reader *r)
+{
+    return !stk__tar_compressed(r->tar);
 }
 
 static void report(struct stk__shard_reader *r, enum stk_log_level level, const char *msg)
@@ -174,6 +194,7 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         if (r->current == NULL)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
         r->current->position = r->next_position++;
+        r->current->offset = r->pending_offset;
         r->current_bad = 0;
         int seen = stk__keyset_add(&r->seen, r->current->key);
         if (seen < 0)
@@ -320,7 +341,7 @@ out:
  * and a count that differs from what the loader delivers would shift every
  * later sample of a resumed epoch. */
 static int pass_over(struct stk__shard_reader *r, uint64_t n, uint64_t *passed,
-                     struct stk__err *err)
+                     struct stk__offsets *offsets, struct stk__err *err)
 {
     int rc = 1;
     r->passing_over = 1;
@@ -329,7 +350,12 @@ static int pass_over(struct stk__shard_reader *r, uint64_t n, uint64_t *passed,
         rc = stk__shard_next(r, &s, err);
         if (rc <= 0)
             break;
+        uint64_t offset = s->offset;
         stk__sample_free(s);
+        if (offsets != NULL && stk__offsets_push(offsets, offset) < 0) {
+            rc = stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+            break;
+        }
     }
     r->passing_over = 0;
     return rc < 0 ? rc : 0;
@@ -338,7 +364,7 @@ static int pass_over(struct stk__shard_reader *r, uint64_t n, uint64_t *passed,
 int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *err)
 {
     uint64_t passed;
-    int rc = pass_over(r, n, &passed, err);
+    int rc = pass_over(r, n, &passed, NULL, err);
     if (rc == 0 && passed < n)
         rc = stk__errf(err, STK_EPLAN,
                        "%s: the shard ended after %llu of the %llu samples a resume skips; "
@@ -347,9 +373,30 @@ int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *er
     return rc;
 }
 
-int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__err *err)
+int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__offsets *offsets,
+                     struct stk__err *err)
 {
-    return pass_over(r, UINT64_MAX, n, err);
+    return pass_over(r, UINT64_MAX, n, offsets, err);
+}
+
+int stk__offsets_push(struct stk__offsets *v, uint64_t offset)
+{
+    if (v->count == v->capacity) {
+        size_t cap = v->capacity ? 2 * v->capacity : 256;
+        uint64_t *items = stk__realloc(v->items, cap * sizeof *items);
+        if (items == NULL)
+            return STK_ENOMEM;
+        v->items = items;
+        v->capacity = cap;
+    }
+    v->items[v->count++] = offset;
+    return 0;
+}
+
+void stk__offsets_free(struct stk__offsets *v)
+{
+    stk__free(v->items);
+    *v = (struct stk__offsets){0};
 }
 
 void stk__shard_close(struct stk__shard_reader *r)

@@ -31,6 +31,7 @@ struct stk__counters {
     atomic_uint_fast64_t images_replaced;
     atomic_uint_fast64_t decode_ns;
     atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
+    atomic_uint_fast64_t samples_passed_over; /* read by a resume to reach its start */
     struct stk__source_stats source;
 };
 
@@ -75,8 +76,28 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
  * the shard ends first (its count in the index is stale), or an error. */
 int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *err);
 
-/* Count the samples left in the shard the same way: 0 and *n, or <0. */
-int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__err *err);
+/* Byte offsets of samples (their first member's header) in a shard. */
+struct stk__offsets {
+    uint64_t *items;
+    size_t count, capacity;
+};
+int stk__offsets_push(struct stk__offsets *v, uint64_t offset); /* 0 or STK_ENOMEM */
+void stk__offsets_free(struct stk__offsets *v);
+
+/* Count the samples left in the shard the same way: 0 and *n, or <0.
+ * offsets, if not NULL, receives where each of them starts. */
+int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__offsets *offsets,
+                     struct stk__err *err);
+
+/* Open url at byte offset, where sample number `position` starts (from
+ * stk__shard_count's offsets of an uncompressed shard): no byte before it
+ * is read where the source can seek. */
+int stk__shard_open_at(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
+                       uint64_t offset, uint64_t position, struct stk__shard_reader **out,
+                       struct stk__err *err);
+
+/* 1 if offsets in the shard are byte offsets of the file (no compression). */
+int stk__shard_seekable(const struct stk__shard_reader *r);
 
 void stk__shard_close(struct stk__shard_reader *r);
 

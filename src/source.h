@@ -36,6 +36,7 @@ struct stk__source {
      * backend when redaction changed it. */
     const char *url;
     uint64_t bytes_read;      /* maintained by stk__source_read() */
+    uint64_t start_offset;    /* where in the shard the stream starts (stk__source_seek) */
     struct stk__err err;
 };
 
@@ -74,6 +75,11 @@ int stk__source_open_memory(const char *url, const void *data, size_t size, size
 /* 1 for a plain path or file:// URL (read in place), 0 for a stream that
  * crosses a network or a program (http(s), s3, gs, pipe:). */
 int stk__source_is_local(const char *url);
+
+/* Before the first read: start the stream at byte offset of the shard,
+ * through the backend's skip where it has one (a seek, a Range request),
+ * else by reading and dropping. 0 or an error in src->err. */
+int stk__source_seek(struct stk__source *src, uint64_t offset);
 
 ssize_t stk__source_read(struct stk__source *src, void *buf, size_t cap);
 void stk__source_close(struct stk__source *src);

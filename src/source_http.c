@@ -59,6 +59,8 @@
 #define DEFAULT_BACKOFF_MS 500u
 /* How often a waiting read looks at the cancel flag. */
 #define POLL_MS 100
+/* Shorter jumps are read through: a new request costs a round trip. */
+#define SKIP_BY_REQUEST_MIN (1u << 20)
 
 struct http_source {
     struct stk__source base;
@@ -444,7 +446,26 @@ static void http_close(struct stk__source *src)
     stk__free(h);
 }
 
-static const struct stk__source_ops http_ops = {http_read, http_close, NULL};
+/* Jump forward with a new Range request (a resume opening a shard at a
+ * sample's offset); libarchive's small skips over member data are read
+ * through instead. Spilled bytes are consumed first. */
+static int64_t http_skip(struct stk__source *src, uint64_t n)
+{
+    struct http_source *h = (struct http_source *)src;
+    if (h->spill_len > h->spill_pos || h->done || n < SKIP_BY_REQUEST_MIN)
+        return 0;
+    if (h->total >= 0 && h->received + n >= (uint64_t)h->total)
+        return 0; /* to or past the end: reading finds out what is there */
+    if (h->running) {
+        curl_multi_remove_handle(h->pair->multi, h->pair->easy);
+        h->running = 0;
+    }
+    h->paused = 0;
+    h->received += n; /* the next attempt asks for Range: bytes=received- */
+    return (int64_t)n;
+}
+
+static const struct stk__source_ops http_ops = {http_read, http_close, http_skip};
 
 int stk__source_http_open(const char *url, const struct stk__http_request *req,
                           const struct stk__source_config *cfg, struct stk__source **out,

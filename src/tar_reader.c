@@ -183,7 +183,7 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
         return archive_failure(t, err, "bad tar header");
     la_int64_t pos = archive_read_header_position(t->archive);
     if (pos >= 0)
-        t->member_offset = (uint64_t)pos;
+        t->member_offset = t->src->start_offset + (uint64_t)pos;
     const char *name = archive_entry_pathname(e);
     if (name == NULL)
         return stk__errf(err, STK_EFORMAT, "%s: member at offset %llu has no name", t->src->url,
@@ -217,6 +217,12 @@ int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *e
         got += (size_t)n;
     }
     return 0;
+}
+
+int stk__tar_compressed(const struct stk__tar *t)
+{
+    /* Filter 0 is the outermost; a plain tar has only "none". */
+    return archive_filter_count(t->archive) > 1;
 }
 
 uint64_t stk__tar_source_bytes(const struct stk__tar *t)

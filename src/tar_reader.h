@@ -36,6 +36,9 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
 /* Read exactly `size` bytes of the current member's data into buf. */
 int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *err);
 
+/* 1 if a decompression filter is in use (offsets are not file offsets). */
+int stk__tar_compressed(const struct stk__tar *t);
+
 /* Bytes consumed from the source so far (compressed size). */
 uint64_t stk__tar_source_bytes(const struct stk__tar *t);
 

@@ -529,12 +529,13 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
         "shards_opened", s.shards_opened, "shards_failed", s.shards_failed, "samples",
         s.samples, "samples_skipped", s.samples_skipped, "members_ignored", s.members_ignored,
         "batches", s.batches, "bytes_read", s.bytes_read, "member_bytes", s.member_bytes,
         "images_decoded", s.images_decoded, "images_replaced", s.images_replaced, "decode_ns",
-        s.decode_ns, "samples_read", s.samples_read, "cache_hits", s.cache_hits,
+        s.decode_ns, "samples_read", s.samples_read, "samples_passed_over",
+        s.samples_passed_over, "cache_hits", s.cache_hits,
         "cache_misses", s.cache_misses, "cache_evictions", s.cache_evictions,
         "cache_bytes_written", s.cache_bytes_written, "retries", s.retries, "resumes",
         s.resumes);

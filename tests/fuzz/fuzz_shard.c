@@ -276,7 +276,13 @@ static int64_t count_by_headers(const uint8_t *data, size_t size, size_t block, 
         stk__shard_open_source(src, FUZZ_SHARD_INDEX, &cfg, &r, &err) < 0)
         return -1;
     uint64_t n = 0;
-    int rc = stk__shard_count(r, &n, &err);
+    struct stk__offsets offsets = {0};
+    int rc = stk__shard_count(r, &n, &offsets, &err);
+    /* Offsets of samples increase: each starts after the previous one. */
+    for (size_t k = 1; rc == 0 && k < offsets.count; k++)
+        FUZZ_CHECK(offsets.items[k] > offsets.items[k - 1]);
+    FUZZ_CHECK(rc != 0 || offsets.count == n);
+    stk__offsets_free(&offsets);
     stk__shard_close(r);
     FUZZ_CHECK(rc == 0 || rc == STK_ENOMEM);
     FUZZ_CHECK(atomic_load(&counters.samples_read) == 0);

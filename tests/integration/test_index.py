@@ -77,7 +77,39 @@ def test_stale_index_is_detected_on_resume(bench_json, run, dataset, tmp_path):
     index = json.loads(out.read_text())
     index["shards"][0]["samples"] = 60  # claims more than the shard holds
     out.write_text(json.dumps(index))
+    proc = run(["bench", "--index", str(out), *shards])
+    assert proc.returncode == 1 and "offsets that do not match its samples" in proc.stderr
+    del index["shards"][0]["offsets"]  # as for a compressed shard: found by reading
+    out.write_text(json.dumps(index))
     proc = run(["bench", "--no-shuffle", "--shards-in-flight", "1", "--index", str(out),
                 "--batch-size", "2", "--start-batch", "20", *shards])
     assert proc.returncode == 1
     assert "index is stale" in proc.stderr and shards[0] in proc.stderr
+
+
+def test_offsets_locate_samples_and_compressed_shards_pass_over(bench_json, run, dataset,
+                                                                tmp_path):
+    import gzip
+    plain = [str(p) for p in dataset([30, 30])]
+    packed = []
+    for p in plain:
+        gz = p + ".gz"
+        with open(p, "rb") as src, gzip.open(gz, "wb") as dst:
+            dst.write(src.read())
+        packed.append(gz)
+    for shards, seekable in ((plain, True), (packed, False)):
+        out = tmp_path / ("plain.json" if seekable else "packed.json")
+        assert run(["index", "-o", str(out), *shards]).returncode == 0
+        entries = json.loads(out.read_text())["shards"]
+        assert all(("offsets" in e) == seekable for e in entries)
+        if seekable:  # an offset is where a sample's first header starts
+            data = open(shards[0], "rb").read()
+            for k, o in enumerate(entries[0]["offsets"]):
+                assert data[o:o + 6] == f"{k:06d}".encode(), (k, o)
+        args = ["--batch-size", "4", "--shuffle-buffer", "8", "--shards-in-flight", "2", *shards]
+        full = run(["bench", "--json", *args])
+        part = bench_json(["--index", str(out), "--start-batch", "11", *args])
+        assert full.returncode == 0 and part["samples"] == 60 - 44
+        # Without offsets a resumed slot reads up to its sample; with them
+        # it opens the shard right there.
+        assert (part["samples_passed_over"] == 0) == seekable

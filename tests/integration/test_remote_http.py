@@ -223,3 +223,27 @@ def test_credentials_never_printed(run, faults, command, mode):
     assert shown in proc.stderr
     # The server did get the credentials: redaction is only for display.
     assert faults.requests, "no request reached the server"
+
+
+def test_resume_opens_the_shard_at_the_sample_with_a_range_request(run, bench_json, tmp_path):
+    """With a dataset index, a resumed epoch asks the server for the shard
+    from the offset of its first sample on (Range), instead of streaming the
+    megabytes before it; the samples delivered equal a local resume's."""
+    import json
+    root = tmp_path / "big"
+    root.mkdir()
+    shard = write_shard(root / "big-0.tar", make_samples(40, size=lambda i, j: 50_000 + i + j))
+    with Nginx(root, tmp_path / "nginx") as server:
+        url = server.url(shard.name)
+        index = tmp_path / "index.json"
+        assert run(["index", "-o", str(index), url]).returncode == 0
+        offsets = json.loads(index.read_text())["shards"][0]["offsets"]
+        args = ["--no-shuffle", "--shards-in-flight", "1", "--batch-size", "4",
+                "--start-batch", "7"]
+        server.clear_log()
+        remote = bench_json([*args, "--index", str(index), url])
+        ranges = [r for m, u, s, n, r, c in server.access_log() if m == "GET"]
+    assert ranges == [f"bytes={offsets[28]}-"] and offsets[28] > 1 << 20
+    assert remote["samples"] == 40 - 28 and remote["samples_passed_over"] == 0
+    local = bench_json([*args, str(shard)])
+    assert remote["member_bytes"] == local["member_bytes"] and local["samples"] == 12

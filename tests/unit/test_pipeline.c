@@ -386,6 +386,9 @@ static void check_resume(struct stk_options o, const char *index_path)
             assert_true(st.samples_read <= delivered + window + read_ahead);
         else
             assert_true(st.samples_read >= (uint64_t)full.n || start >= (uint64_t)full.batches);
+        /* The index locates every sample: a slot passes over at most the
+         * last sample of a shard it had read to the end. */
+        assert_true(st.samples_passed_over <= o.shards_in_flight);
         stk_loader_destroy(l);
     }
 }
