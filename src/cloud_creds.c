@@ -130,6 +130,21 @@ static int from_file(struct stk__cloud_creds *c, struct stk__err *err)
     return rc;
 }
 
+/* The key id and secret from the variables id_var and secret_var: 1 both
+ * set, 0 neither, <0 one without the other or an error. */
+static int key_pair(struct stk__cloud_creds *c, const char *const *id_var,
+                    const char *const *secret_var, struct stk__err *err)
+{
+    int have_id = from_env(c->key_id, sizeof c->key_id, id_var, 1, err);
+    int have_secret = have_id >= 0 ? from_env(c->secret, sizeof c->secret, secret_var, 1, err) : -1;
+    if (have_id < 0 || have_secret < 0)
+        return err->code;
+    if (have_id != have_secret)
+        return stk__errf(err, STK_EINVAL, "set both %s and %s, or neither", id_var[0],
+                         secret_var[0]);
+    return have_id;
+}
+
 static int load_s3(struct stk__cloud_creds *c, struct stk__err *err)
 {
     static const char *const region[] = {"AWS_REGION", "AWS_DEFAULT_REGION"};
@@ -142,14 +157,10 @@ static int load_s3(struct stk__cloud_creds *c, struct stk__err *err)
         copy(c->region, sizeof c->region, "us-east-1", 9);
     if (rc >= 0)
         rc = from_env(c->endpoint, sizeof c->endpoint, endpoint, 2, err);
-    int have_id = rc >= 0 ? from_env(c->key_id, sizeof c->key_id, key_id, 1, err) : rc;
-    int have_secret = have_id >= 0 ? from_env(c->secret, sizeof c->secret, secret, 1, err) : -1;
-    if (rc < 0 || have_id < 0 || have_secret < 0)
-        return err->code;
-    if (have_id != have_secret)
-        return stk__errf(err, STK_EINVAL,
-                         "set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or neither");
-    if (have_id) {
+    int have_keys = rc >= 0 ? key_pair(c, key_id, secret, err) : rc;
+    if (have_keys < 0)
+        return have_keys;
+    if (have_keys) {
         rc = from_env(c->token, sizeof c->token, token, 1, err);
         return rc < 0 ? rc : 0;
     }
@@ -164,14 +175,10 @@ static int load_gcs(struct stk__cloud_creds *c, struct stk__err *err)
     static const char *const bearer[] = {"GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN"};
     copy(c->region, sizeof c->region, "auto", 4);
     int rc = from_env(c->endpoint, sizeof c->endpoint, endpoint, 1, err);
-    int have_id = rc >= 0 ? from_env(c->key_id, sizeof c->key_id, key_id, 1, err) : rc;
-    int have_secret = have_id >= 0 ? from_env(c->secret, sizeof c->secret, secret, 1, err) : -1;
-    if (rc < 0 || have_id < 0 || have_secret < 0)
-        return err->code;
-    if (have_id != have_secret)
-        return stk__errf(err, STK_EINVAL,
-                         "set both GCS_HMAC_ACCESS_ID and GCS_HMAC_SECRET, or neither");
-    if (!have_id) {
+    int have_keys = rc >= 0 ? key_pair(c, key_id, secret, err) : rc;
+    if (have_keys < 0)
+        return have_keys;
+    if (!have_keys) {
         rc = from_env(c->bearer, sizeof c->bearer, bearer, 2, err);
         if (rc < 0)
             return rc;

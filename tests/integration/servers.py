@@ -159,6 +159,37 @@ def self_signed_certificate(directory):
 
 # --------------------------------------------------------------------------
 
+def serve_in_thread(handle):
+    """A threaded HTTP/1.1 server on 127.0.0.1 (a free port) that passes
+    every GET to handle(request_handler); returns (server, thread)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            handle(self)
+
+    class Server(http.server.ThreadingHTTPServer):
+        daemon_threads = True
+
+        def handle_error(self, request, client_address):
+            pass  # clients hanging up on purpose are part of the tests
+
+    httpd = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    return httpd, thread
+
+
+def stop_server(httpd, thread):
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=START_TIMEOUT_S)
+
+
 class FaultServer:
     """Serves files[name] at /MODE/name, misbehaving by MODE:
 
@@ -198,33 +229,12 @@ class FaultServer:
             self.counts.clear()
 
     def __enter__(self):
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                server.handle(self)
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request, client_address):
-                pass  # clients hanging up on purpose are part of the tests
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.httpd, self.thread = serve_in_thread(self.handle)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
         return self
 
     def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=START_TIMEOUT_S)
+        stop_server(self.httpd, self.thread)
 
     def handle(self, h):
         parts = h.path.split("/", 2)
@@ -524,33 +534,12 @@ class SigV4Server:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self):
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                server.handle(self)
-
-        class Server(http.server.ThreadingHTTPServer):
-            daemon_threads = True
-
-            def handle_error(self, request, client_address):
-                pass
-
-        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.httpd, self.thread = serve_in_thread(self.handle)
         self.port = self.httpd.server_address[1]
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
         return self
 
     def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(timeout=START_TIMEOUT_S)
+        stop_server(self.httpd, self.thread)
 
     # -- authentication
 
