@@ -207,9 +207,11 @@ struct stk_options {
 
     /* Node-local shard cache (default: off). With cache_dir set, remote
      * shards (any URL with a scheme other than file://, and pipe:) are
-     * downloaded whole into cache_dir, once per node: processes and
-     * threads sharing the directory wait for the one download in progress
-     * and then read the same file. A shard appears under its final name
+     * downloaded into cache_dir, once per node, and read as they arrive
+     * by the loader that downloads them; other processes and threads
+     * sharing the directory wait for the one download in progress and then
+     * read the same file. A loader that stops mid-shard abandons its
+     * download (nothing cached). A shard appears under its final name
      * only when complete (temp file, fsync, rename), so a process killed
      * mid-download leaves at most a temp file, which the next process
      * removes. Plain paths and file:// URLs are read in place. cache_dir

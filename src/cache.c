@@ -17,17 +17,18 @@
  *    returned source is open. An evictor takes LOCK_EX|LOCK_NB on H and
  *    skips the shard when that fails: a shard in use is never removed.
  *  - A filler holds H.lock LOCK_EX from before it checks for H until H is
- *    renamed into place and already locked LOCK_SH for its own reading
- *    (the lock is taken on the temp file, and a lock follows the inode
- *    through rename). Processes that want the same shard block on H.lock,
- *    then find H: one download per shard per node.
+ *    renamed into place (or its fill is abandoned and the temp unlinked).
+ *    The temp is locked LOCK_SH from its creation, for the caller that
+ *    reads it while it fills, and a lock follows the inode through rename.
+ *    Processes that want the same shard block on H.lock, then find H: one
+ *    download per shard per node.
  *  - The temp file grows in reservations: under .lock the filler sums the
  *    sizes of every file in the directory (temps count at their reserved,
  *    ftruncate'd size), evicts LRU shards until its next step fits, and
  *    extends its temp to the new reservation. So every process agrees on
  *    the total, and the directory never holds more than max_bytes.
- *  - Blocking waits are only: H.lock (its holder waits for nothing but
- *    .lock and upstream I/O) and .lock (its holder only takes non-blocking
+ *  - Blocking waits are only: H.lock (its holder, a filler thread, waits
+ *    for nothing but .lock and upstream I/O, never for its reader) and .lock (its holder only takes non-blocking
  *    locks). Readers never block anybody but an evictor, who does not wait.
  *    Hence no deadlock, whatever each thread holds while it waits.
  *  - A temp file is stale when its H.lock can be taken (its filler died:
@@ -39,13 +40,13 @@
  *    after taking a lock on a named file we check that the name still
  *    refers to the locked inode, and retry otherwise.
  *
- * Fill-then-read: a miss downloads the whole shard before the first byte is
- * parsed. Streaming while filling would hide the download latency of the
- * first shard, at the price of readers that follow a growing file; with
- * several shards in flight the latency overlaps anyway, so the simple
- * protocol wins for now.
+ * Streaming fill (cache_fill.c): a miss returns at once a source that
+ * reads the temp file behind a filler thread that downloads into it, so
+ * the first sample waits for the first chunk, not the whole shard. Other
+ * processes still wait on H.lock for the finished file rather than follow
+ * a growing one.
  */
-#include "cache.h"
+#include "cache_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -63,25 +64,9 @@
 #include "source_file.h"
 #include "stoker.h"
 
-#define HEX_LEN 32
-#define NAME_MAX_LEN 96
-#define COPY_CHUNK ((size_t)1 << 20)
-#define TMP_PREFIX ".tmp."
-
-/* Numbers temp files: process-wide, so that handles of one process never
- * pick the same name. */
-static atomic_uint_fast64_t tmp_seq;
-
-struct stk__cache {
-    char *dir;
-    int dir_fd;
-    uint64_t max_bytes;
-    uint64_t step; /* reservation granularity of a fill */
-    unsigned shards_in_flight;
-    int cache_local;
-    unsigned fill_delay_ms; /* test hook */
-    atomic_uint_fast64_t hits, misses, evictions, bytes_written;
-};
+#define HEX_LEN STK__CACHE_HEX_LEN
+#define NAME_MAX_LEN STK__CACHE_NAME_MAX
+#define TMP_PREFIX STK__CACHE_TMP_PREFIX
 
 void stk__cache_name(const char *url, char hex[HEX_LEN + 1])
 {
@@ -121,7 +106,7 @@ static const char *fmt_size(char *buf, size_t cap, uint64_t n)
     return buf;
 }
 
-static int flock_retry(int fd, int how)
+int stk__cache_flock(int fd, int how)
 {
     int rc;
     while ((rc = flock(fd, how)) < 0 && errno == EINTR)
@@ -148,7 +133,7 @@ static int lock_file(const struct stk__cache *c, const char *name, int how, int 
         int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
         if (fd < 0)
             return -errno;
-        if (flock_retry(fd, how) < 0) {
+        if (stk__cache_flock(fd, how) < 0) {
             int e = errno;
             close(fd);
             return -e;
@@ -252,7 +237,7 @@ static int open_entry(struct stk__cache *c, const char *hex, const char *url, in
             return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", url, c->dir,
                              hex, strerror(errno));
         }
-        if (flock_retry(fd, LOCK_SH) < 0) {
+        if (stk__cache_flock(fd, LOCK_SH) < 0) {
             int e = errno;
             close(fd);
             return stk__errf(err, STK_ECACHE, "%s: cannot lock cache file %s/%s: %s", url, c->dir,
@@ -407,7 +392,7 @@ static uint64_t evict(const struct stk__cache *c, const char *hex)
     if (fd < 0)
         return 0;
     struct stat st;
-    if (flock_retry(fd, LOCK_EX | LOCK_NB) < 0 || !still_named(c, fd, hex) || fstat(fd, &st) < 0) {
+    if (stk__cache_flock(fd, LOCK_EX | LOCK_NB) < 0 || !still_named(c, fd, hex) || fstat(fd, &st) < 0) {
         close(fd);
         return 0;
     }
@@ -430,13 +415,8 @@ static uint64_t evict(const struct stk__cache *c, const char *hex)
     return freed;
 }
 
-/*
- * Grow the fill's temp file (own_tmp, open as tmp_fd, *reserved bytes so
- * far) to target bytes, evicting least recently used shards not in use
- * until the directory total fits max_bytes.
- */
-static int reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
-                   uint64_t *reserved, uint64_t target, struct stk__err *err)
+int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
+                       uint64_t *reserved, uint64_t target, struct stk__err *err)
 {
     char a[32], b[32], d[32], e[32], f[32];
     if (target > c->max_bytes)
@@ -499,163 +479,6 @@ out:
 }
 
 /* ---------------------------------------------------------------------- */
-/* Misses                                                                 */
-
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
-/* Write H.url through a temp file named tmp (also a ".tmp.H." name, so a
- * crash leaves nothing but a stale temp). */
-static int write_url_file(struct stk__cache *c, const char *hex, const char *tmp,
-                          const char *url, struct stk__err *err)
-{
-    char name[NAME_MAX_LEN];
-    snprintf(name, sizeof name, "%s.url", hex);
-    int fd = openat(c->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    int rc = fd < 0 ? -errno : 0;
-    if (rc == 0)
-        rc = write_all(fd, (const unsigned char *)url, strlen(url));
-    if (rc == 0)
-        rc = write_all(fd, (const unsigned char *)"\n", 1);
-    if (rc == 0 && fsync(fd) < 0)
-        rc = -errno;
-    if (rc == 0 && renameat(c->dir_fd, tmp, c->dir_fd, name) < 0)
-        rc = -errno;
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0) {
-        unlinkat(c->dir_fd, tmp, 0);
-        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", url, c->dir, name,
-                         strerror(-rc));
-    }
-    return 0;
-}
-
-/*
- * Download url into H (caller holds H.lock). On success *fd_out is H,
- * opened and locked LOCK_SH before it got its final name, at offset 0.
- */
-static int fill(struct stk__cache *c, const char *hex, const char *url,
-                const struct stk__source_config *scfg, int *fd_out, struct stk__err *err)
-{
-    char tmp[NAME_MAX_LEN], tmp_url[NAME_MAX_LEN + 1];
-    unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
-    snprintf(tmp, sizeof tmp, TMP_PREFIX "%s.%ld.%llu", hex, (long)getpid(), seq);
-    snprintf(tmp_url, sizeof tmp_url, "%su", tmp);
-    struct stk__source *up = NULL;
-    unsigned char *buf = NULL;
-    uint64_t written = 0, reserved = 0;
-    int fd = -1, rc = stk__source_open(url, scfg, &up, err);
-    if (rc < 0)
-        goto out;
-    fd = openat(c->dir_fd, tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot create %s/%s: %s", url, c->dir, tmp,
-                       strerror(errno));
-        goto out;
-    }
-    if (flock_retry(fd, LOCK_SH) < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, tmp,
-                       strerror(errno));
-        goto out;
-    }
-    buf = stk__malloc(COPY_CHUNK);
-    if (buf == NULL) {
-        rc = stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
-        goto out;
-    }
-    if (c->fill_delay_ms)
-        sleep_ms(c->fill_delay_ms);
-    for (;;) {
-        ssize_t n = stk__source_read(up, buf, COPY_CHUNK);
-        if (n < 0) {
-            *err = up->err;
-            rc = (int)n;
-            goto out;
-        }
-        if (n == 0)
-            break;
-        if (written + (uint64_t)n > reserved) {
-            /* A step ahead, so that small reads (network sources) do not
-             * each list the directory, and a full cache evicts a step's
-             * worth at a time. Never past the limit: only a shard within a
-             * step of cache_size gets there, and it reserves read by read. */
-            uint64_t target = reserved + c->step;
-            if (target < written + (uint64_t)n || target > c->max_bytes)
-                target = written + (uint64_t)n;
-            rc = reserve(c, url, tmp, fd, &reserved, target, err);
-            if (rc < 0)
-                goto out;
-        }
-        errno = 0;
-        if (pwrite(fd, buf, (size_t)n, (off_t)written) != n) {
-            /* pwrite to a regular file is short only on error (ENOSPC) */
-            rc = stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s at offset %llu: %s", url,
-                           c->dir, tmp, (unsigned long long)written,
-                           errno ? strerror(errno) : "short write");
-            goto out;
-        }
-        written += (uint64_t)n;
-    }
-    uint64_t with_url = written + strlen(url) + 1;
-    if (with_url > reserved) {
-        rc = reserve(c, url, tmp, fd, &reserved, with_url, err);
-        if (rc < 0)
-            goto out;
-    }
-    if (ftruncate(fd, (off_t)written) < 0 || fsync(fd) < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot sync %s/%s: %s", url, c->dir, tmp,
-                       strerror(errno));
-        goto out;
-    }
-    rc = write_url_file(c, hex, tmp_url, url, err);
-    if (rc < 0)
-        goto out;
-    if (renameat(c->dir_fd, tmp, c->dir_fd, hex) < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot rename %s/%s to %s: %s", url, c->dir, tmp, hex,
-                       strerror(errno));
-        goto out;
-    }
-    (void)fsync(c->dir_fd); /* the rename survives a power cut; failure only costs a refill */
-    if (lseek(fd, 0, SEEK_SET) < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot rewind %s/%s: %s", url, c->dir, hex,
-                       strerror(errno));
-        goto out;
-    }
-    atomic_fetch_add(&c->misses, 1);
-    atomic_fetch_add(&c->bytes_written, written);
-    *fd_out = fd;
-    fd = -1;
-out:
-    if (fd >= 0) {
-        unlinkat(c->dir_fd, tmp, 0);
-        close(fd);
-    }
-    stk__free(buf);
-    stk__source_close(up);
-    return rc;
-}
-
-/* ---------------------------------------------------------------------- */
 
 /* A plain path or file:// URL. "pipe:CMD" is not local: the command
  * usually fetches from remote storage, and its output is cached by the
@@ -678,16 +501,13 @@ int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__sou
             return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, lock,
                              strerror(-lk));
         rc = open_entry(c, hex, url, &fd, err); /* filled while we waited? */
-        if (rc == 0)
-            rc = fill(c, hex, url, scfg, &fd, err);
-        else if (rc > 0)
-            atomic_fetch_add(&c->hits, 1);
+        if (rc == 0) /* a miss: stream it while it fills; the fill owns lk */
+            return stk__cache_fill_open(c, hex, url, scfg, lk, out, err);
         close(lk);
-    } else if (rc > 0) {
-        atomic_fetch_add(&c->hits, 1);
     }
     if (rc < 0)
         return rc;
+    atomic_fetch_add(&c->hits, 1);
     return cached_source_new(url, fd, out, err);
 }
 
@@ -714,6 +534,7 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     }
     c->dir = dir;
     c->dir_fd = dfd;
+    atomic_init(&c->refs, 1);
     c->max_bytes = cfg->max_bytes;
     /* Each fill over-reserves at most one step: small against the limit,
      * large enough that the directory is not listed for every megabyte. */
@@ -732,13 +553,19 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     return 0;
 }
 
-void stk__cache_free(struct stk__cache *c)
+void stk__cache_unref(struct stk__cache *c)
 {
-    if (c == NULL)
+    if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     close(c->dir_fd);
     stk__free(c->dir);
     stk__free(c);
+}
+
+void stk__cache_free(struct stk__cache *c)
+{
+    if (c != NULL)
+        stk__cache_unref(c);
 }
 
 void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out)

@@ -3,7 +3,8 @@
  * on the node.
  *
  * A shard is downloaded once per node (whichever process or thread asks
- * first fills it, the others wait and then read the finished file), kept
+ * first fills it, reading it as it arrives; the others wait and then read
+ * the finished file), kept
  * under a size limit by evicting the least recently used shards that nobody
  * is reading, and never visible under its final name before it is
  * complete. See cache.c for the on-disk layout and the locking protocol.
@@ -40,13 +41,18 @@ struct stk__cache;
 int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
                    struct stk__err *err);
 
-/* Free the handle; sources it opened stay valid. NULL is a no-op. */
+/* Free the handle; sources it opened stay valid (a fill in progress keeps
+ * what it needs of the handle until its source is closed). NULL is a no-op. */
 void stk__cache_free(struct stk__cache *c);
 
 /*
  * Open url through the cache: a hit returns a file source over the cached
- * copy, a miss first downloads the whole shard from stk__source_open(url)
- * (so any scheme that function knows works) into the cache. Local paths
+ * copy. A miss starts a thread that downloads the shard from
+ * stk__source_open(url) (so any scheme that function knows works) into the
+ * cache, and returns at once a source that yields the bytes as they land:
+ * upstream errors come from its read with their own code, cache-side ones
+ * (no room, disk errors) as STK_ECACHE. Closing it before the download
+ * ended abandons the fill (nothing cached, no miss counted). Local paths
  * and file:// URLs go straight to stk__source_open() unless cache_local is
  * set. The returned source protects the cached file from eviction until it
  * is closed. url must outlive the source. Thread-safe.

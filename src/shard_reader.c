@@ -164,7 +164,9 @@ static int bad_sample(struct stk__shard_reader *r, struct stk__err *err, int cod
  * here, dropping the partial sample. */
 static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code)
 {
-    if (!r->cfg.skip_bad || code == STK_ENOMEM)
+    /* A cache that cannot take the shard is a configuration problem, not
+     * bad input (a miss meets it while the shard streams). */
+    if (!r->cfg.skip_bad || code == STK_ENOMEM || code == STK_ECACHE)
         return code;
     char msg[STK__ERRMSG_MAX + 64];
     snprintf(msg, sizeof msg, "%s (rest of shard skipped)", err->msg);

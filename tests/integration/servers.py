@@ -315,12 +315,15 @@ class DelayProxy:
     limiting bandwidth: chunks are timestamped on arrival and sent when due,
     so many can be in flight, as on a long fat pipe."""
 
-    def __init__(self, target_port, delay_s=0.05, cut_after=None):
+    def __init__(self, target_port, delay_s=0.05, cut_after=None, rate=None):
         """cut_after: close every connection once it has carried this many
-        bytes from the server (a network that drops long transfers)."""
+        bytes from the server (a network that drops long transfers).
+        rate: bytes per second from the server, per connection (a thin
+        link); None for no limit."""
         self.target_port = target_port
         self.delay_s = delay_s
         self.cut_after = cut_after
+        self.rate = rate
         self.cuts = 0
         self.listener = None
         self.threads = []
@@ -356,9 +359,9 @@ class DelayProxy:
             with self.lock:
                 self.conns += [client, upstream]
             self._pump(client, upstream, None)
-            self._pump(upstream, client, self.cut_after)
+            self._pump(upstream, client, self.cut_after, self.rate)
 
-    def _pump(self, src, dst, cut_after):
+    def _pump(self, src, dst, cut_after, rate=None):
         import collections
         queue = collections.deque()
         cond = threading.Condition()
@@ -377,6 +380,7 @@ class DelayProxy:
 
         def writer():
             sent = 0
+            paced = None  # with a rate: when the bytes sent so far may have gone
             while True:
                 with cond:
                     while not queue:
@@ -396,7 +400,16 @@ class DelayProxy:
                         for sock in (dst, src):
                             sock.shutdown(socket.SHUT_RDWR)
                         return
-                    dst.sendall(data)
+                    if rate is None:
+                        dst.sendall(data)
+                    else:  # 16 KiB pieces, each when the link has carried the last
+                        for i in range(0, len(data), 1 << 14):
+                            piece = data[i:i + (1 << 14)]
+                            now = time.monotonic()
+                            paced = max(paced or now, now) + len(piece) / rate
+                            dst.sendall(piece)
+                            if paced > time.monotonic():
+                                time.sleep(paced - time.monotonic())
                     sent += len(data)
                 except OSError:
                     return

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -129,6 +130,37 @@ static struct stk__source *open_ok(struct stk__cache *c, const char *url)
     return src;
 }
 
+/* Read src to its end (a miss fills the cache only then), and close it. */
+static void read_through(struct stk__source *src)
+{
+    unsigned char buf[4096];
+    ssize_t n;
+    while ((n = stk__source_read(src, buf, sizeof buf)) > 0)
+        ;
+    if (n < 0)
+        fail_msg("%s: read: %d %s", src->url, (int)n, src->err.msg);
+    stk__source_close(src);
+}
+
+/* Open url and read it all: 0, or the error of the open or of a read (a
+ * miss meets cache-side errors while it streams) in err. */
+static int open_and_read(struct stk__cache *c, const char *url, struct stk__err *err)
+{
+    struct stk__source *src;
+    stk__err_clear(err);
+    int rc = stk__cache_open(c, url, NULL, &src, err);
+    if (rc < 0)
+        return rc;
+    unsigned char buf[4096];
+    ssize_t n;
+    while ((n = stk__source_read(src, buf, sizeof buf)) > 0)
+        ;
+    if (n < 0)
+        *err = src->err;
+    stk__source_close(src);
+    return (int)n;
+}
+
 static int cached(const char *url)
 {
     char hex[33], path[256];
@@ -236,10 +268,10 @@ static void test_eviction_order(void **state)
     struct stk__cache *c = new_cache(3 * (size + 256));
     const char *urls[] = {a, b, cc};
     for (int i = 0; i < 3; i++) {
-        stk__source_close(open_ok(c, urls[i]));
+        read_through(open_ok(c, urls[i]));
         pause_ms(20); /* distinct mtimes even on coarse timestamps */
     }
-    stk__source_close(open_ok(c, a));
+    read_through(open_ok(c, a));
     pause_ms(20);
     struct stk__source *src = open_ok(c, d);
     expect_bytes(src, size, 4);
@@ -270,10 +302,12 @@ static void test_in_use_shards_stay(void **state)
     struct stk__cache *c = new_cache(2 * (size + 256));
     struct stk__source *sa = open_ok(c, a);
     struct stk__source *sb = open_ok(c, b);
+    /* Both filled: read to their ends now, still open (in use). */
+    expect_bytes(sa, size, 1);
+    expect_bytes(sb, size, 2);
     struct stk__source *src;
     struct stk__err err;
-    stk__err_clear(&err);
-    int rc = stk__cache_open(c, d, NULL, &src, &err);
+    int rc = open_and_read(c, d, &err);
     assert_int_equal(rc, STK_ECACHE);
     assert_non_null(strstr(err.msg, d));
     assert_non_null(strstr(err.msg, "smaller than the shards in flight (2 in use"));
@@ -284,13 +318,19 @@ static void test_in_use_shards_stay(void **state)
     int temps;
     assert_true(cache_total(&temps) <= 2 * (size + 256));
     assert_int_equal(temps, 0);
-    /* The readers still see their bytes. */
-    expect_bytes(sa, size, 1);
+    /* The readers still see their bytes (the fill handed them over). */
+    char hex[33], path[256];
+    stk__cache_name(a, hex);
+    snprintf(path, sizeof path, "%s/%s", cache_dir, hex);
+    FILE *fa = fopen(path, "rb");
+    assert_non_null(fa);
+    for (size_t i = 0; i < size; i++)
+        assert_int_equal(fgetc(fa), byte_at(1, i));
+    fclose(fa);
     stk__source_close(sa);
     /* With A closed, it is the one to go. */
     src = open_ok(c, d);
     expect_bytes(src, size, 4);
-    expect_bytes(sb, size, 2);
     stk__source_close(sb);
     stk__source_close(src);
     assert_false(cached(a));
@@ -305,10 +345,8 @@ static void test_shard_larger_than_cache(void **state)
     char url[256];
     upstream("big.tar", 200 * KIB, 1, url, sizeof url);
     struct stk__cache *c = new_cache(100 * KIB);
-    struct stk__source *src;
     struct stk__err err;
-    stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ECACHE);
+    assert_int_equal(open_and_read(c, url, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, url));
     assert_non_null(strstr(err.msg, "larger than cache_size (100.0 KiB)"));
     assert_false(cached(url));
@@ -343,7 +381,7 @@ static void test_foreign_url_file(void **state)
     char url[256];
     upstream("a.tar", 1000, 1, url, sizeof url);
     struct stk__cache *c = new_cache(1u << 20);
-    stk__source_close(open_ok(c, url));
+    read_through(open_ok(c, url));
     char hex[33], path[256];
     stk__cache_name(url, hex);
     snprintf(path, sizeof path, "%s/%s.url", cache_dir, hex);
@@ -396,7 +434,7 @@ static void test_stale_temp_removed(void **state)
     fputs("partial", f);
     fclose(f);
 
-    stk__source_close(open_ok(c, url));
+    read_through(open_ok(c, url));
     assert_int_equal(access(path, F_OK), -1);
     snprintf(path, sizeof path, "%s/.tmp.%s.999999.0", cache_dir, hd);
     assert_int_equal(access(path, F_OK), -1);
@@ -436,7 +474,7 @@ static void test_orphans_removed(void **state)
     assert_true(lk >= 0);
     assert_int_equal(flock(lk, LOCK_EX), 0);
 
-    stk__source_close(open_ok(c, url));
+    read_through(open_ok(c, url));
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s%s", cache_dir, hg, suffixes[i]);
         assert_int_equal(access(path, F_OK), -1);
@@ -449,6 +487,186 @@ static void test_orphans_removed(void **state)
     snprintf(path, sizeof path, "%s/%s.url", cache_dir, hn);
     assert_int_equal(access(path, F_OK), 0);
     close(lk);
+    stk__cache_free(c);
+}
+
+/* An upstream the test feeds by hand: a FIFO a thread writes `first` bytes
+ * into, then (once the reader posts `go`, or after 10 s) the rest, or
+ * nothing more when close_early is set. */
+struct fifo_writer {
+    char path[256];
+    unsigned char *data;
+    size_t size, first;
+    int close_early;
+    sem_t go;
+    int timed_out; /* nobody posted go: the reader got nothing before the end */
+};
+
+static void write_fully(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0)
+            return;
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+static void *fifo_writer_main(void *arg)
+{
+    struct fifo_writer *w = arg;
+    int fd = open(w->path, O_WRONLY); /* blocks until the upstream opens it */
+    if (fd < 0)
+        return NULL;
+    write_fully(fd, w->data, w->first);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    while (sem_timedwait(&w->go, &until) < 0) {
+        if (errno != EINTR) {
+            w->timed_out = 1;
+            break;
+        }
+    }
+    if (!w->close_early)
+        write_fully(fd, w->data + w->first, w->size - w->first);
+    close(fd);
+    return NULL;
+}
+
+static void fifo_writer_start(struct fifo_writer *w, pthread_t *t, const char *name, size_t size,
+                              size_t first, int close_early)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s/up/%s", root, name);
+    if (access(w->path, F_OK) != 0)
+        assert_int_equal(mkfifo(w->path, 0644), 0);
+    w->data = malloc(size);
+    assert_non_null(w->data);
+    for (size_t i = 0; i < size; i++)
+        w->data[i] = byte_at(7, i);
+    w->size = size;
+    w->first = first;
+    w->close_early = close_early;
+    sem_init(&w->go, 0, 0);
+    assert_int_equal(pthread_create(t, NULL, fifo_writer_main, w), 0);
+}
+
+static void fifo_writer_join(struct fifo_writer *w, pthread_t t)
+{
+    sem_post(&w->go);
+    pthread_join(t, NULL);
+    sem_destroy(&w->go);
+    free(w->data);
+}
+
+/* Read exactly n bytes of seed 7 from offset off. */
+static void expect_prefix(struct stk__source *src, size_t off, size_t n)
+{
+    unsigned char buf[4096];
+    size_t end = off + n;
+    while (off < end) {
+        size_t want = end - off < sizeof buf ? end - off : sizeof buf;
+        ssize_t got = stk__source_read(src, buf, want);
+        if (got <= 0)
+            fail_msg("read at %zu: %zd %s", off, got, src->err.msg);
+        for (ssize_t i = 0; i < got; i++)
+            if (buf[i] != byte_at(7, off + (size_t)i))
+                fail_msg("byte %zu is %u, expected %u", off + (size_t)i, buf[i],
+                         byte_at(7, off + (size_t)i));
+        off += (size_t)got;
+    }
+}
+
+/* A miss streams: the caller reads the first half while the upstream has
+ * not sent the second (before streaming, the open itself waited for the
+ * whole shard, so the writer timed out). The full read leaves the shard
+ * cached, also when the handle was freed meanwhile. */
+static void test_miss_streams_before_upstream_ends(void **state)
+{
+    (void)state;
+    const size_t size = 3u << 20, half = size / 2;
+    struct fifo_writer w;
+    pthread_t t;
+    fifo_writer_start(&w, &t, "slow.tar", size, half, 0);
+    struct stk__cache *c = new_cache(64u << 20);
+    struct stk__source *src = open_ok(c, w.path);
+    expect_prefix(src, 0, half);
+    int temps;
+    cache_total(&temps);
+    assert_int_equal(temps, 1);
+    assert_false(cached(w.path));
+    stk__cache_free(c); /* the fill keeps what it needs */
+    sem_post(&w.go);
+    expect_prefix(src, half, size - half);
+    unsigned char b;
+    assert_int_equal(stk__source_read(src, &b, 1), 0);
+    stk__source_close(src);
+    assert_int_equal(w.timed_out, 0);
+    fifo_writer_join(&w, t);
+    assert_true(cached(w.path));
+    assert_int_equal(cache_total(&temps), size + strlen(w.path) + 1);
+    assert_int_equal(temps, 0);
+
+    /* A hit now, though nobody writes the FIFO any more. */
+    c = new_cache(64u << 20);
+    src = open_ok(c, w.path);
+    expect_prefix(src, 0, size);
+    stk__source_close(src);
+    struct stk__cache_counts n;
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.hits, 1);
+    assert_int_equal(n.misses, 0);
+    stk__cache_free(c);
+}
+
+/* Closing a miss before its end (a stopped epoch) abandons the fill: no
+ * temp, no shard, no miss, the fill lock free; the next open fills it. */
+static void test_early_close_abandons_fill(void **state)
+{
+    (void)state;
+    const size_t size = 2u << 20, first = 256 * KIB;
+    struct fifo_writer w;
+    pthread_t t;
+    fifo_writer_start(&w, &t, "stopped.tar", size, first, 1);
+    char url[300];
+    snprintf(url, sizeof url, "pipe:cat %s", w.path);
+    const struct stk__source_config scfg = {.allow_pipe = 1};
+    struct stk__cache *c = new_cache(64u << 20);
+    struct stk__source *src;
+    struct stk__err err;
+    stk__err_clear(&err);
+    if (stk__cache_open(c, url, &scfg, &src, &err) < 0)
+        fail_msg("open: %s", err.msg);
+    expect_prefix(src, 0, first);
+    /* The upstream stalls (the writer waits): close must not wait for it. */
+    uint64_t t0 = (uint64_t)time(NULL);
+    stk__source_close(src);
+    assert_true((uint64_t)time(NULL) - t0 < 5);
+    int temps;
+    assert_int_equal(cache_total(&temps), 0);
+    assert_int_equal(temps, 0);
+    assert_false(cached(url));
+    struct stk__cache_counts n;
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.misses + n.bytes_written, 0);
+    fifo_writer_join(&w, t);
+
+    fifo_writer_start(&w, &t, "stopped.tar", size, size, 0);
+    sem_post(&w.go); /* all of it, then the end */
+    stk__err_clear(&err);
+    if (stk__cache_open(c, url, &scfg, &src, &err) < 0)
+        fail_msg("open: %s", err.msg);
+    expect_prefix(src, 0, size);
+    unsigned char b;
+    assert_int_equal(stk__source_read(src, &b, 1), 0);
+    stk__source_close(src);
+    fifo_writer_join(&w, t);
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.misses, 1);
+    assert_int_equal(n.bytes_written, size);
+    assert_true(cached(url));
     stk__cache_free(c);
 }
 
@@ -513,19 +731,20 @@ static void test_allocation_failures(void **state)
     for (unsigned long n = 1; n < 1000; n++) {
         remove_all(cache_dir);
         struct stk__cache *c = new_cache(1u << 20);
+        /* Through the reads too: the fill allocates while it streams. */
         stk__alloc_fail_after(n);
-        struct stk__source *src;
         struct stk__err err;
-        stk__err_clear(&err);
-        int rc = stk__cache_open(c, url, NULL, &src, &err);
+        int rc = open_and_read(c, url, &err);
         stk__alloc_fail_after(0);
         if (rc == 0) {
+            struct stk__source *src = open_ok(c, url);
             expect_bytes(src, 5000, 1);
             stk__source_close(src);
             stk__cache_free(c);
             break;
         }
         assert_int_equal(rc, STK_ENOMEM);
+        assert_false(cached(url));
         int temps;
         cache_total(&temps);
         assert_int_equal(temps, 0);
@@ -547,6 +766,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_foreign_url_file, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_temp_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_orphans_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_miss_streams_before_upstream_ends, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_early_close_abandons_fill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_fills_download_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
     };

@@ -1,0 +1,365 @@
+/*
+ * cache_fill.c - a cache miss streams: a filler thread copies the upstream
+ * into the shard's temp file, and the caller reads the same bytes back from
+ * that file as soon as they are written, so the first sample does not wait
+ * for the whole download.
+ *
+ * DESIGN (threads). One filler thread per miss, joined by the source's
+ * close. fill.mutex guards written, state and fill_err; the filler
+ * broadcasts fill.cond after every chunk it has written and when it ends;
+ * the caller's read waits on it. Nothing else is shared: the upstream
+ * source, the fill lock and the reservation belong to the filler, the read
+ * offset to the caller, and the temp fd is written by one (pwrite) and read
+ * by the other (pread) at disjoint offsets below `written`.
+ *
+ * The filler never waits for the caller. It holds the shard's fill lock
+ * (H.lock) that other processes block on, and cache.c's deadlock argument
+ * needs that holder to wait for nothing but .lock and upstream I/O. A fill
+ * paced by its reader would break it: two processes, each with a stalled
+ * consumer (its sequencer waiting for a slot that waits for the other's
+ * fill), would wait on each other forever.
+ *
+ * End of stream: as before streaming, the temp file is truncated to size,
+ * fsynced, H.url written, the temp renamed to H (keeping the LOCK_SH that
+ * protects it from eviction while the caller reads it), and only then is a
+ * miss counted and the fill lock released. Closing the source before that
+ * abandons the fill: the cancel flag (also the upstream's, so a network or
+ * pipe: read returns within about 100 ms) stops the filler, which unlinks
+ * the temp and then releases the fill lock; a waiter then fills it itself.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "cache_impl.h"
+#include "stoker.h"
+#include "threads.h"
+
+#define COPY_CHUNK ((size_t)1 << 20)
+/* How often a caller waiting for bytes looks at its cancel flag. */
+#define WAIT_SLICE_MS 100
+
+/* Numbers temp files: process-wide, so that handles of one process never
+ * pick the same name. */
+static atomic_uint_fast64_t tmp_seq;
+
+enum fill_state { FILL_RUNNING, FILL_DONE, FILL_FAILED };
+
+struct fill {
+    struct stk__source base;
+    struct stk__cache *c;   /* one reference, dropped by close */
+    const char *url;
+    char hex[STK__CACHE_HEX_LEN + 1];
+    char tmp[STK__CACHE_NAME_MAX], tmp_url[STK__CACHE_NAME_MAX + 1];
+    int fd; /* the temp file (H once renamed), LOCK_SH; closed by close */
+    /* The caller's, with cancel pointing at this fill's flag. */
+    struct stk__source_config scfg;
+    const atomic_int *caller_cancel;
+    atomic_int cancel; /* set by close: abandon */
+
+    /* Filler thread only. */
+    int lock_fd; /* H.lock, LOCK_EX */
+    struct stk__source *up;
+    unsigned char *buf;
+    uint64_t reserved;
+
+    /* Caller only. */
+    uint64_t pos;
+
+    pthread_t thread;
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    uint64_t written;         /* bytes in the temp file, readable */
+    enum fill_state state;
+    struct stk__err fill_err; /* why it failed, before state becomes FAILED */
+};
+
+static int write_all(int fd, const unsigned char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Sleep ms (the test hook), returning early once the fill is cancelled. */
+static void sleep_unless_cancelled(struct fill *f, unsigned ms)
+{
+    for (unsigned slept = 0; slept < ms && !atomic_load(&f->cancel); slept += 10) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Write H.url through a temp file named tmp (also a ".tmp.H." name, so a
+ * crash leaves nothing but a stale temp). */
+static int write_url_file(struct stk__cache *c, const char *hex, const char *tmp,
+                          const char *url, struct stk__err *err)
+{
+    char name[STK__CACHE_NAME_MAX];
+    snprintf(name, sizeof name, "%s.url", hex);
+    int fd = openat(c->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int rc = fd < 0 ? -errno : 0;
+    if (rc == 0)
+        rc = write_all(fd, (const unsigned char *)url, strlen(url));
+    if (rc == 0)
+        rc = write_all(fd, (const unsigned char *)"\n", 1);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    if (rc == 0 && renameat(c->dir_fd, tmp, c->dir_fd, name) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0) {
+        unlinkat(c->dir_fd, tmp, 0);
+        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", url, c->dir, name,
+                         strerror(-rc));
+    }
+    return 0;
+}
+
+/* Append n bytes of f->buf at offset written, reserving room first. */
+static int append(struct fill *f, uint64_t written, size_t n, struct stk__err *err)
+{
+    struct stk__cache *c = f->c;
+    if (written + n > f->reserved) {
+        /* A step ahead, so that small reads (network sources) do not each
+         * list the directory, and a full cache evicts a step's worth at a
+         * time. Never past the limit: only a shard within a step of
+         * cache_size gets there, and it reserves read by read. */
+        uint64_t target = f->reserved + c->step;
+        if (target < written + n || target > c->max_bytes)
+            target = written + n;
+        int rc = stk__cache_reserve(c, f->url, f->tmp, f->fd, &f->reserved, target, err);
+        if (rc < 0)
+            return rc;
+    }
+    errno = 0;
+    if (pwrite(f->fd, f->buf, n, (off_t)written) != (ssize_t)n)
+        /* pwrite to a regular file is short only on error (ENOSPC) */
+        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s at offset %llu: %s", f->url,
+                         c->dir, f->tmp, (unsigned long long)written,
+                         errno ? strerror(errno) : "short write");
+    return 0;
+}
+
+/* The upstream ended after written bytes: put the shard in place. */
+static int finish(struct fill *f, uint64_t written, struct stk__err *err)
+{
+    struct stk__cache *c = f->c;
+    uint64_t with_url = written + strlen(f->url) + 1;
+    if (with_url > f->reserved) {
+        int rc = stk__cache_reserve(c, f->url, f->tmp, f->fd, &f->reserved, with_url, err);
+        if (rc < 0)
+            return rc;
+    }
+    if (ftruncate(f->fd, (off_t)written) < 0 || fsync(f->fd) < 0)
+        return stk__errf(err, STK_ECACHE, "%s: cannot sync %s/%s: %s", f->url, c->dir, f->tmp,
+                         strerror(errno));
+    int rc = write_url_file(c, f->hex, f->tmp_url, f->url, err);
+    if (rc < 0)
+        return rc;
+    if (renameat(c->dir_fd, f->tmp, c->dir_fd, f->hex) < 0)
+        return stk__errf(err, STK_ECACHE, "%s: cannot rename %s/%s to %s: %s", f->url, c->dir,
+                         f->tmp, f->hex, strerror(errno));
+    (void)fsync(c->dir_fd); /* the rename survives a power cut; failure only costs a refill */
+    atomic_fetch_add(&c->misses, 1);
+    atomic_fetch_add(&c->bytes_written, written);
+    return 0;
+}
+
+static void *filler_main(void *arg)
+{
+    struct fill *f = arg;
+    struct stk__err err;
+    stk__err_clear(&err);
+    uint64_t written = 0;
+    int rc = 0, abandoned = 0;
+    if (f->c->fill_delay_ms)
+        sleep_unless_cancelled(f, f->c->fill_delay_ms);
+    for (;;) {
+        if (atomic_load(&f->cancel)) {
+            abandoned = 1;
+            break;
+        }
+        ssize_t n = stk__source_read(f->up, f->buf, COPY_CHUNK);
+        if (atomic_load(&f->cancel)) { /* also an end of stream: the cancel may have cut it */
+            abandoned = 1;
+            break;
+        }
+        if (n < 0) {
+            err = f->up->err; /* upstream errors pass through with their code */
+            rc = (int)n;
+            break;
+        }
+        if (n == 0) {
+            rc = finish(f, written, &err);
+            break;
+        }
+        rc = append(f, written, (size_t)n, &err);
+        if (rc < 0)
+            break;
+        written += (uint64_t)n;
+        stk__mutex_lock(&f->mutex);
+        f->written = written;
+        stk__cond_broadcast(&f->cond);
+        stk__mutex_unlock(&f->mutex);
+    }
+    /* The temp goes before the fill lock: a waiter that gets the lock must
+     * not find our partial file (nor count it as another fill's). */
+    if (rc < 0 || abandoned)
+        unlinkat(f->c->dir_fd, f->tmp, 0);
+    close(f->lock_fd);
+    f->lock_fd = -1;
+    stk__source_close(f->up); /* frees the connection now, not when the caller closes */
+    f->up = NULL;
+    stk__mutex_lock(&f->mutex);
+    if (rc < 0 || abandoned) {
+        if (abandoned)
+            stk__errf(&err, STK_EIO, "%s: cancelled", f->url);
+        f->fill_err = err;
+        f->state = FILL_FAILED;
+    } else {
+        f->state = FILL_DONE;
+    }
+    stk__cond_broadcast(&f->cond);
+    stk__mutex_unlock(&f->mutex);
+    return NULL;
+}
+
+static ssize_t fill_read(struct stk__source *src, void *buf, size_t cap)
+{
+    struct fill *f = (struct fill *)src;
+    stk__mutex_lock(&f->mutex);
+    while (f->written == f->pos && f->state == FILL_RUNNING) {
+        if (f->caller_cancel != NULL && atomic_load(f->caller_cancel)) {
+            stk__mutex_unlock(&f->mutex);
+            return stk__errf(&src->err, STK_EIO, "%s: cancelled", f->url);
+        }
+        stk__cond_timedwait_ms(&f->cond, &f->mutex, WAIT_SLICE_MS);
+    }
+    uint64_t avail = f->written - f->pos;
+    enum fill_state state = f->state;
+    if (avail == 0 && state == FILL_FAILED)
+        src->err = f->fill_err;
+    stk__mutex_unlock(&f->mutex);
+    if (avail == 0)
+        return state == FILL_DONE ? 0 : src->err.code;
+    size_t want = avail < cap ? (size_t)avail : cap;
+    ssize_t n;
+    while ((n = pread(f->fd, buf, want, (off_t)f->pos)) < 0 && errno == EINTR)
+        ;
+    if (n <= 0)
+        return stk__errf(&src->err, STK_ECACHE, "%s: cannot read %s/%s at offset %llu: %s",
+                         f->url, f->c->dir, f->tmp, (unsigned long long)f->pos,
+                         n < 0 ? strerror(errno) : "unexpected end of file");
+    f->pos += (uint64_t)n;
+    return n;
+}
+
+/* Data arrives in order from one stream: nothing to skip over but by
+ * reading, which the caller then does (and the fill needs anyway). */
+static int64_t fill_skip(struct stk__source *src, uint64_t n)
+{
+    (void)src;
+    (void)n;
+    return 0;
+}
+
+static void fill_close(struct stk__source *src)
+{
+    struct fill *f = (struct fill *)src;
+    atomic_store(&f->cancel, 1); /* no effect once the filler is done */
+    stk__thread_join(f->thread);
+    close(f->fd);
+    stk__free(f->buf);
+    stk__cond_destroy(&f->cond);
+    stk__mutex_destroy(&f->mutex);
+    stk__cache_unref(f->c);
+    stk__free(f);
+}
+
+static const struct stk__source_ops fill_ops = {fill_read, fill_close, fill_skip};
+
+int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
+                         const struct stk__source_config *scfg, int lock_fd,
+                         struct stk__source **out, struct stk__err *err)
+{
+    *out = NULL;
+    struct fill *f = stk__calloc(1, sizeof *f);
+    unsigned char *buf = stk__malloc(COPY_CHUNK);
+    if (f == NULL || buf == NULL) {
+        stk__free(f);
+        stk__free(buf);
+        close(lock_fd);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+    }
+    f->c = c;
+    f->url = url;
+    f->buf = buf;
+    f->lock_fd = lock_fd;
+    f->fd = -1;
+    memcpy(f->hex, hex, STK__CACHE_HEX_LEN + 1);
+    unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
+    snprintf(f->tmp, sizeof f->tmp, STK__CACHE_TMP_PREFIX "%s.%ld.%llu", hex, (long)getpid(),
+             seq);
+    snprintf(f->tmp_url, sizeof f->tmp_url, "%su", f->tmp);
+    if (scfg != NULL)
+        f->scfg = *scfg;
+    f->caller_cancel = f->scfg.cancel;
+    atomic_init(&f->cancel, 0);
+    f->scfg.cancel = &f->cancel;
+    int rc = stk__source_open(url, &f->scfg, &f->up, err);
+    if (rc < 0)
+        goto fail;
+    f->fd = openat(c->dir_fd, f->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (f->fd < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot create %s/%s: %s", url, c->dir, f->tmp,
+                       strerror(errno));
+        goto fail;
+    }
+    /* Evictors pass over a locked file; the lock follows it through rename. */
+    if (stk__cache_flock(f->fd, LOCK_SH) < 0) {
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, f->tmp,
+                       strerror(errno));
+        goto fail;
+    }
+    stk__mutex_init(&f->mutex);
+    stk__cond_init(&f->cond);
+    atomic_fetch_add(&c->refs, 1);
+    rc = stk__thread_create(&f->thread, filler_main, f);
+    if (rc < 0) {
+        atomic_fetch_sub(&c->refs, 1);
+        stk__cond_destroy(&f->cond);
+        stk__mutex_destroy(&f->mutex);
+        rc = stk__errf(err, STK_ENOMEM, "%s: cannot start a cache fill thread: %s", url,
+                       strerror(-rc));
+        goto fail;
+    }
+    f->base.ops = &fill_ops;
+    f->base.url = url;
+    *out = &f->base;
+    return 0;
+fail:
+    if (f->fd >= 0) {
+        unlinkat(c->dir_fd, f->tmp, 0);
+        close(f->fd);
+    }
+    close(lock_fd);
+    stk__source_close(f->up);
+    stk__free(buf);
+    stk__free(f);
+    return rc;
+}

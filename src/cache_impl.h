@@ -1,0 +1,58 @@
+/*
+ * cache_impl.h - what the node cache's two halves share: the cache handle,
+ * the on-disk naming, room reservation (cache.c) and the streaming fill of a
+ * miss (cache_fill.c). Not for other modules: they use cache.h.
+ */
+#ifndef STK_CACHE_IMPL_H
+#define STK_CACHE_IMPL_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cache.h"
+
+#define STK__CACHE_HEX_LEN 32
+#define STK__CACHE_NAME_MAX 96
+#define STK__CACHE_TMP_PREFIX ".tmp."
+
+struct stk__cache {
+    char *dir;
+    int dir_fd;
+    uint64_t max_bytes;
+    uint64_t step; /* reservation granularity of a fill */
+    unsigned shards_in_flight;
+    int cache_local;
+    unsigned fill_delay_ms; /* test hook */
+    atomic_uint_fast64_t hits, misses, evictions, bytes_written;
+    /* The owner's reference plus one per fill still running: a fill
+     * outlives stk__cache_free() when its source is closed later. */
+    atomic_uint refs;
+};
+
+/* flock(2), retried on EINTR. */
+int stk__cache_flock(int fd, int how);
+
+/*
+ * Grow the fill's temp file (own_tmp, open as tmp_fd, *reserved bytes so
+ * far) to target bytes, evicting least recently used shards not in use
+ * until the directory total fits max_bytes. 0, or STK_ECACHE / STK_ENOMEM
+ * with a message naming url.
+ */
+int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
+                       uint64_t *reserved, uint64_t target, struct stk__err *err);
+
+/* Drop one reference; the last frees the handle. */
+void stk__cache_unref(struct stk__cache *c);
+
+/*
+ * A miss (cache_fill.c): start filling shard hex from url and return a
+ * source that hands the caller the shard's bytes as they arrive. lock_fd is
+ * hex's fill lock, held LOCK_EX; the fill owns it from this call on, also
+ * on failure, and releases it when the shard is in place or the fill is
+ * abandoned. url must outlive the source.
+ */
+int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
+                         const struct stk__source_config *scfg, int lock_fd,
+                         struct stk__source **out, struct stk__err *err);
+
+#endif
