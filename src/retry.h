@@ -2,7 +2,7 @@
  * retry.h - which failed requests are worth repeating, and when.
  *
  * Pure functions (no I/O, no clock) so the policy is unit-tested and every
- * remote source (HTTP now, S3/GCS later) shares one policy.
+ * remote source (http(s), and s3/gs through it) shares one policy.
  */
 #ifndef STK_RETRY_H
 #define STK_RETRY_H
