@@ -408,8 +408,9 @@ class DelayProxy:
                             now = time.monotonic()
                             paced = max(paced or now, now) + len(piece) / rate
                             dst.sendall(piece)
-                            if paced > time.monotonic():
-                                time.sleep(paced - time.monotonic())
+                            wait = paced - time.monotonic()
+                            if wait > 0:
+                                time.sleep(wait)
                     sent += len(data)
                 except OSError:
                     return
