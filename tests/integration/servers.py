@@ -132,15 +132,7 @@ class Nginx:
                 f.truncate(0)
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=START_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        if self.proc is not None and self.proc.stderr is not None:
-            self.proc.stderr.close()
+        stop_process(self.proc)
         self.proc = None
 
     def __exit__(self, *exc):
@@ -158,6 +150,22 @@ def self_signed_certificate(directory):
 
 
 # --------------------------------------------------------------------------
+
+def stop_process(proc):
+    """Terminate a server process (kill it if it lingers) and close its
+    stderr pipe; None or an exited process is fine."""
+    if proc is None:
+        return
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=START_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    if proc.stderr is not None:
+        proc.stderr.close()
+
 
 def serve_in_thread(handle):
     """A threaded HTTP/1.1 server on 127.0.0.1 (a free port) that passes
@@ -496,13 +504,7 @@ class S3rver:
             aws_secret_access_key=self.SECRET, region_name="us-east-1")
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=START_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         self.proc = None
 
     def __exit__(self, *exc):
