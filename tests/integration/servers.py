@@ -198,7 +198,20 @@ def stop_server(httpd, thread):
     thread.join(timeout=START_TIMEOUT_S)
 
 
-class FaultServer:
+class ServedInThread:
+    """Context manager for the Python test servers: serves self.handle on
+    127.0.0.1 from a thread and sets self.port."""
+
+    def __enter__(self):
+        self.httpd, self.thread = serve_in_thread(self.handle)
+        self.port = self.httpd.server_address[1]
+        return self
+
+    def __exit__(self, *exc):
+        stop_server(self.httpd, self.thread)
+
+
+class FaultServer(ServedInThread):
     """Serves files[name] at /MODE/name, misbehaving by MODE:
 
       ok          a correct server (Range honoured, 206 + Content-Range)
@@ -235,14 +248,6 @@ class FaultServer:
         with self.lock:
             self.requests.clear()
             self.counts.clear()
-
-    def __enter__(self):
-        self.httpd, self.thread = serve_in_thread(self.handle)
-        self.port = self.httpd.server_address[1]
-        return self
-
-    def __exit__(self, *exc):
-        stop_server(self.httpd, self.thread)
 
     def handle(self, h):
         parts = h.path.split("/", 2)
@@ -511,7 +516,7 @@ class S3rver:
         self.stop()
 
 
-class SigV4Server:
+class SigV4Server(ServedInThread):
     """A strict object store for one bucket, on 127.0.0.1: path-style GET of
     objects (Range honoured) and ListObjectsV2 (max-keys, opaque
     continuation tokens), answering only requests it can authenticate.
@@ -548,14 +553,6 @@ class SigV4Server:
     @property
     def endpoint(self):
         return f"http://127.0.0.1:{self.port}"
-
-    def __enter__(self):
-        self.httpd, self.thread = serve_in_thread(self.handle)
-        self.port = self.httpd.server_address[1]
-        return self
-
-    def __exit__(self, *exc):
-        stop_server(self.httpd, self.thread)
 
     # -- authentication
 
