@@ -190,6 +190,14 @@ static uint64_t cache_total(int *temps)
     return total;
 }
 
+/* Nothing in the cache directory: no shard, URL file or temp file. */
+static void assert_cache_empty(void)
+{
+    int temps;
+    assert_int_equal(cache_total(&temps), 0);
+    assert_int_equal(temps, 0);
+}
+
 static void pause_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
@@ -350,9 +358,7 @@ static void test_shard_larger_than_cache(void **state)
     assert_non_null(strstr(err.msg, url));
     assert_non_null(strstr(err.msg, "larger than cache_size (100.0 KiB)"));
     assert_false(cached(url));
-    int temps;
-    assert_int_equal(cache_total(&temps), 0);
-    assert_int_equal(temps, 0);
+    assert_cache_empty();
     stk__cache_free(c);
 }
 
@@ -367,9 +373,7 @@ static void test_upstream_error_leaves_nothing(void **state)
     stk__err_clear(&err);
     assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ENOENT);
     assert_non_null(strstr(err.msg, url));
-    int temps;
-    assert_int_equal(cache_total(&temps), 0);
-    assert_int_equal(temps, 0);
+    assert_cache_empty();
     stk__cache_free(c);
 }
 
@@ -644,9 +648,7 @@ static void test_early_close_abandons_fill(void **state)
     uint64_t t0 = (uint64_t)time(NULL);
     stk__source_close(src);
     assert_true((uint64_t)time(NULL) - t0 < 5);
-    int temps;
-    assert_int_equal(cache_total(&temps), 0);
-    assert_int_equal(temps, 0);
+    assert_cache_empty();
     assert_false(cached(url));
     struct stk__cache_counts n;
     stk__cache_counts(c, &n);
