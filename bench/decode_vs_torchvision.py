@@ -25,12 +25,20 @@ first N cores (the whole process tree: DataLoader workers inherit the mask):
                figure is, if anything, low).
   PIL          the same train transform in one process on one core, no
                DataLoader: a per-core reference.
+  libjpeg-turbo  build-rel/jpeg_floor (bench/jpeg_floor.c) on one core, the
+               JPEGs in memory: libjpeg-turbo alone, with nothing of stoker's
+               reading, resampling or conversion: entropy decoding of only the
+               MCU rows above the bottom of torchvision-distributed crop boxes
+               (a ceiling on the images/s of any train decode built on
+               libjpeg-turbo), a full decode, and a region + DCT-scaled decode
+               of the same boxes (the most the region decode can gain).
 The shards are read once first (page cache warm). Prints medians over the
 rounds and ratios (medians of the per-round ratios) and checks the targets:
 stoker >= 5x torchvision on one core, region+scaled decode >= 1.5x full
 decode, stoker 2 threads >= 1.8x 1 thread.
 
 usage: bench/decode_vs_torchvision.py [--stoker build-rel/stoker] [--rounds 3]
+                                      [--floor build-rel/jpeg_floor]
                                       [--threads 1,2] [--quick] SHARD...
 """
 import argparse
@@ -167,14 +175,19 @@ def extract(shards, root):
 
 
 def run_json(cmd, env):
-    """Run cmd; return its last JSON line, plus the CPU time its process tree
+    """Run cmd; return its last JSON line (jpeg_floor: its lines by mode, the
+    first one's figure as images_per_s), plus the CPU time its process tree
     used over its wall time ("cpu_s", "wall_s")."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=env).stdout
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    r = json.loads(out.strip().splitlines()[-1])
+    lines = [json.loads(x) for x in out.strip().splitlines()]
+    r = lines[-1]
+    if "mode" in r:
+        r = {"modes": {x["mode"]: x["images_per_s"] for x in lines},
+             "images_per_s": lines[0]["images_per_s"]}
     r["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     r["wall_s"] = wall
     return r
@@ -184,6 +197,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--stoker", default="build-rel/stoker")
+    ap.add_argument("--floor", default="build-rel/jpeg_floor")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2",
                     help="comma-separated N: stoker threads = DataLoader workers = cores")
@@ -211,8 +225,9 @@ def main():
         args.shards = sorted(glob.glob("build-data/sample-data/train-*.tar"))
     if not args.shards:
         sys.exit("no shards given and none in build-data/sample-data (run `make demo`)")
-    if not os.access(args.stoker, os.X_OK):
-        sys.exit(f"{args.stoker} not found (run `ninja -C build-rel`)")
+    for prog in (args.stoker, args.floor):
+        if not os.access(prog, os.X_OK):
+            sys.exit(f"{prog} not found (run `ninja -C build-rel`)")
     if not shutil.which("taskset"):
         sys.exit("taskset(1) is required to pin the contenders")
     with tempfile.TemporaryDirectory(prefix="dvt-",
@@ -270,6 +285,11 @@ def measure(args, root):
     contenders.insert(0, ("PIL transform, no DataLoader", 1, "pil",
                           pin(1) + [py, me, "--child", "pil", "--root", root,
                                     "--window", str(args.pil_images)]))
+    jpegs = sorted(glob.glob(os.path.join(root, "*", "*.jpg")))
+    contenders.insert(1, ("libjpeg-turbo alone", 1, "floor",
+                          pin(1) + [args.floor, "--seconds", str(args.stoker_seconds / 4),
+                                    *jpegs]))
+    floor = []  # per round: images/s by jpeg_floor mode
 
     rates = {(c[0], c[1]): [] for c in contenders}
     extra = {(c[0], c[1]): [] for c in contenders}
@@ -279,6 +299,8 @@ def measure(args, root):
         order = contenders if rnd % 2 == 0 else contenders[::-1]
         for name, n, kind, cmd in order:
             r = run_json(cmd, env(n))
+            if kind == "floor":
+                floor.append(r["modes"])
             rates[(name, n)].append(r["images_per_s"])
             extra[(name, n)].append(r.get("first_batch_seconds"))
             busy[(name, n)].append(r["cpu_s"] / (r["wall_s"] * n))
@@ -309,6 +331,8 @@ def measure(args, root):
     print(f"{'contender':32s} {'N':>2s} {'images/s':>9s} {'per core':>9s} {'min..max':>13s} "
           f"{'vs torchvision':>15s} {'fast/full':>10s} {'cpu use':>8s}")
     for name, n, kind, _ in contenders:
+        if kind == "floor":
+            continue
         key = (name, n)
         m = med(key)
         spread = f"{min(rates[key]):.0f}..{max(rates[key]):.0f}"
@@ -326,6 +350,29 @@ def measure(args, root):
     print("first batch (s), median: "
           + ", ".join(f"torchvision N={n} {tv_first[n]:.2f} (excluded)" for n in ns) + "; "
           + ", ".join(f"stoker float32 N={n} {st_first[n]:.2f} (included)" for n in ns))
+
+    def floor_med(mode):
+        return statistics.median(f[mode] for f in floor)
+
+    print()
+    print("libjpeg-turbo alone, 1 core, images/s (bench/jpeg_floor.c; the same JPEGs in memory, "
+          "torchvision's crop-box distribution):")
+    print(f"  entropy decoding of the MCU rows above each crop's bottom  "
+          f"{floor_med('entropy_crop'):6.0f}  (a ceiling for any decoder on libjpeg-turbo)")
+    print(f"  entropy decoding of whole images                            "
+          f"{floor_med('entropy_full'):6.0f}")
+    print(f"  full decode to RGB                                          "
+          f"{floor_med('full_rgb'):6.0f}")
+    print(f"  whole image at scale 4/8                                    "
+          f"{floor_med('half_rgb'):6.0f}")
+    print(f"  crop region at the smallest scale >= {SIZE} px                 "
+          f"{floor_med('crop_scaled_rgb'):6.0f}  "
+          f"({statistics.median(f['crop_scaled_rgb'] / f['full_rgb'] for f in floor):.2f}x "
+          "full decode)")
+    if 1 in ns:
+        need = 5 * med(("torchvision DataLoader", 1))
+        print(f"  5x torchvision on 1 core would be {need:.0f} images/s: "
+              f"{need / floor_med('entropy_crop'):.2f}x the entropy-decoding ceiling")
 
     def target(text, value, goal):
         print(f"target: {text} >= {goal}x: {'met' if value >= goal else 'NOT met'} ({value:.2f}x)")
