@@ -38,6 +38,7 @@
 #include <time.h>
 
 struct image {
+    const char *path;
     unsigned char *data;
     unsigned long size;
 };
@@ -46,6 +47,8 @@ struct decoder {
     struct jpeg_decompress_struct cinfo;
     struct jpeg_error_mgr jerr;
     jmp_buf escape;
+    const char *path; /* the file being decoded, for messages */
+    int warned;       /* libjpeg reported corrupt data since the last reset */
     unsigned char *rows; /* one output row */
     size_t rows_bytes;
     uint64_t rng;
@@ -62,8 +65,19 @@ static void on_error_exit(j_common_ptr cinfo)
     struct decoder *d = (struct decoder *)cinfo->client_data;
     char msg[JMSG_LENGTH_MAX];
     (*cinfo->err->format_message)(cinfo, msg);
-    fprintf(stderr, "jpeg_floor: %s\n", msg);
+    fprintf(stderr, "jpeg_floor: %s: %s\n", d->path, msg);
     longjmp(d->escape, 1);
+}
+
+static void on_message(j_common_ptr cinfo, int level)
+{
+    struct decoder *d = (struct decoder *)cinfo->client_data;
+    if (level < 0 && !d->warned) {
+        char msg[JMSG_LENGTH_MAX];
+        (*cinfo->err->format_message)(cinfo, msg);
+        fprintf(stderr, "jpeg_floor: %s: %s\n", d->path, msg);
+        d->warned = 1;
+    }
 }
 
 static double now(void)
@@ -156,6 +170,7 @@ static int decode_rgb(struct decoder *d, unsigned scale_num, const struct box *b
 static int decode_one(struct decoder *d, const struct image *im, enum mode mode)
 {
     struct jpeg_decompress_struct *ci = &d->cinfo;
+    d->path = im->path;
     if (setjmp(d->escape)) {
         jpeg_abort_decompress(ci);
         return -1;
@@ -223,35 +238,43 @@ int main(int argc, char **argv)
     struct image *images = calloc((size_t)count, sizeof *images);
     if (images == NULL)
         return 1;
-    for (int i = 0; i < count; i++)
-        if (load(argv[first + i], &images[i]) < 0) {
-            fprintf(stderr, "jpeg_floor: cannot read %s\n", argv[first + i]);
-            return 1;
-        }
-
     struct decoder d = {0};
     d.cinfo.err = jpeg_std_error(&d.jerr);
     d.jerr.error_exit = on_error_exit;
+    d.jerr.emit_message = on_message;
     d.cinfo.client_data = &d;
     jpeg_create_decompress(&d.cinfo);
-    int failed = 0;
+    int rc = 1;
+    for (int i = 0; i < count; i++)
+        if (load(images[i].path = argv[first + i], &images[i]) < 0) {
+            fprintf(stderr, "jpeg_floor: cannot read %s\n", argv[first + i]);
+            goto out;
+        }
+    /* Timing a corrupt file would time error paths or libjpeg's grey fill:
+     * check every file first. */
+    for (int i = 0; i < count; i++)
+        if (decode_one(&d, &images[i], FULL_RGB) < 0 || d.warned)
+            goto out;
+    rc = 0;
     for (enum mode m = ENTROPY_CROP; m <= CROP_SCALED_RGB; m++) {
         long done = 0;
         double t0 = now(), t;
         d.rng = 1; /* the same boxes in every mode */
         do {
             for (int i = 0; i < count; i++, done++)
-                failed |= decode_one(&d, &images[i], m) < 0;
+                if (decode_one(&d, &images[i], m) < 0)
+                    rc = 1;
             t = now() - t0;
         } while (t < seconds);
         printf("{\"mode\": \"%s\", \"images\": %ld, \"seconds\": %.3f, \"images_per_s\": %.1f}\n",
                mode_names[m], done, t, (double)done / t);
         fflush(stdout);
     }
+out:
     jpeg_destroy_decompress(&d.cinfo);
     free(d.rows);
     for (int i = 0; i < count; i++)
         free(images[i].data);
     free(images);
-    return failed ? 1 : 0;
+    return rc;
 }
