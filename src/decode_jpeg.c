@@ -6,7 +6,12 @@
  * colour conversion for columns outside it (jpeg_crop_scanline), and can
  * run the IDCT at 1/8 .. 8/8 scale so a crop that is larger than the
  * output is reduced for free. The decompress object is kept per thread and
- * reset with jpeg_abort_decompress between images.
+ * recreated for every image: libjpeg keeps the Huffman and quantization
+ * tables of one image in the object for the next (abbreviated datastreams),
+ * so an image lacking a table would be decoded with whatever image the
+ * thread decoded before (a fuzzer found it), where Pillow, with a fresh
+ * object per image, uses the standard Huffman tables or fails. Creating
+ * one costs a few small allocations per image, well under 1% of a decode.
  *
  * libjpeg reports fatal errors through error_exit, which must not return:
  * it longjmps back to the call that started the work. Warnings are ignored
@@ -29,7 +34,8 @@
 #include "stoker.h"
 
 struct stk__jpeg {
-    struct jpeg_decompress_struct cinfo;
+    struct jpeg_decompress_struct cinfo; /* valid while created */
+    int created;
     struct jpeg_error_mgr jerr;
     jmp_buf escape;
     char message[JMSG_LENGTH_MAX];
@@ -50,6 +56,31 @@ static void on_message(j_common_ptr cinfo, int level)
         j->truncated = 1;
 }
 
+void stk__jpeg_free(struct stk__jpeg *j)
+{
+    if (j == NULL)
+        return;
+    if (j->created)
+        jpeg_destroy_decompress(&j->cinfo);
+    stk__free(j);
+}
+
+/* A decompress object with no tables from an earlier image. Must run
+ * inside setjmp (creation fails through error_exit). */
+static void fresh_decompress(struct stk__jpeg *j)
+{
+    if (j->created)
+        jpeg_destroy_decompress(&j->cinfo);
+    j->cinfo.err = jpeg_std_error(&j->jerr);
+    j->jerr.error_exit = on_error_exit;
+    j->jerr.emit_message = on_message;
+    j->cinfo.client_data = j;
+    /* set first: a creation cut short leaves cinfo.mem NULL or valid, and
+     * jpeg_destroy_decompress handles both */
+    j->created = 1;
+    jpeg_create_decompress(&j->cinfo);
+}
+
 static struct stk__jpeg *jpeg_state(struct stk__decoder *d, struct stk__err *err)
 {
     if (d->jpeg != NULL)
@@ -59,32 +90,22 @@ static struct stk__jpeg *jpeg_state(struct stk__decoder *d, struct stk__err *err
         stk__errf(err, STK_ENOMEM, "out of memory for a JPEG decoder");
         return NULL;
     }
-    j->cinfo.err = jpeg_std_error(&j->jerr);
-    j->jerr.error_exit = on_error_exit;
-    j->jerr.emit_message = on_message;
-    j->cinfo.client_data = j;
-    if (setjmp(j->escape)) {
-        stk__free(j);
+    if (setjmp(j->escape)) { /* also keeps this function out of its callers */
+        stk__jpeg_free(j);
         stk__errf(err, STK_ENOMEM, "cannot create a JPEG decoder");
         return NULL;
     }
-    jpeg_create_decompress(&j->cinfo);
+    fresh_decompress(j);
     d->jpeg = j;
     return j;
 }
 
-void stk__jpeg_free(struct stk__jpeg *j)
-{
-    if (j == NULL)
-        return;
-    jpeg_destroy_decompress(&j->cinfo);
-    stk__free(j);
-}
-
-/* Read the header; checks the pixel limit. Must run inside setjmp. */
+/* Read the header into a fresh object; checks the pixel limit. Must run
+ * inside setjmp. */
 static int read_header(struct stk__decoder *d, struct stk__jpeg *j, const uint8_t *data,
                        size_t size, struct stk__err *err)
 {
+    fresh_decompress(j);
     j->truncated = 0;
     jpeg_mem_src(&j->cinfo, data, (unsigned long)size);
     jpeg_read_header(&j->cinfo, TRUE);
