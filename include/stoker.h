@@ -317,6 +317,18 @@ struct stk_stats {
     uint64_t cache_bytes_written; /* bytes this loader wrote into the cache */
     uint64_t retries;         /* remote requests repeated after a transient failure */
     uint64_t resumes;         /* of which continued a shard from a byte offset */
+    /* Where time goes, summed over threads (ns). decode_ns above is
+     * image_decode_ns + image_resample_ns + image_convert_ns plus labels and
+     * crop sampling. */
+    uint64_t read_ns;           /* reader threads opening, fetching, decompressing
+                                   and parsing shards (waits on the network
+                                   included; not waits for a free buffer) */
+    uint64_t image_decode_ns;   /* JPEG/PNG decoding (libjpeg-turbo, libspng) */
+    uint64_t image_resample_ns; /* antialiased resize of the crop */
+    uint64_t image_convert_ns;  /* layout and dtype conversion, normalization */
+    uint64_t wait_ns;           /* callers blocked in stk_loader_next(): when this
+                                   is a large share of a training step, the run
+                                   is input-bound */
 };
 
 typedef struct stk_loader stk_loader;

@@ -21,6 +21,7 @@
 #include "alloc.h"
 #include "decode.h"
 #include "resize.h"
+#include "threads.h"
 
 /* DCT scaling reduces by a box-like filter, not Pillow's antialiased
  * bilinear; the closer the scaled crop is to the output size, the more the
@@ -34,6 +35,7 @@ struct stk__image_worker {
     struct stk__decoder *decoder;
     struct stk__resize_scratch *scratch;
     uint8_t *rgb; /* size x size x 3 staging for layouts other than uint8 NHWC */
+    struct stk__stage_ns times;
 };
 
 static uint16_t float_to_half(float f)
@@ -227,33 +229,38 @@ static const struct stk_member *find_image(const struct stk__sample *s)
     return NULL;
 }
 
+/* Channel c of the n pixels of rgb into out as element type T, each byte v
+ * becoming VALUE (an expression of v). Written once per type with the
+ * layout decided outside the loop, so each loop is a plain load-and-store:
+ * the former per-element layout test made the float32 conversion 1.2x
+ * slower (0.159 against 0.134 ms per 224x224 image, one core). */
+#define CONVERT_CHANNEL(T, VALUE)                                                                  \
+    do {                                                                                           \
+        T *restrict o_ = (T *)out + (planar ? (size_t)c * n : (size_t)c);                         \
+        const uint8_t *restrict p_ = rgb + c;                                                      \
+        if (planar)                                                                                \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                const uint8_t v = p_[3 * i];                                                       \
+                o_[i] = (VALUE);                                                                   \
+            }                                                                                      \
+        else                                                                                       \
+            for (size_t i = 0; i < n; i++) {                                                       \
+                const uint8_t v = p_[3 * i];                                                       \
+                o_[3 * i] = (VALUE);                                                               \
+            }                                                                                      \
+    } while (0)
+
 /* Write the size x size RGB8 image rgb into out in the configured form. */
 static void convert(const struct stk__image_config *cfg, const uint8_t *rgb, void *out)
 {
-    size_t n = (size_t)cfg->size * (size_t)cfg->size;
-    int planar = cfg->layout == STK_LAYOUT_NCHW;
-    switch (cfg->dtype) {
-    case STK_DTYPE_UINT8: {
-        uint8_t *o = out;
-        for (size_t i = 0; i < n; i++)
-            for (int c = 0; c < 3; c++)
-                o[planar ? c * n + i : 3 * i + (size_t)c] = rgb[3 * i + (size_t)c];
-        break;
-    }
-    case STK_DTYPE_FLOAT32: {
-        float *o = out;
-        for (size_t i = 0; i < n; i++)
-            for (int c = 0; c < 3; c++)
-                o[planar ? c * n + i : 3 * i + (size_t)c] = cfg->lut_f32[c][rgb[3 * i + (size_t)c]];
-        break;
-    }
-    default: {
-        uint16_t *o = out;
-        for (size_t i = 0; i < n; i++)
-            for (int c = 0; c < 3; c++)
-                o[planar ? c * n + i : 3 * i + (size_t)c] = cfg->lut_u16[c][rgb[3 * i + (size_t)c]];
-        break;
-    }
+    const size_t n = (size_t)cfg->size * (size_t)cfg->size;
+    const int planar = cfg->layout == STK_LAYOUT_NCHW;
+    for (int c = 0; c < 3; c++) {
+        switch (cfg->dtype) {
+        case STK_DTYPE_UINT8: CONVERT_CHANNEL(uint8_t, v); break;
+        case STK_DTYPE_FLOAT32: CONVERT_CHANNEL(float, cfg->lut_f32[c][v]); break;
+        default: CONVERT_CHANNEL(uint16_t, cfg->lut_u16[c][v]); break;
+        }
     }
 }
 
@@ -277,7 +284,10 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
     };
     req.full = cfg->full_decode;
     struct stk__decoded img;
+    uint64_t t0 = stk__now_ns();
     int rc = stk__decode_region(w->decoder, data, size, &req, &img, err);
+    uint64_t t1 = stk__now_ns();
+    w->times.decode += t1 - t0;
     if (rc < 0)
         return rc;
 
@@ -302,11 +312,21 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
                           fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y), dst,
                           (size_t)cfg->size, (size_t)cfg->size, (size_t)cfg->size * 3, crop->flip,
                           w->scratch);
+    uint64_t t2 = stk__now_ns();
+    w->times.resample += t2 - t1;
     if (rc < 0)
         return stk__errf(err, rc, "resampling %dx%d pixels failed", hi_x - lo_x, hi_y - lo_y);
-    if (!direct)
+    if (!direct) {
         convert(cfg, w->rgb, out);
+        w->times.convert += stk__now_ns() - t2;
+    }
     return 0;
+}
+
+void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage_ns *out)
+{
+    *out = w->times;
+    memset(&w->times, 0, sizeof w->times);
 }
 
 int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,

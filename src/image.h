@@ -51,6 +51,14 @@ struct stk__image_worker;
 struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *cfg);
 void stk__image_worker_free(struct stk__image_worker *w);
 
+/* Time one worker spent in each stage of stk__image_render, in ns. */
+struct stk__stage_ns {
+    uint64_t decode, resample, convert;
+};
+
+/* The worker's stage times since the previous call; resets them. */
+void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage_ns *out);
+
 /* Decode image bytes and render the crop (eval: the box of a whole-image
  * resize, filter bounded by the image; train: the crop as its own image)
  * into out. */

@@ -21,6 +21,7 @@
 #include "pool.h"
 #include "shard_reader.h"
 #include "stoker.h"
+#include "threads.h"
 #include "urls.h"
 
 struct stk_loader {
@@ -32,6 +33,7 @@ struct stk_loader {
     atomic_uint_fast64_t samples;
     atomic_uint_fast64_t batches;
     atomic_uint_fast64_t member_bytes;
+    atomic_uint_fast64_t wait_ns; /* callers inside stk_loader_next */
     struct stk__batch_budget budget;
     struct stk__pool *pool;
     struct stk__cache *cache; /* NULL without cache_dir */
@@ -247,7 +249,17 @@ static int start_epoch(stk_loader *l)
     return stk__pipeline_start(&cfg, &l->pipeline, &l->err);
 }
 
+static int next_batch(stk_loader *l, struct stk_batch **out);
+
 int stk_loader_next(stk_loader *l, struct stk_batch **out)
+{
+    uint64_t start = stk__now_ns();
+    int rc = next_batch(l, out);
+    atomic_fetch_add(&l->wait_ns, stk__now_ns() - start);
+    return rc;
+}
+
+static int next_batch(stk_loader *l, struct stk_batch **out)
 {
     *out = NULL;
     stk__err_clear(&l->err);
@@ -342,6 +354,11 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->images_decoded = atomic_load(&m->counters.images_decoded);
     s->images_replaced = atomic_load(&m->counters.images_replaced);
     s->decode_ns = atomic_load(&m->counters.decode_ns);
+    s->read_ns = atomic_load(&m->counters.read_ns);
+    s->image_decode_ns = atomic_load(&m->counters.image_decode_ns);
+    s->image_resample_ns = atomic_load(&m->counters.image_resample_ns);
+    s->image_convert_ns = atomic_load(&m->counters.image_convert_ns);
+    s->wait_ns = atomic_load(&m->wait_ns);
     s->samples_read = atomic_load(&m->counters.samples_read);
     s->samples_passed_over = atomic_load(&m->counters.samples_passed_over);
     struct stk__cache_counts cc = {0};

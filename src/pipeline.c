@@ -227,7 +227,9 @@ static void *reader_main(void *arg)
         }
         struct slot *s = &p->slots[j];
         stk__mutex_unlock(&p->mutex);
+        uint64_t start = stk__now_ns();
         struct item it = produce(rt, s);
+        atomic_fetch_add(&p->cfg.shard.counters->read_ns, stk__now_ns() - start);
         stk__mutex_lock(&p->mutex);
         if (atomic_load(&p->stop)) {
             stk__sample_free(it.sample);

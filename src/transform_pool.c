@@ -47,9 +47,15 @@ static void run_task(struct stk__transform_pool *pool, struct stk__image_worker 
     uint64_t start = stk__now_ns();
     int rc = stk__image_transform(w, pool->cfg.image, b->samples[t->slot], out,
                                   &labels[t->slot], &err);
-    atomic_fetch_add(&pool->cfg.counters->decode_ns, stk__now_ns() - start);
+    struct stk__counters *c = pool->cfg.counters;
+    atomic_fetch_add(&c->decode_ns, stk__now_ns() - start);
+    struct stk__stage_ns stages;
+    stk__image_worker_take_times(w, &stages);
+    atomic_fetch_add(&c->image_decode_ns, stages.decode);
+    atomic_fetch_add(&c->image_resample_ns, stages.resample);
+    atomic_fetch_add(&c->image_convert_ns, stages.convert);
     if (rc == 0) {
-        atomic_fetch_add(&pool->cfg.counters->images_decoded, 1);
+        atomic_fetch_add(&c->images_decoded, 1);
         return;
     }
     b->failed[t->slot] = 1;

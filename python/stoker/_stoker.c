@@ -529,7 +529,8 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
+        "s:K,s:K,s:K}",
         "shards_opened", s.shards_opened, "shards_failed", s.shards_failed, "samples",
         s.samples, "samples_skipped", s.samples_skipped, "members_ignored", s.members_ignored,
         "batches", s.batches, "bytes_read", s.bytes_read, "member_bytes", s.member_bytes,
@@ -538,7 +539,9 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
         s.samples_passed_over, "cache_hits", s.cache_hits,
         "cache_misses", s.cache_misses, "cache_evictions", s.cache_evictions,
         "cache_bytes_written", s.cache_bytes_written, "retries", s.retries, "resumes",
-        s.resumes);
+        s.resumes, "read_ns", s.read_ns, "image_decode_ns", s.image_decode_ns,
+        "image_resample_ns", s.image_resample_ns, "image_convert_ns", s.image_convert_ns,
+        "wait_ns", s.wait_ns);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)

@@ -86,3 +86,21 @@ def test_default_epoch_advances_after_a_full_iteration(uneven_shards):
     e1 = epoch(ref)
     assert torch.equal(first[0], e0[0]) and torch.equal(first[1], e0[1])
     assert torch.equal(second[0], e1[0]) and torch.equal(second[1], e1[1])
+
+
+def test_stats_tell_where_time_goes(even_shards):
+    """stats() carries per-stage times: the image stages fit in decode_ns,
+    and the time spent waiting inside next() is at most the wall time."""
+    import time
+    ld = stoker.Loader(even_shards, batch_size=8, image_size=32, transform="train",
+                       dtype="float32", threads=1)
+    start = time.monotonic()
+    for _ in ld:
+        pass
+    wall = time.monotonic() - start
+    s = ld.stats()
+    ld.close()
+    assert s["read_ns"] > 0
+    assert s["image_decode_ns"] > 0 and s["image_resample_ns"] > 0 and s["image_convert_ns"] > 0
+    assert s["image_decode_ns"] + s["image_resample_ns"] + s["image_convert_ns"] <= s["decode_ns"]
+    assert 0 < s["wait_ns"] <= wall * 1e9

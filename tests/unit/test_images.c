@@ -17,6 +17,7 @@
 #include "jpeg_fixture.h"
 #include "stoker.h"
 #include "tar_builder.h"
+#include "threads.h"
 
 #define N_SHARDS 4
 #define PER_SHARD 9
@@ -215,9 +216,49 @@ static void test_float_outputs_follow_uint8(void **state)
         memcpy(&bf, &bits, 4);
         assert_true(bf > want - 0.02f && bf < want + 0.02f);
     }
+    /* NHWC holds the same values, pixel-major */
+    struct epoch_images nhwc;
+    o.dtype = STK_DTYPE_FLOAT32;
+    o.layout = STK_LAYOUT_NHWC;
+    assert_int_equal(read_epoch(&o, good, &nhwc, NULL), 0);
+    assert_int_equal(nhwc.bytes, f32.bytes);
+    const float *g = (const float *)nhwc.images;
+    for (size_t img = 0; img < u8.bytes / (3 * plane); img++)
+        for (size_t p = 0; p < plane; p++)
+            for (size_t c = 0; c < 3; c++)
+                assert_true(g[(img * plane + p) * 3 + c] == f[(img * 3 + c) * plane + p]);
     free(u8.images);
     free(f32.images);
     free(bf16.images);
+    free(nhwc.images);
+}
+
+/* The stage times add up: every stage of an image epoch took some time,
+ * the image stages fit in decode_ns, and the caller waited. */
+static void test_stage_times(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 2);
+    o.dtype = STK_DTYPE_FLOAT32;
+    struct epoch_images e;
+    struct stk_stats st;
+    uint64_t start = stk__now_ns();
+    assert_int_equal(read_epoch(&o, good, &e, &st), 0);
+    uint64_t wall = stk__now_ns() - start;
+    assert_int_equal(st.images_decoded, N_SHARDS * PER_SHARD);
+    assert_true(st.read_ns > 0);
+    assert_true(st.image_decode_ns > 0 && st.image_resample_ns > 0 && st.image_convert_ns > 0);
+    assert_true(st.image_decode_ns + st.image_resample_ns + st.image_convert_ns <= st.decode_ns);
+    assert_true(st.wait_ns > 0 && st.wait_ns <= wall);
+    free(e.images);
+
+    /* uint8 NHWC is written by the resampler itself: no conversion */
+    o.dtype = STK_DTYPE_UINT8;
+    o.layout = STK_LAYOUT_NHWC;
+    assert_int_equal(read_epoch(&o, good, &e, &st), 0);
+    assert_int_equal(st.image_convert_ns, 0);
+    assert_true(st.image_resample_ns > 0);
+    free(e.images);
 }
 
 static void test_bad_images(void **state)
@@ -310,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_same_images_for_any_thread_count),
         cmocka_unit_test(test_labels_in_storage_order),
         cmocka_unit_test(test_float_outputs_follow_uint8),
+        cmocka_unit_test(test_stage_times),
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_missing_label),
         cmocka_unit_test(test_caller_batch_memory),
