@@ -179,23 +179,6 @@ static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
     return EXIT_OK;
 }
 
-/* Where the time went: each stage's time per item and thread, and how much
- * of the run the caller spent waiting for batches. */
-static void print_stages(const struct stk_stats *s, double seconds)
-{
-    double samples = s->samples_read ? (double)s->samples_read : 1;
-    double images = s->images_decoded ? (double)s->images_decoded : 1;
-    printf("stages            read %.3f ms per sample", (double)s->read_ns / 1e6 / samples);
-    if (s->images_decoded)
-        printf("; decode %.3f, resample %.3f, convert %.3f ms per image",
-               (double)s->image_decode_ns / 1e6 / images,
-               (double)s->image_resample_ns / 1e6 / images,
-               (double)s->image_convert_ns / 1e6 / images);
-    printf(" (one thread's time)\n");
-    printf("caller            waited for batches %.0f%% of the run\n",
-           seconds > 0 ? 100.0 * (double)s->wait_ns / 1e9 / seconds : 0.0);
-}
-
 static void report(const struct bench_args *a, const struct stk_stats *s, double seconds,
                    double first_batch_s, size_t n_shards)
 {
@@ -214,7 +197,8 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "\"cache_misses\": %llu, "
                "\"cache_evictions\": %llu, \"cache_bytes_written\": %llu, \"retries\": %llu, "
                "\"resumes\": %llu, \"read_ns\": %llu, \"image_decode_ns\": %llu, "
-               "\"image_resample_ns\": %llu, \"image_convert_ns\": %llu, \"wait_ns\": %llu}\n",
+               "\"image_resample_ns\": %llu, \"image_convert_ns\": %llu, \"wait_ns\": %llu, "
+               "\"wall_ns\": %llu, \"read_threads\": %llu, \"decode_threads\": %llu}\n",
                n_shards, a->opts.threads, (unsigned long long)a->epochs,
                (unsigned long long)s->samples, (unsigned long long)s->batches,
                (unsigned long long)s->member_bytes, (unsigned long long)s->bytes_read, seconds,
@@ -229,7 +213,9 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                (unsigned long long)s->cache_bytes_written, (unsigned long long)s->retries,
                (unsigned long long)s->resumes, (unsigned long long)s->read_ns,
                (unsigned long long)s->image_decode_ns, (unsigned long long)s->image_resample_ns,
-               (unsigned long long)s->image_convert_ns, (unsigned long long)s->wait_ns);
+               (unsigned long long)s->image_convert_ns, (unsigned long long)s->wait_ns,
+               (unsigned long long)s->wall_ns, (unsigned long long)s->read_threads,
+               (unsigned long long)s->decode_threads);
         return;
     }
     printf("shards            %zu\n", n_shards);
@@ -245,7 +231,6 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
                "thread, %llu bad images replaced\n",
                seconds > 0 ? (double)s->images_decoded / seconds : 0, decode_ms,
                (unsigned long long)s->images_replaced);
-    print_stages(s, seconds);
     if (a->opts.cache_dir != NULL)
         printf("cache             %llu hits, %llu misses, %llu evictions, %.1f MB written\n",
                (unsigned long long)s->cache_hits, (unsigned long long)s->cache_misses,
@@ -255,6 +240,9 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
            (unsigned long long)s->members_ignored);
     printf("remote            %llu requests retried, %llu resumed mid-shard\n",
            (unsigned long long)s->retries, (unsigned long long)s->resumes);
+    char where[1024];
+    stk_stats_report(s, where, sizeof where);
+    printf("\n%s", where);
 }
 
 int cmd_bench(int argc, char **argv)

@@ -329,6 +329,11 @@ struct stk_stats {
     uint64_t wait_ns;           /* callers blocked in stk_loader_next(): when this
                                    is a large share of a training step, the run
                                    is input-bound */
+    uint64_t sequence_ns;       /* CPU time of the thread that interleaves,
+                                   shuffles and assembles batches */
+    uint64_t wall_ns;           /* since the loader's first stk_loader_next() */
+    uint64_t read_threads;      /* reader threads of the current or last epoch */
+    uint64_t decode_threads;    /* image threads (0 without a transform) */
 };
 
 typedef struct stk_loader stk_loader;
@@ -411,6 +416,16 @@ int stk_loader_world_size(const stk_loader *loader);
 
 /* Copy the counters. Safe to call while batches are in flight. */
 void stk_loader_stats(const stk_loader *loader, struct stk_stats *stats);
+
+/*
+ * Write a plain-text report of where the time in stats went into buf (size
+ * bytes, always NUL-terminated when size > 0): whether the caller was
+ * input-bound (it waited for batches 5% of its time or more), which stage
+ * kept its threads busiest (reading or image decoding, with the time per
+ * item of each part), and what would help. A few lines, each ending in a
+ * newline. Returns the length of the whole report, as snprintf does.
+ */
+size_t stk_stats_report(const struct stk_stats *stats, char *buf, size_t size);
 
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */

@@ -33,7 +33,8 @@ struct stk_loader {
     atomic_uint_fast64_t samples;
     atomic_uint_fast64_t batches;
     atomic_uint_fast64_t member_bytes;
-    atomic_uint_fast64_t wait_ns; /* callers inside stk_loader_next */
+    atomic_uint_fast64_t wait_ns;  /* callers inside stk_loader_next */
+    atomic_uint_fast64_t first_ns; /* start of the first stk_loader_next, or 0 */
     struct stk__batch_budget budget;
     struct stk__pool *pool;
     struct stk__cache *cache; /* NULL without cache_dir */
@@ -253,7 +254,8 @@ static int next_batch(stk_loader *l, struct stk_batch **out);
 
 int stk_loader_next(stk_loader *l, struct stk_batch **out)
 {
-    uint64_t start = stk__now_ns();
+    uint64_t start = stk__now_ns(), unset = 0;
+    atomic_compare_exchange_strong(&l->first_ns, &unset, start);
     int rc = next_batch(l, out);
     atomic_fetch_add(&l->wait_ns, stk__now_ns() - start);
     return rc;
@@ -359,6 +361,11 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->image_resample_ns = atomic_load(&m->counters.image_resample_ns);
     s->image_convert_ns = atomic_load(&m->counters.image_convert_ns);
     s->wait_ns = atomic_load(&m->wait_ns);
+    uint64_t first = atomic_load(&m->first_ns);
+    s->wall_ns = first ? stk__now_ns() - first : 0;
+    s->sequence_ns = atomic_load(&m->counters.sequence_ns);
+    s->read_threads = atomic_load(&m->counters.read_threads);
+    s->decode_threads = m->opts.transform != STK_TRANSFORM_NONE ? m->opts.threads : 0;
     s->samples_read = atomic_load(&m->counters.samples_read);
     s->samples_passed_over = atomic_load(&m->counters.samples_passed_over);
     struct stk__cache_counts cc = {0};

@@ -398,8 +398,24 @@ static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *in
  * skipped to it), else at the epoch's start; the samples before its first
  * batch go through the same interleave and shuffle and are dropped, never
  * decoded. */
+/* Add the sequencer's CPU time since *published to the counters. Its waits
+ * are many (readers, batch buffers, image workers), so CPU time is simpler
+ * and more exact than timing the work between them. */
+static void publish_cpu(struct stk__pipeline *p, uint64_t *published)
+{
+    uint64_t now = stk__thread_cpu_ns();
+    atomic_fetch_add(&p->cfg.shard.counters->sequence_ns, now - *published);
+    *published = now;
+}
+
+/* Samples between two publish_cpu calls: a report mid-epoch lags by that
+ * much, and the clock's system call stays off the per-sample path. */
+#define CPU_PUBLISH_EVERY 64
+
 static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__shuffle *sh)
 {
+    uint64_t published = stk__thread_cpu_ns();
+    unsigned since_publish = 0;
     struct stk__batch *batch = NULL;
     uint64_t index = p->cfg.first_batch;
     uint64_t pulled = p->seeking ? p->seek.input_start : 0;
@@ -407,6 +423,10 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
     uint64_t target = p->cfg.opts.samples_per_rank ? p->cfg.opts.samples_per_rank : UINT64_MAX;
     int input_done = 0, rc = 0;
     for (;;) {
+        if (++since_publish == CPU_PUBLISH_EVERY) {
+            publish_cpu(p, &published);
+            since_publish = 0;
+        }
         struct stk__sample *s = stk__shuffle_pop(sh);
         if (s == NULL) {
             if (input_done)
@@ -441,6 +461,7 @@ out:
     /* Image workers may still write into a partial batch: it is freed by
      * stk__pipeline_stop() after they are joined. */
     p->partial = batch;
+    publish_cpu(p, &published);
     return rc;
 }
 
@@ -584,6 +605,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     for (size_t i = 0; i < cfg->urls->count && p->n_readers < p->n_slots; i++)
         if (!stk__source_is_local(cfg->urls->items[i]))
             p->n_readers = p->n_slots;
+    atomic_store(&cfg->shard.counters->read_threads, p->n_readers);
     p->waiting_slot = -1;
     atomic_init(&p->stop, 0);
     /* Sources waiting on a server or a command give up when the epoch stops. */

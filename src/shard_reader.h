@@ -34,6 +34,8 @@ struct stk__counters {
     atomic_uint_fast64_t image_decode_ns;
     atomic_uint_fast64_t image_resample_ns;
     atomic_uint_fast64_t image_convert_ns;
+    atomic_uint_fast64_t read_threads; /* of the epoch last started */
+    atomic_uint_fast64_t sequence_ns;  /* sequencer threads' CPU time */
     atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
     atomic_uint_fast64_t samples_passed_over; /* read by a resume to reach its start */
     struct stk__source_stats source;

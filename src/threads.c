@@ -51,9 +51,12 @@ void stk__thread_join(pthread_t t)
     check(pthread_join(t, NULL), "pthread_join");
 }
 
-uint64_t stk__now_ns(void)
+static uint64_t clock_ns(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t stk__now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+uint64_t stk__thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }

@@ -32,4 +32,8 @@ void stk__thread_join(pthread_t t);
 /* Monotonic clock in nanoseconds. */
 uint64_t stk__now_ns(void);
 
+/* CPU time of the calling thread in nanoseconds (a system call: not per
+ * item on a hot path). */
+uint64_t stk__thread_cpu_ns(void);
+
 #endif

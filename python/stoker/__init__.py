@@ -190,8 +190,17 @@ class Loader:
         self._batch = 0
 
     def stats(self):
-        """Counters: samples, skipped samples, replaced images, bytes, decode time."""
+        """Counters: samples, skipped samples, replaced images, bytes, and the
+        time spent per stage (reading, decoding, resampling, converting,
+        batching) and by the caller waiting for batches, in ns."""
         return self._c.stats()
+
+    def report(self):
+        """Where the time went, in a few lines: whether the training loop is
+        input-bound (it waited for batches 5% of its time or more since the
+        first batch was asked for), the busy share of each stage, and which
+        one limits. Print it at the end of an epoch."""
+        return self._c.report()
 
     def close(self):
         """Stop the loader's threads now (also done when it is garbage collected)."""

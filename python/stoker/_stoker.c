@@ -530,7 +530,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     stk_loader_stats(self->loader, &s);
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K}",
+        "s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
         "shards_opened", s.shards_opened, "shards_failed", s.shards_failed, "samples",
         s.samples, "samples_skipped", s.samples_skipped, "members_ignored", s.members_ignored,
         "batches", s.batches, "bytes_read", s.bytes_read, "member_bytes", s.member_bytes,
@@ -541,7 +541,20 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
         "cache_bytes_written", s.cache_bytes_written, "retries", s.retries, "resumes",
         s.resumes, "read_ns", s.read_ns, "image_decode_ns", s.image_decode_ns,
         "image_resample_ns", s.image_resample_ns, "image_convert_ns", s.image_convert_ns,
-        "wait_ns", s.wait_ns);
+        "wait_ns", s.wait_ns, "sequence_ns", s.sequence_ns, "wall_ns", s.wall_ns,
+        "read_threads", s.read_threads, "decode_threads", s.decode_threads);
+}
+
+static PyObject *loader_report(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    struct stk_stats s;
+    stk_loader_stats(self->loader, &s);
+    char text[2048];
+    size_t n = stk_stats_report(&s, text, sizeof text);
+    return PyUnicode_FromStringAndSize(text, (Py_ssize_t)(n < sizeof text ? n : sizeof text - 1));
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)
@@ -594,6 +607,7 @@ static PyMethodDef loader_methods[] = {
     {"seek", (PyCFunction)loader_seek, METH_VARARGS,
      "seek(epoch, batch): the next next() delivers that batch of that epoch"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
+    {"report", (PyCFunction)loader_report, METH_NOARGS, "where the time went, in words"},
     {"info", (PyCFunction)loader_info, METH_NOARGS, "shards, rank, world size and sizes"},
     {"close", (PyCFunction)loader_close, METH_NOARGS, "stop threads and free the loader"},
     {NULL, NULL, 0, NULL},

@@ -104,3 +104,27 @@ def test_stats_tell_where_time_goes(even_shards):
     assert s["image_decode_ns"] > 0 and s["image_resample_ns"] > 0 and s["image_convert_ns"] > 0
     assert s["image_decode_ns"] + s["image_resample_ns"] + s["image_convert_ns"] <= s["decode_ns"]
     assert 0 < s["wait_ns"] <= wall * 1e9
+
+
+def test_report_tells_input_bound_from_consumer_bound(even_shards):
+    """A loop that takes its batches as fast as they come is input-bound and
+    image decoding limits it; one that sleeps 0.25 s per batch is not."""
+    import time
+    kw = dict(batch_size=8, image_size=32, transform="train", threads=1)
+    fast = stoker.Loader(even_shards, **kw)
+    for _ in fast:
+        pass
+    text = fast.report()
+    fast.close()
+    assert text.startswith("input-bound: the caller waited for batches"), text
+    assert "verdict: image decoding is the limit" in text, text
+
+    slow = stoker.Loader(even_shards, **kw)
+    for step, _ in enumerate(slow):
+        time.sleep(0.25)
+        if step == 8:
+            break
+    text = slow.report()
+    slow.close()
+    assert text.startswith("not input-bound"), text
+    assert "verdict: the consumer, not the input, sets the pace" in text, text

@@ -1,0 +1,153 @@
+/*
+ * test_report.c - the input-bound report (stk_stats_report) on made-up
+ * counters: the verdict follows the waiting share and the busiest stage.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "stoker.h"
+
+#define SECOND 1000000000ull
+
+/* 10 s of a loader with 4 image threads and 2 readers, all idle. */
+static struct stk_stats idle_loader(void)
+{
+    struct stk_stats s;
+    memset(&s, 0, sizeof s);
+    s.wall_ns = 10 * SECOND;
+    s.batches = 100;
+    s.samples = s.samples_read = s.images_decoded = 6400;
+    s.bytes_read = 640000000;
+    s.read_threads = 2;
+    s.decode_threads = 4;
+    return s;
+}
+
+static void report(const struct stk_stats *s, char *buf, size_t size)
+{
+    size_t n = stk_stats_report(s, buf, size);
+    assert_int_equal(n, strlen(buf));
+    assert_true(n > 0 && buf[n - 1] == '\n');
+}
+
+static void assert_contains(const char *text, const char *part)
+{
+    if (strstr(text, part) == NULL)
+        fail_msg("\"%s\" not in:\n%s", part, text);
+}
+
+static void test_nothing_yet(void **state)
+{
+    (void)state;
+    struct stk_stats s;
+    memset(&s, 0, sizeof s);
+    char buf[512];
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "no batches delivered yet");
+}
+
+static void test_not_input_bound(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    s.wait_ns = SECOND / 25; /* 0.4% */
+    s.decode_ns = 39 * SECOND; /* decoding saturated, yet the caller never waits */
+    char buf[1024];
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "not input-bound: the caller waited for batches 0% of 10.0 s");
+    assert_contains(buf, "(640 samples/s delivered)");
+    assert_contains(buf, "image decoding: 4 threads 98% busy");
+    assert_contains(buf, "verdict: the consumer, not the input, sets the pace");
+}
+
+static void test_decode_bound(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    s.wait_ns = 6 * SECOND;
+    s.decode_ns = 36 * SECOND; /* 90% of 4 threads */
+    s.image_decode_ns = 6400ull * 1000000; /* 1 ms per image */
+    s.image_resample_ns = 6400ull * 200000;
+    s.image_convert_ns = 6400ull * 100000;
+    s.read_ns = 12 * SECOND; /* 60% of 2 */
+    char buf[1024];
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "input-bound: the caller waited for batches 60% of 10.0 s");
+    assert_true(strstr(buf, "not input-bound") == NULL);
+    assert_contains(buf, "reading: 2 threads 60% busy, 1.875 ms per sample");
+    assert_contains(buf, "per image 1.000 ms decode, 0.200 ms resample, 0.100 ms convert");
+    assert_contains(buf, "verdict: image decoding is the limit");
+}
+
+static void test_read_bound(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    s.wait_ns = 8 * SECOND;
+    s.decode_ns = 20 * SECOND; /* 50% */
+    s.read_ns = 19 * SECOND;   /* 95% */
+    char buf[1024];
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "reading: 2 threads 95% busy, 2.969 ms per sample, 64.0 MB/s read");
+    assert_contains(buf, "verdict: reading is the limit");
+}
+
+static void test_batching_bound(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    s.decode_threads = 0; /* raw samples: no image line */
+    s.wait_ns = 9 * SECOND;
+    s.read_ns = 10 * SECOND;
+    s.sequence_ns = 9 * SECOND;
+    char buf[1024];
+    report(&s, buf, sizeof buf);
+    assert_true(strstr(buf, "image decoding") == NULL);
+    assert_contains(buf, "batching (interleave, shuffle, assemble): 1 thread 90% busy");
+    assert_contains(buf, "verdict: batching is the limit");
+}
+
+static void test_starved(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    s.wait_ns = 5 * SECOND;
+    s.decode_ns = 20 * SECOND;
+    s.read_ns = 10 * SECOND;
+    s.sequence_ns = SECOND;
+    char buf[1024];
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "verdict: no stage is saturated");
+}
+
+/* snprintf's contract: the full length back, the buffer cut and terminated. */
+static void test_small_buffers(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    s.wait_ns = 6 * SECOND;
+    char full[1024], cut[16];
+    size_t n = stk_stats_report(&s, full, sizeof full);
+    memset(cut, 'x', sizeof cut);
+    assert_int_equal(stk_stats_report(&s, cut, sizeof cut), n);
+    assert_int_equal(strlen(cut), sizeof cut - 1);
+    assert_memory_equal(cut, full, sizeof cut - 1);
+    assert_int_equal(stk_stats_report(&s, NULL, 0), n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nothing_yet),    cmocka_unit_test(test_not_input_bound),
+        cmocka_unit_test(test_decode_bound),   cmocka_unit_test(test_read_bound),
+        cmocka_unit_test(test_batching_bound), cmocka_unit_test(test_starved),
+        cmocka_unit_test(test_small_buffers),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
