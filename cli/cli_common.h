@@ -74,5 +74,6 @@ int cmd_ls(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_index(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
 
 #endif

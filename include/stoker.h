@@ -172,7 +172,8 @@ struct stk_options {
     float flip_probability;     /* 0.5 */
     /* Label source: the first member among these extensions holding a
      * decimal integer (default "cls,txt"), or, when label_json_field is set,
-     * that integer field of the "json" member. */
+     * that integer field of the "json" member. "" means unlabelled data:
+     * every label is -1. */
     const char *label_exts;
     const char *label_json_field;
     /* Larger images are rejected before any allocation (decompression
@@ -408,6 +409,24 @@ uint64_t stk_loader_epoch_samples(const stk_loader *loader);
 int stk_index_build(const struct stk_options *opts, const char *const *patterns, size_t n,
                     const char *path, struct stk_stats *stats, char *errbuf,
                     size_t errbuf_size);
+
+/*
+ * Read every sample of every shard named by the patterns (expanded as
+ * stk_loader_create() does) with the options' grouping rules and limits,
+ * and check it: tar structure and sample grouping always; with a transform
+ * set, also that the sample has a jpg/jpeg/png member that decodes whole
+ * (bombs, truncation and corruption included) and a label as the options
+ * ask. It never stops at bad data, whatever opts->on_error says: each
+ * problem goes to opts->log at STK_LOG_WARN naming the shard and the key,
+ * member or byte offset, and is counted in stats: samples (all read),
+ * samples_skipped (bad ones), shards_failed (shards that could not be
+ * opened or read to their end), images_decoded. Uses opts->threads threads,
+ * a shard each. Returns 0 once everything was read (problems or not: see
+ * stats), else an STK_E* code (no shards, no memory) with a message in
+ * errbuf.
+ */
+int stk_verify(const struct stk_options *opts, const char *const *patterns, size_t n,
+               struct stk_stats *stats, char *errbuf, size_t errbuf_size);
 
 /* Number of shards in the expanded URL list, and this loader's rank/world. */
 size_t stk_loader_num_shards(const stk_loader *loader);

@@ -12,9 +12,9 @@
 
 #include "alloc.h"
 #include "cloud_list.h"
+#include "shard_jobs.h"
 #include "shard_reader.h"
 #include "stoker.h"
-#include "threads.h"
 
 #define INDEX_FORMAT "stoker-index"
 #define INDEX_VERSION 1
@@ -27,36 +27,20 @@ struct index_build {
     struct stk__shard_config shard;
     uint64_t *counts;
     struct stk__offsets *offsets; /* items NULL for compressed shards */
-    atomic_size_t next; /* next shard to count */
-    pthread_mutex_t mutex;
-    struct stk__err err; /* first failure, guarded by mutex */
 };
 
-static void *count_main(void *arg)
+static int count_job(void *ctx, size_t i, struct stk__err *err)
 {
-    struct index_build *b = arg;
-    for (;;) {
-        size_t i = atomic_fetch_add(&b->next, 1);
-        if (i >= b->urls->count)
-            return NULL;
-        struct stk__err err;
-        struct stk__shard_reader *r;
-        int rc = stk__shard_open(b->urls->items[i], i, &b->shard, &r, &err);
-        if (rc == 0) {
-            rc = stk__shard_count(r, &b->counts[i], &b->offsets[i], &err);
-            if (!stk__shard_seekable(r))
-                stk__offsets_free(&b->offsets[i]);
-            stk__shard_close(r);
-        }
-        if (rc < 0) {
-            stk__mutex_lock(&b->mutex);
-            if (b->err.code == 0)
-                b->err = err;
-            stk__mutex_unlock(&b->mutex);
-            atomic_store(&b->next, b->urls->count); /* the others stop too */
-            return NULL;
-        }
+    struct index_build *b = ctx;
+    struct stk__shard_reader *r;
+    int rc = stk__shard_open(b->urls->items[i], i, &b->shard, &r, err);
+    if (rc == 0) {
+        rc = stk__shard_count(r, &b->counts[i], &b->offsets[i], err);
+        if (!stk__shard_seekable(r))
+            stk__offsets_free(&b->offsets[i]);
+        stk__shard_close(r);
     }
+    return rc;
 }
 
 static int write_index(const char *path, const struct stk__strlist *urls, const uint64_t *counts,
@@ -117,7 +101,6 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     struct stk__counters counters = {0};
     struct stk__strlist urls = {0};
     struct index_build b = {.urls = &urls};
-    stk__mutex_init(&b.mutex);
     int rc = stk__expand_and_list(opts, patterns, n, &urls, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to index");
@@ -126,27 +109,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing %zu shards", urls.count);
     if (rc == 0) {
         stk__shard_config_init(&b.shard, opts, &counters, NULL);
-        unsigned threads = opts->threads < urls.count ? opts->threads : (unsigned)urls.count;
-        pthread_t *tids = stk__calloc(threads, sizeof *tids);
-        unsigned started = 0;
-        if (tids == NULL)
-            rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing");
-        while (rc == 0 && started < threads) {
-            rc = stk__thread_create(&tids[started], count_main, &b);
-            if (rc < 0)
-                stk__errf(&err, rc, "cannot start an indexing thread: %s", strerror(-rc));
-            else
-                started++;
-        }
-        if (rc < 0)
-            atomic_store(&b.next, urls.count);
-        for (unsigned t = 0; t < started; t++)
-            stk__thread_join(tids[t]);
-        stk__free(tids);
-        if (rc == 0 && b.err.code != 0) {
-            err = b.err;
-            rc = b.err.code;
-        }
+        rc = stk__run_shard_jobs(urls.count, opts->threads, count_job, &b, &err);
     }
     if (rc == 0)
         rc = write_index(path, &urls, b.counts, b.offsets, &err);
@@ -165,7 +128,6 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     stk__free(b.offsets);
     stk__free(b.counts);
     stk__strlist_free(&urls);
-    stk__mutex_destroy(&b.mutex);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }

@@ -213,6 +213,10 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
                              s->pub.url, s->pub.key, cfg->label_exts[i]);
         return 0;
     }
+    if (cfg->n_label_exts == 0) { /* unlabelled data */
+        *label = -1;
+        return 0;
+    }
     return stk__errf(err, STK_ELABEL, "%s: sample '%.200s' has no label member (%s%s%s)",
                      s->pub.url, s->pub.key, cfg->label_exts[0],
                      cfg->n_label_exts > 1 ? ", " : "", cfg->n_label_exts > 1 ? cfg->label_exts[1] : "");
@@ -329,6 +333,26 @@ void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage
     memset(&w->times, 0, sizeof w->times);
 }
 
+/* The sample's image member, or NULL with an error naming the sample. */
+static const struct stk_member *image_member(const struct stk__sample *s, struct stk__err *err)
+{
+    const struct stk_member *m = find_image(s);
+    if (m == NULL)
+        stk__errf(err, STK_EDECODE, "%s: sample '%.200s' has no jpg, jpeg or png member",
+                  s->pub.url, s->pub.key);
+    return m;
+}
+
+/* Put the sample's URL, key and member in front of err's message. */
+static int name_member(int rc, const struct stk__sample *s, const struct stk_member *m,
+                       struct stk__err *err)
+{
+    char why[STK__ERRMSG_MAX];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return stk__errf(err, rc, "%s: sample '%.200s' member %s: %s", s->pub.url, s->pub.key, m->ext,
+                     why);
+}
+
 int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
                          const struct stk__sample *s, void *out, int64_t *label,
                          struct stk__err *err)
@@ -336,10 +360,9 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
     int rc = find_label(cfg, s, label, err);
     if (rc < 0)
         return rc;
-    const struct stk_member *m = find_image(s);
+    const struct stk_member *m = image_member(s, err);
     if (m == NULL)
-        return stk__errf(err, STK_EDECODE, "%s: sample '%.200s' has no jpg, jpeg or png member",
-                         s->pub.url, s->pub.key);
+        return err->code;
     int width, height;
     rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
     if (rc == 0) {
@@ -354,11 +377,21 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
         }
         rc = stk__image_render(w, cfg, m->data, m->size, &crop, eval, out, err);
     }
-    if (rc < 0) {
-        char why[STK__ERRMSG_MAX];
-        snprintf(why, sizeof why, "%s", err->msg);
-        return stk__errf(err, rc, "%s: sample '%.200s' member %s: %s", s->pub.url, s->pub.key,
-                         m->ext, why);
-    }
-    return 0;
+    return rc < 0 ? name_member(rc, s, m, err) : 0;
+}
+
+int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                     const struct stk__sample *s, struct stk__err *err)
+{
+    int64_t label;
+    int rc = find_label(cfg, s, &label, err);
+    if (rc < 0)
+        return rc;
+    const struct stk_member *m = image_member(s, err);
+    if (m == NULL)
+        return err->code;
+    const struct stk__decode_request whole = {.full = 1};
+    struct stk__decoded img;
+    rc = stk__decode_region(w->decoder, m->data, m->size, &whole, &img, err);
+    return rc < 0 ? name_member(rc, s, m, err) : 0;
 }

@@ -72,4 +72,10 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
                          const struct stk__sample *s, void *out, int64_t *label,
                          struct stk__err *err);
 
+/* Check sample s as a training run would use it, without transforming it:
+ * its label (as cfg asks) and its image member, decoded whole. Errors name
+ * the shard, key and member. */
+int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                     const struct stk__sample *s, struct stk__err *err);
+
 #endif

@@ -37,6 +37,11 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/
     tests/integration/test_remote_http.py tests/integration/test_pipe.py \
     tests/integration/test_s3.py || status=1
 
+# Shard jobs under TSan: stoker index and stoker verify run one shard per thread.
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \
+    "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml=build-tsan/pytest-jobs.xml \
+    tests/integration/test_verify.py tests/integration/test_index.py || status=1
+
 STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
     --junitxml=build-asan/pytest.xml tests/integration || status=1
 
@@ -46,6 +51,7 @@ PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m p
     -p no:cacheprovider --junitxml=build-rel/pytest-python.xml tests/python || status=1
 
 "$PYTHON" tests/summarize.py build-asan/meson-logs/testlog.json \
-    build-tsan/meson-logs/testlog.json build-tsan/pytest-remote.xml build-asan/pytest.xml \
+    build-tsan/meson-logs/testlog.json build-tsan/pytest-remote.xml build-tsan/pytest-jobs.xml \
+    build-asan/pytest.xml \
     build-rel/pytest-python.xml || status=1
 exit $status

@@ -1,0 +1,21 @@
+/*
+ * shard_jobs.h - one job per shard on a few threads (index building,
+ * verification): whole shards are the unit, so there is no ordering to keep.
+ */
+#ifndef STK_SHARD_JOBS_H
+#define STK_SHARD_JOBS_H
+
+#include <stddef.h>
+
+#include "error.h"
+
+/* The job of shard index; 0 or an STK_E* code with a message in err. */
+typedef int (*stk__shard_job_fn)(void *ctx, size_t index, struct stk__err *err);
+
+/* Run job(ctx, i, ...) for every i in [0, count) on min(threads, count)
+ * threads, each taking the next index. The first failure stops the threads
+ * from taking more shards and is returned with its message. */
+int stk__run_shard_jobs(size_t count, unsigned threads, stk__shard_job_fn job, void *ctx,
+                        struct stk__err *err);
+
+#endif

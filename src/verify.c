@@ -1,0 +1,131 @@
+/*
+ * verify.c - stk_verify: read a whole dataset once and report every bad
+ * sample and shard, without stopping at any.
+ *
+ * The checks are the training path's own: the shard reader with its skip
+ * policy (tar structure, grouping, limits; it logs and counts what it
+ * drops) and stk__image_check (label, image member decoded whole), so a
+ * dataset that verifies clean trains without a skipped sample. Shards are
+ * independent jobs on opts->threads threads.
+ */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "cloud_list.h"
+#include "image.h"
+#include "sample.h"
+#include "shard_jobs.h"
+#include "shard_reader.h"
+#include "stoker.h"
+
+struct verify {
+    const struct stk__strlist *urls;
+    struct stk__shard_config shard;
+    const struct stk__image_config *image; /* NULL: tar and grouping only */
+    struct stk__counters *counters;
+    atomic_uint_fast64_t samples;    /* returned by the readers */
+    atomic_uint_fast64_t bad_images; /* of those, failing stk__image_check */
+};
+
+static void warn(const struct verify *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void warn(const struct verify *v, const char *fmt, ...)
+{
+    if (v->shard.log == NULL)
+        return;
+    char msg[STK__ERRMSG_MAX + 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    v->shard.log(v->shard.log_data, STK_LOG_WARN, msg);
+}
+
+/* Check one sample; 0 whether good or bad, <0 only when out of memory. */
+static int check_sample(struct verify *v, struct stk__image_worker *w,
+                        const struct stk__sample *s)
+{
+    atomic_fetch_add(&v->samples, 1);
+    if (v->image == NULL)
+        return 0;
+    struct stk__err err;
+    int rc = stk__image_check(w, v->image, s, &err);
+    if (rc == STK_ENOMEM)
+        return rc;
+    if (rc < 0) {
+        warn(v, "%s", err.msg);
+        atomic_fetch_add(&v->bad_images, 1);
+        return 0;
+    }
+    atomic_fetch_add(&v->counters->images_decoded, 1);
+    return 0;
+}
+
+static int verify_job(void *ctx, size_t i, struct stk__err *err)
+{
+    struct verify *v = ctx;
+    struct stk__image_worker *w = NULL;
+    if (v->image != NULL && (w = stk__image_worker_new(v->image)) == NULL)
+        return stk__errf(err, STK_ENOMEM, "out of memory for an image decoder");
+    struct stk__shard_reader *r = NULL;
+    int rc = stk__shard_open(v->urls->items[i], i, &v->shard, &r, err);
+    while (rc == 0) {
+        struct stk__sample *s;
+        rc = stk__shard_next(r, &s, err);
+        if (rc <= 0)
+            break;
+        rc = check_sample(v, w, s);
+        stk__sample_free(s);
+    }
+    stk__shard_close(r);
+    stk__image_worker_free(w);
+    if (rc == STK_ENOMEM || rc >= 0)
+        return rc;
+    /* The reader skips what it can; what is left cut the shard short. */
+    warn(v, "%s (%s)", err->msg, r == NULL ? "shard not read" : "rest of the shard not read");
+    atomic_fetch_add(&v->counters->shards_failed, 1);
+    return 0;
+}
+
+int stk_verify(const struct stk_options *opts, const char *const *patterns, size_t n,
+               struct stk_stats *stats, char *errbuf, size_t errbuf_size)
+{
+    struct stk__err err;
+    stk__err_clear(&err);
+    struct stk__counters counters = {0};
+    struct stk__strlist urls = {0};
+    struct stk__image_config image;
+    struct verify v = {.urls = &urls, .counters = &counters};
+    struct stk_options o = *opts;
+    o.on_error = STK_ON_ERROR_SKIP; /* never stop at bad data */
+    int rc = 0;
+    if (o.transform != STK_TRANSFORM_NONE) {
+        rc = stk__image_config_init(&image, &o, &err);
+        v.image = &image;
+    }
+    if (rc == 0)
+        rc = stk__expand_and_list(&o, patterns, n, &urls, &err);
+    if (rc == 0 && urls.count == 0)
+        rc = stk__errf(&err, STK_EINVAL, "no shards to verify");
+    if (rc == 0) {
+        stk__shard_config_init(&v.shard, &o, &counters, NULL);
+        rc = stk__run_shard_jobs(urls.count, o.threads, verify_job, &v, &err);
+    }
+    if (stats != NULL) {
+        memset(stats, 0, sizeof *stats);
+        /* the readers count what they drop; the image checks, the rest */
+        uint64_t dropped = atomic_load(&counters.samples_skipped);
+        stats->samples = atomic_load(&v.samples) + dropped;
+        stats->samples_skipped = dropped + atomic_load(&v.bad_images);
+        stats->shards_opened = atomic_load(&counters.shards_opened);
+        stats->shards_failed = atomic_load(&counters.shards_failed);
+        stats->members_ignored = atomic_load(&counters.members_ignored);
+        stats->bytes_read = atomic_load(&counters.bytes_read);
+        stats->images_decoded = atomic_load(&counters.images_decoded);
+    }
+    stk__strlist_free(&urls);
+    stk__copy_msg(errbuf, errbuf_size, err.msg);
+    return rc;
+}
