@@ -310,6 +310,12 @@ static void test_missing_label(void **state)
     struct epoch_images e;
     assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
     free(e.images);
+    /* unlabelled data: no label needed, every label -1 */
+    o.label_exts = "";
+    assert_int_equal(read_epoch(&o, path, &e, NULL), 0);
+    assert_int_equal(e.n, 1);
+    assert_int_equal(e.labels[0], -1);
+    free(e.images);
     unlink(path);
 }
 
