@@ -118,13 +118,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         case O_INDEX: o->index_path = optarg; break;
         case O_START: bad = cli_parse_u64(CMD, "--start-batch", optarg, 0, UINT64_MAX, &a->start_batch); break;
         case 'h': help(); return 1;
-        default:
-            bad = cli_parse_source_option(CMD, c, optarg, o);
-            if (bad == 0) {
-                cli_usage_error(CMD, "unknown option");
-                return -1;
-            }
-            break;
+        default: bad = cli_parse_other_option(CMD, c, optarg, o) == EXIT_OK ? 0 : -1; break;
         }
         if (bad < 0)
             return -1;

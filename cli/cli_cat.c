@@ -62,11 +62,8 @@ int cmd_cat(int argc, char **argv)
             help();
             return EXIT_OK;
         }
-        int r = cli_parse_source_option(CMD, c, optarg, &o);
-        if (r < 0)
+        if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
             return EXIT_USAGE;
-        if (r == 0)
-            return cli_usage_error(CMD, "unknown option");
     }
     if (argc - optind != 2)
         return cli_usage_error(CMD, "expected URL and KEY.EXT");

@@ -107,42 +107,42 @@ void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
     fprintf(stderr, "stoker %s: %s: %s\n", (const char *)data, names[level], message);
 }
 
-int cli_parse_source_option(const char *cmd, int c, const char *arg, struct stk_options *o)
+int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o)
 {
     uint64_t v;
     switch (c) {
     case CLI_O_IO_TIMEOUT:
         if (cli_parse_u64(cmd, "--io-timeout-ms", arg, 1, 3600000, &v) < 0)
-            return -1;
+            return EXIT_USAGE;
         o->io_timeout_ms = (unsigned)v;
-        return 1;
+        return EXIT_OK;
     case CLI_O_IO_RETRIES:
         if (cli_parse_u64(cmd, "--io-retries", arg, 0, 1000, &v) < 0)
-            return -1;
+            return EXIT_USAGE;
         o->io_retries = (unsigned)v;
-        return 1;
+        return EXIT_OK;
     case CLI_O_IO_BACKOFF:
         if (cli_parse_u64(cmd, "--io-backoff-ms", arg, 0, 60000, &v) < 0)
-            return -1;
+            return EXIT_USAGE;
         o->io_backoff_ms = (unsigned)v;
-        return 1;
+        return EXIT_OK;
     case CLI_O_ALLOW_PIPE:
         o->allow_pipe = 1;
-        return 1;
+        return EXIT_OK;
     case CLI_O_CA_BUNDLE:
         o->ca_bundle = arg;
-        return 1;
+        return EXIT_OK;
     case CLI_O_CACHE_DIR:
         if (arg[0] == '\0') {
             cli_usage_error(cmd, "--cache-dir expects a directory");
-            return -1;
+            return EXIT_USAGE;
         }
         o->cache_dir = arg;
-        return 1;
+        return EXIT_OK;
     case CLI_O_CACHE_SIZE:
-        return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? -1 : 1;
+        return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? EXIT_USAGE : EXIT_OK;
     default:
-        return 0;
+        return cli_usage_error(cmd, "unknown option");
     }
 }
 

@@ -40,7 +40,7 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 
 /* The options every command that reads shards accepts for remote sources
  * and the node cache: put CLI_SOURCE_LONGOPTS in the getopt_long table,
- * pass each option to cli_parse_source_option() and print
+ * pass the others to cli_parse_other_option() and print
  * cli_source_help() in --help. */
 enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_PIPE,
        CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE };
@@ -53,9 +53,10 @@ enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_
         {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                 \
         {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE}
 
-/* 1: c was a source option and is applied to o; 0: not one; -1: bad value
- * (a usage error was printed). */
-int cli_parse_source_option(const char *cmd, int c, const char *arg, struct stk_options *o);
+/* The default case of a command's option switch: apply source option c to
+ * o and return EXIT_OK, or print a usage error (bad value, unknown option)
+ * and return EXIT_USAGE. */
+int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o);
 void cli_source_help(void);
 
 /* Options for reading shards in storage order on one rank (ls, cat). */

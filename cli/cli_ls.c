@@ -67,13 +67,9 @@ int cmd_ls(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;
-        default: {
-            int r = cli_parse_source_option(CMD, c, optarg, &o);
-            if (r < 0)
+        default:
+            if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
                 return EXIT_USAGE;
-            if (r == 0)
-                return cli_usage_error(CMD, "unknown option");
-        }
         }
     }
     if (optind >= argc)

@@ -77,13 +77,9 @@ int cmd_verify(int argc, char **argv)
             o.max_image_pixels = v;
             break;
         case 'h': help(); return EXIT_OK;
-        default: {
-            int r = cli_parse_source_option(CMD, c, optarg, &o);
-            if (r < 0)
+        default:
+            if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
                 return EXIT_USAGE;
-            if (r == 0)
-                return cli_usage_error(CMD, "unknown option");
-        }
         }
     }
     if (o.cache_dir != NULL)
