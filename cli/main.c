@@ -19,6 +19,7 @@ static const struct {
     {"cat", cmd_cat, "write one member of one sample to standard output"},
     {"bench", cmd_bench, "measure how fast shards are read into batches"},
     {"index", cmd_index, "count the samples of every shard into a dataset index"},
+    {"pack", cmd_pack, "write a directory of files (ImageFolder or by key) into shards"},
     {"verify", cmd_verify, "read a dataset once and list every bad sample and shard"},
 };
 

@@ -428,6 +428,43 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
 int stk_verify(const struct stk_options *opts, const char *const *patterns, size_t n,
                struct stk_stats *stats, char *errbuf, size_t errbuf_size);
 
+/*
+ * Writing shards. A writer puts samples into WebDataset tar shards named by
+ * pattern, a printf pattern with exactly one %d (e.g. "out/train-%06d.tar",
+ * numbered from 0), starting the next shard before a sample that would make
+ * the current one hold more than max_samples samples or max_bytes bytes of
+ * member data (a sample larger than max_bytes gets a shard of its own).
+ * Members are written as KEY.EXT in sorted extension order, mode 0444, fixed
+ * owner and time, so equal input gives equal bytes; each shard appears
+ * under its name only once complete (written as NAME.tmp, then renamed).
+ * The directory must exist. Not thread-safe: one writer per thread.
+ */
+typedef struct stk_writer stk_writer;
+
+/* Returns 0 with *out set, or STK_EINVAL/STK_ENOMEM with a message in
+ * errbuf. */
+int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_bytes,
+                      stk_writer **out, char *errbuf, size_t errbuf_size);
+
+/* Add one sample: key (no '.' in its last '/'-separated part) and its
+ * members (distinct non-empty extensions without '/'; data is copied before
+ * the call returns). A bad key or extension is STK_EINVAL and writes
+ * nothing; an I/O error (STK_EIO) removes the shard being written and
+ * leaves the writer good only for stk_writer_destroy(). */
+int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *members,
+                   size_t n_members);
+
+/* Finish the last shard; *shards and *samples (either may be NULL) get the
+ * numbers written. Call stk_writer_destroy() afterwards in any case. */
+int stk_writer_close(stk_writer *w, uint64_t *shards, uint64_t *samples);
+
+/* Free the writer; a shard still open (no stk_writer_close) is removed.
+ * NULL is a no-op. */
+void stk_writer_destroy(stk_writer *w);
+
+/* Detailed message of the writer's last failed call ("" if none). */
+const char *stk_writer_errmsg(const stk_writer *w);
+
 /* Number of shards in the expanded URL list, and this loader's rank/world. */
 size_t stk_loader_num_shards(const stk_loader *loader);
 int stk_loader_rank(const stk_loader *loader);

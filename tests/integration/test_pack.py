@@ -1,0 +1,143 @@
+"""`stoker pack`: an ImageFolder tree or files grouped by key into WebDataset
+shards that WebDataset-style readers (Python's tarfile here) and stoker
+itself read back sample for sample."""
+import io
+import tarfile
+
+import pytest
+from PIL import Image
+
+
+def jpeg(seed):
+    """A small JPEG, the same bytes for the same seed."""
+    out = io.BytesIO()
+    img = Image.linear_gradient("L").rotate(seed * 37).resize((24 + seed, 16)).convert("RGB")
+    img.save(out, "JPEG", quality=90)
+    return out.getvalue()
+
+
+@pytest.fixture
+def image_folder(tmp_path):
+    """classes b_dog (3 images, one in a subdirectory, one .JPEG) and
+    a_cat (2 images), plus a text file and a hidden file to leave out."""
+    root = tmp_path / "folder"
+    files = {"a_cat/1.jpg": jpeg(1), "a_cat/2.png": None, "b_dog/x.jpg": jpeg(3),
+             "b_dog/deep/y.JPEG": jpeg(4), "b_dog/z.jpg": jpeg(5)}
+    png = io.BytesIO()
+    Image.new("RGB", (9, 9), (1, 2, 3)).save(png, "PNG")
+    files["a_cat/2.png"] = png.getvalue()
+    for rel, data in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "b_dog/readme.txt").write_text("not an image")
+    (root / "a_cat/.hidden.jpg").write_bytes(jpeg(9))
+    return root, files
+
+
+def read_samples(paths):
+    """[(key, {ext: bytes})] in storage order, as WebDataset groups them."""
+    samples = []
+    for path in paths:
+        with tarfile.open(path) as tf:
+            for m in tf.getmembers():
+                assert m.isfile() and m.mode == 0o444, m
+                key, _, ext = m.name.partition(".")
+                if not samples or samples[-1][0] != key:
+                    samples.append((key, {}))
+                samples[-1][1][ext] = tf.extractfile(m).read()
+    return samples
+
+
+def test_image_folder(run, image_folder, tmp_path):
+    root, files = image_folder
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run(["pack", "-o", str(out / "train-%04d.tar"), "--max-samples", "2",
+                "--classes", str(out / "classes.txt"), str(root)])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"5 samples in 3 shards: {out}/train-%04d.tar\n"
+    assert "b_dog/readme.txt" in proc.stderr and "1 files left out" in proc.stderr
+    shards = sorted(out.glob("train-*.tar"))
+    assert [s.name for s in shards] == ["train-0000.tar", "train-0001.tar", "train-0002.tar"]
+    assert (out / "classes.txt").read_text() == "a_cat\nb_dog\n"
+    samples = read_samples(shards)
+    # sorted classes, then sorted paths within each; images lower-cased
+    want = [("a_cat/1.jpg", "jpg", 0), ("a_cat/2.png", "png", 0), ("b_dog/deep/y.JPEG", "jpeg", 1),
+            ("b_dog/x.jpg", "jpg", 1), ("b_dog/z.jpg", "jpg", 1)]
+    assert [k for k, _ in samples] == [f"{i:08d}" for i in range(5)]
+    for (key, members), (rel, ext, label) in zip(samples, want):
+        assert list(members) == sorted(members) == sorted(["cls", ext]), members
+        assert members[ext] == files[rel] and members["cls"] == str(label).encode()
+    proc = run(["verify", *map(str, shards)])
+    assert proc.returncode == 0, proc.stdout
+
+
+def test_same_input_same_bytes_and_seeded_shuffle(run, image_folder, tmp_path):
+    root, _ = image_folder
+
+    def pack(name, *extra):
+        (tmp_path / name).mkdir()
+        proc = run(["pack", "-o", str(tmp_path / name / "s-%d.tar"), *extra, str(root)])
+        assert proc.returncode == 0, proc.stderr
+        return (tmp_path / name / "s-0.tar").read_bytes()
+
+    plain, again = pack("a"), pack("b")
+    assert plain == again
+    shuffled = pack("c", "--shuffle", "--seed", "7")
+    assert shuffled == pack("d", "--shuffle", "--seed", "7")
+    assert shuffled != plain and shuffled != pack("e", "--shuffle", "--seed", "8")
+
+    def contents(data):
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            return sorted(tf.extractfile(m).read() for m in tf.getmembers())
+
+    assert contents(shuffled) == contents(plain)  # the same members, reordered
+
+
+def test_max_size_rolls_over(run, tmp_path):
+    root = tmp_path / "f"
+    for i in range(4):
+        (root / "c").mkdir(parents=True, exist_ok=True)
+        (root / "c" / f"{i}.jpg").write_bytes(jpeg(i))
+    out = tmp_path / "o"
+    out.mkdir()
+    size = len(jpeg(3)) + 1  # holds one sample, not two
+    proc = run(["pack", "-o", str(out / "%02d.tar"), "--max-size", str(size + 10), str(root)])
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["00.tar", "01.tar", "02.tar", "03.tar"]
+
+
+def test_flat(run, tmp_path):
+    root = tmp_path / "flat"
+    (root / "a").mkdir(parents=True)
+    (root / "a/x.jpg").write_bytes(jpeg(1))
+    (root / "a/x.json").write_bytes(b'{"label": 3}')
+    (root / "a/x-1.jpg").write_bytes(jpeg(2))
+    (root / "a/y.seg.png").write_bytes(b"not checked")
+    (root / "b.txt").write_bytes(b"text")
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = run(["pack", "--flat", "-o", str(out / "f-%d.tar"), str(root)])
+    assert proc.returncode == 0, proc.stderr
+    samples = read_samples([out / "f-0.tar"])
+    assert samples == [("a/x-1", {"jpg": jpeg(2)}),
+                       ("a/x", {"jpg": jpeg(1), "json": b'{"label": 3}'}),
+                       ("a/y", {"seg.png": b"not checked"}), ("b", {"txt": b"text"})]
+    (root / "noext").write_bytes(b"?")
+    proc = run(["pack", "--flat", "-o", str(out / "g-%d.tar"), str(root)])
+    assert proc.returncode == 1 and "noext: no extension" in proc.stderr
+    assert not list(out.glob("g-*"))
+
+
+def test_errors(run, image_folder, tmp_path):
+    root, _ = image_folder
+    assert run(["pack", "-o", str(tmp_path / "x.tar"), str(root)]).returncode == 2
+    assert run(["pack", "-o", str(tmp_path / "%d-%d.tar"), str(root)]).returncode == 2
+    assert run(["pack", str(root)]).returncode == 2
+    proc = run(["pack", "-o", str(tmp_path / "%d.tar"), str(tmp_path / "missing")])
+    assert proc.returncode == 1 and "missing" in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = run(["pack", "-o", str(tmp_path / "%d.tar"), str(tmp_path / "empty")])
+    assert proc.returncode == 1 and "no class directories" in proc.stderr
+    proc = run(["pack", "-o", str(tmp_path / "nodir" / "%d.tar"), str(root)])
+    assert proc.returncode == 1 and str(tmp_path / "nodir" / "0.tar") in proc.stderr
