@@ -19,10 +19,11 @@ import os
 
 import torch
 
-from ._stoker import BusyError, DataError, Error, PlanError, version
+from ._stoker import BusyError, DataError, Error, PlanError, ShardWriter, version
 from ._stoker import Loader as _CLoader
 
-__all__ = ["Loader", "Samples", "Error", "DataError", "PlanError", "BusyError", "version"]
+__all__ = ["Loader", "Samples", "ShardWriter", "Error", "DataError", "PlanError", "BusyError",
+           "version"]
 
 _DTYPES = {
     torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",

@@ -11,8 +11,7 @@
  * Errors map to exceptions in one table (error_types); the message is the
  * loader's detailed one (shard URL, key, offset).
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_stoker.h"
 
 #include <string.h>
 
@@ -44,7 +43,7 @@ static PyObject *error_type(int code)
     }
 }
 
-static PyObject *raise_stoker(int code, const char *message)
+PyObject *stk_py_raise(int code, const char *message)
 {
     PyErr_Format(error_type(code), "%s (%s)", message && *message ? message : stk_strerror(code),
                  stk_strerror(code));
@@ -460,7 +459,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
         stk_loader *l = NULL;
         int code = stk_loader_create(&self->opts, urls, (size_t)n, &l, msg, sizeof msg);
         if (code < 0) {
-            raise_stoker(code, msg);
+            stk_py_raise(code, msg);
             rc = -1;
         } else {
             stk_loader_destroy(self->loader);
@@ -495,7 +494,7 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused)
     if (rc == STK_EOF)
         Py_RETURN_NONE;
     if (rc < 0)
-        return raise_stoker(rc, stk_loader_errmsg(self->loader));
+        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
     BatchObject *batch = PyObject_New(BatchObject, &BatchType);
     if (batch == NULL) {
         stk_batch_release(b);
@@ -517,7 +516,7 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
     rc = stk_loader_seek(self->loader, epoch, batch);
     Py_END_ALLOW_THREADS
     if (rc < 0)
-        return raise_stoker(rc, stk_loader_errmsg(self->loader));
+        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
     Py_RETURN_NONE;
 }
 
@@ -633,7 +632,7 @@ PyMODINIT_FUNC PyInit__stoker(void); /* the only exported symbol */
 PyMODINIT_FUNC PyInit__stoker(void)
 {
     if (PyType_Ready(&LoaderType) < 0 || PyType_Ready(&BatchType) < 0 ||
-        PyType_Ready(&ViewType) < 0)
+        PyType_Ready(&ViewType) < 0 || PyType_Ready(&stk_py_writer_type) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
@@ -647,6 +646,7 @@ PyMODINIT_FUNC PyInit__stoker(void)
         PyModule_AddObjectRef(m, "PlanError", PlanError) < 0 ||
         PyModule_AddObjectRef(m, "BusyError", BusyError) < 0 ||
         PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
+        PyModule_AddObjectRef(m, "ShardWriter", (PyObject *)&stk_py_writer_type) < 0 ||
         PyModule_AddStringConstant(m, "version", stk_version()) < 0) {
         Py_DECREF(m);
         return NULL;

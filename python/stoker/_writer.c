@@ -1,0 +1,195 @@
+/*
+ * _writer.c - stoker._stoker.ShardWriter, over stk_writer: samples as dicts
+ * in WebDataset's form written into rolling tar shards.
+ *
+ * A sample is {"__key__": str, EXT: value, ...}; other "__" entries
+ * (__url__, __local_path__ from a reader) are left out, as WebDataset's
+ * TarWriter does. Values are bytes-like (written as they are), str (UTF-8)
+ * or int (decimal text, how .cls labels are stored).
+ */
+#include "_stoker.h"
+
+#include <string.h>
+
+#include "stoker.h"
+
+#define MAX_MEMBERS 64
+
+typedef struct {
+    PyObject_HEAD
+    stk_writer *writer; /* NULL once closed */
+} WriterObject;
+
+static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"pattern", "max_samples", "max_bytes", NULL};
+    PyObject *pattern;
+    unsigned long long max_samples = 10000, max_bytes = 1ull << 30;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|KK", kwlist, PyUnicode_FSConverter,
+                                     &pattern, &max_samples, &max_bytes))
+        return -1;
+    char msg[512];
+    stk_writer *w = NULL;
+    int rc = stk_writer_create(PyBytes_AS_STRING(pattern), max_samples, max_bytes, &w, msg,
+                               sizeof msg);
+    Py_DECREF(pattern);
+    if (rc < 0) {
+        stk_py_raise(rc, msg);
+        return -1;
+    }
+    stk_writer_destroy(self->writer);
+    self->writer = w;
+    return 0;
+}
+
+/* The bytes of one member value, as a new bytes object. */
+static PyObject *member_bytes(PyObject *ext, PyObject *value)
+{
+    if (PyUnicode_Check(value))
+        return PyUnicode_AsUTF8String(value);
+    if (PyLong_Check(value)) {
+        PyObject *text = PyObject_Str(value);
+        PyObject *bytes = text ? PyUnicode_AsUTF8String(text) : NULL;
+        Py_XDECREF(text);
+        return bytes;
+    }
+    if (PyObject_CheckBuffer(value))
+        return PyBytes_FromObject(value);
+    PyErr_Format(PyExc_TypeError, "member %R: bytes, str or int expected, not %.100s", ext,
+                 Py_TYPE(value)->tp_name);
+    return NULL;
+}
+
+static int check_open(WriterObject *self)
+{
+    if (self->writer != NULL)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, "the writer is closed");
+    return -1;
+}
+
+static PyObject *writer_write(WriterObject *self, PyObject *sample)
+{
+    if (check_open(self) < 0)
+        return NULL;
+    if (!PyDict_Check(sample))
+        return PyErr_Format(PyExc_TypeError, "a sample is a dict, not %.100s",
+                            Py_TYPE(sample)->tp_name);
+    PyObject *key_obj = PyDict_GetItemString(sample, "__key__"); /* borrowed */
+    const char *key = key_obj && PyUnicode_Check(key_obj) ? PyUnicode_AsUTF8(key_obj) : NULL;
+    if (key == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "the sample has no str '__key__'");
+        return NULL;
+    }
+    struct stk_member members[MAX_MEMBERS];
+    PyObject *held[MAX_MEMBERS]; /* the bytes objects the members point into */
+    size_t n = 0;
+    PyObject *ext, *value, *result = NULL;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(sample, &pos, &ext, &value)) {
+        const char *name = PyUnicode_Check(ext) ? PyUnicode_AsUTF8(ext) : NULL;
+        if (name == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "member names are str, not %R", ext);
+            goto out;
+        }
+        if (strncmp(name, "__", 2) == 0)
+            continue;
+        if (n == MAX_MEMBERS) {
+            PyErr_Format(PyExc_ValueError, "sample '%s': more than %d members", key, MAX_MEMBERS);
+            goto out;
+        }
+        if ((held[n] = member_bytes(ext, value)) == NULL)
+            goto out;
+        members[n] = (struct stk_member){name, (const uint8_t *)PyBytes_AS_STRING(held[n]),
+                                         (size_t)PyBytes_GET_SIZE(held[n])};
+        n++;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = stk_writer_add(self->writer, key, members, n);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        stk_py_raise(rc, stk_writer_errmsg(self->writer));
+    else
+        result = Py_NewRef(Py_None);
+out:
+    for (size_t i = 0; i < n; i++)
+        Py_DECREF(held[i]);
+    return result;
+}
+
+static PyObject *writer_close(WriterObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    uint64_t shards = 0, samples = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = stk_writer_close(self->writer, &shards, &samples);
+    Py_END_ALLOW_THREADS
+    PyObject *result = rc < 0 ? stk_py_raise(rc, stk_writer_errmsg(self->writer))
+                              : Py_BuildValue("(KK)", (unsigned long long)shards,
+                                              (unsigned long long)samples);
+    stk_writer_destroy(self->writer);
+    self->writer = NULL;
+    return result;
+}
+
+static PyObject *writer_enter(WriterObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (check_open(self) < 0)
+        return NULL;
+    return Py_NewRef((PyObject *)self);
+}
+
+/* Leaving the block finishes the last shard, unless an exception is on its
+ * way out: then the unfinished shard is removed, not left half-written. */
+static PyObject *writer_exit(WriterObject *self, PyObject *args)
+{
+    PyObject *type = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : Py_None;
+    if (self->writer == NULL)
+        Py_RETURN_FALSE;
+    if (type != Py_None) {
+        stk_writer_destroy(self->writer);
+        self->writer = NULL;
+        Py_RETURN_FALSE;
+    }
+    PyObject *r = writer_close(self, NULL);
+    if (r == NULL)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static void writer_dealloc(WriterObject *self)
+{
+    stk_writer_destroy(self->writer); /* not closed: the open shard is removed */
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef writer_methods[] = {
+    {"write", (PyCFunction)writer_write, METH_O, "write(sample dict): add one sample"},
+    {"close", (PyCFunction)writer_close, METH_NOARGS,
+     "finish the last shard; returns (shards, samples) written"},
+    {"__enter__", (PyCFunction)writer_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)writer_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject stk_py_writer_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker.ShardWriter",
+    .tp_basicsize = sizeof(WriterObject),
+    .tp_dealloc = (destructor)writer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_methods = writer_methods,
+    .tp_init = (initproc)writer_init,
+    .tp_new = PyType_GenericNew,
+    .tp_doc = "ShardWriter(pattern, max_samples=10000, max_bytes=1 << 30): write samples "
+              "(dicts with '__key__' and EXT: bytes/str/int) into WebDataset tar shards named "
+              "pattern % n, e.g. 'out/train-%06d.tar'; a with-block closes it, and removes the "
+              "unfinished shard if the block raises.",
+};

@@ -1,0 +1,65 @@
+"""stoker.ShardWriter: samples written from Python read back the same by
+stoker.Samples and stoker.Loader; failures leave no half-written shard."""
+import os
+
+import pytest
+
+import stoker
+
+
+def read_all(pattern):
+    return list(stoker.Samples(pattern, shuffle=False))
+
+
+def test_round_trip(tmp_path, dataset):
+    pattern = str(tmp_path / "w-%03d.tar")
+    originals = dataset[:7]
+    with stoker.ShardWriter(pattern, max_samples=3) as w:
+        for i, s in enumerate(originals):
+            w.write({"__key__": s.key, "jpg": s.jpg, "cls": i % 4, "txt": f"caption {i}",
+                     "__url__": "left out"})
+    assert sorted(os.listdir(tmp_path)) == ["w-000.tar", "w-001.tar", "w-002.tar"]
+    back = read_all(str(tmp_path / "w-{000..002}.tar"))
+    assert [b["__key__"] for b in back] == [s.key for s in originals]
+    for i, (b, s) in enumerate(zip(back, originals)):
+        assert b["jpg"] == s.jpg and b["cls"] == str(i % 4).encode()
+        assert b["txt"] == f"caption {i}".encode() and b["__url__"].endswith(".tar")
+    # the loader decodes them, labels from .cls
+    labels = [int(x) for _, lb in stoker.Loader(str(tmp_path / "w-{000..002}.tar"),
+                                                batch_size=7, image_size=16, transform="eval",
+                                                shuffle=False) for x in lb]
+    assert labels == [i % 4 for i in range(7)]
+
+
+def test_close_reports_counts_and_then_refuses(tmp_path):
+    w = stoker.ShardWriter(str(tmp_path / "c-%d.tar"), max_bytes=10)
+    for i in range(3):
+        w.write({"__key__": f"k{i}", "bin": bytes(8)})
+    assert w.close() == (3, 3)  # 8 + 8 > 10: a shard each
+    with pytest.raises(ValueError, match="closed"):
+        w.write({"__key__": "late", "bin": b"x"})
+
+
+def test_exception_in_block_removes_the_unfinished_shard(tmp_path):
+    with pytest.raises(RuntimeError):
+        with stoker.ShardWriter(str(tmp_path / "e-%d.tar"), max_samples=2) as w:
+            for i in range(3):
+                w.write({"__key__": f"k{i}", "bin": b"x"})
+            raise RuntimeError("the producer failed")
+    assert sorted(os.listdir(tmp_path)) == ["e-0.tar"]  # complete; e-1 was not
+
+
+def test_bad_input(tmp_path):
+    with pytest.raises(ValueError, match="exactly one %d"):
+        stoker.ShardWriter(str(tmp_path / "no-number.tar"))
+    with stoker.ShardWriter(str(tmp_path / "b-%d.tar")) as w:
+        with pytest.raises(ValueError, match="key 'a.b'"):
+            w.write({"__key__": "a.b", "bin": b"x"})
+        with pytest.raises(ValueError, match="__key__"):
+            w.write({"bin": b"x"})
+        with pytest.raises(TypeError, match="'f'"):
+            w.write({"__key__": "k", "f": 1.5})
+        with pytest.raises(TypeError):
+            w.write([("__key__", "k")])
+        w.write({"__key__": "good", "bin": b"x"})
+    assert [s["__key__"] for s in read_all(str(tmp_path / "b-0.tar"))] == ["good"]
