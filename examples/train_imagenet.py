@@ -173,6 +173,7 @@ def main():
             print(f"epoch {epoch}: step {step}, loss {loss.item() if loss is not None else float('nan'):.3f}, "
                   f"{seen * world / elapsed:.0f} images/s, "
                   f"waiting for data {100 * waited / elapsed:.1f}% of the time")
+            print(loader.report(), end="")  # input-bound? which stage limits?
         save(epoch_done=True)
     loader.close()
     if dist.is_initialized():

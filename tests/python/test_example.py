@@ -31,3 +31,6 @@ def test_train_checkpoint_and_resume_mid_epoch(even_shards, stoker_bin, clean_en
     # Both epochs end where an uninterrupted run ends: len(loader) steps each.
     per_epoch = steps[1] - steps[0]
     assert per_epoch > 3 and steps == [per_epoch, 2 * per_epoch]
+    # each epoch ends with the loader's report
+    assert len(re.findall(r"^(?:not )?input-bound: the caller waited", rest, re.M)) == 2, rest
+    assert rest.count("verdict: ") == 2, rest
