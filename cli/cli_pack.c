@@ -81,8 +81,9 @@ static int compare_strings(const void *a, const void *b)
 }
 
 /* Every regular file under root/rel (symbolic links followed, names
- * starting with '.' left out, as torchvision does) into files, and, at
- * depth 0 when dirs is not NULL, the directories into dirs. */
+ * starting with '.' left out, as torchvision does) into files; when dirs is
+ * not NULL, only this directory's own files, and its subdirectories into
+ * dirs. */
 static int walk(const char *root, const char *rel, struct paths *files, struct paths *dirs)
 {
     char path[4096];
@@ -108,7 +109,7 @@ static int walk(const char *root, const char *rel, struct paths *files, struct p
                 rc = cli_fail(CMD, "out of memory");
             else if (dirs == NULL)
                 rc = walk(root, child, files, NULL);
-        } else if (S_ISREG(st.st_mode) && dirs == NULL && push(files, child) < 0) {
+        } else if (S_ISREG(st.st_mode) && push(files, child) < 0) {
             rc = cli_fail(CMD, "out of memory");
         }
     }
@@ -245,7 +246,13 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
                              struct paths *files, struct item **out, size_t *n,
                              size_t *ignored)
 {
-    int rc = walk(a->dir, "", NULL, classes);
+    struct paths loose = {0}; /* files beside the class directories */
+    int rc = walk(a->dir, "", &loose, classes);
+    for (size_t i = 0; i < loose.count; i++)
+        if ((*ignored)++ < 10)
+            fprintf(stderr, "stoker %s: not in a class directory, left out: %s\n", CMD,
+                    loose.items[i]);
+    paths_free(&loose);
     if (rc != EXIT_OK)
         return rc;
     if (classes->count == 0)
@@ -391,8 +398,8 @@ int cmd_pack(int argc, char **argv)
     if (rc == EXIT_OK)
         rc = write_items(&a, &files, items, n);
     if (rc == EXIT_OK && ignored > 0)
-        fprintf(stderr, "stoker %s: %zu files left out: not jpg, jpeg or png%s\n", CMD, ignored,
-                ignored > 10 ? " (the first 10 listed above)" : "");
+        fprintf(stderr, "stoker %s: %zu files left out (listed above%s)\n", CMD, ignored,
+                ignored > 10 ? ": the first 10" : "");
     free(items); /* checksrc: allow (see top) */
     paths_free(&classes);
     paths_free(&files);

@@ -19,7 +19,8 @@ def jpeg(seed):
 @pytest.fixture
 def image_folder(tmp_path):
     """classes b_dog (3 images, one in a subdirectory, one .JPEG) and
-    a_cat (2 images), plus a text file and a hidden file to leave out."""
+    a_cat (2 images), plus a text file, a file beside the classes and a
+    hidden file to leave out."""
     root = tmp_path / "folder"
     files = {"a_cat/1.jpg": jpeg(1), "a_cat/2.png": None, "b_dog/x.jpg": jpeg(3),
              "b_dog/deep/y.JPEG": jpeg(4), "b_dog/z.jpg": jpeg(5)}
@@ -30,6 +31,7 @@ def image_folder(tmp_path):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
     (root / "b_dog/readme.txt").write_text("not an image")
+    (root / "LICENSE").write_text("beside the classes")
     (root / "a_cat/.hidden.jpg").write_bytes(jpeg(9))
     return root, files
 
@@ -56,7 +58,9 @@ def test_image_folder(run, image_folder, tmp_path):
                 "--classes", str(out / "classes.txt"), str(root)])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"5 samples in 3 shards: {out}/train-%04d.tar\n"
-    assert "b_dog/readme.txt" in proc.stderr and "1 files left out" in proc.stderr
+    assert "not an image (jpg, jpeg, png), left out: b_dog/readme.txt" in proc.stderr
+    assert "not in a class directory, left out: LICENSE" in proc.stderr
+    assert "2 files left out (listed above)" in proc.stderr
     shards = sorted(out.glob("train-*.tar"))
     assert [s.name for s in shards] == ["train-0000.tar", "train-0001.tar", "train-0002.tar"]
     assert (out / "classes.txt").read_text() == "a_cat\nb_dog\n"
