@@ -78,6 +78,8 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
             break;
         rc = check_sample(v, w, s);
         stk__sample_free(s);
+        if (rc == STK_ENOMEM)
+            stk__errf(err, rc, "out of memory checking the images of %s", v->urls->items[i]);
     }
     stk__shard_close(r);
     stk__image_worker_free(w);
