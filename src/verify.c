@@ -16,6 +16,7 @@
 #include "alloc.h"
 #include "cloud_list.h"
 #include "image.h"
+#include "redact.h"
 #include "sample.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
@@ -78,8 +79,11 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
             break;
         rc = check_sample(v, w, s);
         stk__sample_free(s);
-        if (rc == STK_ENOMEM)
-            stk__errf(err, rc, "out of memory checking the images of %s", v->urls->items[i]);
+        if (rc == STK_ENOMEM) {
+            char shown[512];
+            stk__redact_url(v->urls->items[i], shown, sizeof shown);
+            stk__errf(err, rc, "out of memory checking the images of %s", shown);
+        }
     }
     stk__shard_close(r);
     stk__image_worker_free(w);
