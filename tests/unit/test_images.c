@@ -14,6 +14,7 @@
 
 #include <cmocka.h>
 
+#include "alloc.h"
 #include "jpeg_fixture.h"
 #include "stoker.h"
 #include "tar_builder.h"
@@ -319,6 +320,56 @@ static void test_missing_label(void **state)
     unlink(path);
 }
 
+/* Collects what stk_verify reports. */
+struct problems {
+    int count;
+    char last[512];
+};
+
+static void collect(void *data, enum stk_log_level level, const char *msg)
+{
+    struct problems *p = data;
+    if (level == STK_LOG_WARN) {
+        p->count++;
+        snprintf(p->last, sizeof p->last, "%s", msg);
+    }
+}
+
+static void test_verify(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
+    struct problems seen = {0};
+    o.log = collect;
+    o.log_data = &seen;
+    struct stk_stats st;
+    char msg[256];
+    const char *patterns[] = {good, bad};
+    assert_int_equal(stk_verify(&o, patterns, 2, &st, msg, sizeof msg), 0);
+    assert_int_equal(st.samples, N_SHARDS * PER_SHARD + 4);
+    assert_int_equal(st.images_decoded, N_SHARDS * PER_SHARD + 2);
+    assert_int_equal(st.samples_skipped, 2); /* b-truncated and d */
+    assert_int_equal(st.shards_failed, 0);
+    assert_int_equal(seen.count, 2);
+    assert_non_null(strstr(seen.last, "bad.tar"));
+
+    /* Allocation failures: STK_ENOMEM or the same result, never a crash or
+     * a leak. */
+    o.log = NULL;
+    int failures = 0;
+    for (unsigned long n = 1; n < 5000; n++) {
+        stk__alloc_fail_after(n);
+        int rc = stk_verify(&o, patterns, 2, &st, msg, sizeof msg);
+        stk__alloc_fail_after(0);
+        if (rc == 0 && st.samples_skipped == 2 && st.images_decoded == N_SHARDS * PER_SHARD + 2)
+            break;
+        /* a sample the reader could not allocate is not data to report */
+        assert_int_equal(rc, STK_ENOMEM);
+        failures++;
+    }
+    assert_true(failures >= 3);
+}
+
 static int allocations, releases;
 
 static void *alloc_memory(void *data, size_t bytes)
@@ -360,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_stage_times),
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_missing_label),
+        cmocka_unit_test(test_verify),
         cmocka_unit_test(test_caller_batch_memory),
     };
     return cmocka_run_group_tests_name("images", tests, setup, teardown);

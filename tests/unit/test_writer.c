@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "alloc.h"
 #include "stoker.h"
 
 static char dir[64];
@@ -129,6 +130,40 @@ static void test_destroy_without_close_and_io_errors(void **state)
     stk_writer_destroy(NULL);
 }
 
+/* Failing the Nth allocation for every N: a clean STK_ENOMEM, no leak (ASan),
+ * and never a shard with half a sample under its final name. */
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"0123456789", 10},
+                                   {"cls", (const uint8_t *)"3", 1}};
+    int failures = 0;
+    for (unsigned long n = 1; n < 1000; n++) {
+        char pattern[128], msg[256];
+        snprintf(pattern, sizeof pattern, "%s/alloc-%lu-%%d.tar", dir, n);
+        stk__alloc_fail_after(n);
+        stk_writer *w = NULL;
+        int rc = stk_writer_create(pattern, 2, 1000, &w, msg, sizeof msg);
+        for (int i = 0; rc == 0 && i < 5; i++) {
+            char key[8];
+            snprintf(key, sizeof key, "k%d", i);
+            rc = stk_writer_add(w, key, m, 2);
+        }
+        uint64_t shards = 0;
+        if (rc == 0)
+            rc = stk_writer_close(w, &shards, NULL);
+        stk__alloc_fail_after(0);
+        stk_writer_destroy(w);
+        if (rc == 0) {
+            assert_int_equal(shards, 3);
+            break;
+        }
+        assert_int_equal(rc, STK_ENOMEM);
+        failures++;
+    }
+    assert_true(failures >= 3);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -151,6 +186,7 @@ int main(void)
         cmocka_unit_test(test_bad_names_write_nothing),
         cmocka_unit_test(test_rollover),
         cmocka_unit_test(test_destroy_without_close_and_io_errors),
+        cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
