@@ -21,7 +21,8 @@ static void help(void)
            "  --threads N            shards counted at once (default 2)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards, as\n"
            "                         the loader will\n"
-           "  -h, --help             this help\n");
+           "  -h, --help             this help\n\n");
+    cli_source_help();
 }
 
 int cmd_index(int argc, char **argv)
@@ -32,6 +33,7 @@ int cmd_index(int argc, char **argv)
         {"threads", required_argument, NULL, O_THREADS},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
+        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -54,9 +56,13 @@ int cmd_index(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;
-        default: return cli_usage_error(CMD, "unknown option");
+        default:
+            if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
+                return EXIT_USAGE;
         }
     }
+    if (o.cache_dir != NULL)
+        return cli_usage_error(CMD, "--cache-dir: index reads the shards themselves");
     if (output == NULL)
         return cli_usage_error(CMD, "-o FILE is required");
     if (optind >= argc)

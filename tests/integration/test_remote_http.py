@@ -142,7 +142,7 @@ RECOVERABLE = {
 
 
 @pytest.mark.parametrize("mode", sorted(RECOVERABLE))
-def test_recoverable_fault(run, bench_json, faults, shards, mode):
+def test_recoverable_fault(run, bench_json, faults, shards, mode, tmp_path):
     shard = shards[1]
     url = faults.url(mode, shard.name)
     report = bench_json([*FAST, "--no-shuffle", "--threads", "1", "--shards-in-flight", "1",
@@ -164,6 +164,12 @@ def test_recoverable_fault(run, bench_json, faults, shards, mode):
     got = run(["cat", *FAST, url, member], text=False)
     assert got.returncode == 0, got.stderr
     assert got.stdout == run(["cat", shard, member], text=False).stdout
+    faults.reset()  # index and verify take the same source options
+    proc = run(["index", *FAST, "-o", str(tmp_path / "index.json"), url])
+    assert proc.returncode == 0 and proc.stdout.startswith("25 samples in 1 shards"), proc.stderr
+    faults.reset()
+    proc = run(["verify", "--no-images", *FAST, url])
+    assert proc.returncode == 0 and proc.stdout.startswith("25 samples in 1 shards"), proc.stdout
 
 
 @pytest.mark.parametrize("mode, message", [
