@@ -393,11 +393,6 @@ static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *in
     return 0;
 }
 
-/* Interleave, shuffle and batch the input. A resumed epoch starts at the
- * input window of its first batch when it could seek there (the readers
- * skipped to it), else at the epoch's start; the samples before its first
- * batch go through the same interleave and shuffle and are dropped, never
- * decoded. */
 /* Add the sequencer's CPU time since *published to the counters. Its waits
  * are many (readers, batch buffers, image workers), so CPU time is simpler
  * and more exact than timing the work between them. */
@@ -412,6 +407,11 @@ static void publish_cpu(struct stk__pipeline *p, uint64_t *published)
  * much, and the clock's system call stays off the per-sample path. */
 #define CPU_PUBLISH_EVERY 64
 
+/* Interleave, shuffle and batch the input. A resumed epoch starts at the
+ * input window of its first batch when it could seek there (the readers
+ * skipped to it), else at the epoch's start; the samples before its first
+ * batch go through the same interleave and shuffle and are dropped, never
+ * decoded. */
 static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__shuffle *sh)
 {
     uint64_t published = stk__thread_cpu_ns();
