@@ -20,10 +20,11 @@ import os
 import torch
 
 from ._stoker import BusyError, DataError, Error, PlanError, ShardWriter, version
+from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
 
-__all__ = ["Loader", "Samples", "ShardWriter", "Error", "DataError", "PlanError", "BusyError",
-           "version"]
+__all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
+           "BusyError", "version"]
 
 _DTYPES = {
     torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",
@@ -67,6 +68,22 @@ def _as_list(urls):
 _SPEED_ONLY_OPTIONS = frozenset({
     "cache_dir", "cache_size", "max_batches", "prefetch_bytes_per_shard", "read_buffer_bytes",
     "io_timeout_ms", "io_retries", "io_backoff_ms", "ca_bundle"})
+
+
+def verify(urls, images=True, labels=True, threads=None, **options):
+    """Read every sample of the shards once, as a Loader would, and return
+    {"samples", "bad_samples", "shards", "shards_failed", "images_decoded",
+    "problems"}: problems lists one message per bad sample or shard, naming
+    the shard and the key or offset. Never stops at bad data. images=False
+    checks tar structure and grouping only; labels=False accepts samples
+    without a label; other options as for Loader (label_exts,
+    label_json_field, max_image_pixels, io_*). Same as `stoker verify`."""
+    if images:
+        options["transform"] = "eval"
+    if not labels:
+        options["label_exts"] = ""
+    options["threads"] = threads or _default_threads()
+    return _verify(_as_list(urls), **options)
 
 
 class Loader:

@@ -302,13 +302,12 @@ static float *float_option(struct stk_options *o, const char *name)
 }
 
 /* Set one option from a keyword; -1 with an exception on bad values. */
-static int set_option(LoaderObject *self, const char *name, PyObject *value)
+int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value)
 {
     static const char *const transforms[] = {"none", "train", "eval", NULL};
     static const char *const dtypes[] = {"uint8", "float32", "float16", "bfloat16", NULL};
     static const char *const layouts[] = {"nchw", "nhwc", NULL};
     static const char *const policies[] = {"fail", "skip", NULL};
-    struct stk_options *o = &self->opts;
     int choice;
     if (strcmp(name, "transform") == 0) {
         if (parse_choice(value, name, transforms, &choice) < 0)
@@ -326,18 +325,6 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         if (parse_choice(value, name, policies, &choice) < 0)
             return -1;
         o->on_error = (enum stk_on_error)choice;
-    } else if (strcmp(name, "batch_allocator") == 0) {
-        if (value == Py_None)
-            return 0;
-        if (!PyCallable_Check(value)) {
-            PyErr_SetString(PyExc_TypeError, "batch_allocator must be callable");
-            return -1;
-        }
-        Py_INCREF(value);
-        Py_XSETREF(self->allocator, value);
-        o->alloc_batch_memory = alloc_batch_memory;
-        o->free_batch_memory = free_batch_memory;
-        o->batch_memory_data = self;
     } else if (float_option(o, name) != NULL) {
         double v = PyFloat_AsDouble(value);
         if (v == -1.0 && PyErr_Occurred())
@@ -352,7 +339,7 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         if (value == Py_None)
             return 0;
         const char *text = PyUnicode_AsUTF8(value);
-        if (text == NULL || PyList_Append(self->keep, value) < 0)
+        if (text == NULL || PyList_Append(keep, value) < 0)
             return -1;
         if (strcmp(name, "label_exts") == 0)
             o->label_exts = text;
@@ -371,7 +358,7 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
         const char *text = PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : NULL;
         if (text == NULL && !PyErr_Occurred())
             PyErr_SetString(PyExc_TypeError, "cache_dir must be a str path");
-        if (text == NULL || PyList_Append(self->keep, path) < 0) {
+        if (text == NULL || PyList_Append(keep, path) < 0) {
             Py_DECREF(path);
             return -1;
         }
@@ -422,6 +409,46 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
     return 0;
 }
 
+/* The loader's options: the shared ones, and batch_allocator. */
+static int set_option(LoaderObject *self, const char *name, PyObject *value)
+{
+    if (strcmp(name, "batch_allocator") != 0)
+        return stk_py_set_option(&self->opts, self->keep, name, value);
+    if (value == Py_None)
+        return 0;
+    if (!PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "batch_allocator must be callable");
+        return -1;
+    }
+    Py_INCREF(value);
+    Py_XSETREF(self->allocator, value);
+    self->opts.alloc_batch_memory = alloc_batch_memory;
+    self->opts.free_batch_memory = free_batch_memory;
+    self->opts.batch_memory_data = self;
+    return 0;
+}
+
+const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq)
+{
+    *seq = PySequence_Fast(urls, "urls must be a sequence of str");
+    if (*seq == NULL)
+        return NULL;
+    *n = PySequence_Fast_GET_SIZE(*seq);
+    const char **out = PyMem_Calloc((size_t)*n + 1, sizeof *out);
+    if (out == NULL)
+        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; out != NULL && i < *n; i++) {
+        out[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(*seq, i));
+        if (out[i] == NULL) {
+            PyMem_Free(out);
+            out = NULL;
+        }
+    }
+    if (out == NULL)
+        Py_CLEAR(*seq);
+    return out;
+}
+
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
     PyObject *urls_arg;
@@ -443,30 +470,21 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
                 return -1;
         }
     }
-    PyObject *seq = PySequence_Fast(urls_arg, "urls must be a sequence of str");
-    if (seq == NULL)
+    PyObject *seq;
+    Py_ssize_t n;
+    const char **urls = stk_py_urls(urls_arg, &n, &seq);
+    if (urls == NULL)
         return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    const char **urls = PyMem_Calloc((size_t)n + 1, sizeof *urls);
-    int rc = urls == NULL ? -1 : 0;
-    for (Py_ssize_t i = 0; rc == 0 && i < n; i++) {
-        urls[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i));
-        if (urls[i] == NULL)
-            rc = -1;
-    }
-    if (rc == 0) {
-        char msg[1024];
-        stk_loader *l = NULL;
-        int code = stk_loader_create(&self->opts, urls, (size_t)n, &l, msg, sizeof msg);
-        if (code < 0) {
-            stk_py_raise(code, msg);
-            rc = -1;
-        } else {
-            stk_loader_destroy(self->loader);
-            self->loader = l;
-        }
-    } else if (urls == NULL) {
-        PyErr_NoMemory();
+    int rc = 0;
+    char msg[1024];
+    stk_loader *l = NULL;
+    int code = stk_loader_create(&self->opts, urls, (size_t)n, &l, msg, sizeof msg);
+    if (code < 0) {
+        stk_py_raise(code, msg);
+        rc = -1;
+    } else {
+        stk_loader_destroy(self->loader);
+        self->loader = l;
     }
     PyMem_Free(urls);
     Py_DECREF(seq);
@@ -623,8 +641,14 @@ static PyTypeObject LoaderType = {
     .tp_doc = "Loader(urls, **options): the C loader; see stoker.h for the options.",
 };
 
+static PyMethodDef module_methods[] = {
+    {"verify", (PyCFunction)(void (*)(void))stk_py_verify, METH_VARARGS | METH_KEYWORDS,
+     "verify(urls, **options) -> dict: read every sample once, collect every problem"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, .m_name = "stoker._stoker",
+    PyModuleDef_HEAD_INIT, .m_name = "stoker._stoker", .m_methods = module_methods,
     .m_doc = "C core of stoker: WebDataset tar shards to batches.", .m_size = -1,
 };
 

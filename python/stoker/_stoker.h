@@ -11,6 +11,21 @@
  * detailed message; returns NULL. */
 PyObject *stk_py_raise(int code, const char *message);
 
+struct stk_options;
+
+/* Apply keyword option name=value (a field of struct stk_options; strings
+ * are kept alive by appending them to the list keep). 0, or -1 with an
+ * exception set. */
+int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value);
+
+/* The str items of sequence urls as a PyMem array of n (+ NULL) pointers
+ * into *seq, which the caller releases with the array; NULL with an
+ * exception set. */
+const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq);
+
+/* stoker._stoker.verify(urls, **options) (_verify.c). */
+PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs);
+
 /* stoker._stoker.ShardWriter (_writer.c). */
 extern PyTypeObject stk_py_writer_type;
 

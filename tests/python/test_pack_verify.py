@@ -1,5 +1,6 @@
-"""stoker.ShardWriter: samples written from Python read back the same by
-stoker.Samples and stoker.Loader; failures leave no half-written shard."""
+"""stoker.ShardWriter and stoker.verify: samples written from Python read
+back the same by stoker.Samples and stoker.Loader, failures leave no
+half-written shard, and verify finds every bad sample and shard."""
 import os
 
 import pytest
@@ -63,3 +64,30 @@ def test_bad_input(tmp_path):
             w.write([("__key__", "k")])
         w.write({"__key__": "good", "bin": b"x"})
     assert [s["__key__"] for s in read_all(str(tmp_path / "b-0.tar"))] == ["good"]
+
+
+def test_verify_lists_every_problem(tmp_path, dataset, even_shards):
+    """stoker.verify: the same checks and counts as `stoker verify`."""
+    clean = stoker.verify(even_shards, threads=2)
+    assert clean == {"samples": 120, "bad_samples": 0, "shards": len(even_shards),
+                     "shards_failed": 0, "images_decoded": 120, "problems": []}
+    pattern = str(tmp_path / "v-%d.tar")
+    with stoker.ShardWriter(pattern) as w:
+        for s in dataset[:4]:
+            w.write({"__key__": s.key, "jpg": s.jpg, "cls": s.cls})
+        w.write({"__key__": "broken", "jpg": dataset[4].jpg[:300], "cls": 1})
+        w.write({"__key__": "unlabelled", "jpg": dataset[5].jpg})
+    missing = str(tmp_path / "missing.tar")
+    r = stoker.verify([str(tmp_path / "v-0.tar"), missing])
+    assert (r["samples"], r["bad_samples"], r["shards"], r["shards_failed"],
+            r["images_decoded"]) == (6, 2, 1, 1, 4)
+    assert len(r["problems"]) == 3, r["problems"]  # one per bad sample and shard
+    text = "\n".join(r["problems"])
+    assert "'broken' member jpg" in text and "'unlabelled' has no label member" in text
+    assert f"{missing}: " in text
+    r = stoker.verify(str(tmp_path / "v-0.tar"), labels=False)
+    assert (r["bad_samples"], r["images_decoded"]) == (1, 5)
+    r = stoker.verify(str(tmp_path / "v-0.tar"), images=False)
+    assert (r["samples"], r["bad_samples"], r["images_decoded"]) == (6, 0, 0)
+    with pytest.raises(TypeError, match="unknown option 'bogus'"):
+        stoker.verify(even_shards, bogus=1)
