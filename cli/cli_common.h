@@ -77,5 +77,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_index(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_pack(int argc, char **argv);
+int cmd_reshard(int argc, char **argv);
 
 #endif

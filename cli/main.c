@@ -20,6 +20,7 @@ static const struct {
     {"bench", cmd_bench, "measure how fast shards are read into batches"},
     {"index", cmd_index, "count the samples of every shard into a dataset index"},
     {"pack", cmd_pack, "write a directory of files (ImageFolder or by key) into shards"},
+    {"reshard", cmd_reshard, "rewrite shards with other sizes or a shuffled order"},
     {"verify", cmd_verify, "read a dataset once and list every bad sample and shard"},
 };
 

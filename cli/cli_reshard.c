@@ -1,0 +1,144 @@
+/*
+ * cli_reshard.c - `stoker reshard`: rewrite shards with other sizes or a
+ * shuffled order, samples unchanged (read by the loader, written by
+ * stk_writer).
+ */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cli_common.h"
+
+static const char *const CMD = "reshard";
+
+static void help(void)
+{
+    printf("usage: stoker reshard [OPTIONS] -o PATTERN URL...\n\n"
+           "Read the samples of the shards and write them into new shards named by\n"
+           "PATTERN (a printf pattern with one %%d, e.g. out/train-%%06d.tar), keys and\n"
+           "member bytes unchanged (extensions lower-cased, as the loader reads\n"
+           "them). Storage order by default; --shuffle mixes them as the loader\n"
+           "shuffles an epoch: shards in a seeded order, --shards-in-flight of them\n"
+           "interleaved, then a window of --shuffle-buffer samples. The same seed\n"
+           "gives the same shards.\n\n"
+           "options:\n"
+           "  -o, --output PATTERN   new shard names (required)\n"
+           "  --max-samples N        samples per shard (default 10000)\n"
+           "  --max-size BYTES       member bytes per shard (default 1G; K, M, G, T)\n"
+           "  --shuffle              shuffle (default: storage order)\n"
+           "  --seed N               shuffle seed (default 0)\n"
+           "  --shuffle-buffer N     samples in the shuffle window (default 10000)\n"
+           "  --shards-in-flight N   shards interleaved (default 8)\n"
+           "  --on-error MODE        fail (default) or skip bad samples and shards\n"
+           "  -h, --help             this help\n\n");
+    cli_source_help();
+}
+
+struct reshard_state {
+    stk_writer *writer;
+    int failed;
+};
+
+static int write_sample(const struct stk_sample *s, void *data)
+{
+    struct reshard_state *st = data;
+    if (stk_writer_add(st->writer, s->key, s->members, s->n_members) == 0)
+        return 0;
+    cli_fail(CMD, "%s: sample '%s': %s", s->url, s->key, stk_writer_errmsg(st->writer));
+    st->failed = 1;
+    return 1; /* stop */
+}
+
+int cmd_reshard(int argc, char **argv)
+{
+    enum { O_MAX_SAMPLES = 256, O_MAX_SIZE, O_SHUFFLE, O_SEED, O_SHUFBUF, O_INFLIGHT, O_ONERR };
+    static const struct option longopts[] = {
+        {"output", required_argument, NULL, 'o'},
+        {"max-samples", required_argument, NULL, O_MAX_SAMPLES},
+        {"max-size", required_argument, NULL, O_MAX_SIZE},
+        {"shuffle", no_argument, NULL, O_SHUFFLE},
+        {"seed", required_argument, NULL, O_SEED},
+        {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
+        {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
+        {"on-error", required_argument, NULL, O_ONERR},
+        {"help", no_argument, NULL, 'h'},
+        CLI_SOURCE_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    struct stk_options o;
+    stk_options_init(&o);
+    cli_storage_order_options(&o);
+    o.log = cli_log_stderr;
+    o.log_data = (void *)CMD;
+    o.shuffle_buffer = 10000;
+    unsigned shards_in_flight = 8;
+    const char *output = NULL;
+    uint64_t max_samples = 10000, max_size = (uint64_t)1 << 30, v;
+    int shuffle = 0, c;
+    while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': output = optarg; break;
+        case O_MAX_SAMPLES:
+            if (cli_parse_u64(CMD, "--max-samples", optarg, 1, UINT64_MAX, &max_samples) < 0)
+                return EXIT_USAGE;
+            break;
+        case O_MAX_SIZE:
+            if (cli_parse_size(CMD, "--max-size", optarg, &max_size) < 0)
+                return EXIT_USAGE;
+            break;
+        case O_SHUFFLE: shuffle = 1; break;
+        case O_SEED:
+            if (cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX, &o.seed) < 0)
+                return EXIT_USAGE;
+            break;
+        case O_SHUFBUF:
+            if (cli_parse_u64(CMD, "--shuffle-buffer", optarg, 1, 1u << 24, &o.shuffle_buffer) < 0)
+                return EXIT_USAGE;
+            break;
+        case O_INFLIGHT:
+            if (cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v) < 0)
+                return EXIT_USAGE;
+            shards_in_flight = (unsigned)v;
+            break;
+        case O_ONERR:
+            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+                return EXIT_USAGE;
+            break;
+        case 'h': help(); return EXIT_OK;
+        default:
+            if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
+                return EXIT_USAGE;
+        }
+    }
+    if (output == NULL)
+        return cli_usage_error(CMD, "-o PATTERN is required");
+    if (optind >= argc)
+        return cli_usage_error(CMD, "no URL given");
+    if (shuffle) {
+        o.shuffle = 1;
+        o.shards_in_flight = shards_in_flight;
+    }
+    struct reshard_state st = {0};
+    char msg[1024];
+    if (stk_writer_create(output, max_samples, max_size, &st.writer, msg, sizeof msg) < 0)
+        return cli_usage_error(CMD, "%s", msg);
+    stk_loader *l = cli_create_loader(CMD, &o, (const char *const *)argv + optind, argc - optind);
+    int rc = l == NULL ? EXIT_ERROR : cli_for_each_sample(CMD, l, write_sample, &st);
+    if (rc == EXIT_OK && st.failed)
+        rc = EXIT_ERROR;
+    uint64_t shards = 0, samples = 0;
+    if (rc == EXIT_OK && stk_writer_close(st.writer, &shards, &samples) < 0)
+        rc = cli_fail(CMD, "%s", stk_writer_errmsg(st.writer));
+    stk_writer_destroy(st.writer); /* after a failure: removes the unfinished shard */
+    if (rc == EXIT_OK) {
+        struct stk_stats s;
+        stk_loader_stats(l, &s);
+        printf("%llu samples in %llu shards: %s", (unsigned long long)samples,
+               (unsigned long long)shards, output);
+        if (s.samples_skipped || s.shards_failed)
+            printf(" (%llu bad samples and %llu cut-short shards left out)",
+                   (unsigned long long)s.samples_skipped, (unsigned long long)s.shards_failed);
+        putchar('\n');
+    }
+    stk_loader_destroy(l);
+    return rc;
+}

@@ -1,0 +1,74 @@
+"""`stoker reshard`: the same samples, byte for byte, in new shards of other
+sizes, in storage order or a seeded shuffle; bad input follows --on-error."""
+import tarfile
+
+import pytest
+
+
+def samples(prefix, n):
+    return [{"__key__": f"{prefix}{i:03d}", "cls": str(i).encode(),
+             "txt": f"caption {prefix}{i}".encode() * (i + 1)} for i in range(n)]
+
+
+@pytest.fixture
+def sources(tmp_path, make_shard):
+    return [make_shard(tmp_path / "a.tar", samples("a", 5)),
+            make_shard(tmp_path / "b.tar", samples("b", 4))]
+
+
+def read(paths):
+    """[(key, {ext: bytes})] in storage order."""
+    out = []
+    for path in paths:
+        with tarfile.open(path) as tf:
+            for m in tf.getmembers():
+                key, _, ext = m.name.partition(".")
+                if not out or out[-1][0] != key:
+                    out.append((key, {}))
+                out[-1][1][ext] = tf.extractfile(m).read()
+    return out
+
+
+def reshard(run, out_dir, sources, *extra):
+    out_dir.mkdir()
+    proc = run(["reshard", "-o", str(out_dir / "r-%02d.tar"), *extra, *map(str, sources)])
+    assert proc.returncode == 0, proc.stderr
+    return sorted(out_dir.glob("r-*.tar"))
+
+
+def test_storage_order(run, sources, tmp_path):
+    shards = reshard(run, tmp_path / "o", sources, "--max-samples", "4")
+    assert [p.name for p in shards] == ["r-00.tar", "r-01.tar", "r-02.tar"]
+    assert read(shards) == read(sources)
+    assert [len(read([p])) for p in shards] == [4, 4, 1]
+
+
+def test_seeded_shuffle(run, sources, tmp_path):
+    first = read(reshard(run, tmp_path / "s1", sources, "--shuffle", "--seed", "5"))
+    again = read(reshard(run, tmp_path / "s2", sources, "--shuffle", "--seed", "5"))
+    other = read(reshard(run, tmp_path / "s3", sources, "--shuffle", "--seed", "6"))
+    original = read(sources)
+    assert first == again
+    assert sorted(first) == sorted(other) == sorted(original)
+    assert first != original and first != other
+
+
+def test_bad_input_follows_on_error(run, sources, tmp_path, make_shard):
+    whole = sources[1].read_bytes()
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(whole[: len(whole) // 2 + 100])
+    out = tmp_path / "fail"
+    out.mkdir()
+    proc = run(["reshard", "-o", str(out / "r-%d.tar"), str(sources[0]), str(cut)])
+    assert proc.returncode == 1 and str(cut) in proc.stderr
+    assert not list(out.glob("*.tmp"))  # no half-written shard left behind
+    shards = reshard(run, tmp_path / "skip", [sources[0], cut], "--on-error", "skip")
+    assert "bad samples" in run(["reshard", "-o", str(tmp_path / "x-%d.tar"), "--on-error",
+                                 "skip", str(sources[0]), str(cut)]).stdout
+    got = read(shards)
+    assert got[:5] == read([sources[0]]) and 5 < len(got) < 9
+
+
+def test_usage(run, sources, tmp_path):
+    assert run(["reshard", str(sources[0])]).returncode == 2
+    assert run(["reshard", "-o", str(tmp_path / "no-number.tar"), str(sources[0])]).returncode == 2
