@@ -146,6 +146,37 @@ int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_o
     }
 }
 
+struct cli_output cli_output_defaults(void)
+{
+    return (struct cli_output){.max_samples = 10000, .max_bytes = (uint64_t)1 << 30};
+}
+
+int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_output *out)
+{
+    switch (c) {
+    case 'o': out->pattern = arg; return 1;
+    case CLI_O_MAX_SAMPLES:
+        return cli_parse_u64(cmd, "--max-samples", arg, 1, UINT64_MAX, &out->max_samples) < 0
+                   ? -1
+                   : 1;
+    case CLI_O_MAX_SIZE: return cli_parse_size(cmd, "--max-size", arg, &out->max_bytes) < 0 ? -1 : 1;
+    case CLI_O_SHUFFLE: out->shuffle = 1; return 1;
+    case CLI_O_SEED: return cli_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &out->seed) < 0 ? -1 : 1;
+    default: return 0;
+    }
+}
+
+void cli_output_help(const char *shuffle_help)
+{
+    printf("output:\n"
+           "  -o, --output PATTERN   shard names, a printf pattern with one %%d (required)\n"
+           "  --max-samples N        samples per shard (default 10000)\n"
+           "  --max-size BYTES       member bytes per shard (default 1G; K, M, G, T)\n"
+           "  --shuffle              %s\n"
+           "  --seed N               shuffle seed (default 0)\n\n",
+           shuffle_help);
+}
+
 void cli_source_help(void)
 {
     printf("remote sources (http://, https://, pipe:COMMAND):\n"

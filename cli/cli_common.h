@@ -59,6 +59,31 @@ enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_
 int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o);
 void cli_source_help(void);
 
+/* What pack and reshard write: -o PATTERN, shard limits and the order.
+ * Put CLI_OUTPUT_LONGOPTS in the getopt_long table ("o:" in the short
+ * options), pass each option to cli_parse_output_option() first and print
+ * cli_output_help() in --help. */
+struct cli_output {
+    const char *pattern;
+    uint64_t max_samples, max_bytes, seed;
+    int shuffle;
+};
+enum { CLI_O_MAX_SAMPLES = 1100, CLI_O_MAX_SIZE, CLI_O_SHUFFLE, CLI_O_SEED };
+#define CLI_OUTPUT_LONGOPTS                                                                      \
+    {"output", required_argument, NULL, 'o'},                                                    \
+        {"max-samples", required_argument, NULL, CLI_O_MAX_SAMPLES},                             \
+        {"max-size", required_argument, NULL, CLI_O_MAX_SIZE},                                   \
+        {"shuffle", no_argument, NULL, CLI_O_SHUFFLE},                                           \
+        {"seed", required_argument, NULL, CLI_O_SEED}
+
+/* The defaults: 10000 samples or 1 GiB per shard, storage order. */
+struct cli_output cli_output_defaults(void);
+
+/* 1: c was an output option and is applied to out; 0: not one; -1: bad
+ * value (a usage error was printed). */
+int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_output *out);
+void cli_output_help(const char *shuffle_help);
+
 /* Options for reading shards in storage order on one rank (ls, cat). */
 void cli_storage_order_options(struct stk_options *o);
 

@@ -35,14 +35,10 @@ static void help(void)
            "Files are taken in sorted order; other files are counted and listed on\n"
            "standard error, never dropped silently.\n\n"
            "options:\n"
-           "  -o, --output PATTERN   shard names (required)\n"
-           "  --max-samples N        samples per shard (default 10000)\n"
-           "  --max-size BYTES       member bytes per shard (default 1G; K, M, G, T)\n"
-           "  --shuffle              write the samples in a random order...\n"
-           "  --seed N               ...drawn from this seed (default 0)\n"
            "  --flat                 group files by key instead of by class directory\n"
            "  --classes FILE         write the class names, one per line in label order\n"
-           "  -h, --help             this help\n");
+           "  -h, --help             this help\n\n");
+    cli_output_help("write the samples in a seeded random order");
 }
 
 /* Paths relative to DIR, collected by a walk. */
@@ -184,9 +180,9 @@ static void shuffle(struct item *items, size_t n, uint64_t seed)
 }
 
 struct pack_args {
-    const char *output, *dir, *classes;
-    uint64_t max_samples, max_size, seed;
-    int shuffle, flat;
+    struct cli_output out;
+    const char *dir, *classes;
+    int flat;
 };
 
 static int write_items(const struct pack_args *a, const struct paths *files,
@@ -194,7 +190,8 @@ static int write_items(const struct pack_args *a, const struct paths *files,
 {
     char msg[1024];
     stk_writer *w;
-    if (stk_writer_create(a->output, a->max_samples, a->max_size, &w, msg, sizeof msg) < 0)
+    if (stk_writer_create(a->out.pattern, a->out.max_samples, a->out.max_bytes, &w, msg,
+                          sizeof msg) < 0)
         return cli_usage_error(CMD, "%s", msg);
     int rc = EXIT_OK;
     for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
@@ -237,7 +234,7 @@ static int write_items(const struct pack_args *a, const struct paths *files,
     stk_writer_destroy(w);
     if (rc == EXIT_OK)
         printf("%llu samples in %llu shards: %s\n", (unsigned long long)samples,
-               (unsigned long long)shards, a->output);
+               (unsigned long long)shards, a->out.pattern);
     return rc;
 }
 
@@ -340,43 +337,30 @@ static int write_classes(const char *path, const struct paths *classes)
 
 int cmd_pack(int argc, char **argv)
 {
-    enum { O_MAX_SAMPLES = 256, O_MAX_SIZE, O_SHUFFLE, O_SEED, O_FLAT, O_CLASSES };
+    enum { O_FLAT = 256, O_CLASSES };
     static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"max-samples", required_argument, NULL, O_MAX_SAMPLES},
-        {"max-size", required_argument, NULL, O_MAX_SIZE},
-        {"shuffle", no_argument, NULL, O_SHUFFLE},
-        {"seed", required_argument, NULL, O_SEED},
         {"flat", no_argument, NULL, O_FLAT},
         {"classes", required_argument, NULL, O_CLASSES},
         {"help", no_argument, NULL, 'h'},
+        CLI_OUTPUT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
-    struct pack_args a = {.max_samples = 10000, .max_size = (uint64_t)1 << 30};
+    struct pack_args a = {.out = cli_output_defaults()};
     int c;
     while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+        int r = cli_parse_output_option(CMD, c, optarg, &a.out);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (r > 0)
+            continue;
         switch (c) {
-        case 'o': a.output = optarg; break;
-        case O_MAX_SAMPLES:
-            if (cli_parse_u64(CMD, "--max-samples", optarg, 1, UINT64_MAX, &a.max_samples) < 0)
-                return EXIT_USAGE;
-            break;
-        case O_MAX_SIZE:
-            if (cli_parse_size(CMD, "--max-size", optarg, &a.max_size) < 0)
-                return EXIT_USAGE;
-            break;
-        case O_SHUFFLE: a.shuffle = 1; break;
-        case O_SEED:
-            if (cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX, &a.seed) < 0)
-                return EXIT_USAGE;
-            break;
         case O_FLAT: a.flat = 1; break;
         case O_CLASSES: a.classes = optarg; break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error(CMD, "unknown option");
         }
     }
-    if (a.output == NULL)
+    if (a.out.pattern == NULL)
         return cli_usage_error(CMD, "-o PATTERN is required");
     if (argc - optind != 1)
         return cli_usage_error(CMD, "give one directory");
@@ -391,8 +375,8 @@ int cmd_pack(int argc, char **argv)
                     : imagefolder_items(&a, &classes, &files, &items, &n, &ignored);
     if (rc == EXIT_OK && n == 0)
         rc = cli_fail(CMD, "%s: no %s to pack", a.dir, a.flat ? "files" : "images");
-    if (rc == EXIT_OK && a.shuffle)
-        shuffle(items, n, a.seed);
+    if (rc == EXIT_OK && a.out.shuffle)
+        shuffle(items, n, a.out.seed);
     if (rc == EXIT_OK && a.classes != NULL)
         rc = write_classes(a.classes, &classes);
     if (rc == EXIT_OK)

@@ -21,15 +21,11 @@ static void help(void)
            "interleaved, then a window of --shuffle-buffer samples. The same seed\n"
            "gives the same shards.\n\n"
            "options:\n"
-           "  -o, --output PATTERN   new shard names (required)\n"
-           "  --max-samples N        samples per shard (default 10000)\n"
-           "  --max-size BYTES       member bytes per shard (default 1G; K, M, G, T)\n"
-           "  --shuffle              shuffle (default: storage order)\n"
-           "  --seed N               shuffle seed (default 0)\n"
            "  --shuffle-buffer N     samples in the shuffle window (default 10000)\n"
            "  --shards-in-flight N   shards interleaved (default 8)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
            "  -h, --help             this help\n\n");
+    cli_output_help("shuffle as the loader does (default: storage order)");
     cli_source_help();
 }
 
@@ -50,17 +46,13 @@ static int write_sample(const struct stk_sample *s, void *data)
 
 int cmd_reshard(int argc, char **argv)
 {
-    enum { O_MAX_SAMPLES = 256, O_MAX_SIZE, O_SHUFFLE, O_SEED, O_SHUFBUF, O_INFLIGHT, O_ONERR };
+    enum { O_SHUFBUF = 256, O_INFLIGHT, O_ONERR };
     static const struct option longopts[] = {
-        {"output", required_argument, NULL, 'o'},
-        {"max-samples", required_argument, NULL, O_MAX_SAMPLES},
-        {"max-size", required_argument, NULL, O_MAX_SIZE},
-        {"shuffle", no_argument, NULL, O_SHUFFLE},
-        {"seed", required_argument, NULL, O_SEED},
         {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
         {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
+        CLI_OUTPUT_LONGOPTS,
         CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -71,25 +63,16 @@ int cmd_reshard(int argc, char **argv)
     o.log_data = (void *)CMD;
     o.shuffle_buffer = 10000;
     unsigned shards_in_flight = 8;
-    const char *output = NULL;
-    uint64_t max_samples = 10000, max_size = (uint64_t)1 << 30, v;
-    int shuffle = 0, c;
+    struct cli_output out = cli_output_defaults();
+    uint64_t v;
+    int c;
     while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+        int r = cli_parse_output_option(CMD, c, optarg, &out);
+        if (r < 0)
+            return EXIT_USAGE;
+        if (r > 0)
+            continue;
         switch (c) {
-        case 'o': output = optarg; break;
-        case O_MAX_SAMPLES:
-            if (cli_parse_u64(CMD, "--max-samples", optarg, 1, UINT64_MAX, &max_samples) < 0)
-                return EXIT_USAGE;
-            break;
-        case O_MAX_SIZE:
-            if (cli_parse_size(CMD, "--max-size", optarg, &max_size) < 0)
-                return EXIT_USAGE;
-            break;
-        case O_SHUFFLE: shuffle = 1; break;
-        case O_SEED:
-            if (cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX, &o.seed) < 0)
-                return EXIT_USAGE;
-            break;
         case O_SHUFBUF:
             if (cli_parse_u64(CMD, "--shuffle-buffer", optarg, 1, 1u << 24, &o.shuffle_buffer) < 0)
                 return EXIT_USAGE;
@@ -109,17 +92,19 @@ int cmd_reshard(int argc, char **argv)
                 return EXIT_USAGE;
         }
     }
-    if (output == NULL)
+    if (out.pattern == NULL)
         return cli_usage_error(CMD, "-o PATTERN is required");
     if (optind >= argc)
         return cli_usage_error(CMD, "no URL given");
-    if (shuffle) {
+    if (out.shuffle) {
         o.shuffle = 1;
+        o.seed = out.seed;
         o.shards_in_flight = shards_in_flight;
     }
     struct reshard_state st = {0};
     char msg[1024];
-    if (stk_writer_create(output, max_samples, max_size, &st.writer, msg, sizeof msg) < 0)
+    if (stk_writer_create(out.pattern, out.max_samples, out.max_bytes, &st.writer, msg,
+                          sizeof msg) < 0)
         return cli_usage_error(CMD, "%s", msg);
     stk_loader *l = cli_create_loader(CMD, &o, (const char *const *)argv + optind, argc - optind);
     int rc = l == NULL ? EXIT_ERROR : cli_for_each_sample(CMD, l, write_sample, &st);
@@ -133,7 +118,7 @@ int cmd_reshard(int argc, char **argv)
         struct stk_stats s;
         stk_loader_stats(l, &s);
         printf("%llu samples in %llu shards: %s", (unsigned long long)samples,
-               (unsigned long long)shards, output);
+               (unsigned long long)shards, out.pattern);
         if (s.samples_skipped || s.shards_failed)
             printf(" (%llu bad samples and %llu cut-short shards left out)",
                    (unsigned long long)s.samples_skipped, (unsigned long long)s.shards_failed);
