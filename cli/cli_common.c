@@ -153,17 +153,18 @@ struct cli_output cli_output_defaults(void)
 
 int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_output *out)
 {
+    int bad = 0;
     switch (c) {
-    case 'o': out->pattern = arg; return 1;
+    case 'o': out->pattern = arg; break;
     case CLI_O_MAX_SAMPLES:
-        return cli_parse_u64(cmd, "--max-samples", arg, 1, UINT64_MAX, &out->max_samples) < 0
-                   ? -1
-                   : 1;
-    case CLI_O_MAX_SIZE: return cli_parse_size(cmd, "--max-size", arg, &out->max_bytes) < 0 ? -1 : 1;
-    case CLI_O_SHUFFLE: out->shuffle = 1; return 1;
-    case CLI_O_SEED: return cli_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &out->seed) < 0 ? -1 : 1;
+        bad = cli_parse_u64(cmd, "--max-samples", arg, 1, UINT64_MAX, &out->max_samples);
+        break;
+    case CLI_O_MAX_SIZE: bad = cli_parse_size(cmd, "--max-size", arg, &out->max_bytes); break;
+    case CLI_O_SHUFFLE: out->shuffle = 1; break;
+    case CLI_O_SEED: bad = cli_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &out->seed); break;
     default: return 0;
     }
+    return bad < 0 ? -1 : 1;
 }
 
 void cli_output_help(const char *shuffle_help)
