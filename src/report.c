@@ -57,7 +57,7 @@ size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
     double seconds = (double)s->wall_ns / 1e9;
     double waited = (double)s->wait_ns / (double)s->wall_ns;
     int bound = waited >= INPUT_BOUND_SHARE;
-    put(&o, "%s: the caller waited for batches %.0f%% of %.1f s (%.0f samples/s delivered)\n",
+    put(&o, "%s: the caller waited for batches %.0f%% of %.2f s (%.0f samples/s delivered)\n",
         bound ? "input-bound" : "not input-bound", 100 * waited, seconds,
         (double)s->samples / seconds);
 
@@ -84,8 +84,8 @@ size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
     } stages[] = {
         {decode, "image decoding is the limit: give it more cores (threads, cores freed from "
                  "the training process, or CPU workers)"},
-        {read, "reading is the limit: storage or network throughput (more shards_in_flight, "
-               "or the node cache for remote shards)"},
+        {read, "reading is the limit: its threads, storage or network (raise threads and "
+               "shards_in_flight; the node cache for remote shards)"},
         {batching, "batching is the limit: one thread interleaves, shuffles and assembles "
                    "batches (larger samples or batches cost it less per byte)"},
     };

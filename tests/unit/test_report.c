@@ -60,7 +60,7 @@ static void test_not_input_bound(void **state)
     s.decode_ns = 39 * SECOND; /* decoding saturated, yet the caller never waits */
     char buf[1024];
     report(&s, buf, sizeof buf);
-    assert_contains(buf, "not input-bound: the caller waited for batches 0% of 10.0 s");
+    assert_contains(buf, "not input-bound: the caller waited for batches 0% of 10.00 s");
     assert_contains(buf, "(640 samples/s delivered)");
     assert_contains(buf, "image decoding: 4 threads 98% busy");
     assert_contains(buf, "verdict: the consumer, not the input, sets the pace");
@@ -78,7 +78,7 @@ static void test_decode_bound(void **state)
     s.read_ns = 12 * SECOND; /* 60% of 2 */
     char buf[1024];
     report(&s, buf, sizeof buf);
-    assert_contains(buf, "input-bound: the caller waited for batches 60% of 10.0 s");
+    assert_contains(buf, "input-bound: the caller waited for batches 60% of 10.00 s");
     assert_true(strstr(buf, "not input-bound") == NULL);
     assert_contains(buf, "reading: 2 threads 60% busy, 1.875 ms per sample");
     assert_contains(buf, "per image 1.000 ms decode, 0.200 ms resample, 0.100 ms convert");
