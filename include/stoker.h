@@ -289,6 +289,17 @@ struct stk_batch {
     void *images;
     size_t image_bytes;       /* bytes of one image */
     const int64_t *labels;
+    /* Bad input (STK_ON_ERROR_SKIP) this batch accounts for. Every skip is
+     * charged to one place in the sample sequence: bad samples to the next
+     * good sample of their shard, or, after a shard's last good sample,
+     * with a shard that fails, to the sample taken just before that shard's
+     * end. So the counts of a batch are the same whichever process made it
+     * (stk_loader_seek_range), and summed over an epoch they count each
+     * skip once (the skips charged to samples that drop_last drops excepted).
+     * samples_skipped includes images_replaced. */
+    uint64_t samples_skipped;
+    uint64_t images_replaced;
+    uint64_t shards_failed;
 };
 
 /* Counters, cumulative over the loader's lifetime. */
@@ -393,6 +404,23 @@ int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
  * again and dropped. Either way nothing before it is decoded.
  */
 int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
+
+/*
+ * Like stk_loader_seek(), for a range of n_batches batches: the next
+ * stk_loader_next() calls deliver batches first_batch .. first_batch +
+ * n_batches - 1 of epoch `epoch` (fewer where the epoch ends) and then
+ * STK_EOF, and nothing after the range is decoded (samples may be read
+ * ahead). n_batches 0 means up to the end of the epoch. When the loader
+ * has just delivered the batch before first_batch of the same epoch,
+ * through an earlier range, the range continues that epoch's readers and
+ * threads: nothing is read again and no thread is started. Every batch
+ * holds exactly what an uninterrupted run delivers at its index, so ranges
+ * of one epoch can be made by different loaders (processes, hosts) and put
+ * together; with a dataset index each restart reads at most one shuffle
+ * window again.
+ */
+int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t first_batch,
+                          uint64_t n_batches);
 
 /* Samples this rank yields in the current epoch when known
  * (samples_per_rank, or the rank's shards per the dataset index), else 0. */

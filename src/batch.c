@@ -153,6 +153,8 @@ void stk__batch_add(struct stk__batch *b, struct stk__sample *s)
 {
     b->pubs[b->pub.n_samples] = s->pub;
     b->samples[b->pub.n_samples++] = s;
+    b->pub.samples_skipped += s->bad_samples;
+    b->pub.shards_failed += s->bad_shards;
 }
 
 void stk__batch_free(struct stk__batch *b)

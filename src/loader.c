@@ -43,6 +43,7 @@ struct stk_loader {
     struct stk__pipeline *pipeline;
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
+    uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
     struct stk__dataset_index index; /* counts NULL without one */
     char *ca_bundle; /* copy of opts.ca_bundle */
     struct stk__err err;
@@ -220,6 +221,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     }
     l->opts.cache_dir = NULL; /* the caller's string; the cache keeps its own copy */
     stk__budget_init(&l->budget, opts->max_batches);
+    l->batch_limit = UINT64_MAX;
     *out = l;
     return 0;
 fail:
@@ -236,6 +238,7 @@ static int start_epoch(stk_loader *l)
         .world_size = l->world_size,
         .urls = &l->urls,
         .first_batch = l->first_batch,
+        .batch_limit = l->batch_limit,
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
         .budget = &l->budget,
@@ -302,6 +305,27 @@ void stk_batch_release(struct stk_batch *batch)
     stk__batch_free(b);
 }
 
+int stk_loader_seek_range(stk_loader *l, uint64_t epoch, uint64_t first_batch,
+                          uint64_t n_batches)
+{
+    stk__err_clear(&l->err);
+    uint64_t limit = n_batches > 0 && n_batches <= UINT64_MAX - first_batch
+                         ? first_batch + n_batches
+                         : UINT64_MAX;
+    if (l->pipeline != NULL && !l->epoch_failed && epoch == l->opts.epoch &&
+        stk__pipeline_next_index(l->pipeline) == first_batch) {
+        stk__pipeline_set_limit(l->pipeline, limit);
+        return 0;
+    }
+    stk__pipeline_stop(l->pipeline);
+    l->pipeline = NULL;
+    l->epoch_failed = 0;
+    l->opts.epoch = epoch;
+    l->first_batch = first_batch;
+    l->batch_limit = limit;
+    return 0;
+}
+
 int stk_loader_seek(stk_loader *l, uint64_t epoch, uint64_t batch)
 {
     stk__err_clear(&l->err);
@@ -310,6 +334,7 @@ int stk_loader_seek(stk_loader *l, uint64_t epoch, uint64_t batch)
     l->epoch_failed = 0;
     l->opts.epoch = epoch;
     l->first_batch = batch;
+    l->batch_limit = UINT64_MAX;
     return 0;
 }
 

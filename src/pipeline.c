@@ -52,6 +52,10 @@ enum item_kind { ITEM_SAMPLE, ITEM_SHARD_END, ITEM_STREAM_END, ITEM_ERROR };
 struct item {
     enum item_kind kind;
     struct stk__sample *sample;
+    /* ITEM_SHARD_END: bad samples after the shard's last good one, and 1
+     * if the shard failed (cut short, or not opened). */
+    uint64_t bad_samples;
+    uint64_t bad_shards;
 };
 
 struct slot {
@@ -98,6 +102,12 @@ struct stk__pipeline {
     int finished;
     struct stk__err fail; /* first error; fail.code != 0 once failed */
     atomic_int stop;
+    /* A range (stk__pipeline_set_limit): the sequencer starts no batch at
+     * index >= limit, and the caller gets STK_EOF once next_index reaches it.
+     * Both guarded by mutex; the sequencer waits on range_cond. */
+    uint64_t limit;
+    uint64_t next_index;
+    pthread_cond_t range_cond;
 };
 
 /* ---- reader side ---- */
@@ -178,7 +188,7 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
 static struct item produce(struct reader_thread *rt, struct slot *s)
 {
     struct stk__pipeline *p = rt->p;
-    struct item it = {ITEM_ERROR, NULL};
+    struct item it = {.kind = ITEM_ERROR};
     if (s->reader == NULL) {
         int rc = open_next_shard(rt, s);
         if (rc < 0)
@@ -190,6 +200,7 @@ static struct item produce(struct reader_thread *rt, struct slot *s)
         if (rc == 2) {
             s->position += p->n_slots;
             it.kind = ITEM_SHARD_END;
+            it.bad_shards = 1;
             return it;
         }
     }
@@ -199,12 +210,15 @@ static struct item produce(struct reader_thread *rt, struct slot *s)
         it.sample->pass = s->position / p->rank_shards;
         return it;
     }
-    stk__shard_close(s->reader);
-    s->reader = NULL;
     if (rc == 0) {
+        int failed;
+        stk__shard_tail(s->reader, &it.bad_samples, &failed);
+        it.bad_shards = (uint64_t)failed;
         s->position += p->n_slots;
         it.kind = ITEM_SHARD_END;
     }
+    stk__shard_close(s->reader);
+    s->reader = NULL;
     return it;
 }
 
@@ -254,9 +268,15 @@ static void *reader_main(void *arg)
 
 /* ---- sequencer side ---- */
 
+/* The sequencer keeps the last sample it took from the input in hand until
+ * it takes the next (or the input ends), so that a shard end popped in
+ * between can still charge its bad input to that sample (see charge()). */
 struct sequencer {
     struct stk__pipeline *p;
     struct stk__interleave il;
+    struct stk__sample *held;
+    uint64_t pulled; /* input position (from the epoch's start) of the next sample */
+    uint64_t carry_samples, carry_shards; /* for the epoch's first sample */
 };
 
 /* Pop the next item of slot j, waiting for it. 1 popped, 0 stopped. */
@@ -307,6 +327,24 @@ static int no_progress(struct stk__pipeline *p)
     return STK_EPLAN;
 }
 
+/* Charge a shard end's bad input to the sample taken from the input just
+ * before it, which is still in hand, or at the epoch's start to the first
+ * sample. That sample is the same in every run that delivers it (a resumed
+ * run starts reading at a shuffle window, and the sample before the window
+ * is output before it too), so per-batch counts do not depend on where a
+ * run started; a resumed run drops what belongs to samples before its
+ * window. */
+static void charge(struct sequencer *sq, const struct item *it)
+{
+    if (sq->held != NULL) {
+        sq->held->bad_samples += it->bad_samples;
+        sq->held->bad_shards += it->bad_shards;
+    } else if (sq->pulled == 0) {
+        sq->carry_samples += it->bad_samples;
+        sq->carry_shards += it->bad_shards;
+    }
+}
+
 /* Next sample of the interleaved input: 1 sample, 0 input over, 2 stopped,
  * <0 error. */
 static int next_input(struct sequencer *sq, struct stk__sample **out)
@@ -322,9 +360,13 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
         switch (it.kind) {
         case ITEM_SAMPLE:
             stk__interleave_sample(&sq->il);
+            it.sample->bad_samples += sq->carry_samples;
+            it.sample->bad_shards += sq->carry_shards;
+            sq->carry_samples = sq->carry_shards = 0;
             *out = it.sample;
             return 1;
         case ITEM_SHARD_END:
+            charge(sq, &it);
             if (stk__interleave_shard_end(&sq->il, (unsigned)j) < 0)
                 return no_progress(p);
             break;
@@ -366,12 +408,23 @@ static void batch_done(void *data, struct stk__batch *b)
     stk__mutex_unlock(&p->mutex);
 }
 
+/* Before starting batch `index`: wait while it is past the range's limit.
+ * 0, or 1 if stopped. */
+static int wait_for_range(struct stk__pipeline *p, uint64_t index)
+{
+    stk__mutex_lock(&p->mutex);
+    while (index >= p->limit && !atomic_load(&p->stop))
+        stk__cond_wait(&p->range_cond, &p->mutex);
+    stk__mutex_unlock(&p->mutex);
+    return atomic_load(&p->stop) ? 1 : 0;
+}
+
 /* Put a sample into the batch being built. 0, 1 stopped, or STK_ENOMEM. */
 static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *index,
                 struct stk__sample *s)
 {
     if (*batch == NULL) {
-        if (stk__budget_acquire(p->cfg.budget, &p->stop)) {
+        if (wait_for_range(p, *index) || stk__budget_acquire(p->cfg.budget, &p->stop)) {
             stk__sample_free(s);
             return 1;
         }
@@ -418,10 +471,10 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
     unsigned since_publish = 0;
     struct stk__batch *batch = NULL;
     uint64_t index = p->cfg.first_batch;
-    uint64_t pulled = p->seeking ? p->seek.input_start : 0;
     uint64_t to_drop = p->seeking ? p->seek.drop : p->cfg.first_batch * p->cfg.opts.batch_size;
     uint64_t target = p->cfg.opts.samples_per_rank ? p->cfg.opts.samples_per_rank : UINT64_MAX;
     int input_done = 0, rc = 0;
+    sq->pulled = p->seeking ? p->seek.input_start : 0;
     for (;;) {
         if (++since_publish == CPU_PUBLISH_EVERY) {
             publish_cpu(p, &published);
@@ -431,15 +484,20 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
         if (s == NULL) {
             if (input_done)
                 break;
-            rc = pulled == target ? 0 : next_input(sq, &s);
+            rc = sq->pulled == target ? 0 : next_input(sq, &s);
             if (rc < 0 || rc == 2)
                 goto out;
+            /* The sample in hand goes into the shuffle once the next one is
+             * taken or the input is over: the window it closes is the same. */
+            if (sq->held != NULL)
+                stk__shuffle_push(sh, sq->held);
+            sq->held = NULL;
             if (rc == 0) {
                 input_done = 1;
                 stk__shuffle_finish(sh);
             } else {
-                pulled++;
-                stk__shuffle_push(sh, s);
+                sq->pulled++;
+                sq->held = s;
             }
             continue;
         }
@@ -495,6 +553,7 @@ static void *sequencer_main(void *arg)
         stk__interleave_copy(&sq.il, &p->seek.il);
     if (rc == 0)
         rc = sequence(p, &sq, &sh);
+    stk__sample_free(sq.held);
     stk__shuffle_free(&sh);
     stk__interleave_free(&sq.il);
 
@@ -530,6 +589,7 @@ void stk__pipeline_stop(struct stk__pipeline *p)
         stk__cond_broadcast(&p->readers[t].cond);
     stk__cond_broadcast(&p->seq_cond);
     stk__cond_broadcast(&p->batch_cond);
+    stk__cond_broadcast(&p->range_cond);
     stk__mutex_unlock(&p->mutex);
     stk__budget_wake(p->cfg.budget);
 
@@ -553,6 +613,7 @@ void stk__pipeline_stop(struct stk__pipeline *p)
     stk__free(p->readers);
     stk__cond_destroy(&p->seq_cond);
     stk__cond_destroy(&p->batch_cond);
+    stk__cond_destroy(&p->range_cond);
     stk__mutex_destroy(&p->mutex);
     stk__free(p);
 }
@@ -607,12 +668,15 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
             p->n_readers = p->n_slots;
     atomic_store(&cfg->shard.counters->read_threads, p->n_readers);
     p->waiting_slot = -1;
+    p->next_index = cfg->first_batch;
+    p->limit = cfg->batch_limit;
     atomic_init(&p->stop, 0);
     /* Sources waiting on a server or a command give up when the epoch stops. */
     p->cfg.shard.source.cancel = &p->stop;
     stk__mutex_init(&p->mutex);
     stk__cond_init(&p->seq_cond);
     stk__cond_init(&p->batch_cond);
+    stk__cond_init(&p->range_cond);
     p->slots = stk__calloc(p->n_slots, sizeof *p->slots);
     p->readers = stk__calloc(p->n_readers, sizeof *p->readers);
     int rc = 0;
@@ -705,6 +769,8 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
     }
     atomic_fetch_add(&p->cfg.shard.counters->images_replaced, replaced);
     atomic_fetch_add(&p->cfg.shard.counters->samples_skipped, replaced);
+    b->pub.images_replaced = replaced;
+    b->pub.samples_skipped += replaced;
     return 0;
 }
 
@@ -713,8 +779,9 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
     *out = NULL;
     int rc = 0;
     stk__mutex_lock(&p->mutex);
-    while ((p->queue_head == NULL && !p->finished) ||
-           (p->queue_head != NULL && atomic_load(&p->queue_head->pending) != 0)) {
+    while (p->next_index < p->limit &&
+           ((p->queue_head == NULL && !p->finished) ||
+            (p->queue_head != NULL && atomic_load(&p->queue_head->pending) != 0))) {
         if (atomic_load(&p->cfg.budget->held_by_caller) >= p->cfg.budget->limit) {
             rc = stk__errf(err, STK_EBUSY,
                            "the caller holds all %zu batches the loader may have; release one "
@@ -724,7 +791,9 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
         }
         stk__cond_wait(&p->batch_cond, &p->mutex);
     }
-    if (p->queue_head != NULL) {
+    if (p->next_index >= p->limit) {
+        rc = STK_EOF; /* the range is over; batches made past it stay queued */
+    } else if (p->queue_head != NULL) {
         struct stk__batch *b = p->queue_head;
         p->queue_head = b->next;
         if (p->queue_head == NULL)
@@ -736,6 +805,7 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
             return rc;
         }
         atomic_fetch_add(&p->cfg.budget->held_by_caller, 1);
+        p->next_index = b->pub.index + 1;
         *out = b;
     } else if (p->fail.code != 0) {
         *err = p->fail;
@@ -746,4 +816,20 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
 out:
     stk__mutex_unlock(&p->mutex);
     return rc;
+}
+
+uint64_t stk__pipeline_next_index(struct stk__pipeline *p)
+{
+    stk__mutex_lock(&p->mutex);
+    uint64_t next = p->fail.code != 0 ? UINT64_MAX : p->next_index;
+    stk__mutex_unlock(&p->mutex);
+    return next;
+}
+
+void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit)
+{
+    stk__mutex_lock(&p->mutex);
+    p->limit = limit;
+    stk__cond_broadcast(&p->range_cond);
+    stk__mutex_unlock(&p->mutex);
 }

@@ -26,6 +26,7 @@ struct stk__pipeline_config {
     int world_size;
     const struct stk__strlist *urls;
     uint64_t first_batch;     /* the epoch starts at this batch (resume) */
+    uint64_t batch_limit;     /* no batch at this index or later (UINT64_MAX: none) */
     /* Samples per shard by URL index (a dataset index), or NULL. With it a
      * resumed epoch seeks to the shuffle window of first_batch; without it
      * the samples before first_batch are read again and dropped. */
@@ -49,6 +50,15 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
 
 /* Next batch: 0 (*out set), STK_EOF, STK_EBUSY or an error with err set. */
 int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err);
+
+/* Index of the batch the next stk__pipeline_next() delivers, or UINT64_MAX
+ * once the pipeline failed. */
+uint64_t stk__pipeline_next_index(struct stk__pipeline *p);
+
+/* Move the end of the range: batches up to limit - 1 are made and
+ * delivered, then STK_EOF (UINT64_MAX: to the epoch's end). Raising it
+ * wakes a sequencer waiting at the old limit, so a range continues. */
+void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit);
 
 /* Stop (also mid-epoch), join every thread and free all unread data. */
 void stk__pipeline_stop(struct stk__pipeline *p);

@@ -21,11 +21,18 @@ struct stk__sample {
     uint64_t bytes;             /* member data bytes, for budgets and stats */
     char *key;
     struct stk__pool *pool;     /* member data comes from and returns to it */
-    /* Identity for per-sample random choices: the sample's number in its
-     * shard (counting skipped ones) and the pass over the rank's shards. */
+    /* Identity for per-sample random choices: the sample's number among the
+     * good samples of its shard and the pass over the rank's shards. */
     uint64_t position;
     uint64_t pass;
-    uint64_t offset; /* of its first member's header in the shard (uncompressed) */
+    /* Where a reader starts to deliver it (uncompressed): its first member's
+     * header, or that of the bad samples just before it. */
+    uint64_t offset;
+    /* Bad input this sample accounts for (stk_batch.samples_skipped): the
+     * bad samples between it and the previous good sample of its shard,
+     * plus what the sequencer charged to it (pipeline.c). */
+    uint64_t bad_samples;
+    uint64_t bad_shards;
 };
 
 /* A sample with a copy of key[0..key_len). NULL when out of memory. */

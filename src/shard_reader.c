@@ -26,9 +26,16 @@ struct stk__shard_reader {
     int current_bad;
     int done;
     int passing_over; /* skip/count: samples are not counted as read */
+    int key_reappeared; /* some sample was bad because its key came back */
+    int failed;         /* the rest of the shard was skipped as unreadable */
     uint64_t bytes_reported;
+    uint64_t next_position; /* number of the next good sample */
+    /* Bad samples since the last good one, and where that run began: the
+     * next good sample accounts for them (stk__sample.bad_samples) and
+     * its offset is the run's, so a reader opened there meets them again. */
+    uint64_t bad_run;
+    uint64_t run_start;
     /* The member read ahead that starts the next sample. */
-    uint64_t next_position; /* number of the next sample started */
     int have_pending;
     char *pending_name;
     size_t pending_key_len;
@@ -106,14 +113,22 @@ int stk__shard_open_at(const char *url, uint64_t shard_index, const struct stk__
         return rc;
     }
     rc = stk__shard_open_source(src, shard_index, cfg, out, err);
-    if (rc == 0)
+    if (rc == 0) {
         (*out)->next_position = position;
+        (*out)->run_start = offset;
+    }
     return rc;
 }
 
 int stk__shard_seekable(const struct stk__shard_reader *r)
 {
-    return !stk__tar_compressed(r->tar);
+    return !stk__tar_compressed(r->tar) && !r->key_reappeared;
+}
+
+void stk__shard_tail(const struct stk__shard_reader *r, uint64_t *skipped, int *failed)
+{
+    *skipped = r->bad_run;
+    *failed = r->failed;
 }
 
 static void report(struct stk__shard_reader *r, enum stk_log_level level, const char *msg)
@@ -174,11 +189,13 @@ static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code
     atomic_fetch_add(&r->cfg.counters->shards_failed, 1);
     if (r->current != NULL) {
         atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
+        r->bad_run++;
         stk__sample_free(r->current);
         r->current = NULL;
     }
     r->have_pending = 0;
     r->done = 1;
+    r->failed = 1;
     stk__err_clear(err);
     return 0;
 }
@@ -195,19 +212,20 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         r->current = stk__sample_new(name, key_len, r->url, r->shard_index, r->cfg.pool);
         if (r->current == NULL)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
-        r->current->position = r->next_position++;
         r->current->offset = r->pending_offset;
         r->current_bad = 0;
         int seen = stk__keyset_add(&r->seen, r->current->key);
         if (seen < 0)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
-        if (seen)
+        if (seen) {
+            r->key_reappeared = 1;
             return bad_sample(r, err,
                               stk__errf(err, STK_EDUPKEY,
                                         "%s: key '%.200s' reappears at offset %llu after other "
                                         "keys (the members of a sample must be adjacent)",
                                         r->url, r->current->key,
                                         (unsigned long long)r->pending_offset));
+        }
     }
     if (r->current_bad)
         return 0;
@@ -288,7 +306,9 @@ static int same_key(const struct stk__sample *s, const char *name, size_t key_le
     return strlen(s->key) == key_len && memcmp(s->key, name, key_len) == 0;
 }
 
-/* Hand out the finished current sample, or drop it if bad. 1 if handed out. */
+/* Hand out the finished current sample, or drop it if bad. 1 if handed out.
+ * Only good samples are numbered, so a sample's number is its place in the
+ * index's offsets and a resumed reader numbers (and crops) it the same. */
 static int finish_sample(struct stk__shard_reader *r, struct stk__sample **out)
 {
     struct stk__sample *s = r->current;
@@ -297,9 +317,16 @@ static int finish_sample(struct stk__shard_reader *r, struct stk__sample **out)
         return 0;
     if (r->current_bad) {
         atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
+        r->bad_run++;
         stk__sample_free(s);
         return 0;
     }
+    s->position = r->next_position++;
+    s->bad_samples = r->bad_run;
+    if (r->bad_run > 0)
+        s->offset = r->run_start;
+    r->bad_run = 0;
+    r->run_start = r->have_pending ? r->pending_offset : s->offset;
     *out = s;
     return 1;
 }

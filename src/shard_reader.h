@@ -82,7 +82,8 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
  * the shard ends first (its count in the index is stale), or an error. */
 int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *err);
 
-/* Byte offsets of samples (their first member's header) in a shard. */
+/* Byte offsets of samples in a shard: their first member's header, or the
+ * first header of the bad samples just before them, which they account for. */
 struct stk__offsets {
     uint64_t *items;
     size_t count, capacity;
@@ -102,8 +103,15 @@ int stk__shard_open_at(const char *url, uint64_t shard_index, const struct stk__
                        uint64_t offset, uint64_t position, struct stk__shard_reader **out,
                        struct stk__err *err);
 
-/* 1 if offsets in the shard are byte offsets of the file (no compression). */
+/* 1 if a resume may open the shard at a sample's offset: the offsets are
+ * byte offsets of the file (no compression), and no key reappeared (telling
+ * such a sample from a good one needs every key before it). */
 int stk__shard_seekable(const struct stk__shard_reader *r);
+
+/* After the last sample: the bad samples that followed the last good one
+ * (no sample accounts for them) and whether the rest of the shard was
+ * skipped as unreadable. */
+void stk__shard_tail(const struct stk__shard_reader *r, uint64_t *skipped, int *failed);
 
 void stk__shard_close(struct stk__shard_reader *r);
 
