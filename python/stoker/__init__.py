@@ -22,9 +22,11 @@ import torch
 from ._stoker import BusyError, DataError, Error, PlanError, ShardWriter, version
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
+from . import _cluster
+from ._cluster import ClusterError
 
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
-           "BusyError", "version"]
+           "BusyError", "ClusterError", "version"]
 
 _DTYPES = {
     torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",
@@ -102,12 +104,23 @@ class Loader:
     writable buffer. Other keyword options are those of stk_options in
     stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches,
     cache_dir and cache_size for the node-local shard cache, ...).
+
+    cluster: the address of a Dask scheduler ("tcp://host:8786") or a
+    distributed.Client. Dask workers then decode batch ranges too, and the
+    loader's own threads keep decoding alongside them; the batches are
+    exactly those of a local run, each once, whatever workers join, die or
+    lag (lost tasks are made again, and the loader decodes a range itself
+    when the cluster is late with it). Needs index= (workers jump to their
+    ranges through it); the shards must be reachable under the same URLs
+    from every worker. batches_per_task sets a task's size (default: two
+    shuffle windows' worth, at least 256 samples).
     """
 
     def __init__(self, urls, batch_size=64, image_size=224, transform="train",
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
-                 pin_memory=False, index=None, **options):
+                 pin_memory=False, index=None, cluster=None, batches_per_task=None,
+                 **options):
         if pin_memory:
             if not torch.cuda.is_available():
                 raise ValueError("pin_memory=True needs CUDA, and torch finds no CUDA device")
@@ -127,10 +140,25 @@ class Loader:
                       dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
                       rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
                       drop_last=int(drop_last), **options)
+        self._offload = None
+        c_config = config
+        if cluster is not None:
+            if index is None:
+                raise ValueError("cluster= needs a dataset index (index=, from `stoker index`): "
+                                 "workers jump to their batch ranges through it")
+            batches_per_task = _cluster.batches_per_task(config, batches_per_task)
+            # The loop may hold a whole range decoded here while it reads one
+            # from the cluster, and the local thread makes the next.
+            c_config = dict(config, max_batches=max(config.get("max_batches", 4),
+                                                    2 * batches_per_task + 4))
         self._c = _CLoader(urls, threads=threads or _default_threads(),
                            batch_allocator=allocator,
-                           index_path=None if index is None else os.fspath(index), **config)
+                           index_path=None if index is None else os.fspath(index), **c_config)
         info = self._c.info()
+        if cluster is not None:
+            image_bytes = 3 * self._size * self._size * torch.empty((), dtype=self._dtype).element_size()
+            self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
+                                             image_bytes, batches_per_task)
         # Everything that shapes the sequence of batches (not threads, which
         # only change speed; not the index's path, only what it implies): a
         # saved state only fits the same values.
@@ -185,11 +213,14 @@ class Loader:
         s = self._size
         return (n, 3, s, s) if self._layout == "nchw" else (n, s, s, 3)
 
-    def __iter__(self):
+    def _tensors(self, images, labels, n):
+        """Tensors sharing the memory of two buffers (zero copy)."""
+        return (torch.frombuffer(images, dtype=self._dtype).view(self._shape(n)),
+                torch.frombuffer(labels, dtype=torch.int64))
+
+    def _local_batches(self, first):
         c = self._c
-        c.seek(self._epoch, self._resume_at)
-        self._batch = self._resume_at
-        self._resume_at = 0
+        c.seek(self._epoch, first)
         while True:
             try:
                 batch = c.next()
@@ -198,31 +229,54 @@ class Loader:
                                 "them) before asking for more, or raise max_batches") from None
             if batch is None:
                 break
-            images = torch.frombuffer(batch.images, dtype=self._dtype).view(self._shape(batch.size))
-            labels = torch.frombuffer(batch.labels, dtype=torch.int64)
+            images, labels = self._tensors(batch.images, batch.labels, batch.size)
             del batch  # the tensors keep the buffer alive
-            self._batch += 1
             yield images, labels
             del images, labels  # hold nothing while fetching the next batch
+
+    def __iter__(self):
+        first = self._resume_at
+        self._batch = first
+        self._resume_at = 0
+        if self._offload is not None:
+            run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
+                               self._tensors)
+            source = run.batches()
+        else:
+            source = self._local_batches(first)
+        for images, labels in source:
+            self._batch += 1
+            yield images, labels
+            del images, labels
         self._epoch += 1
         self._batch = 0
 
     def stats(self):
         """Counters: samples, skipped samples, replaced images, bytes, and the
         time spent per stage (reading, decoding, resampling, converting,
-        batching) and by the caller waiting for batches, in ns."""
-        return self._c.stats()
+        batching) and by the caller waiting for batches, in ns. With cluster=,
+        the stage times are this process's; samples, batches and the bad
+        input counts cover every batch delivered, from wherever it came, and
+        "cluster" says how many came from where."""
+        stats = self._c.stats()
+        if self._offload is not None:
+            _cluster.merge_stats(stats, self._offload)
+        return stats
 
     def report(self):
         """Where the time went, in a few lines: whether the training loop is
         input-bound (it waited for batches 5% of its time or more since the
         first batch was asked for), the busy share of each stage, and which
         one limits. Print it at the end of an epoch."""
+        if self._offload is not None:
+            return _cluster.report(self.stats())
         return self._c.report()
 
     def close(self):
         """Stop the loader's threads now (also done when it is garbage collected)."""
         self._c.close()
+        if self._offload is not None:
+            self._offload.close()
 
 
 class Samples(torch.utils.data.IterableDataset):

@@ -136,6 +136,16 @@ static PyObject *batch_index(BatchObject *self, void *closure)
     return PyLong_FromUnsignedLongLong(self->batch->index);
 }
 
+/* Bad input the batch accounts for: (samples_skipped, images_replaced,
+ * shards_failed), see struct stk_batch. */
+static PyObject *batch_skips(BatchObject *self, void *closure)
+{
+    (void)closure;
+    return Py_BuildValue("(KKK)", (unsigned long long)self->batch->samples_skipped,
+                         (unsigned long long)self->batch->images_replaced,
+                         (unsigned long long)self->batch->shards_failed);
+}
+
 /* The raw samples as dicts: __key__, __url__ and one bytes per member. */
 static PyObject *batch_samples(BatchObject *self, PyObject *unused)
 {
@@ -178,6 +188,8 @@ static PyGetSetDef batch_getset[] = {
     {"labels", (getter)batch_labels, NULL, "buffer of the int64 labels (None for raw batches)", NULL},
     {"size", (getter)batch_len, NULL, "number of samples", NULL},
     {"index", (getter)batch_index, NULL, "batch number in the epoch", NULL},
+    {"skips", (getter)batch_skips, NULL,
+     "(samples_skipped, images_replaced, shards_failed) this batch accounts for", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -538,6 +550,20 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+static PyObject *loader_seek_range(LoaderObject *self, PyObject *args)
+{
+    unsigned long long epoch, first, count;
+    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "KKK", &epoch, &first, &count))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = stk_loader_seek_range(self->loader, epoch, first, count);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
+    Py_RETURN_NONE;
+}
+
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
@@ -623,6 +649,9 @@ static PyMethodDef loader_methods[] = {
      "next() -> Batch or None at the end of the epoch (releases the GIL while waiting)"},
     {"seek", (PyCFunction)loader_seek, METH_VARARGS,
      "seek(epoch, batch): the next next() delivers that batch of that epoch"},
+    {"seek_range", (PyCFunction)loader_seek_range, METH_VARARGS,
+     "seek_range(epoch, first, count): deliver batches [first, first + count) of epoch, "
+     "continuing the previous range without re-reading when it ended at first"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
     {"report", (PyCFunction)loader_report, METH_NOARGS, "where the time went, in words"},
     {"info", (PyCFunction)loader_info, METH_NOARGS, "shards, rank, world size and sizes"},

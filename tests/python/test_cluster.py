@@ -1,0 +1,317 @@
+"""Loader(cluster=...): batch ranges decoded by Dask workers (a real
+dask-scheduler and dask-worker processes on 127.0.0.1) beside the loader's
+own thread give exactly the batches of a local run, each once, when
+workers die, join or all go away, when the scheduler dies, across a
+resume, for two trainer ranks sharing the workers, and with bad samples
+under on_error="skip"."""
+import hashlib
+import json
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+import stoker
+
+pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
+
+DASK_SCHEDULER = "/usr/bin/dask-scheduler"
+DASK_WORKER = "/usr/bin/dask-worker"
+START_TIMEOUT_S = 60
+OPTIONS = dict(batch_size=6, image_size=32, threads=1, seed=5, shuffle_buffer=16,
+               batches_per_task=2)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DaskCluster:
+    """A dask-scheduler and dask-worker processes (no nanny: a killed worker
+    stays dead, as a lost host does), all stopped by stop()."""
+
+    def __init__(self, tmp_path, env):
+        self.env = dict(env, STOKER_WORKER_THREADS="1")
+        self.tmp = tmp_path
+        self.address = f"tcp://127.0.0.1:{free_port()}"
+        self.workers = {}
+        self.scheduler = self._spawn("scheduler", [DASK_SCHEDULER, "--host", "127.0.0.1", "--port",
+                                                   self.address.rsplit(":", 1)[1],
+                                                   "--no-dashboard"])
+        self.client = None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", int(self.address.rsplit(":", 1)[1])),
+                                         timeout=1).close()
+                break
+            except OSError:
+                assert self.scheduler.poll() is None, self._log("scheduler")
+                time.sleep(0.1)
+        from distributed import Client
+        self.client = Client(self.address, timeout=START_TIMEOUT_S, set_as_default=False)
+
+    def _spawn(self, name, cmd, **extra_env):
+        log = open(self.tmp / f"{name}.log", "wb")
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env=dict(self.env, **extra_env), cwd=self.tmp)
+
+    def _log(self, name):
+        return (self.tmp / f"{name}.log").read_text(errors="replace")[-3000:]
+
+    def add_worker(self, name, **extra_env):
+        before = len(self.client.scheduler_info()["workers"])
+        self.workers[name] = self._spawn(name, [DASK_WORKER, self.address, "--nthreads", "1",
+                                                "--no-nanny", "--no-dashboard", "--name", name,
+                                                "--memory-limit", "0"], **extra_env)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while len(self.client.scheduler_info()["workers"]) <= before:
+            assert self.workers[name].poll() is None, self._log(name)
+            assert time.monotonic() < deadline, f"worker {name} did not join:\n{self._log(name)}"
+            time.sleep(0.1)
+
+    def kill(self, name):
+        proc = self.workers.pop(name) if name != "scheduler" else self.scheduler
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def stop(self):
+        if self.client is not None:
+            self.client.close(timeout=5)
+        for proc in list(self.workers.values()) + [self.scheduler]:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def cluster(tmp_path, clean_env_factory):
+    c = DaskCluster(tmp_path, clean_env_factory())
+    yield c
+    c.stop()
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, uneven_shards, stoker_bin):
+    path = tmp_path_factory.mktemp("cluster-index") / "index.json"
+    subprocess.run([stoker_bin, "index", "-o", str(path)] + uneven_shards, check=True,
+                   stdout=subprocess.DEVNULL, timeout=120)
+    return uneven_shards, str(path)
+
+
+def digest(images, labels):
+    return hashlib.sha1(images.numpy().tobytes() + labels.numpy().tobytes()).hexdigest()
+
+
+def local_digests(shards, epoch=0, **kw):
+    loader = stoker.Loader(shards, **kw)
+    loader.set_epoch(epoch)
+    return [digest(i, l) for i, l in loader]
+
+
+def test_one_thread_and_two_workers_equal_a_local_epoch(cluster, indexed):
+    shards, index = indexed
+    cluster.add_worker("w1")
+    cluster.add_worker("w2")
+    for shuffle in (True, False):
+        kw = dict(OPTIONS, index=index, shuffle=shuffle)
+        want = local_digests(shards, **kw)
+        loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+        assert len(loader) == len(want)
+        got = [digest(i, l) for i, l in loader]
+        assert got == want
+        c = loader.stats()["cluster"]
+        assert c["batches_cluster"] > 0, c
+        assert c["batches_cluster"] + c["batches_local"] == len(want)
+        # The next epoch reuses the workers' loaders and is right too.
+        loader.set_epoch(1)
+        again = [digest(i, l) for i, l in loader]
+        assert again == local_digests(shards, epoch=1, **kw)
+        loader.close()
+
+
+def test_scheduler_unreachable_at_start(indexed, clean_env_factory):
+    shards, index = indexed
+    code = ("import stoker, sys\n"
+            f"try:\n    stoker.Loader({shards!r}, index={index!r}, cluster='tcp://127.0.0.1:{free_port()}')\n"
+            "except stoker.ClusterError as e:\n    print('ClusterError', e); sys.exit(3)\n")
+    env = clean_env_factory(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s")
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:" in proc.stdout, proc.stdout
+    assert time.monotonic() - t0 < 60
+
+
+def test_cluster_needs_an_index(cluster, indexed):
+    shards, _ = indexed
+    with pytest.raises(ValueError, match="needs a dataset index"):
+        stoker.Loader(shards, cluster=cluster.client, samples_per_rank=60)
+
+
+def run_with_event(loader, after, event):
+    """Iterate loader; call event() once `after` batches were read."""
+    out = []
+    for step, (images, labels) in enumerate(loader):
+        out.append(digest(images, labels))
+        if step + 1 == after:
+            event()
+    return out
+
+
+@pytest.mark.parametrize("killed", ["one worker", "every worker"])
+def test_workers_killed_mid_epoch(cluster, indexed, killed, caplog):
+    shards, index = indexed
+    cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="400")
+    cluster.add_worker("w2", STOKER_TEST_TASK_DELAY_MS="400")
+    kw = dict(OPTIONS, index=index)
+    want = local_digests(shards, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    victims = ["w1"] if killed == "one worker" else ["w1", "w2"]
+    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
+        got = run_with_event(loader, 2, lambda: [cluster.kill(v) for v in victims])
+    assert got == want
+    c = loader.stats()["cluster"]
+    assert c["batches_cluster"] + c["batches_local"] == len(want)
+    if killed == "every worker":  # the loader's own thread made the rest, and said why
+        assert c["batches_local"] >= len(want) - c["batches_cluster"] > 0, c
+        assert "stoker: " in caplog.text
+    loader.close()
+
+
+def test_worker_joins_mid_epoch(cluster, indexed):
+    shards, index = indexed
+    cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="300")
+    kw = dict(OPTIONS, index=index)
+    want = local_digests(shards, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    got = run_with_event(loader, 1, lambda: cluster.add_worker("w2",
+                                                               STOKER_TEST_TASK_DELAY_MS="300"))
+    assert got == want
+    used = loader._offload.per_worker
+    assert len(used) == 2, used  # the new worker made batches that were used
+    loader.close()
+
+
+def test_scheduler_killed_mid_epoch(cluster, indexed, caplog):
+    shards, index = indexed
+    cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="300")
+    kw = dict(OPTIONS, index=index)
+    want = local_digests(shards, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.address, **kw)
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
+        got = run_with_event(loader, 2, lambda: cluster.kill("scheduler"))
+    assert got == want  # the local thread finished the epoch
+    assert time.monotonic() - t0 < 120
+    loader.close()
+
+
+def test_resume_with_the_cluster(cluster, indexed):
+    shards, index = indexed
+    cluster.add_worker("w1")
+    kw = dict(OPTIONS, index=index)
+    want = local_digests(shards, **kw)
+    first = stoker.Loader(shards, cluster=cluster.client, **kw)
+    got, state = [], None
+    for step, (images, labels) in enumerate(first):
+        got.append(digest(images, labels))
+        if step == 4:
+            state = first.state_dict()
+            break
+    first.close()
+    second = stoker.Loader(shards, cluster=cluster.client, **kw)
+    second.load_state_dict(state)
+    got += [digest(i, l) for i, l in second]
+    assert got == want
+    second.close()
+
+
+def test_bad_samples_are_skipped_and_counted_once(cluster, dataset, write_shard, tmp_path,
+                                                  stoker_bin):
+    """Same batches and the same skip count as a local run, though tasks
+    re-read shuffle windows (and so meet the same bad samples) again."""
+    from conftest import Sample
+    broken = Sample("broken", None, b"not a jpeg", b"7", 7)
+    shards = [write_shard(tmp_path / f"bad-{i}.tar",
+                          dataset[i * 20:i * 20 + 9] + [broken._replace(key=f"broken{i}")]
+                          + dataset[i * 20 + 9:i * 20 + 20])
+              for i in range(6)]
+    # A member name above max_key_bytes (4096) makes a bad sample the shard
+    # reader drops, at a shard's start and end.
+    long_key = Sample("k" * 5000, None, b"x", b"1", 1)
+    shards.append(write_shard(tmp_path / "bad-6.tar", [long_key] + dataset[:5]
+                              + [long_key._replace(key="j" * 5000)]))
+    index = str(tmp_path / "index.json")
+    kw = dict(OPTIONS, on_error="skip")
+    subprocess.run([stoker_bin, "index", "--on-error", "skip", "-o", index] + shards, check=True,
+                   stdout=subprocess.DEVNULL, timeout=120)
+    cluster.add_worker("w1")
+    cluster.add_worker("w2")
+    local = stoker.Loader(shards, index=index, **kw)
+    want = [digest(i, l) for i, l in local]
+    want_stats = local.stats()
+    assert want_stats["samples_skipped"] == 6 + 2
+    loader = stoker.Loader(shards, cluster=cluster.client, index=index, **kw)
+    got = [digest(i, l) for i, l in loader]
+    assert got == want
+    stats = loader.stats()
+    assert stats["cluster"]["batches_cluster"] > 0
+    for key in ("samples_skipped", "images_replaced", "samples"):
+        assert stats[key] == want_stats[key], key
+    loader.close()
+
+
+RANK_CHILD = r"""
+import hashlib, json, sys, stoker
+a = json.loads(sys.argv[1])
+loader = stoker.Loader(a["shards"], index=a["index"], cluster=a["address"], rank=a["rank"],
+                       world_size=2, **a["options"])
+out = [hashlib.sha1(i.numpy().tobytes() + l.numpy().tobytes()).hexdigest() for i, l in loader]
+print(json.dumps({"digests": out, "len": len(loader),
+                  "cluster": loader.stats()["cluster"]["batches_cluster"]}))
+loader.close()
+"""
+
+
+def test_two_trainer_ranks_share_the_workers(cluster, indexed, clean_env_factory):
+    shards, index = indexed
+    cluster.add_worker("w1")
+    cluster.add_worker("w2")
+    procs = []
+    for rank in range(2):
+        args = dict(shards=shards, index=index, address=cluster.address, rank=rank,
+                    options=OPTIONS)
+        procs.append(subprocess.Popen([sys.executable, "-c", RANK_CHILD, json.dumps(args)],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=clean_env_factory()))
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=180)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    for rank, res in enumerate(results):
+        want = local_digests(shards, index=index, rank=rank, world_size=2, **OPTIONS)
+        assert res["digests"] == want
+        assert res["len"] == len(want)
+    assert results[0]["len"] == results[1]["len"]  # equal steps
+    assert results[0]["cluster"] + results[1]["cluster"] > 0
+
+
+def test_a_worker_of_another_version_is_an_error(cluster, indexed):
+    shards, index = indexed
+    cluster.add_worker("w1")
+    loader = stoker.Loader(shards, cluster=cluster.client, index=index, **OPTIONS)
+    loader._offload.spec["version"] = "0.0.0-other"  # as a trainer of another version sends it
+    with pytest.raises(stoker.ClusterError, match=r"runs stoker .* and the trainer 0\.0\.0-other"):
+        for _ in loader:
+            pass
+    loader.close()
