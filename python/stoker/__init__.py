@@ -147,10 +147,11 @@ class Loader:
                 raise ValueError("cluster= needs a dataset index (index=, from `stoker index`): "
                                  "workers jump to their batch ranges through it")
             batches_per_task = _cluster.batches_per_task(config, batches_per_task)
-            # The loop may hold a whole range decoded here while it reads one
-            # from the cluster, and the local thread makes the next.
-            c_config = dict(config, max_batches=max(config.get("max_batches", 4),
-                                                    2 * batches_per_task + 4))
+            # Batches made here wait for the loop: the local thread keeps at
+            # most two ranges ahead of it, plus one it takes back from a
+            # late task, and the loop holds its own few (_cluster.Run).
+            c_config = dict(config, max_batches=_cluster.LOCAL_RANGES * batches_per_task +
+                            config.get("max_batches", 4))
         self._c = _CLoader(urls, threads=threads or _default_threads(),
                            batch_allocator=allocator,
                            index_path=None if index is None else os.fspath(index), **c_config)

@@ -38,6 +38,10 @@ from . import _stoker
 log = logging.getLogger("stoker.cluster")
 
 PENDING, LOCAL, CLUSTER, DONE = range(4)
+# Ranges of batches made by the local thread that may wait for the loop at
+# once: one read while the thread makes the next, and one taken back from a
+# late task. The local C loader's max_batches is sized for it.
+LOCAL_RANGES = 3
 
 # ---- worker side ----
 
@@ -217,6 +221,7 @@ class Offload:
         self.per_worker = {}  # worker address -> batches it made that were used
         self.lock = threading.Lock()  # counters and per_worker
         self.warned = set()
+        self._workers, self._workers_at = 0, -1.0
 
     def add(self, **deltas):
         with self.lock:
@@ -233,13 +238,18 @@ class Offload:
             log.warning("%s", message)
 
     def workers(self):
-        """Worker threads the scheduler knows of (from the client's cached
-        view of the scheduler, no round trip)."""
-        try:
-            info = self.client.scheduler_info()
-        except Exception:  # the client lost its scheduler
-            return 0
-        return sum(w.get("nthreads", 1) for w in info.get("workers", {}).values())
+        """Worker threads the scheduler knows of. Client.scheduler_info() is a
+        round trip to the scheduler, so the count is refreshed at most once a
+        second."""
+        now = time.monotonic()
+        if now - self._workers_at >= 1.0:
+            self._workers_at = now
+            try:
+                info = self.client.scheduler_info()
+                self._workers = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values())
+            except Exception:  # the client lost its scheduler
+                self._workers = 0
+        return self._workers
 
     def usable(self):
         return self.client.status == "running"
@@ -282,6 +292,7 @@ class Run:
         self.waiting = False
         self.closing = False
         self.turnaround = None  # running mean of a task's time from submission to result
+        self.local_batch_s = None  # running mean of the local thread's time per batch
         self.cond = threading.Condition()
         self.local = threading.Thread(target=self._local_main, name="stoker-local", daemon=True)
 
@@ -290,8 +301,10 @@ class Run:
     def _limits(self):
         """(tasks in flight, ranges claimed ahead of the loop)."""
         # Two tasks per worker thread: one running, one queued behind it.
+        # Ahead of them, room for the local thread to work on without
+        # waiting for the loop to catch up with the cluster.
         in_flight = 2 * self.o.workers() if self.o.usable() else 0
-        return in_flight, max(in_flight, 2) + 2
+        return in_flight, in_flight + 3
 
     def _submit_more(self):
         in_flight, lookahead = self._limits()
@@ -318,7 +331,7 @@ class Run:
         """Why the task making range r shows no sign of finishing soon, or
         None: the cluster is gone or has no worker, or the task has taken
         far longer than tasks take (its worker may have died unnoticed)."""
-        if r not in self.futures or not self.o.usable():
+        if not self.o.usable():
             return "the Dask scheduler is unreachable"
         if self.o.workers() == 0:
             return "the Dask cluster has no worker"
@@ -327,46 +340,66 @@ class Run:
             return f"its task has run for {age:.1f} s"
         return None
 
+    def _sooner_here(self, r):
+        """The local thread would make range r before its task is expected
+        back (a slow or overloaded worker): a reason, or None."""
+        if self.local_batch_s is None or self.turnaround is None or r not in self.futures:
+            return None
+        first, end = self.ranges[r]
+        here = self.local_batch_s * (end - first)
+        there = self.futures[r][1] + self.turnaround - time.monotonic()
+        return f"made here in {here:.1f} s, due from the cluster in {there:.1f} s" \
+            if here < there else None
+
     def _pick_local(self):
-        if self.last_local is None and self.state[0] == PENDING:
-            return 0  # the first batches come from here: no task to wait for
+        """(range, reason it is taken back from a task or None), or None."""
+        if self.front < len(self.ranges) and self.state[self.front] == PENDING:
+            return self.front, None  # first the batches the loop needs next
+        front_waits = self.front < len(self.ranges) and self.state[self.front] == CLUSTER \
+            and self.waiting
+        why = self._late(self.front) if front_waits else None
+        if why is not None:
+            return self.front, why
+        held = sum(len(res.batches) for res in self.results.values() if res.source == "local")
+        if held > self.o.batches_per_task:
+            return None  # wait for the loop (LOCAL_RANGES)
         _, lookahead = self._limits()
         end = min(len(self.ranges), self.front + lookahead)
-        if self.front < len(self.ranges) and self.state[self.front] == CLUSTER and \
-                self.waiting and self._late(self.front) is not None:
-            return self.front
         # The range after the previous one continues its pipeline: nothing
         # is read again.
         if self.last_local is not None:
             nxt = self.last_local + 1
             if self.front <= nxt < end and self.state[nxt] == PENDING:
-                return nxt
+                return nxt, None
         for r in range(self.front, end):
             if self.state[r] == PENDING:
-                return r
-        return None
+                return r, None
+        # Nothing left to claim: rather than idle, make the range the loop
+        # waits for if that is quicker than waiting for its task.
+        why = self._sooner_here(self.front) if front_waits else None
+        return (self.front, why) if why is not None else None
 
     # -- the local thread --
 
     def _local_main(self):
         while True:
             with self.cond:
-                r = None
-                while not self.closing and r is None:
-                    r = self._pick_local()
-                    if r is None:
+                pick = None
+                while not self.closing and pick is None:
+                    pick = self._pick_local()
+                    if pick is None:
                         self.cond.wait(0.05)
                 if self.closing:
                     return
+                r, why = pick
                 if self.state[r] == CLUSTER:
-                    why = self._late(r)
                     self.o.add(ranges_taken_back=1)
-                    if why.startswith("its task"):
-                        log.info("stoker: decoding batches %d.. of epoch %d here: %s",
-                                 self.ranges[r][0], self.epoch, why)
-                    else:
+                    if why.startswith("the Dask"):
                         self.o.warn_once(why, f"stoker: {why}; decoding batches here until "
                                          "it is back")
+                    else:
+                        log.info("stoker: decoding batches %d.. of epoch %d here: %s",
+                                 self.ranges[r][0], self.epoch, why)
                 self.state[r] = LOCAL
                 result = self.results[r] = _Result("local")
                 self.cond.notify_all()
@@ -380,6 +413,7 @@ class Run:
     def _make_local(self, r, result):
         first, end = self.ranges[r]
         read = self.c.stats()["samples_read"]
+        started = time.monotonic()
         try:
             self.c.seek_range(self.epoch, first, end - first)
             while True:
@@ -400,6 +434,10 @@ class Run:
             self.o.add(samples_read_local=self.c.stats()["samples_read"] - read)
             with self.cond:
                 result.done = True
+                if result.batches or result.taken:
+                    per_batch = (time.monotonic() - started) / (len(result.batches) + result.taken)
+                    self.local_batch_s = per_batch if self.local_batch_s is None else \
+                        0.8 * self.local_batch_s + 0.2 * per_batch
                 self.cond.notify_all()
 
     # -- cluster results (Dask's callback thread) --
