@@ -23,6 +23,11 @@ checkpoint holding the model, optimizer and the loader's state is written
 every --checkpoint-every steps and at each epoch's end; --resume continues
 mid-epoch with exactly the batches an uninterrupted run would have seen
 (with --index the loader re-reads at most one shuffle window to get there).
+
+With --cluster tcp://SCHEDULER:8786 (and --index) Dask workers on CPU-only
+hosts decode batch ranges too, beside the rank's own threads; training sees
+the same batches as without them (examples/cluster/ starts such workers
+under Slurm or Kubernetes).
 """
 import argparse
 import os
@@ -45,6 +50,10 @@ def parse_args():
     ap.add_argument("--samples", type=int, default=None,
                     help="samples in the dataset (not needed with --index)")
     ap.add_argument("--index", default=None, help="dataset index from `stoker index`")
+    ap.add_argument("--cluster", default=None,
+                    help="Dask scheduler address: CPU-only workers decode too (needs --index)")
+    ap.add_argument("--batches-per-task", type=int, default=None,
+                    help="batches a Dask task makes (default: two shuffle windows' worth)")
     ap.add_argument("--checkpoint-every", type=int, default=1000, help="steps")
     ap.add_argument("--max-steps", type=int, default=None,
                     help="stop after this many steps in all (checkpointed), e.g. to test --resume")
@@ -103,7 +112,8 @@ def main():
         raise SystemExit("give --samples or --index")
     loader = stoker.Loader(args.data.split(","), batch_size=args.batch_size,
                            image_size=args.image_size, transform="train", dtype=torch.uint8,
-                           threads=args.threads, index=args.index,
+                           threads=args.threads, index=args.index, cluster=args.cluster,
+                           batches_per_task=args.batches_per_task,
                            samples_per_rank=args.samples // world if args.samples else None,
                            drop_last=True, seed=1234)
     model = torchvision.models.__dict__[args.model](num_classes=args.classes).to(device)

@@ -57,12 +57,35 @@ class WorkerMismatch(RuntimeError):
     """A worker runs another stoker version than the trainer."""
 
 
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except OSError:
+        return None
+
+
+def _cpu_quota(root="/sys/fs/cgroup"):
+    """CPUs the cgroup quota allows (a container's CPU limit), or None: the
+    affinity mask of a pod limited to 32 CPUs still lists all the host's."""
+    v2 = _read(os.path.join(root, "cpu.max"))  # "QUOTA PERIOD" or "max PERIOD"
+    v1 = [_read(os.path.join(root, "cpu", name)) for name in ("cpu.cfs_quota_us",
+                                                              "cpu.cfs_period_us")]
+    quota, period = v2 if v2 else (v1[0][0], v1[1][0]) if all(v1) else (None, None)
+    if quota is None or quota in ("max", "-1"):
+        return None
+    return max(1, -(-int(quota) // int(period)))
+
+
 def _worker_threads():
     """Decode threads of a task: $STOKER_WORKER_THREADS, else the cores this
     worker process may use shared among the tasks it runs at once."""
     if os.environ.get("STOKER_WORKER_THREADS"):
         return int(os.environ["STOKER_WORKER_THREADS"])
     cores = len(os.sched_getaffinity(0))
+    quota = _cpu_quota()
+    if quota is not None:
+        cores = min(cores, quota)
     try:
         from distributed import get_worker
         tasks = get_worker().state.nthreads
@@ -222,6 +245,7 @@ class Offload:
         self.lock = threading.Lock()  # counters and per_worker
         self.warned = set()
         self._workers, self._workers_at = 0, -1.0
+        self.started_ns = 0  # when the loop first asked for a batch
 
     def add(self, **deltas):
         with self.lock:
@@ -505,6 +529,8 @@ class Run:
         """Yield (images, labels) of every range in order; raise a range's
         error after its batches, as a local loader does."""
         started = time.perf_counter_ns()
+        if not self.o.started_ns:
+            self.o.started_ns = started
         if not self.ranges:
             return
         self.local.start()
@@ -570,6 +596,7 @@ def merge_stats(stats, offload):
         stats[key] = c[key]
     stats["batches"] = c["batches_cluster"] + c["batches_local"]
     stats["wait_ns"] = c["cluster_wait_ns"] + c["local_wait_ns"]
+    stats["wall_ns"] = time.perf_counter_ns() - offload.started_ns if offload.started_ns else 0
     read = c["samples_read_cluster"] + c["samples_read_local"]
     c["samples_read"] = read
     c["read_per_sample"] = read / c["samples"] if c["samples"] else 0.0
@@ -580,8 +607,9 @@ def merge_stats(stats, offload):
 
 
 def report(stats):
-    """Loader.report() with cluster=: where the batches came from and what
-    the loop waited for."""
+    """Loader.report() with cluster=: the input-bound report (the stages
+    are this process's), then where the batches came from and what the loop
+    waited for."""
     c = stats["cluster"]
     total = c["batches_cluster"] + c["batches_local"]
     share = 100.0 * c["batches_cluster"] / total if total else 0.0
@@ -598,4 +626,4 @@ def report(stats):
         f"reading: {c['read_per_sample']:.2f} samples read per sample delivered; "
         f"{c['bytes_received'] / 1e6:.0f} MB received from workers",
     ]
-    return "\n".join(lines) + "\n"
+    return _stoker.report(stats) + "\n".join(lines) + "\n"

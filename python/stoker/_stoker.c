@@ -564,6 +564,52 @@ static PyObject *loader_seek_range(LoaderObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Every field of struct stk_stats (all uint64_t) by name: stats() builds
+ * its dict from this table and report() reads such a dict back, so the two
+ * cannot disagree. */
+#define STATS_FIELD(f) {#f, offsetof(struct stk_stats, f)}
+static const struct {
+    const char *name;
+    size_t offset;
+} stats_fields[] = {
+    STATS_FIELD(shards_opened), STATS_FIELD(shards_failed), STATS_FIELD(samples),
+    STATS_FIELD(samples_skipped), STATS_FIELD(members_ignored), STATS_FIELD(batches),
+    STATS_FIELD(bytes_read), STATS_FIELD(member_bytes), STATS_FIELD(images_decoded),
+    STATS_FIELD(images_replaced), STATS_FIELD(decode_ns), STATS_FIELD(samples_read),
+    STATS_FIELD(samples_passed_over), STATS_FIELD(cache_hits), STATS_FIELD(cache_misses),
+    STATS_FIELD(cache_evictions), STATS_FIELD(cache_bytes_written), STATS_FIELD(retries),
+    STATS_FIELD(resumes), STATS_FIELD(read_ns), STATS_FIELD(image_decode_ns),
+    STATS_FIELD(image_resample_ns), STATS_FIELD(image_convert_ns), STATS_FIELD(wait_ns),
+    STATS_FIELD(sequence_ns), STATS_FIELD(wall_ns), STATS_FIELD(read_threads),
+    STATS_FIELD(decode_threads),
+};
+#undef STATS_FIELD
+#define N_STATS_FIELDS (sizeof stats_fields / sizeof stats_fields[0])
+
+static uint64_t *stats_field(struct stk_stats *s, size_t i)
+{
+    return (uint64_t *)((char *)s + stats_fields[i].offset);
+}
+
+static PyObject *stats_dict(struct stk_stats *s)
+{
+    PyObject *d = PyDict_New();
+    for (size_t i = 0; d != NULL && i < N_STATS_FIELDS; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(*stats_field(s, i));
+        if (v == NULL || PyDict_SetItemString(d, stats_fields[i].name, v) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
+static PyObject *report_text(const struct stk_stats *s)
+{
+    char text[2048];
+    size_t n = stk_stats_report(s, text, sizeof text);
+    return PyUnicode_FromStringAndSize(text, (Py_ssize_t)(n < sizeof text ? n : sizeof text - 1));
+}
+
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
@@ -571,21 +617,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
         return NULL;
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
-    return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
-        "s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
-        "shards_opened", s.shards_opened, "shards_failed", s.shards_failed, "samples",
-        s.samples, "samples_skipped", s.samples_skipped, "members_ignored", s.members_ignored,
-        "batches", s.batches, "bytes_read", s.bytes_read, "member_bytes", s.member_bytes,
-        "images_decoded", s.images_decoded, "images_replaced", s.images_replaced, "decode_ns",
-        s.decode_ns, "samples_read", s.samples_read, "samples_passed_over",
-        s.samples_passed_over, "cache_hits", s.cache_hits,
-        "cache_misses", s.cache_misses, "cache_evictions", s.cache_evictions,
-        "cache_bytes_written", s.cache_bytes_written, "retries", s.retries, "resumes",
-        s.resumes, "read_ns", s.read_ns, "image_decode_ns", s.image_decode_ns,
-        "image_resample_ns", s.image_resample_ns, "image_convert_ns", s.image_convert_ns,
-        "wait_ns", s.wait_ns, "sequence_ns", s.sequence_ns, "wall_ns", s.wall_ns,
-        "read_threads", s.read_threads, "decode_threads", s.decode_threads);
+    return stats_dict(&s);
 }
 
 static PyObject *loader_report(LoaderObject *self, PyObject *unused)
@@ -595,9 +627,29 @@ static PyObject *loader_report(LoaderObject *self, PyObject *unused)
         return NULL;
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
-    char text[2048];
-    size_t n = stk_stats_report(&s, text, sizeof text);
-    return PyUnicode_FromStringAndSize(text, (Py_ssize_t)(n < sizeof text ? n : sizeof text - 1));
+    return report_text(&s);
+}
+
+/* report(stats): stk_stats_report of a dict shaped like Loader.stats(), for
+ * counters put together in Python (a Loader with cluster=); missing keys
+ * count 0. */
+static PyObject *module_report(PyObject *module, PyObject *stats)
+{
+    (void)module;
+    if (!PyDict_Check(stats))
+        return PyErr_Format(PyExc_TypeError, "report() takes a dict of counters");
+    struct stk_stats s;
+    memset(&s, 0, sizeof s);
+    for (size_t i = 0; i < N_STATS_FIELDS; i++) {
+        PyObject *v = PyDict_GetItemString(stats, stats_fields[i].name);
+        if (v == NULL)
+            continue;
+        unsigned long long u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred())
+            return NULL;
+        *stats_field(&s, i) = u;
+    }
+    return report_text(&s);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)
@@ -671,6 +723,8 @@ static PyTypeObject LoaderType = {
 };
 
 static PyMethodDef module_methods[] = {
+    {"report", (PyCFunction)module_report, METH_O,
+     "report(stats) -> str: the input-bound report of a dict of counters"},
     {"verify", (PyCFunction)(void (*)(void))stk_py_verify, METH_VARARGS | METH_KEYWORDS,
      "verify(urls, **options) -> dict: read every sample once, collect every problem"},
     {NULL, NULL, 0, NULL},

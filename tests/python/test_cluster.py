@@ -315,3 +315,37 @@ def test_a_worker_of_another_version_is_an_error(cluster, indexed):
         for _ in loader:
             pass
     loader.close()
+
+
+def test_training_example_with_a_cluster(cluster, indexed, clean_env_factory, tmp_path):
+    """examples/train_imagenet.py --cluster trains on CPU with a worker's
+    batches and reports where they came from."""
+    shards, index = indexed
+    cluster.add_worker("w1")
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "train_imagenet.py")
+    proc = subprocess.run([sys.executable, example, "--data", ",".join(shards), "--index", index,
+                           "--cluster", cluster.address, "--batches-per-task", "3",
+                           "--model", "resnet18", "--image-size",
+                           "32", "--batch-size", "4", "--epochs", "1", "--cpu", "--threads", "1",
+                           "--checkpoint", str(tmp_path / "ckpt.pt")],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env=clean_env_factory())
+    assert proc.returncode == 0, proc.stderr
+    assert "verdict: " in proc.stdout, proc.stdout
+    batches = [int(n) for n in
+               __import__("re").findall(r"cluster: (\d+) of \d+ batches", proc.stdout)]
+    assert batches and batches[0] > 0, proc.stdout
+
+
+def test_worker_threads_follow_the_cgroup_cpu_limit(tmp_path):
+    from stoker import _cluster
+    assert _cluster._cpu_quota(str(tmp_path)) is None  # no cgroup files
+    (tmp_path / "cpu.max").write_text("max 100000\n")
+    assert _cluster._cpu_quota(str(tmp_path)) is None  # no limit
+    (tmp_path / "cpu.max").write_text("250000 100000\n")
+    assert _cluster._cpu_quota(str(tmp_path)) == 3  # 2.5 CPUs: 3 threads
+    (tmp_path / "cpu.max").unlink()
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("800000\n")
+    (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    assert _cluster._cpu_quota(str(tmp_path)) == 8  # cgroup v1
