@@ -312,6 +312,7 @@ class Run:
         self.results = {}   # range -> _Result
         self.futures = {}   # range -> (future, submit time)
         self.last_local = None
+        self.local_range = None  # the range the local thread is making
         self.front = 0      # range the loop reads
         self.waiting = False
         self.closing = False
@@ -335,7 +336,10 @@ class Run:
         for r in range(self.front, min(len(self.ranges), self.front + lookahead)):
             if len(self.futures) >= in_flight:
                 return
-            if self.state[r] != PENDING:
+            # The range after the local thread's is left to it: its pipeline
+            # continues there without reading anything again.
+            if self.state[r] != PENDING or (self.local_range is not None and
+                                            r == self.local_range + 1):
                 continue
             first, end = self.ranges[r]
             key = f"stoker-{self.o.tag}-e{self.epoch}-b{first}-{os.urandom(4).hex()}"
@@ -425,11 +429,12 @@ class Run:
                         log.info("stoker: decoding batches %d.. of epoch %d here: %s",
                                  self.ranges[r][0], self.epoch, why)
                 self.state[r] = LOCAL
+                self.local_range = r
                 result = self.results[r] = _Result("local")
                 self.cond.notify_all()
             self._make_local(r, result)
             with self.cond:
-                self.last_local = r
+                self.last_local, self.local_range = r, None
                 if self.results.get(r) is result:
                     self.state[r] = DONE
                 self.cond.notify_all()

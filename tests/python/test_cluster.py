@@ -70,7 +70,8 @@ class DaskCluster:
         before = len(self.client.scheduler_info()["workers"])
         self.workers[name] = self._spawn(name, [DASK_WORKER, self.address, "--nthreads", "1",
                                                 "--no-nanny", "--no-dashboard", "--name", name,
-                                                "--memory-limit", "0"], **extra_env)
+                                                "--memory-limit", "0", "--preload", "stoker"],
+                                  **extra_env)
         deadline = time.monotonic() + START_TIMEOUT_S
         while len(self.client.scheduler_info()["workers"]) <= before:
             assert self.workers[name].poll() is None, self._log(name)
@@ -190,7 +191,7 @@ def test_workers_killed_mid_epoch(cluster, indexed, killed, caplog):
 def test_worker_joins_mid_epoch(cluster, indexed):
     shards, index = indexed
     cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="300")
-    kw = dict(OPTIONS, index=index)
+    kw = dict(OPTIONS, index=index, samples_per_rank=600)  # 100 batches: time to join
     want = local_digests(shards, **kw)
     loader = stoker.Loader(shards, cluster=cluster.client, **kw)
     got = run_with_event(loader, 1, lambda: cluster.add_worker("w2",
