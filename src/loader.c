@@ -305,6 +305,18 @@ void stk_batch_release(struct stk_batch *batch)
     stk__batch_free(b);
 }
 
+/* Stop the epoch's threads; the next stk_loader_next() starts a pipeline
+ * for batches [first, limit) of epoch. */
+static void restart(stk_loader *l, uint64_t epoch, uint64_t first, uint64_t limit)
+{
+    stk__pipeline_stop(l->pipeline);
+    l->pipeline = NULL;
+    l->epoch_failed = 0;
+    l->opts.epoch = epoch;
+    l->first_batch = first;
+    l->batch_limit = limit;
+}
+
 int stk_loader_seek_range(stk_loader *l, uint64_t epoch, uint64_t first_batch,
                           uint64_t n_batches)
 {
@@ -313,28 +325,17 @@ int stk_loader_seek_range(stk_loader *l, uint64_t epoch, uint64_t first_batch,
                          ? first_batch + n_batches
                          : UINT64_MAX;
     if (l->pipeline != NULL && !l->epoch_failed && epoch == l->opts.epoch &&
-        stk__pipeline_next_index(l->pipeline) == first_batch) {
+        stk__pipeline_next_index(l->pipeline) == first_batch)
         stk__pipeline_set_limit(l->pipeline, limit);
-        return 0;
-    }
-    stk__pipeline_stop(l->pipeline);
-    l->pipeline = NULL;
-    l->epoch_failed = 0;
-    l->opts.epoch = epoch;
-    l->first_batch = first_batch;
-    l->batch_limit = limit;
+    else
+        restart(l, epoch, first_batch, limit);
     return 0;
 }
 
 int stk_loader_seek(stk_loader *l, uint64_t epoch, uint64_t batch)
 {
     stk__err_clear(&l->err);
-    stk__pipeline_stop(l->pipeline);
-    l->pipeline = NULL;
-    l->epoch_failed = 0;
-    l->opts.epoch = epoch;
-    l->first_batch = batch;
-    l->batch_limit = UINT64_MAX;
+    restart(l, epoch, batch, UINT64_MAX);
     return 0;
 }
 
