@@ -13,6 +13,7 @@
  */
 #include "_stoker.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "stoker.h"
@@ -301,6 +302,99 @@ static float *float_option(struct stk_options *o, const char *name)
     return NULL;
 }
 
+int stk_py_integer(PyObject *value, const char *name, long long min, unsigned long long max,
+                   unsigned long long *out)
+{
+    if (!PyIndex_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", name,
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    PyObject *n = PyNumber_Index(value);
+    if (n == NULL)
+        return -1;
+    int overflow, ok;
+    long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(n);
+        return -1;
+    }
+    if (overflow == 0) { /* fits a long long */
+        ok = v >= min && (v < 0 || (unsigned long long)v <= max);
+        *out = (unsigned long long)v;
+    } else if (overflow > 0) { /* above LLONG_MAX: maybe still an unsigned long long */
+        *out = PyLong_AsUnsignedLongLong(n);
+        ok = !(*out == (unsigned long long)-1 && PyErr_Occurred()) && *out <= max;
+        PyErr_Clear();
+    } else {
+        ok = 0;
+    }
+    Py_DECREF(n);
+    if (!ok)
+        PyErr_Format(PyExc_ValueError, "%s=%R is out of range: it must be between %lld and %llu",
+                     name, value, min, max);
+    return ok ? 0 : -1;
+}
+
+/* Each integer field of struct stk_options with its size, signedness and
+ * smallest value: a Python int is stored only if it fits the field, never
+ * cut to its low bits (2**32 + 1 threads would be 1). */
+struct int_option {
+    const char *name;
+    size_t offset;
+    size_t size;
+    int is_signed;
+    long long min;
+};
+/* The field types in use; any other fails to compile here. */
+#define FIELD_SIGNED(f) _Generic((f), int: 1, unsigned: 0, unsigned long: 0)
+#define FIELD_SIZE(f) _Generic((f), int: sizeof(int), unsigned: sizeof(unsigned), \
+                               unsigned long: sizeof(unsigned long))
+#define INT_OPTION(f, min)                                                                        \
+    {#f, offsetof(struct stk_options, f), FIELD_SIZE(((struct stk_options *)0)->f),               \
+     FIELD_SIGNED(((struct stk_options *)0)->f), min}
+static const struct int_option int_options[] = {
+    INT_OPTION(batch_size, 0), INT_OPTION(drop_last, 0), INT_OPTION(threads, 0),
+    INT_OPTION(shards_in_flight, 0), INT_OPTION(shuffle_buffer, 0), INT_OPTION(shuffle, 0),
+    INT_OPTION(seed, 0), INT_OPTION(epoch, 0), INT_OPTION(rank, -1),
+    INT_OPTION(world_size, -1), INT_OPTION(samples_per_rank, 0), INT_OPTION(max_batches, 0),
+    INT_OPTION(image_size, 0), INT_OPTION(full_decode, 0), INT_OPTION(max_image_pixels, 0),
+    INT_OPTION(prefetch_bytes_per_shard, 0), INT_OPTION(read_buffer_bytes, 0),
+    INT_OPTION(max_member_bytes, 0), INT_OPTION(max_members_per_sample, 0),
+    INT_OPTION(max_key_bytes, 0), INT_OPTION(cache_size, 0), INT_OPTION(io_timeout_ms, 0),
+    INT_OPTION(io_retries, 0), INT_OPTION(io_backoff_ms, 0), INT_OPTION(allow_pipe, 0),
+};
+#undef INT_OPTION
+#undef FIELD_SIZE
+#undef FIELD_SIGNED
+
+static int set_int_option(struct stk_options *o, const char *name, PyObject *value)
+{
+    for (size_t i = 0; i < sizeof int_options / sizeof int_options[0]; i++) {
+        const struct int_option *opt = &int_options[i];
+        if (strcmp(name, opt->name) != 0)
+            continue;
+        unsigned bits = 8 * (unsigned)opt->size - (opt->is_signed ? 1 : 0);
+        unsigned long long max = bits == 64 ? ULLONG_MAX : (1ull << bits) - 1, v;
+        if (stk_py_integer(value, name, opt->min, max, &v) < 0)
+            return -1;
+        char *field = (char *)o + opt->offset;
+        if (opt->size == 8) {
+            uint64_t u64 = v;
+            memcpy(field, &u64, 8);
+        } else if (opt->is_signed) {
+            int32_t s32 = (int32_t)(long long)v;
+            memcpy(field, &s32, 4);
+        } else {
+            uint32_t u32 = (uint32_t)v;
+            memcpy(field, &u32, 4);
+        }
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "unknown option '%s'", name);
+    return -1;
+}
+
 /* Set one option from a keyword; -1 with an exception on bad values. */
 int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value)
 {
@@ -365,46 +459,7 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
         Py_DECREF(path);
         o->cache_dir = text;
     } else {
-        static const struct {
-            const char *name;
-            size_t offset;
-            size_t size;
-        } ints[] = {
-#define INT_OPTION(f) {#f, offsetof(struct stk_options, f), sizeof(((struct stk_options *)0)->f)}
-            INT_OPTION(batch_size), INT_OPTION(drop_last), INT_OPTION(threads),
-            INT_OPTION(shards_in_flight), INT_OPTION(shuffle_buffer), INT_OPTION(shuffle),
-            INT_OPTION(seed), INT_OPTION(epoch), INT_OPTION(rank), INT_OPTION(world_size),
-            INT_OPTION(samples_per_rank), INT_OPTION(max_batches), INT_OPTION(image_size),
-            INT_OPTION(full_decode), INT_OPTION(max_image_pixels),
-            INT_OPTION(prefetch_bytes_per_shard), INT_OPTION(read_buffer_bytes),
-            INT_OPTION(max_member_bytes), INT_OPTION(max_members_per_sample),
-            INT_OPTION(max_key_bytes), INT_OPTION(cache_size), INT_OPTION(io_timeout_ms),
-            INT_OPTION(io_retries), INT_OPTION(io_backoff_ms), INT_OPTION(allow_pipe),
-#undef INT_OPTION
-        };
-        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-            if (strcmp(name, ints[i].name) != 0)
-                continue;
-            long long v = PyLong_AsLongLong(value);
-            if (v == -1 && PyErr_Occurred())
-                return -1;
-            int is_signed = strcmp(name, "rank") == 0 || strcmp(name, "world_size") == 0;
-            if (v < (is_signed ? -1 : 0)) {
-                PyErr_Format(PyExc_ValueError, "%s must not be negative", name);
-                return -1;
-            }
-            char *field = (char *)o + ints[i].offset;
-            if (ints[i].size == 8) {
-                uint64_t u = (uint64_t)v;
-                memcpy(field, &u, 8);
-            } else {
-                int32_t s32 = (int32_t)v;
-                memcpy(field, &s32, 4);
-            }
-            return 0;
-        }
-        PyErr_Format(PyExc_TypeError, "unknown option '%s'", name);
-        return -1;
+        return set_int_option(o, name, value);
     }
     return 0;
 }
@@ -526,8 +581,11 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused)
 
 static PyObject *loader_seek(LoaderObject *self, PyObject *args)
 {
+    PyObject *epoch_obj, *batch_obj;
     unsigned long long epoch, batch;
-    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "KK", &epoch, &batch))
+    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "OO", &epoch_obj, &batch_obj) ||
+        stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
+        stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &batch) < 0)
         return NULL;
     int rc;
     Py_BEGIN_ALLOW_THREADS

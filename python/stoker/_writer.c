@@ -23,11 +23,18 @@ typedef struct {
 static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"pattern", "max_samples", "max_bytes", NULL};
-    PyObject *pattern;
+    PyObject *pattern, *max_samples_obj = NULL, *max_bytes_obj = NULL;
     unsigned long long max_samples = 10000, max_bytes = 1ull << 30;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|KK", kwlist, PyUnicode_FSConverter,
-                                     &pattern, &max_samples, &max_bytes))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|OO", kwlist, PyUnicode_FSConverter,
+                                     &pattern, &max_samples_obj, &max_bytes_obj))
         return -1;
+    if ((max_samples_obj != NULL &&
+         stk_py_integer(max_samples_obj, "max_samples", 0, UINT64_MAX, &max_samples) < 0) ||
+        (max_bytes_obj != NULL &&
+         stk_py_integer(max_bytes_obj, "max_bytes", 0, UINT64_MAX, &max_bytes) < 0)) {
+        Py_DECREF(pattern);
+        return -1;
+    }
     char msg[512];
     stk_writer *w = NULL;
     int rc = stk_writer_create(PyBytes_AS_STRING(pattern), max_samples, max_bytes, &w, msg,
