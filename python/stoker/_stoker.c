@@ -57,6 +57,7 @@ typedef struct {
     PyObject_HEAD
     struct stk_batch *batch;
     PyObject *loader; /* keeps the loader alive while batches exist */
+    int skips_counted; /* samples() counted the bad samples it left out */
 } BatchObject;
 
 typedef struct {
@@ -137,41 +138,90 @@ static PyObject *batch_index(BatchObject *self, void *closure)
     return PyLong_FromUnsignedLongLong(self->batch->index);
 }
 
-/* The raw samples as dicts: __key__, __url__ and one bytes per member. */
+/* The loader's on_error policy is "skip", and n samples it delivered were
+ * left out here (defined with the loader below). */
+static int loader_skips_bad(PyObject *loader);
+static void loader_count_skipped(PyObject *loader, size_t n);
+
+/* One sample as a dict: __key__, __url__ and one bytes per member. A member
+ * whose extension is not UTF-8 cannot be a str key, and one named like the
+ * metadata (KEY.__key__, KEY.__url__) would overwrite it (WebDataset
+ * refuses both): NULL with a DataError naming the shard and key, and *bad
+ * set. Other failures: NULL with an exception, *bad clear. */
+static PyObject *sample_dict(const struct stk_sample *s, int *bad)
+{
+    *bad = 0;
+    PyObject *d = PyDict_New();
+    PyObject *key = PyUnicode_DecodeFSDefault(s->key);
+    PyObject *url = PyUnicode_DecodeFSDefault(s->url);
+    int rc = d && key && url ? PyDict_SetItemString(d, "__key__", key) |
+                                   PyDict_SetItemString(d, "__url__", url)
+                             : -1;
+    Py_XDECREF(key);
+    Py_XDECREF(url);
+    for (size_t m = 0; rc == 0 && m < s->n_members; m++) {
+        const char *ext = s->members[m].ext;
+        Py_ssize_t len = (Py_ssize_t)strlen(ext);
+        PyObject *name = PyUnicode_DecodeUTF8(ext, len, NULL);
+        if (name == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                break;
+            PyErr_Clear();
+            PyObject *shown = PyUnicode_DecodeUTF8(ext, len, "backslashreplace");
+            if (shown != NULL)
+                PyErr_Format(DataError, "%s: sample '%s': member extension '%U' is not UTF-8",
+                             s->url, s->key, shown);
+            *bad = shown != NULL;
+            Py_XDECREF(shown);
+            break;
+        }
+        int taken = PyDict_Contains(d, name);
+        if (taken == 1) {
+            PyErr_Format(DataError,
+                         "%s: sample '%s': member '%s.%U' would overwrite the sample's %U, a "
+                         "name WebDataset reserves",
+                         s->url, s->key, s->key, name, name);
+            *bad = 1;
+        }
+        PyObject *b = taken == 0 ? PyBytes_FromStringAndSize((const char *)s->members[m].data,
+                                                             (Py_ssize_t)s->members[m].size)
+                                 : NULL;
+        rc = b ? PyDict_SetItem(d, name, b) : -1;
+        Py_DECREF(name);
+        Py_XDECREF(b);
+    }
+    if (rc == 0 && !PyErr_Occurred())
+        return d;
+    Py_XDECREF(d);
+    return NULL;
+}
+
+/* The raw samples as dicts. Bad ones (see sample_dict) end the call with a
+ * DataError, or under on_error="skip" are left out and counted in the
+ * loader's stats, once per batch however often this is called. */
 static PyObject *batch_samples(BatchObject *self, PyObject *unused)
 {
     (void)unused;
-    PyObject *list = PyList_New((Py_ssize_t)self->batch->n_samples);
-    if (list == NULL)
-        return NULL;
-    for (size_t i = 0; i < self->batch->n_samples; i++) {
-        const struct stk_sample *s = &self->batch->samples[i];
-        PyObject *d = PyDict_New();
-        if (d == NULL)
-            goto fail;
-        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-        PyObject *key = PyUnicode_DecodeFSDefault(s->key);
-        PyObject *url = PyUnicode_DecodeFSDefault(s->url);
-        int rc = key && url ? PyDict_SetItemString(d, "__key__", key) |
-                                  PyDict_SetItemString(d, "__url__", url)
-                            : -1;
-        Py_XDECREF(key);
-        Py_XDECREF(url);
-        if (rc < 0)
-            goto fail;
-        for (size_t m = 0; m < s->n_members; m++) {
-            PyObject *b = PyBytes_FromStringAndSize((const char *)s->members[m].data,
-                                                    (Py_ssize_t)s->members[m].size);
-            rc = b ? PyDict_SetItemString(d, s->members[m].ext, b) : -1;
-            Py_XDECREF(b);
-            if (rc < 0)
-                goto fail;
+    int skip = loader_skips_bad(self->loader);
+    size_t skipped = 0;
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list != NULL && i < self->batch->n_samples; i++) {
+        int bad;
+        PyObject *d = sample_dict(&self->batch->samples[i], &bad);
+        if (d == NULL && bad && skip) {
+            PyErr_Clear();
+            skipped++;
+            continue;
         }
+        if (d == NULL || PyList_Append(list, d) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    if (list != NULL && !self->skips_counted) {
+        self->skips_counted = 1;
+        loader_count_skipped(self->loader, skipped);
     }
     return list;
-fail:
-    Py_DECREF(list);
-    return NULL;
 }
 
 static PyGetSetDef batch_getset[] = {
@@ -211,7 +261,20 @@ typedef struct {
      * loader frees the memory. */
     PyObject *allocator;
     PyObject *buffers;
+    /* Samples Batch.samples() left out as bad (under the GIL): part of
+     * stats()["samples_skipped"], not of "samples". */
+    unsigned long long skipped_in_python;
 } LoaderObject;
+
+static int loader_skips_bad(PyObject *loader)
+{
+    return ((LoaderObject *)loader)->opts.on_error == STK_ON_ERROR_SKIP;
+}
+
+static void loader_count_skipped(PyObject *loader, size_t n)
+{
+    ((LoaderObject *)loader)->skipped_in_python += n;
+}
 
 /* Batch memory from the Python allocator. Called on a loader thread without
  * the GIL (every call into the loader releases it), so it takes the GIL. */
@@ -574,6 +637,7 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused)
         return NULL;
     }
     batch->batch = b;
+    batch->skips_counted = 0;
     Py_INCREF(self);
     batch->loader = (PyObject *)self;
     return (PyObject *)batch;
@@ -603,6 +667,8 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
         return NULL;
     struct stk_stats s;
     stk_loader_stats(self->loader, &s);
+    s.samples_skipped += self->skipped_in_python;
+    s.samples -= self->skipped_in_python < s.samples ? self->skipped_in_python : s.samples;
     return Py_BuildValue(
         "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,"
         "s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
