@@ -184,8 +184,15 @@ struct stk_options {
      * comparisons and for checking the fast path. */
     int full_decode;
     /* Optional caller-supplied batch memory (e.g. CUDA-pinned): called once
-     * per buffer of the batch ring with its size in bytes; release is called
-     * when the loader is destroyed. NULL: the loader allocates. */
+     * per buffer of the batch ring with its size in bytes, on a loader
+     * thread, when a batch needs a buffer and fewer than max_batches exist;
+     * returning NULL fails the epoch with STK_ENOMEM. It is never called
+     * while the loader holds a lock that stk_batch_release() takes, so it
+     * may block on the caller's own locks (a language's global lock) even
+     * when the thread releasing batches holds them. free_batch_memory is
+     * called for each buffer by stk_loader_destroy(), on the calling
+     * thread. The memory must stay valid and in place until then. NULL:
+     * the loader allocates. */
     void *(*alloc_batch_memory)(void *data, size_t bytes);
     void (*free_batch_memory)(void *data, void *memory, size_t bytes);
     void *batch_memory_data;
