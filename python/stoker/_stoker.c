@@ -257,10 +257,12 @@ typedef struct {
     PyObject *keep; /* strings the options point to (label_exts, label_json_field, index_path,
                        ca_bundle, cache_dir) */
     /* batch_allocator(nbytes) -> object with the buffer protocol, e.g. a
-     * pinned torch tensor; held in `buffers` (address -> object) until the
-     * loader frees the memory. */
+     * pinned torch tensor; its buffer export (a Py_buffer in a capsule,
+     * which holds the object) stays in `buffers` (address -> capsule) until
+     * the loader frees the memory. */
     PyObject *allocator;
     PyObject *buffers;
+    PyObject *alloc_failure; /* (type, message, cause) of the allocator's last failure, or NULL */
     /* Samples Batch.samples() left out as bad (under the GIL): part of
      * stats()["samples_skipped"], not of "samples". */
     unsigned long long skipped_in_python;
@@ -276,6 +278,100 @@ static void loader_count_skipped(PyObject *loader, size_t n)
     ((LoaderObject *)loader)->skipped_in_python += n;
 }
 
+/* Why the batch allocator failed, kept for next() to raise (the loader
+ * itself only sees NULL and reports "out of memory"): an exception type,
+ * its message (a reference this steals; NULL keeps nothing) and the
+ * allocator's own exception as the cause, or NULL. */
+static void keep_alloc_failure(LoaderObject *self, PyObject *type, PyObject *message,
+                               PyObject *cause)
+{
+    Py_XSETREF(self->alloc_failure, message == NULL ? NULL : Py_BuildValue("(OOO)", type, message,
+                                                                          cause ? cause : Py_None));
+    Py_XDECREF(message);
+    PyErr_Clear(); /* a failure to build the record leaves the plain "out of memory" */
+}
+
+/* Raise the allocator's failure kept by keep_alloc_failure(); 0 if none. */
+static int raise_alloc_failure(LoaderObject *self)
+{
+    if (self->alloc_failure == NULL)
+        return 0;
+    PyObject *type = PyTuple_GET_ITEM(self->alloc_failure, 0);
+    PyObject *cause = PyTuple_GET_ITEM(self->alloc_failure, 2);
+    PyErr_SetObject(type, PyTuple_GET_ITEM(self->alloc_failure, 1));
+    if (cause != Py_None) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        PyException_SetCause(v, Py_NewRef(cause));
+        PyErr_Restore(t, v, tb);
+    }
+    return 1;
+}
+
+static void release_view(PyObject *capsule)
+{
+    Py_buffer *view = PyCapsule_GetPointer(capsule, NULL);
+    PyBuffer_Release(view);
+    PyMem_Free(view);
+}
+
+/* The writable memory of obj, the allocator's result, exported until the
+ * loader frees it: the export (held in self->buffers) keeps a bytearray from
+ * being resized and any object from moving or freeing the memory the
+ * loader's threads write into. NULL with the reason kept for next(). */
+static void *export_buffer(LoaderObject *self, PyObject *obj, size_t bytes)
+{
+    Py_buffer *view = PyMem_Calloc(1, sizeof *view);
+    if (view == NULL) {
+        keep_alloc_failure(self, NULL, NULL, NULL);
+        return NULL;
+    }
+    PyObject *capsule = NULL, *key = NULL;
+    void *memory = NULL;
+    if (!PyObject_CheckBuffer(obj)) {
+        keep_alloc_failure(self, PyExc_TypeError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) returned a '%.100s' object, "
+                                                "which is not a buffer: it must return a writable, "
+                                                "C-contiguous buffer of at least %zu bytes",
+                                                bytes, Py_TYPE(obj)->tp_name, bytes),
+                           NULL);
+    } else if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        keep_alloc_failure(self, PyExc_TypeError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) returned a '%.100s' object, "
+                                                "which is not a writable, C-contiguous buffer (%S)",
+                                                bytes, Py_TYPE(obj)->tp_name, v),
+                           v);
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
+    } else if ((size_t)view->len < bytes) {
+        keep_alloc_failure(self, PyExc_ValueError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) returned a buffer of %zd "
+                                                "bytes; the loader needs %zu",
+                                                bytes, view->len, bytes),
+                           NULL);
+        PyBuffer_Release(view);
+    } else if ((capsule = PyCapsule_New(view, NULL, release_view)) == NULL) {
+        PyBuffer_Release(view);
+    } else {
+        Py_buffer *held = view;
+        view = NULL; /* the capsule owns it now */
+        key = PyLong_FromVoidPtr(held->buf);
+        if (key != NULL && PyDict_SetItem(self->buffers, key, capsule) == 0)
+            memory = held->buf;
+    }
+    if (memory == NULL && PyErr_Occurred()) /* no memory for the bookkeeping */
+        keep_alloc_failure(self, NULL, NULL, NULL);
+    PyMem_Free(view);
+    Py_XDECREF(capsule);
+    Py_XDECREF(key);
+    return memory;
+}
+
 /* Batch memory from the Python allocator. Called on a loader thread without
  * the GIL (every call into the loader releases it), so it takes the GIL. */
 static void *alloc_batch_memory(void *data, size_t bytes)
@@ -284,23 +380,29 @@ static void *alloc_batch_memory(void *data, size_t bytes)
     void *memory = NULL;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *obj = PyObject_CallFunction(self->allocator, "n", (Py_ssize_t)bytes);
-    Py_buffer view;
-    if (obj != NULL && PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) == 0) {
-        if ((size_t)view.len >= bytes) {
-            PyObject *key = PyLong_FromVoidPtr(view.buf);
-            if (key != NULL && PyDict_SetItem(self->buffers, key, obj) == 0)
-                memory = view.buf;
-            Py_XDECREF(key);
-        }
-        PyBuffer_Release(&view);
+    if (obj != NULL) {
+        memory = export_buffer(self, obj, bytes);
+        Py_DECREF(obj);
+    } else {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        if (tb != NULL)
+            PyException_SetTraceback(v, tb);
+        keep_alloc_failure(self, StokerError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) raised %.100s: %S", bytes,
+                                                Py_TYPE(v)->tp_name, v),
+                           v);
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
     }
-    if (memory == NULL) /* the loader reports it as out of memory */
-        PyErr_WriteUnraisable(self->allocator);
-    Py_XDECREF(obj);
     PyGILState_Release(gil);
     return memory;
 }
 
+/* Called by stk_loader_destroy() for each buffer: drop the export and the
+ * object (through the capsule's destructor). */
 static void free_batch_memory(void *data, void *memory, size_t bytes)
 {
     LoaderObject *self = data;
@@ -570,6 +672,13 @@ const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq)
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
     PyObject *urls_arg;
+    if (self->loader != NULL) {
+        /* A new stk_loader would free the old one under the batches and
+         * iterators that use it. */
+        PyErr_SetString(PyExc_RuntimeError, "Loader.__init__ called again on a loader in use; "
+                                            "create a new Loader instead");
+        return -1;
+    }
     if (!PyArg_ParseTuple(args, "O", &urls_arg))
         return -1;
     stk_options_init(&self->opts);
@@ -601,7 +710,6 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
         stk_py_raise(code, msg);
         rc = -1;
     } else {
-        stk_loader_destroy(self->loader);
         self->loader = l;
     }
     PyMem_Free(urls);
@@ -629,6 +737,8 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused)
     Py_END_ALLOW_THREADS
     if (rc == STK_EOF)
         Py_RETURN_NONE;
+    if (rc == STK_ENOMEM && raise_alloc_failure(self))
+        return NULL;
     if (rc < 0)
         return stk_py_raise(rc, stk_loader_errmsg(self->loader));
     BatchObject *batch = PyObject_New(BatchObject, &BatchType);
@@ -651,6 +761,7 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
         stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
         stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &batch) < 0)
         return NULL;
+    Py_CLEAR(self->alloc_failure); /* the next epoch tries the allocator again */
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = stk_loader_seek(self->loader, epoch, batch);
@@ -739,6 +850,7 @@ static void loader_dealloc(LoaderObject *self)
     Py_XDECREF(self->keep);
     Py_XDECREF(self->allocator);
     Py_XDECREF(self->buffers);
+    Py_XDECREF(self->alloc_failure);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
