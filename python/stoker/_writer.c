@@ -18,11 +18,33 @@
 typedef struct {
     PyObject_HEAD
     stk_writer *writer; /* NULL once closed */
+    /* A thread is inside the C writer with the GIL released: the writer
+     * serves one thread at a time, so every other call is refused until it
+     * returns (read and written under the GIL). */
+    int busy;
 } WriterObject;
+
+static int check_idle(WriterObject *self)
+{
+    if (!self->busy)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "ShardWriter is in use by another thread (write or close); a writer "
+                    "serves one thread at a time");
+    return -1;
+}
 
 static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"pattern", "max_samples", "max_bytes", NULL};
+    if (check_idle(self) < 0)
+        return -1;
+    if (self->writer != NULL) {
+        /* A new writer would drop the shard this one has open. */
+        PyErr_SetString(PyExc_RuntimeError, "ShardWriter.__init__ called again on a writer "
+                                            "already open; close it or create a new one");
+        return -1;
+    }
     PyObject *pattern, *max_samples_obj = NULL, *max_bytes_obj = NULL;
     unsigned long long max_samples = 10000, max_bytes = 1ull << 30;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|OO", kwlist, PyUnicode_FSConverter,
@@ -44,7 +66,6 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
         stk_py_raise(rc, msg);
         return -1;
     }
-    stk_writer_destroy(self->writer);
     self->writer = w;
     return 0;
 }
@@ -69,6 +90,8 @@ static PyObject *member_bytes(PyObject *ext, PyObject *value)
 
 static int check_open(WriterObject *self)
 {
+    if (check_idle(self) < 0)
+        return -1;
     if (self->writer != NULL)
         return 0;
     PyErr_SetString(PyExc_ValueError, "the writer is closed");
@@ -114,9 +137,11 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
         n++;
     }
     int rc;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = stk_writer_add(self->writer, key, members, n);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     if (rc < 0)
         stk_py_raise(rc, stk_writer_errmsg(self->writer));
     else
@@ -134,9 +159,11 @@ static PyObject *writer_close(WriterObject *self, PyObject *unused)
         return NULL;
     uint64_t shards = 0, samples = 0;
     int rc;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = stk_writer_close(self->writer, &shards, &samples);
     Py_END_ALLOW_THREADS
+    self->busy = 0;
     PyObject *result = rc < 0 ? stk_py_raise(rc, stk_writer_errmsg(self->writer))
                               : Py_BuildValue("(KK)", (unsigned long long)shards,
                                               (unsigned long long)samples);
@@ -160,6 +187,8 @@ static PyObject *writer_exit(WriterObject *self, PyObject *args)
     PyObject *type = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : Py_None;
     if (self->writer == NULL)
         Py_RETURN_FALSE;
+    if (check_idle(self) < 0)
+        return NULL;
     if (type != Py_None) {
         stk_writer_destroy(self->writer);
         self->writer = NULL;

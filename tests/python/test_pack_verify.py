@@ -91,3 +91,60 @@ def test_verify_lists_every_problem(tmp_path, dataset, even_shards):
     assert (r["samples"], r["bad_samples"], r["images_decoded"]) == (6, 0, 0)
     with pytest.raises(TypeError, match="unknown option 'bogus'"):
         stoker.verify(even_shards, bogus=1)
+
+
+WRITER_FROM_TWO_THREADS = r"""
+import sys, threading
+import stoker
+
+w = stoker.ShardWriter(sys.argv[1] + "/t-%d.tar", max_samples=4)
+big = bytes(64 << 20)
+started, refused = threading.Event(), []
+
+def producer():
+    for i in range(6):
+        started.set()
+        w.write({"__key__": f"big{i}", "bin": big})  # the GIL is released while it writes
+
+t = threading.Thread(target=producer)
+t.start()
+started.wait()
+for attempt in ("write", "close", "reinit"):
+    try:
+        if attempt == "write":
+            w.write({"__key__": "small", "txt": "x"})
+        elif attempt == "close":
+            w.close()
+        else:
+            w.__init__(sys.argv[1] + "/u-%d.tar")
+    except RuntimeError as e:
+        refused.append(attempt)
+        assert "another thread" in str(e) or "already" in str(e), e
+t.join()
+print(w.close(), refused)
+assert refused == ["write", "close", "reinit"], refused
+print("done")
+"""
+
+
+def test_writer_used_from_two_threads_is_refused(tmp_path, clean_env_factory):
+    """write() releases the GIL while stk_writer_add runs: a second thread's
+    write(), close() or __init__() meanwhile is refused with a clear error
+    instead of using the C writer at the same time (a use-after-free for
+    close). In a subprocess: without the check it could crash."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", WRITER_FROM_TWO_THREADS, str(tmp_path)],
+                          env=clean_env_factory(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout
+    assert "(2, 6)" in proc.stdout  # the producer's 6 samples, in 2 shards
+
+
+def test_writer_init_again_is_refused(tmp_path):
+    w = stoker.ShardWriter(str(tmp_path / "a-%d.tar"))
+    w.write({"__key__": "k", "txt": "x"})
+    with pytest.raises(RuntimeError, match="already"):
+        w.__init__(str(tmp_path / "b-%d.tar"))
+    assert w.close() == (1, 1)
+    assert sorted(os.listdir(tmp_path)) == ["a-0.tar"]
