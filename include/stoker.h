@@ -14,7 +14,9 @@
  *    offset) readable with stk_loader_errmsg() until the next call on it;
  *  - every *_destroy() accepts NULL;
  *  - one loader is used by one thread at a time; different loaders are
- *    independent. stk_batch_release() may be called from any thread.
+ *    independent. stk_batch_release() may be called from any thread, and
+ *    stk_loader_interrupt() and stk_loader_stats() from any thread while
+ *    another is inside a call on the same loader.
  */
 #ifndef STOKER_H
 #define STOKER_H
@@ -42,6 +44,7 @@ enum stk_error {
     STK_EINVAL = -22,   /* invalid argument or option (-EINVAL) */
     STK_ENOENT = -2,    /* a shard or member does not exist (-ENOENT) */
     STK_EIO = -5,       /* an I/O error while reading a shard (-EIO) */
+    STK_EINTR = -4,     /* stk_loader_next() was interrupted by stk_loader_interrupt() (-EINTR) */
     STK_EOF = -1000,    /* the epoch has no more batches */
     STK_EFORMAT = -1001, /* a shard is not a readable tar archive */
     STK_ETRUNC = -1002,  /* a shard ends in the middle of a member */
@@ -373,10 +376,32 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
  * batch owned by the loader until stk_batch_release(). Returns STK_EOF when
  * the epoch is over (then *out is NULL), STK_EBUSY when the caller already
  * holds max_batches batches, or another error (see stk_loader_errmsg()).
- * After an error other than STK_EBUSY the epoch cannot continue; call
- * stk_loader_set_epoch() to start again. Blocks until a batch is ready.
+ * After an error other than STK_EBUSY or STK_EINTR the epoch cannot
+ * continue; call stk_loader_set_epoch() to start again. Blocks until a
+ * batch is ready, or until stk_loader_interrupt() (then STK_EINTR).
  */
 int stk_loader_next(stk_loader *loader, struct stk_batch **out);
+
+/*
+ * Make stk_loader_next() return STK_EINTR (and no batch) instead of
+ * waiting: a call waiting for a batch on another thread returns at once;
+ * if none is waiting, the next call returns STK_EINTR without waiting (a
+ * call that finds its batch ready may deliver it and leave the interrupt
+ * to the following call). Interrupts do not add up: any number of them
+ * before a call ends ends one call. Nothing is lost: the epoch goes on,
+ * and the next stk_loader_next() delivers the batch the interrupted call
+ * would have.
+ *
+ * The one loader function that may be called from any thread while
+ * another thread is inside a call on the same loader (not from a signal
+ * handler: it takes a mutex); valid from stk_loader_create() until
+ * stk_loader_destroy() begins. To stop a loader that a thread may be
+ * blocked in (a slow source, a pipe: command that writes nothing), call
+ * this, wait until that thread has left stk_loader_next(), then call
+ * stk_loader_set_epoch() or stk_loader_destroy() (never concurrently with
+ * another call).
+ */
+void stk_loader_interrupt(stk_loader *loader);
 
 /* Give a batch back. May be called from any thread, in any order, also after
  * stk_loader_set_epoch(), but not after stk_loader_destroy(). NULL is a no-op. */
@@ -477,7 +502,8 @@ size_t stk_loader_num_shards(const stk_loader *loader);
 int stk_loader_rank(const stk_loader *loader);
 int stk_loader_world_size(const stk_loader *loader);
 
-/* Copy the counters. Safe to call while batches are in flight. */
+/* Copy the counters. Safe to call while batches are in flight, from any
+ * thread, also while another thread is inside a call on the loader. */
 void stk_loader_stats(const stk_loader *loader, struct stk_stats *stats);
 
 /*
