@@ -40,6 +40,7 @@ static PyObject *error_type(int code)
     case STK_ELABEL: return DataError;
     case STK_EPLAN: return PlanError;
     case STK_EBUSY: return BusyError;
+    case STK_EINTR: return PyExc_InterruptedError;
     default: return StokerError;
     }
 }
@@ -252,7 +253,12 @@ static PyTypeObject BatchType = {
 typedef struct {
     PyObject_HEAD
     stk_loader *loader;
-    int closed; /* close() stopped the threads; the loader is freed with the object */
+    /* The C loader serves one thread at a time, and next() waits in it with
+     * the GIL released: every call into it (but stk_loader_stats and
+     * stk_loader_interrupt, which may come from any thread) holds `lock`,
+     * taken without the GIL when another thread has it (enter()). */
+    PyThread_type_lock lock;
+    int closed; /* close() began: set before it interrupts a waiting next() */
     struct stk_options opts;
     PyObject *keep; /* strings the options point to (label_exts, label_json_field, index_path,
                        ca_bundle, cache_dir) */
@@ -681,6 +687,10 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
     }
     if (!PyArg_ParseTuple(args, "O", &urls_arg))
         return -1;
+    if (self->lock == NULL && (self->lock = PyThread_allocate_lock()) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     stk_options_init(&self->opts);
     Py_CLEAR(self->keep);
     self->keep = PyList_New(0);
@@ -725,22 +735,49 @@ static int check_open(LoaderObject *self)
     return -1;
 }
 
+/* Take self->lock for a call into the C loader (waiting without the GIL
+ * while another thread is inside one) and check that the loader is open;
+ * 0, or -1 with ValueError and the lock not held. */
+static int enter(LoaderObject *self)
+{
+    if (check_open(self) < 0)
+        return -1;
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (check_open(self) == 0) /* close() may have run meanwhile */
+        return 0;
+    PyThread_release_lock(self->lock);
+    return -1;
+}
+
 static PyObject *loader_next(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
-    if (check_open(self) < 0)
+    if (enter(self) < 0)
         return NULL;
     struct stk_batch *b;
     int rc;
+    char msg[1024];
     Py_BEGIN_ALLOW_THREADS
     rc = stk_loader_next(self->loader, &b);
+    if (rc < 0) /* valid until the next call, maybe another thread's */
+        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+    PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS
     if (rc == STK_EOF)
         Py_RETURN_NONE;
+    if (rc == STK_EINTR && self->closed) {
+        PyErr_SetString(PyExc_ValueError, "the loader was closed (by another thread) while "
+                                          "next() waited for a batch");
+        return NULL;
+    }
     if (rc == STK_ENOMEM && raise_alloc_failure(self))
         return NULL;
     if (rc < 0)
-        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
+        return stk_py_raise(rc, msg);
     BatchObject *batch = PyObject_New(BatchObject, &BatchType);
     if (batch == NULL) {
         stk_batch_release(b);
@@ -757,17 +794,21 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
 {
     PyObject *epoch_obj, *batch_obj;
     unsigned long long epoch, batch;
-    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "OO", &epoch_obj, &batch_obj) ||
+    if (!PyArg_ParseTuple(args, "OO", &epoch_obj, &batch_obj) ||
         stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
-        stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &batch) < 0)
+        stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &batch) < 0 || enter(self) < 0)
         return NULL;
     Py_CLEAR(self->alloc_failure); /* the next epoch tries the allocator again */
     int rc;
+    char msg[1024];
     Py_BEGIN_ALLOW_THREADS
     rc = stk_loader_seek(self->loader, epoch, batch);
+    if (rc < 0)
+        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+    PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS
     if (rc < 0)
-        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
+        return stk_py_raise(rc, msg);
     Py_RETURN_NONE;
 }
 
@@ -814,12 +855,17 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused)
     (void)unused;
     /* Batches still alive hold a reference to this object and release into
      * the loader, so close() only stops the threads; the loader itself is
-     * freed with the object, after the last batch. */
-    if (self->loader != NULL && !self->closed) {
+     * freed with the object, after the last batch. A next() waiting in
+     * another thread is woken (it raises, seeing closed) and left before
+     * the epoch is stopped; calls that come later see closed. */
+    if (self->loader != NULL) {
         stk_loader *l = self->loader;
         self->closed = 1;
         Py_BEGIN_ALLOW_THREADS
+        stk_loader_interrupt(l);
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
         stk_loader_set_epoch(l, 0);
+        PyThread_release_lock(self->lock);
         Py_END_ALLOW_THREADS
     }
     Py_RETURN_NONE;
@@ -828,9 +874,9 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused)
 static PyObject *loader_info(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
-    if (check_open(self) < 0)
+    if (enter(self) < 0) /* the epoch's sample count reads the epoch a seek sets */
         return NULL;
-    return Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:n}", "num_shards",
+    PyObject *info = Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:n}", "num_shards",
                          (Py_ssize_t)stk_loader_num_shards(self->loader), "rank",
                          stk_loader_rank(self->loader), "world_size",
                          stk_loader_world_size(self->loader), "samples_per_rank",
@@ -838,6 +884,8 @@ static PyObject *loader_info(LoaderObject *self, PyObject *unused)
                          (unsigned long long)stk_loader_epoch_samples(self->loader), "batch_size",
                          (Py_ssize_t)self->opts.batch_size, "image_size", self->opts.image_size,
                          "drop_last", (Py_ssize_t)self->opts.drop_last);
+    PyThread_release_lock(self->lock);
+    return info;
 }
 
 static void loader_dealloc(LoaderObject *self)
@@ -851,6 +899,8 @@ static void loader_dealloc(LoaderObject *self)
     Py_XDECREF(self->allocator);
     Py_XDECREF(self->buffers);
     Py_XDECREF(self->alloc_failure);
+    if (self->lock != NULL)
+        PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
