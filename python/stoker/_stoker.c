@@ -41,6 +41,7 @@ static PyObject *error_type(int code)
     case STK_EPLAN: return PlanError;
     case STK_EBUSY: return BusyError;
     case STK_EINTR: return PyExc_InterruptedError;
+    case STK_EEXIST: return PyExc_FileExistsError;
     default: return StokerError;
     }
 }

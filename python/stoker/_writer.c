@@ -36,7 +36,7 @@ static int check_idle(WriterObject *self)
 
 static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"pattern", "max_samples", "max_bytes", NULL};
+    static char *kwlist[] = {"pattern", "max_samples", "max_bytes", "overwrite", NULL};
     if (check_idle(self) < 0)
         return -1;
     if (self->writer != NULL) {
@@ -47,8 +47,9 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
     }
     PyObject *pattern, *max_samples_obj = NULL, *max_bytes_obj = NULL;
     unsigned long long max_samples = 10000, max_bytes = 1ull << 30;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|OO", kwlist, PyUnicode_FSConverter,
-                                     &pattern, &max_samples_obj, &max_bytes_obj))
+    int overwrite = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|OOp", kwlist, PyUnicode_FSConverter,
+                                     &pattern, &max_samples_obj, &max_bytes_obj, &overwrite))
         return -1;
     if ((max_samples_obj != NULL &&
          stk_py_integer(max_samples_obj, "max_samples", 0, UINT64_MAX, &max_samples) < 0) ||
@@ -59,15 +60,27 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
     }
     char msg[512];
     stk_writer *w = NULL;
-    int rc = stk_writer_create(PyBytes_AS_STRING(pattern), max_samples, max_bytes, &w, msg,
-                               sizeof msg);
+    int rc = stk_writer_create(PyBytes_AS_STRING(pattern), max_samples, max_bytes,
+                               overwrite ? STK_OUTPUT_OVERWRITE : 0, &w, msg, sizeof msg);
     Py_DECREF(pattern);
+    if (rc == STK_EEXIST)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (overwrite=True replaces it)");
     if (rc < 0) {
         stk_py_raise(rc, msg);
         return -1;
     }
     self->writer = w;
     return 0;
+}
+
+/* Raise the writer's failure, with the Python way around an existing
+ * output. */
+static PyObject *writer_raise(int rc, stk_writer *w)
+{
+    if (rc != STK_EEXIST)
+        return stk_py_raise(rc, stk_writer_errmsg(w));
+    PyErr_Format(PyExc_FileExistsError, "%s (overwrite=True replaces it)", stk_writer_errmsg(w));
+    return NULL;
 }
 
 /* The bytes of one member value, as a new bytes object. */
@@ -143,7 +156,7 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
     Py_END_ALLOW_THREADS
     self->busy = 0;
     if (rc < 0)
-        stk_py_raise(rc, stk_writer_errmsg(self->writer));
+        writer_raise(rc, self->writer);
     else
         result = Py_NewRef(Py_None);
 out:
@@ -164,7 +177,7 @@ static PyObject *writer_close(WriterObject *self, PyObject *unused)
     rc = stk_writer_close(self->writer, &shards, &samples);
     Py_END_ALLOW_THREADS
     self->busy = 0;
-    PyObject *result = rc < 0 ? stk_py_raise(rc, stk_writer_errmsg(self->writer))
+    PyObject *result = rc < 0 ? writer_raise(rc, self->writer)
                               : Py_BuildValue("(KK)", (unsigned long long)shards,
                                               (unsigned long long)samples);
     stk_writer_destroy(self->writer);
@@ -224,8 +237,10 @@ PyTypeObject stk_py_writer_type = {
     .tp_methods = writer_methods,
     .tp_init = (initproc)writer_init,
     .tp_new = PyType_GenericNew,
-    .tp_doc = "ShardWriter(pattern, max_samples=10000, max_bytes=1 << 30): write samples "
-              "(dicts with '__key__' and EXT: bytes/str/int) into WebDataset tar shards named "
-              "pattern % n, e.g. 'out/train-%06d.tar'; a with-block closes it, and removes the "
-              "unfinished shard if the block raises.",
+    .tp_doc = "ShardWriter(pattern, max_samples=10000, max_bytes=1 << 30, overwrite=False): "
+              "write samples (dicts with '__key__' and EXT: bytes/str/int) into WebDataset tar "
+              "shards named pattern % n, e.g. 'out/train-%06d.tar'; a with-block closes it, and "
+              "removes the unfinished shard if the block raises. Existing shards are a "
+              "FileExistsError; overwrite=True replaces them, and close() then removes the "
+              "shards of an earlier run numbered after the last one written.",
 };

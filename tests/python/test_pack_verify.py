@@ -148,3 +148,25 @@ def test_writer_init_again_is_refused(tmp_path):
         w.__init__(str(tmp_path / "b-%d.tar"))
     assert w.close() == (1, 1)
     assert sorted(os.listdir(tmp_path)) == ["a-0.tar"]
+
+
+def test_writer_refuses_existing_shards_unless_overwrite(tmp_path):
+    pattern = str(tmp_path / "o-%d.tar")
+    with stoker.ShardWriter(pattern, max_samples=1) as w:
+        for i in range(4):
+            w.write({"__key__": f"old{i}", "txt": "old"})
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        stoker.ShardWriter(pattern)
+    with stoker.ShardWriter(pattern, max_samples=2, overwrite=True) as w:
+        for i in range(3):
+            w.write({"__key__": f"new{i}", "txt": "new"})
+    # The earlier run's o-2 and o-3 are gone: the pattern names this run only.
+    assert sorted(os.listdir(tmp_path)) == ["o-0.tar", "o-1.tar"]
+    assert [s["__key__"] for s in read_all(str(tmp_path / "o-{0..1}.tar"))] == \
+        ["new0", "new1", "new2"]
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (tmp_path / "l-0.tar.tmp").symlink_to(victim)
+    with stoker.ShardWriter(str(tmp_path / "l-%d.tar")) as w:
+        w.write({"__key__": "k", "txt": "x"})
+    assert victim.read_bytes() == b"precious"

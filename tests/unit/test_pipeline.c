@@ -411,9 +411,45 @@ static void build_index(char *path)
     const char *urls[] = {pattern};
     char msg[512];
     struct stk_stats st;
-    if (stk_index_build(&o, urls, 1, path, &st, msg, sizeof msg) < 0)
+    if (stk_index_build(&o, urls, 1, path, 0, &st, msg, sizeof msg) < 0)
         fail_msg("stk_index_build: %s", msg);
     assert_int_equal(st.samples, (uint64_t)total_samples);
+}
+
+/* The index is an output like the shards: a link planted at the name it
+ * used to be written through (PATH.tmp.PID) is not followed, an existing
+ * index is refused before any shard is read, and replaced when asked. */
+static void test_index_output(void **state)
+{
+    (void)state;
+    char path[128], tmp[160], victim[128], msg[512];
+    snprintf(path, sizeof path, "%s/out-index.json", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    struct stk_options o = base_options();
+    const char *urls[] = {pattern};
+    assert_int_equal(stk_index_build(&o, urls, 1, path, 0, NULL, msg, sizeof msg), 0);
+    char buf[16] = "";
+    f = fopen(victim, "r");
+    assert_non_null(f);
+    assert_int_equal(fread(buf, 1, sizeof buf - 1, f), 8);
+    fclose(f);
+    assert_string_equal(buf, "precious");
+    const char *missing[] = {"/no/such/shard-{0..3}.tar"};
+    assert_int_equal(stk_index_build(&o, missing, 1, path, 0, NULL, msg, sizeof msg),
+                     STK_EEXIST); /* not ENOENT: refused before reading */
+    assert_non_null(strstr(msg, "out-index.json"));
+    assert_int_equal(stk_index_build(&o, urls, 1, path, STK_OUTPUT_OVERWRITE, NULL, msg,
+                                     sizeof msg), 0);
+    assert_int_equal(stk_index_build(&o, urls, 1, path, 2, NULL, msg, sizeof msg), STK_EINVAL);
+    unlink(tmp);
+    unlink(victim);
+    unlink(path);
 }
 
 static void test_seek_resumes_exactly(void **state)
@@ -678,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_seek_resumes_exactly),
         cmocka_unit_test(test_index_equal_shares),
+        cmocka_unit_test(test_index_output),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_interrupt_wakes_a_waiting_next),
         cmocka_unit_test(test_interrupt_pending_for_the_next_call),
