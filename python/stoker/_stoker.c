@@ -368,7 +368,15 @@ static void *export_buffer(LoaderObject *self, PyObject *obj, size_t bytes)
         Py_buffer *held = view;
         view = NULL; /* the capsule owns it now */
         key = PyLong_FromVoidPtr(held->buf);
-        if (key != NULL && PyDict_SetItem(self->buffers, key, capsule) == 0)
+        int in_use = key != NULL ? PyDict_Contains(self->buffers, key) : -1;
+        if (in_use == 1) /* two batches in one buffer would overwrite each other */
+            keep_alloc_failure(self, PyExc_ValueError,
+                               PyUnicode_FromFormat("batch_allocator(%zu) returned memory that "
+                                                    "already holds another batch buffer; each "
+                                                    "call must return new memory",
+                                                    bytes),
+                               NULL);
+        else if (in_use == 0 && PyDict_SetItem(self->buffers, key, capsule) == 0)
             memory = held->buf;
     }
     if (memory == NULL && PyErr_Occurred()) /* no memory for the bookkeeping */

@@ -30,13 +30,16 @@ def run_script(script, *args, env):
     return proc.stdout
 
 
-def small(urls, **kw):
-    kw.setdefault("batch_size", 8)
-    kw.setdefault("image_size", 16)
-    kw.setdefault("transform", "eval")
-    kw.setdefault("shuffle", False)
-    kw.setdefault("threads", 2)
-    return stoker.Loader(urls, **kw)
+SMALL = dict(batch_size=8, image_size=16, transform="eval", shuffle=False, threads=2)
+
+
+def first_error(iterable):
+    """What iterating gives first: "a batch", or the RuntimeError's text."""
+    try:
+        for _ in iterable:
+            return "a batch"
+    except RuntimeError as e:
+        return str(e)
 
 
 CLOSE_WHILE_WAITING = r"""
@@ -108,8 +111,8 @@ def test_close_while_another_thread_iterates(even_shards, clean_env_factory):
 
 
 def test_second_iterator_is_refused_while_the_first_is_open(even_shards):
-    reference = [(im.clone(), lb.clone()) for im, lb in small(even_shards)]
-    loader = small(even_shards)
+    reference = [(im.clone(), lb.clone()) for im, lb in stoker.Loader(even_shards, **SMALL)]
+    loader = stoker.Loader(even_shards, **SMALL)
     first = iter(loader)
     got = [tuple(t.clone() for t in next(first))]
     # The same thread...
@@ -117,15 +120,7 @@ def test_second_iterator_is_refused_while_the_first_is_open(even_shards):
         next(iter(loader))
     # ...and another one.
     refused = []
-
-    def second():
-        try:
-            for _ in loader:
-                refused.append("a batch")
-        except RuntimeError as e:
-            refused.append(str(e))
-
-    t = threading.Thread(target=second)
+    t = threading.Thread(target=lambda: refused.append(first_error(loader)))
     t.start()
     t.join(30)
     assert len(refused) == 1 and "already being iterated" in refused[0], refused
