@@ -18,9 +18,10 @@
 typedef struct {
     PyObject_HEAD
     stk_writer *writer; /* NULL once closed */
-    /* A thread is inside the C writer with the GIL released: the writer
-     * serves one thread at a time, so every other call is refused until it
-     * returns (read and written under the GIL). */
+    /* A write() or close() is running: inside the C writer with the GIL
+     * released, or converting member values (which may run Python code).
+     * The writer serves one call at a time, so every other call is refused
+     * until it returns (read and written under the GIL). */
     int busy;
 } WriterObject;
 
@@ -29,8 +30,8 @@ static int check_idle(WriterObject *self)
     if (!self->busy)
         return 0;
     PyErr_SetString(PyExc_RuntimeError,
-                    "ShardWriter is in use by another thread (write or close); a writer "
-                    "serves one thread at a time");
+                    "ShardWriter is in use by another thread, or by code its running write() "
+                    "called; a writer serves one call at a time");
     return -1;
 }
 
@@ -118,19 +119,25 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
     if (!PyDict_Check(sample))
         return PyErr_Format(PyExc_TypeError, "a sample is a dict, not %.100s",
                             Py_TYPE(sample)->tp_name);
-    PyObject *key_obj = PyDict_GetItemString(sample, "__key__"); /* borrowed */
+    /* The key and a snapshot of the items, held: converting a value may run
+     * Python code (__str__, a buffer export) that changes the dict. */
+    PyObject *key_obj = Py_XNewRef(PyDict_GetItemString(sample, "__key__"));
     const char *key = key_obj && PyUnicode_Check(key_obj) ? PyUnicode_AsUTF8(key_obj) : NULL;
-    if (key == NULL) {
+    PyObject *items = key != NULL ? PyDict_Items(sample) : NULL;
+    if (items == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "the sample has no str '__key__'");
+        Py_XDECREF(key_obj);
         return NULL;
     }
+    self->busy = 1;
     struct stk_member members[MAX_MEMBERS];
     PyObject *held[MAX_MEMBERS]; /* the bytes objects the members point into */
     size_t n = 0;
-    PyObject *ext, *value, *result = NULL;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(sample, &pos, &ext, &value)) {
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *ext = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        PyObject *value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
         const char *name = PyUnicode_Check(ext) ? PyUnicode_AsUTF8(ext) : NULL;
         if (name == NULL) {
             if (!PyErr_Occurred())
@@ -150,18 +157,19 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
         n++;
     }
     int rc;
-    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = stk_writer_add(self->writer, key, members, n);
     Py_END_ALLOW_THREADS
-    self->busy = 0;
     if (rc < 0)
         writer_raise(rc, self->writer);
     else
         result = Py_NewRef(Py_None);
 out:
+    self->busy = 0;
     for (size_t i = 0; i < n; i++)
         Py_DECREF(held[i]);
+    Py_DECREF(items);
+    Py_DECREF(key_obj);
     return result;
 }
 

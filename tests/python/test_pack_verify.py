@@ -170,3 +170,42 @@ def test_writer_refuses_existing_shards_unless_overwrite(tmp_path):
     with stoker.ShardWriter(str(tmp_path / "l-%d.tar")) as w:
         w.write({"__key__": "k", "txt": "x"})
     assert victim.read_bytes() == b"precious"
+
+
+REENTRANT_WRITE = r"""
+import sys
+import stoker
+
+w = stoker.ShardWriter(sys.argv[1] + "/r-%d.tar")
+refused = []
+
+class Sneaky(int):
+    def __str__(self):  # runs while write() converts the value
+        for call in (w.close, lambda: w.write({"__key__": "inner", "txt": "x"})):
+            try:
+                call()
+            except RuntimeError as e:
+                refused.append(str(e))
+        sample.clear()  # and the dict changes under the loop
+        return "7"
+
+sample = {"__key__": "k", "cls": Sneaky(7), "txt": "x"}
+w.write(sample)
+assert len(refused) == 2, refused
+assert w.close() == (1, 1)
+got = list(stoker.Samples(sys.argv[1] + "/r-0.tar"))
+assert got[0]["__key__"] == "k" and got[0]["cls"] == b"7", got
+print("done")
+"""
+
+
+def test_write_refuses_calls_from_the_values_it_converts(tmp_path, clean_env_factory):
+    """Converting a member value can run Python code: a close() or write()
+    from there is refused, and a dict emptied meanwhile does not pull the
+    key or the names from under the call (in a subprocess: it crashed)."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", REENTRANT_WRITE, str(tmp_path)],
+                          env=clean_env_factory(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout
