@@ -162,6 +162,7 @@ int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_
     case CLI_O_MAX_SIZE: bad = cli_parse_size(cmd, "--max-size", arg, &out->max_bytes); break;
     case CLI_O_SHUFFLE: out->shuffle = 1; break;
     case CLI_O_SEED: bad = cli_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &out->seed); break;
+    case CLI_O_FORCE: out->force = 1; break;
     default: return 0;
     }
     return bad < 0 ? -1 : 1;
@@ -174,8 +175,40 @@ void cli_output_help(const char *shuffle_help)
            "  --max-samples N        samples per shard (default 10000)\n"
            "  --max-size BYTES       member bytes per shard (default 1G; K, M, G, T)\n"
            "  --shuffle              %s\n"
-           "  --seed N               shuffle seed (default 0)\n\n",
+           "  --seed N               shuffle seed (default 0)\n"
+           "  --force                replace existing shards, and remove those of an earlier\n"
+           "                         run numbered after the last one written (without it,\n"
+           "                         existing shards are an error and stay as they are)\n\n",
            shuffle_help);
+}
+
+int cli_output_fail(const char *cmd, int rc, const char *message)
+{
+    return cli_fail(cmd, "%s%s", message[0] ? message : stk_strerror(rc),
+                    rc == STK_EEXIST ? " (--force replaces it)" : "");
+}
+
+stk_writer *cli_create_writer(const char *cmd, const struct cli_output *out, int *status)
+{
+    char msg[1024];
+    stk_writer *w;
+    int rc = stk_writer_create(out->pattern, out->max_samples, out->max_bytes,
+                               out->force ? STK_OUTPUT_OVERWRITE : 0, &w, msg, sizeof msg);
+    if (rc == STK_EEXIST || rc == STK_ENOMEM)
+        *status = cli_output_fail(cmd, rc, msg);
+    else if (rc < 0)
+        *status = cli_usage_error(cmd, "%s", msg);
+    return rc < 0 ? NULL : w;
+}
+
+int cli_close_writer(const char *cmd, stk_writer *w, uint64_t *shards, uint64_t *samples)
+{
+    int rc = stk_writer_close(w, shards, samples);
+    uint64_t removed = stk_writer_removed(w);
+    if (removed > 0)
+        fprintf(stderr, "stoker %s: removed %llu shard(s) of an earlier run numbered after the "
+                "%llu written\n", cmd, (unsigned long long)removed, (unsigned long long)*shards);
+    return rc < 0 ? cli_output_fail(cmd, rc, stk_writer_errmsg(w)) : EXIT_OK;
 }
 
 void cli_source_help(void)

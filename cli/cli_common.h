@@ -67,14 +67,16 @@ struct cli_output {
     const char *pattern;
     uint64_t max_samples, max_bytes, seed;
     int shuffle;
+    int force; /* replace existing shards (STK_OUTPUT_OVERWRITE) */
 };
-enum { CLI_O_MAX_SAMPLES = 1100, CLI_O_MAX_SIZE, CLI_O_SHUFFLE, CLI_O_SEED };
+enum { CLI_O_MAX_SAMPLES = 1100, CLI_O_MAX_SIZE, CLI_O_SHUFFLE, CLI_O_SEED, CLI_O_FORCE };
 #define CLI_OUTPUT_LONGOPTS                                                                      \
     {"output", required_argument, NULL, 'o'},                                                    \
         {"max-samples", required_argument, NULL, CLI_O_MAX_SAMPLES},                             \
         {"max-size", required_argument, NULL, CLI_O_MAX_SIZE},                                   \
         {"shuffle", no_argument, NULL, CLI_O_SHUFFLE},                                           \
-        {"seed", required_argument, NULL, CLI_O_SEED}
+        {"seed", required_argument, NULL, CLI_O_SEED},                                           \
+        {"force", no_argument, NULL, CLI_O_FORCE}
 
 /* The defaults: 10000 samples or 1 GiB per shard, storage order. */
 struct cli_output cli_output_defaults(void);
@@ -83,6 +85,19 @@ struct cli_output cli_output_defaults(void);
  * value (a usage error was printed). */
 int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_output *out);
 void cli_output_help(const char *shuffle_help);
+
+/* The shard writer for out, or NULL after printing why (*status: the exit
+ * code; existing shards without --force are an error, not a usage one). */
+stk_writer *cli_create_writer(const char *cmd, const struct cli_output *out, int *status);
+
+/* Finish the writer's last shard, print what --force removed of an earlier
+ * run (to stderr), and return an exit code after printing any failure;
+ * *shards and *samples get the numbers written. */
+int cli_close_writer(const char *cmd, stk_writer *w, uint64_t *shards, uint64_t *samples);
+
+/* Print the writer's or an output function's failure (rc) with a hint to
+ * --force when an output exists; returns EXIT_ERROR. */
+int cli_output_fail(const char *cmd, int rc, const char *message);
 
 /* Options for reading shards in storage order on one rank (ls, cat). */
 void cli_storage_order_options(struct stk_options *o);

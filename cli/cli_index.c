@@ -18,6 +18,8 @@ static void help(void)
            "loader the same URLs and the file (--index, index_path, Loader(index=)).\n\n"
            "options:\n"
            "  -o, --output FILE      where to write the index (required)\n"
+           "  --force                replace FILE if it exists (else an error, checked\n"
+           "                         before anything is read)\n"
            "  --threads N            shards counted at once (default 2)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards, as\n"
            "                         the loader will\n"
@@ -27,9 +29,10 @@ static void help(void)
 
 int cmd_index(int argc, char **argv)
 {
-    enum { O_THREADS = 256, O_ONERR };
+    enum { O_THREADS = 256, O_ONERR, O_FORCE };
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'},
+        {"force", no_argument, NULL, O_FORCE},
         {"threads", required_argument, NULL, O_THREADS},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
@@ -41,11 +44,13 @@ int cmd_index(int argc, char **argv)
     o.log = cli_log_stderr;
     o.log_data = (void *)CMD;
     const char *output = NULL;
+    unsigned flags = 0;
     uint64_t v;
     int c;
     while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
+        case O_FORCE: flags |= STK_OUTPUT_OVERWRITE; break;
         case O_THREADS:
             if (cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v) < 0)
                 return EXIT_USAGE;
@@ -70,9 +75,9 @@ int cmd_index(int argc, char **argv)
     char msg[1024];
     struct stk_stats s;
     int rc = stk_index_build(&o, (const char *const *)argv + optind, (size_t)(argc - optind),
-                             output, &s, msg, sizeof msg);
+                             output, flags, &s, msg, sizeof msg);
     if (rc < 0)
-        return cli_fail(CMD, "%s", msg[0] ? msg : stk_strerror(rc));
+        return cli_output_fail(CMD, rc, msg);
     printf("%llu samples in %llu shards -> %s", (unsigned long long)s.samples,
            (unsigned long long)s.shards_opened, output);
     if (s.samples_skipped || s.shards_failed)

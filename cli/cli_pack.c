@@ -9,12 +9,14 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli_common.h"
 
@@ -185,14 +187,9 @@ struct pack_args {
     int flat;
 };
 
-static int write_items(const struct pack_args *a, const struct paths *files,
+static int write_items(const struct pack_args *a, stk_writer *w, const struct paths *files,
                        const struct item *items, size_t n)
 {
-    char msg[1024];
-    stk_writer *w;
-    if (stk_writer_create(a->out.pattern, a->out.max_samples, a->out.max_bytes, &w, msg,
-                          sizeof msg) < 0)
-        return cli_usage_error(CMD, "%s", msg);
     int rc = EXIT_OK;
     for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
         struct stk_member members[16];
@@ -229,9 +226,8 @@ static int write_items(const struct pack_args *a, const struct paths *files,
             free(data[j]); /* checksrc: allow (see top) */
     }
     uint64_t shards = 0, samples = 0;
-    if (rc == EXIT_OK && stk_writer_close(w, &shards, &samples) < 0)
-        rc = cli_fail(CMD, "%s", stk_writer_errmsg(w));
-    stk_writer_destroy(w);
+    if (rc == EXIT_OK)
+        rc = cli_close_writer(CMD, w, &shards, &samples);
     if (rc == EXIT_OK)
         printf("%llu samples in %llu shards: %s\n", (unsigned long long)samples,
                (unsigned long long)shards, a->out.pattern);
@@ -323,9 +319,17 @@ static int flat_items(const struct pack_args *a, struct paths *files, struct ite
     return rc;
 }
 
-static int write_classes(const char *path, const struct paths *classes)
+/* The class names, one per line. Like the shards, an existing file is
+ * replaced only with --force, and never through a symbolic link. */
+static int write_classes(const char *path, int force, const struct paths *classes)
 {
-    FILE *f = fopen(path, "w");
+    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL),
+                  0666);
+    if (fd < 0 && errno == EEXIST)
+        return cli_fail(CMD, "%s already exists (--force replaces it)", path);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f == NULL && fd >= 0)
+        close(fd);
     int ok = f != NULL;
     for (size_t c = 0; ok && c < classes->count; c++)
         ok = fprintf(f, "%s\n", classes->items[c]) >= 0;
@@ -377,10 +381,12 @@ int cmd_pack(int argc, char **argv)
         rc = cli_fail(CMD, "%s: no %s to pack", a.dir, a.flat ? "files" : "images");
     if (rc == EXIT_OK && a.out.shuffle)
         shuffle(items, n, a.out.seed);
+    stk_writer *w = rc == EXIT_OK ? cli_create_writer(CMD, &a.out, &rc) : NULL;
     if (rc == EXIT_OK && a.classes != NULL)
-        rc = write_classes(a.classes, &classes);
+        rc = write_classes(a.classes, a.out.force, &classes);
     if (rc == EXIT_OK)
-        rc = write_items(&a, &files, items, n);
+        rc = write_items(&a, w, &files, items, n);
+    stk_writer_destroy(w); /* after a failure: removes the unfinished shard */
     if (rc == EXIT_OK && ignored > 0)
         fprintf(stderr, "stoker %s: %zu files left out (listed above%s)\n", CMD, ignored,
                 ignored > 10 ? ": the first 10" : "");

@@ -102,17 +102,16 @@ int cmd_reshard(int argc, char **argv)
         o.shards_in_flight = shards_in_flight;
     }
     struct reshard_state st = {0};
-    char msg[1024];
-    if (stk_writer_create(out.pattern, out.max_samples, out.max_bytes, &st.writer, msg,
-                          sizeof msg) < 0)
-        return cli_usage_error(CMD, "%s", msg);
+    int rc = EXIT_OK;
+    if ((st.writer = cli_create_writer(CMD, &out, &rc)) == NULL)
+        return rc;
     stk_loader *l = cli_create_loader(CMD, &o, (const char *const *)argv + optind, argc - optind);
-    int rc = l == NULL ? EXIT_ERROR : cli_for_each_sample(CMD, l, write_sample, &st);
+    rc = l == NULL ? EXIT_ERROR : cli_for_each_sample(CMD, l, write_sample, &st);
     if (rc == EXIT_OK && st.failed)
         rc = EXIT_ERROR;
     uint64_t shards = 0, samples = 0;
-    if (rc == EXIT_OK && stk_writer_close(st.writer, &shards, &samples) < 0)
-        rc = cli_fail(CMD, "%s", stk_writer_errmsg(st.writer));
+    if (rc == EXIT_OK)
+        rc = cli_close_writer(CMD, st.writer, &shards, &samples);
     stk_writer_destroy(st.writer); /* after a failure: removes the unfinished shard */
     if (rc == EXIT_OK) {
         struct stk_stats s;

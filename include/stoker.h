@@ -14,7 +14,9 @@
  *    offset) readable with stk_loader_errmsg() until the next call on it;
  *  - every *_destroy() accepts NULL;
  *  - one loader is used by one thread at a time; different loaders are
- *    independent. stk_batch_release() may be called from any thread.
+ *    independent. stk_batch_release() may be called from any thread, and
+ *    stk_loader_interrupt() and stk_loader_stats() from any thread while
+ *    another is inside a call on the same loader.
  */
 #ifndef STOKER_H
 #define STOKER_H
@@ -42,6 +44,8 @@ enum stk_error {
     STK_EINVAL = -22,   /* invalid argument or option (-EINVAL) */
     STK_ENOENT = -2,    /* a shard or member does not exist (-ENOENT) */
     STK_EIO = -5,       /* an I/O error while reading a shard (-EIO) */
+    STK_EINTR = -4,     /* stk_loader_next() was interrupted by stk_loader_interrupt() (-EINTR) */
+    STK_EEXIST = -17,   /* an output file exists and was not to be replaced (-EEXIST) */
     STK_EOF = -1000,    /* the epoch has no more batches */
     STK_EFORMAT = -1001, /* a shard is not a readable tar archive */
     STK_ETRUNC = -1002,  /* a shard ends in the middle of a member */
@@ -184,8 +188,15 @@ struct stk_options {
      * comparisons and for checking the fast path. */
     int full_decode;
     /* Optional caller-supplied batch memory (e.g. CUDA-pinned): called once
-     * per buffer of the batch ring with its size in bytes; release is called
-     * when the loader is destroyed. NULL: the loader allocates. */
+     * per buffer of the batch ring with its size in bytes, on a loader
+     * thread, when a batch needs a buffer and fewer than max_batches exist;
+     * returning NULL fails the epoch with STK_ENOMEM. It is never called
+     * while the loader holds a lock that stk_batch_release() takes, so it
+     * may block on the caller's own locks (a language's global lock) even
+     * when the thread releasing batches holds them. free_batch_memory is
+     * called for each buffer by stk_loader_destroy(), on the calling
+     * thread. The memory must stay valid and in place until then. NULL:
+     * the loader allocates. */
     void *(*alloc_batch_memory)(void *data, size_t bytes);
     void (*free_batch_memory)(void *data, void *memory, size_t bytes);
     void *batch_memory_data;
@@ -377,10 +388,32 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
  * batch owned by the loader until stk_batch_release(). Returns STK_EOF when
  * the epoch is over (then *out is NULL), STK_EBUSY when the caller already
  * holds max_batches batches, or another error (see stk_loader_errmsg()).
- * After an error other than STK_EBUSY the epoch cannot continue; call
- * stk_loader_set_epoch() to start again. Blocks until a batch is ready.
+ * After an error other than STK_EBUSY or STK_EINTR the epoch cannot
+ * continue; call stk_loader_set_epoch() to start again. Blocks until a
+ * batch is ready, or until stk_loader_interrupt() (then STK_EINTR).
  */
 int stk_loader_next(stk_loader *loader, struct stk_batch **out);
+
+/*
+ * Make stk_loader_next() return STK_EINTR (and no batch) instead of
+ * waiting: a call waiting for a batch on another thread returns at once;
+ * if none is waiting, the next call returns STK_EINTR without waiting (a
+ * call that finds its batch ready may deliver it and leave the interrupt
+ * to the following call). Interrupts do not add up: any number of them
+ * before a call ends ends one call. Nothing is lost: the epoch goes on,
+ * and the next stk_loader_next() delivers the batch the interrupted call
+ * would have.
+ *
+ * The one loader function that may be called from any thread while
+ * another thread is inside a call on the same loader (not from a signal
+ * handler: it takes a mutex); valid from stk_loader_create() until
+ * stk_loader_destroy() begins. To stop a loader that a thread may be
+ * blocked in (a slow source, a pipe: command that writes nothing), call
+ * this, wait until that thread has left stk_loader_next(), then call
+ * stk_loader_set_epoch() or stk_loader_destroy() (never concurrently with
+ * another call).
+ */
+void stk_loader_interrupt(stk_loader *loader);
 
 /* Give a batch back. May be called from any thread, in any order, also after
  * stk_loader_set_epoch(), but not after stk_loader_destroy(). NULL is a no-op. */
@@ -426,16 +459,29 @@ int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t first_bat
  * (samples_per_rank, or the rank's shards per the dataset index), else 0. */
 uint64_t stk_loader_epoch_samples(const stk_loader *loader);
 
+/* Flags for the functions that write files (stk_index_build,
+ * stk_writer_create). Output files are always written to a temporary file
+ * of their own beside the final name (created exclusively, so nothing
+ * planted there, a symbolic link included, is followed), fsynced, renamed
+ * into place and their directory fsynced: a name holds a whole file or
+ * what it held before. */
+enum stk_output_flags {
+    /* Replace existing outputs. Without it an existing output name (file,
+     * directory or link) is refused with STK_EEXIST and left as it is. */
+    STK_OUTPUT_OVERWRITE = 1
+};
+
 /*
  * Count the samples of every shard named by the patterns (as
  * stk_loader_create() expands them), with the options' grouping rules,
  * limits and on_error policy, using opts->threads threads, and write the
- * dataset index to path (atomically). stats, when not NULL, receives the
- * counters (samples = total). Returns 0 or an STK_E* code with a message
- * in errbuf.
+ * dataset index to path (see stk_output_flags: an existing path is
+ * STK_EEXIST, found before any shard is read, unless flags has
+ * STK_OUTPUT_OVERWRITE). stats, when not NULL, receives the counters
+ * (samples = total). Returns 0 or an STK_E* code with a message in errbuf.
  */
 int stk_index_build(const struct stk_options *opts, const char *const *patterns, size_t n,
-                    const char *path, struct stk_stats *stats, char *errbuf,
+                    const char *path, unsigned flags, struct stk_stats *stats, char *errbuf,
                     size_t errbuf_size);
 
 /*
@@ -464,27 +510,46 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
  * member data (a sample larger than max_bytes gets a shard of its own).
  * Members are written as KEY.EXT in sorted extension order, mode 0444, fixed
  * owner and time, so equal input gives equal bytes; each shard appears
- * under its name only once complete (written as NAME.tmp, then renamed).
- * The directory must exist. Not thread-safe: one writer per thread.
+ * under its name only once complete (see stk_output_flags). The directory
+ * must exist. Not thread-safe: one writer per thread.
+ *
+ * Existing shards are never replaced without STK_OUTPUT_OVERWRITE:
+ * stk_writer_create() refuses (STK_EEXIST) when shard 0's name is taken,
+ * a shard whose name is taken when it is finished fails its
+ * stk_writer_add() or stk_writer_close() with STK_EEXIST (the shards before
+ * it stay), and stk_writer_close() fails with STK_EEXIST when the name
+ * after the last shard written is taken: a shard of an earlier, larger run
+ * would be read as part of this one. With STK_OUTPUT_OVERWRITE existing
+ * shards are replaced, and stk_writer_close() removes those of an earlier
+ * run numbered after the last one written (each name from there on up to
+ * the first that is not taken, directories excepted), so the pattern names
+ * exactly this run's shards; stk_writer_removed() counts them.
  */
 typedef struct stk_writer stk_writer;
 
-/* Returns 0 with *out set, or STK_EINVAL/STK_ENOMEM with a message in
- * errbuf. */
+/* flags: 0 or STK_OUTPUT_OVERWRITE. Returns 0 with *out set, or
+ * STK_EINVAL/STK_EEXIST/STK_ENOMEM with a message in errbuf. */
 int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_bytes,
-                      stk_writer **out, char *errbuf, size_t errbuf_size);
+                      unsigned flags, stk_writer **out, char *errbuf, size_t errbuf_size);
 
 /* Add one sample: key (no '.' in its last '/'-separated part) and its
  * members (distinct non-empty extensions without '/'; data is copied before
  * the call returns). A bad key or extension is STK_EINVAL and writes
- * nothing; an I/O error (STK_EIO) removes the shard being written and
- * leaves the writer good only for stk_writer_destroy(). */
+ * nothing; an I/O error (STK_EIO), or a shard it finishes whose name is
+ * taken (STK_EEXIST), removes the shard being written and leaves the writer
+ * good only for stk_writer_destroy(). */
 int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *members,
                    size_t n_members);
 
 /* Finish the last shard; *shards and *samples (either may be NULL) get the
- * numbers written. Call stk_writer_destroy() afterwards in any case. */
+ * numbers written, also when the check for shards of an earlier run fails
+ * (STK_EEXIST, see above). Call stk_writer_destroy() afterwards in any
+ * case. */
 int stk_writer_close(stk_writer *w, uint64_t *shards, uint64_t *samples);
+
+/* Shards of an earlier run that stk_writer_close() removed (only with
+ * STK_OUTPUT_OVERWRITE). */
+uint64_t stk_writer_removed(const stk_writer *w);
 
 /* Free the writer; a shard still open (no stk_writer_close) is removed.
  * NULL is a no-op. */
@@ -498,7 +563,8 @@ size_t stk_loader_num_shards(const stk_loader *loader);
 int stk_loader_rank(const stk_loader *loader);
 int stk_loader_world_size(const stk_loader *loader);
 
-/* Copy the counters. Safe to call while batches are in flight. */
+/* Copy the counters. Safe to call while batches are in flight, from any
+ * thread, also while another thread is inside a call on the loader. */
 void stk_loader_stats(const stk_loader *loader, struct stk_stats *stats);
 
 /*

@@ -4,7 +4,9 @@
  * DESIGN: budget->mutex guards in_use; budget->cond wakes the pipeline's
  * sequencer when a batch is freed or the pipeline is stopping.
  * held_by_caller is an atomic read without the mutex by stk_loader_next()
- * to detect a caller that holds every batch (STK_EBUSY).
+ * to detect a caller that holds every batch (STK_EBUSY). ring->mutex guards
+ * the ring's lists and counts; it is never held while calling the caller's
+ * allocator (see ring_get) and never together with the budget's mutex.
  */
 #include "batch.h"
 
@@ -86,19 +88,29 @@ void stk__image_ring_destroy(struct stk__image_ring *r)
     stk__mutex_destroy(&r->mutex);
 }
 
-/* An idle buffer, or a new one while fewer than limit exist. */
+/* An idle buffer, or a new one while fewer than limit exist. The caller's
+ * allocator is called without r->mutex: it may block on a lock of its own
+ * (the Python binding takes the GIL) that a thread releasing a batch into
+ * this ring holds while it waits for r->mutex. */
 static void *ring_get(struct stk__image_ring *r)
 {
     void *buf = NULL;
+    int grow = 0;
     stk__mutex_lock(&r->mutex);
     if (r->n_idle > 0) {
         buf = r->idle[--r->n_idle];
-    } else if (r->n_all < r->limit) {
-        buf = r->alloc != NULL ? r->alloc(r->alloc_data, r->buffer_bytes)
-                               : stk__malloc(r->buffer_bytes);
-        if (buf != NULL)
-            r->all[r->n_all++] = buf;
+    } else if (r->n_all + r->n_growing < r->limit) {
+        r->n_growing++;
+        grow = 1;
     }
+    stk__mutex_unlock(&r->mutex);
+    if (!grow)
+        return buf;
+    buf = r->alloc != NULL ? r->alloc(r->alloc_data, r->buffer_bytes) : stk__malloc(r->buffer_bytes);
+    stk__mutex_lock(&r->mutex);
+    r->n_growing--;
+    if (buf != NULL)
+        r->all[r->n_all++] = buf;
     stk__mutex_unlock(&r->mutex);
     return buf;
 }

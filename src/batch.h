@@ -36,6 +36,7 @@ struct stk__image_ring {
     size_t n_idle;
     void **all;          /* every buffer made, for destroy */
     size_t n_all;
+    size_t n_growing;    /* buffers being allocated (outside the mutex) */
     size_t limit;
     size_t image_bytes;  /* one image */
     size_t labels_offset;

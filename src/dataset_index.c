@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "atomic_file.h"
 #include "cloud_list.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
@@ -43,8 +44,9 @@ static int count_job(void *ctx, size_t i, struct stk__err *err)
     return rc;
 }
 
-static int write_index(const char *path, const struct stk__strlist *urls, const uint64_t *counts,
-                       const struct stk__offsets *offsets, struct stk__err *err)
+static int write_index(const char *path, int replace, const struct stk__strlist *urls,
+                       const uint64_t *counts, const struct stk__offsets *offsets,
+                       struct stk__err *err)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < urls->count; i++)
@@ -72,36 +74,45 @@ static int write_index(const char *path, const struct stk__strlist *urls, const 
     cJSON_Delete(root);
     if (text == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory writing the index");
-    /* Written beside its final name and renamed: a reader never sees half
-     * an index, and a failed run leaves the old one. */
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = stk__malloc(tmp_len);
-    int rc = 0;
-    if (tmp == NULL) {
-        rc = stk__errf(err, STK_ENOMEM, "out of memory writing the index");
-    } else {
-        snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (f == NULL || fputs(text, f) < 0 || fputc('\n', f) < 0 || fclose(f) != 0 ||
-            rename(tmp, path) != 0) {
-            rc = stk__errf(err, STK_EIO, "%s: cannot write the index: %s", path, strerror(errno));
-            unlink(tmp);
-        }
+    /* Published whole (atomic_file.h): a reader never sees half an index,
+     * a failed run leaves the old one, and nothing planted beside it is
+     * followed. */
+    struct stk__atomic_file f;
+    int rc = stk__atomic_file_open(&f, path, err);
+    size_t len = strlen(text);
+    text[len] = '\n'; /* in place of the NUL: the file ends with a newline */
+    for (size_t done = 0; rc == 0 && done <= len;) {
+        ssize_t n = write(f.fd, text + done, len + 1 - done);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n == 0 || errno != EINTR)
+            rc = stk__errf(err, STK_EIO, "%s: cannot write the index: %s", path,
+                           n == 0 ? "no progress" : strerror(errno));
     }
-    stk__free(tmp);
+    if (rc == 0)
+        rc = stk__atomic_file_commit(&f, replace, err);
+    stk__atomic_file_abort(&f);
     cJSON_free(text);
     return rc;
 }
 
 int stk_index_build(const struct stk_options *opts, const char *const *patterns, size_t n,
-                    const char *path, struct stk_stats *stats, char *errbuf, size_t errbuf_size)
+                    const char *path, unsigned flags, struct stk_stats *stats, char *errbuf,
+                    size_t errbuf_size)
 {
     struct stk__err err;
     stk__err_clear(&err);
     struct stk__counters counters = {0};
     struct stk__strlist urls = {0};
     struct index_build b = {.urls = &urls};
-    int rc = stk__expand_and_list(opts, patterns, n, &urls, &err);
+    int replace = (flags & STK_OUTPUT_OVERWRITE) != 0, rc = 0;
+    if ((flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
+        rc = stk__errf(&err, STK_EINVAL, "unknown flags 0x%x", flags);
+    else if (!replace && stk__path_taken(path) == 1) /* before reading every shard */
+        rc = stk__errf(&err, STK_EEXIST, "%s already exists; it is not replaced unless asked "
+                       "to overwrite", path);
+    if (rc == 0)
+        rc = stk__expand_and_list(opts, patterns, n, &urls, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to index");
     if (rc == 0 && ((b.counts = stk__calloc(urls.count, sizeof *b.counts)) == NULL ||
@@ -112,7 +123,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         rc = stk__run_shard_jobs(urls.count, opts->threads, count_job, &b, &err);
     }
     if (rc == 0)
-        rc = write_index(path, &urls, b.counts, b.offsets, &err);
+        rc = write_index(path, replace, &urls, b.counts, b.offsets, &err);
     if (stats != NULL) {
         memset(stats, 0, sizeof *stats);
         stats->shards_opened = atomic_load(&counters.shards_opened);

@@ -17,6 +17,8 @@ const char *stk_strerror(int code)
     case STK_EINVAL: return "invalid argument";
     case STK_ENOENT: return "no such shard or member";
     case STK_EIO: return "I/O error";
+    case STK_EINTR: return "interrupted";
+    case STK_EEXIST: return "output exists";
     case STK_EOF: return "end of epoch";
     case STK_EFORMAT: return "not a readable tar shard";
     case STK_ETRUNC: return "shard is truncated";

@@ -5,6 +5,18 @@
  * batch budget; each epoch gets a fresh pipeline, started lazily by the
  * first stk_loader_next() and stopped by stk_loader_set_epoch() or
  * stk_loader_destroy().
+ *
+ * DESIGN (threads). Every call but stk_loader_interrupt(), stk_loader_stats()
+ * and stk_batch_release() comes from one thread at a time, the owner; only
+ * the owner starts and stops pipelines. stk_loader_interrupt() may come
+ * from any thread meanwhile: it sets l->interrupt, then wakes the pipeline
+ * the owner may be waiting in. wake_mutex guards l->pipeline against that
+ * reader: the owner publishes a new pipeline and unpublishes one (before
+ * stopping it) under wake_mutex, and the interrupter wakes a pipeline only
+ * while holding wake_mutex, so it never touches one being stopped or freed.
+ * The owner reads l->pipeline without the lock (it is the only writer).
+ * Lock order: wake_mutex, then the pipeline's mutex; the owner never holds
+ * a pipeline's mutex while taking wake_mutex.
  */
 #include <stddef.h>
 #include <string.h>
@@ -40,7 +52,9 @@ struct stk_loader {
     struct stk__cache *cache; /* NULL without cache_dir */
     struct stk__image_config image; /* when opts.transform != NONE */
     struct stk__image_ring ring;
-    struct stk__pipeline *pipeline;
+    struct stk__pipeline *pipeline; /* written by the owner under wake_mutex */
+    pthread_mutex_t wake_mutex;
+    atomic_int interrupt; /* set by stk_loader_interrupt, cleared by the call it ends */
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
     uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
@@ -222,6 +236,8 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     l->opts.cache_dir = NULL; /* the caller's string; the cache keeps its own copy */
     stk__budget_init(&l->budget, opts->max_batches);
     l->batch_limit = UINT64_MAX;
+    stk__mutex_init(&l->wake_mutex);
+    atomic_init(&l->interrupt, 0);
     *out = l;
     return 0;
 fail:
@@ -242,6 +258,7 @@ static int start_epoch(stk_loader *l)
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
         .budget = &l->budget,
+        .interrupt = &l->interrupt,
     };
     stk__shard_config_init(&cfg.shard, o, &l->counters, l->pool);
     cfg.shard.cache = l->cache;
@@ -250,7 +267,25 @@ static int start_epoch(stk_loader *l)
         cfg.image = &l->image;
         cfg.ring = &l->ring;
     }
-    return stk__pipeline_start(&cfg, &l->pipeline, &l->err);
+    struct stk__pipeline *p;
+    int rc = stk__pipeline_start(&cfg, &p, &l->err);
+    if (rc == 0) {
+        stk__mutex_lock(&l->wake_mutex);
+        l->pipeline = p;
+        stk__mutex_unlock(&l->wake_mutex);
+    }
+    return rc;
+}
+
+/* Stop the current epoch's pipeline, after unpublishing it for
+ * stk_loader_interrupt(). */
+static void stop_epoch(stk_loader *l)
+{
+    stk__mutex_lock(&l->wake_mutex);
+    struct stk__pipeline *p = l->pipeline;
+    l->pipeline = NULL;
+    stk__mutex_unlock(&l->wake_mutex);
+    stk__pipeline_stop(p);
 }
 
 static int next_batch(stk_loader *l, struct stk_batch **out);
@@ -268,6 +303,9 @@ static int next_batch(stk_loader *l, struct stk_batch **out)
 {
     *out = NULL;
     stk__err_clear(&l->err);
+    if (atomic_exchange(&l->interrupt, 0))
+        return stk__errf(&l->err, STK_EINTR, "interrupted (stk_loader_interrupt) before "
+                         "waiting for a batch; the epoch goes on");
     if (l->epoch_failed)
         return stk__errf(&l->err, l->epoch_failed,
                          "the epoch failed earlier (%s); call stk_loader_set_epoch() to restart",
@@ -291,9 +329,18 @@ static int next_batch(stk_loader *l, struct stk_batch **out)
         *out = &b->pub;
         return 0;
     }
-    if (rc != STK_EOF && rc != STK_EBUSY)
+    if (rc != STK_EOF && rc != STK_EBUSY && rc != STK_EINTR)
         l->epoch_failed = rc;
     return rc;
+}
+
+void stk_loader_interrupt(stk_loader *l)
+{
+    atomic_store(&l->interrupt, 1);
+    stk__mutex_lock(&l->wake_mutex);
+    if (l->pipeline != NULL)
+        stk__pipeline_wake(l->pipeline);
+    stk__mutex_unlock(&l->wake_mutex);
 }
 
 void stk_batch_release(struct stk_batch *batch)
@@ -309,8 +356,7 @@ void stk_batch_release(struct stk_batch *batch)
  * for batches [first, limit) of epoch. */
 static void restart(stk_loader *l, uint64_t epoch, uint64_t first, uint64_t limit)
 {
-    stk__pipeline_stop(l->pipeline);
-    l->pipeline = NULL;
+    stop_epoch(l);
     l->epoch_failed = 0;
     l->opts.epoch = epoch;
     l->first_batch = first;
@@ -409,7 +455,8 @@ void stk_loader_destroy(stk_loader *l)
 {
     if (l == NULL)
         return;
-    stk__pipeline_stop(l->pipeline);
+    stop_epoch(l);
+    stk__mutex_destroy(&l->wake_mutex);
     stk__budget_destroy(&l->budget);
     if (l->opts.transform != STK_TRANSFORM_NONE)
         stk__image_ring_destroy(&l->ring);

@@ -9,7 +9,11 @@
  *  - the sequencer waits on seq_cond for an item in the slot it needs; a
  *    reader signals it after pushing to that slot;
  *  - the caller waits on batch_cond; the sequencer signals each batch and
- *    the end of the epoch.
+ *    the end of the epoch, an image worker each finished batch, and
+ *    stk__pipeline_wake() (another thread, through stk_loader_interrupt())
+ *    a set cfg.interrupt. The flag is set before the broadcast, which is
+ *    made under p->mutex, and checked under it before every wait, so a
+ *    wake-up cannot fall between the check and the wait.
  * The batch budget has its own mutex (batch.c) and is never taken while
  * p->mutex is held. stop is atomic: every waiter re-checks it after a
  * broadcast from stk__pipeline_stop().
@@ -789,6 +793,11 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
                            p->cfg.budget->limit);
             goto out;
         }
+        if (p->cfg.interrupt != NULL && atomic_exchange(p->cfg.interrupt, 0)) {
+            rc = stk__errf(err, STK_EINTR, "interrupted (stk_loader_interrupt) while waiting "
+                           "for a batch; the epoch goes on");
+            goto out;
+        }
         stk__cond_wait(&p->batch_cond, &p->mutex);
     }
     if (p->next_index >= p->limit) {
@@ -831,5 +840,12 @@ void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit)
     stk__mutex_lock(&p->mutex);
     p->limit = limit;
     stk__cond_broadcast(&p->range_cond);
+    stk__mutex_unlock(&p->mutex);
+}
+
+void stk__pipeline_wake(struct stk__pipeline *p)
+{
+    stk__mutex_lock(&p->mutex);
+    stk__cond_broadcast(&p->batch_cond);
     stk__mutex_unlock(&p->mutex);
 }

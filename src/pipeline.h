@@ -12,6 +12,7 @@
 #ifndef STK_PIPELINE_H
 #define STK_PIPELINE_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "batch.h"
@@ -39,6 +40,10 @@ struct stk__pipeline_config {
     /* Image batches (NULL for raw samples); must outlive the pipeline. */
     const struct stk__image_config *image;
     struct stk__image_ring *ring;
+    /* Set (by another thread) to make a waiting stk__pipeline_next()
+     * return STK_EINTR; cleared by the call that returns it. May be NULL;
+     * must outlive the pipeline. */
+    atomic_int *interrupt;
 };
 
 struct stk__pipeline;
@@ -48,7 +53,9 @@ struct stk__pipeline;
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
                         struct stk__err *err);
 
-/* Next batch: 0 (*out set), STK_EOF, STK_EBUSY or an error with err set. */
+/* Next batch: 0 (*out set), STK_EOF, STK_EBUSY, STK_EINTR (cfg.interrupt
+ * was set, before or while it waited; the epoch goes on) or an error with
+ * err set. */
 int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err);
 
 /* Index of the batch the next stk__pipeline_next() delivers, or UINT64_MAX
@@ -59,6 +66,10 @@ uint64_t stk__pipeline_next_index(struct stk__pipeline *p);
  * delivered, then STK_EOF (UINT64_MAX: to the epoch's end). Raising it
  * wakes a sequencer waiting at the old limit, so a range continues. */
 void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit);
+
+/* Wake a thread waiting in stk__pipeline_next() so that it looks at
+ * cfg.interrupt again. Thread-safe; p must not be stopped meanwhile. */
+void stk__pipeline_wake(struct stk__pipeline *p);
 
 /* Stop (also mid-epoch), join every thread and free all unread data. */
 void stk__pipeline_stop(struct stk__pipeline *p);

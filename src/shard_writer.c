@@ -6,8 +6,9 @@
  * regular files, mode 0444, the members of a sample together and in
  * sorted extension order) through libarchive, in POSIX ustar unless a name
  * needs pax. Timestamps and owners are fixed, so the same samples always
- * give the same bytes. Each shard is written to NAME.tmp and renamed when
- * complete: a reader never sees half a shard.
+ * give the same bytes. Each shard is written to a temporary file of its own
+ * and published whole (atomic_file.h): a reader never sees half a shard,
+ * and nothing planted beside the output is followed or overwritten.
  */
 #include <archive.h>
 #include <archive_entry.h>
@@ -15,8 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc.h"
+#include "atomic_file.h"
 #include "error.h"
 #include "stoker.h"
 
@@ -26,13 +30,27 @@
 struct stk_writer {
     char *pattern;
     uint64_t max_samples, max_bytes;
+    int overwrite;      /* STK_OUTPUT_OVERWRITE */
     struct archive *ar; /* the open shard, or NULL */
-    char *name, *tmp;   /* its final and temporary names */
+    char *name;         /* its final name */
+    struct stk__atomic_file file; /* its temporary file */
     uint64_t shard;     /* number of the open (or next) shard */
     uint64_t samples, bytes; /* in the open shard */
     uint64_t total_samples;
+    uint64_t removed;   /* shards of an earlier run removed by close */
     struct stk__err err;
 };
+
+/* The name of shard n, allocated; NULL when out of memory. */
+static char *shard_name(const char *pattern, uint64_t n)
+{
+    /* -Wformat-nonliteral is not on: the pattern was checked (pattern_ok). */
+    int len = snprintf(NULL, 0, pattern, (int)n);
+    char *name = stk__malloc(len > 0 ? (size_t)len + 1 : 1);
+    if (name != NULL)
+        snprintf(name, len > 0 ? (size_t)len + 1 : 1, pattern, (int)n);
+    return name;
+}
 
 /* The pattern holds exactly one %d conversion, optionally zero-padded to a
  * width (%06d); any other '%' must be "%%". */
@@ -57,8 +75,26 @@ static int pattern_ok(const char *p)
     return conversions == 1;
 }
 
+/* Refuse a run whose first shard would replace an existing file: the
+ * shards of an earlier run are there (checked again, atomically, when each
+ * shard is renamed into place). */
+static int check_first_shard(const char *pattern, struct stk__err *err)
+{
+    char *name = shard_name(pattern, 0);
+    if (name == NULL)
+        return stk__errf(err, STK_ENOMEM, "out of memory for a shard writer");
+    int rc = 0;
+    if (stk__path_taken(name) == 1)
+        rc = stk__errf(err, STK_EEXIST,
+                       "%s already exists (shards of an earlier run?); it is not replaced "
+                       "unless asked to overwrite",
+                       name);
+    stk__free(name);
+    return rc;
+}
+
 int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_bytes,
-                      stk_writer **out, char *errbuf, size_t errbuf_size)
+                      unsigned flags, stk_writer **out, char *errbuf, size_t errbuf_size)
 {
     *out = NULL;
     struct stk__err err;
@@ -71,6 +107,10 @@ int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_by
                        pattern ? pattern : "(null)");
     else if (max_samples == 0 || max_bytes == 0)
         rc = stk__errf(&err, STK_EINVAL, "max_samples and max_bytes must be above 0");
+    else if ((flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
+        rc = stk__errf(&err, STK_EINVAL, "unknown flags 0x%x", flags);
+    else if (!(flags & STK_OUTPUT_OVERWRITE))
+        rc = check_first_shard(pattern, &err);
     stk_writer *w = NULL;
     if (rc == 0 && ((w = stk__calloc(1, sizeof *w)) == NULL ||
                     (w->pattern = stk__strdup(pattern)) == NULL))
@@ -84,6 +124,7 @@ int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_by
     }
     w->max_samples = max_samples;
     w->max_bytes = max_bytes;
+    w->overwrite = (flags & STK_OUTPUT_OVERWRITE) != 0;
     *out = w;
     return 0;
 }
@@ -96,20 +137,17 @@ static int archive_fail(stk_writer *w, const char *what)
 
 static int open_shard(stk_writer *w)
 {
-    /* -Wformat-nonliteral is not on: the pattern was checked above. */
-    int n = snprintf(NULL, 0, w->pattern, (int)w->shard);
-    size_t len = n > 0 ? (size_t)n : 0;
-    w->name = stk__malloc(len + 1);
-    w->tmp = stk__malloc(len + 5);
-    if (w->name == NULL || w->tmp == NULL)
+    w->name = shard_name(w->pattern, w->shard);
+    if (w->name == NULL)
         return stk__errf(&w->err, STK_ENOMEM, "out of memory naming a shard");
-    snprintf(w->name, len + 1, w->pattern, (int)w->shard);
-    snprintf(w->tmp, len + 5, "%s.tmp", w->name);
+    int rc = stk__atomic_file_open(&w->file, w->name, &w->err);
+    if (rc < 0)
+        return rc;
     w->ar = archive_write_new();
     if (w->ar == NULL)
         return stk__errf(&w->err, STK_ENOMEM, "out of memory opening %s", w->name);
     if (archive_write_set_format_pax_restricted(w->ar) != ARCHIVE_OK ||
-        archive_write_open_filename(w->ar, w->tmp) != ARCHIVE_OK)
+        archive_write_open_fd(w->ar, w->file.fd) != ARCHIVE_OK)
         return archive_fail(w, "cannot create the shard");
     w->samples = w->bytes = 0;
     return 0;
@@ -122,19 +160,19 @@ static int close_shard(stk_writer *w, int keep)
     if (w->ar != NULL) {
         if (archive_write_close(w->ar) != ARCHIVE_OK && keep)
             rc = archive_fail(w, "cannot finish the shard");
-        archive_write_free(w->ar);
+        archive_write_free(w->ar); /* the fd stays open: the file owns it */
         w->ar = NULL;
-        if (rc == 0 && keep && rename(w->tmp, w->name) != 0)
-            rc = stk__errf(&w->err, STK_EIO, "%s: cannot rename into place: %s", w->name,
-                           strerror(errno));
-        if (rc < 0 || !keep)
-            remove(w->tmp);
+    }
+    if (w->file.path != NULL) {
+        if (rc == 0 && keep)
+            rc = stk__atomic_file_commit(&w->file, w->overwrite, &w->err);
+        else
+            stk__atomic_file_abort(&w->file);
         if (rc == 0 && keep)
             w->shard++;
     }
     stk__free(w->name);
-    stk__free(w->tmp);
-    w->name = w->tmp = NULL;
+    w->name = NULL;
     return rc;
 }
 
@@ -223,12 +261,42 @@ int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *memb
     return 0;
 }
 
+/* Shards of an earlier run numbered after this run's last one: removed when
+ * overwriting (up to the first free name), else refused. */
+static int after_last_shard(stk_writer *w)
+{
+    for (uint64_t n = w->shard;; n++) {
+        char *name = shard_name(w->pattern, n);
+        if (name == NULL)
+            return stk__errf(&w->err, STK_ENOMEM, "out of memory naming a shard");
+        struct stat st;
+        int rc = 0, taken = lstat(name, &st) == 0;
+        if (taken && !w->overwrite)
+            rc = stk__errf(&w->err, STK_EEXIST,
+                           "%s exists after the %llu shards written (a shard of an earlier "
+                           "run?); remove it, or overwrite to have it removed",
+                           name, (unsigned long long)w->shard);
+        else if (taken && S_ISDIR(st.st_mode))
+            taken = 0; /* never removed: not a shard */
+        else if (taken && unlink(name) != 0)
+            rc = stk__errf(&w->err, STK_EIO, "%s: cannot remove this shard of an earlier run: %s",
+                           name, strerror(errno));
+        else if (taken)
+            w->removed++;
+        stk__free(name);
+        if (rc < 0 || !taken)
+            return rc;
+    }
+}
+
 int stk_writer_close(stk_writer *w, uint64_t *shards, uint64_t *samples)
 {
     if (w == NULL)
         return 0;
     stk__err_clear(&w->err);
     int rc = close_shard(w, 1);
+    if (rc == 0)
+        rc = after_last_shard(w);
     if (shards != NULL)
         *shards = w->shard;
     if (samples != NULL)
@@ -246,3 +314,4 @@ void stk_writer_destroy(stk_writer *w)
 }
 
 const char *stk_writer_errmsg(const stk_writer *w) { return w->err.msg; }
+uint64_t stk_writer_removed(const stk_writer *w) { return w->removed; }

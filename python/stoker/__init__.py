@@ -16,6 +16,7 @@ DataLoader workers by itself.
 import hashlib
 import math
 import os
+import threading
 
 import torch
 
@@ -173,6 +174,9 @@ class Loader:
         self._epoch_samples = info["epoch_samples"]
         self._drop_last = drop_last
         self._epoch = 0
+        # Held by the one open iterator: the C loader has one epoch in
+        # flight, so a second iterator would take every other batch of it.
+        self._iterating = threading.Lock()
 
     def set_epoch(self, epoch):
         """Use epoch `epoch` for the next iteration (reshuffles)."""
@@ -236,6 +240,17 @@ class Loader:
             del images, labels  # hold nothing while fetching the next batch
 
     def __iter__(self):
+        if not self._iterating.acquire(blocking=False):
+            raise RuntimeError(
+                "this Loader is already being iterated: an earlier iterator of it (in this "
+                "thread or another) is still open. Finish that loop, close() the iterator or "
+                "drop it before iterating again; for two streams, create two Loaders")
+        try:
+            yield from self._epoch_batches()
+        finally:
+            self._iterating.release()
+
+    def _epoch_batches(self):
         first = self._resume_at
         self._batch = first
         self._resume_at = 0
@@ -274,7 +289,9 @@ class Loader:
         return self._c.report()
 
     def close(self):
-        """Stop the loader's threads now (also done when it is garbage collected)."""
+        """Stop the loader's threads now (also done when it is garbage collected).
+        May be called from another thread: a next() waiting there for a batch
+        raises ValueError, as does any later use of the loader."""
         self._c.close()
         if self._offload is not None:
             self._offload.close()

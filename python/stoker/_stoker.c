@@ -13,6 +13,7 @@
  */
 #include "_stoker.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "stoker.h"
@@ -39,6 +40,8 @@ static PyObject *error_type(int code)
     case STK_ELABEL: return DataError;
     case STK_EPLAN: return PlanError;
     case STK_EBUSY: return BusyError;
+    case STK_EINTR: return PyExc_InterruptedError;
+    case STK_EEXIST: return PyExc_FileExistsError;
     default: return StokerError;
     }
 }
@@ -56,6 +59,7 @@ typedef struct {
     PyObject_HEAD
     struct stk_batch *batch;
     PyObject *loader; /* keeps the loader alive while batches exist */
+    int skips_counted; /* samples() counted the bad samples it left out */
 } BatchObject;
 
 typedef struct {
@@ -146,41 +150,90 @@ static PyObject *batch_skips(BatchObject *self, void *closure)
                          (unsigned long long)self->batch->shards_failed);
 }
 
-/* The raw samples as dicts: __key__, __url__ and one bytes per member. */
+/* The loader's on_error policy is "skip", and n samples it delivered were
+ * left out here (defined with the loader below). */
+static int loader_skips_bad(PyObject *loader);
+static void loader_count_skipped(PyObject *loader, size_t n);
+
+/* One sample as a dict: __key__, __url__ and one bytes per member. A member
+ * whose extension is not UTF-8 cannot be a str key, and one named like the
+ * metadata (KEY.__key__, KEY.__url__) would overwrite it (WebDataset
+ * refuses both): NULL with a DataError naming the shard and key, and *bad
+ * set. Other failures: NULL with an exception, *bad clear. */
+static PyObject *sample_dict(const struct stk_sample *s, int *bad)
+{
+    *bad = 0;
+    PyObject *d = PyDict_New();
+    PyObject *key = PyUnicode_DecodeFSDefault(s->key);
+    PyObject *url = PyUnicode_DecodeFSDefault(s->url);
+    int rc = d && key && url ? PyDict_SetItemString(d, "__key__", key) |
+                                   PyDict_SetItemString(d, "__url__", url)
+                             : -1;
+    Py_XDECREF(key);
+    Py_XDECREF(url);
+    for (size_t m = 0; rc == 0 && m < s->n_members; m++) {
+        const char *ext = s->members[m].ext;
+        Py_ssize_t len = (Py_ssize_t)strlen(ext);
+        PyObject *name = PyUnicode_DecodeUTF8(ext, len, NULL);
+        if (name == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+                break;
+            PyErr_Clear();
+            PyObject *shown = PyUnicode_DecodeUTF8(ext, len, "backslashreplace");
+            if (shown != NULL)
+                PyErr_Format(DataError, "%s: sample '%s': member extension '%U' is not UTF-8",
+                             s->url, s->key, shown);
+            *bad = shown != NULL;
+            Py_XDECREF(shown);
+            break;
+        }
+        int taken = PyDict_Contains(d, name);
+        if (taken == 1) {
+            PyErr_Format(DataError,
+                         "%s: sample '%s': member '%s.%U' would overwrite the sample's %U, a "
+                         "name WebDataset reserves",
+                         s->url, s->key, s->key, name, name);
+            *bad = 1;
+        }
+        PyObject *b = taken == 0 ? PyBytes_FromStringAndSize((const char *)s->members[m].data,
+                                                             (Py_ssize_t)s->members[m].size)
+                                 : NULL;
+        rc = b ? PyDict_SetItem(d, name, b) : -1;
+        Py_DECREF(name);
+        Py_XDECREF(b);
+    }
+    if (rc == 0 && !PyErr_Occurred())
+        return d;
+    Py_XDECREF(d);
+    return NULL;
+}
+
+/* The raw samples as dicts. Bad ones (see sample_dict) end the call with a
+ * DataError, or under on_error="skip" are left out and counted in the
+ * loader's stats, once per batch however often this is called. */
 static PyObject *batch_samples(BatchObject *self, PyObject *unused)
 {
     (void)unused;
-    PyObject *list = PyList_New((Py_ssize_t)self->batch->n_samples);
-    if (list == NULL)
-        return NULL;
-    for (size_t i = 0; i < self->batch->n_samples; i++) {
-        const struct stk_sample *s = &self->batch->samples[i];
-        PyObject *d = PyDict_New();
-        if (d == NULL)
-            goto fail;
-        PyList_SET_ITEM(list, (Py_ssize_t)i, d);
-        PyObject *key = PyUnicode_DecodeFSDefault(s->key);
-        PyObject *url = PyUnicode_DecodeFSDefault(s->url);
-        int rc = key && url ? PyDict_SetItemString(d, "__key__", key) |
-                                  PyDict_SetItemString(d, "__url__", url)
-                            : -1;
-        Py_XDECREF(key);
-        Py_XDECREF(url);
-        if (rc < 0)
-            goto fail;
-        for (size_t m = 0; m < s->n_members; m++) {
-            PyObject *b = PyBytes_FromStringAndSize((const char *)s->members[m].data,
-                                                    (Py_ssize_t)s->members[m].size);
-            rc = b ? PyDict_SetItemString(d, s->members[m].ext, b) : -1;
-            Py_XDECREF(b);
-            if (rc < 0)
-                goto fail;
+    int skip = loader_skips_bad(self->loader);
+    size_t skipped = 0;
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list != NULL && i < self->batch->n_samples; i++) {
+        int bad;
+        PyObject *d = sample_dict(&self->batch->samples[i], &bad);
+        if (d == NULL && bad && skip) {
+            PyErr_Clear();
+            skipped++;
+            continue;
         }
+        if (d == NULL || PyList_Append(list, d) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    if (list != NULL && !self->skips_counted) {
+        self->skips_counted = 1;
+        loader_count_skipped(self->loader, skipped);
     }
     return list;
-fail:
-    Py_DECREF(list);
-    return NULL;
 }
 
 static PyGetSetDef batch_getset[] = {
@@ -213,16 +266,138 @@ static PyTypeObject BatchType = {
 typedef struct {
     PyObject_HEAD
     stk_loader *loader;
-    int closed; /* close() stopped the threads; the loader is freed with the object */
+    /* The C loader serves one thread at a time, and next() waits in it with
+     * the GIL released: every call into it (but stk_loader_stats and
+     * stk_loader_interrupt, which may come from any thread) holds `lock`,
+     * taken without the GIL when another thread has it (enter()). */
+    PyThread_type_lock lock;
+    int closed; /* close() began: set before it interrupts a waiting next() */
     struct stk_options opts;
     PyObject *keep; /* strings the options point to (label_exts, label_json_field, index_path,
                        ca_bundle, cache_dir) */
     /* batch_allocator(nbytes) -> object with the buffer protocol, e.g. a
-     * pinned torch tensor; held in `buffers` (address -> object) until the
-     * loader frees the memory. */
+     * pinned torch tensor; its buffer export (a Py_buffer in a capsule,
+     * which holds the object) stays in `buffers` (address -> capsule) until
+     * the loader frees the memory. */
     PyObject *allocator;
     PyObject *buffers;
+    PyObject *alloc_failure; /* (type, message, cause) of the allocator's last failure, or NULL */
+    /* Samples Batch.samples() left out as bad (under the GIL): part of
+     * stats()["samples_skipped"], not of "samples". */
+    unsigned long long skipped_in_python;
 } LoaderObject;
+
+static int loader_skips_bad(PyObject *loader)
+{
+    return ((LoaderObject *)loader)->opts.on_error == STK_ON_ERROR_SKIP;
+}
+
+static void loader_count_skipped(PyObject *loader, size_t n)
+{
+    ((LoaderObject *)loader)->skipped_in_python += n;
+}
+
+/* Why the batch allocator failed, kept for next() to raise (the loader
+ * itself only sees NULL and reports "out of memory"): an exception type,
+ * its message (a reference this steals; NULL keeps nothing) and the
+ * allocator's own exception as the cause, or NULL. */
+static void keep_alloc_failure(LoaderObject *self, PyObject *type, PyObject *message,
+                               PyObject *cause)
+{
+    Py_XSETREF(self->alloc_failure, message == NULL ? NULL : Py_BuildValue("(OOO)", type, message,
+                                                                          cause ? cause : Py_None));
+    Py_XDECREF(message);
+    PyErr_Clear(); /* a failure to build the record leaves the plain "out of memory" */
+}
+
+/* Raise the allocator's failure kept by keep_alloc_failure(); 0 if none. */
+static int raise_alloc_failure(LoaderObject *self)
+{
+    if (self->alloc_failure == NULL)
+        return 0;
+    PyObject *type = PyTuple_GET_ITEM(self->alloc_failure, 0);
+    PyObject *cause = PyTuple_GET_ITEM(self->alloc_failure, 2);
+    PyErr_SetObject(type, PyTuple_GET_ITEM(self->alloc_failure, 1));
+    if (cause != Py_None) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        PyException_SetCause(v, Py_NewRef(cause));
+        PyErr_Restore(t, v, tb);
+    }
+    return 1;
+}
+
+static void release_view(PyObject *capsule)
+{
+    Py_buffer *view = PyCapsule_GetPointer(capsule, NULL);
+    PyBuffer_Release(view);
+    PyMem_Free(view);
+}
+
+/* The writable memory of obj, the allocator's result, exported until the
+ * loader frees it: the export (held in self->buffers) keeps a bytearray from
+ * being resized and any object from moving or freeing the memory the
+ * loader's threads write into. NULL with the reason kept for next(). */
+static void *export_buffer(LoaderObject *self, PyObject *obj, size_t bytes)
+{
+    Py_buffer *view = PyMem_Calloc(1, sizeof *view);
+    if (view == NULL) {
+        keep_alloc_failure(self, NULL, NULL, NULL);
+        return NULL;
+    }
+    PyObject *capsule = NULL, *key = NULL;
+    void *memory = NULL;
+    if (!PyObject_CheckBuffer(obj)) {
+        keep_alloc_failure(self, PyExc_TypeError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) returned a '%.100s' object, "
+                                                "which is not a buffer: it must return a writable, "
+                                                "C-contiguous buffer of at least %zu bytes",
+                                                bytes, Py_TYPE(obj)->tp_name, bytes),
+                           NULL);
+    } else if (PyObject_GetBuffer(obj, view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        keep_alloc_failure(self, PyExc_TypeError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) returned a '%.100s' object, "
+                                                "which is not a writable, C-contiguous buffer (%S)",
+                                                bytes, Py_TYPE(obj)->tp_name, v),
+                           v);
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
+    } else if ((size_t)view->len < bytes) {
+        keep_alloc_failure(self, PyExc_ValueError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) returned a buffer of %zd "
+                                                "bytes; the loader needs %zu",
+                                                bytes, view->len, bytes),
+                           NULL);
+        PyBuffer_Release(view);
+    } else if ((capsule = PyCapsule_New(view, NULL, release_view)) == NULL) {
+        PyBuffer_Release(view);
+    } else {
+        Py_buffer *held = view;
+        view = NULL; /* the capsule owns it now */
+        key = PyLong_FromVoidPtr(held->buf);
+        int in_use = key != NULL ? PyDict_Contains(self->buffers, key) : -1;
+        if (in_use == 1) /* two batches in one buffer would overwrite each other */
+            keep_alloc_failure(self, PyExc_ValueError,
+                               PyUnicode_FromFormat("batch_allocator(%zu) returned memory that "
+                                                    "already holds another batch buffer; each "
+                                                    "call must return new memory",
+                                                    bytes),
+                               NULL);
+        else if (in_use == 0 && PyDict_SetItem(self->buffers, key, capsule) == 0)
+            memory = held->buf;
+    }
+    if (memory == NULL && PyErr_Occurred()) /* no memory for the bookkeeping */
+        keep_alloc_failure(self, NULL, NULL, NULL);
+    PyMem_Free(view);
+    Py_XDECREF(capsule);
+    Py_XDECREF(key);
+    return memory;
+}
 
 /* Batch memory from the Python allocator. Called on a loader thread without
  * the GIL (every call into the loader releases it), so it takes the GIL. */
@@ -232,23 +407,29 @@ static void *alloc_batch_memory(void *data, size_t bytes)
     void *memory = NULL;
     PyGILState_STATE gil = PyGILState_Ensure();
     PyObject *obj = PyObject_CallFunction(self->allocator, "n", (Py_ssize_t)bytes);
-    Py_buffer view;
-    if (obj != NULL && PyObject_GetBuffer(obj, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) == 0) {
-        if ((size_t)view.len >= bytes) {
-            PyObject *key = PyLong_FromVoidPtr(view.buf);
-            if (key != NULL && PyDict_SetItem(self->buffers, key, obj) == 0)
-                memory = view.buf;
-            Py_XDECREF(key);
-        }
-        PyBuffer_Release(&view);
+    if (obj != NULL) {
+        memory = export_buffer(self, obj, bytes);
+        Py_DECREF(obj);
+    } else {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        if (tb != NULL)
+            PyException_SetTraceback(v, tb);
+        keep_alloc_failure(self, StokerError,
+                           PyUnicode_FromFormat("batch_allocator(%zu) raised %.100s: %S", bytes,
+                                                Py_TYPE(v)->tp_name, v),
+                           v);
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
     }
-    if (memory == NULL) /* the loader reports it as out of memory */
-        PyErr_WriteUnraisable(self->allocator);
-    Py_XDECREF(obj);
     PyGILState_Release(gil);
     return memory;
 }
 
+/* Called by stk_loader_destroy() for each buffer: drop the export and the
+ * object (through the capsule's destructor). */
 static void free_batch_memory(void *data, void *memory, size_t bytes)
 {
     LoaderObject *self = data;
@@ -311,6 +492,99 @@ static float *float_option(struct stk_options *o, const char *name)
         if (strcmp(name, floats[i].name) == 0)
             return floats[i].field;
     return NULL;
+}
+
+int stk_py_integer(PyObject *value, const char *name, long long min, unsigned long long max,
+                   unsigned long long *out)
+{
+    if (!PyIndex_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", name,
+                     Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    PyObject *n = PyNumber_Index(value);
+    if (n == NULL)
+        return -1;
+    int overflow, ok;
+    long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        Py_DECREF(n);
+        return -1;
+    }
+    if (overflow == 0) { /* fits a long long */
+        ok = v >= min && (v < 0 || (unsigned long long)v <= max);
+        *out = (unsigned long long)v;
+    } else if (overflow > 0) { /* above LLONG_MAX: maybe still an unsigned long long */
+        *out = PyLong_AsUnsignedLongLong(n);
+        ok = !(*out == (unsigned long long)-1 && PyErr_Occurred()) && *out <= max;
+        PyErr_Clear();
+    } else {
+        ok = 0;
+    }
+    Py_DECREF(n);
+    if (!ok)
+        PyErr_Format(PyExc_ValueError, "%s=%R is out of range: it must be between %lld and %llu",
+                     name, value, min, max);
+    return ok ? 0 : -1;
+}
+
+/* Each integer field of struct stk_options with its size, signedness and
+ * smallest value: a Python int is stored only if it fits the field, never
+ * cut to its low bits (2**32 + 1 threads would be 1). */
+struct int_option {
+    const char *name;
+    size_t offset;
+    size_t size;
+    int is_signed;
+    long long min;
+};
+/* The field types in use; any other fails to compile here. */
+#define FIELD_SIGNED(f) _Generic((f), int: 1, unsigned: 0, unsigned long: 0)
+#define FIELD_SIZE(f) _Generic((f), int: sizeof(int), unsigned: sizeof(unsigned), \
+                               unsigned long: sizeof(unsigned long))
+#define INT_OPTION(f, min)                                                                        \
+    {#f, offsetof(struct stk_options, f), FIELD_SIZE(((struct stk_options *)0)->f),               \
+     FIELD_SIGNED(((struct stk_options *)0)->f), min}
+static const struct int_option int_options[] = {
+    INT_OPTION(batch_size, 0), INT_OPTION(drop_last, 0), INT_OPTION(threads, 0),
+    INT_OPTION(shards_in_flight, 0), INT_OPTION(shuffle_buffer, 0), INT_OPTION(shuffle, 0),
+    INT_OPTION(seed, 0), INT_OPTION(epoch, 0), INT_OPTION(rank, -1),
+    INT_OPTION(world_size, -1), INT_OPTION(samples_per_rank, 0), INT_OPTION(max_batches, 0),
+    INT_OPTION(image_size, 0), INT_OPTION(full_decode, 0), INT_OPTION(max_image_pixels, 0),
+    INT_OPTION(prefetch_bytes_per_shard, 0), INT_OPTION(read_buffer_bytes, 0),
+    INT_OPTION(max_member_bytes, 0), INT_OPTION(max_members_per_sample, 0),
+    INT_OPTION(max_key_bytes, 0), INT_OPTION(cache_size, 0), INT_OPTION(io_timeout_ms, 0),
+    INT_OPTION(io_retries, 0), INT_OPTION(io_backoff_ms, 0), INT_OPTION(allow_pipe, 0),
+};
+#undef INT_OPTION
+#undef FIELD_SIZE
+#undef FIELD_SIGNED
+
+static int set_int_option(struct stk_options *o, const char *name, PyObject *value)
+{
+    for (size_t i = 0; i < sizeof int_options / sizeof int_options[0]; i++) {
+        const struct int_option *opt = &int_options[i];
+        if (strcmp(name, opt->name) != 0)
+            continue;
+        unsigned bits = 8 * (unsigned)opt->size - (opt->is_signed ? 1 : 0);
+        unsigned long long max = bits == 64 ? ULLONG_MAX : (1ull << bits) - 1, v;
+        if (stk_py_integer(value, name, opt->min, max, &v) < 0)
+            return -1;
+        char *field = (char *)o + opt->offset;
+        if (opt->size == 8) {
+            uint64_t u64 = v;
+            memcpy(field, &u64, 8);
+        } else if (opt->is_signed) {
+            int32_t s32 = (int32_t)(long long)v;
+            memcpy(field, &s32, 4);
+        } else {
+            uint32_t u32 = (uint32_t)v;
+            memcpy(field, &u32, 4);
+        }
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "unknown option '%s'", name);
+    return -1;
 }
 
 /* Set one option from a keyword; -1 with an exception on bad values. */
@@ -377,46 +651,7 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
         Py_DECREF(path);
         o->cache_dir = text;
     } else {
-        static const struct {
-            const char *name;
-            size_t offset;
-            size_t size;
-        } ints[] = {
-#define INT_OPTION(f) {#f, offsetof(struct stk_options, f), sizeof(((struct stk_options *)0)->f)}
-            INT_OPTION(batch_size), INT_OPTION(drop_last), INT_OPTION(threads),
-            INT_OPTION(shards_in_flight), INT_OPTION(shuffle_buffer), INT_OPTION(shuffle),
-            INT_OPTION(seed), INT_OPTION(epoch), INT_OPTION(rank), INT_OPTION(world_size),
-            INT_OPTION(samples_per_rank), INT_OPTION(max_batches), INT_OPTION(image_size),
-            INT_OPTION(full_decode), INT_OPTION(max_image_pixels),
-            INT_OPTION(prefetch_bytes_per_shard), INT_OPTION(read_buffer_bytes),
-            INT_OPTION(max_member_bytes), INT_OPTION(max_members_per_sample),
-            INT_OPTION(max_key_bytes), INT_OPTION(cache_size), INT_OPTION(io_timeout_ms),
-            INT_OPTION(io_retries), INT_OPTION(io_backoff_ms), INT_OPTION(allow_pipe),
-#undef INT_OPTION
-        };
-        for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-            if (strcmp(name, ints[i].name) != 0)
-                continue;
-            long long v = PyLong_AsLongLong(value);
-            if (v == -1 && PyErr_Occurred())
-                return -1;
-            int is_signed = strcmp(name, "rank") == 0 || strcmp(name, "world_size") == 0;
-            if (v < (is_signed ? -1 : 0)) {
-                PyErr_Format(PyExc_ValueError, "%s must not be negative", name);
-                return -1;
-            }
-            char *field = (char *)o + ints[i].offset;
-            if (ints[i].size == 8) {
-                uint64_t u = (uint64_t)v;
-                memcpy(field, &u, 8);
-            } else {
-                int32_t s32 = (int32_t)v;
-                memcpy(field, &s32, 4);
-            }
-            return 0;
-        }
-        PyErr_Format(PyExc_TypeError, "unknown option '%s'", name);
-        return -1;
+        return set_int_option(o, name, value);
     }
     return 0;
 }
@@ -464,8 +699,19 @@ const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq)
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
     PyObject *urls_arg;
+    if (self->loader != NULL) {
+        /* A new stk_loader would free the old one under the batches and
+         * iterators that use it. */
+        PyErr_SetString(PyExc_RuntimeError, "Loader.__init__ called again on a loader in use; "
+                                            "create a new Loader instead");
+        return -1;
+    }
     if (!PyArg_ParseTuple(args, "O", &urls_arg))
         return -1;
+    if (self->lock == NULL && (self->lock = PyThread_allocate_lock()) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     stk_options_init(&self->opts);
     Py_CLEAR(self->keep);
     self->keep = PyList_New(0);
@@ -495,7 +741,6 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
         stk_py_raise(code, msg);
         rc = -1;
     } else {
-        stk_loader_destroy(self->loader);
         self->loader = l;
     }
     PyMem_Free(urls);
@@ -511,58 +756,88 @@ static int check_open(LoaderObject *self)
     return -1;
 }
 
+/* Take self->lock for a call into the C loader (waiting without the GIL
+ * while another thread is inside one) and check that the loader is open;
+ * 0, or -1 with ValueError and the lock not held. */
+static int enter(LoaderObject *self)
+{
+    if (check_open(self) < 0)
+        return -1;
+    if (!PyThread_acquire_lock(self->lock, NOWAIT_LOCK)) {
+        Py_BEGIN_ALLOW_THREADS
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
+        Py_END_ALLOW_THREADS
+    }
+    if (check_open(self) == 0) /* close() may have run meanwhile */
+        return 0;
+    PyThread_release_lock(self->lock);
+    return -1;
+}
+
 static PyObject *loader_next(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
-    if (check_open(self) < 0)
+    if (enter(self) < 0)
         return NULL;
     struct stk_batch *b;
     int rc;
+    char msg[1024];
     Py_BEGIN_ALLOW_THREADS
     rc = stk_loader_next(self->loader, &b);
+    if (rc < 0) /* valid until the next call, maybe another thread's */
+        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+    PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS
     if (rc == STK_EOF)
         Py_RETURN_NONE;
+    if (rc == STK_EINTR && self->closed) {
+        PyErr_SetString(PyExc_ValueError, "the loader was closed (by another thread) while "
+                                          "next() waited for a batch");
+        return NULL;
+    }
+    if (rc == STK_ENOMEM && raise_alloc_failure(self))
+        return NULL;
     if (rc < 0)
-        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
+        return stk_py_raise(rc, msg);
     BatchObject *batch = PyObject_New(BatchObject, &BatchType);
     if (batch == NULL) {
         stk_batch_release(b);
         return NULL;
     }
     batch->batch = b;
+    batch->skips_counted = 0;
     Py_INCREF(self);
     batch->loader = (PyObject *)self;
     return (PyObject *)batch;
 }
 
+/* seek(epoch, batch), or with count (seek_range) only that many batches,
+ * continuing the previous range when it ended at batch. */
 static PyObject *loader_seek(LoaderObject *self, PyObject *args)
 {
-    unsigned long long epoch, batch;
-    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "KK", &epoch, &batch))
+    PyObject *epoch_obj, *batch_obj, *count_obj = NULL;
+    unsigned long long epoch, batch, count = 0;
+    if (!PyArg_ParseTuple(args, "OO|O", &epoch_obj, &batch_obj, &count_obj) ||
+        stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
+        stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &batch) < 0 ||
+        (count_obj != NULL && stk_py_integer(count_obj, "count", 1, ULLONG_MAX, &count) < 0) ||
+        enter(self) < 0)
         return NULL;
+    Py_CLEAR(self->alloc_failure); /* the next epoch tries the allocator again */
     int rc;
+    char msg[1024];
     Py_BEGIN_ALLOW_THREADS
-    rc = stk_loader_seek(self->loader, epoch, batch);
+    rc = count_obj != NULL ? stk_loader_seek_range(self->loader, epoch, batch, count)
+                           : stk_loader_seek(self->loader, epoch, batch);
+    if (rc < 0)
+        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+    PyThread_release_lock(self->lock);
     Py_END_ALLOW_THREADS
     if (rc < 0)
-        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
+        return stk_py_raise(rc, msg);
     Py_RETURN_NONE;
 }
 
-static PyObject *loader_seek_range(LoaderObject *self, PyObject *args)
-{
-    unsigned long long epoch, first, count;
-    if (check_open(self) < 0 || !PyArg_ParseTuple(args, "KKK", &epoch, &first, &count))
-        return NULL;
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = stk_loader_seek_range(self->loader, epoch, first, count);
-    Py_END_ALLOW_THREADS
-    if (rc < 0)
-        return stk_py_raise(rc, stk_loader_errmsg(self->loader));
-    Py_RETURN_NONE;
-}
 
 /* Every field of struct stk_stats (all uint64_t) by name: stats() builds
  * its dict from this table and report() reads such a dict back, so the two
@@ -610,13 +885,22 @@ static PyObject *report_text(const struct stk_stats *s)
     return PyUnicode_FromStringAndSize(text, (Py_ssize_t)(n < sizeof text ? n : sizeof text - 1));
 }
 
+/* The loader's counters, with the samples left out in Python (Samples'
+ * bad metadata) moved from delivered to skipped. */
+static void loader_counts(LoaderObject *self, struct stk_stats *s)
+{
+    stk_loader_stats(self->loader, s);
+    s->samples_skipped += self->skipped_in_python;
+    s->samples -= self->skipped_in_python < s->samples ? self->skipped_in_python : s->samples;
+}
+
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
     if (check_open(self) < 0)
         return NULL;
     struct stk_stats s;
-    stk_loader_stats(self->loader, &s);
+    loader_counts(self, &s);
     return stats_dict(&s);
 }
 
@@ -626,7 +910,7 @@ static PyObject *loader_report(LoaderObject *self, PyObject *unused)
     if (check_open(self) < 0)
         return NULL;
     struct stk_stats s;
-    stk_loader_stats(self->loader, &s);
+    loader_counts(self, &s);
     return report_text(&s);
 }
 
@@ -657,12 +941,17 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused)
     (void)unused;
     /* Batches still alive hold a reference to this object and release into
      * the loader, so close() only stops the threads; the loader itself is
-     * freed with the object, after the last batch. */
-    if (self->loader != NULL && !self->closed) {
+     * freed with the object, after the last batch. A next() waiting in
+     * another thread is woken (it raises, seeing closed) and left before
+     * the epoch is stopped; calls that come later see closed. */
+    if (self->loader != NULL) {
         stk_loader *l = self->loader;
         self->closed = 1;
         Py_BEGIN_ALLOW_THREADS
+        stk_loader_interrupt(l);
+        PyThread_acquire_lock(self->lock, WAIT_LOCK);
         stk_loader_set_epoch(l, 0);
+        PyThread_release_lock(self->lock);
         Py_END_ALLOW_THREADS
     }
     Py_RETURN_NONE;
@@ -671,9 +960,9 @@ static PyObject *loader_close(LoaderObject *self, PyObject *unused)
 static PyObject *loader_info(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
-    if (check_open(self) < 0)
+    if (enter(self) < 0) /* the epoch's sample count reads the epoch a seek sets */
         return NULL;
-    return Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:n}", "num_shards",
+    PyObject *info = Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:n}", "num_shards",
                          (Py_ssize_t)stk_loader_num_shards(self->loader), "rank",
                          stk_loader_rank(self->loader), "world_size",
                          stk_loader_world_size(self->loader), "samples_per_rank",
@@ -681,6 +970,8 @@ static PyObject *loader_info(LoaderObject *self, PyObject *unused)
                          (unsigned long long)stk_loader_epoch_samples(self->loader), "batch_size",
                          (Py_ssize_t)self->opts.batch_size, "image_size", self->opts.image_size,
                          "drop_last", (Py_ssize_t)self->opts.drop_last);
+    PyThread_release_lock(self->lock);
+    return info;
 }
 
 static void loader_dealloc(LoaderObject *self)
@@ -693,6 +984,9 @@ static void loader_dealloc(LoaderObject *self)
     Py_XDECREF(self->keep);
     Py_XDECREF(self->allocator);
     Py_XDECREF(self->buffers);
+    Py_XDECREF(self->alloc_failure);
+    if (self->lock != NULL)
+        PyThread_free_lock(self->lock);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -701,7 +995,7 @@ static PyMethodDef loader_methods[] = {
      "next() -> Batch or None at the end of the epoch (releases the GIL while waiting)"},
     {"seek", (PyCFunction)loader_seek, METH_VARARGS,
      "seek(epoch, batch): the next next() delivers that batch of that epoch"},
-    {"seek_range", (PyCFunction)loader_seek_range, METH_VARARGS,
+    {"seek_range", (PyCFunction)loader_seek, METH_VARARGS,
      "seek_range(epoch, first, count): deliver batches [first, first + count) of epoch, "
      "continuing the previous range without re-reading when it ended at first"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},

@@ -13,6 +13,12 @@ PyObject *stk_py_raise(int code, const char *message);
 
 struct stk_options;
 
+/* value (any object with __index__) as an integer in [min, max], stored in
+ * *out as its two's complement; 0, or -1 with ValueError naming `name` and
+ * the range (TypeError for a non-integer). Never cut to fewer bits. */
+int stk_py_integer(PyObject *value, const char *name, long long min, unsigned long long max,
+                   unsigned long long *out);
+
 /* Apply keyword option name=value (a field of struct stk_options; strings
  * are kept alive by appending them to the list keep). 0, or -1 with an
  * exception set. */

@@ -18,28 +18,70 @@
 typedef struct {
     PyObject_HEAD
     stk_writer *writer; /* NULL once closed */
+    /* A write() or close() is running: inside the C writer with the GIL
+     * released, or converting member values (which may run Python code).
+     * The writer serves one call at a time, so every other call is refused
+     * until it returns (read and written under the GIL). */
+    int busy;
 } WriterObject;
+
+static int check_idle(WriterObject *self)
+{
+    if (!self->busy)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "ShardWriter is in use by another thread, or by code its running write() "
+                    "called; a writer serves one call at a time");
+    return -1;
+}
 
 static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"pattern", "max_samples", "max_bytes", NULL};
-    PyObject *pattern;
-    unsigned long long max_samples = 10000, max_bytes = 1ull << 30;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|KK", kwlist, PyUnicode_FSConverter,
-                                     &pattern, &max_samples, &max_bytes))
+    static char *kwlist[] = {"pattern", "max_samples", "max_bytes", "overwrite", NULL};
+    if (check_idle(self) < 0)
         return -1;
+    if (self->writer != NULL) {
+        /* A new writer would drop the shard this one has open. */
+        PyErr_SetString(PyExc_RuntimeError, "ShardWriter.__init__ called again on a writer "
+                                            "already open; close it or create a new one");
+        return -1;
+    }
+    PyObject *pattern, *max_samples_obj = NULL, *max_bytes_obj = NULL;
+    unsigned long long max_samples = 10000, max_bytes = 1ull << 30;
+    int overwrite = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O&|OOp", kwlist, PyUnicode_FSConverter,
+                                     &pattern, &max_samples_obj, &max_bytes_obj, &overwrite))
+        return -1;
+    if ((max_samples_obj != NULL &&
+         stk_py_integer(max_samples_obj, "max_samples", 0, UINT64_MAX, &max_samples) < 0) ||
+        (max_bytes_obj != NULL &&
+         stk_py_integer(max_bytes_obj, "max_bytes", 0, UINT64_MAX, &max_bytes) < 0)) {
+        Py_DECREF(pattern);
+        return -1;
+    }
     char msg[512];
     stk_writer *w = NULL;
-    int rc = stk_writer_create(PyBytes_AS_STRING(pattern), max_samples, max_bytes, &w, msg,
-                               sizeof msg);
+    int rc = stk_writer_create(PyBytes_AS_STRING(pattern), max_samples, max_bytes,
+                               overwrite ? STK_OUTPUT_OVERWRITE : 0, &w, msg, sizeof msg);
     Py_DECREF(pattern);
+    if (rc == STK_EEXIST)
+        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (overwrite=True replaces it)");
     if (rc < 0) {
         stk_py_raise(rc, msg);
         return -1;
     }
-    stk_writer_destroy(self->writer);
     self->writer = w;
     return 0;
+}
+
+/* Raise the writer's failure, with the Python way around an existing
+ * output. */
+static PyObject *writer_raise(int rc, stk_writer *w)
+{
+    if (rc != STK_EEXIST)
+        return stk_py_raise(rc, stk_writer_errmsg(w));
+    PyErr_Format(PyExc_FileExistsError, "%s (overwrite=True replaces it)", stk_writer_errmsg(w));
+    return NULL;
 }
 
 /* The bytes of one member value, as a new bytes object. */
@@ -62,6 +104,8 @@ static PyObject *member_bytes(PyObject *ext, PyObject *value)
 
 static int check_open(WriterObject *self)
 {
+    if (check_idle(self) < 0)
+        return -1;
     if (self->writer != NULL)
         return 0;
     PyErr_SetString(PyExc_ValueError, "the writer is closed");
@@ -75,19 +119,25 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
     if (!PyDict_Check(sample))
         return PyErr_Format(PyExc_TypeError, "a sample is a dict, not %.100s",
                             Py_TYPE(sample)->tp_name);
-    PyObject *key_obj = PyDict_GetItemString(sample, "__key__"); /* borrowed */
+    /* The key and a snapshot of the items, held: converting a value may run
+     * Python code (__str__, a buffer export) that changes the dict. */
+    PyObject *key_obj = Py_XNewRef(PyDict_GetItemString(sample, "__key__"));
     const char *key = key_obj && PyUnicode_Check(key_obj) ? PyUnicode_AsUTF8(key_obj) : NULL;
-    if (key == NULL) {
+    PyObject *items = key != NULL ? PyDict_Items(sample) : NULL;
+    if (items == NULL) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "the sample has no str '__key__'");
+        Py_XDECREF(key_obj);
         return NULL;
     }
+    self->busy = 1;
     struct stk_member members[MAX_MEMBERS];
     PyObject *held[MAX_MEMBERS]; /* the bytes objects the members point into */
     size_t n = 0;
-    PyObject *ext, *value, *result = NULL;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(sample, &pos, &ext, &value)) {
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(items); i++) {
+        PyObject *ext = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        PyObject *value = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
         const char *name = PyUnicode_Check(ext) ? PyUnicode_AsUTF8(ext) : NULL;
         if (name == NULL) {
             if (!PyErr_Occurred())
@@ -111,12 +161,15 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
     rc = stk_writer_add(self->writer, key, members, n);
     Py_END_ALLOW_THREADS
     if (rc < 0)
-        stk_py_raise(rc, stk_writer_errmsg(self->writer));
+        writer_raise(rc, self->writer);
     else
         result = Py_NewRef(Py_None);
 out:
+    self->busy = 0;
     for (size_t i = 0; i < n; i++)
         Py_DECREF(held[i]);
+    Py_DECREF(items);
+    Py_DECREF(key_obj);
     return result;
 }
 
@@ -127,10 +180,12 @@ static PyObject *writer_close(WriterObject *self, PyObject *unused)
         return NULL;
     uint64_t shards = 0, samples = 0;
     int rc;
+    self->busy = 1;
     Py_BEGIN_ALLOW_THREADS
     rc = stk_writer_close(self->writer, &shards, &samples);
     Py_END_ALLOW_THREADS
-    PyObject *result = rc < 0 ? stk_py_raise(rc, stk_writer_errmsg(self->writer))
+    self->busy = 0;
+    PyObject *result = rc < 0 ? writer_raise(rc, self->writer)
                               : Py_BuildValue("(KK)", (unsigned long long)shards,
                                               (unsigned long long)samples);
     stk_writer_destroy(self->writer);
@@ -153,6 +208,8 @@ static PyObject *writer_exit(WriterObject *self, PyObject *args)
     PyObject *type = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : Py_None;
     if (self->writer == NULL)
         Py_RETURN_FALSE;
+    if (check_idle(self) < 0)
+        return NULL;
     if (type != Py_None) {
         stk_writer_destroy(self->writer);
         self->writer = NULL;
@@ -188,8 +245,10 @@ PyTypeObject stk_py_writer_type = {
     .tp_methods = writer_methods,
     .tp_init = (initproc)writer_init,
     .tp_new = PyType_GenericNew,
-    .tp_doc = "ShardWriter(pattern, max_samples=10000, max_bytes=1 << 30): write samples "
-              "(dicts with '__key__' and EXT: bytes/str/int) into WebDataset tar shards named "
-              "pattern % n, e.g. 'out/train-%06d.tar'; a with-block closes it, and removes the "
-              "unfinished shard if the block raises.",
+    .tp_doc = "ShardWriter(pattern, max_samples=10000, max_bytes=1 << 30, overwrite=False): "
+              "write samples (dicts with '__key__' and EXT: bytes/str/int) into WebDataset tar "
+              "shards named pattern % n, e.g. 'out/train-%06d.tar'; a with-block closes it, and "
+              "removes the unfinished shard if the block raises. Existing shards are a "
+              "FileExistsError; overwrite=True replaces them, and close() then removes the "
+              "shards of an earlier run numbered after the last one written.",
 };

@@ -1,5 +1,6 @@
 """`stoker index`: per-shard sample counts, and what a loader does with them."""
 import json
+import os
 
 import pytest
 
@@ -113,3 +114,38 @@ def test_offsets_locate_samples_and_compressed_shards_pass_over(bench_json, run,
         # Without offsets a resumed slot reads up to its sample; with them
         # it opens the shard right there.
         assert (part["samples_passed_over"] == 0) == seekable
+
+
+def test_existing_index_is_refused_unless_forced(run, dataset, tmp_path):
+    shards = [str(p) for p in dataset([4, 5])]
+    out = tmp_path / "index.json"
+    out.write_text("an older index")
+    proc = run(["index", "-o", str(out), *shards])
+    assert proc.returncode == 1 and str(out) in proc.stderr and "--force" in proc.stderr
+    assert out.read_text() == "an older index"
+    proc = run(["index", "--force", "-o", str(out), *shards])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(out.read_text())["samples"] == 9
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("index")) == \
+        ["index.json"]  # no temporary file left
+
+
+def test_index_never_writes_through_a_planted_link(run, dataset, tmp_path):
+    """The index used to be written to INDEX.tmp.PID with fopen(): a link
+    planted there (for the pids to come) redirected it onto another file."""
+    shards = [str(p) for p in dataset([3])]
+    out = tmp_path / "index.json"
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    first_pid = os.getpid()
+    for pid in range(first_pid, first_pid + 200):  # the CLI's pid is one of the next few
+        (tmp_path / f"index.json.tmp.{pid}").symlink_to(victim)
+    proc = run(["index", "-o", str(out), *shards])
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_text() == "precious"
+    assert json.loads(out.read_text())["samples"] == 3
+    out.unlink()
+    out.symlink_to(victim)  # a link at the output name itself
+    assert run(["index", "-o", str(out), *shards]).returncode == 1
+    assert run(["index", "--force", "-o", str(out), *shards]).returncode == 0
+    assert victim.read_text() == "precious" and not out.is_symlink()

@@ -2,6 +2,9 @@
 shards that WebDataset-style readers (Python's tarfile here) and stoker
 itself read back sample for sample."""
 import io
+import os
+import shutil
+import subprocess
 import tarfile
 
 import pytest
@@ -145,3 +148,105 @@ def test_errors(run, image_folder, tmp_path):
     assert proc.returncode == 1 and "no class directories" in proc.stderr
     proc = run(["pack", "-o", str(tmp_path / "nodir" / "%d.tar"), str(root)])
     assert proc.returncode == 1 and str(tmp_path / "nodir" / "0.tar") in proc.stderr
+
+
+def test_existing_shards_are_refused_and_force_replaces_them(run, image_folder, tmp_path):
+    """A second run into the same pattern neither replaces the first run's
+    shards without a word nor leaves its extra shards beside the new ones:
+    it is refused (exit 1, nothing changed), and --force replaces the shards
+    and removes the earlier run's shards numbered after the last one."""
+    root, _ = image_folder
+    out = tmp_path / "out"
+    out.mkdir()
+    pattern = str(out / "s-%d.tar")
+    first = run(["pack", "-o", pattern, "--max-samples", "1", str(root)])
+    assert first.returncode == 0 and "5 samples in 5 shards" in first.stdout, first.stderr
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    again = run(["pack", "-o", pattern, "--max-samples", "3", str(root)])
+    assert again.returncode == 1
+    assert str(out / "s-0.tar") in again.stderr and "--force" in again.stderr, again.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    forced = run(["pack", "-o", pattern, "--max-samples", "3", "--force", str(root)])
+    assert forced.returncode == 0 and "5 samples in 2 shards" in forced.stdout, forced.stderr
+    assert "removed 3 shard(s) of an earlier run" in forced.stderr, forced.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["s-0.tar", "s-1.tar"]  # no temporary file
+    assert len(read_samples([out / "s-0.tar", out / "s-1.tar"])) == 5
+
+
+def test_a_shard_after_the_last_one_written_is_an_error(run, image_folder, tmp_path):
+    """Without --force, a shard of an earlier run right after this run's last
+    one (the first ones removed by hand) would read as part of this run."""
+    root, _ = image_folder
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "s-2.tar").write_bytes(b"an earlier run's shard")
+    proc = run(["pack", "-o", str(out / "s-%d.tar"), "--max-samples", "3", str(root)])
+    assert proc.returncode == 1 and str(out / "s-2.tar") in proc.stderr, proc.stderr
+    assert (out / "s-2.tar").read_bytes() == b"an earlier run's shard"
+    assert len(read_samples([out / "s-0.tar", out / "s-1.tar"])) == 5  # written all the same
+    assert sorted(p.name for p in out.iterdir()) == ["s-0.tar", "s-1.tar", "s-2.tar"]
+
+
+def test_planted_links_are_not_followed(run, image_folder, tmp_path):
+    """Symbolic links at the names stoker used to write through (NAME.tmp,
+    index.json.tmp.PID) or at an output name: the files they point to stay
+    unchanged; the link at the output name is refused without --force and
+    replaced (the link, not its target) with it."""
+    root, _ = image_folder
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    for i in range(5):
+        (out / f"s-{i}.tar.tmp").symlink_to(victim)
+    proc = run(["pack", "-o", str(out / "s-%d.tar"), "--max-samples", "1", str(root)])
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_bytes() == b"precious"
+    assert all((out / f"s-{i}.tar.tmp").is_symlink() for i in range(5))
+    assert len(read_samples([out / f"s-{i}.tar" for i in range(5)])) == 5
+
+    (out / "t-0.tar").symlink_to(victim)
+    proc = run(["pack", "-o", str(out / "t-%d.tar"), str(root)])
+    assert proc.returncode == 1 and "t-0.tar" in proc.stderr
+    proc = run(["pack", "-o", str(out / "t-%d.tar"), "--force", str(root)])
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_bytes() == b"precious" and not (out / "t-0.tar").is_symlink()
+    assert len(read_samples([out / "t-0.tar"])) == 5
+
+    # --classes is an output too
+    (out / "classes.txt").symlink_to(victim)
+    for force in ([], ["--force"]):
+        proc = run(["pack", "-o", str(out / "u-%d.tar"), *force, "--classes",
+                    str(out / "classes.txt"), str(root)])
+        assert proc.returncode == 1 and "classes.txt" in proc.stderr, proc.stderr
+        assert victim.read_bytes() == b"precious"
+    assert not list(out.glob("u-*"))
+
+
+
+def test_each_shard_is_synced_before_and_after_its_rename(run, stoker, image_folder, tmp_path):
+    """Crash safety, seen from the system calls: a shard's file is fsynced
+    before it is renamed into place, and its directory after; the index
+    likewise."""
+    strace = shutil.which("strace")
+    if strace is None or subprocess.run([strace, "-o", "/dev/null", "true"]).returncode != 0:
+        pytest.skip("strace is missing or cannot trace here (tools/install_deps.sh installs it)")
+    root, _ = image_folder
+    out = tmp_path / "out"
+    out.mkdir()
+    log = tmp_path / "trace"
+    env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0")  # LeakSanitizer cannot run traced
+    for args in (["pack", "-o", str(out / "s-%d.tar"), "--max-samples", "2", str(root)],
+                 ["index", "-o", str(out / "index.json"), str(out / "s-{0..2}.tar")]):
+        proc = subprocess.run([strace, "-f", "-o", str(log), "-e",
+                               "trace=fsync,fdatasync,rename,renameat,renameat2,link,linkat",
+                               str(stoker), *args], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, timeout=60, env=env)
+        assert proc.returncode == 0, proc.stderr
+        calls = [line.split(None, 1)[1] for line in log.read_text().splitlines()
+                 if "(" in line and "+++" not in line and "resumed" not in line]
+        renames = [i for i, c in enumerate(calls) if c.startswith(("rename", "link"))]
+        assert len(renames) == (3 if args[0] == "pack" else 1), calls
+        for i in renames:
+            assert calls[i - 1].startswith(("fsync", "fdatasync")), calls
+            assert calls[i + 1].startswith(("fsync", "fdatasync")), calls

@@ -72,3 +72,19 @@ def test_bad_input_follows_on_error(run, sources, tmp_path, make_shard):
 def test_usage(run, sources, tmp_path):
     assert run(["reshard", str(sources[0])]).returncode == 2
     assert run(["reshard", "-o", str(tmp_path / "no-number.tar"), str(sources[0])]).returncode == 2
+
+
+def test_existing_output_is_refused_and_force_replaces_it(run, sources, tmp_path):
+    out = tmp_path / "o"
+    assert len(reshard(run, out, sources, "--max-samples", "2")) == 5
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    pattern = str(out / "r-%02d.tar")
+    proc = run(["reshard", "-o", pattern, "--max-samples", "4", *map(str, sources)])
+    assert proc.returncode == 1 and "r-00.tar" in proc.stderr and "--force" in proc.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    proc = run(["reshard", "-o", pattern, "--max-samples", "4", "--force", *map(str, sources)])
+    assert proc.returncode == 0, proc.stderr
+    assert "removed 2 shard(s) of an earlier run" in proc.stderr
+    shards = sorted(out.iterdir())
+    assert [p.name for p in shards] == ["r-00.tar", "r-01.tar", "r-02.tar"]
+    assert [k for k, _ in read(shards)] == [k for k, _ in read(sources)]

@@ -147,3 +147,41 @@ def test_memory_is_freed_when_batches_are_dropped(even_shards):
     assert ld.stats()["batches"] == 10 * 8
     growth_mib = (rss[10] - rss[2]) / 1024
     assert growth_mib < 30, f"RSS grew by {growth_mib:.1f} MiB from epoch 2 to 10: {rss}"
+
+
+REINIT = r"""
+import sys
+import stoker
+
+urls = sys.argv[1:]
+c = stoker._stoker.Loader(urls, transform="eval", image_size=16, batch_size=4, shuffle=0)
+held = c.next()
+try:
+    c.__init__(urls, transform="eval", image_size=16, batch_size=2)
+except RuntimeError as e:
+    assert "already" in str(e) or "in use" in str(e), e
+else:
+    print("__init__ replaced the loader under a held batch")
+    sys.exit(1)
+# The loader and the held batch are the ones from before.
+assert c.info()["batch_size"] == 4 and held.size == 4
+n = 1
+while c.next() is not None:
+    n += 1
+assert n == 30, n
+del held
+c.close()
+print("done")
+"""
+
+
+def test_init_again_is_refused(even_shards, clean_env_factory):
+    """Calling __init__ again on a live C loader used to free it under the
+    batches still held (a use-after-free when they are released): it is
+    refused, and the loader goes on. In a subprocess: before the fix the
+    release could crash the interpreter."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", REINIT, *even_shards], env=clean_env_factory(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout

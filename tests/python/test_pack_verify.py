@@ -91,3 +91,121 @@ def test_verify_lists_every_problem(tmp_path, dataset, even_shards):
     assert (r["samples"], r["bad_samples"], r["images_decoded"]) == (6, 0, 0)
     with pytest.raises(TypeError, match="unknown option 'bogus'"):
         stoker.verify(even_shards, bogus=1)
+
+
+WRITER_FROM_TWO_THREADS = r"""
+import sys, threading
+import stoker
+
+w = stoker.ShardWriter(sys.argv[1] + "/t-%d.tar", max_samples=4)
+big = bytes(64 << 20)
+started, refused = threading.Event(), []
+
+def producer():
+    for i in range(6):
+        started.set()
+        w.write({"__key__": f"big{i}", "bin": big})  # the GIL is released while it writes
+
+t = threading.Thread(target=producer)
+t.start()
+started.wait()
+for attempt in ("write", "close", "reinit"):
+    try:
+        if attempt == "write":
+            w.write({"__key__": "small", "txt": "x"})
+        elif attempt == "close":
+            w.close()
+        else:
+            w.__init__(sys.argv[1] + "/u-%d.tar")
+    except RuntimeError as e:
+        refused.append(attempt)
+        assert "another thread" in str(e) or "already" in str(e), e
+t.join()
+print(w.close(), refused)
+assert refused == ["write", "close", "reinit"], refused
+print("done")
+"""
+
+
+def test_writer_used_from_two_threads_is_refused(tmp_path, clean_env_factory):
+    """write() releases the GIL while stk_writer_add runs: a second thread's
+    write(), close() or __init__() meanwhile is refused with a clear error
+    instead of using the C writer at the same time (a use-after-free for
+    close). In a subprocess: without the check it could crash."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", WRITER_FROM_TWO_THREADS, str(tmp_path)],
+                          env=clean_env_factory(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout
+    assert "(2, 6)" in proc.stdout  # the producer's 6 samples, in 2 shards
+
+
+def test_writer_init_again_is_refused(tmp_path):
+    w = stoker.ShardWriter(str(tmp_path / "a-%d.tar"))
+    w.write({"__key__": "k", "txt": "x"})
+    with pytest.raises(RuntimeError, match="already"):
+        w.__init__(str(tmp_path / "b-%d.tar"))
+    assert w.close() == (1, 1)
+    assert sorted(os.listdir(tmp_path)) == ["a-0.tar"]
+
+
+def test_writer_refuses_existing_shards_unless_overwrite(tmp_path):
+    pattern = str(tmp_path / "o-%d.tar")
+    with stoker.ShardWriter(pattern, max_samples=1) as w:
+        for i in range(4):
+            w.write({"__key__": f"old{i}", "txt": "old"})
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        stoker.ShardWriter(pattern)
+    with stoker.ShardWriter(pattern, max_samples=2, overwrite=True) as w:
+        for i in range(3):
+            w.write({"__key__": f"new{i}", "txt": "new"})
+    # The earlier run's o-2 and o-3 are gone: the pattern names this run only.
+    assert sorted(os.listdir(tmp_path)) == ["o-0.tar", "o-1.tar"]
+    assert [s["__key__"] for s in read_all(str(tmp_path / "o-{0..1}.tar"))] == \
+        ["new0", "new1", "new2"]
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    (tmp_path / "l-0.tar.tmp").symlink_to(victim)
+    with stoker.ShardWriter(str(tmp_path / "l-%d.tar")) as w:
+        w.write({"__key__": "k", "txt": "x"})
+    assert victim.read_bytes() == b"precious"
+
+
+REENTRANT_WRITE = r"""
+import sys
+import stoker
+
+w = stoker.ShardWriter(sys.argv[1] + "/r-%d.tar")
+refused = []
+
+class Sneaky(int):
+    def __str__(self):  # runs while write() converts the value
+        for call in (w.close, lambda: w.write({"__key__": "inner", "txt": "x"})):
+            try:
+                call()
+            except RuntimeError as e:
+                refused.append(str(e))
+        sample.clear()  # and the dict changes under the loop
+        return "7"
+
+sample = {"__key__": "k", "cls": Sneaky(7), "txt": "x"}
+w.write(sample)
+assert len(refused) == 2, refused
+assert w.close() == (1, 1)
+got = list(stoker.Samples(sys.argv[1] + "/r-0.tar"))
+assert got[0]["__key__"] == "k" and got[0]["cls"] == b"7", got
+print("done")
+"""
+
+
+def test_write_refuses_calls_from_the_values_it_converts(tmp_path, clean_env_factory):
+    """Converting a member value can run Python code: a close() or write()
+    from there is refused, and a dict emptied meanwhile does not pull the
+    key or the names from under the call (in a subprocess: it crashed)."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", REENTRANT_WRITE, str(tmp_path)],
+                          env=clean_env_factory(), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=60)
+    assert proc.returncode == 0 and "done" in proc.stdout, proc.stdout

@@ -9,7 +9,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -24,6 +27,13 @@ static const int shard_sizes[] = {10, 3, 17, 1, 12, 8, 20, 5, 9, 14, 6};
 #define N_SHARDS (sizeof shard_sizes / sizeof shard_sizes[0])
 static int total_samples;
 static char pattern[128];
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 static int setup(void **state)
 {
@@ -401,9 +411,45 @@ static void build_index(char *path)
     const char *urls[] = {pattern};
     char msg[512];
     struct stk_stats st;
-    if (stk_index_build(&o, urls, 1, path, &st, msg, sizeof msg) < 0)
+    if (stk_index_build(&o, urls, 1, path, 0, &st, msg, sizeof msg) < 0)
         fail_msg("stk_index_build: %s", msg);
     assert_int_equal(st.samples, (uint64_t)total_samples);
+}
+
+/* The index is an output like the shards: a link planted at the name it
+ * used to be written through (PATH.tmp.PID) is not followed, an existing
+ * index is refused before any shard is read, and replaced when asked. */
+static void test_index_output(void **state)
+{
+    (void)state;
+    char path[128], tmp[160], victim[128], msg[512];
+    snprintf(path, sizeof path, "%s/out-index.json", dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("precious", f);
+    fclose(f);
+    assert_int_equal(symlink(victim, tmp), 0);
+    struct stk_options o = base_options();
+    const char *urls[] = {pattern};
+    assert_int_equal(stk_index_build(&o, urls, 1, path, 0, NULL, msg, sizeof msg), 0);
+    char buf[16] = "";
+    f = fopen(victim, "r");
+    assert_non_null(f);
+    assert_int_equal(fread(buf, 1, sizeof buf - 1, f), 8);
+    fclose(f);
+    assert_string_equal(buf, "precious");
+    const char *missing[] = {"/no/such/shard-{0..3}.tar"};
+    assert_int_equal(stk_index_build(&o, missing, 1, path, 0, NULL, msg, sizeof msg),
+                     STK_EEXIST); /* not ENOENT: refused before reading */
+    assert_non_null(strstr(msg, "out-index.json"));
+    assert_int_equal(stk_index_build(&o, urls, 1, path, STK_OUTPUT_OVERWRITE, NULL, msg,
+                                     sizeof msg), 0);
+    assert_int_equal(stk_index_build(&o, urls, 1, path, 2, NULL, msg, sizeof msg), STK_EINVAL);
+    unlink(tmp);
+    unlink(victim);
+    unlink(path);
 }
 
 static void test_seek_resumes_exactly(void **state)
@@ -468,6 +514,171 @@ static void test_index_equal_shares(void **state)
     unlink(index_path);
 }
 
+/* ---- stk_loader_interrupt: the one call another thread may make ---- */
+
+struct next_call {
+    stk_loader *l;
+    int rc;
+    struct stk_batch *b;
+};
+
+static void *call_next(void *arg)
+{
+    struct next_call *c = arg;
+    c->rc = stk_loader_next(c->l, &c->b);
+    return NULL;
+}
+
+/* A loader over one pipe: shard, in storage order. */
+static stk_loader *pipe_loader(const char *url)
+{
+    const char *urls[] = {url};
+    struct stk_options o = base_options();
+    o.shuffle = 0;
+    o.allow_pipe = 1;
+    stk_loader *l;
+    char msg[512];
+    if (stk_loader_create(&o, urls, 1, &l, msg, sizeof msg) < 0)
+        fail_msg("stk_loader_create: %s", msg);
+    return l;
+}
+
+static void test_interrupt_wakes_a_waiting_next(void **state)
+{
+    (void)state;
+    /* The shard arrives after 2 s: the first call waits, is interrupted
+     * (or finds the interrupt pending when it starts: the same result), and
+     * the epoch goes on from where it was, nothing lost. */
+    char url[256];
+    snprintf(url, sizeof url, "pipe:sh -c 'sleep 2; exec cat %s/shard-00.tar'", dir);
+    stk_loader *l = pipe_loader(url);
+    struct next_call c = {l, 1, NULL};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, call_next, &c), 0);
+    usleep(50 * 1000);
+    uint64_t start = now_ms();
+    stk_loader_interrupt(l);
+    pthread_join(t, NULL);
+    assert_true(now_ms() - start < 1500); /* woken, not returned with the data */
+    assert_int_equal(c.rc, STK_EINTR);
+    assert_null(c.b);
+    assert_non_null(strstr(stk_loader_errmsg(l), "interrupt"));
+    int n = 0, rc;
+    struct stk_batch *b;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        assert_int_equal(b->index, (uint64_t)(n / 7));
+        n += (int)b->n_samples;
+        stk_batch_release(b);
+    }
+    assert_int_equal(rc, STK_EOF);
+    assert_int_equal(n, shard_sizes[0]);
+    stk_loader_destroy(l);
+
+    /* A shard that never comes: interrupt, then destroy stops the command
+     * at once (what the Python binding's close() does from another thread). */
+    l = pipe_loader("pipe:sleep 60");
+    c = (struct next_call){l, 1, NULL};
+    assert_int_equal(pthread_create(&t, NULL, call_next, &c), 0);
+    usleep(100 * 1000);
+    start = now_ms();
+    stk_loader_interrupt(l);
+    pthread_join(t, NULL);
+    assert_int_equal(c.rc, STK_EINTR);
+    stk_loader_destroy(l);
+    assert_true(now_ms() - start < 5000);
+}
+
+static void test_interrupt_pending_for_the_next_call(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct stk_batch *b;
+    /* Before the epoch started, and twice: interrupts do not accumulate. */
+    stk_loader_interrupt(l);
+    stk_loader_interrupt(l);
+    assert_int_equal(stk_loader_next(l, &b), STK_EINTR);
+    assert_null(b);
+    assert_int_equal(stk_loader_next(l, &b), 0);
+    assert_int_equal(b->index, 0);
+    stk_batch_release(b);
+    /* Mid-epoch: the next call returns STK_EINTR, the one after batch 1. */
+    stk_loader_interrupt(l);
+    assert_int_equal(stk_loader_next(l, &b), STK_EINTR);
+    int n = 7, rc;
+    uint64_t index = 1;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        assert_int_equal(b->index, index++);
+        n += (int)b->n_samples;
+        stk_batch_release(b);
+    }
+    assert_int_equal(rc, STK_EOF);
+    assert_int_equal(n, total_samples);
+    stk_loader_destroy(l);
+}
+
+struct interrupter {
+    stk_loader *l;
+    atomic_int stop;
+    int sent;
+};
+
+static void *interrupt_often(void *arg)
+{
+    struct interrupter *it = arg;
+    while (!atomic_load(&it->stop)) {
+        stk_loader_interrupt(it->l);
+        it->sent++;
+        usleep(200);
+    }
+    return NULL;
+}
+
+static void test_interrupts_at_any_time_lose_nothing(void **state)
+{
+    (void)state;
+    /* Another thread interrupts every 0.2 ms for whole epochs: each
+     * STK_EINTR is retried, and the batches are exactly those of an
+     * uninterrupted run. Under ThreadSanitizer this also checks the wake-up
+     * path against the pipeline's own threads and its stop. */
+    struct stk_options o = base_options();
+    o.threads = 2;
+    struct epoch ref;
+    assert_int_equal(run_epoch(&o, &ref), 0);
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct interrupter it = {.l = l};
+    atomic_init(&it.stop, 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, interrupt_often, &it), 0);
+    int interrupted = 0;
+    for (int epoch = 0; epoch < 3; epoch++) {
+        assert_int_equal(stk_loader_set_epoch(l, 0), 0);
+        int n = 0, rc;
+        uint64_t index = 0;
+        struct stk_batch *b;
+        while ((rc = stk_loader_next(l, &b)) != STK_EOF) {
+            if (rc == STK_EINTR) {
+                interrupted++;
+                continue;
+            }
+            assert_int_equal(rc, 0);
+            assert_int_equal(b->index, index++);
+            for (size_t i = 0; i < b->n_samples; i++, n++)
+                assert_int_equal(atoi((const char *)b->samples[i].members[1].data), ref.ids[n]);
+            stk_batch_release(b);
+        }
+        assert_int_equal(n, total_samples);
+    }
+    atomic_store(&it.stop, 1);
+    pthread_join(t, NULL);
+    stk_loader_destroy(l);
+    assert_true(interrupted > 0);
+}
+
 /* Fail the Nth allocation for N = 1, 2, ... until a whole epoch succeeds:
  * every failure must surface as an error, never a crash, hang or leak. */
 static void test_allocation_failures(void **state)
@@ -503,7 +714,11 @@ int main(void)
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_seek_resumes_exactly),
         cmocka_unit_test(test_index_equal_shares),
+        cmocka_unit_test(test_index_output),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_interrupt_wakes_a_waiting_next),
+        cmocka_unit_test(test_interrupt_pending_for_the_next_call),
+        cmocka_unit_test(test_interrupts_at_any_time_lose_nothing),
     };
     return cmocka_run_group_tests_name("pipeline", tests, setup, teardown);
 }

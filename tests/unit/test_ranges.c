@@ -307,7 +307,7 @@ static void build_index(const struct stk_options *o)
 {
     const char *urls[] = {pattern};
     char msg[512];
-    if (stk_index_build(o, urls, 1, index_path, NULL, msg, sizeof msg) < 0)
+    if (stk_index_build(o, urls, 1, index_path, STK_OUTPUT_OVERWRITE, NULL, msg, sizeof msg) < 0)
         fail_msg("stk_index_build: %s", msg);
 }
 

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,12 +27,25 @@ static int exists(const char *name)
     return stat(path, &st) == 0;
 }
 
+/* Files in dir whose name starts with prefix (temporary files have names
+ * of their own: NAME.tmp.PID.N). */
+static int count_prefixed(const char *prefix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    if (d != NULL)
+        closedir(d);
+    return n;
+}
+
 static stk_writer *create(const char *name, uint64_t max_samples, uint64_t max_bytes)
 {
     char pattern[128], msg[256];
     snprintf(pattern, sizeof pattern, "%s/%s", dir, name);
     stk_writer *w = NULL;
-    assert_int_equal(stk_writer_create(pattern, max_samples, max_bytes, &w, msg, sizeof msg), 0);
+    assert_int_equal(stk_writer_create(pattern, max_samples, max_bytes, 0, &w, msg, sizeof msg), 0);
     return w;
 }
 
@@ -43,14 +57,14 @@ static void test_patterns(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         stk_writer *w = (stk_writer *)1;
         char msg[256] = "";
-        assert_int_equal(stk_writer_create(bad[i], 1, 1, &w, msg, sizeof msg), STK_EINVAL);
+        assert_int_equal(stk_writer_create(bad[i], 1, 1, 0, &w, msg, sizeof msg), STK_EINVAL);
         assert_null(w);
         assert_non_null(strstr(msg, "exactly one %d"));
     }
     stk_writer *w;
     char msg[256];
-    assert_int_equal(stk_writer_create("a%%b-%06d.tar", 0, 1, &w, msg, sizeof msg), STK_EINVAL);
-    assert_int_equal(stk_writer_create("a%%b-%06d.tar", 1, 1, &w, msg, sizeof msg), 0);
+    assert_int_equal(stk_writer_create("a%%b-%06d.tar", 0, 1, 0, &w, msg, sizeof msg), STK_EINVAL);
+    assert_int_equal(stk_writer_create("a%%b-%06d.tar", 1, 1, 0, &w, msg, sizeof msg), 0);
     stk_writer_destroy(w);
 }
 
@@ -75,7 +89,7 @@ static void test_bad_names_write_nothing(void **state)
     assert_int_equal(samples, 0);
     stk_writer_destroy(w);
     assert_false(exists("names-0.tar"));
-    assert_false(exists("names-0.tar.tmp"));
+    assert_int_equal(count_prefixed("names-0.tar"), 0);
 }
 
 /* 5 samples of 10 bytes: max 2 samples gives 3 shards, max 25 bytes too. */
@@ -99,7 +113,7 @@ static void test_rollover(void **state)
         assert_int_equal(samples, 5);
         assert_true(exists(by_size ? "size-2.tar" : "count-2.tar"));
         assert_false(exists(by_size ? "size-3.tar" : "count-3.tar"));
-        assert_false(exists(by_size ? "size-2.tar.tmp" : "count-2.tar.tmp"));
+        assert_int_equal(count_prefixed(by_size ? "size-2.tar." : "count-2.tar."), 0);
     }
     /* a sample larger than max_bytes gets a shard of its own */
     stk_writer *w = create("big-%d.tar", 100, 5);
@@ -118,16 +132,193 @@ static void test_destroy_without_close_and_io_errors(void **state)
     stk_writer *w = create("open-%d.tar", 10, 1000);
     const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
     assert_int_equal(stk_writer_add(w, "a", m, 1), 0);
-    assert_true(exists("open-0.tar.tmp"));
+    assert_int_equal(count_prefixed("open-0.tar.tmp."), 1);
     stk_writer_destroy(w); /* the unfinished shard goes */
-    assert_false(exists("open-0.tar.tmp"));
-    assert_false(exists("open-0.tar"));
+    assert_int_equal(count_prefixed("open-0.tar"), 0);
 
     w = create("missing/%d.tar", 10, 1000);
     assert_int_equal(stk_writer_add(w, "a", m, 1), STK_EIO);
     assert_non_null(strstr(stk_writer_errmsg(w), "missing/0.tar"));
     stk_writer_destroy(w);
     stk_writer_destroy(NULL);
+}
+
+static void path_in_dir(char *path, size_t size, const char *name)
+{
+    snprintf(path, size, "%s/%s", dir, name);
+}
+
+static void write_text(const char *name, const char *text)
+{
+    char path[128];
+    path_in_dir(path, sizeof path, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int text_is(const char *name, const char *text)
+{
+    char path[128], buf[64] = "";
+    path_in_dir(path, sizeof path, name);
+    FILE *f = fopen(path, "r");
+    if (f == NULL)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strcmp(buf, text) == 0;
+}
+
+static void plant_link(const char *name, const char *target)
+{
+    char path[128], to[128];
+    path_in_dir(path, sizeof path, name);
+    path_in_dir(to, sizeof to, target);
+    assert_int_equal(symlink(to, path), 0);
+}
+
+static int is_link(const char *name)
+{
+    char path[128];
+    path_in_dir(path, sizeof path, name);
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* Write n samples of one member; returns what close returned. */
+static int write_samples(stk_writer *w, int n, uint64_t *shards)
+{
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(stk_writer_add(w, key, m, 1), 0);
+    }
+    return stk_writer_close(w, shards, NULL);
+}
+
+static stk_writer *create_flags(const char *name, uint64_t max_samples, unsigned flags, int *rc)
+{
+    char pattern[128], msg[256];
+    path_in_dir(pattern, sizeof pattern, name);
+    stk_writer *w = NULL;
+    *rc = stk_writer_create(pattern, max_samples, 1000, flags, &w, msg, sizeof msg);
+    if (*rc == STK_EEXIST)
+        assert_non_null(strstr(msg, "already exists"));
+    return w;
+}
+
+/* Links planted where the writer used to write (NAME.tmp) are never
+ * followed; a link at a shard's own name is an existing output: refused,
+ * or with STK_OUTPUT_OVERWRITE replaced (the link, not its target). */
+static void test_planted_links(void **state)
+{
+    (void)state;
+    write_text("victim", "precious");
+    plant_link("link-0.tar.tmp", "victim");
+    plant_link("link-1.tar.tmp", "victim");
+    stk_writer *w = create("link-%d.tar", 1, 1000);
+    uint64_t shards;
+    assert_int_equal(write_samples(w, 2, &shards), 0);
+    stk_writer_destroy(w);
+    assert_int_equal(shards, 2);
+    assert_true(text_is("victim", "precious"));
+    assert_true(is_link("link-0.tar.tmp") && is_link("link-1.tar.tmp"));
+
+    plant_link("at-0.tar", "victim");
+    int rc;
+    assert_null(create_flags("at-%d.tar", 1, 0, &rc));
+    assert_int_equal(rc, STK_EEXIST);
+    w = create_flags("at-%d.tar", 1, STK_OUTPUT_OVERWRITE, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(write_samples(w, 1, &shards), 0);
+    stk_writer_destroy(w);
+    assert_true(text_is("victim", "precious"));
+    assert_false(is_link("at-0.tar"));
+    assert_true(exists("at-0.tar"));
+    /* A dangling link is an existing name too. */
+    plant_link("dangling-0.tar", "nothing-there");
+    assert_null(create_flags("dangling-%d.tar", 1, 0, &rc));
+    assert_int_equal(rc, STK_EEXIST);
+}
+
+/* A second run into the same names: refused at create; a shard whose name
+ * was taken after create fails that shard; overwriting replaces the shards
+ * and removes the earlier run's shards after the last one written. */
+static void test_existing_shards(void **state)
+{
+    (void)state;
+    int rc;
+    uint64_t shards;
+    stk_writer *w = create("run-%d.tar", 1, 1000);
+    assert_int_equal(write_samples(w, 5, &shards), 0);
+    stk_writer_destroy(w);
+    assert_int_equal(shards, 5);
+    assert_null(create_flags("run-%d.tar", 2, 0, &rc));
+    assert_int_equal(rc, STK_EEXIST);
+
+    w = create_flags("run-%d.tar", 2, STK_OUTPUT_OVERWRITE, &rc);
+    assert_int_equal(write_samples(w, 3, &shards), 0);
+    assert_int_equal(shards, 2);
+    assert_int_equal(stk_writer_removed(w), 3); /* run-2..4 */
+    stk_writer_destroy(w);
+    assert_true(exists("run-1.tar"));
+    assert_int_equal(count_prefixed("run-"), 2);
+
+    /* Taken after create: the shard is not renamed over it. */
+    w = create("late-%d.tar", 1, 1000);
+    write_text("late-1.tar", "someone else's");
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
+    assert_int_equal(stk_writer_add(w, "a", m, 1), 0);
+    assert_int_equal(stk_writer_add(w, "b", m, 1), 0);
+    assert_int_equal(stk_writer_add(w, "c", m, 1), STK_EEXIST); /* finishing late-1 */
+    assert_non_null(strstr(stk_writer_errmsg(w), "late-1.tar"));
+    stk_writer_destroy(w);
+    assert_true(text_is("late-1.tar", "someone else's"));
+    assert_int_equal(count_prefixed("late-"), 2); /* late-0 and the other file */
+
+    /* A shard of an earlier run right after the last one written (its
+     * first shards removed by hand): close says so, the shards stay. */
+    write_text("gap-2.tar", "old");
+    write_text("gap-3.tar", "old");
+    w = create("gap-%d.tar", 1, 1000);
+    assert_int_equal(write_samples(w, 2, &shards), STK_EEXIST);
+    assert_int_equal(shards, 2);
+    assert_non_null(strstr(stk_writer_errmsg(w), "gap-2.tar"));
+    stk_writer_destroy(w);
+    assert_true(exists("gap-0.tar") && exists("gap-1.tar") && text_is("gap-2.tar", "old"));
+    /* Overwriting removes every one up to the first free name, never a
+     * directory. */
+    char sub[128];
+    path_in_dir(sub, sizeof sub, "gap-5.tar");
+    assert_int_equal(mkdir(sub, 0700), 0);
+    write_text("gap-6.tar", "beyond a gap");
+    w = create_flags("gap-%d.tar", 1, STK_OUTPUT_OVERWRITE, &rc);
+    assert_int_equal(write_samples(w, 1, &shards), 0);
+    assert_int_equal(stk_writer_removed(w), 3); /* gap-1, 2, 3 */
+    stk_writer_destroy(w);
+    assert_false(exists("gap-1.tar") || exists("gap-2.tar") || exists("gap-3.tar"));
+    assert_true(exists("gap-5.tar") && text_is("gap-6.tar", "beyond a gap"));
+}
+
+/* Two writers with the same pattern at once: each shard is one writer's
+ * whole shard, never a mix, and the second to finish a name fails. */
+static void test_two_writers_one_pattern(void **state)
+{
+    (void)state;
+    stk_writer *a = create("both-%d.tar", 10, 1000), *b = create("both-%d.tar", 10, 1000);
+    const struct stk_member ma[] = {{"txt", (const uint8_t *)"from a", 6}};
+    const struct stk_member mb[] = {{"txt", (const uint8_t *)"from b", 6}};
+    assert_int_equal(stk_writer_add(a, "k", ma, 1), 0);
+    assert_int_equal(stk_writer_add(b, "k", mb, 1), 0);
+    assert_int_equal(count_prefixed("both-0.tar.tmp."), 2); /* a temporary file each */
+    assert_int_equal(stk_writer_close(a, NULL, NULL), 0);
+    assert_int_equal(stk_writer_close(b, NULL, NULL), STK_EEXIST);
+    stk_writer_destroy(a);
+    stk_writer_destroy(b);
+    assert_int_equal(count_prefixed("both-"), 1);
 }
 
 /* Failing the Nth allocation for every N: a clean STK_ENOMEM, no leak (ASan),
@@ -143,7 +334,7 @@ static void test_allocation_failures(void **state)
         snprintf(pattern, sizeof pattern, "%s/alloc-%lu-%%d.tar", dir, n);
         stk__alloc_fail_after(n);
         stk_writer *w = NULL;
-        int rc = stk_writer_create(pattern, 2, 1000, &w, msg, sizeof msg);
+        int rc = stk_writer_create(pattern, 2, 1000, 0, &w, msg, sizeof msg);
         for (int i = 0; rc == 0 && i < 5; i++) {
             char key[8];
             snprintf(key, sizeof key, "k%d", i);
@@ -187,6 +378,9 @@ int main(void)
         cmocka_unit_test(test_rollover),
         cmocka_unit_test(test_destroy_without_close_and_io_errors),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_planted_links),
+        cmocka_unit_test(test_existing_shards),
+        cmocka_unit_test(test_two_writers_one_pattern),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
