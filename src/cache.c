@@ -178,21 +178,22 @@ static int64_t cached_skip(struct stk__source *src, uint64_t n)
 
 static const struct stk__source_ops cached_ops = {cached_read, cached_close, cached_skip};
 
-static int cached_source_new(const char *url, int fd, struct stk__source **out,
+/* name: the shard's redacted URL, borrowed (stk__cache_open). */
+static int cached_source_new(const char *name, int fd, struct stk__source **out,
                              struct stk__err *err)
 {
     struct cached_source *cs = stk__calloc(1, sizeof *cs);
     if (cs == NULL) {
         close(fd);
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", name);
     }
-    int rc = stk__source_file_adopt(url, fd, &cs->file, err);
+    int rc = stk__source_file_adopt(name, fd, &cs->file, err);
     if (rc < 0) {
         stk__free(cs);
         return rc;
     }
     cs->base.ops = &cached_ops;
-    cs->base.url = url;
+    cs->base.url = name;
     *out = &cs->base;
     return 0;
 }
@@ -203,14 +204,14 @@ static int cached_source_new(const char *url, int fd, struct stk__source **out,
 /* Check that H.url names url: a different URL means a hash collision (or a
  * foreign file), which must not be served as this shard. */
 static int check_url_file(const struct stk__cache *c, const char *hex, const char *url,
-                          struct stk__err *err)
+                          const char *shown, struct stk__err *err)
 {
     char name[NAME_MAX_LEN];
     snprintf(name, sizeof name, "%s.url", hex);
     size_t len = strlen(url);
     char *buf = stk__malloc(len + 2);
     if (buf == NULL)
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", shown);
     int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC);
     ssize_t n = fd < 0 ? -1 : pread(fd, buf, len + 2, 0);
     int same = n == (ssize_t)len + 1 && memcmp(buf, url, len) == 0 && buf[len] == '\n';
@@ -221,33 +222,33 @@ static int check_url_file(const struct stk__cache *c, const char *hex, const cha
         return stk__errf(err, STK_ECACHE,
                          "%s: cache file %s/%s does not belong to this URL (%s/%s is missing "
                          "or names another URL); remove both files",
-                         url, c->dir, hex, c->dir, name);
+                         shown, c->dir, hex, c->dir, name);
     return 0;
 }
 
 /* With H present: 1 and *fd_out (LOCK_SH held) on a hit, 0 when absent. */
-static int open_entry(struct stk__cache *c, const char *hex, const char *url, int *fd_out,
-                      struct stk__err *err)
+static int open_entry(struct stk__cache *c, const char *hex, const char *url, const char *shown,
+                      int *fd_out, struct stk__err *err)
 {
     for (;;) {
         int fd = openat(c->dir_fd, hex, O_RDONLY | O_CLOEXEC);
         if (fd < 0) {
             if (errno == ENOENT)
                 return 0;
-            return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", url, c->dir,
+            return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", shown, c->dir,
                              hex, strerror(errno));
         }
         if (stk__cache_flock(fd, LOCK_SH) < 0) {
             int e = errno;
             close(fd);
-            return stk__errf(err, STK_ECACHE, "%s: cannot lock cache file %s/%s: %s", url, c->dir,
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock cache file %s/%s: %s", shown, c->dir,
                              hex, strerror(e));
         }
         if (!still_named(c, fd, hex)) { /* evicted before we locked it */
             close(fd);
             continue;
         }
-        int rc = check_url_file(c, hex, url, err);
+        int rc = check_url_file(c, hex, url, shown, err);
         if (rc < 0) {
             close(fd);
             return rc;
@@ -415,7 +416,7 @@ static uint64_t evict(const struct stk__cache *c, const char *hex)
     return freed;
 }
 
-int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
+int stk__cache_reserve(struct stk__cache *c, const char *name, const char *own_tmp, int tmp_fd,
                        uint64_t *reserved, uint64_t target, struct stk__err *err)
 {
     char a[32], b[32], d[32], e[32], f[32];
@@ -423,16 +424,16 @@ int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tm
         return stk__errf(err, STK_ECACHE,
                          "%s: shard is larger than cache_size (%s): at least %s; raise "
                          "cache_size or do not cache it",
-                         url, fmt_size(a, sizeof a, c->max_bytes), fmt_size(b, sizeof b, target));
+                         name, fmt_size(a, sizeof a, c->max_bytes), fmt_size(b, sizeof b, target));
     int g = lock_file(c, ".lock", LOCK_EX, 1);
     if (g < 0)
-        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", url, c->dir,
+        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", name, c->dir,
                          strerror(-g));
     struct scan s;
     int rc = scan_dir(c, own_tmp, &s);
     if (rc < 0) {
         rc = stk__errf(err, rc == -ENOMEM ? STK_ENOMEM : STK_ECACHE, "%s: cannot list cache %s: %s",
-                       url, c->dir, strerror(-rc));
+                       name, c->dir, strerror(-rc));
         goto out;
     }
     uint64_t need = target - *reserved;
@@ -458,7 +459,7 @@ int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tm
                            "%s: cache_size %s is smaller than the shards in flight (%zu in use "
                            "holding %s, %zu other fills holding %s, this one %s and needs %s "
                            "more); raise cache_size or lower shards_in_flight (%u per process)",
-                           url, fmt_size(a, sizeof a, c->max_bytes), busy,
+                           name, fmt_size(a, sizeof a, c->max_bytes), busy,
                            fmt_size(b, sizeof b, busy_bytes), s.fills,
                            fmt_size(d, sizeof d, s.fill_bytes),
                            fmt_size(e, sizeof e, *reserved),
@@ -467,7 +468,7 @@ int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tm
         }
     }
     if (ftruncate(tmp_fd, (off_t)target) < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot extend %s/%s: %s", url, c->dir, own_tmp,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot extend %s/%s: %s", name, c->dir, own_tmp,
                        strerror(errno));
         goto out;
     }
@@ -483,8 +484,9 @@ out:
 /* A plain path or file:// URL. "pipe:CMD" is not local: the command
  * usually fetches from remote storage, and its output is cached by the
  * full command string like any other URL. */
-int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__source_config *scfg,
-                    struct stk__source **out, struct stk__err *err)
+int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
+                    const struct stk__source_config *scfg, struct stk__source **out,
+                    struct stk__err *err)
 {
     *out = NULL;
     /* Copying a local file to local disk gains nothing and doubles the I/O. */
@@ -494,21 +496,21 @@ int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__sou
     stk__cache_name(url, hex);
     snprintf(lock, sizeof lock, "%s.lock", hex);
     int fd = -1;
-    int rc = open_entry(c, hex, url, &fd, err);
+    int rc = open_entry(c, hex, url, name, &fd, err);
     if (rc == 0) {
         int lk = lock_file(c, lock, LOCK_EX, 1);
         if (lk < 0)
-            return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, lock,
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", name, c->dir, lock,
                              strerror(-lk));
-        rc = open_entry(c, hex, url, &fd, err); /* filled while we waited? */
+        rc = open_entry(c, hex, url, name, &fd, err); /* filled while we waited? */
         if (rc == 0) /* a miss: stream it while it fills; the fill owns lk */
-            return stk__cache_fill_open(c, hex, url, scfg, lk, out, err);
+            return stk__cache_fill_open(c, hex, url, name, scfg, lk, out, err);
         close(lk);
     }
     if (rc < 0)
         return rc;
     atomic_fetch_add(&c->hits, 1);
-    return cached_source_new(url, fd, out, err);
+    return cached_source_new(name, fd, out, err);
 }
 
 int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,

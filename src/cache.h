@@ -55,10 +55,12 @@ void stk__cache_free(struct stk__cache *c);
  * ended abandons the fill (nothing cached, no miss counted). Local paths
  * and file:// URLs go straight to stk__source_open() unless cache_local is
  * set. The returned source protects the cached file from eviction until it
- * is closed. url must outlive the source. Thread-safe.
+ * is closed. name is url redacted (stk__redact_url): messages and the
+ * source's url use it, never url, which may carry credentials; it is
+ * borrowed and must outlive the source, as url must. Thread-safe.
  */
-int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__source_config *scfg,
-                    struct stk__source **out,
+int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
+                    const struct stk__source_config *scfg, struct stk__source **out,
                     struct stk__err *err);
 
 void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out);

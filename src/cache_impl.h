@@ -36,9 +36,9 @@ int stk__cache_flock(int fd, int how);
  * Grow the fill's temp file (own_tmp, open as tmp_fd, *reserved bytes so
  * far) to target bytes, evicting least recently used shards not in use
  * until the directory total fits max_bytes. 0, or STK_ECACHE / STK_ENOMEM
- * with a message naming url.
+ * with a message naming name (the shard's redacted URL).
  */
-int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
+int stk__cache_reserve(struct stk__cache *c, const char *name, const char *own_tmp, int tmp_fd,
                        uint64_t *reserved, uint64_t target, struct stk__err *err);
 
 /* Drop one reference; the last frees the handle. */
@@ -49,10 +49,11 @@ void stk__cache_unref(struct stk__cache *c);
  * source that hands the caller the shard's bytes as they arrive. lock_fd is
  * hex's fill lock, held LOCK_EX; the fill owns it from this call on, also
  * on failure, and releases it when the shard is in place or the fill is
- * abandoned. url must outlive the source.
+ * abandoned. url and name (url redacted: messages, the source's url) are
+ * borrowed and must outlive the source.
  */
 int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
-                         const struct stk__source_config *scfg, int lock_fd,
+                         const char *name, const struct stk__source_config *scfg, int lock_fd,
                          struct stk__source **out, struct stk__err *err);
 
 #endif

@@ -24,6 +24,7 @@
 
 struct index_build {
     const struct stk__strlist *urls;
+    const struct stk__strlist *names; /* urls redacted */
     struct stk__shard_config shard;
     uint64_t *counts;
     struct stk__offsets *offsets; /* items NULL for compressed shards */
@@ -33,7 +34,7 @@ static int count_job(void *ctx, size_t i, struct stk__err *err)
 {
     struct index_build *b = ctx;
     struct stk__shard_reader *r;
-    int rc = stk__shard_open(b->urls->items[i], i, &b->shard, &r, err);
+    int rc = stk__shard_open(b->urls->items[i], b->names->items[i], i, &b->shard, &r, err);
     if (rc == 0) {
         rc = stk__shard_count(r, &b->counts[i], &b->offsets[i], err);
         if (!stk__shard_seekable(r))
@@ -99,9 +100,9 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     struct stk__err err;
     stk__err_clear(&err);
     struct stk__counters counters = {0};
-    struct stk__strlist urls = {0};
-    struct index_build b = {.urls = &urls};
-    int rc = stk__expand_and_list(opts, patterns, n, &urls, &err);
+    struct stk__strlist urls = {0}, names = {0};
+    struct index_build b = {.urls = &urls, .names = &names};
+    int rc = stk__expand_and_list(opts, patterns, n, &urls, &names, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to index");
     if (rc == 0 && ((b.counts = stk__calloc(urls.count, sizeof *b.counts)) == NULL ||
@@ -128,6 +129,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     stk__free(b.offsets);
     stk__free(b.counts);
     stk__strlist_free(&urls);
+    stk__strlist_free(&names);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }

@@ -31,9 +31,10 @@ struct stk__source_ops {
 
 struct stk__source {
     const struct stk__source_ops *ops;
-    /* Names the shard in messages and samples: the URL with credentials
+    /* Names the shard in the source's messages: the URL with credentials
      * redacted (redact.h). Borrowed from the opener, or owned by the
-     * backend when redaction changed it. */
+     * backend (HTTP), so valid only while the source is open: samples are
+     * named by their owner's list instead (stk__shard_open). */
     const char *url;
     uint64_t bytes_read;      /* maintained by stk__source_read() */
     uint64_t start_offset;    /* where in the shard the stream starts (stk__source_seek) */

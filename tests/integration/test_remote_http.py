@@ -253,3 +253,42 @@ def test_resume_opens_the_shard_at_the_sample_with_a_range_request(run, bench_js
     assert remote["samples"] == 40 - 28 and remote["samples_passed_over"] == 0
     local = bench_json([*args, str(shard)])
     assert remote["member_bytes"] == local["member_bytes"] and local["samples"] == 12
+
+
+# ------------------------------------------------------- sample URLs (__url__)
+
+def secret_url(port, name):
+    return f"http://user:s3cr3tpass@127.0.0.1:{port}/{name}?X-Amz-Signature=deadbeefsecret"
+
+
+def shown_url(port, name):
+    return f"http://***@127.0.0.1:{port}/{name}?X-Amz-Signature=***"
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_every_sample_names_its_shard_redacted(run, nginx, shards, tmp_path, cache):
+    """`ls --url` prints each sample's __url__ after its shard's source is
+    closed (the batch outlives the reader): it must be the redacted URL,
+    not freed memory (ASan) nor, through the cache, the URL with its
+    secrets."""
+    urls = [secret_url(nginx.port, p.name) for p in shards[:2]]
+    extra = ["--cache-dir", str(tmp_path / "cache"), "--cache-size", "64M"] if cache else []
+    for attempt in range(2 if cache else 1):  # a miss, then a hit
+        proc = run(["ls", "--url", *extra, *urls])
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 50, proc.stdout
+        want = [shown_url(nginx.port, p.name) for p in shards[:2] for _ in range(25)]
+        assert [line.split("\t")[0] for line in lines] == want, (attempt, lines[:3])
+        for secret in SECRETS:
+            assert secret not in proc.stdout + proc.stderr
+
+
+def test_cache_errors_name_the_shard_redacted(run, nginx, shards, tmp_path):
+    url = secret_url(nginx.port, shards[0].name)
+    proc = run(["ls", "--cache-dir", str(tmp_path / "cache"), "--cache-size", "1K", url])
+    assert proc.returncode == 1
+    assert f"{shown_url(nginx.port, shards[0].name)}: shard is larger than cache_size" \
+        in proc.stderr, proc.stderr
+    for secret in SECRETS:
+        assert secret not in proc.stdout + proc.stderr

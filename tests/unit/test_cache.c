@@ -124,7 +124,7 @@ static struct stk__source *open_ok(struct stk__cache *c, const char *url)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cache_open(c, url, NULL, &src, &err);
+    int rc = stk__cache_open(c, url, url, NULL, &src, &err);
     if (rc < 0)
         fail_msg("stk__cache_open(%s): %d %s", url, rc, err.msg);
     return src;
@@ -148,7 +148,7 @@ static int open_and_read(struct stk__cache *c, const char *url, struct stk__err 
 {
     struct stk__source *src;
     stk__err_clear(err);
-    int rc = stk__cache_open(c, url, NULL, &src, err);
+    int rc = stk__cache_open(c, url, url, NULL, &src, err);
     if (rc < 0)
         return rc;
     unsigned char buf[4096];
@@ -371,7 +371,7 @@ static void test_upstream_error_leaves_nothing(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ENOENT);
+    assert_int_equal(stk__cache_open(c, url, url, NULL, &src, &err), STK_ENOENT);
     assert_non_null(strstr(err.msg, url));
     assert_cache_empty();
     stk__cache_free(c);
@@ -396,7 +396,7 @@ static void test_foreign_url_file(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ECACHE);
+    assert_int_equal(stk__cache_open(c, url, url, NULL, &src, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, "does not belong to this URL"));
     stk__cache_free(c);
 }
@@ -641,7 +641,7 @@ static void test_early_close_abandons_fill(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    if (stk__cache_open(c, url, &scfg, &src, &err) < 0)
+    if (stk__cache_open(c, url, url, &scfg, &src, &err) < 0)
         fail_msg("open: %s", err.msg);
     expect_prefix(src, 0, first);
     /* The upstream stalls (the writer waits): close must not wait for it. */
@@ -658,7 +658,7 @@ static void test_early_close_abandons_fill(void **state)
     fifo_writer_start(&w, &t, "stopped.tar", size, size, 0);
     sem_post(&w.go); /* all of it, then the end */
     stk__err_clear(&err);
-    if (stk__cache_open(c, url, &scfg, &src, &err) < 0)
+    if (stk__cache_open(c, url, url, &scfg, &src, &err) < 0)
         fail_msg("open: %s", err.msg);
     expect_prefix(src, 0, size);
     unsigned char b;
