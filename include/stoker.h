@@ -216,7 +216,14 @@ struct stk_options {
      * only when complete (temp file, fsync, rename), so a process killed
      * mid-download leaves at most a temp file, which the next process
      * removes. Plain paths and file:// URLs are read in place. cache_dir
-     * is created if missing (not its parents); the string is copied.
+     * is created if missing (not its parents), mode 0700; the string is
+     * copied. The cache is per user: it is shared by the processes of one
+     * user on the node, its files are created 0600 whatever the umask, and
+     * a cache_dir that belongs to another user or that other users may
+     * write to is refused (STK_ECACHE), since they could plant shards.
+     * Next to each shard the cache keeps its URL redacted
+     * (stk_redact_url()) and a hash of the full URL, never the URL's
+     * credentials.
      * cache_size (bytes, required with cache_dir) bounds the total size of
      * the files in cache_dir: least recently used shards that no process
      * is reading are evicted to make room. A shard larger than cache_size,

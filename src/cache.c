@@ -4,11 +4,19 @@
  *
  * Layout of the cache directory (H = 32 hex digits, stk__cache_name(url)):
  *   H               the complete shard; its mtime is the LRU stamp
- *   H.url           the URL, one line (for `ls`, and to detect collisions)
+ *   H.url           two lines: the URL redacted (for people listing the
+ *                   directory) and a 64-bit digest of the full URL, so that
+ *                   a collision of H is caught even between URLs that
+ *                   differ only in their secrets, without storing them
  *   H.lock          fill lock: held LOCK_EX by the one filler of H
  *   .tmp.H.PID.SEQ  a fill in progress (and .tmp.H.PID.SEQu for H.url)
  *   .lock           cache-wide lock: held LOCK_EX while the total size is
  *                   computed and shards are evicted to make room
+ *
+ * The directory is per user: created 0700, refused when another user owns
+ * it or may write to it (they could plant shards), and every file is
+ * created 0600, whatever the umask. A shard may be private data, and the
+ * digest in H.url is a hash of a URL that may carry credentials.
  *
  * DESIGN (locking). All locks are flock(2) locks, which belong to an open
  * file description, so threads of one process exclude each other exactly
@@ -84,6 +92,30 @@ void stk__cache_name(const char *url, char hex[HEX_LEN + 1])
              (unsigned long long)h);
 }
 
+/* FNV-1a, 64-bit: another function than the name's (other prime, other
+ * width), so that two URLs colliding in H almost surely differ here. */
+static uint64_t url_digest(const char *url)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)url; *p != '\0'; p++) {
+        h ^= *p;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+char *stk__cache_url_record(const char *url, const char *name, size_t *len)
+{
+    size_t n = strlen(name);
+    char *rec = stk__malloc(n + 19);
+    if (rec == NULL)
+        return NULL;
+    memcpy(rec, name, n);
+    snprintf(rec + n, 19, "\n%016llx\n", (unsigned long long)url_digest(url));
+    *len = n + 18;
+    return rec;
+}
+
 static int is_hex_name(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)
@@ -114,6 +146,65 @@ int stk__cache_flock(int fd, int how)
     return rc;
 }
 
+int stk__cache_create(const struct stk__cache *c, const char *name, int flags)
+{
+    int fd = openat(c->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    /* The umask may have taken bits the owner needs; fails harmlessly on a
+     * lock file another user created in a cache of an earlier version. */
+    (void)fchmod(fd, 0600);
+    return fd;
+}
+
+/* Numbers temp files: process-wide, so that handles of one process never
+ * pick the same name. */
+static atomic_uint_fast64_t tmp_seq;
+
+void stk__cache_tmp_name(const char *hex, const char *suffix, char name[STK__CACHE_NAME_MAX])
+{
+    unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
+    snprintf(name, STK__CACHE_NAME_MAX, TMP_PREFIX "%s.%ld.%llu%s", hex, (long)getpid(), seq,
+             suffix);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int stk__cache_write_url_file(const struct stk__cache *c, const char *hex, const char *tmp,
+                              const char *rec, size_t len, const char *shown,
+                              struct stk__err *err)
+{
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s.url", hex);
+    int fd = stk__cache_create(c, tmp, O_WRONLY | O_EXCL);
+    int rc = fd < 0 ? fd : write_all(fd, rec, len);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    if (rc == 0 && renameat(c->dir_fd, tmp, c->dir_fd, name) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0) {
+        unlinkat(c->dir_fd, tmp, 0);
+        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", shown, c->dir, name,
+                         strerror(-rc));
+    }
+    return 0;
+}
+
 /* Does name (in the cache directory) still refer to the inode open as fd? */
 static int still_named(const struct stk__cache *c, int fd, const char *name)
 {
@@ -128,11 +219,11 @@ static int still_named(const struct stk__cache *c, int fd, const char *name)
 static int lock_file(const struct stk__cache *c, const char *name, int how, int create)
 {
     for (;;) {
-        /* Read-only is enough for flock, and lets processes of other users
-         * lock files they cannot write. */
-        int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+        /* Read-only is enough for flock. */
+        int fd = create ? stk__cache_create(c, name, O_RDONLY)
+                        : openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-            return -errno;
+            return create ? fd : -errno;
         if (stk__cache_flock(fd, how) < 0) {
             int e = errno;
             close(fd);
@@ -201,24 +292,40 @@ static int cached_source_new(const char *name, int fd, struct stk__source **out,
 /* ---------------------------------------------------------------------- */
 /* Hits                                                                   */
 
-/* Check that H.url names url: a different URL means a hash collision (or a
- * foreign file), which must not be served as this shard. */
+/* Check that H.url is url's record: another one means a hash collision (or
+ * a foreign file), which must not be served as this shard. A cache of an
+ * earlier version held the URL itself there, secrets included: that is
+ * still this shard, and the file is rewritten in the current form (if that
+ * fails the hit stands, and the next one tries again). */
 static int check_url_file(const struct stk__cache *c, const char *hex, const char *url,
                           const char *shown, struct stk__err *err)
 {
     char name[NAME_MAX_LEN];
     snprintf(name, sizeof name, "%s.url", hex);
-    size_t len = strlen(url);
-    char *buf = stk__malloc(len + 2);
-    if (buf == NULL)
+    size_t url_len = strlen(url), len;
+    char *rec = stk__cache_url_record(url, shown, &len);
+    size_t cap = (len > url_len + 1 ? len : url_len + 1) + 1;
+    char *buf = rec != NULL ? stk__malloc(cap) : NULL;
+    if (buf == NULL) {
+        stk__free(rec);
         return stk__errf(err, STK_ENOMEM, "%s: out of memory", shown);
+    }
     int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : pread(fd, buf, len + 2, 0);
-    int same = n == (ssize_t)len + 1 && memcmp(buf, url, len) == 0 && buf[len] == '\n';
+    ssize_t n = fd < 0 ? -1 : pread(fd, buf, cap, 0);
+    int same = n == (ssize_t)len && memcmp(buf, rec, len) == 0;
+    int legacy = n == (ssize_t)url_len + 1 && memcmp(buf, url, url_len) == 0 &&
+                 buf[url_len] == '\n';
     if (fd >= 0)
         close(fd);
+    if (legacy) {
+        char tmp[NAME_MAX_LEN];
+        struct stk__err ignored;
+        stk__cache_tmp_name(hex, "u", tmp);
+        (void)stk__cache_write_url_file(c, hex, tmp, rec, len, shown, &ignored);
+    }
     stk__free(buf);
-    if (!same)
+    stk__free(rec);
+    if (!same && !legacy)
         return stk__errf(err, STK_ECACHE,
                          "%s: cache file %s/%s does not belong to this URL (%s/%s is missing "
                          "or names another URL); remove both files",
@@ -513,19 +620,50 @@ int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
     return cached_source_new(name, fd, out, err);
 }
 
+/* The cache is per user. A directory we just made gets exactly 0700 (the
+ * umask may have taken bits); one that exists must be ours and writable by
+ * nobody else, who could otherwise plant shards (readable is fine: every
+ * file in it is 0600). */
+static int check_private_dir(const char *dir, int dfd, int created, struct stk__err *err)
+{
+    struct stat st;
+    if (created && fchmod(dfd, 0700) < 0)
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot make it private: %s", dir,
+                         strerror(errno));
+    if (fstat(dfd, &st) < 0)
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot stat: %s", dir, strerror(errno));
+    if (st.st_uid != geteuid())
+        return stk__errf(err, STK_ECACHE,
+                         "cache_dir %s belongs to another user (uid %lu); the cache is per user: "
+                         "use a directory of your own",
+                         dir, (unsigned long)st.st_uid);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return stk__errf(err, STK_ECACHE,
+                         "cache_dir %s is writable by other users (mode %03o); the cache is per "
+                         "user: chmod 700 it or use another directory",
+                         dir, (unsigned)(st.st_mode & 0777));
+    return 0;
+}
+
 int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
                    struct stk__err *err)
 {
     *out = NULL;
     if (cfg->dir == NULL || cfg->dir[0] == '\0' || cfg->max_bytes == 0)
         return stk__errf(err, STK_EINVAL, "the cache needs a directory and a size above 0");
-    if (mkdir(cfg->dir, 0755) < 0 && errno != EEXIST)
+    int created = mkdir(cfg->dir, 0700) == 0;
+    if (!created && errno != EEXIST)
         return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot create: %s", cfg->dir,
                          strerror(errno));
     int dfd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot open: %s", cfg->dir,
                          strerror(errno));
+    int rc = check_private_dir(cfg->dir, dfd, created, err);
+    if (rc < 0) {
+        close(dfd);
+        return rc;
+    }
     struct stk__cache *c = stk__calloc(1, sizeof *c);
     char *dir = stk__strdup(cfg->dir);
     if (c == NULL || dir == NULL) {

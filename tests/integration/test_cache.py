@@ -59,9 +59,12 @@ def test_second_run_reads_only_the_cache(tmp_path, dataset, run, bench_json):
     assert first["cache_bytes_written"] == sum(p.stat().st_size for p in shards)
     assert first["samples"] == 2 * 24
     assert len(cached_shards(cache)) == 4
-    # Each shard's URL sits next to it, for people looking at the directory.
-    urls = sorted(Path(cache, n + ".url").read_text() for n in cached_shards(cache))
-    assert urls == sorted(f"{p}\n" for p in shards)
+    # Each shard's (redacted) URL sits next to it, for people looking at the
+    # directory, with a digest of the full URL that catches collisions.
+    records = [Path(cache, n + ".url").read_text().split("\n") for n in cached_shards(cache)]
+    assert sorted(r[0] for r in records) == sorted(str(p) for p in shards)
+    assert all(len(r) == 3 and re.fullmatch("[0-9a-f]{16}", r[1]) and r[2] == ""
+               for r in records), records
 
     # Break the upstream: a run that still succeeds, with the same samples,
     # read nothing from it.

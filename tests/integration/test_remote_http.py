@@ -3,6 +3,8 @@ purpose. Recoverable faults must give every sample exactly once, identical
 to the local shard; unrecoverable ones a clear error naming the URL, with
 any credentials in it redacted."""
 import collections
+import os
+import stat
 import subprocess
 import time
 
@@ -292,3 +294,24 @@ def test_cache_errors_name_the_shard_redacted(run, nginx, shards, tmp_path):
         in proc.stderr, proc.stderr
     for secret in SECRETS:
         assert secret not in proc.stdout + proc.stderr
+
+
+def test_cache_files_hold_no_secret_and_are_private(run, nginx, shards, tmp_path):
+    """The cache directory is per user: 0700 and files 0600 whatever the
+    umask, and no file in it holds a credential of the URL (H.url keeps
+    the redacted URL)."""
+    cache = tmp_path / "cache"
+    urls = [secret_url(nginx.port, p.name) for p in shards[:2]]
+    proc = run(["ls", "--cache-dir", str(cache), "--cache-size", "64M", *urls],
+               preexec_fn=lambda: os.umask(0))
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    files = sorted(cache.iterdir())
+    assert len([p for p in files if p.suffix == ".url"]) == 2, files
+    for p in files:
+        assert stat.S_IMODE(p.lstat().st_mode) == 0o600, (p, oct(p.lstat().st_mode))
+        data = p.read_bytes()
+        for secret in SECRETS:
+            assert secret.encode() not in data, p
+    shown = sorted(p.read_text().splitlines()[0] for p in files if p.suffix == ".url")
+    assert shown == sorted(shown_url(nginx.port, p.name) for p in shards[:2])

@@ -119,15 +119,21 @@ static void expect_bytes(struct stk__source *src, size_t size, unsigned seed)
     assert_int_equal(off, size);
 }
 
-static struct stk__source *open_ok(struct stk__cache *c, const char *url)
+static struct stk__source *open_ok2(struct stk__cache *c, const char *url, const char *name)
 {
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cache_open(c, url, url, NULL, &src, &err);
+    int rc = stk__cache_open(c, url, name, NULL, &src, &err);
     if (rc < 0)
         fail_msg("stk__cache_open(%s): %d %s", url, rc, err.msg);
     return src;
+}
+
+/* Local paths carry no secret: their name is the URL itself. */
+static struct stk__source *open_ok(struct stk__cache *c, const char *url)
+{
+    return open_ok2(c, url, url);
 }
 
 /* Read src to its end (a miss fills the cache only then), and close it. */
@@ -220,7 +226,7 @@ static void test_fill_then_hit(void **state)
     assert_int_equal(n.bytes_written, 300 * KIB + 17);
     assert_true(cached(url));
 
-    /* The sidecar names the URL. */
+    /* The sidecar names the URL (by the name given: its redacted form). */
     char hex[33], path[256], line[300] = {0};
     stk__cache_name(url, hex);
     snprintf(path, sizeof path, "%s/%s.url", cache_dir, hex);
@@ -399,6 +405,159 @@ static void test_foreign_url_file(void **state)
     assert_int_equal(stk__cache_open(c, url, url, NULL, &src, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, "does not belong to this URL"));
     stk__cache_free(c);
+}
+
+/* Mode of cache_dir/name (lstat), or -1. */
+static int mode_of(const char *name)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s%s%s", cache_dir, name[0] ? "/" : "", name);
+    return lstat(path, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
+}
+
+/* Replace url's H.url by n bytes of content. */
+static void write_url_file(const char *url, const char *content, size_t n)
+{
+    char hex[33], path[512];
+    stk__cache_name(url, hex);
+    snprintf(path, sizeof path, "%s/%s.url", cache_dir, hex);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(content, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Whole content of cache_dir/name into buf (NUL-terminated); its length. */
+static size_t read_cache_file(const char *name, char *buf, size_t cap)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", cache_dir, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
+/* The cache is per user: whatever the umask, the directory is 0700 and
+ * every file 0600; H.url holds the name it was given (the redacted URL),
+ * never the URL itself, which may carry credentials. */
+static void test_private_files_without_secrets(void **state)
+{
+    (void)state;
+    char url[256];
+    upstream("secret-token-abc.tar", 100 * KIB, 1, url, sizeof url);
+    const char *name = "https://***@example/shard.tar?sig=***";
+    mode_t old = umask(0);
+    struct stk__cache *c = new_cache(1u << 20);
+    struct stk__source *src;
+    struct stk__err err;
+    stk__err_clear(&err);
+    assert_int_equal(stk__cache_open(c, url, name, NULL, &src, &err), 0);
+    assert_string_equal(src->url, name);
+    read_through(src);
+    umask(old);
+    assert_int_equal(mode_of(""), 0700);
+    char hex[33], file[64], buf[512];
+    stk__cache_name(url, hex);
+    assert_int_equal(mode_of(hex), 0600);
+    snprintf(file, sizeof file, "%s.url", hex);
+    assert_int_equal(mode_of(file), 0600);
+    snprintf(file, sizeof file, "%s.lock", hex);
+    int lock_mode = mode_of(file);
+    assert_true(lock_mode == 0600 || lock_mode == -1); /* removed once unused is fine */
+    assert_int_equal(mode_of(".lock"), 0600);
+    snprintf(file, sizeof file, "%s.url", hex);
+    read_cache_file(file, buf, sizeof buf);
+    assert_null(strstr(buf, "secret-token-abc"));
+    assert_int_equal(strncmp(buf, name, strlen(name)), 0);
+    assert_int_equal(buf[strlen(name)], '\n');
+    /* and a hit knows it by URL and name */
+    src = open_ok2(c, url, name);
+    expect_bytes(src, 100 * KIB, 1);
+    stk__source_close(src);
+    stk__cache_free(c);
+}
+
+/* Two URLs that differ only in their secrets have the same redacted name:
+ * H.url also holds a digest of the full URL, so a file of another URL under
+ * the same name is still caught. */
+static void test_url_file_catches_same_name_other_secret(void **state)
+{
+    (void)state;
+    char url[256];
+    upstream("a.tar", 1000, 1, url, sizeof url);
+    struct stk__cache *c = new_cache(1u << 20);
+    read_through(open_ok2(c, url, "https://***@host/a.tar"));
+    char hex[33], file[64], buf[512];
+    stk__cache_name(url, hex);
+    snprintf(file, sizeof file, "%s.url", hex);
+    size_t n = read_cache_file(file, buf, sizeof buf);
+    /* The same first line, another digest (the last hex digit changed). */
+    assert_true(n > 2 && buf[n - 1] == '\n');
+    buf[n - 2] = buf[n - 2] == '0' ? '1' : '0';
+    write_url_file(url, buf, n);
+    struct stk__source *src;
+    struct stk__err err;
+    stk__err_clear(&err);
+    assert_int_equal(stk__cache_open(c, url, "https://***@host/a.tar", NULL, &src, &err),
+                     STK_ECACHE);
+    assert_non_null(strstr(err.msg, "does not belong to this URL"));
+    stk__cache_free(c);
+}
+
+/* A cache written by an earlier version holds the URL itself in H.url: it
+ * is still a hit, and the file is rewritten without the URL. */
+static void test_legacy_url_file_rewritten(void **state)
+{
+    (void)state;
+    char url[256];
+    upstream("a.tar", 1000, 1, url, sizeof url);
+    struct stk__cache *c = new_cache(1u << 20);
+    read_through(open_ok2(c, url, "NAME"));
+    char hex[33], buf[512];
+    stk__cache_name(url, hex);
+    snprintf(buf, sizeof buf, "%s\n", url);
+    write_url_file(url, buf, strlen(buf));
+    struct stk__source *src = open_ok2(c, url, "NAME");
+    expect_bytes(src, 1000, 1);
+    stk__source_close(src);
+    char file[64];
+    snprintf(file, sizeof file, "%s.url", hex);
+    read_cache_file(file, buf, sizeof buf);
+    assert_int_equal(strncmp(buf, "NAME\n", 5), 0);
+    assert_int_equal(mode_of(file), 0600);
+    struct stk__cache_counts n;
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.hits, 1);
+    stk__cache_free(c);
+}
+
+/* A directory other users can write is refused: they could plant shards. */
+static void test_shared_directory_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(mkdir(cache_dir, 0700), 0);
+    assert_int_equal(chmod(cache_dir, 0770), 0);
+    struct stk__cache_config cfg = {.dir = cache_dir, .max_bytes = 1u << 20};
+    struct stk__cache *c = NULL;
+    struct stk__err err;
+    stk__err_clear(&err);
+    assert_int_equal(stk__cache_new(&cfg, &c, &err), STK_ECACHE);
+    assert_null(c);
+    if (strstr(err.msg, "writable by other users") == NULL)
+        fail_msg("message: %s", err.msg);
+    assert_int_equal(chmod(cache_dir, 0755), 0); /* readable is fine: files are 0600 */
+    assert_int_equal(stk__cache_new(&cfg, &c, &err), 0);
+    stk__cache_free(c);
+    if (geteuid() == 0) { /* only root can give the directory away */
+        assert_int_equal(chown(cache_dir, 65534, 65534), 0);
+        assert_int_equal(stk__cache_new(&cfg, &c, &err), STK_ECACHE);
+        if (strstr(err.msg, "belongs to another user") == NULL)
+            fail_msg("message: %s", err.msg);
+    }
 }
 
 /* A temp file whose filler is gone (its fill lock is free) is removed by
@@ -610,7 +769,8 @@ static void test_miss_streams_before_upstream_ends(void **state)
     assert_int_equal(w.timed_out, 0);
     fifo_writer_join(&w, t);
     assert_true(cached(w.path));
-    assert_int_equal(cache_total(&temps), size + strlen(w.path) + 1);
+    /* the shard, and H.url: its name (here the path), '\n', 16 hex digits, '\n' */
+    assert_int_equal(cache_total(&temps), size + strlen(w.path) + 18);
     assert_int_equal(temps, 0);
 
     /* A hit now, though nobody writes the FIFO any more. */
@@ -766,6 +926,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shard_larger_than_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_error_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_url_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_private_files_without_secrets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_url_file_catches_same_name_other_secret, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_url_file_rewritten, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_directory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_temp_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_orphans_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_miss_streams_before_upstream_ends, setup, teardown),
