@@ -32,7 +32,7 @@ static void test_redact(void **state)
     (void)state;
     expect_redacted("/data/train-0001.tar", "/data/train-0001.tar");
     expect_redacted("relative/a:b@c.tar", "relative/a:b@c.tar");
-    expect_redacted("pipe:curl -u a:b http://x/y", "pipe:curl -u a:b http://x/y");
+    expect_redacted("pipe:curl -u a:b http://x/y", "pipe:curl -u *** http://x/y");
     expect_redacted("http://host:80/a/b.tar", "http://host:80/a/b.tar");
     expect_redacted("http://user:s3cr3t@host/a.tar", "http://***@host/a.tar");
     expect_redacted("https://tok@host", "https://***@host");
@@ -44,6 +44,55 @@ static void test_redact(void **state)
     expect_redacted("http://u:p@h?a=1", "http://***@h?a=***");
     expect_redacted("file:///data/x.tar", "file:///data/x.tar");
     expect_redacted("", "");
+}
+
+/* pipe: commands: word by word, as the pipe source splits them; a word
+ * without a secret keeps its exact text (quotes included), a changed one
+ * is written quoted where it needs to be. */
+static void test_redact_pipe(void **state)
+{
+    (void)state;
+    const char *same[] = {
+        "pipe:cat /data/x.tar",
+        "pipe:cat 'dir with space/s.tar'",
+        "pipe:curl -s -L http://host/a.tar",
+        "pipe:sh -c 'cat \"$0\"; exit 3' a\\ b",
+        "pipe:aws s3 cp --no-sign-request s3://b/k.tar -",
+        "pipe:curl -H 'Accept: */*' -A 'agent x' http://h/x",
+        "pipe:env USER=alice LANG=C cat x.tar",
+        "pipe:cat 'x",
+        "pipe:",
+        "pipe:  a\t b  ",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        expect_redacted(same[i], same[i]);
+    /* URLs inside words */
+    expect_redacted("pipe:curl -s https://u:pw@h/a.tar?X-Amz-Signature=abc",
+                    "pipe:curl -s https://***@h/a.tar?X-Amz-Signature=***");
+    expect_redacted("pipe:curl '--url=https://h/a.tar?sig=abc'", "pipe:curl --url=https://h/a.tar?sig=***");
+    expect_redacted("pipe:curl \"http://u:p@h/a b.tar\"", "pipe:curl \"http://***@h/a b.tar\"");
+    /* NAME=value with a secret-looking NAME, options included */
+    expect_redacted("pipe:env AWS_SECRET_ACCESS_KEY=abc AWS_SESSION_TOKEN='x y' aws s3 cp s3://b/k -",
+                    "pipe:env AWS_SECRET_ACCESS_KEY=*** AWS_SESSION_TOKEN=*** aws s3 cp s3://b/k -");
+    expect_redacted("pipe:tool --password=hunter2 --api-key=k1 --count=3",
+                    "pipe:tool --password=*** --api-key=*** --count=3");
+    expect_redacted("pipe:tool --token=https://h/x", "pipe:tool --token=***");
+    /* header arguments */
+    expect_redacted("pipe:curl -H 'Authorization: Bearer abc' http://h/x",
+                    "pipe:curl -H \"Authorization: ***\" http://h/x");
+    expect_redacted("pipe:curl -H \"X-Amz-Security-Token:abc\" -H Cookie:\\ a=b http://h/x",
+                    "pipe:curl -H \"X-Amz-Security-Token: ***\" -H \"Cookie: ***\" http://h/x");
+    expect_redacted("pipe:curl -H 'Authorization:' http://h/x", "pipe:curl -H 'Authorization:' http://h/x");
+    /* the word after a credential option */
+    expect_redacted("pipe:curl --user alice:pw http://h/x", "pipe:curl --user *** http://h/x");
+    expect_redacted("pipe:tool --password \"two words\" --token t x",
+                    "pipe:tool --password *** --token *** x");
+    expect_redacted("pipe:tool --password", "pipe:tool --password");
+    /* quoting of a changed word that keeps blanks, quotes or backslashes */
+    expect_redacted("pipe:tool 'PASSWORD=a b' \"x=https://u:p@h/a\\\"b\"",
+                    "pipe:tool PASSWORD=*** \"x=https://***@h/a\\\"b\"");
+    /* an unterminated quote: the rest is one word */
+    expect_redacted("pipe:curl 'https://u:p@h/x", "pipe:curl https://***@h/x");
 }
 
 static void test_redact_truncates(void **state)
@@ -166,6 +215,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_redact_pipe),
         cmocka_unit_test(test_redact_truncates),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
