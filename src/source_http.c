@@ -33,6 +33,16 @@
  * failed attempts in a row; an attempt that delivered bytes restarts that
  * count, so a long shard over a flaky link still completes. 403, 404 and
  * other 4xx fail at once, naming the (redacted) URL and the status.
+ *
+ * Redirects. libcurl follows them itself for a plain GET. A request that
+ * carries credentials (signed S3/GCS requests with their session token,
+ * a bearer token, "user:password" in the URL) does not let libcurl follow:
+ * on a redirect to another host libcurl drops only Authorization and
+ * Cookie, and would send x-amz-security-token and the other headers of
+ * the request to whatever the Location names. A signature is only valid
+ * for its own host anyway. So such a request follows a redirect itself,
+ * and only within its origin (scheme, host and port, compared as libcurl
+ * parses them); a redirect elsewhere fails, naming both URLs redacted.
  */
 #include "source_http.h"
 
@@ -61,6 +71,10 @@
 #define POLL_MS 100
 /* Shorter jumps are read through: a new request costs a round trip. */
 #define SKIP_BY_REQUEST_MIN (1u << 20)
+/* Redirects followed per source (libcurl's own limit for plain GETs), and
+ * the longest redirect body read (and dropped) to get there. */
+#define MAX_REDIRECTS 5
+#define REDIRECT_BODY_MAX (64u << 10)
 
 struct http_source {
     struct stk__source base;
@@ -70,6 +84,14 @@ struct http_source {
     const struct stk__http_request *req; /* during open only */
     struct curl_slist *headers; /* req->headers, owned: libcurl borrows the list */
     struct stk__source_config cfg;
+    /* The request carries credentials: redirects are followed here, and
+     * only within origin (the first URL's, redacted: it is only compared
+     * and printed). */
+    int own_redirects;
+    char *origin;
+    unsigned redirects;
+    int redirect_body;           /* this attempt's response is a redirect */
+    size_t redirect_body_bytes;  /* of its body, dropped */
     char errbuf[CURL_ERROR_SIZE];
 
     /* The stream. */
@@ -95,6 +117,29 @@ struct http_source {
     unsigned char *spill;
     size_t spill_pos, spill_len;
 };
+
+int stk__url_origin(const char *url, char *buf, size_t cap, int *has_user)
+{
+    static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
+    char *got[3] = {NULL, NULL, NULL}, *user = NULL;
+    CURLU *u = curl_url();
+    int rc = u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < 3; i++)
+        if (curl_url_get(u, parts[i], &got[i], i == 2 ? CURLU_DEFAULT_PORT : 0) != CURLUE_OK)
+            rc = -1;
+    if (rc == 0 && has_user != NULL)
+        *has_user = curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK;
+    if (rc == 0 && (size_t)snprintf(buf, cap, "%s://%s:%s", got[0], got[1], got[2]) >= cap)
+        rc = -1;
+    for (char *p = buf; rc == 0 && *p != '\0'; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    for (size_t i = 0; i < 3; i++)
+        curl_free(got[i]);
+    curl_free(user);
+    curl_url_cleanup(u);
+    return rc;
+}
 
 static uint64_t next_random(struct http_source *h)
 {
@@ -143,6 +188,12 @@ static int check_response(struct http_source *h)
     CURL *e = h->pair->easy;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &h->status);
     h->checked = 1;
+    if (h->own_redirects && h->status >= 300 && h->status < 400) {
+        /* libcurl works out where a redirect goes (CURLINFO_REDIRECT_URL)
+         * only for a transfer that ends well: read the body, drop it. */
+        h->redirect_body = 1;
+        return 0;
+    }
     if (h->status != 200 && h->status != 206)
         return -1; /* classified by finish_attempt() */
     curl_off_t length = -1;
@@ -183,6 +234,10 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
     size_t len = size * n;
     if (!h->checked && check_response(h) < 0)
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+    if (h->redirect_body) {
+        h->redirect_body_bytes += len;
+        return h->redirect_body_bytes <= REDIRECT_BODY_MAX ? len : 0;
+    }
     /* Spilled bytes only exist once the caller's buffer is full, and read()
      * empties the spill before it drives libcurl again, so order holds. */
     size_t room = h->dst != NULL && h->spill_len == 0 ? h->dst_cap - h->dst_len : 0;
@@ -219,7 +274,7 @@ static int set_options(struct http_source *h, CURLSH *share)
     bad |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK;
-    bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, h->own_redirects ? 0L : 1L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_USERAGENT, "stoker/" STK_VERSION_STRING) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)CURL_BUFFER_BYTES) != CURLE_OK;
@@ -261,6 +316,8 @@ static int start_attempt(struct http_source *h)
     char range[32];
     h->start = h->received;
     h->checked = 0;
+    h->redirect_body = 0;
+    h->redirect_body_bytes = 0;
     h->skip = 0;
     h->status = 0;
     h->reason[0] = '\0';
@@ -332,6 +389,27 @@ static int schedule_retry(struct http_source *h, int code, const char *problem)
     return 0;
 }
 
+/* A redirect of a request with credentials: the next attempt asks location
+ * if it is within the origin, else the source fails. */
+static int follow(struct http_source *h, const char *location)
+{
+    char origin[STK__URL_ORIGIN_MAX], shown[512];
+    stk__redact_url(location, shown, sizeof shown);
+    if (h->origin == NULL || stk__url_origin(location, origin, sizeof origin, NULL) < 0 ||
+        strcmp(origin, h->origin) != 0)
+        return stk__errf(&h->base.err, STK_EHTTP,
+                         "%s: redirected to %s, another origin (scheme, host or port); a "
+                         "request with credentials is never sent there, so it is not followed",
+                         h->shown, shown);
+    if (h->redirects == MAX_REDIRECTS)
+        return stk__errf(&h->base.err, STK_EHTTP, "%s: more than %d redirects (the last to %s)",
+                         h->shown, MAX_REDIRECTS, shown);
+    if (curl_easy_setopt(h->pair->easy, CURLOPT_URL, location) != CURLE_OK) /* copied */
+        return stk__errf(&h->base.err, STK_ENOMEM, "%s: out of memory", h->shown);
+    h->redirects++;
+    return 0;
+}
+
 static int finish_attempt(struct http_source *h, CURLcode result)
 {
     curl_multi_remove_handle(h->pair->multi, h->pair->easy);
@@ -340,6 +418,12 @@ static int finish_attempt(struct http_source *h, CURLcode result)
         return h->fatal;
     long status = 0;
     curl_easy_getinfo(h->pair->easy, CURLINFO_RESPONSE_CODE, &status);
+    char *location = NULL;
+    if (h->own_redirects && status >= 300 && status < 400 &&
+        (result == CURLE_OK || result == CURLE_WRITE_ERROR) &&
+        curl_easy_getinfo(h->pair->easy, CURLINFO_REDIRECT_URL, &location) == CURLE_OK &&
+        location != NULL)
+        return follow(h, location);
     char problem[CURL_ERROR_SIZE + 64];
     if ((result == CURLE_OK || result == CURLE_WRITE_ERROR) && status != 0 &&
         status != 200 && status != 206) {
@@ -443,6 +527,7 @@ static void http_close(struct stk__source *src)
     curl_slist_free_all(h->headers);
     stk__free(h->spill);
     stk__free(h->shown);
+    stk__free(h->origin);
     stk__free(h);
 }
 
@@ -496,7 +581,16 @@ int stk__source_http_open(const char *url, const struct stk__http_request *req,
     CURLSH *share = stk__curl_share(err);
     if (share != NULL)
         h->pair = stk__curl_pair_get(err);
-    int rc = h->pair == NULL ? err->code : set_options(h, share);
+    int rc = h->pair == NULL ? err->code : 0;
+    char origin[STK__URL_ORIGIN_MAX];
+    int has_user = 0;
+    if (rc == 0 && stk__url_origin(url, origin, sizeof origin, &has_user) == 0 &&
+        (h->origin = stk__strdup(origin)) == NULL)
+        rc = stk__errf(err, STK_ENOMEM, "out of memory opening an HTTP source");
+    h->own_redirects = has_user || (req != NULL && (req->n_headers > 0 || req->aws_sigv4 != NULL ||
+                                                    req->userpwd != NULL));
+    if (rc == 0)
+        rc = set_options(h, share);
     h->url = NULL; /* libcurl copied it */
     h->req = NULL;
     if (rc == 0)

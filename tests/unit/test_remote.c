@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "redact.h"
 #include "retry.h"
+#include "source_http.h"
 #include "source_pipe.h"
 #include "stoker.h"
 
@@ -177,6 +178,43 @@ static void test_split_errors(void **state)
     expect_split_error(many, "more than");
 }
 
+static void expect_origin(const char *url, const char *want, int want_user)
+{
+    char buf[STK__URL_ORIGIN_MAX];
+    int user = -1;
+    int rc = stk__url_origin(url, buf, sizeof buf, &user);
+    if (rc != 0 || strcmp(buf, want) != 0 || user != want_user)
+        print_error("url '%s': rc %d, origin '%s', user %d; want '%s', user %d\n", url, rc,
+                    rc == 0 ? buf : "", user, want, want_user);
+    assert_int_equal(rc, 0);
+    assert_string_equal(buf, want);
+    assert_int_equal(user, want_user);
+}
+
+/* The origins a request with credentials may be redirected within. */
+static void test_origin(void **state)
+{
+    (void)state;
+    expect_origin("http://127.0.0.1:8080/a/b.tar?x=1", "http://127.0.0.1:8080", 0);
+    expect_origin("http://HOST.Example/a", "http://host.example:80", 0);
+    expect_origin("https://host/a", "https://host:443", 0);
+    expect_origin("HTTPS://host:443/b", "https://host:443", 0);
+    expect_origin("http://u:p@host:81/", "http://host:81", 1);
+    expect_origin("http://[::1]:9000/x", "http://[::1]:9000", 0);
+    /* what differs: scheme (https -> http), port, host name for one address */
+    const char *a = "https://h:443", *others[] = {"http://h/x", "https://h:8443/x",
+                                                  "https://h.:443/x", "https://g/x"};
+    char buf[STK__URL_ORIGIN_MAX];
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        assert_int_equal(stk__url_origin(others[i], buf, sizeof buf, NULL), 0);
+        if (strcmp(buf, a) == 0)
+            print_error("'%s' has origin '%s'\n", others[i], buf);
+        assert_string_not_equal(buf, a);
+    }
+    assert_int_equal(stk__url_origin("not a url", buf, sizeof buf, NULL), -1);
+    assert_int_equal(stk__url_origin("http://h/x", buf, 8, NULL), -1);
+}
+
 static void test_retry_status(void **state)
 {
     (void)state;
@@ -219,6 +257,7 @@ int main(void)
         cmocka_unit_test(test_redact_truncates),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
+        cmocka_unit_test(test_origin),
         cmocka_unit_test(test_retry_status),
         cmocka_unit_test(test_backoff),
     };
