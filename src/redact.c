@@ -64,6 +64,23 @@ static void put_query(struct out *o, const char *q, size_t n)
     }
 }
 
+/* An authority without '@' that holds ':' followed by more than a port
+ * number ("user:pa" of "user:pa/ss@host"). */
+static int password_cut_short(const char *auth, size_t len)
+{
+    size_t i = 0;
+    if (len > 0 && auth[0] == '[') /* an IPv6 literal: its colons are no password */
+        while (i < len && auth[i] != ']')
+            i++;
+    const char *colon = memchr(auth + i, ':', len - i);
+    if (colon == NULL)
+        return 0;
+    for (const char *p = colon + 1; p < auth + len; p++)
+        if (*p < '0' || *p > '9')
+            return 1;
+    return 0;
+}
+
 static void put_url(struct out *o, const char *url)
 {
     const char *sep = strstr(url, "://");
@@ -83,6 +100,14 @@ static void put_url(struct out *o, const char *url)
     for (size_t i = 0; i < auth_len; i++)
         if (auth[i] == '@')
             at = auth + i;
+    if (at == NULL && password_cut_short(auth, auth_len)) {
+        /* "user:pa/ss@host": the authority seems to end early at a '/', '?'
+         * or '#' inside a password. Not a URL libcurl accepts, but one that
+         * may be printed: the userinfo runs to the last '@'. */
+        at = strrchr(auth, '@');
+        if (at != NULL)
+            auth_len = (size_t)(at - auth) + 1 + strcspn(at + 1, "/?#");
+    }
     if (at != NULL) {
         put_str(o, HIDDEN "@");
         put(o, at + 1, (size_t)(auth + auth_len - (at + 1)));

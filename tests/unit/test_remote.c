@@ -44,6 +44,16 @@ static void test_redact(void **state)
     expect_redacted("http://h/x?sig=abc&flag&token=t#frag", "http://h/x?sig=***&flag&token=***#***");
     expect_redacted("http://u:p@h?a=1", "http://***@h?a=***");
     expect_redacted("file:///data/x.tar", "file:///data/x.tar");
+    /* A password with an unescaped '/', '?' or '#' is not a valid URL (libcurl
+     * refuses it), but its message must not show the password either. */
+    expect_redacted("http://user:pa/ss@host/x.tar", "http://***@host/x.tar");
+    expect_redacted("http://u:pa?ss@host/x?a=b", "http://***@host/x?a=***");
+    expect_redacted("http://u:pa#ss@host/x", "http://***@host/x");
+    expect_redacted("http://u:9/x@host/y", "http://u:9/x@host/y"); /* a port, then a path */
+    expect_redacted("http://host:8080/@scope/x.tar", "http://host:8080/@scope/x.tar");
+    expect_redacted("https://registry/@org/x.tar", "https://registry/@org/x.tar");
+    expect_redacted("http://[::1]:80/a@b.tar", "http://[::1]:80/a@b.tar");
+    expect_redacted("http://user:pa/ss", "http://user:pa/ss");
     expect_redacted("", "");
 }
 
