@@ -46,7 +46,13 @@
  *    failed fills and go in the same scan.
  *  - Lock files that an evictor unlinks may still be open elsewhere, so
  *    after taking a lock on a named file we check that the name still
- *    refers to the locked inode, and retry otherwise.
+ *    refers to the locked inode, and retry otherwise (STK__CACHE_TRIES
+ *    times at most: a name that keeps changing is an error, not a spin).
+ *  - Every name is opened with O_NOFOLLOW and O_NONBLOCK and must be a
+ *    regular file (stk__cache_open_file): a symbolic link, FIFO or
+ *    directory planted in the directory fails the open with STK_ECACHE
+ *    naming it, instead of making us lock, read or create the link's
+ *    target (a retry loop compared the link with its target forever).
  *
  * Streaming fill (cache_fill.c): a miss returns at once a source that
  * reads the temp file behind a filler thread that downloads into it, so
@@ -146,15 +152,49 @@ int stk__cache_flock(int fd, int how)
     return rc;
 }
 
-int stk__cache_create(const struct stk__cache *c, const char *name, int flags)
+/* Every name in the cache directory is opened here: never through a
+ * symbolic link (O_NOFOLLOW: whoever can write to the directory could point
+ * one outside it), never blocking on a FIFO (O_NONBLOCK, which changes
+ * nothing for the regular files accepted), and only a regular file is
+ * returned. */
+int stk__cache_open_file(const struct stk__cache *c, const char *name, int flags)
 {
-    int fd = openat(c->dir_fd, name, flags | O_CREAT | O_CLOEXEC, 0600);
+    int fd = openat(c->dir_fd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (fd < 0)
         return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -STK__CACHE_ENOTREG;
+    }
+    return fd;
+}
+
+int stk__cache_create(const struct stk__cache *c, const char *name, int flags)
+{
+    int fd = stk__cache_open_file(c, name, flags | O_CREAT);
     /* The umask may have taken bits the owner needs; fails harmlessly on a
      * lock file another user created in a cache of an earlier version. */
-    (void)fchmod(fd, 0600);
+    if (fd >= 0)
+        (void)fchmod(fd, 0600);
     return fd;
+}
+
+const char *stk__cache_strerror(int e)
+{
+    switch (e) {
+    case ELOOP:
+        return "it is a symbolic link, and the cache directory holds only stoker's own "
+               "regular files (remove it)";
+    case STK__CACHE_ENOTREG:
+        return "it is not a regular file, and the cache directory holds only stoker's own "
+               "regular files (remove it)";
+    case STK__CACHE_EREPLACED:
+        return "it was replaced each time it was locked (is another program renaming files "
+               "in the cache directory?)";
+    default:
+        return strerror(e);
+    }
 }
 
 /* Numbers temp files: process-wide, so that handles of one process never
@@ -200,7 +240,7 @@ int stk__cache_write_url_file(const struct stk__cache *c, const char *hex, const
     if (rc < 0) {
         unlinkat(c->dir_fd, tmp, 0);
         return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", shown, c->dir, name,
-                         strerror(-rc));
+                         stk__cache_strerror(-rc));
     }
     return 0;
 }
@@ -215,15 +255,17 @@ static int still_named(const struct stk__cache *c, int fd, const char *name)
 
 /* Lock the file called name (flock how, LOCK_NB allowed), creating it if
  * create is set. Returns the locked fd, -EWOULDBLOCK when LOCK_NB found it
- * busy, -ENOENT when it does not exist and create is 0, or -errno. */
+ * busy, -ENOENT when it does not exist and create is 0, or -errno
+ * (stk__cache_strerror). A lock file that an evictor unlinks between our
+ * open and our lock is opened again, a bounded number of times. */
 static int lock_file(const struct stk__cache *c, const char *name, int how, int create)
 {
-    for (;;) {
+    for (int tries = 0; tries < STK__CACHE_TRIES; tries++) {
         /* Read-only is enough for flock. */
         int fd = create ? stk__cache_create(c, name, O_RDONLY)
-                        : openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC);
+                        : stk__cache_open_file(c, name, O_RDONLY);
         if (fd < 0)
-            return create ? fd : -errno;
+            return fd;
         if (stk__cache_flock(fd, how) < 0) {
             int e = errno;
             close(fd);
@@ -235,6 +277,7 @@ static int lock_file(const struct stk__cache *c, const char *name, int how, int 
         if (!create)
             return -ENOENT;
     }
+    return -STK__CACHE_EREPLACED;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -310,7 +353,7 @@ static int check_url_file(const struct stk__cache *c, const char *hex, const cha
         stk__free(rec);
         return stk__errf(err, STK_ENOMEM, "%s: out of memory", shown);
     }
-    int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC);
+    int fd = stk__cache_open_file(c, name, O_RDONLY);
     ssize_t n = fd < 0 ? -1 : pread(fd, buf, cap, 0);
     int same = n == (ssize_t)len && memcmp(buf, rec, len) == 0;
     int legacy = n == (ssize_t)url_len + 1 && memcmp(buf, url, url_len) == 0 &&
@@ -325,6 +368,9 @@ static int check_url_file(const struct stk__cache *c, const char *hex, const cha
     }
     stk__free(buf);
     stk__free(rec);
+    if (fd < 0 && fd != -ENOENT)
+        return stk__errf(err, STK_ECACHE, "%s: cannot read cache file %s/%s: %s", shown, c->dir,
+                         name, stk__cache_strerror(-fd));
     if (!same && !legacy)
         return stk__errf(err, STK_ECACHE,
                          "%s: cache file %s/%s does not belong to this URL (%s/%s is missing "
@@ -337,13 +383,13 @@ static int check_url_file(const struct stk__cache *c, const char *hex, const cha
 static int open_entry(struct stk__cache *c, const char *hex, const char *url, const char *shown,
                       int *fd_out, struct stk__err *err)
 {
-    for (;;) {
-        int fd = openat(c->dir_fd, hex, O_RDONLY | O_CLOEXEC);
+    for (int tries = 0; tries < STK__CACHE_TRIES; tries++) {
+        int fd = stk__cache_open_file(c, hex, O_RDONLY);
         if (fd < 0) {
-            if (errno == ENOENT)
+            if (fd == -ENOENT)
                 return 0;
             return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", shown, c->dir,
-                             hex, strerror(errno));
+                             hex, stk__cache_strerror(-fd));
         }
         if (stk__cache_flock(fd, LOCK_SH) < 0) {
             int e = errno;
@@ -367,6 +413,8 @@ static int open_entry(struct stk__cache *c, const char *hex, const char *url, co
         *fd_out = fd;
         return 1;
     }
+    return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", shown, c->dir, hex,
+                     stk__cache_strerror(STK__CACHE_EREPLACED));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -496,7 +544,7 @@ static int scan_dir(const struct stk__cache *c, const char *own_tmp, struct scan
 /* Remove shard hex if nobody reads it. Returns the bytes freed, 0 if in use. */
 static uint64_t evict(const struct stk__cache *c, const char *hex)
 {
-    int fd = openat(c->dir_fd, hex, O_RDONLY | O_CLOEXEC);
+    int fd = stk__cache_open_file(c, hex, O_RDONLY);
     if (fd < 0)
         return 0;
     struct stat st;
@@ -535,7 +583,7 @@ int stk__cache_reserve(struct stk__cache *c, const char *name, const char *own_t
     int g = lock_file(c, ".lock", LOCK_EX, 1);
     if (g < 0)
         return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", name, c->dir,
-                         strerror(-g));
+                         stk__cache_strerror(-g));
     struct scan s;
     int rc = scan_dir(c, own_tmp, &s);
     if (rc < 0) {
@@ -608,7 +656,7 @@ int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
         int lk = lock_file(c, lock, LOCK_EX, 1);
         if (lk < 0)
             return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", name, c->dir, lock,
-                             strerror(-lk));
+                             stk__cache_strerror(-lk));
         rc = open_entry(c, hex, url, name, &fd, err); /* filled while we waited? */
         if (rc == 0) /* a miss: stream it while it fills; the fill owns lk */
             return stk__cache_fill_open(c, hex, url, name, scfg, lk, out, err);

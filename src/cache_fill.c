@@ -288,7 +288,7 @@ int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
     f->fd = stk__cache_create(c, f->tmp, O_RDWR | O_EXCL);
     if (f->fd < 0) {
         rc = stk__errf(err, STK_ECACHE, "%s: cannot create %s/%s: %s", name, c->dir, f->tmp,
-                       strerror(-f->fd));
+                       stk__cache_strerror(-f->fd));
         f->fd = -1;
         goto fail;
     }

@@ -32,9 +32,22 @@ struct stk__cache {
 /* flock(2), retried on EINTR. */
 int stk__cache_flock(int fd, int how);
 
-/* Open name in the cache directory with flags | O_CREAT | O_CLOEXEC, as a
- * file of mode 0600 whatever the umask. The fd, or -errno. */
+/* Beyond errno values, for names in the cache directory: not a regular
+ * file; replaced each time it was locked (after STK__CACHE_TRIES opens). */
+#define STK__CACHE_ENOTREG 10001
+#define STK__CACHE_EREPLACED 10002
+#define STK__CACHE_TRIES 64
+
+/* Open the regular file name in the cache directory with flags (O_CLOEXEC,
+ * O_NOFOLLOW and O_NONBLOCK added): the fd, or -errno: -ELOOP for a
+ * symbolic link, -STK__CACHE_ENOTREG for a FIFO, directory, device... */
+int stk__cache_open_file(const struct stk__cache *c, const char *name, int flags);
+
+/* Same with O_CREAT, as a file of mode 0600 whatever the umask. */
 int stk__cache_create(const struct stk__cache *c, const char *name, int flags);
+
+/* Text for an errno value or one of the codes above (positive). */
+const char *stk__cache_strerror(int e);
 
 /* A new temp file name for shard hex: ".tmp.H.PID.SEQ" + suffix, unique
  * within the process. */

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -653,6 +654,108 @@ static void test_orphans_removed(void **state)
     stk__cache_free(c);
 }
 
+/* Calls that spun forever before the cache refused symbolic links end the
+ * process with a message instead (SIGALRM after this long). */
+#define BOUND_S 20
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_cache: a cache call did not return within 20 s "
+                              "(an unbounded retry loop?)\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+enum plant_kind { PLANT_SYMLINK, PLANT_DANGLING, PLANT_FIFO, PLANT_DIR };
+
+/* Put something that is not a regular file at cache_dir/name: a link to a
+ * file outside the cache, a link to a name outside that does not exist yet,
+ * a FIFO (an open for reading would block) or a directory. */
+static void plant(const char *name, enum plant_kind kind)
+{
+    char path[512], target[256];
+    snprintf(path, sizeof path, "%s/%s", cache_dir, name);
+    unlink(path);
+    rmdir(path);
+    int rc = -1;
+    switch (kind) {
+    case PLANT_SYMLINK:
+        snprintf(target, sizeof target, "%s/outside", root);
+        rc = symlink(target, path);
+        break;
+    case PLANT_DANGLING:
+        snprintf(target, sizeof target, "%s/created-outside", root);
+        rc = symlink(target, path);
+        break;
+    case PLANT_FIFO:
+        rc = mkfifo(path, 0600);
+        break;
+    case PLANT_DIR:
+        rc = mkdir(path, 0700);
+        break;
+    }
+    if (rc != 0)
+        fail_msg("planting %s: %s", path, strerror(errno));
+}
+
+/* A name in the cache directory that is a symbolic link (the directory may
+ * be reachable by others who plant one), a FIFO or a directory fails the
+ * open with STK_ECACHE naming it, within BOUND_S, and nothing is created or
+ * changed outside the cache. Before O_NOFOLLOW the loader spun forever on a
+ * link at a lock file or shard, and created the link's target. */
+static void test_planted_names_fail_cleanly(void **state)
+{
+    (void)state;
+    char url[256], hex[33], outside[256], created[256];
+    upstream("a.tar", 70 * KIB, 1, url, sizeof url);
+    stk__cache_name(url, hex);
+    snprintf(outside, sizeof outside, "%s/outside", root);
+    snprintf(created, sizeof created, "%s/created-outside", root);
+    const char *kinds[] = {"symlink", "dangling symlink", "FIFO", "directory"};
+    const char *suffixes[] = {".lock", "", ".url", "/.lock"}; /* H.lock, H, H.url, .lock */
+    signal(SIGALRM, on_alarm);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        for (int kind = PLANT_SYMLINK; kind <= PLANT_DIR; kind++) {
+            char name[64];
+            if (i == 3)
+                snprintf(name, sizeof name, ".lock");
+            else
+                snprintf(name, sizeof name, "%s%s", hex, suffixes[i]);
+            FILE *f = fopen(outside, "w");
+            assert_non_null(f);
+            fputs("not the cache's\n", f);
+            fclose(f);
+            remove_all(cache_dir);
+            struct stk__cache *c = new_cache(1u << 20);
+            if (i == 2) /* H.url is only read with H in place */
+                read_through(open_ok(c, url));
+            plant(name, (enum plant_kind)kind);
+            struct stk__err err;
+            alarm(BOUND_S);
+            int rc = open_and_read(c, url, &err);
+            alarm(0);
+            char where[512];
+            snprintf(where, sizeof where, "%s/%s", cache_dir, name);
+            if (rc != STK_ECACHE || strstr(err.msg, where) == NULL)
+                fail_msg("%s at %s: rc %d (want %d), message '%s'", kinds[kind], name, rc,
+                         STK_ECACHE, err.msg);
+            assert_int_equal(access(created, F_OK), -1);
+            char buf[64] = {0};
+            f = fopen(outside, "r");
+            assert_non_null(f);
+            assert_non_null(fgets(buf, sizeof buf, f));
+            fclose(f);
+            assert_string_equal(buf, "not the cache's\n");
+            stk__cache_free(c);
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s", cache_dir, name);
+            rmdir(path); /* remove_all unlinks only */
+        }
+    }
+    unlink(outside);
+}
+
 /* An upstream the test feeds by hand: a FIFO a thread writes `first` bytes
  * into, then (once the reader posts `go`, or after 10 s) the rest, or
  * nothing more when close_early is set. */
@@ -933,6 +1036,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shared_directory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_temp_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_orphans_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_planted_names_fail_cleanly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_miss_streams_before_upstream_ends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_close_abandons_fill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_fills_download_once, setup, teardown),
