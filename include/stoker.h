@@ -255,6 +255,16 @@ struct stk_options {
     /* Delay before the first retry (default 500), doubled per retry up to
      * 20 s, half of it random; a server's Retry-After raises it. */
     unsigned io_backoff_ms;
+    /* Slowest stream accepted, in bytes per second (default 4096; 0: no
+     * limit). Only the time a reader spends waiting for a stream's bytes
+     * counts, so a caller that consumes slowly never makes a stream too
+     * slow: each io_timeout_ms of waiting must bring io_min_rate *
+     * io_timeout_ms / 1000 bytes, else the attempt is retried (Range
+     * resume). A too slow attempt counts as failed even though it brought
+     * bytes, so a server that drips fails after io_retries + 1 attempts,
+     * naming the rate it gave; a whole transfer thus waits at most about
+     * size / io_min_rate + io_timeout_ms per attempt. */
+    unsigned io_min_rate;
     /* Accept "pipe:COMMAND" URLs (default 0: refused). COMMAND is split into
      * words without a shell (blanks separate words; '...' and "..." quote,
      * backslash escapes) and run with posix_spawnp; its standard output is

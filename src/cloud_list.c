@@ -237,6 +237,7 @@ int stk__expand_and_list(const struct stk_options *opts, const char *const *patt
         .io_timeout_ms = opts->io_timeout_ms,
         .io_retries = opts->io_retries,
         .io_backoff_ms = opts->io_backoff_ms,
+        .io_min_rate = opts->io_min_rate,
         .allow_pipe = 0,
         .ca_bundle = opts->ca_bundle,
         .stats = NULL,

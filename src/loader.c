@@ -82,6 +82,7 @@ void stk_options_init(struct stk_options *o)
     o->io_timeout_ms = 30000;
     o->io_retries = 5;
     o->io_backoff_ms = 500;
+    o->io_min_rate = 4096;
 }
 
 static int check_options(const struct stk_options *o, struct stk__err *err)

@@ -53,6 +53,7 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
             .io_timeout_ms = o->io_timeout_ms,
             .io_retries = o->io_retries,
             .io_backoff_ms = o->io_backoff_ms,
+            .io_min_rate = o->io_min_rate,
             .allow_pipe = o->allow_pipe,
             .ca_bundle = o->ca_bundle,
             .stats = &counters->source,

@@ -53,6 +53,7 @@ struct stk__source_config {
     unsigned io_timeout_ms; /* connect timeout and stall window (0: 30 s) */
     unsigned io_retries;    /* failed attempts in a row retried (0: none) */
     unsigned io_backoff_ms; /* first retry delay (0: 500 ms) */
+    unsigned io_min_rate;   /* bytes/s over each stall window of waiting (0: no check) */
     int allow_pipe;         /* accept pipe:COMMAND */
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
     struct stk__source_stats *stats; /* may be NULL */

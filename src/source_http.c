@@ -23,8 +23,9 @@
  * The thread design was not built for comparison.
  *
  * Failures. A transfer fails by connection error, timeout (connect timeout,
- * or no byte for io_timeout_ms via CURLOPT_LOW_SPEED_*), transient HTTP
- * status (408, 429, 5xx) or a body shorter than announced. It is retried
+ * or no byte for io_timeout_ms via CURLOPT_LOW_SPEED_*), a rate too low
+ * (below), transient HTTP status (408, 429, 5xx) or a body shorter than
+ * announced. It is retried
  * after a backoff (retry.h) with "Range: bytes=N-", N the count of bytes
  * already accepted from the stream, so no byte is lost or repeated: a 206
  * must start exactly at N (Content-Range), a 200 (server ignores Range) has
@@ -33,6 +34,22 @@
  * failed attempts in a row; an attempt that delivered bytes restarts that
  * count, so a long shard over a flaky link still completes. 403, 404 and
  * other 4xx fail at once, naming the (redacted) URL and the status.
+ *
+ * Slow streams. libcurl's low-speed check, at 1 byte/s, only catches a
+ * stream that stops: one byte a second passes it forever. drive() also
+ * measures its own waiting, with the bytes that came (retry.h,
+ * stk__rate_*): each io_timeout_ms of waiting must bring io_min_rate bytes
+ * a second. Judging only the time the reader waited makes the rule exact
+ * whatever the consumer's pace (a stream that waits for its reader is never
+ * slow) and independent of when libcurl samples its speed; libcurl's check
+ * with a higher limit would also report a slow attempt as a timeout that
+ * cannot be told from a stall. A too slow attempt is retried with Range
+ * like any failure, and counts as failed although it brought bytes, so a
+ * drip fails after io_retries + 1 attempts, naming the rate seen. That
+ * also bounds a whole attempt's waiting to about its bytes / io_min_rate +
+ * io_timeout_ms. A wall-clock deadline (CURLOPT_TIMEOUT_MS) would bound it
+ * too, but would cut off a slow consumer's healthy stream of a large
+ * shard, so there is none.
  *
  * Redirects. libcurl follows them itself for a plain GET. A request that
  * carries credentials (signed S3/GCS requests with their session token,
@@ -100,6 +117,13 @@ struct http_source {
     int done;           /* every byte received */
     unsigned failures;  /* failed attempts in a row */
     uint64_t rng;       /* jitter */
+
+    /* How fast bytes come while the reader waits (per attempt). */
+    struct stk__rate_window rate;
+    uint64_t wire_bytes;   /* accepted by the write callback, all attempts */
+    uint64_t rated_bytes;  /* of those, already given to rate */
+    int slow;              /* a window was too slow: end the attempt */
+    uint64_t slow_rate;    /* its bytes per second */
 
     /* The current attempt. */
     int running;         /* easy handle is in the multi handle */
@@ -236,6 +260,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
     if (h->redirect_body) {
         h->redirect_body_bytes += len;
+        h->wire_bytes += len;
         return h->redirect_body_bytes <= REDIRECT_BODY_MAX ? len : 0;
     }
     /* Spilled bytes only exist once the caller's buffer is full, and read()
@@ -255,6 +280,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
     memcpy(h->spill + h->spill_len, data + skipped + k, keep - k);
     h->spill_len += keep - k;
     h->received += keep;
+    h->wire_bytes += len;
     return len;
 }
 
@@ -323,6 +349,10 @@ static int start_attempt(struct http_source *h)
     h->reason[0] = '\0';
     h->errbuf[0] = '\0';
     h->paused = 0;
+    unsigned timeout = h->cfg.io_timeout_ms ? h->cfg.io_timeout_ms : DEFAULT_TIMEOUT_MS;
+    stk__rate_init(&h->rate, (uint64_t)timeout * 1000000u, h->cfg.io_min_rate);
+    h->rated_bytes = h->wire_bytes;
+    h->slow = 0;
     snprintf(range, sizeof range, "%" PRIu64 "-", h->received);
     curl_easy_setopt(h->pair->easy, CURLOPT_RANGE, h->received > 0 ? range : NULL);
     CURLMcode mc = curl_multi_add_handle(h->pair->multi, h->pair->easy);
@@ -355,13 +385,13 @@ static int retryable_curl(CURLcode rc)
 
 /* Wait before the next attempt, or fail for good. `problem` says what went
  * wrong with the last one. */
-static int schedule_retry(struct http_source *h, int code, const char *problem)
+static int schedule_retry(struct http_source *h, int code, const char *problem, int progress)
 {
     if (h->total >= 0 && h->received >= (uint64_t)h->total) {
         h->done = 1; /* it broke after the last byte: nothing left to ask for */
         return 0;
     }
-    if (h->received > h->start)
+    if (progress && h->received > h->start)
         h->failures = 0; /* progress: only failures in a row count */
     h->failures++;
     if (h->failures > h->cfg.io_retries)
@@ -432,7 +462,7 @@ static int finish_attempt(struct http_source *h, CURLcode result)
         if (!stk__retry_http_status(status))
             return stk__errf(&h->base.err, status == 404 || status == 410 ? STK_ENOENT : STK_EHTTP,
                              "%s: %s", h->shown, problem);
-        return schedule_retry(h, STK_EHTTP, problem);
+        return schedule_retry(h, STK_EHTTP, problem, 1);
     }
     if (result == CURLE_OK) {
         if (!h->checked && check_response(h) < 0)
@@ -443,25 +473,67 @@ static int finish_attempt(struct http_source *h, CURLcode result)
         }
         snprintf(problem, sizeof problem, "body ended at byte %" PRIu64 " of %" PRId64,
                  h->received, h->total);
-        return schedule_retry(h, STK_ETRUNC, problem);
+        return schedule_retry(h, STK_ETRUNC, problem, 1);
     }
     snprintf(problem, sizeof problem, "%s", h->errbuf[0] ? h->errbuf : curl_easy_strerror(result));
     if (!retryable_curl(result))
         return stk__errf(&h->base.err, STK_EIO, "%s: %s", h->shown, problem);
-    return schedule_retry(h, STK_EIO, problem);
+    return schedule_retry(h, STK_EIO, problem, 1);
+}
+
+/* Give the rate check ns more of waiting and the bytes that came since its
+ * last call; a window too slow is noted in h->slow. */
+static void rate_account(struct http_source *h, uint64_t ns)
+{
+    uint64_t rate;
+    if (stk__rate_add(&h->rate, ns, h->wire_bytes - h->rated_bytes, &rate)) {
+        h->slow = 1;
+        h->slow_rate = rate;
+    }
+    h->rated_bytes = h->wire_bytes;
+}
+
+/* After a window too slow: end the attempt, to be retried. 0 with *ended
+ * set (go on with the next attempt), or an error once retries are spent. */
+static int end_if_slow(struct http_source *h, int *ended)
+{
+    *ended = h->slow && h->running && !h->done;
+    h->slow = 0;
+    if (!*ended)
+        return 0;
+    curl_multi_remove_handle(h->pair->multi, h->pair->easy);
+    h->running = 0;
+    h->paused = 0;
+    char problem[160];
+    snprintf(problem, sizeof problem,
+             "too slow: %" PRIu64 " bytes/s over %.1f s of waiting, below io_min_rate %u bytes/s",
+             h->slow_rate, (double)h->rate.window_ns / 1e9, h->cfg.io_min_rate);
+    return schedule_retry(h, STK_EIO, problem, 0);
 }
 
 /* Move bytes until some reached the caller's buffer or the spill, or the
  * attempt ended. 0 or a negative code. */
 static int drive(struct http_source *h)
 {
+    /* Bytes that came while nobody waited (a paused chunk, data left in
+     * libcurl's buffer) count as there at once. */
+    uint64_t mark = stk__now_ns();
+    int ended;
+    rate_account(h, 0);
+    int rc = end_if_slow(h, &ended);
+    if (rc < 0 || ended)
+        return rc;
     for (;;) {
         int still = 0;
         CURLMcode mc = curl_multi_perform(h->pair->multi, &still);
         if (mc != CURLM_OK)
             return stk__errf(&h->base.err, STK_EIO, "%s: %s", h->shown, curl_multi_strerror(mc));
-        if (h->dst_len > 0 || h->spill_len > h->spill_pos)
+        if (h->dst_len > 0 || h->spill_len > h->spill_pos) {
+            /* These bytes are the caller's whatever the rate says: a window
+             * too slow ends the attempt at the next drive(). */
+            rate_account(h, stk__now_ns() - mark);
             return 0;
+        }
         int queued;
         CURLMsg *msg;
         while ((msg = curl_multi_info_read(h->pair->multi, &queued)) != NULL)
@@ -472,6 +544,12 @@ static int drive(struct http_source *h)
             return stk__errf(&h->base.err, STK_EIO, "%s: %s", h->shown, curl_multi_strerror(mc));
         if (h->cfg.cancel != NULL && atomic_load(h->cfg.cancel))
             return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);
+        uint64_t now = stk__now_ns();
+        rate_account(h, now - mark);
+        mark = now;
+        rc = end_if_slow(h, &ended);
+        if (rc < 0 || ended)
+            return rc;
     }
 }
 

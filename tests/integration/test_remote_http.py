@@ -4,6 +4,7 @@ to the local shard; unrecoverable ones a clear error naming the URL, with
 any credentials in it redacted."""
 import collections
 import os
+import re
 import stat
 import subprocess
 import time
@@ -315,3 +316,37 @@ def test_cache_files_hold_no_secret_and_are_private(run, nginx, shards, tmp_path
             assert secret.encode() not in data, p
     shown = sorted(p.read_text().splitlines()[0] for p in files if p.suffix == ".url")
     assert shown == sorted(shown_url(nginx.port, p.name) for p in shards[:2])
+
+
+# ------------------------------------------------------------- slow links
+
+def test_slow_drip_fails_naming_the_rate(run, faults, shards):
+    """A server that sends a byte every half second never stalls, so the
+    stall check alone would wait forever: the rate check retries it (with
+    Range) and then fails, naming the URL and the rate it saw."""
+    url = faults.url("drip", shards[0].name)
+    t = time.monotonic()
+    proc = run(["ls", *FAST, url])
+    elapsed = time.monotonic() - t
+    assert proc.returncode == 1
+    m = re.search(rf"stoker ls: {re.escape(url)}: too slow: (\d+) bytes/s over [0-9.]+ s "
+                  r"of waiting, below io_min_rate 4096 bytes/s \(4 attempts\)", proc.stderr)
+    assert m and int(m[1]) <= 4, proc.stderr
+    assert elapsed < 20, elapsed
+    ranges = [r for _, _, r in faults.requests]
+    assert len(ranges) == 4 and ranges[0] is None, ranges
+    assert all(r and r.startswith("bytes=") for r in ranges[1:]), ranges
+
+
+def test_slow_link_passes_above_the_minimum_rate(run, faults, shards):
+    """16 KiB every 20 ms (about 0.8 MB/s): fine with a minimum of 200 kB/s,
+    too slow for one of 4 MB/s."""
+    url = faults.url("slow", shards[1].name)
+    proc = run(["ls", *FAST, "--io-min-rate", "200000", url])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ls_out(run, [shards[1]])
+    faults.reset()
+    proc = run(["ls", *FAST, "--io-retries", "1", "--io-min-rate", "4000000", url])
+    assert proc.returncode == 1
+    assert f"{url}: too slow:" in proc.stderr and "below io_min_rate 4000000 bytes/s " \
+        "(2 attempts)" in proc.stderr, proc.stderr

@@ -236,6 +236,46 @@ static void test_retry_status(void **state)
         assert_false(stk__retry_http_status(final[i]));
 }
 
+#define MS 1000000ull
+
+/* Add ns of waiting and bytes to w; want_rate 0: not judged too slow, else
+ * too slow at that many bytes per second. */
+static void expect_rate(struct stk__rate_window *w, uint64_t ns, uint64_t bytes,
+                        uint64_t want_rate)
+{
+    uint64_t rate = 0;
+    int slow = stk__rate_add(w, ns, bytes, &rate);
+    if (slow != (want_rate != 0) || (slow && rate != want_rate))
+        fail_msg("+%llu ns, +%llu bytes: slow %d at %llu bytes/s, want %s %llu",
+                 (unsigned long long)ns, (unsigned long long)bytes, slow,
+                 (unsigned long long)rate, want_rate ? "slow at" : "not slow",
+                 (unsigned long long)want_rate);
+}
+
+/* Only waiting counts: a slow reader of a fast stream (long gaps between
+ * reads, bytes there at once) is never too slow; a drip is, once a whole
+ * window of waiting brought less than the minimum. */
+static void test_rate_window(void **state)
+{
+    (void)state;
+    struct stk__rate_window w;
+    stk__rate_init(&w, 1000 * MS, 4096);
+    for (int i = 0; i < 10000; i++) /* 100 KiB there at once, then 1 ms waits */
+        expect_rate(&w, i % 2 ? MS : 0, i % 2 ? 0 : 102400, 0);
+    stk__rate_init(&w, 1000 * MS, 4096); /* a byte per 500 ms of waiting */
+    expect_rate(&w, 499 * MS, 1, 0);
+    expect_rate(&w, 499 * MS, 1, 0);
+    expect_rate(&w, 500 * MS, 1, 2);
+    /* exactly the minimum passes, and the next window starts afresh */
+    stk__rate_init(&w, 1000 * MS, 4096);
+    expect_rate(&w, 1000 * MS, 4096, 0);
+    expect_rate(&w, 999 * MS, 4000, 0);
+    expect_rate(&w, 1 * MS, 0, 4000);
+    /* min_rate 0: never too slow */
+    stk__rate_init(&w, 1000 * MS, 0);
+    expect_rate(&w, 5000 * MS, 0, 0);
+}
+
 static void test_backoff(void **state)
 {
     (void)state;
@@ -270,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_origin),
         cmocka_unit_test(test_retry_status),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_rate_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
