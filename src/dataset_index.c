@@ -12,6 +12,7 @@
 
 #include "alloc.h"
 #include "cloud_list.h"
+#include "redact.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
 #include "stoker.h"
@@ -231,9 +232,12 @@ static int copy_offsets(const char *path, const struct entry *e, uint64_t **out,
     cJSON_ArrayForEach(v, e->offsets)
     {
         if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-            (k > 0 && (uint64_t)v->valuedouble <= (*out)[k - 1]))
+            (k > 0 && (uint64_t)v->valuedouble <= (*out)[k - 1])) {
+            char shown[512];
+            stk__redact_url(e->url, shown, sizeof shown);
             return stk__errf(err, STK_EFORMAT, "%s: shard %s has a bad offset (number %zu)", path,
-                             e->url, k);
+                             shown, k);
+        }
         (*out)[k++] = (uint64_t)v->valuedouble;
     }
     return 0;
@@ -260,12 +264,14 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
     for (size_t i = 0; rc == 0 && i < urls->count; i++) {
         struct entry key = {.url = urls->items[i]};
         const struct entry *e = bsearch(&key, entries, n, sizeof *entries, compare_entries);
-        if (e == NULL)
+        if (e == NULL) {
+            char shown[512];
+            stk__redact_url(urls->items[i], shown, sizeof shown);
             rc = stk__errf(err, STK_EINVAL,
                            "%s: shard %s is not in the dataset index (index the same URLs the "
                            "loader reads)",
-                           path, urls->items[i]);
-        else {
+                           path, shown);
+        } else {
             idx->counts[i] = e->samples;
             rc = copy_offsets(path, e, &idx->offsets[i], err);
         }
