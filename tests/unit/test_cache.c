@@ -482,19 +482,27 @@ static void test_private_files_without_secrets(void **state)
     stk__cache_free(c);
 }
 
+/* A cache holding upstream a.tar (1000 bytes of seed 1), filled under
+ * name; url gets its URL and file the name of its H.url. */
+static struct stk__cache *cache_with_a_tar(const char *name, char url[256], char file[64])
+{
+    char hex[33];
+    upstream("a.tar", 1000, 1, url, 256);
+    struct stk__cache *c = new_cache(1u << 20);
+    read_through(open_ok2(c, url, name));
+    stk__cache_name(url, hex);
+    snprintf(file, 64, "%s.url", hex);
+    return c;
+}
+
 /* Two URLs that differ only in their secrets have the same redacted name:
  * H.url also holds a digest of the full URL, so a file of another URL under
  * the same name is still caught. */
 static void test_url_file_catches_same_name_other_secret(void **state)
 {
     (void)state;
-    char url[256];
-    upstream("a.tar", 1000, 1, url, sizeof url);
-    struct stk__cache *c = new_cache(1u << 20);
-    read_through(open_ok2(c, url, "https://***@host/a.tar"));
-    char hex[33], file[64], buf[512];
-    stk__cache_name(url, hex);
-    snprintf(file, sizeof file, "%s.url", hex);
+    char url[256], file[64], buf[512];
+    struct stk__cache *c = cache_with_a_tar("https://***@host/a.tar", url, file);
     size_t n = read_cache_file(file, buf, sizeof buf);
     /* The same first line, another digest (the last hex digit changed). */
     assert_true(n > 2 && buf[n - 1] == '\n');
@@ -514,19 +522,13 @@ static void test_url_file_catches_same_name_other_secret(void **state)
 static void test_legacy_url_file_rewritten(void **state)
 {
     (void)state;
-    char url[256];
-    upstream("a.tar", 1000, 1, url, sizeof url);
-    struct stk__cache *c = new_cache(1u << 20);
-    read_through(open_ok2(c, url, "NAME"));
-    char hex[33], buf[512];
-    stk__cache_name(url, hex);
+    char url[256], file[64], buf[512];
+    struct stk__cache *c = cache_with_a_tar("NAME", url, file);
     snprintf(buf, sizeof buf, "%s\n", url);
     write_url_file(url, buf, strlen(buf));
     struct stk__source *src = open_ok2(c, url, "NAME");
     expect_bytes(src, 1000, 1);
     stk__source_close(src);
-    char file[64];
-    snprintf(file, sizeof file, "%s.url", hex);
     read_cache_file(file, buf, sizeof buf);
     assert_int_equal(strncmp(buf, "NAME\n", 5), 0);
     assert_int_equal(mode_of(file), 0600);
