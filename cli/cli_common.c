@@ -4,6 +4,7 @@
 #include "cli_common.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,16 @@ int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_o
             return EXIT_USAGE;
         o->io_backoff_ms = (unsigned)v;
         return EXIT_OK;
+    case CLI_O_IO_MIN_RATE:
+        v = 0; /* "0": no limit; cli_parse_size wants a size above 0 */
+        if (strcmp(arg, "0") != 0 && cli_parse_size(cmd, "--io-min-rate", arg, &v) < 0)
+            return EXIT_USAGE;
+        if (v > UINT_MAX) {
+            cli_usage_error(cmd, "--io-min-rate must be at most %u bytes per second", UINT_MAX);
+            return EXIT_USAGE;
+        }
+        o->io_min_rate = (unsigned)v;
+        return EXIT_OK;
     case CLI_O_ALLOW_PIPE:
         o->allow_pipe = 1;
         return EXIT_OK;
@@ -217,6 +228,8 @@ void cli_source_help(void)
            "  --io-timeout-ms N      connect timeout and stall limit (default 30000)\n"
            "  --io-retries N         failed attempts in a row retried (default 5)\n"
            "  --io-backoff-ms N      first retry delay, doubled per retry (default 500)\n"
+           "  --io-min-rate BYTES    slowest stream accepted while waiting for it, per\n"
+           "                         second (default 4K; 0: no limit; K, M, G)\n"
            "  --allow-pipe           run pipe:COMMAND URLs (split into words, no shell)\n"
            "  --ca-bundle FILE       CA certificates for https (default: $STOKER_CA_BUNDLE,\n"
            "                         $CURL_CA_BUNDLE, else the system store)\n"

@@ -43,11 +43,12 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
  * pass the others to cli_parse_other_option() and print
  * cli_source_help() in --help. */
 enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_PIPE,
-       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE };
+       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE, CLI_O_IO_MIN_RATE };
 #define CLI_SOURCE_LONGOPTS                                                                      \
     {"io-timeout-ms", required_argument, NULL, CLI_O_IO_TIMEOUT},                                \
         {"io-retries", required_argument, NULL, CLI_O_IO_RETRIES},                               \
         {"io-backoff-ms", required_argument, NULL, CLI_O_IO_BACKOFF},                            \
+        {"io-min-rate", required_argument, NULL, CLI_O_IO_MIN_RATE},                             \
         {"allow-pipe", no_argument, NULL, CLI_O_ALLOW_PIPE},                                     \
         {"ca-bundle", required_argument, NULL, CLI_O_CA_BUNDLE},                                 \
         {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                 \

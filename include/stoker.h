@@ -227,7 +227,14 @@ struct stk_options {
      * only when complete (temp file, fsync, rename), so a process killed
      * mid-download leaves at most a temp file, which the next process
      * removes. Plain paths and file:// URLs are read in place. cache_dir
-     * is created if missing (not its parents); the string is copied.
+     * is created if missing (not its parents), mode 0700; the string is
+     * copied. The cache is per user: it is shared by the processes of one
+     * user on the node, its files are created 0600 whatever the umask, and
+     * a cache_dir that belongs to another user or that other users may
+     * write to is refused (STK_ECACHE), since they could plant shards.
+     * Next to each shard the cache keeps its URL redacted
+     * (stk_redact_url()) and a hash of the full URL, never the URL's
+     * credentials.
      * cache_size (bytes, required with cache_dir) bounds the total size of
      * the files in cache_dir: least recently used shards that no process
      * is reading are evicted to make room. A shard larger than cache_size,
@@ -259,11 +266,22 @@ struct stk_options {
     /* Delay before the first retry (default 500), doubled per retry up to
      * 20 s, half of it random; a server's Retry-After raises it. */
     unsigned io_backoff_ms;
+    /* Slowest stream accepted, in bytes per second (default 4096; 0: no
+     * limit). Only the time a reader spends waiting for a stream's bytes
+     * counts, so a caller that consumes slowly never makes a stream too
+     * slow: each io_timeout_ms of waiting must bring io_min_rate *
+     * io_timeout_ms / 1000 bytes, else the attempt is retried (Range
+     * resume). A too slow attempt counts as failed even though it brought
+     * bytes, so a server that drips fails after io_retries + 1 attempts,
+     * naming the rate it gave; a whole transfer thus waits at most about
+     * size / io_min_rate + io_timeout_ms per attempt. */
+    unsigned io_min_rate;
     /* Accept "pipe:COMMAND" URLs (default 0: refused). COMMAND is split into
      * words without a shell (blanks separate words; '...' and "..." quote,
      * backslash escapes) and run with posix_spawnp; its standard output is
      * the shard, and a non-zero exit status is an error. Only enable it for
-     * URL lists you trust: they run programs. */
+     * URL lists you trust: they run programs. Messages and __url__ show the
+     * command with what looks like a credential hidden (stk_redact_url()). */
     int allow_pipe;
     /* CA certificates (PEM file) for https://; NULL (default): the variables
      * STOKER_CA_BUNDLE, then CURL_CA_BUNDLE, else the system's store. The
@@ -585,8 +603,31 @@ const char *stk_loader_errmsg(const stk_loader *loader);
  * Write url with its secrets hidden into buf (size bytes including the NUL;
  * truncated to fit): for "scheme://" URLs the userinfo becomes "***", every
  * query value becomes "***" (keys stay) and a fragment becomes "#***".
- * Paths and pipe: commands are unchanged. This is the form every stoker
- * message uses, and the __url__ of samples read from such URLs.
+ * Plain paths are unchanged. A "pipe:COMMAND" is split into words as
+ * allow_pipe describes, and each word is looked at in this order:
+ *  1. the word after "-u" or after one of the options --user, --proxy-user,
+ *     --password, --passwd, --pass, --token, --secret, --auth, --api-key,
+ *     --apikey, --access-key, --secret-key, --secret-access-key,
+ *     --session-token, --oauth2-bearer, --cookie (written as a word of its
+ *     own, without "=") becomes "***";
+ *  2. "NAME: VALUE" (NAME of letters, digits, '-', '_'; a header argument
+ *     such as Authorization: or X-Amz-Security-Token:) becomes "NAME: ***"
+ *     when NAME looks secret (below) and VALUE is not empty;
+ *  3. "NAME=VALUE" (an environment assignment, --password=VALUE, ...)
+ *     becomes "NAME=***" when NAME, the text before the first '=' (which
+ *     must come before any "://"), looks secret and VALUE is not empty;
+ *  4. a URL inside the word (from its scheme, e.g. after "--url=") is
+ *     redacted as above;
+ * where NAME looks secret when it contains, in any case, "pass", "pwd",
+ * "secret", "token", "key", "auth", "cred", "sig", "cookie" or "session".
+ * A word that none of these change keeps its exact text (quotes
+ * included); a changed one is written back bare, or in double quotes when
+ * it holds a blank, quote or backslash, so the command still splits into
+ * the same words. Redacting twice changes nothing. This is the form every
+ * stoker message uses, the __url__ of samples read from such URLs and what
+ * the node cache writes next to a shard. Other secrets on a command line
+ * (a password after a short option other than -u, a key in a positional
+ * argument) are not recognised: keep them in the environment or in files.
  */
 void stk_redact_url(const char *url, char *buf, size_t size);
 

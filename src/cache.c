@@ -4,11 +4,19 @@
  *
  * Layout of the cache directory (H = 32 hex digits, stk__cache_name(url)):
  *   H               the complete shard; its mtime is the LRU stamp
- *   H.url           the URL, one line (for `ls`, and to detect collisions)
+ *   H.url           two lines: the URL redacted (for people listing the
+ *                   directory) and a 64-bit digest of the full URL, so that
+ *                   a collision of H is caught even between URLs that
+ *                   differ only in their secrets, without storing them
  *   H.lock          fill lock: held LOCK_EX by the one filler of H
  *   .tmp.H.PID.SEQ  a fill in progress (and .tmp.H.PID.SEQu for H.url)
  *   .lock           cache-wide lock: held LOCK_EX while the total size is
  *                   computed and shards are evicted to make room
+ *
+ * The directory is per user: created 0700, refused when another user owns
+ * it or may write to it (they could plant shards), and every file is
+ * created 0600, whatever the umask. A shard may be private data, and the
+ * digest in H.url is a hash of a URL that may carry credentials.
  *
  * DESIGN (locking). All locks are flock(2) locks, which belong to an open
  * file description, so threads of one process exclude each other exactly
@@ -38,7 +46,13 @@
  *    failed fills and go in the same scan.
  *  - Lock files that an evictor unlinks may still be open elsewhere, so
  *    after taking a lock on a named file we check that the name still
- *    refers to the locked inode, and retry otherwise.
+ *    refers to the locked inode, and retry otherwise (STK__CACHE_TRIES
+ *    times at most: a name that keeps changing is an error, not a spin).
+ *  - Every name is opened with O_NOFOLLOW and O_NONBLOCK and must be a
+ *    regular file (stk__cache_open_file): a symbolic link, FIFO or
+ *    directory planted in the directory fails the open with STK_ECACHE
+ *    naming it, instead of making us lock, read or create the link's
+ *    target (a retry loop compared the link with its target forever).
  *
  * Streaming fill (cache_fill.c): a miss returns at once a source that
  * reads the temp file behind a filler thread that downloads into it, so
@@ -84,6 +98,30 @@ void stk__cache_name(const char *url, char hex[HEX_LEN + 1])
              (unsigned long long)h);
 }
 
+/* FNV-1a, 64-bit: another function than the name's (other prime, other
+ * width), so that two URLs colliding in H almost surely differ here. */
+static uint64_t url_digest(const char *url)
+{
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (const unsigned char *p = (const unsigned char *)url; *p != '\0'; p++) {
+        h ^= *p;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+char *stk__cache_url_record(const char *url, const char *name, size_t *len)
+{
+    size_t n = strlen(name);
+    char *rec = stk__malloc(n + 19);
+    if (rec == NULL)
+        return NULL;
+    memcpy(rec, name, n);
+    snprintf(rec + n, 19, "\n%016llx\n", (unsigned long long)url_digest(url));
+    *len = n + 18;
+    return rec;
+}
+
 static int is_hex_name(const char *s, size_t len)
 {
     for (size_t i = 0; i < len; i++)
@@ -114,6 +152,99 @@ int stk__cache_flock(int fd, int how)
     return rc;
 }
 
+/* Every name in the cache directory is opened here: never through a
+ * symbolic link (O_NOFOLLOW: whoever can write to the directory could point
+ * one outside it), never blocking on a FIFO (O_NONBLOCK, which changes
+ * nothing for the regular files accepted), and only a regular file is
+ * returned. */
+int stk__cache_open_file(const struct stk__cache *c, const char *name, int flags)
+{
+    int fd = openat(c->dir_fd, name, flags | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -STK__CACHE_ENOTREG;
+    }
+    return fd;
+}
+
+int stk__cache_create(const struct stk__cache *c, const char *name, int flags)
+{
+    int fd = stk__cache_open_file(c, name, flags | O_CREAT);
+    /* The umask may have taken bits the owner needs; fails harmlessly on a
+     * lock file another user created in a cache of an earlier version. */
+    if (fd >= 0)
+        (void)fchmod(fd, 0600);
+    return fd;
+}
+
+const char *stk__cache_strerror(int e)
+{
+    switch (e) {
+    case ELOOP:
+        return "it is a symbolic link, and the cache directory holds only stoker's own "
+               "regular files (remove it)";
+    case STK__CACHE_ENOTREG:
+        return "it is not a regular file, and the cache directory holds only stoker's own "
+               "regular files (remove it)";
+    case STK__CACHE_EREPLACED:
+        return "it was replaced each time it was locked (is another program renaming files "
+               "in the cache directory?)";
+    default:
+        return strerror(e);
+    }
+}
+
+/* Numbers temp files: process-wide, so that handles of one process never
+ * pick the same name. */
+static atomic_uint_fast64_t tmp_seq;
+
+void stk__cache_tmp_name(const char *hex, const char *suffix, char name[STK__CACHE_NAME_MAX])
+{
+    unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
+    snprintf(name, STK__CACHE_NAME_MAX, TMP_PREFIX "%s.%ld.%llu%s", hex, (long)getpid(), seq,
+             suffix);
+}
+
+static int write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int stk__cache_write_url_file(const struct stk__cache *c, const char *hex, const char *tmp,
+                              const char *rec, size_t len, const char *shown,
+                              struct stk__err *err)
+{
+    char name[NAME_MAX_LEN];
+    snprintf(name, sizeof name, "%s.url", hex);
+    int fd = stk__cache_create(c, tmp, O_WRONLY | O_EXCL);
+    int rc = fd < 0 ? fd : write_all(fd, rec, len);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = -errno;
+    if (rc == 0 && renameat(c->dir_fd, tmp, c->dir_fd, name) < 0)
+        rc = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (rc < 0) {
+        unlinkat(c->dir_fd, tmp, 0);
+        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", shown, c->dir, name,
+                         stk__cache_strerror(-rc));
+    }
+    return 0;
+}
+
 /* Does name (in the cache directory) still refer to the inode open as fd? */
 static int still_named(const struct stk__cache *c, int fd, const char *name)
 {
@@ -124,15 +255,17 @@ static int still_named(const struct stk__cache *c, int fd, const char *name)
 
 /* Lock the file called name (flock how, LOCK_NB allowed), creating it if
  * create is set. Returns the locked fd, -EWOULDBLOCK when LOCK_NB found it
- * busy, -ENOENT when it does not exist and create is 0, or -errno. */
+ * busy, -ENOENT when it does not exist and create is 0, or -errno
+ * (stk__cache_strerror). A lock file that an evictor unlinks between our
+ * open and our lock is opened again, a bounded number of times. */
 static int lock_file(const struct stk__cache *c, const char *name, int how, int create)
 {
-    for (;;) {
-        /* Read-only is enough for flock, and lets processes of other users
-         * lock files they cannot write. */
-        int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC | (create ? O_CREAT : 0), 0644);
+    for (int tries = 0; tries < STK__CACHE_TRIES; tries++) {
+        /* Read-only is enough for flock. */
+        int fd = create ? stk__cache_create(c, name, O_RDONLY)
+                        : stk__cache_open_file(c, name, O_RDONLY);
         if (fd < 0)
-            return -errno;
+            return fd;
         if (stk__cache_flock(fd, how) < 0) {
             int e = errno;
             close(fd);
@@ -144,6 +277,7 @@ static int lock_file(const struct stk__cache *c, const char *name, int how, int 
         if (!create)
             return -ENOENT;
     }
+    return -STK__CACHE_EREPLACED;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -178,21 +312,22 @@ static int64_t cached_skip(struct stk__source *src, uint64_t n)
 
 static const struct stk__source_ops cached_ops = {cached_read, cached_close, cached_skip};
 
-static int cached_source_new(const char *url, int fd, struct stk__source **out,
+/* name: the shard's redacted URL, borrowed (stk__cache_open). */
+static int cached_source_new(const char *name, int fd, struct stk__source **out,
                              struct stk__err *err)
 {
     struct cached_source *cs = stk__calloc(1, sizeof *cs);
     if (cs == NULL) {
         close(fd);
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", name);
     }
-    int rc = stk__source_file_adopt(url, fd, &cs->file, err);
+    int rc = stk__source_file_adopt(name, fd, &cs->file, err);
     if (rc < 0) {
         stk__free(cs);
         return rc;
     }
     cs->base.ops = &cached_ops;
-    cs->base.url = url;
+    cs->base.url = name;
     *out = &cs->base;
     return 0;
 }
@@ -200,54 +335,73 @@ static int cached_source_new(const char *url, int fd, struct stk__source **out,
 /* ---------------------------------------------------------------------- */
 /* Hits                                                                   */
 
-/* Check that H.url names url: a different URL means a hash collision (or a
- * foreign file), which must not be served as this shard. */
+/* Check that H.url is url's record: another one means a hash collision (or
+ * a foreign file), which must not be served as this shard. A cache of an
+ * earlier version held the URL itself there, secrets included: that is
+ * still this shard, and the file is rewritten in the current form (if that
+ * fails the hit stands, and the next one tries again). */
 static int check_url_file(const struct stk__cache *c, const char *hex, const char *url,
-                          struct stk__err *err)
+                          const char *shown, struct stk__err *err)
 {
     char name[NAME_MAX_LEN];
     snprintf(name, sizeof name, "%s.url", hex);
-    size_t len = strlen(url);
-    char *buf = stk__malloc(len + 2);
-    if (buf == NULL)
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
-    int fd = openat(c->dir_fd, name, O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : pread(fd, buf, len + 2, 0);
-    int same = n == (ssize_t)len + 1 && memcmp(buf, url, len) == 0 && buf[len] == '\n';
+    size_t url_len = strlen(url), len;
+    char *rec = stk__cache_url_record(url, shown, &len);
+    size_t cap = (len > url_len + 1 ? len : url_len + 1) + 1;
+    char *buf = rec != NULL ? stk__malloc(cap) : NULL;
+    if (buf == NULL) {
+        stk__free(rec);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", shown);
+    }
+    int fd = stk__cache_open_file(c, name, O_RDONLY);
+    ssize_t n = fd < 0 ? -1 : pread(fd, buf, cap, 0);
+    int same = n == (ssize_t)len && memcmp(buf, rec, len) == 0;
+    int legacy = n == (ssize_t)url_len + 1 && memcmp(buf, url, url_len) == 0 &&
+                 buf[url_len] == '\n';
     if (fd >= 0)
         close(fd);
+    if (legacy) {
+        char tmp[NAME_MAX_LEN];
+        struct stk__err ignored;
+        stk__cache_tmp_name(hex, "u", tmp);
+        (void)stk__cache_write_url_file(c, hex, tmp, rec, len, shown, &ignored);
+    }
     stk__free(buf);
-    if (!same)
+    stk__free(rec);
+    if (fd < 0 && fd != -ENOENT)
+        return stk__errf(err, STK_ECACHE, "%s: cannot read cache file %s/%s: %s", shown, c->dir,
+                         name, stk__cache_strerror(-fd));
+    if (!same && !legacy)
         return stk__errf(err, STK_ECACHE,
                          "%s: cache file %s/%s does not belong to this URL (%s/%s is missing "
                          "or names another URL); remove both files",
-                         url, c->dir, hex, c->dir, name);
+                         shown, c->dir, hex, c->dir, name);
     return 0;
 }
 
 /* With H present: 1 and *fd_out (LOCK_SH held) on a hit, 0 when absent. */
-static int open_entry(struct stk__cache *c, const char *hex, const char *url, int *fd_out,
-                      struct stk__err *err)
+static int open_entry(struct stk__cache *c, const char *hex, const char *url, const char *shown,
+                      int *fd_out, struct stk__err *err)
 {
-    for (;;) {
-        int fd = openat(c->dir_fd, hex, O_RDONLY | O_CLOEXEC);
+    for (int tries = 0; tries < STK__CACHE_TRIES; tries++) {
+        int fd = stk__cache_open_file(c, hex, O_RDONLY);
         if (fd < 0) {
-            if (errno == ENOENT)
+            if (fd == -ENOENT)
                 return 0;
-            return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", url, c->dir,
-                             hex, strerror(errno));
+            return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", shown, c->dir,
+                             hex, stk__cache_strerror(-fd));
         }
         if (stk__cache_flock(fd, LOCK_SH) < 0) {
             int e = errno;
             close(fd);
-            return stk__errf(err, STK_ECACHE, "%s: cannot lock cache file %s/%s: %s", url, c->dir,
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock cache file %s/%s: %s", shown, c->dir,
                              hex, strerror(e));
         }
         if (!still_named(c, fd, hex)) { /* evicted before we locked it */
             close(fd);
             continue;
         }
-        int rc = check_url_file(c, hex, url, err);
+        int rc = check_url_file(c, hex, url, shown, err);
         if (rc < 0) {
             close(fd);
             return rc;
@@ -259,6 +413,8 @@ static int open_entry(struct stk__cache *c, const char *hex, const char *url, in
         *fd_out = fd;
         return 1;
     }
+    return stk__errf(err, STK_ECACHE, "%s: cannot open cache file %s/%s: %s", shown, c->dir, hex,
+                     stk__cache_strerror(STK__CACHE_EREPLACED));
 }
 
 /* ---------------------------------------------------------------------- */
@@ -388,7 +544,7 @@ static int scan_dir(const struct stk__cache *c, const char *own_tmp, struct scan
 /* Remove shard hex if nobody reads it. Returns the bytes freed, 0 if in use. */
 static uint64_t evict(const struct stk__cache *c, const char *hex)
 {
-    int fd = openat(c->dir_fd, hex, O_RDONLY | O_CLOEXEC);
+    int fd = stk__cache_open_file(c, hex, O_RDONLY);
     if (fd < 0)
         return 0;
     struct stat st;
@@ -415,7 +571,7 @@ static uint64_t evict(const struct stk__cache *c, const char *hex)
     return freed;
 }
 
-int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
+int stk__cache_reserve(struct stk__cache *c, const char *name, const char *own_tmp, int tmp_fd,
                        uint64_t *reserved, uint64_t target, struct stk__err *err)
 {
     char a[32], b[32], d[32], e[32], f[32];
@@ -423,16 +579,16 @@ int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tm
         return stk__errf(err, STK_ECACHE,
                          "%s: shard is larger than cache_size (%s): at least %s; raise "
                          "cache_size or do not cache it",
-                         url, fmt_size(a, sizeof a, c->max_bytes), fmt_size(b, sizeof b, target));
+                         name, fmt_size(a, sizeof a, c->max_bytes), fmt_size(b, sizeof b, target));
     int g = lock_file(c, ".lock", LOCK_EX, 1);
     if (g < 0)
-        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", url, c->dir,
-                         strerror(-g));
+        return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/.lock: %s", name, c->dir,
+                         stk__cache_strerror(-g));
     struct scan s;
     int rc = scan_dir(c, own_tmp, &s);
     if (rc < 0) {
         rc = stk__errf(err, rc == -ENOMEM ? STK_ENOMEM : STK_ECACHE, "%s: cannot list cache %s: %s",
-                       url, c->dir, strerror(-rc));
+                       name, c->dir, strerror(-rc));
         goto out;
     }
     uint64_t need = target - *reserved;
@@ -458,7 +614,7 @@ int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tm
                            "%s: cache_size %s is smaller than the shards in flight (%zu in use "
                            "holding %s, %zu other fills holding %s, this one %s and needs %s "
                            "more); raise cache_size or lower shards_in_flight (%u per process)",
-                           url, fmt_size(a, sizeof a, c->max_bytes), busy,
+                           name, fmt_size(a, sizeof a, c->max_bytes), busy,
                            fmt_size(b, sizeof b, busy_bytes), s.fills,
                            fmt_size(d, sizeof d, s.fill_bytes),
                            fmt_size(e, sizeof e, *reserved),
@@ -467,7 +623,7 @@ int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tm
         }
     }
     if (ftruncate(tmp_fd, (off_t)target) < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot extend %s/%s: %s", url, c->dir, own_tmp,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot extend %s/%s: %s", name, c->dir, own_tmp,
                        strerror(errno));
         goto out;
     }
@@ -483,8 +639,9 @@ out:
 /* A plain path or file:// URL. "pipe:CMD" is not local: the command
  * usually fetches from remote storage, and its output is cached by the
  * full command string like any other URL. */
-int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__source_config *scfg,
-                    struct stk__source **out, struct stk__err *err)
+int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
+                    const struct stk__source_config *scfg, struct stk__source **out,
+                    struct stk__err *err)
 {
     *out = NULL;
     /* Copying a local file to local disk gains nothing and doubles the I/O. */
@@ -494,21 +651,46 @@ int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__sou
     stk__cache_name(url, hex);
     snprintf(lock, sizeof lock, "%s.lock", hex);
     int fd = -1;
-    int rc = open_entry(c, hex, url, &fd, err);
+    int rc = open_entry(c, hex, url, name, &fd, err);
     if (rc == 0) {
         int lk = lock_file(c, lock, LOCK_EX, 1);
         if (lk < 0)
-            return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, lock,
-                             strerror(-lk));
-        rc = open_entry(c, hex, url, &fd, err); /* filled while we waited? */
+            return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", name, c->dir, lock,
+                             stk__cache_strerror(-lk));
+        rc = open_entry(c, hex, url, name, &fd, err); /* filled while we waited? */
         if (rc == 0) /* a miss: stream it while it fills; the fill owns lk */
-            return stk__cache_fill_open(c, hex, url, scfg, lk, out, err);
+            return stk__cache_fill_open(c, hex, url, name, scfg, lk, out, err);
         close(lk);
     }
     if (rc < 0)
         return rc;
     atomic_fetch_add(&c->hits, 1);
-    return cached_source_new(url, fd, out, err);
+    return cached_source_new(name, fd, out, err);
+}
+
+/* The cache is per user. A directory we just made gets exactly 0700 (the
+ * umask may have taken bits); one that exists must be ours and writable by
+ * nobody else, who could otherwise plant shards (readable is fine: every
+ * file in it is 0600). */
+static int check_private_dir(const char *dir, int dfd, int created, struct stk__err *err)
+{
+    struct stat st;
+    if (created && fchmod(dfd, 0700) < 0)
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot make it private: %s", dir,
+                         strerror(errno));
+    if (fstat(dfd, &st) < 0)
+        return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot stat: %s", dir, strerror(errno));
+    if (st.st_uid != geteuid())
+        return stk__errf(err, STK_ECACHE,
+                         "cache_dir %s belongs to another user (uid %lu); the cache is per user: "
+                         "use a directory of your own",
+                         dir, (unsigned long)st.st_uid);
+    if (st.st_mode & (S_IWGRP | S_IWOTH))
+        return stk__errf(err, STK_ECACHE,
+                         "cache_dir %s is writable by other users (mode %03o); the cache is per "
+                         "user: chmod 700 it or use another directory",
+                         dir, (unsigned)(st.st_mode & 0777));
+    return 0;
 }
 
 int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
@@ -517,13 +699,19 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     *out = NULL;
     if (cfg->dir == NULL || cfg->dir[0] == '\0' || cfg->max_bytes == 0)
         return stk__errf(err, STK_EINVAL, "the cache needs a directory and a size above 0");
-    if (mkdir(cfg->dir, 0755) < 0 && errno != EEXIST)
+    int created = mkdir(cfg->dir, 0700) == 0;
+    if (!created && errno != EEXIST)
         return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot create: %s", cfg->dir,
                          strerror(errno));
     int dfd = open(cfg->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0)
         return stk__errf(err, STK_ECACHE, "cache_dir %s: cannot open: %s", cfg->dir,
                          strerror(errno));
+    int rc = check_private_dir(cfg->dir, dfd, created, err);
+    if (rc < 0) {
+        close(dfd);
+        return rc;
+    }
     struct stk__cache *c = stk__calloc(1, sizeof *c);
     char *dir = stk__strdup(cfg->dir);
     if (c == NULL || dir == NULL) {

@@ -34,7 +34,9 @@ struct stk__cache_counts {
 
 struct stk__cache;
 
-/* Open (creating it if needed) the cache directory. The environment
+/* Open (creating it if needed, mode 0700) the cache directory: STK_ECACHE
+ * when it belongs to another user or others may write to it (the cache is
+ * per user; see cache.c). The environment
  * variables STOKER_CACHE_LOCAL=1 (cache local files too) and
  * STOKER_CACHE_TEST_FILL_DELAY_MS=N (sleep N ms after a fill starts, to make
  * processes overlap) exist for tests only. */
@@ -55,10 +57,13 @@ void stk__cache_free(struct stk__cache *c);
  * ended abandons the fill (nothing cached, no miss counted). Local paths
  * and file:// URLs go straight to stk__source_open() unless cache_local is
  * set. The returned source protects the cached file from eviction until it
- * is closed. url must outlive the source. Thread-safe.
+ * is closed. name is url redacted (stk__redact_url): messages and the
+ * source's url use it, never url, which may carry credentials; it is
+ * borrowed and must outlive the source; url need only live until the call
+ * returns. Thread-safe.
  */
-int stk__cache_open(struct stk__cache *c, const char *url, const struct stk__source_config *scfg,
-                    struct stk__source **out,
+int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
+                    const struct stk__source_config *scfg, struct stk__source **out,
                     struct stk__err *err);
 
 void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out);

@@ -44,16 +44,14 @@
 /* How often a caller waiting for bytes looks at its cancel flag. */
 #define WAIT_SLICE_MS 100
 
-/* Numbers temp files: process-wide, so that handles of one process never
- * pick the same name. */
-static atomic_uint_fast64_t tmp_seq;
-
 enum fill_state { FILL_RUNNING, FILL_DONE, FILL_FAILED };
 
 struct fill {
     struct stk__source base;
     struct stk__cache *c;   /* one reference, dropped by close */
-    const char *url;
+    const char *name; /* the URL redacted, for messages and base.url */
+    char *url_record; /* H.url's content (no secret in it) */
+    size_t url_record_len;
     char hex[STK__CACHE_HEX_LEN + 1];
     char tmp[STK__CACHE_NAME_MAX], tmp_url[STK__CACHE_NAME_MAX + 1];
     int fd; /* the temp file (H once renamed), LOCK_SH; closed by close */
@@ -79,21 +77,6 @@ struct fill {
     struct stk__err fill_err; /* why it failed, before state becomes FAILED */
 };
 
-static int write_all(int fd, const unsigned char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Sleep ms (the test hook), returning early once the fill is cancelled. */
 static void sleep_unless_cancelled(struct fill *f, unsigned ms)
 {
@@ -101,33 +84,6 @@ static void sleep_unless_cancelled(struct fill *f, unsigned ms)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-}
-
-/* Write H.url through a temp file named tmp (also a ".tmp.H." name, so a
- * crash leaves nothing but a stale temp). */
-static int write_url_file(struct stk__cache *c, const char *hex, const char *tmp,
-                          const char *url, struct stk__err *err)
-{
-    char name[STK__CACHE_NAME_MAX];
-    snprintf(name, sizeof name, "%s.url", hex);
-    int fd = openat(c->dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    int rc = fd < 0 ? -errno : 0;
-    if (rc == 0)
-        rc = write_all(fd, (const unsigned char *)url, strlen(url));
-    if (rc == 0)
-        rc = write_all(fd, (const unsigned char *)"\n", 1);
-    if (rc == 0 && fsync(fd) < 0)
-        rc = -errno;
-    if (rc == 0 && renameat(c->dir_fd, tmp, c->dir_fd, name) < 0)
-        rc = -errno;
-    if (fd >= 0)
-        close(fd);
-    if (rc < 0) {
-        unlinkat(c->dir_fd, tmp, 0);
-        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s: %s", url, c->dir, name,
-                         strerror(-rc));
-    }
-    return 0;
 }
 
 /* Append n bytes of f->buf at offset written, reserving room first. */
@@ -142,14 +98,14 @@ static int append(struct fill *f, uint64_t written, size_t n, struct stk__err *e
         uint64_t target = f->reserved + c->step;
         if (target < written + n || target > c->max_bytes)
             target = written + n;
-        int rc = stk__cache_reserve(c, f->url, f->tmp, f->fd, &f->reserved, target, err);
+        int rc = stk__cache_reserve(c, f->name, f->tmp, f->fd, &f->reserved, target, err);
         if (rc < 0)
             return rc;
     }
     errno = 0;
     if (pwrite(f->fd, f->buf, n, (off_t)written) != (ssize_t)n)
         /* pwrite to a regular file is short only on error (ENOSPC) */
-        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s at offset %llu: %s", f->url,
+        return stk__errf(err, STK_ECACHE, "%s: cannot write %s/%s at offset %llu: %s", f->name,
                          c->dir, f->tmp, (unsigned long long)written,
                          errno ? strerror(errno) : "short write");
     return 0;
@@ -159,20 +115,21 @@ static int append(struct fill *f, uint64_t written, size_t n, struct stk__err *e
 static int finish(struct fill *f, uint64_t written, struct stk__err *err)
 {
     struct stk__cache *c = f->c;
-    uint64_t with_url = written + strlen(f->url) + 1;
+    uint64_t with_url = written + f->url_record_len;
     if (with_url > f->reserved) {
-        int rc = stk__cache_reserve(c, f->url, f->tmp, f->fd, &f->reserved, with_url, err);
+        int rc = stk__cache_reserve(c, f->name, f->tmp, f->fd, &f->reserved, with_url, err);
         if (rc < 0)
             return rc;
     }
     if (ftruncate(f->fd, (off_t)written) < 0 || fsync(f->fd) < 0)
-        return stk__errf(err, STK_ECACHE, "%s: cannot sync %s/%s: %s", f->url, c->dir, f->tmp,
+        return stk__errf(err, STK_ECACHE, "%s: cannot sync %s/%s: %s", f->name, c->dir, f->tmp,
                          strerror(errno));
-    int rc = write_url_file(c, f->hex, f->tmp_url, f->url, err);
+    int rc = stk__cache_write_url_file(c, f->hex, f->tmp_url, f->url_record, f->url_record_len,
+                                       f->name, err);
     if (rc < 0)
         return rc;
     if (renameat(c->dir_fd, f->tmp, c->dir_fd, f->hex) < 0)
-        return stk__errf(err, STK_ECACHE, "%s: cannot rename %s/%s to %s: %s", f->url, c->dir,
+        return stk__errf(err, STK_ECACHE, "%s: cannot rename %s/%s to %s: %s", f->name, c->dir,
                          f->tmp, f->hex, strerror(errno));
     (void)fsync(c->dir_fd); /* the rename survives a power cut; failure only costs a refill */
     atomic_fetch_add(&c->misses, 1);
@@ -228,7 +185,7 @@ static void *filler_main(void *arg)
     stk__mutex_lock(&f->mutex);
     if (rc < 0 || abandoned) {
         if (abandoned)
-            stk__errf(&err, STK_EIO, "%s: cancelled", f->url);
+            stk__errf(&err, STK_EIO, "%s: cancelled", f->name);
         f->fill_err = err;
         f->state = FILL_FAILED;
     } else {
@@ -246,7 +203,7 @@ static ssize_t fill_read(struct stk__source *src, void *buf, size_t cap)
     while (f->written == f->pos && f->state == FILL_RUNNING) {
         if (f->caller_cancel != NULL && atomic_load(f->caller_cancel)) {
             stk__mutex_unlock(&f->mutex);
-            return stk__errf(&src->err, STK_EIO, "%s: cancelled", f->url);
+            return stk__errf(&src->err, STK_EIO, "%s: cancelled", f->name);
         }
         stk__cond_timedwait_ms(&f->cond, &f->mutex, WAIT_SLICE_MS);
     }
@@ -263,7 +220,7 @@ static ssize_t fill_read(struct stk__source *src, void *buf, size_t cap)
         ;
     if (n <= 0)
         return stk__errf(&src->err, STK_ECACHE, "%s: cannot read %s/%s at offset %llu: %s",
-                         f->url, f->c->dir, f->tmp, (unsigned long long)f->pos,
+                         f->name, f->c->dir, f->tmp, (unsigned long long)f->pos,
                          n < 0 ? strerror(errno) : "unexpected end of file");
     f->pos += (uint64_t)n;
     return n;
@@ -285,6 +242,7 @@ static void fill_close(struct stk__source *src)
     stk__thread_join(f->thread);
     close(f->fd);
     stk__free(f->buf);
+    stk__free(f->url_record);
     stk__cond_destroy(&f->cond);
     stk__mutex_destroy(&f->mutex);
     stk__cache_unref(f->c);
@@ -294,27 +252,30 @@ static void fill_close(struct stk__source *src)
 static const struct stk__source_ops fill_ops = {fill_read, fill_close, fill_skip};
 
 int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
-                         const struct stk__source_config *scfg, int lock_fd,
+                         const char *name, const struct stk__source_config *scfg, int lock_fd,
                          struct stk__source **out, struct stk__err *err)
 {
     *out = NULL;
     struct fill *f = stk__calloc(1, sizeof *f);
     unsigned char *buf = stk__malloc(COPY_CHUNK);
-    if (f == NULL || buf == NULL) {
+    size_t rec_len = 0;
+    char *rec = stk__cache_url_record(url, name, &rec_len);
+    if (f == NULL || buf == NULL || rec == NULL) {
         stk__free(f);
         stk__free(buf);
+        stk__free(rec);
         close(lock_fd);
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory", url);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", name);
     }
     f->c = c;
-    f->url = url;
+    f->name = name;
+    f->url_record = rec;
+    f->url_record_len = rec_len;
     f->buf = buf;
     f->lock_fd = lock_fd;
     f->fd = -1;
     memcpy(f->hex, hex, STK__CACHE_HEX_LEN + 1);
-    unsigned long long seq = (unsigned long long)atomic_fetch_add(&tmp_seq, 1);
-    snprintf(f->tmp, sizeof f->tmp, STK__CACHE_TMP_PREFIX "%s.%ld.%llu", hex, (long)getpid(),
-             seq);
+    stk__cache_tmp_name(hex, "", f->tmp);
     snprintf(f->tmp_url, sizeof f->tmp_url, "%su", f->tmp);
     if (scfg != NULL)
         f->scfg = *scfg;
@@ -324,15 +285,16 @@ int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
     int rc = stk__source_open(url, &f->scfg, &f->up, err);
     if (rc < 0)
         goto fail;
-    f->fd = openat(c->dir_fd, f->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    f->fd = stk__cache_create(c, f->tmp, O_RDWR | O_EXCL);
     if (f->fd < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot create %s/%s: %s", url, c->dir, f->tmp,
-                       strerror(errno));
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot create %s/%s: %s", name, c->dir, f->tmp,
+                       stk__cache_strerror(-f->fd));
+        f->fd = -1;
         goto fail;
     }
     /* Evictors pass over a locked file; the lock follows it through rename. */
     if (stk__cache_flock(f->fd, LOCK_SH) < 0) {
-        rc = stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", url, c->dir, f->tmp,
+        rc = stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", name, c->dir, f->tmp,
                        strerror(errno));
         goto fail;
     }
@@ -344,12 +306,12 @@ int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
         atomic_fetch_sub(&c->refs, 1);
         stk__cond_destroy(&f->cond);
         stk__mutex_destroy(&f->mutex);
-        rc = stk__errf(err, STK_ENOMEM, "%s: cannot start a cache fill thread: %s", url,
+        rc = stk__errf(err, STK_ENOMEM, "%s: cannot start a cache fill thread: %s", name,
                        strerror(-rc));
         goto fail;
     }
     f->base.ops = &fill_ops;
-    f->base.url = url;
+    f->base.url = name;
     *out = &f->base;
     return 0;
 fail:
@@ -360,6 +322,7 @@ fail:
     close(lock_fd);
     stk__source_close(f->up);
     stk__free(buf);
+    stk__free(rec);
     stk__free(f);
     return rc;
 }

@@ -32,13 +32,45 @@ struct stk__cache {
 /* flock(2), retried on EINTR. */
 int stk__cache_flock(int fd, int how);
 
+/* Beyond errno values, for names in the cache directory: not a regular
+ * file; replaced each time it was locked (after STK__CACHE_TRIES opens). */
+#define STK__CACHE_ENOTREG 10001
+#define STK__CACHE_EREPLACED 10002
+#define STK__CACHE_TRIES 64
+
+/* Open the regular file name in the cache directory with flags (O_CLOEXEC,
+ * O_NOFOLLOW and O_NONBLOCK added): the fd, or -errno: -ELOOP for a
+ * symbolic link, -STK__CACHE_ENOTREG for a FIFO, directory, device... */
+int stk__cache_open_file(const struct stk__cache *c, const char *name, int flags);
+
+/* Same with O_CREAT, as a file of mode 0600 whatever the umask. */
+int stk__cache_create(const struct stk__cache *c, const char *name, int flags);
+
+/* Text for an errno value or one of the codes above (positive). */
+const char *stk__cache_strerror(int e);
+
+/* A new temp file name for shard hex: ".tmp.H.PID.SEQ" + suffix, unique
+ * within the process. */
+void stk__cache_tmp_name(const char *hex, const char *suffix, char name[STK__CACHE_NAME_MAX]);
+
+/* H.url's content for url: "NAME\nDIGEST\n", name being url redacted and
+ * DIGEST 16 hex digits of a hash of url other than H's (see cache.c). A new
+ * string (*len bytes, not NUL-terminated), or NULL when out of memory. */
+char *stk__cache_url_record(const char *url, const char *name, size_t *len);
+
+/* Write H.url (rec, len bytes) through the temp file tmp and a rename, so
+ * that a crash leaves only a stale temp. 0, or STK_ECACHE naming shown. */
+int stk__cache_write_url_file(const struct stk__cache *c, const char *hex, const char *tmp,
+                              const char *rec, size_t len, const char *shown,
+                              struct stk__err *err);
+
 /*
  * Grow the fill's temp file (own_tmp, open as tmp_fd, *reserved bytes so
  * far) to target bytes, evicting least recently used shards not in use
  * until the directory total fits max_bytes. 0, or STK_ECACHE / STK_ENOMEM
- * with a message naming url.
+ * with a message naming name (the shard's redacted URL).
  */
-int stk__cache_reserve(struct stk__cache *c, const char *url, const char *own_tmp, int tmp_fd,
+int stk__cache_reserve(struct stk__cache *c, const char *name, const char *own_tmp, int tmp_fd,
                        uint64_t *reserved, uint64_t target, struct stk__err *err);
 
 /* Drop one reference; the last frees the handle. */
@@ -49,10 +81,12 @@ void stk__cache_unref(struct stk__cache *c);
  * source that hands the caller the shard's bytes as they arrive. lock_fd is
  * hex's fill lock, held LOCK_EX; the fill owns it from this call on, also
  * on failure, and releases it when the shard is in place or the fill is
- * abandoned. url must outlive the source.
+ * abandoned. name (url redacted: messages, the source's url, H.url) is
+ * borrowed and must outlive the source; url need only live until the call
+ * returns.
  */
 int stk__cache_fill_open(struct stk__cache *c, const char *hex, const char *url,
-                         const struct stk__source_config *scfg, int lock_fd,
+                         const char *name, const struct stk__source_config *scfg, int lock_fd,
                          struct stk__source **out, struct stk__err *err);
 
 #endif

@@ -229,19 +229,32 @@ int stk__cloud_expand_prefixes(struct stk__strlist *urls, const struct stk__sour
 }
 
 int stk__expand_and_list(const struct stk_options *opts, const char *const *patterns, size_t n,
-                         struct stk__strlist *out, struct stk__err *err)
+                         struct stk__strlist *out, struct stk__strlist *names,
+                         struct stk__err *err)
 {
     int rc = stk__expand_urls(patterns, n, out, err);
-    if (rc < 0)
-        return rc;
     const struct stk__source_config cfg = {
         .io_timeout_ms = opts->io_timeout_ms,
         .io_retries = opts->io_retries,
         .io_backoff_ms = opts->io_backoff_ms,
+        .io_min_rate = opts->io_min_rate,
         .allow_pipe = 0,
         .ca_bundle = opts->ca_bundle,
         .stats = NULL,
         .cancel = NULL,
     };
-    return stk__cloud_expand_prefixes(out, &cfg, err);
+    if (rc == 0)
+        rc = stk__cloud_expand_prefixes(out, &cfg, err);
+    for (size_t i = 0; rc == 0 && names != NULL && i < out->count; i++) {
+        char *shown = stk__redact_url_dup(out->items[i]);
+        if (shown == NULL || stk__strlist_push(names, shown, strlen(shown)) < 0)
+            rc = stk__errf(err, STK_ENOMEM, "out of memory naming %zu shards", out->count);
+        stk__free(shown);
+    }
+    if (rc < 0) {
+        stk__strlist_free(out);
+        if (names != NULL)
+            stk__strlist_free(names);
+    }
+    return rc;
 }

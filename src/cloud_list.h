@@ -27,10 +27,15 @@ int stk__cloud_list(const char *prefix_url, const struct stk__source_config *cfg
 int stk__cloud_expand_prefixes(struct stk__strlist *urls, const struct stk__source_config *cfg,
                                struct stk__err *err);
 
-/* What the loader and the index builder do with the user's URLs:
+/* What the loader, the index builder and verify do with the user's URLs:
  * stk__expand_urls(), then stk__cloud_expand_prefixes() with the I/O
- * settings of opts (timeout, retries, backoff, CA bundle). */
+ * settings of opts (timeout, retries, backoff, CA bundle). names, when not
+ * NULL, receives index for index the redacted form of every URL (redact.h):
+ * the name samples and messages give the shard, which the caller keeps as
+ * long as any sample read from it may live. On failure both lists are left
+ * empty. */
 int stk__expand_and_list(const struct stk_options *opts, const char *const *patterns, size_t n,
-                         struct stk__strlist *out, struct stk__err *err);
+                         struct stk__strlist *out, struct stk__strlist *names,
+                         struct stk__err *err);
 
 #endif

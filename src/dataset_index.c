@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "atomic_file.h"
 #include "cloud_list.h"
+#include "redact.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
 #include "stoker.h"
@@ -25,6 +26,7 @@
 
 struct index_build {
     const struct stk__strlist *urls;
+    const struct stk__strlist *names; /* urls redacted */
     struct stk__shard_config shard;
     uint64_t *counts;
     struct stk__offsets *offsets; /* items NULL for compressed shards */
@@ -34,7 +36,7 @@ static int count_job(void *ctx, size_t i, struct stk__err *err)
 {
     struct index_build *b = ctx;
     struct stk__shard_reader *r;
-    int rc = stk__shard_open(b->urls->items[i], i, &b->shard, &r, err);
+    int rc = stk__shard_open(b->urls->items[i], b->names->items[i], i, &b->shard, &r, err);
     if (rc == 0) {
         rc = stk__shard_count(r, &b->counts[i], &b->offsets[i], err);
         if (!stk__shard_seekable(r))
@@ -103,8 +105,8 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     struct stk__err err;
     stk__err_clear(&err);
     struct stk__counters counters = {0};
-    struct stk__strlist urls = {0};
-    struct index_build b = {.urls = &urls};
+    struct stk__strlist urls = {0}, names = {0};
+    struct index_build b = {.urls = &urls, .names = &names};
     int replace = (flags & STK_OUTPUT_OVERWRITE) != 0, rc = 0;
     if ((flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
         rc = stk__errf(&err, STK_EINVAL, "unknown flags 0x%x", flags);
@@ -112,7 +114,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         rc = stk__errf(&err, STK_EEXIST, "%s already exists; it is not replaced unless asked "
                        "to overwrite", path);
     if (rc == 0)
-        rc = stk__expand_and_list(opts, patterns, n, &urls, &err);
+        rc = stk__expand_and_list(opts, patterns, n, &urls, &names, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to index");
     if (rc == 0 && ((b.counts = stk__calloc(urls.count, sizeof *b.counts)) == NULL ||
@@ -139,6 +141,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     stk__free(b.offsets);
     stk__free(b.counts);
     stk__strlist_free(&urls);
+    stk__strlist_free(&names);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }
@@ -240,9 +243,12 @@ static int copy_offsets(const char *path, const struct entry *e, uint64_t **out,
     cJSON_ArrayForEach(v, e->offsets)
     {
         if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-            (k > 0 && (uint64_t)v->valuedouble <= (*out)[k - 1]))
+            (k > 0 && (uint64_t)v->valuedouble <= (*out)[k - 1])) {
+            char shown[512];
+            stk__redact_url(e->url, shown, sizeof shown);
             return stk__errf(err, STK_EFORMAT, "%s: shard %s has a bad offset (number %zu)", path,
-                             e->url, k);
+                             shown, k);
+        }
         (*out)[k++] = (uint64_t)v->valuedouble;
     }
     return 0;
@@ -269,12 +275,14 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
     for (size_t i = 0; rc == 0 && i < urls->count; i++) {
         struct entry key = {.url = urls->items[i]};
         const struct entry *e = bsearch(&key, entries, n, sizeof *entries, compare_entries);
-        if (e == NULL)
+        if (e == NULL) {
+            char shown[512];
+            stk__redact_url(urls->items[i], shown, sizeof shown);
             rc = stk__errf(err, STK_EINVAL,
                            "%s: shard %s is not in the dataset index (index the same URLs the "
                            "loader reads)",
-                           path, urls->items[i]);
-        else {
+                           path, shown);
+        } else {
             idx->counts[i] = e->samples;
             rc = copy_offsets(path, e, &idx->offsets[i], err);
         }

@@ -39,6 +39,7 @@
 struct stk_loader {
     struct stk_options opts;
     struct stk__strlist urls;
+    struct stk__strlist names; /* urls redacted: samples point here until released */
     int rank;
     int world_size;
     struct stk__counters counters;
@@ -96,6 +97,7 @@ void stk_options_init(struct stk_options *o)
     o->io_timeout_ms = 30000;
     o->io_retries = 5;
     o->io_backoff_ms = 500;
+    o->io_min_rate = 4096;
 }
 
 static int check_options(const struct stk_options *o, struct stk__err *err)
@@ -186,7 +188,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     l->opts.ca_bundle = l->ca_bundle;
     /* "s3://bucket/prefix/" is listed once, here, so that every rank and
      * epoch plans over the same sorted list. */
-    rc = stk__expand_and_list(&l->opts, urls, n_urls, &l->urls, &err);
+    rc = stk__expand_and_list(&l->opts, urls, n_urls, &l->urls, &l->names, &err);
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
@@ -228,6 +230,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     }
     if (rc < 0) {
         stk__strlist_free(&l->urls);
+        stk__strlist_free(&l->names);
         stk__index_free(&l->index);
         stk__free(l->ca_bundle);
         stk__free(l);
@@ -253,6 +256,7 @@ static int start_epoch(stk_loader *l)
         .rank = l->rank,
         .world_size = l->world_size,
         .urls = &l->urls,
+        .names = &l->names,
         .first_batch = l->first_batch,
         .batch_limit = l->batch_limit,
         .shard_samples = l->index.counts,
@@ -463,6 +467,7 @@ void stk_loader_destroy(stk_loader *l)
     stk__pool_free(l->pool);
     stk__cache_free(l->cache);
     stk__strlist_free(&l->urls);
+    stk__strlist_free(&l->names);
     stk__index_free(&l->index);
     stk__free(l->ca_bundle);
     stk__free(l);

@@ -164,8 +164,8 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
                                                          : p->cfg.shard_samples[shard] - 1;
         at = offsets[position];
     }
-    int rc = stk__shard_open_at(p->cfg.urls->items[shard], shard, &p->cfg.shard, at, position,
-                                &s->reader, &rt->err);
+    int rc = stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard,
+                                &p->cfg.shard, at, position, &s->reader, &rt->err);
     if (rc == 0 && s->skip > position) {
         atomic_fetch_add(&p->cfg.shard.counters->samples_passed_over, s->skip - position);
         rc = stk__shard_skip(s->reader, s->skip - position, &rt->err);

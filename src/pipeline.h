@@ -26,6 +26,9 @@ struct stk__pipeline_config {
     int rank;                 /* resolved, unlike opts.rank */
     int world_size;
     const struct stk__strlist *urls;
+    /* urls[i] redacted: what samples and messages call shard i. Samples
+     * point into it, so it must outlive every batch, not just the pipeline. */
+    const struct stk__strlist *names;
     uint64_t first_batch;     /* the epoch starts at this batch (resume) */
     uint64_t batch_limit;     /* no batch at this index or later (UINT64_MAX: none) */
     /* Samples per shard by URL index (a dataset index), or NULL. With it a
@@ -49,7 +52,7 @@ struct stk__pipeline_config {
 struct stk__pipeline;
 
 /* Start the threads of one epoch. The config is copied; urls and budget
- * must outlive the pipeline. */
+ * must outlive the pipeline, names every batch it delivers. */
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
                         struct stk__err *err);
 

@@ -24,4 +24,27 @@ int stk__retry_http_status(long status);
 uint64_t stk__backoff_ms(unsigned attempt, unsigned base_ms, uint64_t retry_after_ms,
                          uint64_t random);
 
+/*
+ * Is a stream fast enough for its reader? Only the time the reader spends
+ * waiting for bytes counts, with the bytes that came meanwhile (or were
+ * already there when it asked): a consumer that reads slowly, whose stream
+ * then waits in socket buffers, never makes its server look slow, while a
+ * server that drips a byte at a time while the reader waits is caught.
+ * Windows of window_ns of waiting are judged one after the other.
+ */
+struct stk__rate_window {
+    uint64_t window_ns;  /* waiting time per judgement */
+    uint64_t min_rate;   /* bytes per second; 0: never too slow */
+    uint64_t waited_ns;  /* in the current window */
+    uint64_t bytes;      /* that came in it */
+};
+
+void stk__rate_init(struct stk__rate_window *w, uint64_t window_ns, uint64_t min_rate);
+
+/* Add ns of waiting and the bytes that came (ns may be 0: bytes that were
+ * there when asked for). Returns 1 when the window is complete and brought
+ * less than min_rate, with *rate the bytes per second it did bring; else 0
+ * (a complete window that was fast enough starts the next). */
+int stk__rate_add(struct stk__rate_window *w, uint64_t ns, uint64_t bytes, uint64_t *rate);
+
 #endif

@@ -18,7 +18,7 @@
 
 struct stk__shard_reader {
     struct stk__tar *tar;
-    const char *url;
+    const char *url; /* the owner's redacted name: samples point at it */
     uint64_t shard_index;
     struct stk__shard_config cfg;
     struct stk__keyset seen;
@@ -60,6 +60,7 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
             .io_timeout_ms = o->io_timeout_ms,
             .io_retries = o->io_retries,
             .io_backoff_ms = o->io_backoff_ms,
+            .io_min_rate = o->io_min_rate,
             .allow_pipe = o->allow_pipe,
             .ca_bundle = o->ca_bundle,
             .stats = &counters->source,
@@ -67,18 +68,20 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
     };
 }
 
-int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
+int stk__shard_open_source(struct stk__source *src, const char *name, uint64_t shard_index,
                            const struct stk__shard_config *cfg, struct stk__shard_reader **out,
                            struct stk__err *err)
 {
     *out = NULL;
     struct stk__shard_reader *r = stk__calloc(1, sizeof *r);
     if (r == NULL) {
-        int rc = stk__errf(err, STK_ENOMEM, "%s: out of memory", src->url);
+        int rc = stk__errf(err, STK_ENOMEM, "%s: out of memory", name);
         stk__source_close(src);
         return rc;
     }
-    r->url = src->url;
+    /* Not src->url: a source's own name dies with it (HTTP redacts into
+     * memory it frees on close), and samples outlive their source. */
+    r->url = name;
     r->shard_index = shard_index;
     r->cfg = *cfg;
     atomic_fetch_add(&cfg->counters->shards_opened, 1);
@@ -91,19 +94,20 @@ int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
     return 0;
 }
 
-int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
-                    struct stk__shard_reader **out, struct stk__err *err)
+int stk__shard_open(const char *url, const char *name, uint64_t shard_index,
+                    const struct stk__shard_config *cfg, struct stk__shard_reader **out,
+                    struct stk__err *err)
 {
-    return stk__shard_open_at(url, shard_index, cfg, 0, 0, out, err);
+    return stk__shard_open_at(url, name, shard_index, cfg, 0, 0, out, err);
 }
 
-int stk__shard_open_at(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
-                       uint64_t offset, uint64_t position, struct stk__shard_reader **out,
-                       struct stk__err *err)
+int stk__shard_open_at(const char *url, const char *name, uint64_t shard_index,
+                       const struct stk__shard_config *cfg, uint64_t offset, uint64_t position,
+                       struct stk__shard_reader **out, struct stk__err *err)
 {
     struct stk__source *src;
     *out = NULL;
-    int rc = cfg->cache != NULL ? stk__cache_open(cfg->cache, url, &cfg->source, &src, err)
+    int rc = cfg->cache != NULL ? stk__cache_open(cfg->cache, url, name, &cfg->source, &src, err)
                                 : stk__source_open(url, &cfg->source, &src, err);
     if (rc < 0)
         return rc;
@@ -112,7 +116,7 @@ int stk__shard_open_at(const char *url, uint64_t shard_index, const struct stk__
         stk__source_close(src);
         return rc;
     }
-    rc = stk__shard_open_source(src, shard_index, cfg, out, err);
+    rc = stk__shard_open_source(src, name, shard_index, cfg, out, err);
     if (rc == 0) {
         (*out)->next_position = position;
         (*out)->run_start = offset;

@@ -63,12 +63,20 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
 
 struct stk__shard_reader;
 
-/* Open url, through cfg->cache when set (shard_index is reported in samples). */
-int stk__shard_open(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
-                    struct stk__shard_reader **out, struct stk__err *err);
+/* Open url, through cfg->cache when set. name is what samples (their url,
+ * the public __url__) and messages call the shard: url redacted
+ * (stk__expand_and_list() makes both lists). It is borrowed, not copied,
+ * and must outlive every sample the reader returns, so it belongs to the
+ * owner of the URL list (loader, index build, verify), not to the source,
+ * which is closed while batches of its samples are still held. url need
+ * only live until the call returns. shard_index is reported in samples. */
+int stk__shard_open(const char *url, const char *name, uint64_t shard_index,
+                    const struct stk__shard_config *cfg, struct stk__shard_reader **out,
+                    struct stk__err *err);
 
-/* Same over an already opened source (ownership passes to the reader). */
-int stk__shard_open_source(struct stk__source *src, uint64_t shard_index,
+/* Same over an already opened source (ownership passes to the reader);
+ * name as for stk__shard_open(). */
+int stk__shard_open_source(struct stk__source *src, const char *name, uint64_t shard_index,
                            const struct stk__shard_config *cfg, struct stk__shard_reader **out,
                            struct stk__err *err);
 
@@ -98,10 +106,10 @@ int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__offse
 
 /* Open url at byte offset, where sample number `position` starts (from
  * stk__shard_count's offsets of an uncompressed shard): no byte before it
- * is read where the source can seek. */
-int stk__shard_open_at(const char *url, uint64_t shard_index, const struct stk__shard_config *cfg,
-                       uint64_t offset, uint64_t position, struct stk__shard_reader **out,
-                       struct stk__err *err);
+ * is read where the source can seek. name as for stk__shard_open(). */
+int stk__shard_open_at(const char *url, const char *name, uint64_t shard_index,
+                       const struct stk__shard_config *cfg, uint64_t offset, uint64_t position,
+                       struct stk__shard_reader **out, struct stk__err *err);
 
 /* 1 if a resume may open the shard at a sample's offset: the offsets are
  * byte offsets of the file (no compression), and no key reappeared (telling

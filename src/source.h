@@ -31,9 +31,10 @@ struct stk__source_ops {
 
 struct stk__source {
     const struct stk__source_ops *ops;
-    /* Names the shard in messages and samples: the URL with credentials
+    /* Names the shard in the source's messages: the URL with credentials
      * redacted (redact.h). Borrowed from the opener, or owned by the
-     * backend when redaction changed it. */
+     * backend (HTTP), so valid only while the source is open: samples are
+     * named by their owner's list instead (stk__shard_open). */
     const char *url;
     uint64_t bytes_read;      /* maintained by stk__source_read() */
     uint64_t start_offset;    /* where in the shard the stream starts (stk__source_seek) */
@@ -52,6 +53,7 @@ struct stk__source_config {
     unsigned io_timeout_ms; /* connect timeout and stall window (0: 30 s) */
     unsigned io_retries;    /* failed attempts in a row retried (0: none) */
     unsigned io_backoff_ms; /* first retry delay (0: 500 ms) */
+    unsigned io_min_rate;   /* bytes/s over each stall window of waiting (0: no check) */
     int allow_pipe;         /* accept pipe:COMMAND */
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
     struct stk__source_stats *stats; /* may be NULL */

@@ -23,8 +23,9 @@
  * The thread design was not built for comparison.
  *
  * Failures. A transfer fails by connection error, timeout (connect timeout,
- * or no byte for io_timeout_ms via CURLOPT_LOW_SPEED_*), transient HTTP
- * status (408, 429, 5xx) or a body shorter than announced. It is retried
+ * or no byte for io_timeout_ms via CURLOPT_LOW_SPEED_*), a rate too low
+ * (below), transient HTTP status (408, 429, 5xx) or a body shorter than
+ * announced. It is retried
  * after a backoff (retry.h) with "Range: bytes=N-", N the count of bytes
  * already accepted from the stream, so no byte is lost or repeated: a 206
  * must start exactly at N (Content-Range), a 200 (server ignores Range) has
@@ -33,6 +34,32 @@
  * failed attempts in a row; an attempt that delivered bytes restarts that
  * count, so a long shard over a flaky link still completes. 403, 404 and
  * other 4xx fail at once, naming the (redacted) URL and the status.
+ *
+ * Slow streams. libcurl's low-speed check, at 1 byte/s, only catches a
+ * stream that stops: one byte a second passes it forever. drive() also
+ * measures its own waiting, with the bytes that came (retry.h,
+ * stk__rate_*): each io_timeout_ms of waiting must bring io_min_rate bytes
+ * a second. Judging only the time the reader waited makes the rule exact
+ * whatever the consumer's pace (a stream that waits for its reader is never
+ * slow) and independent of when libcurl samples its speed; libcurl's check
+ * with a higher limit would also report a slow attempt as a timeout that
+ * cannot be told from a stall. A too slow attempt is retried with Range
+ * like any failure, and counts as failed although it brought bytes, so a
+ * drip fails after io_retries + 1 attempts, naming the rate seen. That
+ * also bounds a whole attempt's waiting to about its bytes / io_min_rate +
+ * io_timeout_ms. A wall-clock deadline (CURLOPT_TIMEOUT_MS) would bound it
+ * too, but would cut off a slow consumer's healthy stream of a large
+ * shard, so there is none.
+ *
+ * Redirects. libcurl follows them itself for a plain GET. A request that
+ * carries credentials (signed S3/GCS requests with their session token,
+ * a bearer token, "user:password" in the URL) does not let libcurl follow:
+ * on a redirect to another host libcurl drops only Authorization and
+ * Cookie, and would send x-amz-security-token and the other headers of
+ * the request to whatever the Location names. A signature is only valid
+ * for its own host anyway. So such a request follows a redirect itself,
+ * and only within its origin (scheme, host and port, compared as libcurl
+ * parses them); a redirect elsewhere fails, naming both URLs redacted.
  */
 #include "source_http.h"
 
@@ -61,6 +88,10 @@
 #define POLL_MS 100
 /* Shorter jumps are read through: a new request costs a round trip. */
 #define SKIP_BY_REQUEST_MIN (1u << 20)
+/* Redirects followed per source (libcurl's own limit for plain GETs), and
+ * the longest redirect body read (and dropped) to get there. */
+#define MAX_REDIRECTS 5
+#define REDIRECT_BODY_MAX (64u << 10)
 
 struct http_source {
     struct stk__source base;
@@ -70,6 +101,14 @@ struct http_source {
     const struct stk__http_request *req; /* during open only */
     struct curl_slist *headers; /* req->headers, owned: libcurl borrows the list */
     struct stk__source_config cfg;
+    /* The request carries credentials: redirects are followed here, and
+     * only within origin (the first URL's, redacted: it is only compared
+     * and printed). */
+    int own_redirects;
+    char *origin;
+    unsigned redirects;
+    int redirect_body;           /* this attempt's response is a redirect */
+    size_t redirect_body_bytes;  /* of its body, dropped */
     char errbuf[CURL_ERROR_SIZE];
 
     /* The stream. */
@@ -78,6 +117,13 @@ struct http_source {
     int done;           /* every byte received */
     unsigned failures;  /* failed attempts in a row */
     uint64_t rng;       /* jitter */
+
+    /* How fast bytes come while the reader waits (per attempt). */
+    struct stk__rate_window rate;
+    uint64_t wire_bytes;   /* accepted by the write callback, all attempts */
+    uint64_t rated_bytes;  /* of those, already given to rate */
+    int slow;              /* a window was too slow: end the attempt */
+    uint64_t slow_rate;    /* its bytes per second */
 
     /* The current attempt. */
     int running;         /* easy handle is in the multi handle */
@@ -95,6 +141,29 @@ struct http_source {
     unsigned char *spill;
     size_t spill_pos, spill_len;
 };
+
+int stk__url_origin(const char *url, char *buf, size_t cap, int *has_user)
+{
+    static const CURLUPart parts[] = {CURLUPART_SCHEME, CURLUPART_HOST, CURLUPART_PORT};
+    char *got[3] = {NULL, NULL, NULL}, *user = NULL;
+    CURLU *u = curl_url();
+    int rc = u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < 3; i++)
+        if (curl_url_get(u, parts[i], &got[i], i == 2 ? CURLU_DEFAULT_PORT : 0) != CURLUE_OK)
+            rc = -1;
+    if (rc == 0 && has_user != NULL)
+        *has_user = curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK;
+    if (rc == 0 && (size_t)snprintf(buf, cap, "%s://%s:%s", got[0], got[1], got[2]) >= cap)
+        rc = -1;
+    for (char *p = buf; rc == 0 && *p != '\0'; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    for (size_t i = 0; i < 3; i++)
+        curl_free(got[i]);
+    curl_free(user);
+    curl_url_cleanup(u);
+    return rc;
+}
 
 static uint64_t next_random(struct http_source *h)
 {
@@ -143,6 +212,12 @@ static int check_response(struct http_source *h)
     CURL *e = h->pair->easy;
     curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &h->status);
     h->checked = 1;
+    if (h->own_redirects && h->status >= 300 && h->status < 400) {
+        /* libcurl works out where a redirect goes (CURLINFO_REDIRECT_URL)
+         * only for a transfer that ends well: read the body, drop it. */
+        h->redirect_body = 1;
+        return 0;
+    }
     if (h->status != 200 && h->status != 206)
         return -1; /* classified by finish_attempt() */
     curl_off_t length = -1;
@@ -183,6 +258,11 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
     size_t len = size * n;
     if (!h->checked && check_response(h) < 0)
         return 0; /* aborts the transfer with CURLE_WRITE_ERROR */
+    if (h->redirect_body) {
+        h->redirect_body_bytes += len;
+        h->wire_bytes += len;
+        return h->redirect_body_bytes <= REDIRECT_BODY_MAX ? len : 0;
+    }
     /* Spilled bytes only exist once the caller's buffer is full, and read()
      * empties the spill before it drives libcurl again, so order holds. */
     size_t room = h->dst != NULL && h->spill_len == 0 ? h->dst_cap - h->dst_len : 0;
@@ -200,6 +280,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
     memcpy(h->spill + h->spill_len, data + skipped + k, keep - k);
     h->spill_len += keep - k;
     h->received += keep;
+    h->wire_bytes += len;
     return len;
 }
 
@@ -219,7 +300,7 @@ static int set_options(struct http_source *h, CURLSH *share)
     bad |= curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK;
-    bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L) != CURLE_OK;
+    bad |= curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, h->own_redirects ? 0L : 1L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_USERAGENT, "stoker/" STK_VERSION_STRING) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_BUFFERSIZE, (long)CURL_BUFFER_BYTES) != CURLE_OK;
@@ -261,11 +342,17 @@ static int start_attempt(struct http_source *h)
     char range[32];
     h->start = h->received;
     h->checked = 0;
+    h->redirect_body = 0;
+    h->redirect_body_bytes = 0;
     h->skip = 0;
     h->status = 0;
     h->reason[0] = '\0';
     h->errbuf[0] = '\0';
     h->paused = 0;
+    unsigned timeout = h->cfg.io_timeout_ms ? h->cfg.io_timeout_ms : DEFAULT_TIMEOUT_MS;
+    stk__rate_init(&h->rate, (uint64_t)timeout * 1000000u, h->cfg.io_min_rate);
+    h->rated_bytes = h->wire_bytes;
+    h->slow = 0;
     snprintf(range, sizeof range, "%" PRIu64 "-", h->received);
     curl_easy_setopt(h->pair->easy, CURLOPT_RANGE, h->received > 0 ? range : NULL);
     CURLMcode mc = curl_multi_add_handle(h->pair->multi, h->pair->easy);
@@ -298,13 +385,13 @@ static int retryable_curl(CURLcode rc)
 
 /* Wait before the next attempt, or fail for good. `problem` says what went
  * wrong with the last one. */
-static int schedule_retry(struct http_source *h, int code, const char *problem)
+static int schedule_retry(struct http_source *h, int code, const char *problem, int progress)
 {
     if (h->total >= 0 && h->received >= (uint64_t)h->total) {
         h->done = 1; /* it broke after the last byte: nothing left to ask for */
         return 0;
     }
-    if (h->received > h->start)
+    if (progress && h->received > h->start)
         h->failures = 0; /* progress: only failures in a row count */
     h->failures++;
     if (h->failures > h->cfg.io_retries)
@@ -332,6 +419,27 @@ static int schedule_retry(struct http_source *h, int code, const char *problem)
     return 0;
 }
 
+/* A redirect of a request with credentials: the next attempt asks location
+ * if it is within the origin, else the source fails. */
+static int follow(struct http_source *h, const char *location)
+{
+    char origin[STK__URL_ORIGIN_MAX], shown[512];
+    stk__redact_url(location, shown, sizeof shown);
+    if (h->origin == NULL || stk__url_origin(location, origin, sizeof origin, NULL) < 0 ||
+        strcmp(origin, h->origin) != 0)
+        return stk__errf(&h->base.err, STK_EHTTP,
+                         "%s: redirected to %s, another origin (scheme, host or port); a "
+                         "request with credentials is never sent there, so it is not followed",
+                         h->shown, shown);
+    if (h->redirects == MAX_REDIRECTS)
+        return stk__errf(&h->base.err, STK_EHTTP, "%s: more than %d redirects (the last to %s)",
+                         h->shown, MAX_REDIRECTS, shown);
+    if (curl_easy_setopt(h->pair->easy, CURLOPT_URL, location) != CURLE_OK) /* copied */
+        return stk__errf(&h->base.err, STK_ENOMEM, "%s: out of memory", h->shown);
+    h->redirects++;
+    return 0;
+}
+
 static int finish_attempt(struct http_source *h, CURLcode result)
 {
     curl_multi_remove_handle(h->pair->multi, h->pair->easy);
@@ -340,6 +448,12 @@ static int finish_attempt(struct http_source *h, CURLcode result)
         return h->fatal;
     long status = 0;
     curl_easy_getinfo(h->pair->easy, CURLINFO_RESPONSE_CODE, &status);
+    char *location = NULL;
+    if (h->own_redirects && status >= 300 && status < 400 &&
+        (result == CURLE_OK || result == CURLE_WRITE_ERROR) &&
+        curl_easy_getinfo(h->pair->easy, CURLINFO_REDIRECT_URL, &location) == CURLE_OK &&
+        location != NULL)
+        return follow(h, location);
     char problem[CURL_ERROR_SIZE + 64];
     if ((result == CURLE_OK || result == CURLE_WRITE_ERROR) && status != 0 &&
         status != 200 && status != 206) {
@@ -348,7 +462,7 @@ static int finish_attempt(struct http_source *h, CURLcode result)
         if (!stk__retry_http_status(status))
             return stk__errf(&h->base.err, status == 404 || status == 410 ? STK_ENOENT : STK_EHTTP,
                              "%s: %s", h->shown, problem);
-        return schedule_retry(h, STK_EHTTP, problem);
+        return schedule_retry(h, STK_EHTTP, problem, 1);
     }
     if (result == CURLE_OK) {
         if (!h->checked && check_response(h) < 0)
@@ -359,25 +473,67 @@ static int finish_attempt(struct http_source *h, CURLcode result)
         }
         snprintf(problem, sizeof problem, "body ended at byte %" PRIu64 " of %" PRId64,
                  h->received, h->total);
-        return schedule_retry(h, STK_ETRUNC, problem);
+        return schedule_retry(h, STK_ETRUNC, problem, 1);
     }
     snprintf(problem, sizeof problem, "%s", h->errbuf[0] ? h->errbuf : curl_easy_strerror(result));
     if (!retryable_curl(result))
         return stk__errf(&h->base.err, STK_EIO, "%s: %s", h->shown, problem);
-    return schedule_retry(h, STK_EIO, problem);
+    return schedule_retry(h, STK_EIO, problem, 1);
+}
+
+/* Give the rate check ns more of waiting and the bytes that came since its
+ * last call; a window too slow is noted in h->slow. */
+static void rate_account(struct http_source *h, uint64_t ns)
+{
+    uint64_t rate;
+    if (stk__rate_add(&h->rate, ns, h->wire_bytes - h->rated_bytes, &rate)) {
+        h->slow = 1;
+        h->slow_rate = rate;
+    }
+    h->rated_bytes = h->wire_bytes;
+}
+
+/* After a window too slow: end the attempt, to be retried. 0 with *ended
+ * set (go on with the next attempt), or an error once retries are spent. */
+static int end_if_slow(struct http_source *h, int *ended)
+{
+    *ended = h->slow && h->running && !h->done;
+    h->slow = 0;
+    if (!*ended)
+        return 0;
+    curl_multi_remove_handle(h->pair->multi, h->pair->easy);
+    h->running = 0;
+    h->paused = 0;
+    char problem[160];
+    snprintf(problem, sizeof problem,
+             "too slow: %" PRIu64 " bytes/s over %.1f s of waiting, below io_min_rate %u bytes/s",
+             h->slow_rate, (double)h->rate.window_ns / 1e9, h->cfg.io_min_rate);
+    return schedule_retry(h, STK_EIO, problem, 0);
 }
 
 /* Move bytes until some reached the caller's buffer or the spill, or the
  * attempt ended. 0 or a negative code. */
 static int drive(struct http_source *h)
 {
+    /* Bytes that came while nobody waited (a paused chunk, data left in
+     * libcurl's buffer) count as there at once. */
+    uint64_t mark = stk__now_ns();
+    int ended;
+    rate_account(h, 0);
+    int rc = end_if_slow(h, &ended);
+    if (rc < 0 || ended)
+        return rc;
     for (;;) {
         int still = 0;
         CURLMcode mc = curl_multi_perform(h->pair->multi, &still);
         if (mc != CURLM_OK)
             return stk__errf(&h->base.err, STK_EIO, "%s: %s", h->shown, curl_multi_strerror(mc));
-        if (h->dst_len > 0 || h->spill_len > h->spill_pos)
+        if (h->dst_len > 0 || h->spill_len > h->spill_pos) {
+            /* These bytes are the caller's whatever the rate says: a window
+             * too slow ends the attempt at the next drive(). */
+            rate_account(h, stk__now_ns() - mark);
             return 0;
+        }
         int queued;
         CURLMsg *msg;
         while ((msg = curl_multi_info_read(h->pair->multi, &queued)) != NULL)
@@ -388,6 +544,12 @@ static int drive(struct http_source *h)
             return stk__errf(&h->base.err, STK_EIO, "%s: %s", h->shown, curl_multi_strerror(mc));
         if (h->cfg.cancel != NULL && atomic_load(h->cfg.cancel))
             return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);
+        uint64_t now = stk__now_ns();
+        rate_account(h, now - mark);
+        mark = now;
+        rc = end_if_slow(h, &ended);
+        if (rc < 0 || ended)
+            return rc;
     }
 }
 
@@ -443,6 +605,7 @@ static void http_close(struct stk__source *src)
     curl_slist_free_all(h->headers);
     stk__free(h->spill);
     stk__free(h->shown);
+    stk__free(h->origin);
     stk__free(h);
 }
 
@@ -496,7 +659,16 @@ int stk__source_http_open(const char *url, const struct stk__http_request *req,
     CURLSH *share = stk__curl_share(err);
     if (share != NULL)
         h->pair = stk__curl_pair_get(err);
-    int rc = h->pair == NULL ? err->code : set_options(h, share);
+    int rc = h->pair == NULL ? err->code : 0;
+    char origin[STK__URL_ORIGIN_MAX];
+    int has_user = 0;
+    if (rc == 0 && stk__url_origin(url, origin, sizeof origin, &has_user) == 0 &&
+        (h->origin = stk__strdup(origin)) == NULL)
+        rc = stk__errf(err, STK_ENOMEM, "out of memory opening an HTTP source");
+    h->own_redirects = has_user || (req != NULL && (req->n_headers > 0 || req->aws_sigv4 != NULL ||
+                                                    req->userpwd != NULL));
+    if (rc == 0)
+        rc = set_options(h, share);
     h->url = NULL; /* libcurl copied it */
     h->req = NULL;
     if (rc == 0)

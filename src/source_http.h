@@ -27,10 +27,23 @@ struct stk__http_request {
     const char *userpwd;
 };
 
+/* Longest origin stk__url_origin() writes. */
+#define STK__URL_ORIGIN_MAX 320
+
+/* The origin of url as libcurl parses it, "scheme://host:port" in lower
+ * case with the scheme's default port filled in, into buf (cap bytes), and
+ * *has_user (when not NULL) whether the URL holds a user name. 0, or -1
+ * when url does not parse or the origin does not fit. Two URLs share an
+ * origin when these strings are equal. */
+int stk__url_origin(const char *url, char *buf, size_t cap, int *has_user);
+
 /* Start streaming url (with any credentials it carries; messages name it,
  * or req->display_url, redacted). req NULL: a plain GET. The request is sent
  * at once; the first read waits for the response. url need only live until
- * this returns. */
+ * this returns. A request that carries credentials (req headers, signing or
+ * a password; a user name in url) follows redirects only within url's
+ * origin and fails (STK_EHTTP) on one to another; other requests follow
+ * any http(s) redirect. */
 int stk__source_http_open(const char *url, const struct stk__http_request *req,
                           const struct stk__source_config *cfg, struct stk__source **out,
                           struct stk__err *err);

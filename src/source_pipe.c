@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "command.h"
+#include "redact.h"
 #include "stoker.h"
 
 extern char **environ;
@@ -32,7 +34,7 @@ extern char **environ;
 struct pipe_source {
     struct stk__source base;
     const atomic_int *cancel;
-    const char *command; /* after "pipe:" */
+    char *shown; /* the URL redacted (redact.h), base.url: messages never show secrets */
     pid_t pid;           /* 0 once reaped */
     int fd;
 };
@@ -49,41 +51,22 @@ int stk__split_command(const char *cmd, char ***words, size_t *count, struct stk
     if (argv == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory splitting a pipe: command");
     char *w = (char *)argv + ptr_bytes;
-    size_t n = 0;
-    const char *p = cmd;
-    for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
-            p++;
-        if (*p == '\0')
-            break;
-        if (n == STK__PIPE_MAX_ARGS) {
+    size_t n = 0, wlen;
+    const char *p = cmd, *start;
+    char quote;
+    int r;
+    while ((r = stk__command_word(p, &start, &p, w, &wlen, &quote)) != 0) {
+        if (r < 0 || n == STK__PIPE_MAX_ARGS) {
             stk__free(argv);
-            return stk__errf(err, STK_EINVAL, "pipe:%s: more than %d arguments", cmd,
-                             STK__PIPE_MAX_ARGS);
+            /* The command itself is not named: it may hold secrets, and the
+             * caller names it redacted. */
+            if (r < 0)
+                return stk__errf(err, STK_EINVAL, "unterminated %c quote", quote);
+            return stk__errf(err, STK_EINVAL, "more than %d arguments", STK__PIPE_MAX_ARGS);
         }
         argv[n++] = w;
-        while (*p != '\0' && *p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            char quote = 0;
-            if (*p == '\'' || *p == '"')
-                quote = *p++;
-            if (!quote) {
-                if (*p == '\\' && p[1] != '\0')
-                    p++;
-                *w++ = *p++;
-                continue;
-            }
-            while (*p != '\0' && *p != quote) {
-                if (quote == '"' && *p == '\\' && (p[1] == '"' || p[1] == '\\'))
-                    p++;
-                *w++ = *p++;
-            }
-            if (*p == '\0') {
-                stk__free(argv);
-                return stk__errf(err, STK_EINVAL, "pipe:%s: unterminated %c quote", cmd, quote);
-            }
-            p++;
-        }
-        *w++ = '\0';
+        w[wlen] = '\0';
+        w += wlen + 1;
     }
     if (n == 0) {
         stk__free(argv);
@@ -105,14 +88,14 @@ static int reap(struct pipe_source *s)
     while (r < 0 && errno == EINTR);
     s->pid = 0;
     if (r < 0)
-        return stk__errf(&s->base.err, STK_EIO, "pipe:%s: cannot wait for the command: %s",
-                         s->command, strerror(errno));
+        return stk__errf(&s->base.err, STK_EIO, "%s: cannot wait for the command: %s", s->shown,
+                         strerror(errno));
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
     if (WIFEXITED(status))
-        return stk__errf(&s->base.err, STK_EIO, "pipe:%s: command exited with status %d",
-                         s->command, WEXITSTATUS(status));
-    return stk__errf(&s->base.err, STK_EIO, "pipe:%s: command killed by signal %d", s->command,
+        return stk__errf(&s->base.err, STK_EIO, "%s: command exited with status %d", s->shown,
+                         WEXITSTATUS(status));
+    return stk__errf(&s->base.err, STK_EIO, "%s: command killed by signal %d", s->shown,
                      WTERMSIG(status));
 }
 
@@ -126,7 +109,7 @@ static ssize_t pipe_read(struct stk__source *src, void *buf, size_t cap)
             struct pollfd pfd = {s->fd, POLLIN, 0};
             int r = poll(&pfd, 1, CANCEL_POLL_MS);
             if (atomic_load(s->cancel))
-                return stk__errf(&src->err, STK_EIO, "pipe:%s: cancelled", s->command);
+                return stk__errf(&src->err, STK_EIO, "%s: cancelled", s->shown);
             if (r == 0 || (r < 0 && errno == EINTR))
                 continue;
         }
@@ -138,8 +121,8 @@ static ssize_t pipe_read(struct stk__source *src, void *buf, size_t cap)
             return rc < 0 ? rc : 0;
         }
         if (errno != EINTR)
-            return stk__errf(&src->err, STK_EIO, "pipe:%s: read failed at offset %llu: %s",
-                             s->command, (unsigned long long)src->bytes_read, strerror(errno));
+            return stk__errf(&src->err, STK_EIO, "%s: read failed at offset %llu: %s", s->shown,
+                             (unsigned long long)src->bytes_read, strerror(errno));
     }
 }
 
@@ -152,6 +135,7 @@ static void pipe_close(struct stk__source *src)
         kill(-s->pid, SIGKILL);
         (void)reap(s);
     }
+    stk__free(s->shown);
     stk__free(s);
 }
 
@@ -161,27 +145,38 @@ int stk__source_pipe_open(const char *url, const struct stk__source_config *cfg,
                           struct stk__source **out, struct stk__err *err)
 {
     *out = NULL;
-    const char *command = url + 5;
-    if (!cfg->allow_pipe)
-        return stk__errf(err, STK_EINVAL, "%s: pipe: URLs are disabled; set allow_pipe "
-                         "(stoker --allow-pipe) to run commands", url);
-    char **argv;
+    char **argv = NULL;
     size_t argc;
-    int rc = stk__split_command(command, &argv, &argc, err);
-    if (rc < 0)
-        return rc;
-    struct pipe_source *s = stk__calloc(1, sizeof *s);
+    struct pipe_source *s = NULL;
     int fds[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t attr;
-    int have_fa = 0, have_attr = 0;
+    int have_fa = 0, have_attr = 0, rc;
+    char *shown = stk__redact_url_dup(url);
+    if (shown == NULL)
+        return stk__errf(err, STK_ENOMEM, "out of memory opening a pipe: source");
+    if (!cfg->allow_pipe) {
+        rc = stk__errf(err, STK_EINVAL, "%s: pipe: URLs are disabled; set allow_pipe "
+                       "(stoker --allow-pipe) to run commands", shown);
+        goto out;
+    }
+    rc = stk__split_command(url + 5, &argv, &argc, err);
+    if (rc < 0) {
+        if (rc != STK_ENOMEM) {
+            char why[STK__ERRMSG_MAX];
+            snprintf(why, sizeof why, "%s", err->msg);
+            stk__errf(err, rc, "%s: %s", shown, why);
+        }
+        goto out;
+    }
+    s = stk__calloc(1, sizeof *s);
     if (s == NULL) {
-        rc = stk__errf(err, STK_ENOMEM, "out of memory opening %s", url);
+        rc = stk__errf(err, STK_ENOMEM, "out of memory opening %s", shown);
         goto out;
     }
     s->fd = -1;
     if (pipe2(fds, O_CLOEXEC) < 0) {
-        rc = stk__errf(err, STK_EIO, "%s: cannot create a pipe: %s", url, strerror(errno));
+        rc = stk__errf(err, STK_EIO, "%s: cannot create a pipe: %s", shown, strerror(errno));
         goto out;
     }
     int e = posix_spawn_file_actions_init(&fa);
@@ -208,13 +203,15 @@ int stk__source_pipe_open(const char *url, const struct stk__source_config *cfg,
     if (e == 0)
         e = posix_spawnp(&pid, argv[0], &fa, &attr, argv, environ);
     if (e != 0) {
-        rc = stk__errf(err, e == ENOENT ? STK_ENOENT : STK_EIO, "%s: cannot run '%s': %s", url,
-                       argv[0], strerror(e));
+        /* Not argv[0] alone: the redacted command is all that may be shown. */
+        rc = stk__errf(err, e == ENOENT ? STK_ENOENT : STK_EIO, "%s: cannot run the command: %s",
+                       shown, strerror(e));
         goto out;
     }
     s->base.ops = &pipe_ops;
-    s->base.url = url;
-    s->command = command;
+    s->base.url = shown;
+    s->shown = shown;
+    shown = NULL;
     s->cancel = cfg->cancel;
     s->pid = pid;
     s->fd = fds[0];
@@ -233,5 +230,6 @@ out:
         close(fds[1]);
     stk__free(s);
     stk__free(argv);
+    stk__free(shown);
     return rc;
 }

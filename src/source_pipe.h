@@ -16,12 +16,10 @@
 int stk__source_pipe_open(const char *url, const struct stk__source_config *cfg,
                           struct stk__source **out, struct stk__err *err);
 
-/* Split a command line into words without a shell: blanks separate words;
- * '...' keeps everything literally; "..." keeps everything but lets \" and
- * \\ stand for " and \; outside quotes a backslash takes the next character
- * literally. No variables, globs, redirections or pipes. On success *words
- * is one allocation holding a NULL-terminated argv (stk__free it) and
- * *count the number of words (>= 1). */
+/* Split a command line into words without a shell, by the rules of
+ * command.h. On success *words is one allocation holding a NULL-terminated
+ * argv (stk__free it) and *count the number of words (>= 1). Messages do
+ * not quote the command (it may hold secrets): the caller names it. */
 int stk__split_command(const char *cmd, char ***words, size_t *count, struct stk__err *err);
 
 #endif

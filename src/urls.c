@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "redact.h"
 #include "stoker.h"
 
 #define MAX_PATTERN_BYTES 65536
@@ -113,7 +114,7 @@ static int parse_range(const char *body, size_t len, long long *lo, long long *h
 struct expand_ctx {
     struct stk__strlist *out;
     struct stk__err *err;
-    const char *pattern; /* for messages */
+    char pattern[256];   /* for messages: redacted (its credentials never shown), cut */
     size_t bytes;        /* URL text produced so far */
     size_t work;         /* bytes of intermediate patterns built so far */
 };
@@ -235,7 +236,8 @@ int stk__brace_expand(const char *pattern, struct stk__strlist *out, struct stk_
 {
     if (strlen(pattern) > MAX_PATTERN_BYTES)
         return stk__errf(err, STK_ELIMIT, "URL pattern longer than %d bytes", MAX_PATTERN_BYTES);
-    struct expand_ctx ctx = {out, err, pattern, 0, 0};
+    struct expand_ctx ctx = {out, err, {0}, 0, 0};
+    stk__redact_url(pattern, ctx.pattern, sizeof ctx.pattern);
     return expand(&ctx, pattern, 0);
 }
 

@@ -16,7 +16,6 @@
 #include "alloc.h"
 #include "cloud_list.h"
 #include "image.h"
-#include "redact.h"
 #include "sample.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
@@ -24,6 +23,7 @@
 
 struct verify {
     const struct stk__strlist *urls;
+    const struct stk__strlist *names; /* urls redacted */
     struct stk__shard_config shard;
     const struct stk__image_config *image; /* NULL: tar and grouping only */
     struct stk__counters *counters;
@@ -71,7 +71,7 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
     if (v->image != NULL && (w = stk__image_worker_new(v->image)) == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory for an image decoder");
     struct stk__shard_reader *r = NULL;
-    int rc = stk__shard_open(v->urls->items[i], i, &v->shard, &r, err);
+    int rc = stk__shard_open(v->urls->items[i], v->names->items[i], i, &v->shard, &r, err);
     while (rc == 0) {
         struct stk__sample *s;
         rc = stk__shard_next(r, &s, err);
@@ -79,11 +79,8 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
             break;
         rc = check_sample(v, w, s);
         stk__sample_free(s);
-        if (rc == STK_ENOMEM) {
-            char shown[512];
-            stk__redact_url(v->urls->items[i], shown, sizeof shown);
-            stk__errf(err, rc, "out of memory checking the images of %s", shown);
-        }
+        if (rc == STK_ENOMEM)
+            stk__errf(err, rc, "out of memory checking the images of %s", v->names->items[i]);
     }
     stk__shard_close(r);
     stk__image_worker_free(w);
@@ -101,9 +98,9 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
     struct stk__err err;
     stk__err_clear(&err);
     struct stk__counters counters = {0};
-    struct stk__strlist urls = {0};
+    struct stk__strlist urls = {0}, names = {0};
     struct stk__image_config image;
-    struct verify v = {.urls = &urls, .counters = &counters};
+    struct verify v = {.urls = &urls, .names = &names, .counters = &counters};
     struct stk_options o = *opts;
     o.on_error = STK_ON_ERROR_SKIP; /* never stop at bad data */
     int rc = 0;
@@ -112,7 +109,7 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
         v.image = &image;
     }
     if (rc == 0)
-        rc = stk__expand_and_list(&o, patterns, n, &urls, &err);
+        rc = stk__expand_and_list(&o, patterns, n, &urls, &names, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to verify");
     if (rc == 0) {
@@ -132,6 +129,7 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
         stats->images_decoded = atomic_load(&counters.images_decoded);
     }
     stk__strlist_free(&urls);
+    stk__strlist_free(&names);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }

@@ -203,7 +203,7 @@ static void read_shard(const uint8_t *data, size_t size, size_t block, size_t ch
     FUZZ_CHECK(rc == 0 && src != NULL);
 
     struct stk__shard_reader *r = NULL;
-    rc = stk__shard_open_source(src, FUZZ_SHARD_INDEX, &cfg, &r, &err);
+    rc = stk__shard_open_source(src, FUZZ_URL, FUZZ_SHARD_INDEX, &cfg, &r, &err);
     run->open_rc = rc;
     if (rc < 0) {
         FUZZ_CHECK(r == NULL);
@@ -273,7 +273,7 @@ static int64_t count_by_headers(const uint8_t *data, size_t size, size_t block, 
     struct stk__source *src = NULL;
     struct stk__shard_reader *r = NULL;
     if (stk__source_open_memory(FUZZ_URL, data, size, chunk, &src) < 0 ||
-        stk__shard_open_source(src, FUZZ_SHARD_INDEX, &cfg, &r, &err) < 0)
+        stk__shard_open_source(src, FUZZ_URL, FUZZ_SHARD_INDEX, &cfg, &r, &err) < 0)
         return -1;
     uint64_t n = 0;
     struct stk__offsets offsets = {0};

@@ -32,6 +32,10 @@
  *    STK__MAX_SHARDS numbers is STK_ELIMIT (before anything is built),
  *    else the results are compared with a direct expansion, as they are
  *    for "P{x,y,...}S" with plain alternatives.
+ * The input is also redacted (stk__redact_url): the reported length
+ * matches, truncation gives a prefix, a second pass changes nothing, and a
+ * pipe: command splits into as many words redacted as it did before (a
+ * hidden value never merges or splits words).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +44,7 @@
 #include "fuzz.h"
 #include "stoker.h"
 #include "redact.h"
+#include "source_pipe.h"
 #include "urls.h"
 
 #define FUZZ_URLS_MAX_INPUT 4096
@@ -209,6 +214,16 @@ static void check_redaction(const char *url)
     FUZZ_CHECK(again != NULL);
     stk__redact_url(full, again, m + 1);
     FUZZ_CHECK(strcmp(again, full) == 0);
+    if (strncmp(url, "pipe:", 5) == 0) {
+        char **before = NULL, **after = NULL;
+        size_t nb = 0, na = 0;
+        struct stk__err err;
+        int rb = stk__split_command(url + 5, &before, &nb, &err);
+        int ra = stk__split_command(full + 5, &after, &na, &err);
+        FUZZ_CHECK(rb != 0 || (ra == 0 && na == nb) || ra == STK_ENOMEM);
+        stk__free(before);
+        stk__free(after);
+    }
     free(again);
     free(full);
 }

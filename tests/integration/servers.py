@@ -226,14 +226,19 @@ class FaultServer(ServedInThread):
       norange     ignores Range (200 + whole body); 1st request drops mid-body
       badrange    206 starting at the wrong offset on resume; 1st drops
       403, 404    refuse every request
+      drip        every request: headers at once, then one byte every drip_s
+                  seconds (a link that never stalls and never delivers)
+      slow        every request: slow_chunk bytes every slow_s seconds
 
     requests: (mode, name, range header or None) per request.
     """
 
-    def __init__(self, files, stall_s=5.0, fails=2):
+    def __init__(self, files, stall_s=5.0, fails=2, drip_s=0.5, slow_chunk=16384, slow_s=0.02):
         self.files = files
         self.stall_s = stall_s
         self.fails = fails
+        self.drip_s = drip_s
+        self.slow_chunk, self.slow_s = slow_chunk, slow_s
         self.requests = []
         self.counts = {}
         self.lock = threading.Lock()
@@ -300,6 +305,16 @@ class FaultServer(ServedInThread):
             h.wfile.write(body[:max(1, min(len(body), int(len(data) * 0.4)))])
             h.wfile.flush()
             h.close_connection = True
+            return
+        if mode in ("drip", "slow"):
+            step, pause = (1, self.drip_s) if mode == "drip" else (self.slow_chunk, self.slow_s)
+            for i in range(0, len(body), step):
+                try:
+                    h.wfile.write(body[i:i + step])
+                    h.wfile.flush()
+                except OSError:
+                    return  # the client gave up
+                time.sleep(pause)
             return
         if first and mode == "stall":
             h.wfile.write(body[:len(body) // 2])

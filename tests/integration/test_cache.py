@@ -59,9 +59,12 @@ def test_second_run_reads_only_the_cache(tmp_path, dataset, run, bench_json):
     assert first["cache_bytes_written"] == sum(p.stat().st_size for p in shards)
     assert first["samples"] == 2 * 24
     assert len(cached_shards(cache)) == 4
-    # Each shard's URL sits next to it, for people looking at the directory.
-    urls = sorted(Path(cache, n + ".url").read_text() for n in cached_shards(cache))
-    assert urls == sorted(f"{p}\n" for p in shards)
+    # Each shard's (redacted) URL sits next to it, for people looking at the
+    # directory, with a digest of the full URL that catches collisions.
+    records = [Path(cache, n + ".url").read_text().split("\n") for n in cached_shards(cache)]
+    assert sorted(r[0] for r in records) == sorted(str(p) for p in shards)
+    assert all(len(r) == 3 and re.fullmatch("[0-9a-f]{16}", r[1]) and r[2] == ""
+               for r in records), records
 
     # Break the upstream: a run that still succeeds, with the same samples,
     # read nothing from it.
@@ -255,3 +258,34 @@ def test_killed_download_leaves_no_partial_shard(tmp_path, make_shard, samples_f
     assert temps(cache) == []
     (name,) = cached_shards(cache)
     assert Path(cache, name).read_bytes() == data
+
+
+@pytest.mark.parametrize("where", [".lock", "H.lock", "H"])
+def test_planted_symlink_is_a_clear_error(tmp_path, dataset, stoker, where):
+    """The cache directory is reachable by whoever may write to it: a
+    symbolic link planted at the cache-wide lock, a shard's fill lock or a
+    shard's name makes the run fail at once, naming the file, instead of
+    spinning forever or creating the link's target outside the cache."""
+    shard = dataset([3])[0]
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    proc = subprocess.run([str(stoker), "ls", *cache_args(cache, "16M"), str(shard)],
+                          capture_output=True, text=True, env=proc_env(LOCAL), timeout=TIMEOUT_S)
+    assert proc.returncode == 0, proc.stderr
+    (hex_name,) = cached_shards(cache)
+    for p in cache.iterdir():
+        p.unlink()
+    target = tmp_path / "outside-target"
+    name = where.replace("H", hex_name)
+    (cache / name).symlink_to(target)
+    t = time.monotonic()
+    try:
+        proc = subprocess.run([str(stoker), "ls", *cache_args(cache, "16M"), str(shard)],
+                              capture_output=True, text=True, env=proc_env(LOCAL), timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"stoker still running after 20 s with a symlink at {name}")
+    assert_no_crash(proc)
+    assert time.monotonic() - t < 20
+    assert proc.returncode == 1, proc.stdout
+    assert f"{cache}/{name}" in proc.stderr and "symbolic link" in proc.stderr, proc.stderr
+    assert not target.exists()

@@ -66,6 +66,19 @@ def test_bad_index_is_a_clear_error(run, dataset, tmp_path, content, message):
     assert message in proc.stderr and str(bad) in proc.stderr
 
 
+def test_index_messages_never_show_credentials(run, tmp_path):
+    """The index is read before any shard is: an index that lacks a shard,
+    or holds one with a bad offset, names it redacted."""
+    url = "http://user:s3cr3tpass@127.0.0.1:1/shard-0.tar?sig=deadbeef"
+    bad = tmp_path / "bad.json"
+    for shards in ([], [{"url": url, "samples": 2, "offsets": [512, 0]}]):
+        bad.write_text(json.dumps({"format": "stoker-index", "version": 1, "shards": shards}))
+        proc = run(["bench", "--index", str(bad), url])
+        assert proc.returncode == 1
+        assert "http://***@127.0.0.1:1/shard-0.tar?sig=***" in proc.stderr, proc.stderr
+        assert "s3cr3tpass" not in proc.stderr and "deadbeef" not in proc.stderr
+
+
 def test_missing_index_file(run, dataset, tmp_path):
     proc = run(["bench", "--index", str(tmp_path / "none.json"), *dataset([2])])
     assert proc.returncode == 1 and "none.json" in proc.stderr

@@ -79,3 +79,38 @@ def test_pipe_killed_on_early_close(run, dataset):
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout) > 0
     assert time.monotonic() - t < 15
+
+
+PIPE_SECRETS = ("hunter2", "s3cr3tpass", "deadbeefsig", "tok3nvalue")
+
+
+def test_pipe_secrets_never_shown(run, dataset, tmp_path):
+    """Credentials on a pipe: command line (variables, --password=, header
+    arguments, URLs with userinfo or a query, the word after --user) appear
+    redacted in __url__, in messages and in the cache's files."""
+    shard = dataset([3])[0]
+    url = (f"pipe:env AWS_SECRET_ACCESS_KEY=hunter2 sh -c 'cat \"$0\"' {shard}"
+           " --password=s3cr3tpass 'Authorization: Bearer tok3nvalue'"
+           " http://u:s3cr3tpass@h/x?sig=deadbeefsig --user me:hunter2")
+    shown = (f"pipe:env AWS_SECRET_ACCESS_KEY=*** sh -c 'cat \"$0\"' {shard}"
+             " --password=*** \"Authorization: ***\" http://***@h/x?sig=*** --user ***")
+    cache = tmp_path / "cache"
+    for extra in ([], ["--cache-dir", str(cache), "--cache-size", "16M"]):
+        proc = run(["ls", "--url", "--allow-pipe", *extra, url])
+        assert proc.returncode == 0, proc.stderr
+        assert [line.split("\t")[0] for line in proc.stdout.splitlines()] == [shown] * 3
+        for secret in PIPE_SECRETS:
+            assert secret not in proc.stdout + proc.stderr
+    for p in cache.iterdir():
+        for secret in PIPE_SECRETS:
+            assert secret.encode() not in p.read_bytes(), p
+    failing = url.replace("sh -c", "sh -c 'exit 3' -c")
+    for args in (["ls", "--allow-pipe"], ["ls"]):  # a failing command, and pipe: refused
+        proc = run([*args, failing])
+        assert proc.returncode == 1
+        assert "AWS_SECRET_ACCESS_KEY=***" in proc.stderr, proc.stderr
+        for secret in PIPE_SECRETS:
+            assert secret not in proc.stdout + proc.stderr
+    proc = run(["ls", "--allow-pipe", "pipe:cat --password=hunter2 'unterminated"])
+    assert proc.returncode == 1 and "unterminated" in proc.stderr, proc.stderr
+    assert "hunter2" not in proc.stderr

@@ -3,6 +3,9 @@ purpose. Recoverable faults must give every sample exactly once, identical
 to the local shard; unrecoverable ones a clear error naming the URL, with
 any credentials in it redacted."""
 import collections
+import os
+import re
+import stat
 import subprocess
 import time
 
@@ -253,3 +256,97 @@ def test_resume_opens_the_shard_at_the_sample_with_a_range_request(run, bench_js
     assert remote["samples"] == 40 - 28 and remote["samples_passed_over"] == 0
     local = bench_json([*args, str(shard)])
     assert remote["member_bytes"] == local["member_bytes"] and local["samples"] == 12
+
+
+# ------------------------------------------------------- sample URLs (__url__)
+
+def secret_url(port, name):
+    return f"http://user:s3cr3tpass@127.0.0.1:{port}/{name}?X-Amz-Signature=deadbeefsecret"
+
+
+def shown_url(port, name):
+    return f"http://***@127.0.0.1:{port}/{name}?X-Amz-Signature=***"
+
+
+@pytest.mark.parametrize("cache", [False, True])
+def test_every_sample_names_its_shard_redacted(run, nginx, shards, tmp_path, cache):
+    """`ls --url` prints each sample's __url__ after its shard's source is
+    closed (the batch outlives the reader): it must be the redacted URL,
+    not freed memory (ASan) nor, through the cache, the URL with its
+    secrets."""
+    urls = [secret_url(nginx.port, p.name) for p in shards[:2]]
+    extra = ["--cache-dir", str(tmp_path / "cache"), "--cache-size", "64M"] if cache else []
+    for attempt in range(2 if cache else 1):  # a miss, then a hit
+        proc = run(["ls", "--url", *extra, *urls])
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert len(lines) == 50, proc.stdout
+        want = [shown_url(nginx.port, p.name) for p in shards[:2] for _ in range(25)]
+        assert [line.split("\t")[0] for line in lines] == want, (attempt, lines[:3])
+        for secret in SECRETS:
+            assert secret not in proc.stdout + proc.stderr
+
+
+def test_cache_errors_name_the_shard_redacted(run, nginx, shards, tmp_path):
+    url = secret_url(nginx.port, shards[0].name)
+    proc = run(["ls", "--cache-dir", str(tmp_path / "cache"), "--cache-size", "1K", url])
+    assert proc.returncode == 1
+    assert f"{shown_url(nginx.port, shards[0].name)}: shard is larger than cache_size" \
+        in proc.stderr, proc.stderr
+    for secret in SECRETS:
+        assert secret not in proc.stdout + proc.stderr
+
+
+def test_cache_files_hold_no_secret_and_are_private(run, nginx, shards, tmp_path):
+    """The cache directory is per user: 0700 and files 0600 whatever the
+    umask, and no file in it holds a credential of the URL (H.url keeps
+    the redacted URL)."""
+    cache = tmp_path / "cache"
+    urls = [secret_url(nginx.port, p.name) for p in shards[:2]]
+    proc = run(["ls", "--cache-dir", str(cache), "--cache-size", "64M", *urls],
+               preexec_fn=lambda: os.umask(0))
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    files = sorted(cache.iterdir())
+    assert len([p for p in files if p.suffix == ".url"]) == 2, files
+    for p in files:
+        assert stat.S_IMODE(p.lstat().st_mode) == 0o600, (p, oct(p.lstat().st_mode))
+        data = p.read_bytes()
+        for secret in SECRETS:
+            assert secret.encode() not in data, p
+    shown = sorted(p.read_text().splitlines()[0] for p in files if p.suffix == ".url")
+    assert shown == sorted(shown_url(nginx.port, p.name) for p in shards[:2])
+
+
+# ------------------------------------------------------------- slow links
+
+def test_slow_drip_fails_naming_the_rate(run, faults, shards):
+    """A server that sends a byte every half second never stalls, so the
+    stall check alone would wait forever: the rate check retries it (with
+    Range) and then fails, naming the URL and the rate it saw."""
+    url = faults.url("drip", shards[0].name)
+    t = time.monotonic()
+    proc = run(["ls", *FAST, url])
+    elapsed = time.monotonic() - t
+    assert proc.returncode == 1
+    m = re.search(rf"stoker ls: {re.escape(url)}: too slow: (\d+) bytes/s over [0-9.]+ s "
+                  r"of waiting, below io_min_rate 4096 bytes/s \(4 attempts\)", proc.stderr)
+    assert m and int(m[1]) <= 4, proc.stderr
+    assert elapsed < 20, elapsed
+    ranges = [r for _, _, r in faults.requests]
+    assert len(ranges) == 4 and ranges[0] is None, ranges
+    assert all(r and r.startswith("bytes=") for r in ranges[1:]), ranges
+
+
+def test_slow_link_passes_above_the_minimum_rate(run, faults, shards):
+    """16 KiB every 20 ms (about 0.8 MB/s): fine with a minimum of 200 kB/s,
+    too slow for one of 4 MB/s."""
+    url = faults.url("slow", shards[1].name)
+    proc = run(["ls", *FAST, "--io-min-rate", "200000", url])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ls_out(run, [shards[1]])
+    faults.reset()
+    proc = run(["ls", *FAST, "--io-retries", "1", "--io-min-rate", "4000000", url])
+    assert proc.returncode == 1
+    assert f"{url}: too slow:" in proc.stderr and "below io_min_rate 4000000 bytes/s " \
+        "(2 attempts)" in proc.stderr, proc.stderr

@@ -12,7 +12,7 @@ must name the redacted URL and print no secret, token or signature.
 import pytest
 
 from conftest import make_samples, write_shard
-from servers import DelayProxy, S3rver, SigV4Server
+from servers import DelayProxy, S3rver, ServedInThread, SigV4Server
 
 N_SHARDS = 4
 # Shard i of the local data is stored as NAMES[i].
@@ -281,3 +281,118 @@ def test_index_of_a_prefix(run, signed, tmp_path):
         assert json.dumps(f"s3://bkt/{n}")[1:-1] in text
     assert "README" not in text and all(r["ok"] for r in signed.requests)
 
+
+
+# ------------------------------------------------------------- redirects
+
+class Recording(ServedInThread):
+    """A server on its own port that records each request's path and
+    headers (requests) and answers with respond(h)."""
+
+    def __init__(self, objs):
+        self.objs = objs
+        self.requests = []
+
+    def handle(self, h):
+        self.requests.append((h.path, dict(h.headers)))
+        self.respond(h)
+
+    @staticmethod
+    def send(h, code, body, headers=()):
+        h.send_response(code)
+        for name, value in headers:
+            h.send_header(name, value)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+
+class Recorder(Recording):
+    """Serves every object it is asked for (200, whole body)."""
+
+    def respond(self, h):
+        body = self.objs.get(h.path.split("?")[0].split("/", 2)[-1])
+        self.send(h, 404 if body is None else 200, body or b"")
+
+
+class Redirector(Recording):
+    """An "endpoint" that answers GET /bkt/KEY with a 307 to location(KEY)
+    (absolute or relative), and serves /moved/KEY itself."""
+
+    def __init__(self, objs, location):
+        super().__init__(objs)
+        self.location = location
+
+    def respond(self, h):
+        path = h.path.split("?")[0]
+        if path.startswith("/moved/"):
+            return self.send(h, 200, self.objs[path[len("/moved/"):]])
+        self.send(h, 307, b"moved\n", [("Location", self.location(path.split("/", 2)[2]))])
+
+
+def credential_headers(headers):
+    return {k for k in headers if k.lower() in ("authorization", "x-amz-security-token",
+                                                  "x-amz-date", "x-amz-content-sha256")}
+
+
+@pytest.mark.parametrize("target", ["other-port", "other-host-name"])
+def test_credentials_never_follow_a_redirect_to_another_origin(run, shards, target):
+    """An S3 endpoint that redirects to another port (or another host name
+    for the same address) must not get the session token or the signature
+    forwarded there: stoker refuses the redirect and names both URLs."""
+    names, objs = objects(shards)
+    with Recorder(objs) as other:
+        host = "127.0.0.1" if target == "other-port" else "localhost"
+        with Redirector(objs, lambda key: f"http://{host}:{other.port}/bkt/{key}?sig=abc") as ep:
+            e = env(AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY=SECRET,
+                    AWS_SESSION_TOKEN=TOKEN, AWS_ENDPOINT_URL=f"http://127.0.0.1:{ep.port}")
+            proc = run(["ls", *FAST, f"s3://bkt/{names[0]}"], env=e)
+            assert ep.requests and TOKEN in ep.requests[0][1].values()
+    for path, headers in other.requests:
+        assert TOKEN not in headers.values(), "the session token went to another origin"
+        assert not credential_headers(headers), (path, headers)
+    assert proc.returncode == 1, proc.stdout
+    assert f"s3://bkt/{names[0]}: redirected to http://{host}:{other.port}/bkt/{names[0]}" \
+        f"?sig=***" in proc.stderr, proc.stderr
+    assert_no_secret(proc, SECRET, TOKEN)
+
+
+def test_credentials_follow_a_redirect_within_the_origin(run, shards):
+    """A redirect to the same scheme, host and port (a relative Location)
+    is followed, credentials and all."""
+    names, objs = objects(shards)
+    with Redirector(objs, lambda key: f"/moved/{key}") as ep:
+        e = env(AWS_ACCESS_KEY_ID="AKIDEXAMPLE", AWS_SECRET_ACCESS_KEY=SECRET,
+                AWS_SESSION_TOKEN=TOKEN, AWS_ENDPOINT_URL=f"http://127.0.0.1:{ep.port}")
+        assert ls(run, [f"s3://bkt/{names[1]}"], e) == ls(run, [shards[1]], e)
+        paths = [p for p, _ in ep.requests]
+        assert paths == [f"/bkt/{names[1]}", f"/moved/{names[1]}"], paths
+        assert all(TOKEN in h.values() for _, h in ep.requests)
+    with Redirector(objs, lambda key: f"/bkt/{key}") as ep:  # a loop
+        e["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{ep.port}"
+        proc = run(["ls", *FAST, f"s3://bkt/{names[1]}"], env=e)
+        assert proc.returncode == 1
+        assert "more than 5 redirects" in proc.stderr and len(ep.requests) == 6, proc.stderr
+
+
+def test_plain_http_still_follows_redirects_anywhere(run, shards):
+    """Without credentials a redirect to another origin (a CDN) is fine."""
+    names, objs = objects(shards)
+    with Recorder(objs) as other:
+        with Redirector(objs, lambda key: f"http://127.0.0.1:{other.port}/bkt/{key}") as ep:
+            url = f"http://127.0.0.1:{ep.port}/bkt/{names[2]}"
+            assert ls(run, [url], env()) == ls(run, [shards[2]], env())
+    assert len(other.requests) == 1
+
+
+def test_userinfo_never_follows_a_redirect_to_another_origin(run, shards):
+    names, objs = objects(shards)
+    with Recorder(objs) as other:
+        with Redirector(objs, lambda key: f"http://127.0.0.1:{other.port}/bkt/{key}") as ep:
+            url = f"http://user:s3cr3tpass@127.0.0.1:{ep.port}/bkt/{names[2]}"
+            proc = run(["ls", *FAST, url], env=env())
+    assert proc.returncode == 1
+    assert other.requests == []
+    assert f"http://***@127.0.0.1:{ep.port}/bkt/{names[2]}: redirected to " \
+        f"http://127.0.0.1:{other.port}/bkt/{names[2]}" in proc.stderr, proc.stderr
+    assert_no_secret(proc, "s3cr3tpass")

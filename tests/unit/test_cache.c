@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -119,15 +120,21 @@ static void expect_bytes(struct stk__source *src, size_t size, unsigned seed)
     assert_int_equal(off, size);
 }
 
-static struct stk__source *open_ok(struct stk__cache *c, const char *url)
+static struct stk__source *open_ok2(struct stk__cache *c, const char *url, const char *name)
 {
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cache_open(c, url, NULL, &src, &err);
+    int rc = stk__cache_open(c, url, name, NULL, &src, &err);
     if (rc < 0)
         fail_msg("stk__cache_open(%s): %d %s", url, rc, err.msg);
     return src;
+}
+
+/* Local paths carry no secret: their name is the URL itself. */
+static struct stk__source *open_ok(struct stk__cache *c, const char *url)
+{
+    return open_ok2(c, url, url);
 }
 
 /* Read src to its end (a miss fills the cache only then), and close it. */
@@ -148,7 +155,7 @@ static int open_and_read(struct stk__cache *c, const char *url, struct stk__err 
 {
     struct stk__source *src;
     stk__err_clear(err);
-    int rc = stk__cache_open(c, url, NULL, &src, err);
+    int rc = stk__cache_open(c, url, url, NULL, &src, err);
     if (rc < 0)
         return rc;
     unsigned char buf[4096];
@@ -220,7 +227,7 @@ static void test_fill_then_hit(void **state)
     assert_int_equal(n.bytes_written, 300 * KIB + 17);
     assert_true(cached(url));
 
-    /* The sidecar names the URL. */
+    /* The sidecar names the URL (by the name given: its redacted form). */
     char hex[33], path[256], line[300] = {0};
     stk__cache_name(url, hex);
     snprintf(path, sizeof path, "%s/%s.url", cache_dir, hex);
@@ -371,7 +378,7 @@ static void test_upstream_error_leaves_nothing(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ENOENT);
+    assert_int_equal(stk__cache_open(c, url, url, NULL, &src, &err), STK_ENOENT);
     assert_non_null(strstr(err.msg, url));
     assert_cache_empty();
     stk__cache_free(c);
@@ -396,9 +403,164 @@ static void test_foreign_url_file(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    assert_int_equal(stk__cache_open(c, url, NULL, &src, &err), STK_ECACHE);
+    assert_int_equal(stk__cache_open(c, url, url, NULL, &src, &err), STK_ECACHE);
     assert_non_null(strstr(err.msg, "does not belong to this URL"));
     stk__cache_free(c);
+}
+
+/* Mode of cache_dir/name (lstat), or -1. */
+static int mode_of(const char *name)
+{
+    char path[512];
+    struct stat st;
+    snprintf(path, sizeof path, "%s%s%s", cache_dir, name[0] ? "/" : "", name);
+    return lstat(path, &st) == 0 ? (int)(st.st_mode & 07777) : -1;
+}
+
+/* Replace url's H.url by n bytes of content. */
+static void write_url_file(const char *url, const char *content, size_t n)
+{
+    char hex[33], path[512];
+    stk__cache_name(url, hex);
+    snprintf(path, sizeof path, "%s/%s.url", cache_dir, hex);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(content, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* Whole content of cache_dir/name into buf (NUL-terminated); its length. */
+static size_t read_cache_file(const char *name, char *buf, size_t cap)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", cache_dir, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
+/* The cache is per user: whatever the umask, the directory is 0700 and
+ * every file 0600; H.url holds the name it was given (the redacted URL),
+ * never the URL itself, which may carry credentials. */
+static void test_private_files_without_secrets(void **state)
+{
+    (void)state;
+    char url[256];
+    upstream("secret-token-abc.tar", 100 * KIB, 1, url, sizeof url);
+    const char *name = "https://***@example/shard.tar?sig=***";
+    mode_t old = umask(0);
+    struct stk__cache *c = new_cache(1u << 20);
+    struct stk__source *src;
+    struct stk__err err;
+    stk__err_clear(&err);
+    assert_int_equal(stk__cache_open(c, url, name, NULL, &src, &err), 0);
+    assert_string_equal(src->url, name);
+    read_through(src);
+    umask(old);
+    assert_int_equal(mode_of(""), 0700);
+    char hex[33], file[64], buf[512];
+    stk__cache_name(url, hex);
+    assert_int_equal(mode_of(hex), 0600);
+    snprintf(file, sizeof file, "%s.url", hex);
+    assert_int_equal(mode_of(file), 0600);
+    snprintf(file, sizeof file, "%s.lock", hex);
+    int lock_mode = mode_of(file);
+    assert_true(lock_mode == 0600 || lock_mode == -1); /* removed once unused is fine */
+    assert_int_equal(mode_of(".lock"), 0600);
+    snprintf(file, sizeof file, "%s.url", hex);
+    read_cache_file(file, buf, sizeof buf);
+    assert_null(strstr(buf, "secret-token-abc"));
+    assert_int_equal(strncmp(buf, name, strlen(name)), 0);
+    assert_int_equal(buf[strlen(name)], '\n');
+    /* and a hit knows it by URL and name */
+    src = open_ok2(c, url, name);
+    expect_bytes(src, 100 * KIB, 1);
+    stk__source_close(src);
+    stk__cache_free(c);
+}
+
+/* A cache holding upstream a.tar (1000 bytes of seed 1), filled under
+ * name; url gets its URL and file the name of its H.url. */
+static struct stk__cache *cache_with_a_tar(const char *name, char url[256], char file[64])
+{
+    char hex[33];
+    upstream("a.tar", 1000, 1, url, 256);
+    struct stk__cache *c = new_cache(1u << 20);
+    read_through(open_ok2(c, url, name));
+    stk__cache_name(url, hex);
+    snprintf(file, 64, "%s.url", hex);
+    return c;
+}
+
+/* Two URLs that differ only in their secrets have the same redacted name:
+ * H.url also holds a digest of the full URL, so a file of another URL under
+ * the same name is still caught. */
+static void test_url_file_catches_same_name_other_secret(void **state)
+{
+    (void)state;
+    char url[256], file[64], buf[512];
+    struct stk__cache *c = cache_with_a_tar("https://***@host/a.tar", url, file);
+    size_t n = read_cache_file(file, buf, sizeof buf);
+    /* The same first line, another digest (the last hex digit changed). */
+    assert_true(n > 2 && buf[n - 1] == '\n');
+    buf[n - 2] = buf[n - 2] == '0' ? '1' : '0';
+    write_url_file(url, buf, n);
+    struct stk__source *src;
+    struct stk__err err;
+    stk__err_clear(&err);
+    assert_int_equal(stk__cache_open(c, url, "https://***@host/a.tar", NULL, &src, &err),
+                     STK_ECACHE);
+    assert_non_null(strstr(err.msg, "does not belong to this URL"));
+    stk__cache_free(c);
+}
+
+/* A cache written by an earlier version holds the URL itself in H.url: it
+ * is still a hit, and the file is rewritten without the URL. */
+static void test_legacy_url_file_rewritten(void **state)
+{
+    (void)state;
+    char url[256], file[64], buf[512];
+    struct stk__cache *c = cache_with_a_tar("NAME", url, file);
+    snprintf(buf, sizeof buf, "%s\n", url);
+    write_url_file(url, buf, strlen(buf));
+    struct stk__source *src = open_ok2(c, url, "NAME");
+    expect_bytes(src, 1000, 1);
+    stk__source_close(src);
+    read_cache_file(file, buf, sizeof buf);
+    assert_int_equal(strncmp(buf, "NAME\n", 5), 0);
+    assert_int_equal(mode_of(file), 0600);
+    struct stk__cache_counts n;
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.hits, 1);
+    stk__cache_free(c);
+}
+
+/* A directory other users can write is refused: they could plant shards. */
+static void test_shared_directory_refused(void **state)
+{
+    (void)state;
+    assert_int_equal(mkdir(cache_dir, 0700), 0);
+    assert_int_equal(chmod(cache_dir, 0770), 0);
+    struct stk__cache_config cfg = {.dir = cache_dir, .max_bytes = 1u << 20};
+    struct stk__cache *c = NULL;
+    struct stk__err err;
+    stk__err_clear(&err);
+    assert_int_equal(stk__cache_new(&cfg, &c, &err), STK_ECACHE);
+    assert_null(c);
+    if (strstr(err.msg, "writable by other users") == NULL)
+        fail_msg("message: %s", err.msg);
+    assert_int_equal(chmod(cache_dir, 0755), 0); /* readable is fine: files are 0600 */
+    assert_int_equal(stk__cache_new(&cfg, &c, &err), 0);
+    stk__cache_free(c);
+    if (geteuid() == 0) { /* only root can give the directory away */
+        assert_int_equal(chown(cache_dir, 65534, 65534), 0);
+        assert_int_equal(stk__cache_new(&cfg, &c, &err), STK_ECACHE);
+        if (strstr(err.msg, "belongs to another user") == NULL)
+            fail_msg("message: %s", err.msg);
+    }
 }
 
 /* A temp file whose filler is gone (its fill lock is free) is removed by
@@ -492,6 +654,108 @@ static void test_orphans_removed(void **state)
     assert_int_equal(access(path, F_OK), 0);
     close(lk);
     stk__cache_free(c);
+}
+
+/* Calls that spun forever before the cache refused symbolic links end the
+ * process with a message instead (SIGALRM after this long). */
+#define BOUND_S 20
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_cache: a cache call did not return within 20 s "
+                              "(an unbounded retry loop?)\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    _exit(1);
+}
+
+enum plant_kind { PLANT_SYMLINK, PLANT_DANGLING, PLANT_FIFO, PLANT_DIR };
+
+/* Put something that is not a regular file at cache_dir/name: a link to a
+ * file outside the cache, a link to a name outside that does not exist yet,
+ * a FIFO (an open for reading would block) or a directory. */
+static void plant(const char *name, enum plant_kind kind)
+{
+    char path[512], target[256];
+    snprintf(path, sizeof path, "%s/%s", cache_dir, name);
+    unlink(path);
+    rmdir(path);
+    int rc = -1;
+    switch (kind) {
+    case PLANT_SYMLINK:
+        snprintf(target, sizeof target, "%s/outside", root);
+        rc = symlink(target, path);
+        break;
+    case PLANT_DANGLING:
+        snprintf(target, sizeof target, "%s/created-outside", root);
+        rc = symlink(target, path);
+        break;
+    case PLANT_FIFO:
+        rc = mkfifo(path, 0600);
+        break;
+    case PLANT_DIR:
+        rc = mkdir(path, 0700);
+        break;
+    }
+    if (rc != 0)
+        fail_msg("planting %s: %s", path, strerror(errno));
+}
+
+/* A name in the cache directory that is a symbolic link (the directory may
+ * be reachable by others who plant one), a FIFO or a directory fails the
+ * open with STK_ECACHE naming it, within BOUND_S, and nothing is created or
+ * changed outside the cache. Before O_NOFOLLOW the loader spun forever on a
+ * link at a lock file or shard, and created the link's target. */
+static void test_planted_names_fail_cleanly(void **state)
+{
+    (void)state;
+    char url[256], hex[33], outside[256], created[256];
+    upstream("a.tar", 70 * KIB, 1, url, sizeof url);
+    stk__cache_name(url, hex);
+    snprintf(outside, sizeof outside, "%s/outside", root);
+    snprintf(created, sizeof created, "%s/created-outside", root);
+    const char *kinds[] = {"symlink", "dangling symlink", "FIFO", "directory"};
+    const char *suffixes[] = {".lock", "", ".url", "/.lock"}; /* H.lock, H, H.url, .lock */
+    signal(SIGALRM, on_alarm);
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        for (int kind = PLANT_SYMLINK; kind <= PLANT_DIR; kind++) {
+            char name[64];
+            if (i == 3)
+                snprintf(name, sizeof name, ".lock");
+            else
+                snprintf(name, sizeof name, "%s%s", hex, suffixes[i]);
+            FILE *f = fopen(outside, "w");
+            assert_non_null(f);
+            fputs("not the cache's\n", f);
+            fclose(f);
+            remove_all(cache_dir);
+            struct stk__cache *c = new_cache(1u << 20);
+            if (i == 2) /* H.url is only read with H in place */
+                read_through(open_ok(c, url));
+            plant(name, (enum plant_kind)kind);
+            struct stk__err err;
+            alarm(BOUND_S);
+            int rc = open_and_read(c, url, &err);
+            alarm(0);
+            char where[512];
+            snprintf(where, sizeof where, "%s/%s", cache_dir, name);
+            if (rc != STK_ECACHE || strstr(err.msg, where) == NULL)
+                fail_msg("%s at %s: rc %d (want %d), message '%s'", kinds[kind], name, rc,
+                         STK_ECACHE, err.msg);
+            assert_int_equal(access(created, F_OK), -1);
+            char buf[64] = {0};
+            f = fopen(outside, "r");
+            assert_non_null(f);
+            assert_non_null(fgets(buf, sizeof buf, f));
+            fclose(f);
+            assert_string_equal(buf, "not the cache's\n");
+            stk__cache_free(c);
+            char path[512];
+            snprintf(path, sizeof path, "%s/%s", cache_dir, name);
+            rmdir(path); /* remove_all unlinks only */
+        }
+    }
+    unlink(outside);
 }
 
 /* An upstream the test feeds by hand: a FIFO a thread writes `first` bytes
@@ -610,7 +874,8 @@ static void test_miss_streams_before_upstream_ends(void **state)
     assert_int_equal(w.timed_out, 0);
     fifo_writer_join(&w, t);
     assert_true(cached(w.path));
-    assert_int_equal(cache_total(&temps), size + strlen(w.path) + 1);
+    /* the shard, and H.url: its name (here the path), '\n', 16 hex digits, '\n' */
+    assert_int_equal(cache_total(&temps), size + strlen(w.path) + 18);
     assert_int_equal(temps, 0);
 
     /* A hit now, though nobody writes the FIFO any more. */
@@ -641,7 +906,7 @@ static void test_early_close_abandons_fill(void **state)
     struct stk__source *src;
     struct stk__err err;
     stk__err_clear(&err);
-    if (stk__cache_open(c, url, &scfg, &src, &err) < 0)
+    if (stk__cache_open(c, url, url, &scfg, &src, &err) < 0)
         fail_msg("open: %s", err.msg);
     expect_prefix(src, 0, first);
     /* The upstream stalls (the writer waits): close must not wait for it. */
@@ -658,7 +923,7 @@ static void test_early_close_abandons_fill(void **state)
     fifo_writer_start(&w, &t, "stopped.tar", size, size, 0);
     sem_post(&w.go); /* all of it, then the end */
     stk__err_clear(&err);
-    if (stk__cache_open(c, url, &scfg, &src, &err) < 0)
+    if (stk__cache_open(c, url, url, &scfg, &src, &err) < 0)
         fail_msg("open: %s", err.msg);
     expect_prefix(src, 0, size);
     unsigned char b;
@@ -766,8 +1031,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shard_larger_than_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_error_leaves_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_foreign_url_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_private_files_without_secrets, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_url_file_catches_same_name_other_secret, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_legacy_url_file_rewritten, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shared_directory_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stale_temp_removed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_orphans_removed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_planted_names_fail_cleanly, setup, teardown),
         cmocka_unit_test_setup_teardown(test_miss_streams_before_upstream_ends, setup, teardown),
         cmocka_unit_test_setup_teardown(test_early_close_abandons_fill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_fills_download_once, setup, teardown),

@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "redact.h"
 #include "retry.h"
+#include "source_http.h"
 #include "source_pipe.h"
 #include "stoker.h"
 
@@ -32,7 +33,7 @@ static void test_redact(void **state)
     (void)state;
     expect_redacted("/data/train-0001.tar", "/data/train-0001.tar");
     expect_redacted("relative/a:b@c.tar", "relative/a:b@c.tar");
-    expect_redacted("pipe:curl -u a:b http://x/y", "pipe:curl -u a:b http://x/y");
+    expect_redacted("pipe:curl -u a:b http://x/y", "pipe:curl -u *** http://x/y");
     expect_redacted("http://host:80/a/b.tar", "http://host:80/a/b.tar");
     expect_redacted("http://user:s3cr3t@host/a.tar", "http://***@host/a.tar");
     expect_redacted("https://tok@host", "https://***@host");
@@ -43,7 +44,66 @@ static void test_redact(void **state)
     expect_redacted("http://h/x?sig=abc&flag&token=t#frag", "http://h/x?sig=***&flag&token=***#***");
     expect_redacted("http://u:p@h?a=1", "http://***@h?a=***");
     expect_redacted("file:///data/x.tar", "file:///data/x.tar");
+    /* A password with an unescaped '/', '?' or '#' is not a valid URL (libcurl
+     * refuses it), but its message must not show the password either. */
+    expect_redacted("http://user:pa/ss@host/x.tar", "http://***@host/x.tar");
+    expect_redacted("http://u:pa?ss@host/x?a=b", "http://***@host/x?a=***");
+    expect_redacted("http://u:pa#ss@host/x", "http://***@host/x");
+    expect_redacted("http://u:9/x@host/y", "http://u:9/x@host/y"); /* a port, then a path */
+    expect_redacted("http://host:8080/@scope/x.tar", "http://host:8080/@scope/x.tar");
+    expect_redacted("https://registry/@org/x.tar", "https://registry/@org/x.tar");
+    expect_redacted("http://[::1]:80/a@b.tar", "http://[::1]:80/a@b.tar");
+    expect_redacted("http://user:pa/ss", "http://user:pa/ss");
     expect_redacted("", "");
+}
+
+/* pipe: commands: word by word, as the pipe source splits them; a word
+ * without a secret keeps its exact text (quotes included), a changed one
+ * is written quoted where it needs to be. */
+static void test_redact_pipe(void **state)
+{
+    (void)state;
+    const char *same[] = {
+        "pipe:cat /data/x.tar",
+        "pipe:cat 'dir with space/s.tar'",
+        "pipe:curl -s -L http://host/a.tar",
+        "pipe:sh -c 'cat \"$0\"; exit 3' a\\ b",
+        "pipe:aws s3 cp --no-sign-request s3://b/k.tar -",
+        "pipe:curl -H 'Accept: */*' -A 'agent x' http://h/x",
+        "pipe:env USER=alice LANG=C cat x.tar",
+        "pipe:cat 'x",
+        "pipe:",
+        "pipe:  a\t b  ",
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
+        expect_redacted(same[i], same[i]);
+    /* URLs inside words */
+    expect_redacted("pipe:curl -s https://u:pw@h/a.tar?X-Amz-Signature=abc",
+                    "pipe:curl -s https://***@h/a.tar?X-Amz-Signature=***");
+    expect_redacted("pipe:curl '--url=https://h/a.tar?sig=abc'", "pipe:curl --url=https://h/a.tar?sig=***");
+    expect_redacted("pipe:curl \"http://u:p@h/a b.tar\"", "pipe:curl \"http://***@h/a b.tar\"");
+    /* NAME=value with a secret-looking NAME, options included */
+    expect_redacted("pipe:env AWS_SECRET_ACCESS_KEY=abc AWS_SESSION_TOKEN='x y' aws s3 cp s3://b/k -",
+                    "pipe:env AWS_SECRET_ACCESS_KEY=*** AWS_SESSION_TOKEN=*** aws s3 cp s3://b/k -");
+    expect_redacted("pipe:tool --password=hunter2 --api-key=k1 --count=3",
+                    "pipe:tool --password=*** --api-key=*** --count=3");
+    expect_redacted("pipe:tool --token=https://h/x", "pipe:tool --token=***");
+    /* header arguments */
+    expect_redacted("pipe:curl -H 'Authorization: Bearer abc' http://h/x",
+                    "pipe:curl -H \"Authorization: ***\" http://h/x");
+    expect_redacted("pipe:curl -H \"X-Amz-Security-Token:abc\" -H Cookie:\\ a=b http://h/x",
+                    "pipe:curl -H \"X-Amz-Security-Token: ***\" -H \"Cookie: ***\" http://h/x");
+    expect_redacted("pipe:curl -H 'Authorization:' http://h/x", "pipe:curl -H 'Authorization:' http://h/x");
+    /* the word after a credential option */
+    expect_redacted("pipe:curl --user alice:pw http://h/x", "pipe:curl --user *** http://h/x");
+    expect_redacted("pipe:tool --password \"two words\" --token t x",
+                    "pipe:tool --password *** --token *** x");
+    expect_redacted("pipe:tool --password", "pipe:tool --password");
+    /* quoting of a changed word that keeps blanks, quotes or backslashes */
+    expect_redacted("pipe:tool 'PASSWORD=a b' \"x=https://u:p@h/a\\\"b\"",
+                    "pipe:tool PASSWORD=*** \"x=https://***@h/a\\\"b\"");
+    /* an unterminated quote: the rest is one word */
+    expect_redacted("pipe:curl 'https://u:p@h/x", "pipe:curl https://***@h/x");
 }
 
 static void test_redact_truncates(void **state)
@@ -128,6 +188,43 @@ static void test_split_errors(void **state)
     expect_split_error(many, "more than");
 }
 
+static void expect_origin(const char *url, const char *want, int want_user)
+{
+    char buf[STK__URL_ORIGIN_MAX];
+    int user = -1;
+    int rc = stk__url_origin(url, buf, sizeof buf, &user);
+    if (rc != 0 || strcmp(buf, want) != 0 || user != want_user)
+        print_error("url '%s': rc %d, origin '%s', user %d; want '%s', user %d\n", url, rc,
+                    rc == 0 ? buf : "", user, want, want_user);
+    assert_int_equal(rc, 0);
+    assert_string_equal(buf, want);
+    assert_int_equal(user, want_user);
+}
+
+/* The origins a request with credentials may be redirected within. */
+static void test_origin(void **state)
+{
+    (void)state;
+    expect_origin("http://127.0.0.1:8080/a/b.tar?x=1", "http://127.0.0.1:8080", 0);
+    expect_origin("http://HOST.Example/a", "http://host.example:80", 0);
+    expect_origin("https://host/a", "https://host:443", 0);
+    expect_origin("HTTPS://host:443/b", "https://host:443", 0);
+    expect_origin("http://u:p@host:81/", "http://host:81", 1);
+    expect_origin("http://[::1]:9000/x", "http://[::1]:9000", 0);
+    /* what differs: scheme (https -> http), port, host name for one address */
+    const char *a = "https://h:443", *others[] = {"http://h/x", "https://h:8443/x",
+                                                  "https://h.:443/x", "https://g/x"};
+    char buf[STK__URL_ORIGIN_MAX];
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        assert_int_equal(stk__url_origin(others[i], buf, sizeof buf, NULL), 0);
+        if (strcmp(buf, a) == 0)
+            print_error("'%s' has origin '%s'\n", others[i], buf);
+        assert_string_not_equal(buf, a);
+    }
+    assert_int_equal(stk__url_origin("not a url", buf, sizeof buf, NULL), -1);
+    assert_int_equal(stk__url_origin("http://h/x", buf, 8, NULL), -1);
+}
+
 static void test_retry_status(void **state)
 {
     (void)state;
@@ -137,6 +234,46 @@ static void test_retry_status(void **state)
         assert_true(stk__retry_http_status(transient[i]));
     for (size_t i = 0; i < sizeof final / sizeof final[0]; i++)
         assert_false(stk__retry_http_status(final[i]));
+}
+
+#define MS 1000000ull
+
+/* Add ns of waiting and bytes to w; want_rate 0: not judged too slow, else
+ * too slow at that many bytes per second. */
+static void expect_rate(struct stk__rate_window *w, uint64_t ns, uint64_t bytes,
+                        uint64_t want_rate)
+{
+    uint64_t rate = 0;
+    int slow = stk__rate_add(w, ns, bytes, &rate);
+    if (slow != (want_rate != 0) || (slow && rate != want_rate))
+        fail_msg("+%llu ns, +%llu bytes: slow %d at %llu bytes/s, want %s %llu",
+                 (unsigned long long)ns, (unsigned long long)bytes, slow,
+                 (unsigned long long)rate, want_rate ? "slow at" : "not slow",
+                 (unsigned long long)want_rate);
+}
+
+/* Only waiting counts: a slow reader of a fast stream (long gaps between
+ * reads, bytes there at once) is never too slow; a drip is, once a whole
+ * window of waiting brought less than the minimum. */
+static void test_rate_window(void **state)
+{
+    (void)state;
+    struct stk__rate_window w;
+    stk__rate_init(&w, 1000 * MS, 4096);
+    for (int i = 0; i < 10000; i++) /* 100 KiB there at once, then 1 ms waits */
+        expect_rate(&w, i % 2 ? MS : 0, i % 2 ? 0 : 102400, 0);
+    stk__rate_init(&w, 1000 * MS, 4096); /* a byte per 500 ms of waiting */
+    expect_rate(&w, 499 * MS, 1, 0);
+    expect_rate(&w, 499 * MS, 1, 0);
+    expect_rate(&w, 500 * MS, 1, 2);
+    /* exactly the minimum passes, and the next window starts afresh */
+    stk__rate_init(&w, 1000 * MS, 4096);
+    expect_rate(&w, 1000 * MS, 4096, 0);
+    expect_rate(&w, 999 * MS, 4000, 0);
+    expect_rate(&w, 1 * MS, 0, 4000);
+    /* min_rate 0: never too slow */
+    stk__rate_init(&w, 1000 * MS, 0);
+    expect_rate(&w, 5000 * MS, 0, 0);
 }
 
 static void test_backoff(void **state)
@@ -166,11 +303,14 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_redact),
+        cmocka_unit_test(test_redact_pipe),
         cmocka_unit_test(test_redact_truncates),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_split_errors),
+        cmocka_unit_test(test_origin),
         cmocka_unit_test(test_retry_status),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_rate_window),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

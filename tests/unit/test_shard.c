@@ -44,7 +44,7 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
     struct stk__err err;
     stk__err_clear(&err);
     assert_int_equal(stk__source_open_memory("mem://shard.tar", data, size, chunk, &src), 0);
-    r->rc = stk__shard_open_source(src, 0, &cfg, &reader, &err);
+    r->rc = stk__shard_open_source(src, src->url, 0, &cfg, &reader, &err);
     if (r->rc < 0) {
         snprintf(r->err, sizeof r->err, "%s", err.msg);
         return;

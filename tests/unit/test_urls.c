@@ -84,6 +84,22 @@ static void test_errors(void **state)
     expect_error("{,a}", STK_EINVAL); /* an empty URL */
 }
 
+/* A pattern's credentials never reach a message. */
+static void test_errors_redacted(void **state)
+{
+    (void)state;
+    const char *bad[] = {"https://u:s3cr3t@h/train-{000..", "https://h/x.tar?sig=s3cr3t}",
+                         "pipe:curl --password=s3cr3t http://h/{a"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct stk__strlist out = {0};
+        struct stk__err err;
+        assert_int_equal(stk__brace_expand(bad[i], &out, &err), STK_EINVAL);
+        if (strstr(err.msg, "s3cr3t") != NULL || strstr(err.msg, "***") == NULL)
+            fail_msg("pattern '%s': message '%s'", bad[i], err.msg);
+        stk__strlist_free(&out);
+    }
+}
+
 static void test_list_file(void **state)
 {
     (void)state;
@@ -121,6 +137,7 @@ int main(void)
         cmocka_unit_test(test_unpadded_and_descending),
         cmocka_unit_test(test_list_and_nesting),
         cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors_redacted),
         cmocka_unit_test(test_list_file),
     };
     return cmocka_run_group_tests_name("urls", tests, NULL, NULL);
