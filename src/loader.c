@@ -32,6 +32,7 @@
 #include "plan.h"
 #include "pool.h"
 #include "shard_reader.h"
+#include "source.h"
 #include "stoker.h"
 #include "threads.h"
 #include "urls.h"
@@ -195,6 +196,10 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
         rc = stk__plan_check(l->urls.count, l->world_size, &err);
     if (rc == 0 && opts->index_path != NULL)
         rc = use_index(l, &err);
+    /* A local shard that is missing fails now, not when its turn comes (a
+     * stat each); under the skip policy it is skipped then, and counted. */
+    for (size_t i = 0; rc == 0 && opts->on_error == STK_ON_ERROR_FAIL && i < l->urls.count; i++)
+        rc = stk__source_check(l->urls.items[i], l->names.items[i], &err);
     if (rc == 0 && opts->transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&l->image, opts, &err);
         if (rc == 0 && stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,

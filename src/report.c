@@ -61,6 +61,14 @@ size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
         bound ? "input-bound" : "not input-bound", 100 * waited, seconds,
         (double)s->samples / seconds);
 
+    if (s->samples_skipped || s->shards_failed)
+        put(&o,
+            "bad input skipped: %llu sample%s (%llu image%s replaced), %llu shard%s cut short "
+            "or not read (the log names each)\n",
+            (unsigned long long)s->samples_skipped, s->samples_skipped == 1 ? "" : "s",
+            (unsigned long long)s->images_replaced, s->images_replaced == 1 ? "" : "s",
+            (unsigned long long)s->shards_failed, s->shards_failed == 1 ? "" : "s");
+
     double read = share(s->read_ns, s->read_threads, s->wall_ns);
     double decode = share(s->decode_ns, s->decode_threads, s->wall_ns);
     double batching = share(s->sequence_ns, 1, s->wall_ns);

@@ -55,6 +55,13 @@ int stk__source_open(const char *url, const struct stk__source_config *cfg,
     return stk__source_file_open(url, url, out, err);
 }
 
+int stk__source_check(const char *url, const char *shown, struct stk__err *err)
+{
+    if (!stk__source_is_local(url))
+        return 0;
+    return stk__source_file_check(shown, strncmp(url, "file://", 7) == 0 ? url + 7 : url, err);
+}
+
 int stk__source_seek(struct stk__source *src, uint64_t offset)
 {
     uint64_t done = 0;

@@ -78,6 +78,11 @@ int stk__source_open_memory(const char *url, const void *data, size_t size, size
  * crosses a network or a program (http(s), s3, gs, pipe:). */
 int stk__source_is_local(const char *url);
 
+/* For a plain path or file:// URL, whether the shard exists and is a file
+ * (0, or STK_ENOENT / STK_EINVAL with a message naming `shown`); 0 for the
+ * others, which only a request can tell. */
+int stk__source_check(const char *url, const char *shown, struct stk__err *err);
+
 /* Before the first read: start the stream at byte offset of the shard,
  * through the backend's skip where it has one (a seek, a Range request),
  * else by reading and dropping. 0 or an error in src->err. */

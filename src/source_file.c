@@ -66,6 +66,15 @@ static int64_t file_skip(struct stk__source *src, uint64_t n)
 
 static const struct stk__source_ops file_ops = {file_read, file_close, file_skip};
 
+/* A directory where a shard was expected: most often a folder of images. */
+static int not_a_shard(const char *url, struct stk__err *err)
+{
+    return stk__errf(err, STK_EINVAL,
+                     "%s: is a directory, not a tar shard (a folder of images? pack it into "
+                     "shards with `stoker pack -o OUT/train-%%06d.tar FOLDER`)",
+                     url);
+}
+
 int stk__source_file_open(const char *url, const char *path, struct stk__source **out,
                           struct stk__err *err)
 {
@@ -81,9 +90,20 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
         memset(&st, 0, sizeof st);
     if (S_ISDIR(st.st_mode)) {
         close(fd);
-        return stk__errf(err, STK_EINVAL, "%s: is a directory, not a shard", url);
+        return not_a_shard(url, err);
     }
     return stk__source_file_adopt(url, fd, out, err);
+}
+
+int stk__source_file_check(const char *url, const char *path, struct stk__err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        return stk__errf(err, e == ENOENT ? STK_ENOENT : STK_EIO, "%s: cannot open: %s", url,
+                         strerror(e));
+    }
+    return S_ISDIR(st.st_mode) ? not_a_shard(url, err) : 0;
 }
 
 int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,

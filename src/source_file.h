@@ -12,6 +12,10 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
 
 /* A source over an open descriptor (the node cache's files), read from its
  * current offset. The source owns fd from this call on, also on failure. */
+/* Whether a local shard can be opened at all, without reading it: 0, or
+ * the error stk__source_file_open would give (missing, a directory). */
+int stk__source_file_check(const char *url, const char *path, struct stk__err *err);
+
 int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
                            struct stk__err *err);
 

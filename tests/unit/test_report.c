@@ -52,6 +52,21 @@ static void test_nothing_yet(void **state)
     assert_contains(buf, "no batches delivered yet");
 }
 
+/* Skipped input gets a line when there is any, and none otherwise. */
+static void test_bad_input_line(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    char buf[2048];
+    report(&s, buf, sizeof buf);
+    assert_null(strstr(buf, "bad input"));
+    s.samples_skipped = 7;
+    s.images_replaced = 2;
+    s.shards_failed = 1;
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "bad input skipped: 7 samples (2 images replaced), 1 shard cut short");
+}
+
 static void test_not_input_bound(void **state)
 {
     (void)state;
@@ -145,6 +160,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_nothing_yet),    cmocka_unit_test(test_not_input_bound),
+        cmocka_unit_test(test_bad_input_line),
         cmocka_unit_test(test_decode_bound),   cmocka_unit_test(test_read_bound),
         cmocka_unit_test(test_batching_bound), cmocka_unit_test(test_starved),
         cmocka_unit_test(test_small_buffers),
