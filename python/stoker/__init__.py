@@ -13,17 +13,20 @@ tensor uses it any more, so holding a batch is always safe. `Samples`
 yields raw samples as dicts for any modality and splits shards across
 DataLoader workers by itself.
 """
+import glob
 import hashlib
+import logging
 import math
 import os
 import threading
+import warnings
 
 import torch
 
 from ._stoker import BusyError, DataError, Error, PlanError, ShardWriter, version
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster
+from . import _cluster, _ranks
 from ._cluster import ClusterError
 
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
@@ -34,36 +37,35 @@ _DTYPES = {
     torch.bfloat16: "bfloat16",
 }
 _TORCH_DTYPES = {name: dtype for dtype, name in _DTYPES.items()}
-_ENV_RANKS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"),
-              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"))
-
-
-def _rank_and_world(rank, world_size):
-    """Explicit values, else torch.distributed when initialised, else the
-    launcher's environment (torchrun, Slurm, Open MPI), else 0 of 1."""
-    if rank is not None and world_size is not None:
-        return int(rank), int(world_size)
-    if (rank is None) != (world_size is None):
-        raise ValueError("give both rank and world_size, or neither")
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    for r, w in _ENV_RANKS:
-        if r in os.environ and w in os.environ:
-            return int(os.environ[r]), int(os.environ[w])
-    return 0, 1
-
-
-def _default_threads():
-    return len(os.sched_getaffinity(0))
+_rank_and_world = _ranks.rank_and_world
+_default_threads = _ranks.default_threads
+log = logging.getLogger("stoker")
+_LOG_LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
 
 
 def _pinned_buffer(nbytes):
     return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy()
 
 
+def _has_scheme(url):
+    return url.startswith("pipe:") or "://" in url.split("/", 1)[0] + "/"
+
+
+def _expand_glob(url):
+    """A local path with * ? or [ as Python users write it (glob, sorted);
+    stoker's own patterns are braces. A pattern that matches nothing is
+    left as it is, for the loader to name the missing shard."""
+    if _has_scheme(url) or not glob.has_magic(url):
+        return [url]
+    return sorted(glob.glob(url)) or [url]
+
+
 def _as_list(urls):
-    return [urls] if isinstance(urls, (str, os.PathLike)) else [os.fspath(u) for u in urls]
+    """URLs as str: one str or path-like, or a sequence of them; local
+    glob patterns expanded."""
+    if isinstance(urls, (str, os.PathLike)):
+        urls = [urls]
+    return [u for url in urls for u in _expand_glob(os.fspath(url))]
 
 
 # Options that change how fast or from where bytes come, never which batches:
@@ -122,9 +124,12 @@ class Loader:
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
                  **options):
-        if pin_memory:
-            if not torch.cuda.is_available():
-                raise ValueError("pin_memory=True needs CUDA, and torch finds no CUDA device")
+        self._c = self._offload = None  # for close() if this fails
+        if pin_memory and not torch.cuda.is_available():
+            # As torch's DataLoader does: the same script runs on a CPU box.
+            warnings.warn("pin_memory=True, but torch finds no CUDA device: batches stay in "
+                          "ordinary memory", stacklevel=2)
+        elif pin_memory:
             options["batch_allocator"] = _pinned_buffer
         if transform not in ("train", "eval"):
             raise ValueError("transform must be 'train' or 'eval'")
@@ -141,7 +146,6 @@ class Loader:
                       dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
                       rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
                       drop_last=int(drop_last), **options)
-        self._offload = None
         c_config = config
         if cluster is not None:
             if index is None:
@@ -168,20 +172,53 @@ class Loader:
         text = repr((urls, sorted(order.items()), info["samples_per_rank"]))
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._seed = seed
+        self._urls = urls
         self._batch = 0      # batches of the current epoch already yielded
         self._resume_at = 0  # first batch of the next iteration
+        self._restored = False  # load_state_dict() set _resume_at for its epoch
         self._batch_size = batch_size
+        self._max_batches = c_config.get("max_batches", 4)
         self._epoch_samples = info["epoch_samples"]
         self._drop_last = drop_last
         self._epoch = 0
         # Held by the one open iterator: the C loader has one epoch in
         # flight, so a second iterator would take every other batch of it.
         self._iterating = threading.Lock()
+        self._agree = None
+        if world_size > 1 and not self._epoch_samples:
+            # Ranks may hold different numbers of samples: make them agree
+            # on each step, or refuse rather than let DDP hang.
+            if not _ranks.distributed():
+                raise PlanError(
+                    f"rank {rank} of {world_size}: ranks may get different numbers of batches "
+                    "(shards hold different numbers of samples) and DDP would hang. Initialise "
+                    "torch.distributed before creating the Loader (its ranks then agree on every "
+                    "step), or pass index= (`stoker index`: equal shares) or samples_per_rank=")
+            self._agree = _ranks.StepAgreement()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        shards = f"{len(self._urls)} URL pattern(s)" if len(self._urls) != 1 else repr(self._urls[0])
+        where = f", cluster={self._offload.client.scheduler.address!r}" if self._offload else ""
+        return (f"stoker.Loader({shards}, batch_size={self._batch_size}, "
+                f"image_size={self._size}, dtype={self._dtype}, epoch={self._epoch}, "
+                f"batch={self._batch}{where})")
 
     def set_epoch(self, epoch):
-        """Use epoch `epoch` for the next iteration (reshuffles)."""
-        self._epoch = int(epoch)
-        self._resume_at = 0
+        """Use epoch `epoch` for the next iteration (reshuffles). Right after
+        load_state_dict(), setting the saved epoch keeps the saved batch, so
+        the usual loop `for e in range(state["epoch"], E): set_epoch(e)`
+        resumes where it stopped."""
+        epoch = int(epoch)
+        if not (self._restored and epoch == self._epoch):
+            self._resume_at = 0
+        self._epoch = epoch
+        self._restored = False
 
     def state_dict(self):
         """Where the loader stands, in a few integers: save it with the model.
@@ -204,6 +241,7 @@ class Loader:
                              "samples_per_rank ...); it cannot resume this one")
         self._epoch = int(state["epoch"])
         self._batch = self._resume_at = int(state["batch"])
+        self._restored = True
 
     def __len__(self):
         n = self._epoch_samples
@@ -219,9 +257,11 @@ class Loader:
         return (n, 3, s, s) if self._layout == "nchw" else (n, s, s, 3)
 
     def _tensors(self, images, labels, n):
-        """Tensors sharing the memory of two buffers (zero copy)."""
+        """The images share the buffer's memory (zero copy); the labels are
+        copied (a few hundred bytes), so that holding them holds no image
+        buffer."""
         return (torch.frombuffer(images, dtype=self._dtype).view(self._shape(n)),
-                torch.frombuffer(labels, dtype=torch.int64))
+                torch.frombuffer(labels, dtype=torch.int64).clone())
 
     def _local_batches(self, first):
         c = self._c
@@ -229,9 +269,14 @@ class Loader:
         while True:
             try:
                 batch = c.next()
-            except BusyError as e:
-                raise BusyError(f"{e}: in Python, drop the tensors of earlier batches (or copy "
-                                "them) before asking for more, or raise max_batches") from None
+            except BusyError:
+                raise BusyError(
+                    f"the loop still holds the images of the last {self._max_batches} batches "
+                    "(max_batches): each batch's images tensor is a view of the loader's memory. "
+                    "Drop them (or .clone() what you keep) before taking the next batch, or "
+                    "raise max_batches") from None
+            finally:
+                self._forward_log()
             if batch is None:
                 break
             images, labels = self._tensors(batch.images, batch.labels, batch.size)
@@ -250,20 +295,42 @@ class Loader:
         finally:
             self._iterating.release()
 
+    def _forward_log(self):
+        """What the loader's threads logged (skipped samples and shards, ...)
+        goes to the `stoker` logger."""
+        for level, message in self._c.take_log():
+            log.log(_LOG_LEVELS[level], "%s", message)
+
     def _epoch_batches(self):
         first = self._resume_at
         self._batch = first
         self._resume_at = 0
+        self._restored = False
         if self._offload is not None:
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
                                self._tensors)
             source = run.batches()
         else:
             source = self._local_batches(first)
-        for images, labels in source:
-            self._batch += 1
-            yield images, labels
-            del images, labels
+        agree = self._agree
+        try:
+            for images, labels in source:
+                if agree is not None and not agree(True):
+                    break  # another rank has run out: the epoch ends here for all
+                self._batch += 1
+                yield images, labels
+                del images, labels
+            else:
+                if agree is not None:
+                    agree(False)
+        except GeneratorExit:
+            # The loop broke out: the next iteration continues this epoch.
+            self._resume_at = self._batch
+            raise
+        finally:
+            source.close()
+            if self._offload is not None:
+                self._forward_log()
         self._epoch += 1
         self._batch = 0
 
@@ -291,8 +358,10 @@ class Loader:
     def close(self):
         """Stop the loader's threads now (also done when it is garbage collected).
         May be called from another thread: a next() waiting there for a batch
-        raises ValueError, as does any later use of the loader."""
-        self._c.close()
+        raises ValueError, as does any later use of the loader. Also done at
+        the end of a `with` block."""
+        if self._c is not None:
+            self._c.close()
         if self._offload is not None:
             self._offload.close()
 

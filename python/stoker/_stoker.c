@@ -285,6 +285,7 @@ typedef struct {
     /* Samples Batch.samples() left out as bad (under the GIL): part of
      * stats()["samples_skipped"], not of "samples". */
     unsigned long long skipped_in_python;
+    struct stk_py_log *log; /* messages of the loader's threads, for take_log() */
 } LoaderObject;
 
 static int loader_skips_bad(PyObject *loader)
@@ -709,11 +710,14 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
     }
     if (!PyArg_ParseTuple(args, "O", &urls_arg))
         return -1;
-    if (self->lock == NULL && (self->lock = PyThread_allocate_lock()) == NULL) {
+    if ((self->lock == NULL && (self->lock = PyThread_allocate_lock()) == NULL) ||
+        (self->log == NULL && (self->log = stk_py_log_new()) == NULL)) {
         PyErr_NoMemory();
         return -1;
     }
     stk_options_init(&self->opts);
+    self->opts.log = stk_py_log_push;
+    self->opts.log_data = self->log;
     Py_CLEAR(self->keep);
     self->keep = PyList_New(0);
     if (self->buffers == NULL)
@@ -747,6 +751,14 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
     PyMem_Free(urls);
     Py_DECREF(seq);
     return rc;
+}
+
+static PyObject *loader_take_log(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->log == NULL)
+        return PyList_New(0);
+    return stk_py_log_take(self->log);
 }
 
 static int check_open(LoaderObject *self)
@@ -988,6 +1000,7 @@ static void loader_dealloc(LoaderObject *self)
     Py_XDECREF(self->alloc_failure);
     if (self->lock != NULL)
         PyThread_free_lock(self->lock);
+    stk_py_log_free(self->log); /* after the loader: its threads are gone */
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1000,6 +1013,8 @@ static PyMethodDef loader_methods[] = {
      "seek_range(epoch, first, count): deliver batches [first, first + count) of epoch, "
      "continuing the previous range without re-reading when it ended at first"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
+    {"take_log", (PyCFunction)loader_take_log, METH_NOARGS,
+     "take_log() -> [(level, message)]: what the loader's threads logged since the last call"},
     {"report", (PyCFunction)loader_report, METH_NOARGS, "where the time went, in words"},
     {"info", (PyCFunction)loader_info, METH_NOARGS, "shards, rank, world size and sizes"},
     {"close", (PyCFunction)loader_close, METH_NOARGS, "stop threads and free the loader"},

@@ -7,6 +7,8 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include "stoker.h"
+
 /* Raise the exception of STK_E* code (one table in _stoker.c) with the
  * detailed message; returns NULL. */
 PyObject *stk_py_raise(int code, const char *message);
@@ -31,6 +33,16 @@ const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq);
 
 /* stoker._stoker.verify(urls, **options) (_verify.c). */
 PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* The loader's log messages, queued from its threads (_log.c):
+ * stk_py_log_push is a stk_options.log callback (any thread, no GIL);
+ * stk_py_log_take returns and clears them as a list of (level, message)
+ * with the GIL held. */
+struct stk_py_log;
+struct stk_py_log *stk_py_log_new(void);
+void stk_py_log_free(struct stk_py_log *log);
+void stk_py_log_push(void *log, enum stk_log_level level, const char *message);
+PyObject *stk_py_log_take(struct stk_py_log *log);
 
 /* stoker._stoker.ShardWriter (_writer.c). */
 extern PyTypeObject stk_py_writer_type;
