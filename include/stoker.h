@@ -43,7 +43,8 @@ enum stk_error {
     STK_ENOENT = -2,    /* a shard or member does not exist (-ENOENT) */
     STK_EIO = -5,       /* an I/O error while reading a shard (-EIO) */
     STK_EOF = -1000,    /* the epoch has no more batches */
-    STK_EFORMAT = -1001, /* a shard is not a readable tar archive */
+    STK_EFORMAT = -1001, /* a shard is not a readable tar archive, or a member
+                            has holes (a GNU sparse file): see max_member_bytes */
     STK_ETRUNC = -1002,  /* a shard ends in the middle of a member */
     STK_ELIMIT = -1003,  /* a size or count exceeds a configured limit */
     STK_EDUPKEY = -1004, /* a sample key reappears later in a shard */
@@ -147,7 +148,12 @@ struct stk_options {
                                         stays in L2 between the read and the copy out) */
     size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
     size_t max_batches;              /* batches queued or held by the caller (default 4) */
-    uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB) */
+    uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB).
+                                        Members with holes (GNU tar --sparse files, or
+                                        headers claiming more bytes than the shard stores)
+                                        are bad input too (STK_EFORMAT), refused before
+                                        their data is read: their size is not bounded by
+                                        the shard's */
     size_t max_members_per_sample;   /* default 64 */
     size_t max_key_bytes;            /* longest accepted member name (default 4096) */
 

@@ -34,6 +34,8 @@ struct stk__shard_reader {
     size_t pending_key_len;
     uint64_t pending_size;
     uint64_t pending_offset;
+    int pending_sparse;
+    uint64_t pending_stored;
 };
 
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
@@ -232,6 +234,20 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
                                     "%s: sample '%.200s' has more than %zu members (offset %llu)",
                                     r->url, r->current->key, r->cfg.max_members,
                                     (unsigned long long)r->pending_offset));
+    /* A sparse member's holes are not in the shard: a few KB of tar can
+     * describe terabytes of zeros, so no budget that follows the shard's
+     * size bounds it. WebDataset writers never produce them (Python's
+     * tarfile cannot write one; GNU tar only with --sparse), so they are
+     * bad samples, refused before any of their data is read. */
+    if (r->pending_sparse)
+        return bad_sample(r, err,
+                          stk__errf(err, STK_EFORMAT,
+                                    "%s: member '%.200s' at offset %llu is a sparse file (%llu "
+                                    "bytes, of which %llu are stored); sparse members are "
+                                    "refused: write the shard without --sparse",
+                                    r->url, name, (unsigned long long)r->pending_offset,
+                                    (unsigned long long)r->pending_size,
+                                    (unsigned long long)r->pending_stored));
     if (r->pending_size > r->cfg.max_member_bytes)
         return bad_sample(r, err,
                           stk__errf(err, STK_ELIMIT,
@@ -246,9 +262,9 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%.200s' (%zu bytes)",
                          r->url, name, size);
     int rc = stk__tar_read(r->tar, data, size, err);
-    if (rc < 0) {
+    if (rc != 0) {
         stk__pool_put(r->cfg.pool, data, size + 1);
-        return bad_shard(r, err, rc);
+        return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);
     }
     data[size] = '\0';
     if (stk__sample_add(r->current, ext, strlen(ext), data, size) < 0)
@@ -278,6 +294,8 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
         r->pending_key_len = key_len;
         r->pending_size = m.size;
         r->pending_offset = m.offset;
+        r->pending_sparse = m.sparse;
+        r->pending_stored = m.stored;
         r->have_pending = 1;
         return 1;
     }

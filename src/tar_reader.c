@@ -196,6 +196,17 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
                          t->src->url, name, (unsigned long long)t->member_offset);
     la_int64_t size = archive_entry_size(e);
     m->size = size > 0 ? (uint64_t)size : 0;
+    /* libarchive lists the data regions of a sparse file; one region
+     * covering the whole file is no hole (it then reports 0). */
+    m->sparse = m->regular && archive_entry_sparse_count(e) > 0;
+    m->stored = m->size;
+    if (m->sparse) {
+        la_int64_t offset, length;
+        m->stored = 0;
+        archive_entry_sparse_reset(e);
+        while (archive_entry_sparse_next(e, &offset, &length) == ARCHIVE_OK)
+            m->stored += length > 0 ? (uint64_t)length : 0;
+    }
     snprintf(t->member_name, sizeof t->member_name, "%s", name);
     t->member_size = m->size;
     return 1;
@@ -203,18 +214,34 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
 
 int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *err)
 {
+    /* Blocks come with their offset in the member: a block that starts past
+     * the bytes filled so far, or an end before `size`, is a hole that
+     * archive_read_data() would fill with zeros. Besides sparse maps (the
+     * header has them, see stk__tar_next) a pax GNU.sparse.size or
+     * SCHILY.realsize record alone claims more bytes than the shard stores. */
     unsigned char *p = buf;
-    size_t got = 0;
-    while (got < size) {
-        la_ssize_t n = archive_read_data(t->archive, p + got, size - got);
-        if (n < 0)
+    uint64_t filled = 0;
+    while (filled < size) {
+        const void *block;
+        size_t n;
+        la_int64_t offset;
+        int r = archive_read_data_block(t->archive, &block, &n, &offset);
+        if (r == ARCHIVE_EOF ||
+            (r == ARCHIVE_OK && (n == 0 || offset < 0 || (uint64_t)offset != filled))) {
+            stk__errf(err, STK_EFORMAT,
+                      "%s: member '%.200s' at offset %llu claims %llu bytes, of which the shard "
+                      "stores %llu before a hole (a sparse file without a map, or a damaged "
+                      "header); refused",
+                      t->src->url, t->member_name, (unsigned long long)t->member_offset,
+                      (unsigned long long)size, (unsigned long long)filled);
+            return 1;
+        }
+        if (r != ARCHIVE_OK)
             return archive_failure(t, err, "cannot read member data");
-        if (n == 0)
-            return stk__errf(err, STK_ETRUNC,
-                             "%s: member '%.200s' at offset %llu ends after %zu of %llu bytes",
-                             t->src->url, t->member_name, (unsigned long long)t->member_offset,
-                             got, (unsigned long long)t->member_size);
-        got += (size_t)n;
+        if (n > size - filled)
+            n = (size_t)(size - filled); /* past the size in the header: never used */
+        memcpy(p + filled, block, n);
+        filled += n;
     }
     return 0;
 }

@@ -24,6 +24,11 @@ struct stk__tar_member {
     uint64_t size;
     uint64_t offset;   /* byte offset of the member's header in the (uncompressed) stream */
     int regular;       /* 0 for directories, links, devices: their data is never read */
+    /* A GNU sparse file (old GNU 'S' headers or pax GNU.sparse records):
+     * size is its expanded size, stored the bytes of data the shard holds
+     * for it; the rest are holes that reading would fill with zeros. */
+    int sparse;
+    uint64_t stored;
 };
 
 /* Take ownership of src (closed by stk__tar_close, also on failure). */
@@ -33,7 +38,11 @@ int stk__tar_open(struct stk__source *src, size_t block_size, struct stk__tar **
 /* 1: *m describes the next member; 0: end of archive; <0: error in err. */
 int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err *err);
 
-/* Read exactly `size` bytes of the current member's data into buf. */
+/* Read exactly `size` bytes of the current member's data into buf: 0; or
+ * 1 when the member has a hole (a block past the bytes read so far, or an
+ * end before `size`: data that reading would make up as zeros), with a
+ * message in err: the member is refused, the archive can go on; or <0 when
+ * the stream cannot be read further. */
 int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *err);
 
 /* 1 if a decompression filter is in use (offsets are not file offsets). */

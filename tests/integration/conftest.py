@@ -352,3 +352,61 @@ def dataset(tmp_path):
             start += n
         return paths
     return _dataset
+
+
+# --------------------------------------------------------------------------
+# Resource bounds
+
+# ASan keeps up to 256 MiB of freed memory in quarantine by default, which
+# would hide a bound of that order; the measured runs keep it small.
+MEASURED_ASAN_OPTIONS = "detect_leaks=1:quarantine_size_mb=16"
+
+
+class Measured(subprocess.CompletedProcess):
+    """A finished stoker run with its peak resident memory (MiB) and wall time."""
+    peak_mib: float
+    wall_s: float
+
+
+@pytest.fixture
+def run_measured(stoker):
+    """run_measured(args, env=None, timeout=TIMEOUT_S) -> Measured.
+
+    Runs `stoker *args` as the `run` fixture does, and reads the child's own
+    peak RSS from wait4() (RUSAGE_CHILDREN would report the largest child
+    of the whole test session)."""
+    import tempfile
+    import time
+
+    def _run(args, env=None, timeout=TIMEOUT_S):
+        full_env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
+        full_env["ASAN_OPTIONS"] = MEASURED_ASAN_OPTIONS
+        full_env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        if env:
+            full_env.update(env)
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            start = time.monotonic()
+            proc = subprocess.Popen([str(stoker), *map(str, args)], stdout=out, stderr=err,
+                                    stdin=subprocess.DEVNULL, env=full_env)
+            deadline = start + timeout
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    os.wait4(proc.pid, 0)
+                    pytest.fail(f"stoker {' '.join(map(str, args))} ran over {timeout} s")
+                time.sleep(0.02)
+            wall = time.monotonic() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            out.seek(0)
+            err.seek(0)
+            result = Measured(proc.args, proc.returncode,
+                              out.read().decode("utf-8", "replace"),
+                              err.read().decode("utf-8", "replace"))
+        result.peak_mib = usage.ru_maxrss / 1024
+        result.wall_s = wall
+        assert_no_crash(result)
+        return result
+    return _run

@@ -1,0 +1,101 @@
+"""Hostile shards: a few KB that would take gigabytes or minutes must be
+refused with a message naming the shard and the key, within bounds of
+memory and time that the documented budgets set.
+
+Every bomb is run through the CLI in a subprocess whose peak RSS (wait4)
+and wall time are asserted; `stoker verify` must report it, and under
+--on-error skip the bad sample is skipped and counted. The bounds leave
+room for the ASan build that the test suite runs (its shadow memory and
+allocator add a few hundred MiB at most)."""
+import os
+import subprocess
+import tarfile
+
+import pytest
+
+MiB = 1 << 20
+
+
+def sparse_bomb(tmp_path, name, members, size, tar_format, options=()):
+    """A shard of GNU tar --sparse members (keys s0, s1, ...: one .bin each)
+    of `size` bytes that hold one byte of data each; the rest are holes."""
+    staging = tmp_path / (name + ".d")
+    staging.mkdir()
+    names = []
+    for i in range(members):
+        path = staging / f"s{i}.bin"
+        with open(path, "wb") as f:
+            f.seek(1000)
+            f.write(b"x")
+            f.truncate(size)
+        names.append(path.name)
+    shard = tmp_path / name
+    subprocess.run(["tar", f"--format={tar_format}", "--sparse", *options, "-cf", str(shard),
+                    "-C", str(staging), *names], check=True, timeout=60, capture_output=True)
+    for n in names:
+        os.unlink(staging / n)
+    return shard
+
+
+@pytest.mark.parametrize("tar_format, options", [
+    ("gnu", ()), ("oldgnu", ()), ("pax", ()), ("pax", ("--sparse-version=0.0",)),
+    ("pax", ("--sparse-version=0.1",)),
+], ids=["gnu", "oldgnu", "pax-1.0", "pax-0.0", "pax-0.1"])
+def test_sparse_bomb(tmp_path, run_measured, tar_format, options):
+    """Ten 250 MB sparse members in a ~60 KB tar took 2.5 GB and `verify`
+    called them clean. Sparse members are refused before their data is
+    read: each is a bad sample naming the member, skipped and counted."""
+    shard = sparse_bomb(tmp_path, "sparse.tar", 10, 250 * MiB, tar_format, options)
+    assert shard.stat().st_size < MiB
+    bench = run_measured(["bench", "--on-error", "skip", shard])
+    assert bench.returncode == 0, bench.stderr
+    assert bench.peak_mib < 300, bench.peak_mib
+    assert bench.wall_s < 20, bench.wall_s
+    refused = [x for x in bench.stderr.splitlines() if "is a sparse file" in x]
+    assert len(refused) == 10, bench.stderr
+    assert f"{shard}: member 's3.bin' at offset" in bench.stderr
+    failing = run_measured(["ls", shard])
+    assert failing.returncode == 1 and "is a sparse file" in failing.stderr, failing.stderr
+    assert failing.peak_mib < 300, failing.peak_mib
+    verify = run_measured(["verify", "--no-images", shard])
+    assert verify.returncode == 1, verify.stdout
+    lines = verify.stdout.splitlines()
+    assert len(lines) == 11 and all("is a sparse file" in x and str(shard) in x for x in lines[:10]), lines
+    assert lines[-1] == "10 samples in 1 shards: 10 bad samples, 0 shards not read to the end"
+    assert verify.peak_mib < 300, verify.peak_mib
+
+
+def gnu_header(name, size, typeflag, realsize=0):
+    """An old-GNU header block; typeflag "S" with realsize and no sparse map
+    claims realsize bytes of which size are stored."""
+    h = bytearray(512)
+    h[0:len(name)] = name
+    h[100:108] = b"0000444\0"
+    h[108:124] = b"0000000\0" * 2
+    h[124:136] = b"%011o\0" % size
+    h[136:148] = b"14000000000\0"
+    h[156:157] = typeflag
+    h[257:265] = b"ustar  \0"
+    if realsize:
+        h[483:495] = b"%011o\0" % realsize
+    h[148:156] = b" " * 8
+    h[148:156] = b"%06o\0 " % sum(h)
+    return bytes(h)
+
+
+@pytest.mark.parametrize("kind", ["oldgnu-empty-map", "pax-realsize", "pax-gnu-sparse-size"])
+def test_sparse_header_without_data(tmp_path, run_measured, make_shard, kind):
+    """Headers that claim an expanded size without a map of stored data:
+    never expanded, whatever else happens to the sample."""
+    path = tmp_path / "claims.tar"
+    if kind == "oldgnu-empty-map":
+        path.write_bytes(gnu_header(b"a.bin", 0, b"S", 250 * MiB) + b"\0" * 1024)
+    else:
+        record = "GNU.sparse.realsize" if kind == "pax-realsize" else "GNU.sparse.size"
+        make_shard(path, [{"__key__": "a", "bin": b"x"}],
+                   pax_headers={"a.bin": {record: str(250 * MiB)}})
+    for policy in ("fail", "skip"):
+        proc = run_measured(["bench", "--on-error", policy, path])
+        assert proc.peak_mib < 200, (policy, proc.peak_mib)
+        assert "a.bin" in proc.stderr, proc.stderr
+        assert proc.returncode == (1 if policy == "fail" else 0), proc.stderr
