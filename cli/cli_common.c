@@ -141,6 +141,11 @@ int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_o
         return EXIT_OK;
     case CLI_O_CACHE_SIZE:
         return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? EXIT_USAGE : EXIT_OK;
+    case CLI_O_MAX_SAMPLES_PER_SHARD:
+        return cli_parse_u64(cmd, "--max-samples-per-shard", arg, 1, (uint64_t)1 << 32,
+                             &o->max_samples_per_shard) < 0
+                   ? EXIT_USAGE
+                   : EXIT_OK;
     default:
         return cli_usage_error(cmd, "unknown option");
     }
@@ -189,7 +194,10 @@ void cli_source_help(void)
            "                         $CURL_CA_BUNDLE, else the system store)\n"
            "  --cache-dir DIR        node-local cache of remote shards, shared by the\n"
            "                         processes of the node (needs --cache-size)\n"
-           "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n");
+           "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n\n"
+           "shards:\n"
+           "  --max-samples-per-shard N  a shard holding more samples fails (default\n"
+           "                         1000000; about 32 bytes of memory per sample)\n");
 }
 
 void cli_storage_order_options(struct stk_options *o)

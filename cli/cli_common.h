@@ -38,12 +38,12 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 /* Print "stoker CMD: ...\nTry 'stoker CMD --help'." and return EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The options every command that reads shards accepts for remote sources
- * and the node cache: put CLI_SOURCE_LONGOPTS in the getopt_long table,
+/* The options every command that reads shards accepts for remote sources,
+ * the node cache and the size of shards: put CLI_SOURCE_LONGOPTS in the getopt_long table,
  * pass the others to cli_parse_other_option() and print
  * cli_source_help() in --help. */
 enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_PIPE,
-       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE };
+       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE, CLI_O_MAX_SAMPLES_PER_SHARD };
 #define CLI_SOURCE_LONGOPTS                                                                      \
     {"io-timeout-ms", required_argument, NULL, CLI_O_IO_TIMEOUT},                                \
         {"io-retries", required_argument, NULL, CLI_O_IO_RETRIES},                               \
@@ -51,7 +51,8 @@ enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_
         {"allow-pipe", no_argument, NULL, CLI_O_ALLOW_PIPE},                                     \
         {"ca-bundle", required_argument, NULL, CLI_O_CA_BUNDLE},                                 \
         {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                 \
-        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE}
+        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE},                               \
+        {"max-samples-per-shard", required_argument, NULL, CLI_O_MAX_SAMPLES_PER_SHARD}
 
 /* The default case of a command's option switch: apply source option c to
  * o and return EXIT_OK, or print a usage error (bad value, unknown option)

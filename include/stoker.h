@@ -137,6 +137,8 @@ struct stk_options {
     /* Budgets. Memory held by a loader is bounded by roughly
      *   shards_in_flight * read_buffer_bytes
      * + shards_in_flight * prefetch_bytes_per_shard
+     * + shards_in_flight * the keys seen in a shard (see
+     *   max_samples_per_shard; under 100 KiB for 3,000 samples)
      * + shuffle_buffer * (largest sample)
      * + max_batches * batch_size * (largest sample)
      * + idle member buffers kept for reuse (up to shards_in_flight *
@@ -156,6 +158,13 @@ struct stk_options {
                                         the shard's */
     size_t max_members_per_sample;   /* default 64 */
     size_t max_key_bytes;            /* longest accepted member name (default 4096) */
+    /* Samples a shard may hold (default 1,000,000): the reader keeps a
+     * 16-byte tag of every key it has seen in the shard, to catch keys that
+     * come back (STK_EDUPKEY), at about 32 bytes per sample (at most 48 MiB
+     * per shard being read at the default). The sample past the limit is
+     * an STK_ELIMIT error that ends the shard (under STK_ON_ERROR_SKIP the
+     * rest of the shard is skipped and the shard counted as failed). */
+    uint64_t max_samples_per_shard;
 
     /* Images. With a transform, every sample must hold an image member
      * (jpg/jpeg/png, the first found) and a label; batches then carry one

@@ -65,6 +65,7 @@ void stk_options_init(struct stk_options *o)
     o->max_member_bytes = 256u << 20;
     o->max_members_per_sample = 64;
     o->max_key_bytes = 4096;
+    o->max_samples_per_shard = 1000000;
     o->transform = STK_TRANSFORM_NONE;
     o->image_size = 224;
     o->dtype = STK_DTYPE_UINT8;
@@ -101,6 +102,9 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "max_member_bytes must be between 1 byte and 1 TiB");
     if (o->max_members_per_sample == 0 || o->max_key_bytes == 0)
         return stk__errf(err, STK_EINVAL, "max_members_per_sample and max_key_bytes must be > 0");
+    if (o->max_samples_per_shard == 0 || o->max_samples_per_shard > ((uint64_t)1 << 32))
+        return stk__errf(err, STK_EINVAL, "max_samples_per_shard must be between 1 and %llu",
+                         (unsigned long long)1 << 32);
     if (o->on_error != STK_ON_ERROR_FAIL && o->on_error != STK_ON_ERROR_SKIP)
         return stk__errf(err, STK_EINVAL, "on_error must be STK_ON_ERROR_FAIL or STK_ON_ERROR_SKIP");
     if (o->transform != STK_TRANSFORM_NONE && o->transform != STK_TRANSFORM_TRAIN &&

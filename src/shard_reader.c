@@ -46,6 +46,7 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
         .max_member_bytes = o->max_member_bytes,
         .max_members = o->max_members_per_sample,
         .max_key_bytes = o->max_key_bytes,
+        .max_samples = o->max_samples_per_shard,
         .skip_bad = o->on_error == STK_ON_ERROR_SKIP,
         .counters = counters,
         .pool = pool,
@@ -194,13 +195,26 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     r->have_pending = 0;
 
     if (r->current == NULL) {
+        /* The sample's number decides, not the keys kept, so a resumed
+         * reader (which never saw the samples before its offset) stops at
+         * the same sample as one that read the shard from its start. */
+        if (r->cfg.max_samples != 0 && r->next_position >= r->cfg.max_samples)
+            return bad_shard(r, err,
+                             stk__errf(err, STK_ELIMIT,
+                                       "%s: the shard holds more than %llu samples (the next "
+                                       "starts at offset %llu); raise max_samples_per_shard",
+                                       r->url, (unsigned long long)r->cfg.max_samples,
+                                       (unsigned long long)r->pending_offset));
         r->current = stk__sample_new(name, key_len, r->url, r->shard_index, r->cfg.pool);
         if (r->current == NULL)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
         r->current->position = r->next_position++;
         r->current->offset = r->pending_offset;
         r->current_bad = 0;
-        int seen = stk__keyset_add(&r->seen, r->current->key);
+        /* A key over the limit is refused below (its name is longer still)
+         * without being kept. */
+        int seen = key_len > r->cfg.max_key_bytes ? 0
+                                                  : stk__keyset_add(&r->seen, name, key_len);
         if (seen < 0)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
         if (seen)

@@ -48,6 +48,7 @@ struct stk__shard_config {
     uint64_t max_member_bytes;
     size_t max_members;
     size_t max_key_bytes;
+    uint64_t max_samples; /* samples a shard may hold; 0: no limit (tests) */
     int skip_bad;
     struct stk__counters *counters; /* required */
     struct stk__source_config source; /* source.stats: NULL or &counters->source */

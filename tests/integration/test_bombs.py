@@ -99,3 +99,69 @@ def test_sparse_header_without_data(tmp_path, run_measured, make_shard, kind):
         assert proc.peak_mib < 200, (policy, proc.peak_mib)
         assert "a.bin" in proc.stderr, proc.stderr
         assert proc.returncode == (1 if policy == "fail" else 0), proc.stderr
+
+
+def ustar_block(name, size, typeflag=b"0"):
+    return gnu_header(name[:100], size, typeflag)
+
+
+def tar_member(name, data=b""):
+    """A member as GNU tar writes it, with a ././@LongLink record first when
+    the name does not fit the header."""
+    out = b""
+    if len(name) > 100:
+        long_name = name + b"\0"
+        out += ustar_block(b"././@LongLink", len(long_name), b"L")
+        out += long_name + b"\0" * (-len(long_name) % 512)
+    return out + ustar_block(name, len(data)) + data + b"\0" * (-len(data) % 512)
+
+
+def write_tar_gz(path, members):
+    """members (an iterable of member bytes) as one gzip stream, so that a
+    shard of hundreds of MB of tar takes a few MB on disk."""
+    import zlib
+    c = zlib.compressobj(6, zlib.DEFLATED, 31)
+    with open(path, "wb") as f:
+        for m in members:
+            f.write(c.compress(m))
+        f.write(c.compress(b"\0" * 1024))
+        f.write(c.flush())
+    return path
+
+
+@pytest.mark.parametrize("key_bytes, n", [(4000, 60000), (100000, 3000)],
+                         ids=["long-keys", "keys-over-the-limit"])
+def test_key_bomb(tmp_path, run_measured, key_bytes, n):
+    """Many distinct long keys, each its own sample: the per-shard set of
+    keys seen (for reappearing keys) kept every key, 4 KB each, and kept
+    keys above max_key_bytes before refusing them (200,000 keys of 4,000
+    bytes: 800 MB from a 5 MB .tar.gz). It keeps a 16-byte digest per key
+    now, and nothing of a key it refuses."""
+    shard = write_tar_gz(tmp_path / "keys.tar.gz",
+                         (tar_member(b"%07d" % i + b"k" * (key_bytes - 7) + b".bin")
+                          for i in range(n)))
+    assert shard.stat().st_size < 3 * MiB
+    verify = run_measured(["verify", "--no-images", shard], timeout=120)
+    bad = n if key_bytes > 4096 else 0
+    assert verify.stdout.splitlines()[-1] == (
+        f"{n} samples in 1 shards: {bad} bad samples, 0 shards not read to the end")
+    assert verify.peak_mib < 80, verify.peak_mib
+    assert verify.wall_s < 60, verify.wall_s
+
+
+def test_samples_per_shard_limit(tmp_path, run, summary):
+    """Many small samples: the shard fails at the first sample past
+    --max-samples-per-shard, naming the limit (skip: the shard is cut and
+    counted as failed); below the limit the same shard reads whole."""
+    shard = write_tar_gz(tmp_path / "many.tar.gz", (tar_member(b"%06d.txt" % i) for i in range(5000)))
+    failing = run(["ls", "--max-samples-per-shard", "1000", shard])
+    assert failing.returncode == 1
+    assert f"{shard}: the shard holds more than 1000 samples" in failing.stderr, failing.stderr
+    assert "raise max_samples_per_shard" in failing.stderr
+    assert len(failing.stdout.splitlines()) == 1000
+    skipping = run(["ls", "--on-error", "skip", "--max-samples-per-shard", "1000", shard])
+    assert skipping.returncode == 0, skipping.stderr
+    counts = summary(skipping.stderr)
+    assert counts["samples"] == 1000 and counts["shards_failed"] == 1, skipping.stderr
+    whole = run(["ls", "--max-samples-per-shard", "5000", shard])
+    assert whole.returncode == 0 and summary(whole.stderr)["samples"] == 5000

@@ -13,7 +13,9 @@
 
 #include <cmocka.h>
 
+#include "keyset.h"
 #include "shard_reader.h"
+#include "siphash.h"
 #include "stoker.h"
 #include "tar_builder.h"
 
@@ -26,6 +28,9 @@ struct result {
     char err[STK__ERRMSG_MAX];
 };
 
+/* max_samples of the readers of read_all (0: no limit). */
+static uint64_t max_samples;
+
 /* Read a shard from memory, `chunk` bytes per source read, into r. */
 static void read_all(const void *data, size_t size, size_t chunk, size_t block, int skip,
                      struct result *r)
@@ -36,6 +41,7 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
         .max_member_bytes = 1 << 20,
         .max_members = 8,
         .max_key_bytes = 256,
+        .max_samples = max_samples,
         .skip_bad = skip,
         .counters = &r->counters,
     };
@@ -250,6 +256,99 @@ static void test_duplicate_member_and_limits(void **state)
     tb_free(&tb);
 }
 
+/* The reference implementation's vectors (key 00..0f, message 00..len-1). */
+static void test_siphash_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t len;
+        uint8_t tag[16];
+    } vectors[] = {
+        {0, {0xa3, 0x81, 0x7f, 0x04, 0xba, 0x25, 0xa8, 0xe6, 0x6d, 0xf6, 0x72, 0x14, 0xc7, 0x55,
+             0x02, 0x93}},
+        {1, {0xda, 0x87, 0xc1, 0xd8, 0x6b, 0x99, 0xaf, 0x44, 0x34, 0x76, 0x59, 0x11, 0x9b, 0x22,
+             0xfc, 0x45}},
+        {7, {0xa1, 0xf1, 0xeb, 0xbe, 0xd8, 0xdb, 0xc1, 0x53, 0xc0, 0xb8, 0x4a, 0xa6, 0x1f, 0xf0,
+             0x82, 0x39}},
+        {8, {0x3b, 0x62, 0xa9, 0xba, 0x62, 0x58, 0xf5, 0x61, 0x0f, 0x83, 0xe2, 0x64, 0xf3, 0x14,
+             0x97, 0xb4}},
+        {15, {0x54, 0x93, 0xe9, 0x99, 0x33, 0xb0, 0xa8, 0x11, 0x7e, 0x08, 0xec, 0x0f, 0x97, 0xcf,
+              0xc3, 0xd9}},
+        {16, {0x6e, 0xe2, 0xa4, 0xca, 0x67, 0xb0, 0x54, 0xbb, 0xfd, 0x33, 0x15, 0xbf, 0x85, 0x23,
+              0x05, 0x77}},
+        {63, {0x51, 0x50, 0xd1, 0x77, 0x2f, 0x50, 0x83, 0x4a, 0x50, 0x3e, 0x06, 0x9a, 0x97, 0x3f,
+              0xbd, 0x7c}},
+    };
+    const uint64_t key[2] = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+    uint8_t msg[64];
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)i;
+    for (size_t v = 0; v < sizeof vectors / sizeof vectors[0]; v++) {
+        uint64_t out[2];
+        stk__siphash128(key, msg, vectors[v].len, out);
+        for (int b = 0; b < 16; b++)
+            assert_int_equal((out[b / 8] >> (8 * (b % 8))) & 0xff, vectors[v].tag[b]);
+    }
+}
+
+static void test_keyset(void **state)
+{
+    (void)state;
+    struct stk__keyset set = {0};
+    char key[32];
+    for (int i = 0; i < 10000; i++) {
+        int n = snprintf(key, sizeof key, "dir/%d", i);
+        assert_int_equal(stk__keyset_add(&set, key, (size_t)n), 0);
+    }
+    assert_int_equal(set.count, 10000);
+    assert_true(set.capacity * 3 >= set.count * 4);
+    for (int i = 0; i < 10000; i += 7) {
+        int n = snprintf(key, sizeof key, "dir/%d", i);
+        assert_int_equal(stk__keyset_add(&set, key, (size_t)n), 1);
+    }
+    /* Only the given bytes count: "dir/1" is not "dir/10". */
+    assert_int_equal(stk__keyset_add(&set, "dir/10000", 9), 0);
+    assert_int_equal(stk__keyset_add(&set, "dir/10000", 8), 1);
+    assert_int_equal(stk__keyset_add(&set, "", 0), 0);
+    assert_int_equal(stk__keyset_add(&set, "", 0), 1);
+    stk__keyset_clear(&set);
+    assert_int_equal(set.count, 0);
+    assert_int_equal(stk__keyset_add(&set, "dir/1", 5), 0);
+    stk__keyset_clear(&set);
+}
+
+/* A shard with more samples than max_samples ends at the first one past
+ * it: an error, or under the skip policy a failed shard. */
+static void test_max_samples(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    char name[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "k%d.txt", i);
+        tb_file(&tb, name, "x", 1);
+        snprintf(name, sizeof name, "k%d.cls", i);
+        tb_file(&tb, name, "1", 1);
+    }
+    tb_finish(&tb);
+    struct result r;
+    max_samples = 3;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, STK_ELIMIT);
+    assert_non_null(strstr(r.err, "more than 3 samples (the next starts at offset 6144)"));
+    assert_string_equal(r.listing, "k0:txt,cls;k1:txt,cls;k2:txt,cls;");
+    read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.n, 3);
+    assert_int_equal(r.counters.shards_failed, 1);
+    max_samples = 5;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.n, 5);
+    max_samples = 0;
+    tb_free(&tb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +360,9 @@ int main(void)
         cmocka_unit_test(test_not_a_tar),
         cmocka_unit_test(test_reappearing_key),
         cmocka_unit_test(test_duplicate_member_and_limits),
+        cmocka_unit_test(test_siphash_vectors),
+        cmocka_unit_test(test_keyset),
+        cmocka_unit_test(test_max_samples),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
 }
