@@ -144,8 +144,10 @@ struct stk_options {
      * + idle member buffers kept for reuse (up to shards_in_flight *
      *   prefetch_bytes_per_shard + 64 MiB)
      * + with a transform: max_batches image buffers of batch_size images, and
-     *   per thread one decoded region (at most max_image_pixels * 3 bytes)
-     *   and resampling scratch. */
+     *   per thread one decoded region (at most max_image_pixels * 3 bytes),
+     *   for a progressive JPEG its DCT coefficients (also at most
+     *   max_image_pixels * 3 bytes, see max_image_pixels) and resampling
+     *   scratch. */
     size_t read_buffer_bytes;        /* per shard read size (default 256 KiB: the block
                                         stays in L2 between the read and the copy out) */
     size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
@@ -192,7 +194,14 @@ struct stk_options {
     const char *label_exts;
     const char *label_json_field;
     /* Larger images are rejected before any allocation (decompression
-     * bombs); default 100 megapixels. */
+     * bombs); default 100 megapixels. The same bound, max_image_pixels * 3
+     * bytes, applies to the DCT coefficients that a progressive (or other
+     * multi-scan) JPEG is decoded through, 6 bytes per pixel in 4:4:4, 3 in
+     * 4:2:0, 2 in grey: such a 4:4:4 image is refused above
+     * max_image_pixels / 2 pixels. A JPEG is also refused (STK_ELIMIT)
+     * when it has more than 500 scans or its scans together visit its DCT
+     * blocks more than 64 times over (standard progressive files: 4 to 6),
+     * so no image costs more time than a few dozen plain decodes. */
     uint64_t max_image_pixels;
     /* Decode every image whole and at full scale instead of only the crop's
      * region at the smallest sufficient DCT scale (default 0). Slower; for

@@ -165,3 +165,146 @@ def test_samples_per_shard_limit(tmp_path, run, summary):
     assert counts["samples"] == 1000 and counts["shards_failed"] == 1, skipping.stderr
     whole = run(["ls", "--max-samples-per-shard", "5000", shard])
     assert whole.returncode == 0 and summary(whole.stderr)["samples"] == 5000
+
+
+# --------------------------------------------------------------------------
+# JPEG: progressive files whose scans carry nothing but end-of-band runs, a
+# few hundred bytes that make libjpeg allocate a whole-image coefficient
+# buffer and walk every block once per scan.
+
+def _segment(marker, payload):
+    return bytes([0xFF, marker]) + (len(payload) + 2).to_bytes(2, "big") + payload
+
+
+def _eob_runs(blocks):
+    """Entropy-coded data of an AC scan ending the band of `blocks` blocks:
+    EOBr symbols (4-bit codes r = 0..14, see the DHT below), each followed by
+    r bits of run length, as many as needed."""
+    acc, nbits, out = 0, 0, bytearray()
+
+    def put(value, n):
+        nonlocal acc, nbits
+        for i in range(n - 1, -1, -1):
+            acc, nbits = (acc << 1) | ((value >> i) & 1), nbits + 1
+            if nbits == 8:
+                out.append(acc)
+                if acc == 0xFF:
+                    out.append(0)  # byte stuffing
+                acc, nbits = 0, 0
+    while blocks > 0:
+        run = min(blocks, 32767)
+        r = run.bit_length() - 1
+        put(r, 4)
+        put(run - (1 << r), r)
+        blocks -= run
+    while nbits:
+        put(1, 1)
+    return bytes(out)
+
+
+def hostile_jpeg(width, height, components=3, luma_sampling=(1, 1), refine_scans=0,
+                 refine_components=None):
+    """A progressive JPEG of width x height: one AC scan per component, then
+    refine_scans AC refinement scans of the refine_components in turn (each
+    repeats a refinement; libjpeg only warns), all of end-of-band runs."""
+    hmax, vmax = luma_sampling
+    sampling = [luma_sampling] + [(1, 1)] * (components - 1)
+    out = bytearray(b"\xff\xd8")
+    out += _segment(0xDB, b"\x00" + bytes([1] * 64))
+    sof = bytes([8]) + height.to_bytes(2, "big") + width.to_bytes(2, "big") + bytes([components])
+    for c, (h, v) in enumerate(sampling):
+        sof += bytes([c + 1, (h << 4) | v, 0])
+    out += _segment(0xC2, sof)
+    counts = bytes([0, 0, 0, 15] + [0] * 12)
+    out += _segment(0xC4, b"\x10" + counts + bytes(r << 4 for r in range(15)))
+
+    def scan(c, ah, al):
+        h, v = sampling[c]
+        blocks = -(-width * h // (hmax * 8)) * -(-height * v // (vmax * 8))
+        return _segment(0xDA, bytes([1, c + 1, 0x00, 1, 63, (ah << 4) | al])) + _eob_runs(blocks)
+    for c in range(components):
+        out += scan(c, 0, 1 if refine_scans else 0)
+    cycle = refine_components or range(components)
+    for i in range(refine_scans):
+        out += scan(cycle[i % len(cycle)], 1, 0)
+    return bytes(out + b"\xff\xd9")
+
+
+def image_shard(path, make_shard, jpeg):
+    return make_shard(path, [{"__key__": "good", "cls": b"1", "jpg": GOOD_JPEG},
+                             {"__key__": "bomb", "cls": b"2", "jpg": jpeg},
+                             {"__key__": "good2", "cls": b"3", "jpg": GOOD_JPEG}])
+
+
+def _good_jpeg():
+    import io
+    from PIL import Image
+    out = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 30, 90)).save(out, "JPEG", progressive=True)
+    return out.getvalue()
+
+
+GOOD_JPEG = _good_jpeg()
+
+
+def check_refused(verify, bench, shard, reason):
+    """verify lists the bomb (and only it) by shard and key; the loader
+    under --on-error skip replaces it and counts it."""
+    lines = verify.stdout.splitlines()
+    assert verify.returncode == 1, verify.stdout
+    assert len(lines) == 2 and f"{shard}: sample 'bomb' member jpg:" in lines[0], lines
+    assert reason in lines[0], lines[0]
+    assert lines[1] == ("3 samples in 1 shards, 2 images decoded: 1 bad samples, "
+                        "0 shards not read to the end"), lines
+    assert bench.returncode == 0, bench.stderr
+    assert "sample 'bomb'" in bench.stderr and reason in bench.stderr, bench.stderr
+
+
+def test_progressive_scan_bomb(tmp_path, make_shard, run_measured):
+    """5,000 refinement scans over a 2000 x 2000 grey image (80 KB): 12.6 s
+    of CPU to decode. JPEGs may have at most 500 scans, and their scans
+    together may visit the image's DCT blocks at most 64 times over."""
+    jpeg = hostile_jpeg(2000, 2000, components=1, refine_scans=5000)
+    assert len(jpeg) < 100_000
+    shard = image_shard(tmp_path / "scans.tar", make_shard, jpeg)
+    verify = run_measured(["verify", shard])
+    bench = run_measured(["bench", "--on-error", "skip", "--decode", "train", "--batch-size",
+                          "3", shard])
+    check_refused(verify, bench, shard, "visit its 62500 DCT blocks more than 64 times")
+    assert verify.wall_s < 3 and bench.wall_s < 3, (verify.wall_s, bench.wall_s)
+
+
+def test_progressive_scan_count(tmp_path, make_shard, run_measured):
+    """Scans that each cover a small share of the blocks (a chroma component
+    sampled 4 times less than luma both ways) hit the scan limit first."""
+    jpeg = hostile_jpeg(64, 64, components=3, luma_sampling=(4, 4), refine_scans=900,
+                        refine_components=(1, 2))
+    shard = image_shard(tmp_path / "count.tar", make_shard, jpeg)
+    verify = run_measured(["verify", shard])
+    bench = run_measured(["bench", "--on-error", "skip", "--decode", "eval", "--batch-size",
+                          "3", shard])
+    check_refused(verify, bench, shard, "more than 500 scans")
+
+
+@pytest.mark.parametrize("components, sampling, refused", [
+    (3, (1, 1), True),    # 4:4:4: 6 bytes per pixel, 600 MB
+    (3, (2, 2), False),   # 4:2:0: 3 bytes per pixel, 300 MB: at the bound
+    (1, (1, 1), False),   # grey: 2 bytes per pixel
+], ids=["444", "420", "grey"])
+def test_coefficient_bomb(tmp_path, make_shard, run_measured, components, sampling, refused):
+    """A 659-byte progressive 10000 x 10000 4:4:4 JPEG made libjpeg allocate
+    600 MB of DCT coefficients per decode thread (890 MB peak in verify),
+    twice the documented max_image_pixels * 3 bytes. Coefficient buffers
+    are computed from the header and refused above that bound."""
+    jpeg = hostile_jpeg(10000, 10000, components, sampling)
+    shard = image_shard(tmp_path / "coef.tar", make_shard, jpeg)
+    verify = run_measured(["verify", shard])
+    if refused:
+        bench = run_measured(["bench", "--on-error", "skip", "--decode", "train",
+                              "--batch-size", "3", shard])
+        check_refused(verify, bench, shard, "needs 600000000 bytes of DCT coefficients")
+        assert verify.peak_mib < 120 and bench.peak_mib < 120, (verify.peak_mib, bench.peak_mib)
+    else:
+        assert verify.returncode == 0, verify.stdout
+        # coefficients (at most 300 MB) and the whole decoded image (300 MB)
+        assert verify.peak_mib < 700, verify.peak_mib
