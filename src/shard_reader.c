@@ -36,6 +36,13 @@ struct stk__shard_reader {
     uint64_t pending_offset;
     int pending_sparse;
     uint64_t pending_stored;
+    /* The end: the archive ended cleanly (its trailing bytes still to be
+     * checked), then the shard is finished. */
+    int archive_ended;
+    int finished;
+    int empty; /* finished cleanly without a sample */
+    uint64_t ignored;         /* members without a key in this shard */
+    char first_ignored[128];  /* the name of the first one, for messages */
 };
 
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
@@ -292,12 +299,18 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
     for (;;) {
         struct stk__tar_member m;
         int rc = stk__tar_next(r->tar, &m, err);
-        if (rc <= 0)
-            return rc < 0 ? bad_shard(r, err, rc) : 0;
+        if (rc < 0)
+            return bad_shard(r, err, rc);
+        if (rc == 0) {
+            r->archive_ended = 1;
+            return 0;
+        }
         size_t key_len;
         const char *ext;
         if (!m.regular || !split_name(m.name, &key_len, &ext)) {
             atomic_fetch_add(&r->cfg.counters->members_ignored, 1);
+            if (r->ignored++ == 0)
+                snprintf(r->first_ignored, sizeof r->first_ignored, "%s", m.name);
             continue;
         }
         size_t name_len = strlen(m.name);
@@ -336,6 +349,20 @@ static int finish_sample(struct stk__shard_reader *r, struct stk__sample **out)
     return 1;
 }
 
+/* The archive ended and its last sample was handed out: check the rest of
+ * the stream (stk__tar_finish), and count a shard without samples. */
+static int end_of_shard(struct stk__shard_reader *r, struct stk__err *err)
+{
+    r->finished = 1;
+    int rc = stk__tar_finish(r->tar, err);
+    if (rc < 0)
+        return bad_shard(r, err, rc);
+    r->empty = r->next_position == 0;
+    if (r->empty)
+        atomic_fetch_add(&r->cfg.counters->shards_empty, 1);
+    return 0;
+}
+
 int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struct stk__err *err)
 {
     *out = NULL;
@@ -362,6 +389,8 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
             goto out;
     }
     rc = finish_sample(r, out);
+    if (rc == 0 && r->archive_ended && !r->finished)
+        rc = end_of_shard(r, err);
 out:
     account_bytes(r);
     if (rc == 1 && !r->passing_over)
@@ -431,6 +460,17 @@ void stk__offsets_free(struct stk__offsets *v)
 {
     stk__free(v->items);
     *v = (struct stk__offsets){0};
+}
+
+uint64_t stk__shard_ignored(const struct stk__shard_reader *r, const char **first)
+{
+    *first = r->first_ignored;
+    return r->ignored;
+}
+
+int stk__shard_empty(const struct stk__shard_reader *r)
+{
+    return r->empty;
 }
 
 void stk__shard_close(struct stk__shard_reader *r)

@@ -112,3 +112,57 @@ def test_label_json_and_missing_shard(run, tmp_path, make_shard):
 def test_usage(run):
     assert run(["verify"]).returncode == 2
     assert run(["verify", "--cache-dir", "/tmp/x", "--cache-size", "1G", "a.tar"]).returncode == 2
+
+
+def concatenated(tmp_path, make_shard, name="cat.tar"):
+    """`cat a.tar b.tar`: tar readers stop at a's end-of-archive marker, so
+    b's samples would be dropped without a word."""
+    a = make_shard(tmp_path / "a.tar", good_samples("a-")).read_bytes()
+    b = make_shard(tmp_path / "b.tar", good_samples("b-")).read_bytes()
+    path = tmp_path / name
+    path.write_bytes(a + b)
+    return path, len(a)
+
+
+def test_data_after_end_of_archive(run, tmp_path, make_shard, summary):
+    path, end = concatenated(tmp_path, make_shard)
+    proc = run(["verify", str(path)])
+    assert proc.returncode == 1, proc.stdout
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert f"{path}: data after the end-of-archive marker at offset {end}" in lines[0]
+    assert lines[1] == (f"{GOOD} samples in 1 shards, {GOOD} images decoded: 0 bad samples, "
+                        "1 shards not read to the end")
+    # The loader does not drop it silently either: an error, or under the
+    # skip policy a failed shard after the first archive's samples.
+    ls = run(["ls", str(path)])
+    assert ls.returncode == 1 and "end-of-archive" in ls.stderr
+    assert len(ls.stdout.splitlines()) == GOOD
+    ls = run(["ls", "--on-error", "skip", str(path)])
+    assert ls.returncode == 0
+    counts = summary(ls.stderr)
+    assert counts["samples"] == GOOD and counts["shards_failed"] == 1, ls.stderr
+
+
+@pytest.mark.parametrize("how", ["tar-then-gzip", "gzip-members"])
+def test_data_after_end_of_archive_compressed(run, tmp_path, make_shard, how):
+    import gzip
+    plain, end = concatenated(tmp_path, make_shard)
+    packed = tmp_path / "cat.tar.gz"
+    if how == "tar-then-gzip":
+        packed.write_bytes(gzip.compress(plain.read_bytes()))
+    else:  # cat a.tar.gz b.tar.gz
+        data = plain.read_bytes()
+        packed.write_bytes(gzip.compress(data[:end]) + gzip.compress(data[end:]))
+    proc = run(["verify", "--no-images", str(packed)])
+    assert proc.returncode == 1, proc.stdout
+    assert (f"{packed}: data after the end-of-archive marker at offset {end} of the "
+            "decompressed stream") in proc.stdout, proc.stdout
+
+
+def test_trailing_zeros_are_padding(run, tmp_path, make_shard):
+    path = make_shard(tmp_path / "padded.tar", good_samples("p-"))
+    with open(path, "ab") as f:
+        f.write(b"\0" * 100_000 + b"\0" * 7)
+    proc = run(["verify", str(path)])
+    assert proc.returncode == 0, proc.stdout

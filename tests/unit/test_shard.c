@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -349,6 +350,71 @@ static void test_max_samples(void **state)
     tb_free(&tb);
 }
 
+/* Feeding granularities of the end-of-archive checks: chunk (bytes per
+ * source read) x block (libarchive's read size). */
+static const size_t chunks[] = {0, 1, 3, 700};
+static const size_t blocks[] = {1, 7, 512, 1000, 1 << 20};
+
+/* What follows the end-of-archive marker: zeros are padding, anything else
+ * (a second archive: cat a.tar b.tar) is an error naming its offset, found
+ * wherever it lies relative to the blocks libarchive was given. */
+static void test_data_after_end_of_archive(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    tb_file(&tb, "a.txt", "1", 1);
+    tb_file(&tb, "b.txt", "2", 1);
+    tb_finish(&tb);
+    size_t archive = tb.size; /* 3072: two members, two zero blocks */
+    static const size_t pads[] = {0, 1, 511, 512, 5000};
+    for (size_t p = 0; p < sizeof pads / sizeof pads[0]; p++) {
+        for (int junk = 0; junk < 2; junk++) {
+            size_t size = archive + pads[p] + (size_t)junk;
+            unsigned char *data = calloc(1, size);
+            assert_non_null(data);
+            memcpy(data, tb.data, archive);
+            if (junk)
+                data[size - 1] = 'x';
+            for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+                for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+                    struct result r;
+                    read_all(data, size, chunks[c], blocks[b], 0, &r);
+                    assert_string_equal(r.listing, "a:txt;b:txt;");
+                    if (!junk) {
+                        assert_int_equal(r.rc, 0);
+                        continue;
+                    }
+                    assert_int_equal(r.rc, STK_EFORMAT);
+                    char want[128];
+                    snprintf(want, sizeof want, "data after the end-of-archive marker at offset %zu",
+                             size - 1);
+                    if (strstr(r.err, want) == NULL)
+                        fail_msg("pad %zu chunk %zu block %zu: %s", pads[p], chunks[c], blocks[b],
+                                 r.err);
+                    read_all(data, size, chunks[c], blocks[b], 1, &r);
+                    assert_int_equal(r.rc, 0);
+                    assert_int_equal(r.n, 2);
+                    assert_int_equal(r.counters.shards_failed, 1);
+                }
+            }
+            free(data);
+        }
+    }
+    /* Two archives back to back: the second one's first header. */
+    struct tar_builder two = {0};
+    tb_file(&two, "a.txt", "1", 1);
+    tb_finish(&two);
+    tb_file(&two, "c.txt", "3", 1);
+    tb_finish(&two);
+    struct result r;
+    read_all(two.data, two.size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, STK_EFORMAT);
+    assert_non_null(strstr(r.err, "data after the end-of-archive marker at offset 2048"));
+    assert_string_equal(r.listing, "a:txt;");
+    tb_free(&two);
+    tb_free(&tb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_siphash_vectors),
         cmocka_unit_test(test_keyset),
         cmocka_unit_test(test_max_samples),
+        cmocka_unit_test(test_data_after_end_of_archive),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
 }
