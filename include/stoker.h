@@ -43,8 +43,12 @@ enum stk_error {
     STK_ENOENT = -2,    /* a shard or member does not exist (-ENOENT) */
     STK_EIO = -5,       /* an I/O error while reading a shard (-EIO) */
     STK_EOF = -1000,    /* the epoch has no more batches */
-    STK_EFORMAT = -1001, /* a shard is not a readable tar archive, or a member
-                            has holes (a GNU sparse file): see max_member_bytes */
+    STK_EFORMAT = -1001, /* a shard is not a readable tar archive (also: data
+                            other than zeros after its end-of-archive marker, a
+                            gzip member whose CRC-32 or length does not match;
+                            gzip checks a member at its end, so samples read
+                            before are delivered), or a member has holes (a GNU
+                            sparse file): see max_member_bytes */
     STK_ETRUNC = -1002,  /* a shard ends in the middle of a member */
     STK_ELIMIT = -1003,  /* a size or count exceeds a configured limit */
     STK_EDUPKEY = -1004, /* a sample key reappears later in a shard */
@@ -318,7 +322,10 @@ struct stk_batch {
 /* Counters, cumulative over the loader's lifetime. */
 struct stk_stats {
     uint64_t shards_opened;
-    uint64_t shards_failed;   /* shards cut short by an error under STK_ON_ERROR_SKIP */
+    uint64_t shards_failed;   /* shards cut short by an error under STK_ON_ERROR_SKIP
+                                 (data after the end-of-archive marker included) */
+    uint64_t shards_empty;    /* shards read to their end without a sample: no
+                                 members, or every member ignored */
     uint64_t samples;         /* samples delivered in batches */
     uint64_t samples_skipped; /* bad samples skipped under STK_ON_ERROR_SKIP */
     uint64_t members_ignored; /* directories, links and members without a key */
@@ -437,14 +444,16 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
 /*
  * Read every sample of every shard named by the patterns (expanded as
  * stk_loader_create() does) with the options' grouping rules and limits,
- * and check it: tar structure and sample grouping always; with a transform
+ * and check it: tar structure and sample grouping always (also that only
+ * zeros follow each shard's end-of-archive marker, and gzip CRCs); with a transform
  * set, also that the sample has a jpg/jpeg/png member that decodes whole
  * (bombs, truncation and corruption included) and a label as the options
  * ask. It never stops at bad data, whatever opts->on_error says: each
  * problem goes to opts->log at STK_LOG_WARN naming the shard and the key,
  * member or byte offset, and is counted in stats: samples (all read),
  * samples_skipped (bad ones), shards_failed (shards that could not be
- * opened or read to their end), images_decoded. Uses opts->threads threads,
+ * opened or read to their end), shards_empty (shards read cleanly that
+ * hold no sample: each is reported too), images_decoded. Uses opts->threads threads,
  * a shard each. Returns 0 once everything was read (problems or not: see
  * stats), else an STK_E* code (no shards, no memory) with a message in
  * errbuf.

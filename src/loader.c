@@ -351,6 +351,7 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     stk_loader *m = (stk_loader *)l;
     s->shards_opened = atomic_load(&m->counters.shards_opened);
     s->shards_failed = atomic_load(&m->counters.shards_failed);
+    s->shards_empty = atomic_load(&m->counters.shards_empty);
     s->samples_skipped = atomic_load(&m->counters.samples_skipped);
     s->members_ignored = atomic_load(&m->counters.members_ignored);
     s->bytes_read = atomic_load(&m->counters.bytes_read);

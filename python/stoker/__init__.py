@@ -72,9 +72,10 @@ _SPEED_ONLY_OPTIONS = frozenset({
 
 def verify(urls, images=True, labels=True, threads=None, **options):
     """Read every sample of the shards once, as a Loader would, and return
-    {"samples", "bad_samples", "shards", "shards_failed", "images_decoded",
-    "problems"}: problems lists one message per bad sample or shard, naming
-    the shard and the key or offset. Never stops at bad data. images=False
+    {"samples", "bad_samples", "shards", "shards_failed", "shards_empty",
+    "images_decoded", "problems"}: problems lists one message per bad sample
+    or shard (or shard without samples), naming the shard and the key or
+    offset. Never stops at bad data. images=False
     checks tar structure and grouping only; labels=False accepts samples
     without a label; other options as for Loader (label_exts,
     label_json_field, max_image_pixels, io_*). Same as `stoker verify`."""

@@ -166,3 +166,27 @@ def test_trailing_zeros_are_padding(run, tmp_path, make_shard):
         f.write(b"\0" * 100_000 + b"\0" * 7)
     proc = run(["verify", str(path)])
     assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("content", ["ignored", "empty"])
+def test_shard_without_samples(run, tmp_path, make_shard, content):
+    """A shard whose members are all ignored (no key: directories, files
+    without a dot), or that has none, trains nothing: verify says so. The
+    loader reads it as the empty shard it is."""
+    extra = [(0, "dir", "dir", None), (0, "file", "README", b"x"),
+             (0, "file", "dir/LICENSE", b"y")] if content == "ignored" else []
+    shard = make_shard(tmp_path / "nothing.tar", [], extra=extra)
+    clean = make_shard(tmp_path / "clean.tar", good_samples("c-"))
+    proc = run(["verify", str(shard), str(clean)])
+    assert proc.returncode == 1, proc.stdout
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, lines
+    if content == "ignored":
+        assert lines[0] == (f"{shard}: no samples: its 3 members are all ignored (directories, "
+                            "links, names without a key such as 'dir/')")
+    else:
+        assert lines[0] == f"{shard}: no samples: the shard has no members"
+    assert lines[1] == (f"{GOOD} samples in 2 shards, {GOOD} images decoded: 0 bad samples, "
+                        "0 shards not read to the end, 1 shards without samples")
+    ls = run(["ls", str(shard), str(clean)])
+    assert ls.returncode == 0, ls.stderr
