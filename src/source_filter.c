@@ -67,6 +67,7 @@ struct filter_source {
     struct stk__source base;
     struct stk__source *inner;
     struct archive *archive;
+    const char *name; /* of the compression */
     unsigned char *input;
     size_t input_bytes;
     const unsigned char *head; /* into input: the bytes read before the layer */
@@ -102,10 +103,12 @@ static int failure(struct filter_source *f)
         f->base.err = f->inner->err;
         return f->base.err.code;
     }
+    /* libarchive's own counters are gone once it failed: ours say how far
+     * the compressed stream was read. */
     const char *why = archive_error_string(f->archive);
     return stk__errf(&f->base.err, STK_EFORMAT,
-                     "%s: cannot decompress (%s) at compressed offset %lld: %s", f->base.url,
-                     archive_filter_name(f->archive, 0), (long long)archive_filter_bytes(f->archive, -1),
+                     "%s: cannot decompress its %s data (read up to compressed offset %llu): %s",
+                     f->base.url, f->name, (unsigned long long)f->inner->bytes_read,
                      why != NULL ? why : "unknown error");
 }
 
@@ -184,6 +187,7 @@ int stk__source_filter_open(struct stk__source *inner, const char *name, const v
     f->input = input;
     f->input_bytes = input_bytes;
     f->archive = a;
+    f->name = FILTERS[which].name;
     memcpy(input, head, head_len);
     f->head = input;
     f->head_len = head_len;

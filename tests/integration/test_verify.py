@@ -144,12 +144,15 @@ def test_data_after_end_of_archive(run, tmp_path, make_shard, summary):
     assert counts["samples"] == GOOD and counts["shards_failed"] == 1, ls.stderr
 
 
-@pytest.mark.parametrize("how", ["tar-then-gzip", "gzip-members"])
-def test_data_after_end_of_archive_compressed(run, tmp_path, make_shard, how):
+@pytest.mark.parametrize("how", ["tar-then-gzip", "gzip-members", "bz2", "xz", "zst"])
+def test_data_after_end_of_archive_compressed(run, tmp_path, make_shard, compress, how):
+    """Whatever the compression (each is decompressed below the tar reader)."""
     import gzip
     plain, end = concatenated(tmp_path, make_shard)
     packed = tmp_path / "cat.tar.gz"
-    if how == "tar-then-gzip":
+    if how in ("bz2", "xz", "zst"):
+        packed = compress(plain, how)
+    elif how == "tar-then-gzip":
         packed.write_bytes(gzip.compress(plain.read_bytes()))
     else:  # cat a.tar.gz b.tar.gz
         data = plain.read_bytes()
