@@ -9,10 +9,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+void cli_put_escaped(FILE *f, const char *s, int backslash)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p == '\r')
+            fputs("\\r", f);
+        else if (*p == '\\' && backslash)
+            fputs("\\\\", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else if (c1) {
+            fprintf(f, "\\xc2\\x%02x", p[1]);
+            p++;
+        } else
+            fputc(*p, f);
+    }
+}
+
 static void vreport(const char *cmd, const char *fmt, va_list ap)
 {
+    char text[4096];
+    vsnprintf(text, sizeof text, fmt, ap);
     fprintf(stderr, "stoker %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
+    cli_put_escaped(stderr, text, 0);
     fputc('\n', stderr);
 }
 
@@ -104,7 +128,9 @@ int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out
 void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
 {
     static const char *const names[] = {"error", "warning", "info"};
-    fprintf(stderr, "stoker %s: %s: %s\n", (const char *)data, names[level], message);
+    fprintf(stderr, "stoker %s: %s: ", (const char *)data, names[level]);
+    cli_put_escaped(stderr, message, 0);
+    fputc('\n', stderr);
 }
 
 int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o)

@@ -7,6 +7,7 @@
 #define STK_CLI_COMMON_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "stoker.h"
 
@@ -27,6 +28,14 @@ int cli_parse_choice(const char *cmd, const char *option, const char *text,
 
 /* Parse "fail" or "skip". */
 int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out);
+
+/* Write s to f with its control characters (C0, DEL, and U+0080..U+009F in
+ * UTF-8) as \n, \t, \r or \xHH, and with backslash=1 also backslash as
+ * \\: keys and member names come from shards, and one of them must not
+ * break a line of output in two or drive the terminal. Messages of the
+ * library escape the names they quote already (backslash=0 keeps those
+ * escapes as they are). */
+void cli_put_escaped(FILE *f, const char *s, int backslash);
 
 /* Log callback printing "stoker CMD: warning: ..." to stderr; data is the
  * command name. */

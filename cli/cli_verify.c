@@ -35,10 +35,11 @@ static void help(void)
 static void print_problem(void *data, enum stk_log_level level, const char *msg)
 {
     (void)data;
-    if (level <= STK_LOG_WARN)
-        printf("%s\n", msg);
-    else
-        fprintf(stderr, "stoker %s: %s\n", CMD, msg);
+    FILE *f = level <= STK_LOG_WARN ? stdout : stderr;
+    if (f == stderr)
+        fprintf(f, "stoker %s: ", CMD);
+    cli_put_escaped(f, msg, 0);
+    fputc('\n', f);
 }
 
 int cmd_verify(int argc, char **argv)

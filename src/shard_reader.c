@@ -42,7 +42,7 @@ struct stk__shard_reader {
     int finished;
     int empty; /* finished cleanly without a sample */
     uint64_t ignored;         /* members without a key in this shard */
-    char first_ignored[128];  /* the name of the first one, for messages */
+    char first_ignored[128];  /* the name of the first one, shown for messages */
 };
 
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
@@ -199,6 +199,7 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     const char *name = r->pending_name;
     size_t key_len = r->pending_key_len;
     const char *ext = name + key_len + 1;
+    char shown_name[STK__SHOWN_MAX], shown_key[STK__SHOWN_MAX]; /* for messages */
     r->have_pending = 0;
 
     if (r->current == NULL) {
@@ -227,9 +228,10 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         if (seen)
             return bad_sample(r, err,
                               stk__errf(err, STK_EDUPKEY,
-                                        "%s: key '%.200s' reappears at offset %llu after other "
+                                        "%s: key '%s' reappears at offset %llu after other "
                                         "keys (the members of a sample must be adjacent)",
-                                        r->url, r->current->key,
+                                        r->url,
+                                        stk__shown(shown_key, sizeof shown_key, r->current->key),
                                         (unsigned long long)r->pending_offset));
     }
     if (r->current_bad)
@@ -245,15 +247,17 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     if (stk__sample_has_ext(r->current, ext, strlen(ext)))
         return bad_sample(r, err,
                           stk__errf(err, STK_EDUPKEY,
-                                    "%s: member '%.200s' at offset %llu appears twice in sample "
-                                    "'%.200s'",
-                                    r->url, name, (unsigned long long)r->pending_offset,
-                                    r->current->key));
+                                    "%s: member '%s' at offset %llu appears twice in sample '%s'",
+                                    r->url, stk__shown(shown_name, sizeof shown_name, name),
+                                    (unsigned long long)r->pending_offset,
+                                    stk__shown(shown_key, sizeof shown_key, r->current->key)));
     if (r->current->pub.n_members >= r->cfg.max_members)
         return bad_sample(r, err,
                           stk__errf(err, STK_ELIMIT,
-                                    "%s: sample '%.200s' has more than %zu members (offset %llu)",
-                                    r->url, r->current->key, r->cfg.max_members,
+                                    "%s: sample '%s' has more than %zu members (offset %llu)",
+                                    r->url,
+                                    stk__shown(shown_key, sizeof shown_key, r->current->key),
+                                    r->cfg.max_members,
                                     (unsigned long long)r->pending_offset));
     /* A sparse member's holes are not in the shard: a few KB of tar can
      * describe terabytes of zeros, so no budget that follows the shard's
@@ -263,25 +267,27 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     if (r->pending_sparse)
         return bad_sample(r, err,
                           stk__errf(err, STK_EFORMAT,
-                                    "%s: member '%.200s' at offset %llu is a sparse file (%llu "
+                                    "%s: member '%s' at offset %llu is a sparse file (%llu "
                                     "bytes, of which %llu are stored); sparse members are "
                                     "refused: write the shard without --sparse",
-                                    r->url, name, (unsigned long long)r->pending_offset,
+                                    r->url, stk__shown(shown_name, sizeof shown_name, name),
+                                    (unsigned long long)r->pending_offset,
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->pending_stored));
     if (r->pending_size > r->cfg.max_member_bytes)
         return bad_sample(r, err,
                           stk__errf(err, STK_ELIMIT,
-                                    "%s: member '%.200s' at offset %llu is %llu bytes, above the "
+                                    "%s: member '%s' at offset %llu is %llu bytes, above the "
                                     "limit of %llu",
-                                    r->url, name, (unsigned long long)r->pending_offset,
+                                    r->url, stk__shown(shown_name, sizeof shown_name, name),
+                                    (unsigned long long)r->pending_offset,
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->cfg.max_member_bytes));
     size_t size = (size_t)r->pending_size;
     uint8_t *data = stk__pool_get(r->cfg.pool, size + 1);
     if (data == NULL)
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%.200s' (%zu bytes)",
-                         r->url, name, size);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%s' (%zu bytes)",
+                         r->url, stk__shown(shown_name, sizeof shown_name, name), size);
     int rc = stk__tar_read(r->tar, data, size, err);
     if (rc != 0) {
         stk__pool_put(r->cfg.pool, data, size + 1);
@@ -310,7 +316,7 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
         if (!m.regular || !split_name(m.name, &key_len, &ext)) {
             atomic_fetch_add(&r->cfg.counters->members_ignored, 1);
             if (r->ignored++ == 0)
-                snprintf(r->first_ignored, sizeof r->first_ignored, "%s", m.name);
+                stk__shown(r->first_ignored, sizeof r->first_ignored, m.name);
             continue;
         }
         size_t name_len = strlen(m.name);

@@ -51,7 +51,8 @@ struct stk__tar {
     size_t history_len;
     uint64_t member_offset;
     uint64_t member_size;
-    char member_name[256]; /* copy for messages: libarchive's string dies with the entry */
+    char member_name[STK__SHOWN_MAX]; /* for messages (stk__shown): libarchive's string
+                                         dies with the entry */
 };
 
 /* Move the last block into the history before its buffer is reused. */
@@ -217,7 +218,7 @@ static int archive_failure(struct stk__tar *t, struct stk__err *err, const char 
     if (t->member_name[0] == '\0')
         return stk__errf(err, code, "%s: %s in the first member (read up to offset %lld): %s",
                          t->src->url, doing, (long long)consumed, why);
-    return stk__errf(err, code, "%s: %s after member '%.200s' at offset %llu (read up to offset %lld): %s",
+    return stk__errf(err, code, "%s: %s after member '%s' at offset %llu (read up to offset %lld): %s",
                      t->src->url, doing, t->member_name, (unsigned long long)t->member_offset,
                      (long long)consumed, why);
 }
@@ -307,8 +308,9 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
     m->offset = t->member_offset;
     m->regular = archive_entry_filetype(e) == AE_IFREG && archive_entry_hardlink(e) == NULL;
     if (m->regular && !archive_entry_size_is_set(e))
-        return stk__errf(err, STK_EFORMAT, "%s: member '%.200s' at offset %llu has no size",
-                         t->src->url, name, (unsigned long long)t->member_offset);
+        return stk__errf(err, STK_EFORMAT, "%s: member '%s' at offset %llu has no size",
+                         t->src->url, stk__shown(t->member_name, sizeof t->member_name, name),
+                         (unsigned long long)t->member_offset);
     la_int64_t size = archive_entry_size(e);
     m->size = size > 0 ? (uint64_t)size : 0;
     /* libarchive lists the data regions of a sparse file; one region
@@ -322,7 +324,7 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
         while (archive_entry_sparse_next(e, &offset, &length) == ARCHIVE_OK)
             m->stored += length > 0 ? (uint64_t)length : 0;
     }
-    snprintf(t->member_name, sizeof t->member_name, "%s", name);
+    stk__shown(t->member_name, sizeof t->member_name, name);
     t->member_size = m->size;
     return 1;
 }
@@ -344,7 +346,7 @@ int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *e
         if (r == ARCHIVE_EOF ||
             (r == ARCHIVE_OK && (n == 0 || offset < 0 || (uint64_t)offset != filled))) {
             stk__errf(err, STK_EFORMAT,
-                      "%s: member '%.200s' at offset %llu claims %llu bytes, of which the shard "
+                      "%s: member '%s' at offset %llu claims %llu bytes, of which the shard "
                       "stores %llu before a hole (a sparse file without a map, or a damaged "
                       "header); refused",
                       t->src->url, t->member_name, (unsigned long long)t->member_offset,

@@ -415,6 +415,22 @@ static void test_data_after_end_of_archive(void **state)
     tb_free(&tb);
 }
 
+/* Names in messages: escaped, cut with "..." to fit. */
+static void test_shown(void **state)
+{
+    (void)state;
+    char buf[16];
+    assert_string_equal(stk__shown(buf, sizeof buf, "plain"), "plain");
+    assert_string_equal(stk__shown(buf, sizeof buf, "a\nb\\"), "a\\nb\\\\");
+    assert_string_equal(stk__shown(buf, sizeof buf, "\x1b[1m\x7f"), "\\x1b[1m\\x7f");
+    assert_string_equal(stk__shown(buf, sizeof buf, "\xc2\x9b!\xc3\xa9"), "\\xc2\\x9b!\xc3\xa9");
+    assert_string_equal(stk__shown(buf, sizeof buf, "0123456789abcde"), "0123456789abcde");
+    assert_string_equal(stk__shown(buf, sizeof buf, "0123456789abcdef"), "0123456789ab...");
+    assert_string_equal(stk__shown(buf, sizeof buf, "0123456789\n\n\n"), "0123456789\\n...");
+    assert_string_equal(stk__shown(buf, 4, "abcd"), "...");
+    assert_string_equal(stk__shown(buf, 4, "abc"), "abc");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -430,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_keyset),
         cmocka_unit_test(test_max_samples),
         cmocka_unit_test(test_data_after_end_of_archive),
+        cmocka_unit_test(test_shown),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
 }
