@@ -284,11 +284,15 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->cfg.max_member_bytes));
     size_t size = (size_t)r->pending_size;
+    /* A header that claims bytes the shard does not store costs nothing. */
+    int rc = stk__tar_start(r->tar, size, err);
+    if (rc != 0)
+        return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);
     uint8_t *data = stk__pool_get(r->cfg.pool, size + 1);
     if (data == NULL)
         return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%s' (%zu bytes)",
                          r->url, stk__shown(shown_name, sizeof shown_name, name), size);
-    int rc = stk__tar_read(r->tar, data, size, err);
+    rc = stk__tar_read(r->tar, data, size, err);
     if (rc != 0) {
         stk__pool_put(r->cfg.pool, data, size + 1);
         return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);

@@ -49,6 +49,12 @@ struct stk__tar {
     size_t last_len;
     unsigned char history[HISTORY]; /* the bytes given just before it */
     size_t history_len;
+    /* The first data block of a member, fetched by stk__tar_start. */
+    int held;
+    int held_rc;
+    const void *held_block;
+    size_t held_len;
+    la_int64_t held_offset;
     uint64_t member_offset;
     uint64_t member_size;
     char member_name[STK__SHOWN_MAX]; /* for messages (stk__shown): libarchive's string
@@ -300,6 +306,7 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
     la_int64_t pos = archive_read_header_position(t->archive);
     if (pos >= 0)
         t->member_offset = t->raw->start_offset + (uint64_t)pos;
+    t->held = 0;
     const char *name = archive_entry_pathname(e);
     if (name == NULL)
         return stk__errf(err, STK_EFORMAT, "%s: member at offset %llu has no name", t->src->url,
@@ -329,30 +336,64 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
     return 1;
 }
 
+/* The next data block of the current member: the one stk__tar_start()
+ * fetched first, if any. */
+static int next_block(struct stk__tar *t, const void **block, size_t *n, la_int64_t *offset)
+{
+    if (t->held) {
+        t->held = 0;
+        *block = t->held_block;
+        *n = t->held_len;
+        *offset = t->held_offset;
+        return t->held_rc;
+    }
+    return archive_read_data_block(t->archive, block, n, offset);
+}
+
+static int hole(struct stk__tar *t, uint64_t size, uint64_t filled, struct stk__err *err)
+{
+    stk__errf(err, STK_EFORMAT,
+              "%s: member '%s' at offset %llu claims %llu bytes, of which the shard stores %llu "
+              "before a hole (a sparse file without a map, or a damaged header); refused",
+              t->src->url, t->member_name, (unsigned long long)t->member_offset,
+              (unsigned long long)size, (unsigned long long)filled);
+    return 1;
+}
+
+/* Blocks come with their offset in the member: a block that starts past the
+ * bytes filled so far, or an end before `size`, is a hole that
+ * archive_read_data() would fill with zeros. Besides sparse maps (the header
+ * has them, see stk__tar_next) a pax GNU.sparse.size or SCHILY.realsize
+ * record alone claims more bytes than the shard stores. */
+static int is_hole(int r, size_t n, la_int64_t offset, uint64_t filled)
+{
+    return r == ARCHIVE_EOF ||
+           (r == ARCHIVE_OK && (n == 0 || offset < 0 || (uint64_t)offset != filled));
+}
+
+int stk__tar_start(struct stk__tar *t, uint64_t size, struct stk__err *err)
+{
+    if (size == 0)
+        return 0;
+    t->held_rc = archive_read_data_block(t->archive, &t->held_block, &t->held_len,
+                                         &t->held_offset);
+    t->held = 1;
+    if (is_hole(t->held_rc, t->held_len, t->held_offset, 0))
+        return hole(t, size, 0, err);
+    return t->held_rc == ARCHIVE_OK ? 0 : archive_failure(t, err, "cannot read member data");
+}
+
 int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *err)
 {
-    /* Blocks come with their offset in the member: a block that starts past
-     * the bytes filled so far, or an end before `size`, is a hole that
-     * archive_read_data() would fill with zeros. Besides sparse maps (the
-     * header has them, see stk__tar_next) a pax GNU.sparse.size or
-     * SCHILY.realsize record alone claims more bytes than the shard stores. */
     unsigned char *p = buf;
     uint64_t filled = 0;
     while (filled < size) {
         const void *block;
         size_t n;
         la_int64_t offset;
-        int r = archive_read_data_block(t->archive, &block, &n, &offset);
-        if (r == ARCHIVE_EOF ||
-            (r == ARCHIVE_OK && (n == 0 || offset < 0 || (uint64_t)offset != filled))) {
-            stk__errf(err, STK_EFORMAT,
-                      "%s: member '%s' at offset %llu claims %llu bytes, of which the shard "
-                      "stores %llu before a hole (a sparse file without a map, or a damaged "
-                      "header); refused",
-                      t->src->url, t->member_name, (unsigned long long)t->member_offset,
-                      (unsigned long long)size, (unsigned long long)filled);
-            return 1;
-        }
+        int r = next_block(t, &block, &n, &offset);
+        if (is_hole(r, n, offset, filled))
+            return hole(t, size, filled, err);
         if (r != ARCHIVE_OK)
             return archive_failure(t, err, "cannot read member data");
         if (n > size - filled)

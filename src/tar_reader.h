@@ -46,6 +46,12 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
  * readers stop at the first marker), or the source's error. */
 int stk__tar_finish(struct stk__tar *t, struct stk__err *err);
 
+/* Before allocating for the current member's `size` bytes: fetch its first
+ * data block (kept for stk__tar_read). 0; or 1 when its data does not start
+ * there (a header claiming bytes the shard does not store), with a message
+ * in err; or <0 when the stream cannot be read further. */
+int stk__tar_start(struct stk__tar *t, uint64_t size, struct stk__err *err);
+
 /* Read exactly `size` bytes of the current member's data into buf: 0; or
  * 1 when the member has a hole (a block past the bytes read so far, or an
  * end before `size`: data that reading would make up as zeros), with a
