@@ -113,6 +113,15 @@ struct stk_options {
      * windows of an epoch are smaller (64, 128, ... samples) so the first
      * batch comes quickly. 0 or 1 disables sample shuffling. */
     size_t shuffle_buffer;
+    /* Member bytes a shuffle window may hold (default 2 GiB). Windows are
+     * counted in samples so that the sequence depends on sample counts
+     * alone (stk_loader_seek plans them from a dataset index); a window
+     * whose samples would hold more fails the epoch with STK_ELIMIT and a
+     * message giving the shuffle_buffer that fits (also under
+     * STK_ON_ERROR_SKIP: the data is fine, the configuration is not). For
+     * samples of S bytes, keep shuffle_buffer * S below it. A window of
+     * one sample (shuffle_buffer 0 or 1) is never refused. */
+    size_t shuffle_buffer_bytes;
     /* Shuffle shard order, interleave shards and shuffle samples (default 1).
      * With 0 the samples come in exact storage order: shard by shard in the
      * order the URLs were given, members in tar order. */
@@ -143,8 +152,10 @@ struct stk_options {
      * + shards_in_flight * prefetch_bytes_per_shard
      * + shards_in_flight * the keys seen in a shard (see
      *   max_samples_per_shard; under 100 KiB for 3,000 samples)
-     * + shuffle_buffer * (largest sample)
-     * + max_batches * batch_size * (largest sample)
+     * + the shuffle window: shuffle_buffer samples, at most
+     *   shuffle_buffer_bytes of member data (or one sample)
+     * + max_batches * batch_size * (largest sample): for large samples
+     *   set batch_size (and max_batches) for them, this term is not capped
      * + idle member buffers kept for reuse (up to shards_in_flight *
      *   prefetch_bytes_per_shard + 64 MiB)
      * + with a transform: max_batches image buffers of batch_size images, and

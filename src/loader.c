@@ -55,6 +55,7 @@ void stk_options_init(struct stk_options *o)
     o->threads = 2;
     o->shards_in_flight = 4;
     o->shuffle_buffer = 1000;
+    o->shuffle_buffer_bytes = (size_t)2 << 30;
     o->shuffle = 1;
     o->rank = -1;
     o->world_size = -1;
@@ -94,6 +95,8 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "shards_in_flight must be between 1 and 4096");
     if (o->shuffle_buffer > (1u << 24))
         return stk__errf(err, STK_EINVAL, "shuffle_buffer must be at most %u samples", 1u << 24);
+    if (o->shuffle_buffer_bytes == 0)
+        return stk__errf(err, STK_EINVAL, "shuffle_buffer_bytes must be above 0");
     if (o->read_buffer_bytes < 512 || o->read_buffer_bytes > (256u << 20))
         return stk__errf(err, STK_EINVAL, "read_buffer_bytes must be between 512 and 256 MiB");
     if (o->max_batches == 0 || o->max_batches > 4096)

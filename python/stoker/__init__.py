@@ -67,7 +67,7 @@ def _as_list(urls):
 # a saved loader state stays valid across them.
 _SPEED_ONLY_OPTIONS = frozenset({
     "cache_dir", "cache_size", "max_batches", "prefetch_bytes_per_shard", "read_buffer_bytes",
-    "io_timeout_ms", "io_retries", "io_backoff_ms", "ca_bundle"})
+    "io_timeout_ms", "io_retries", "io_backoff_ms", "ca_bundle", "shuffle_buffer_bytes"})
 
 
 def verify(urls, images=True, labels=True, threads=None, **options):

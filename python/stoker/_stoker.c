@@ -380,7 +380,7 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
             INT_OPTION(max_member_bytes), INT_OPTION(max_members_per_sample),
             INT_OPTION(max_key_bytes), INT_OPTION(cache_size), INT_OPTION(io_timeout_ms),
             INT_OPTION(io_retries), INT_OPTION(io_backoff_ms), INT_OPTION(allow_pipe),
-            INT_OPTION(max_samples_per_shard),
+            INT_OPTION(max_samples_per_shard), INT_OPTION(shuffle_buffer_bytes),
 #undef INT_OPTION
         };
         for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {

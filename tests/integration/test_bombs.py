@@ -308,3 +308,44 @@ def test_coefficient_bomb(tmp_path, make_shard, run_measured, components, sampli
         assert verify.returncode == 0, verify.stdout
         # coefficients (at most 300 MB) and the whole decoded image (300 MB)
         assert verify.peak_mib < 700, verify.peak_mib
+
+
+# --------------------------------------------------------------------------
+# Large samples in the shuffle window
+
+def zeros_tar_gz(path, members, member_bytes):
+    """A .tar.gz of `members` samples of one member of member_bytes zeros,
+    built as one gzip member per tar member (a valid multi-member gzip
+    stream: the compressed zeros are made once): a few hundred KB on disk."""
+    import gzip
+    zeros = gzip.compress(b"\0" * member_bytes, 9)
+    with open(path, "wb") as f:
+        for i in range(members):
+            f.write(gzip.compress(ustar_block(b"%03d.bin" % i, member_bytes), 1))
+            f.write(zeros)
+        f.write(gzip.compress(b"\0" * 1024, 1))
+    return path
+
+
+def test_shuffle_window_bytes(tmp_path, run_measured):
+    """The shuffle window counted samples only: thirty 100 MB members took
+    3.1 GB with default options. It holds at most shuffle_buffer_bytes of
+    member data now (default 2 GiB); a window that would hold more fails
+    with a message saying what to set, whatever the error policy (the data
+    is fine, the configuration is not). The sample sequence does not
+    depend on it."""
+    shard = zeros_tar_gz(tmp_path / "big.tar.gz", 30, 16 * MiB)
+    assert shard.stat().st_size < 2 * MiB
+    for policy in ("fail", "skip"):
+        proc = run_measured(["bench", "--batch-size", "1", "--on-error", policy,
+                             "--shuffle-buffer-bytes", "64M", shard])
+        assert proc.returncode == 1, proc.stdout
+        assert ("the shuffle window would hold 5 samples of 80.0 MiB in all, above "
+                "shuffle_buffer_bytes (64.0 MiB); lower shuffle_buffer (to 4 for samples of "
+                "this size) or raise shuffle_buffer_bytes") in proc.stderr, proc.stderr
+        assert proc.peak_mib < 64 + 150, proc.peak_mib
+    # What the message says to do works: windows of 3 samples fit.
+    ok = run_measured(["bench", "--batch-size", "1", "--shuffle-buffer", "3",
+                       "--shuffle-buffer-bytes", "64M", shard])
+    assert ok.returncode == 0, ok.stderr
+    assert ok.peak_mib < 64 + 150, ok.peak_mib
