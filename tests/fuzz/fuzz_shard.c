@@ -33,7 +33,10 @@
  *  - counters: one shard opened, bytes_read <= input size;
  *  - run D counts the samples (stk__shard_count, the dataset index and
  *    resume path) under the skip policy: the same count as run B
- *    delivered, and none counted as read.
+ *    delivered, and none counted as read;
+ *  - no expansion: for an uncompressed shard, the member bytes delivered
+ *    are at most the input's size (a sparse member or a header claiming
+ *    more than it stores is refused, never filled with zeros).
  *
  * Built for libFuzzer (STK_FUZZ_LIBFUZZER), a custom mutator also repairs
  * the checksums of mutated ustar headers so the fuzzer gets past them.
@@ -48,6 +51,8 @@
 #include "pool.h"
 #include "shard_reader.h"
 #include "source.h"
+#include "source_filter.h"
+#include "source_gzip.h"
 #include "stoker.h"
 
 #define FUZZ_URL "mem://fuzz/shard.tar"
@@ -64,6 +69,7 @@ struct run {
     int open_rc;      /* stk__shard_open_source (or the memory source) */
     int last_rc;      /* the last stk__shard_next: 0 drained, <0 error */
     uint64_t samples; /* samples handed out */
+    uint64_t member_bytes; /* their data */
     uint64_t digest;  /* FNV-1a over keys, extensions and data, in order */
     uint64_t opened, failed, skipped, ignored, bytes_read;
     size_t log_calls;
@@ -159,6 +165,7 @@ static void check_sample(struct run *run, const struct stk__sample *s) {
         h = fnv(h, m->data, m->size);
     }
     FUZZ_CHECK(bytes == s->bytes);
+    run->member_bytes += bytes;
     run->digest = h;
     run->samples++;
     keep_key(run, pub->key);
@@ -369,6 +376,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          * dropped something for it. */
         FUZZ_CHECK(b.skipped + b.failed >= 1);
     }
+    if (!stk__is_gzip(shard, shard_size) && stk__filter_sniff(shard, shard_size) == NULL)
+        FUZZ_CHECK(a.member_bytes <= shard_size && b.member_bytes <= shard_size);
     if (b.open_rc == 0 && b.last_rc == 0) {
         int64_t counted = count_by_headers(shard, shard_size, block_b, chunk_b);
         FUZZ_CHECK(counted == (int64_t)b.samples);

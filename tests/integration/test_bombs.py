@@ -9,7 +9,8 @@ room for the ASan build that the test suite runs (its shadow memory and
 allocator add a few hundred MiB at most)."""
 import os
 import subprocess
-import tarfile
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -170,65 +171,11 @@ def test_samples_per_shard_limit(tmp_path, run, summary):
 # --------------------------------------------------------------------------
 # JPEG: progressive files whose scans carry nothing but end-of-band runs, a
 # few hundred bytes that make libjpeg allocate a whole-image coefficient
-# buffer and walk every block once per scan.
+# buffer and walk every block once per scan (made by the fuzz corpus's
+# generator, which seeds fuzz_image with small ones).
 
-def _segment(marker, payload):
-    return bytes([0xFF, marker]) + (len(payload) + 2).to_bytes(2, "big") + payload
-
-
-def _eob_runs(blocks):
-    """Entropy-coded data of an AC scan ending the band of `blocks` blocks:
-    EOBr symbols (4-bit codes r = 0..14, see the DHT below), each followed by
-    r bits of run length, as many as needed."""
-    acc, nbits, out = 0, 0, bytearray()
-
-    def put(value, n):
-        nonlocal acc, nbits
-        for i in range(n - 1, -1, -1):
-            acc, nbits = (acc << 1) | ((value >> i) & 1), nbits + 1
-            if nbits == 8:
-                out.append(acc)
-                if acc == 0xFF:
-                    out.append(0)  # byte stuffing
-                acc, nbits = 0, 0
-    while blocks > 0:
-        run = min(blocks, 32767)
-        r = run.bit_length() - 1
-        put(r, 4)
-        put(run - (1 << r), r)
-        blocks -= run
-    while nbits:
-        put(1, 1)
-    return bytes(out)
-
-
-def hostile_jpeg(width, height, components=3, luma_sampling=(1, 1), refine_scans=0,
-                 refine_components=None):
-    """A progressive JPEG of width x height: one AC scan per component, then
-    refine_scans AC refinement scans of the refine_components in turn (each
-    repeats a refinement; libjpeg only warns), all of end-of-band runs."""
-    hmax, vmax = luma_sampling
-    sampling = [luma_sampling] + [(1, 1)] * (components - 1)
-    out = bytearray(b"\xff\xd8")
-    out += _segment(0xDB, b"\x00" + bytes([1] * 64))
-    sof = bytes([8]) + height.to_bytes(2, "big") + width.to_bytes(2, "big") + bytes([components])
-    for c, (h, v) in enumerate(sampling):
-        sof += bytes([c + 1, (h << 4) | v, 0])
-    out += _segment(0xC2, sof)
-    counts = bytes([0, 0, 0, 15] + [0] * 12)
-    out += _segment(0xC4, b"\x10" + counts + bytes(r << 4 for r in range(15)))
-
-    def scan(c, ah, al):
-        h, v = sampling[c]
-        blocks = -(-width * h // (hmax * 8)) * -(-height * v // (vmax * 8))
-        return _segment(0xDA, bytes([1, c + 1, 0x00, 1, 63, (ah << 4) | al])) + _eob_runs(blocks)
-    for c in range(components):
-        out += scan(c, 0, 1 if refine_scans else 0)
-    cycle = refine_components or range(components)
-    for i in range(refine_scans):
-        out += scan(cycle[i % len(cycle)], 1, 0)
-    return bytes(out + b"\xff\xd9")
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+from make_image_corpus import hostile_jpeg  # noqa: E402
 
 def image_shard(path, make_shard, jpeg):
     return make_shard(path, [{"__key__": "good", "cls": b"1", "jpg": GOOD_JPEG},
