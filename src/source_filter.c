@@ -12,8 +12,6 @@
 #include "alloc.h"
 #include "stoker.h"
 
-#define INPUT_BYTES ((size_t)64 << 10)
-
 /* A support call answers ARCHIVE_WARN when libarchive lacks the library
  * and would run an external program (lz4, xz, ...) instead; stoker never
  * spawns programs behind the user's back, so such filters stay off. Which
@@ -64,14 +62,9 @@ const char *stk__filter_sniff(const void *head, size_t len)
 }
 
 struct filter_source {
-    struct stk__source base;
-    struct stk__source *inner;
+    struct stk__layer layer; /* first: the source */
     struct archive *archive;
     const char *name; /* of the compression */
-    unsigned char *input;
-    size_t input_bytes;
-    const unsigned char *head; /* into input: the bytes read before the layer */
-    size_t head_len;
     int inner_failed;
     const unsigned char *pending; /* decompressed bytes not yet returned */
     size_t pending_len;
@@ -81,34 +74,33 @@ struct filter_source {
 static la_ssize_t read_cb(struct archive *a, void *client, const void **buf)
 {
     struct filter_source *f = client;
-    if (f->head_len > 0) {
-        *buf = f->head;
-        la_ssize_t n = (la_ssize_t)f->head_len;
-        f->head_len = 0;
+    *buf = f->layer.input;
+    if (f->layer.head_len > 0) {
+        la_ssize_t n = (la_ssize_t)f->layer.head_len;
+        f->layer.head_len = 0;
         return n;
     }
-    ssize_t n = stk__source_read(f->inner, f->input, f->input_bytes);
+    ssize_t n = stk__source_read(f->layer.inner, f->layer.input, f->layer.input_bytes);
     if (n < 0) {
         f->inner_failed = 1;
-        archive_set_error(a, -1, "%s", f->inner->err.msg);
+        archive_set_error(a, -1, "%s", f->layer.inner->err.msg);
         return -1;
     }
-    *buf = f->input;
     return n;
 }
 
 static int failure(struct filter_source *f)
 {
     if (f->inner_failed) {
-        f->base.err = f->inner->err;
-        return f->base.err.code;
+        f->layer.base.err = f->layer.inner->err;
+        return f->layer.base.err.code;
     }
     /* libarchive's own counters are gone once it failed: ours say how far
      * the compressed stream was read. */
     const char *why = archive_error_string(f->archive);
-    return stk__errf(&f->base.err, STK_EFORMAT,
+    return stk__errf(&f->layer.base.err, STK_EFORMAT,
                      "%s: cannot decompress its %s data (read up to compressed offset %llu): %s",
-                     f->base.url, f->name, (unsigned long long)f->inner->bytes_read,
+                     f->layer.base.url, f->name, (unsigned long long)f->layer.inner->bytes_read,
                      why != NULL ? why : "unknown error");
 }
 
@@ -143,8 +135,7 @@ static void filter_close(struct stk__source *src)
     struct filter_source *f = (struct filter_source *)src;
     if (f->archive != NULL)
         archive_read_free(f->archive);
-    stk__source_close(f->inner);
-    stk__free(f->input);
+    stk__layer_release(&f->layer);
     stk__free(f);
 }
 
@@ -167,41 +158,33 @@ int stk__source_filter_open(struct stk__source *inner, const char *name, const v
         stk__source_close(inner);
         return rc;
     }
-    /* The first read may have brought more than the input buffer holds. */
-    size_t input_bytes = head_len > INPUT_BYTES ? head_len : INPUT_BYTES;
     struct filter_source *f = stk__calloc(1, sizeof *f);
-    unsigned char *input = stk__malloc(input_bytes);
-    struct archive *a = archive_read_new();
-    if (f == NULL || input == NULL || a == NULL) {
-        stk__free(f);
-        stk__free(input);
-        if (a != NULL)
-            archive_read_free(a);
+    if (f == NULL) {
         int rc = stk__errf(err, STK_ENOMEM, "%s: out of memory for a %s reader", inner->url, name);
         stk__source_close(inner);
         return rc;
     }
-    f->base.ops = &filter_ops;
-    f->base.url = inner->url;
-    f->inner = inner;
-    f->input = input;
-    f->input_bytes = input_bytes;
+    int rc = stk__layer_init(&f->layer, &filter_ops, inner, head, head_len, err);
+    struct archive *a = rc == 0 ? archive_read_new() : NULL;
+    if (rc == 0 && a == NULL)
+        rc = stk__errf(err, STK_ENOMEM, "%s: out of memory for a %s reader", inner->url, name);
+    if (rc < 0) {
+        filter_close(&f->layer.base);
+        return rc;
+    }
     f->archive = a;
     f->name = FILTERS[which].name;
-    memcpy(input, head, head_len);
-    f->head = input;
-    f->head_len = head_len;
     archive_read_support_format_raw(a);
     FILTERS[which].support(a);
     archive_read_set_callback_data(a, f);
     archive_read_set_read_callback(a, read_cb);
     struct archive_entry *e;
     if (archive_read_open1(a) != ARCHIVE_OK || archive_read_next_header(a, &e) != ARCHIVE_OK) {
-        int rc = failure(f);
-        *err = f->base.err;
-        filter_close(&f->base);
+        rc = failure(f);
+        *err = f->layer.base.err;
+        filter_close(&f->layer.base);
         return rc;
     }
-    *out = &f->base;
+    *out = &f->layer.base;
     return 0;
 }

@@ -14,21 +14,16 @@
 #include "alloc.h"
 #include "stoker.h"
 
-#define INPUT_BYTES ((size_t)64 << 10)
-
 enum gz_state { IN_MEMBER, BETWEEN_MEMBERS, IN_PADDING, ENDED };
 
 struct gzip_source {
-    struct stk__source base;
-    struct stk__source *inner;
+    struct stk__layer layer; /* first: the source */
     z_stream zs;
     int zs_ready;
     enum gz_state state;
     int inner_ended;
     unsigned members; /* completed */
     uint64_t out_total; /* decompressed bytes of the previous members */
-    unsigned char *input;
-    size_t input_bytes;
     int failed; /* an error found after output that was returned first */
 };
 
@@ -53,7 +48,7 @@ static void zfree(voidpf opaque, voidpf address)
 /* Offset in the compressed stream of the next byte zlib would take. */
 static unsigned long long compressed_offset(const struct gzip_source *g)
 {
-    return (unsigned long long)(g->inner->bytes_read - g->zs.avail_in);
+    return (unsigned long long)(g->layer.inner->bytes_read - g->zs.avail_in);
 }
 
 /* More compressed bytes into the input buffer: 1, 0 at the end, <0. */
@@ -63,16 +58,16 @@ static int refill(struct gzip_source *g)
         return 1;
     if (g->inner_ended)
         return 0;
-    ssize_t n = stk__source_read(g->inner, g->input, g->input_bytes);
+    ssize_t n = stk__source_read(g->layer.inner, g->layer.input, g->layer.input_bytes);
     if (n < 0) {
-        g->base.err = g->inner->err;
+        g->layer.base.err = g->layer.inner->err;
         return (int)n;
     }
     if (n == 0) {
         g->inner_ended = 1;
         return 0;
     }
-    g->zs.next_in = g->input;
+    g->zs.next_in = g->layer.input;
     g->zs.avail_in = (uInt)n;
     return 1;
 }
@@ -91,16 +86,16 @@ static int between_members(struct gzip_source *g)
         unsigned char next = *g->zs.next_in;
         if (g->state == BETWEEN_MEMBERS && next == 0x1f) {
             if (inflateReset(&g->zs) != Z_OK)
-                return stk__errf(&g->base.err, STK_EINTERNAL, "%s: zlib cannot restart",
-                                 g->base.url);
+                return stk__errf(&g->layer.base.err, STK_EINTERNAL, "%s: zlib cannot restart",
+                                 g->layer.base.url);
             g->state = IN_MEMBER;
             return 1;
         }
         if (next != 0)
-            return stk__errf(&g->base.err, STK_EFORMAT,
+            return stk__errf(&g->layer.base.err, STK_EFORMAT,
                              "%s: data after the gzip stream at compressed offset %llu (after "
                              "%u gzip member%s)",
-                             g->base.url, compressed_offset(g), g->members,
+                             g->layer.base.url, compressed_offset(g), g->members,
                              g->members == 1 ? "" : "s");
         g->state = IN_PADDING;
         while (g->zs.avail_in > 0 && *g->zs.next_in == 0) {
@@ -166,8 +161,7 @@ static void gzip_close(struct stk__source *src)
     struct gzip_source *g = (struct gzip_source *)src;
     if (g->zs_ready)
         inflateEnd(&g->zs);
-    stk__source_close(g->inner);
-    stk__free(g->input);
+    stk__layer_release(&g->layer);
     stk__free(g);
 }
 
@@ -177,36 +171,30 @@ int stk__source_gzip_open(struct stk__source *inner, const void *head, size_t he
                           struct stk__source **out, struct stk__err *err)
 {
     *out = NULL;
-    /* The first read may have brought more than the input buffer holds. */
-    size_t input_bytes = head_len > INPUT_BYTES ? head_len : INPUT_BYTES;
     struct gzip_source *g = stk__calloc(1, sizeof *g);
-    unsigned char *input = stk__malloc(input_bytes);
-    if (g == NULL || input == NULL) {
-        stk__free(g);
-        stk__free(input);
+    if (g == NULL) {
         int rc = stk__errf(err, STK_ENOMEM, "%s: out of memory for a gzip reader", inner->url);
         stk__source_close(inner);
         return rc;
     }
-    g->base.ops = &gzip_ops;
-    g->base.url = inner->url;
-    g->inner = inner;
-    g->input = input;
-    g->input_bytes = input_bytes;
-    memcpy(input, head, head_len);
-    g->zs.next_in = input;
+    int rc = stk__layer_init(&g->layer, &gzip_ops, inner, head, head_len, err);
+    if (rc < 0) {
+        gzip_close(&g->layer.base);
+        return rc;
+    }
+    g->zs.next_in = g->layer.input;
     g->zs.avail_in = (uInt)head_len;
     g->zs.zalloc = zalloc;
     g->zs.zfree = zfree;
     int z = inflateInit2(&g->zs, 16 + MAX_WBITS);
     if (z != Z_OK) {
-        int rc = stk__errf(err, z == Z_MEM_ERROR ? STK_ENOMEM : STK_EINTERNAL,
-                           "%s: cannot start zlib: %s", inner->url,
-                           g->zs.msg != NULL ? g->zs.msg : zError(z));
-        gzip_close(&g->base);
+        rc = stk__errf(err, z == Z_MEM_ERROR ? STK_ENOMEM : STK_EINTERNAL,
+                       "%s: cannot start zlib: %s", inner->url,
+                       g->zs.msg != NULL ? g->zs.msg : zError(z));
+        gzip_close(&g->layer.base);
         return rc;
     }
     g->zs_ready = 1;
-    *out = &g->base;
+    *out = &g->layer.base;
     return 0;
 }

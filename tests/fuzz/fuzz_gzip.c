@@ -175,13 +175,6 @@ struct read_result {
     uint64_t samples, digest;
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static struct read_result read_shard(const uint8_t *data, size_t size, size_t chunk, size_t block) {
     struct read_result res = {0, 0, 0xcbf29ce484222325ull};
     struct stk__counters counters;
@@ -206,11 +199,11 @@ static struct read_result read_shard(const uint8_t *data, size_t size, size_t ch
             break;
         }
         res.samples++;
-        res.digest = fnv(res.digest, s->pub.key, strlen(s->pub.key) + 1);
+        res.digest = fuzz_fnv(res.digest, s->pub.key, strlen(s->pub.key) + 1);
         for (size_t i = 0; i < s->pub.n_members; i++) {
             const struct stk_member *m = &s->pub.members[i];
-            res.digest = fnv(res.digest, m->ext, strlen(m->ext) + 1);
-            res.digest = fnv(res.digest, m->data, m->size);
+            res.digest = fuzz_fnv(res.digest, m->ext, strlen(m->ext) + 1);
+            res.digest = fuzz_fnv(res.digest, m->data, m->size);
         }
         stk__sample_free(s);
     }

@@ -78,13 +78,6 @@ struct run {
     size_t n_keys, cap_keys;
 };
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static void log_cb(void *data, enum stk_log_level level, const char *message) {
     struct run *run = data;
     FUZZ_CHECK(message != NULL);
@@ -140,7 +133,7 @@ static void check_sample(struct run *run, const struct stk__sample *s) {
     FUZZ_CHECK(s->capacity >= pub->n_members);
     FUZZ_CHECK(s->pool == run->pool);
 
-    uint64_t h = fnv(run->digest, pub->key, key_len + 1);
+    uint64_t h = fuzz_fnv(run->digest, pub->key, key_len + 1);
     uint64_t bytes = 0;
     for (size_t i = 0; i < pub->n_members; i++) {
         const struct stk_member *m = &pub->members[i];
@@ -160,9 +153,9 @@ static void check_sample(struct run *run, const struct stk__sample *s) {
             FUZZ_CHECK(strcmp(pub->members[j].ext, m->ext) != 0);
         bytes += m->size;
         uint64_t size = m->size;
-        h = fnv(h, m->ext, ext_len + 1);
-        h = fnv(h, &size, sizeof size);
-        h = fnv(h, m->data, m->size);
+        h = fuzz_fnv(h, m->ext, ext_len + 1);
+        h = fuzz_fnv(h, &size, sizeof size);
+        h = fuzz_fnv(h, m->data, m->size);
     }
     FUZZ_CHECK(bytes == s->bytes);
     run->member_bytes += bytes;
@@ -312,7 +305,7 @@ static void trace(const char *name, const struct run *run, size_t block, size_t 
 }
 
 static uint64_t input_hash(const uint8_t *data, size_t size) {
-    return fnv(0xcbf29ce484222325ull, data, size);
+    return fuzz_fnv(0xcbf29ce484222325ull, data, size);
 }
 
 #ifdef STK_FUZZ_LIBFUZZER
