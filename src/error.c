@@ -89,18 +89,21 @@ const char *stk__shown(char *buf, size_t size, const char *s)
 {
     char esc[8];
     size_t used, total = 0, n = 0;
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p += used)
+    /* Does it fit? (Looking no further than size: names can be long.) */
+    const unsigned char *p = (const unsigned char *)s;
+    for (; *p != '\0' && total < size; p += used)
         total += escape_one(p, esc, &used);
+    int fits = *p == '\0' && total < size;
     /* All of it, or as much as leaves room for "...". */
-    size_t limit = total < size ? size : size - 3;
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p += used) {
+    size_t limit = fits ? size : size - 3;
+    for (p = (const unsigned char *)s; *p != '\0'; p += used) {
         size_t len = escape_one(p, esc, &used);
         if (n + len >= limit)
             break;
         memcpy(buf + n, esc, len);
         n += len;
     }
-    if (total >= size) {
+    if (!fits) {
         memcpy(buf + n, "...", 3);
         n += 3;
     }
