@@ -372,11 +372,17 @@ class Measured(subprocess.CompletedProcess):
 def run_measured(stoker):
     """run_measured(args, env=None, timeout=TIMEOUT_S) -> Measured.
 
-    Runs `stoker *args` as the `run` fixture does, and reads the child's own
-    peak RSS from wait4() (RUSAGE_CHILDREN would report the largest child
-    of the whole test session)."""
+    Runs `stoker *args` as the `run` fixture does, under GNU time, which
+    reports the peak RSS of its own child. (A child of the test process
+    would not do: Linux carries the high-water mark of the forked copy of
+    the parent, a pytest of hundreds of MB, over the exec into the child's
+    ru_maxrss.)"""
+    import re
     import tempfile
     import time
+
+    if not os.access("/usr/bin/time", os.X_OK):
+        pytest.fail("/usr/bin/time (GNU time) is not installed", pytrace=False)
 
     def _run(args, env=None, timeout=TIMEOUT_S):
         full_env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
@@ -384,28 +390,20 @@ def run_measured(stoker):
         full_env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
         if env:
             full_env.update(env)
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        with tempfile.NamedTemporaryFile("r") as report:
             start = time.monotonic()
-            proc = subprocess.Popen([str(stoker), *map(str, args)], stdout=out, stderr=err,
-                                    stdin=subprocess.DEVNULL, env=full_env)
-            deadline = start + timeout
-            while True:
-                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    break
-                if time.monotonic() > deadline:
-                    proc.kill()
-                    os.wait4(proc.pid, 0)
-                    pytest.fail(f"stoker {' '.join(map(str, args))} ran over {timeout} s")
-                time.sleep(0.02)
+            proc = subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "%M", str(stoker),
+                                   *map(str, args)], env=full_env, capture_output=True,
+                                  text=True, errors="replace", stdin=subprocess.DEVNULL,
+                                  timeout=timeout)
             wall = time.monotonic() - start
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            out.seek(0)
-            err.seek(0)
-            result = Measured(proc.args, proc.returncode,
-                              out.read().decode("utf-8", "replace"),
-                              err.read().decode("utf-8", "replace"))
-        result.peak_mib = usage.ru_maxrss / 1024
+            lines = report.read().splitlines()
+        signal = [re.search(r"terminated by signal (\d+)", x) for x in lines]
+        signal = [m for m in signal if m]
+        if signal:
+            proc.returncode = -int(signal[0][1])
+        result = Measured(proc.args[4:], proc.returncode, proc.stdout, proc.stderr)
+        result.peak_mib = int(lines[-1]) / 1024
         result.wall_s = wall
         assert_no_crash(result)
         return result
