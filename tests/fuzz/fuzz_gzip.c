@@ -23,7 +23,8 @@
  *          bit 6     flip one byte of the compressed stream
  *          bit 7     two gzip members, split at bytes 1-2 (big endian, mod size)
  *   bytes 3-4  where the flip goes (mod the stream's size), byte 5 its mask
- * The shard is read plain and compressed by the shard reader (fail policy).
+ * The shard is read plain and compressed by the shard reader (fail policy);
+ * a shard that is compressed itself is left out (one layer per shard).
  * Invariants: unflipped, both give the same samples and end the same way;
  * flipped, a clean read (no error) gives the plain shard's samples: a
  * changed byte never reaches a sample unnoticed (CRC-32 and ISIZE).
@@ -35,6 +36,7 @@
 #include "fuzz.h"
 #include "shard_reader.h"
 #include "source.h"
+#include "source_filter.h"
 #include "source_gzip.h"
 #include "stoker.h"
 
@@ -220,6 +222,10 @@ static void wrap_mode(const uint8_t *data, size_t size) {
     uint8_t mask = data[5] | 1;
     const uint8_t *tar = data + 6;
     size_t tar_len = size - 6;
+    /* A "tar" that is compressed itself would be decompressed once read
+     * plain and not at all inside the gzip (one layer per shard). */
+    if (stk__is_gzip(tar, tar_len) || stk__filter_sniff(tar, tar_len) != NULL)
+        return;
     struct bytes gz = {0};
     compress_members(tar, tar_len, (cfg >> 7) & 1 ? split_at % (tar_len + 1) : tar_len, &gz);
     if ((cfg >> 5) & 1) {
