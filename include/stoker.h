@@ -150,8 +150,8 @@ struct stk_options {
     /* Budgets. Memory held by a loader is bounded by roughly
      *   shards_in_flight * read_buffer_bytes
      * + shards_in_flight * prefetch_bytes_per_shard
-     * + shards_in_flight * the keys seen in a shard (see
-     *   max_samples_per_shard; under 100 KiB for 3,000 samples)
+     * + shards_in_flight * the tags of the keys seen in a shard (about 32
+     *   bytes per sample of the shard, see max_samples_per_shard)
      * + the shuffle window: shuffle_buffer samples, at most
      *   shuffle_buffer_bytes of member data (or one sample)
      * + max_batches * batch_size * (largest sample): for large samples
@@ -455,17 +455,17 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
 /*
  * Read every sample of every shard named by the patterns (expanded as
  * stk_loader_create() does) with the options' grouping rules and limits,
- * and check it: tar structure and sample grouping always (also that only
- * zeros follow each shard's end-of-archive marker, and gzip CRCs); with a transform
- * set, also that the sample has a jpg/jpeg/png member that decodes whole
+ * and check it: tar structure and sample grouping always (also gzip CRCs,
+ * and that only zeros follow each shard's end-of-archive marker); with a
+ * transform set, also that the sample has a jpg/jpeg/png member that decodes whole
  * (bombs, truncation and corruption included) and a label as the options
  * ask. It never stops at bad data, whatever opts->on_error says: each
  * problem goes to opts->log at STK_LOG_WARN naming the shard and the key,
  * member or byte offset, and is counted in stats: samples (all read),
  * samples_skipped (bad ones), shards_failed (shards that could not be
  * opened or read to their end), shards_empty (shards read cleanly that
- * hold no sample: each is reported too), images_decoded. Uses opts->threads threads,
- * a shard each. Returns 0 once everything was read (problems or not: see
+ * hold no sample: each is reported too), images_decoded. Uses
+ * opts->threads threads, a shard each. Returns 0 once everything was read (problems or not: see
  * stats), else an STK_E* code (no shards, no memory) with a message in
  * errbuf.
  */

@@ -169,7 +169,9 @@ static uint64_t coefficient_bytes(struct stk__jpeg *j)
     for (int c = 0; c < ci->num_components; c++) {
         const jpeg_component_info *comp = &ci->comp_info[c];
         uint64_t h = (uint64_t)comp->h_samp_factor, v = (uint64_t)comp->v_samp_factor;
-        blocks += (comp->width_in_blocks + h - 1) / h * h * ((comp->height_in_blocks + v - 1) / v * v);
+        uint64_t wide = (comp->width_in_blocks + h - 1) / h * h;
+        uint64_t tall = (comp->height_in_blocks + v - 1) / v * v;
+        blocks += wide * tall;
     }
     j->blocks = blocks;
     return jpeg_has_multiple_scans(ci) ? blocks * sizeof(JBLOCK) : 0;

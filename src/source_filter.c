@@ -56,7 +56,8 @@ const char *stk__filter_sniff(const void *head, size_t len)
         return "xz";
     if (len >= 4 && memcmp(h, "\x28\xb5\x2f\xfd", 4) == 0)
         return "zstd";
-    if (len >= 4 && (memcmp(h, "\x04\x22\x4d\x18", 4) == 0 || memcmp(h, "\x02\x21\x4c\x18", 4) == 0))
+    if (len >= 4 &&
+        (memcmp(h, "\x04\x22\x4d\x18", 4) == 0 || memcmp(h, "\x02\x21\x4c\x18", 4) == 0))
         return "lz4";
     return NULL;
 }

@@ -224,7 +224,8 @@ static int archive_failure(struct stk__tar *t, struct stk__err *err, const char 
     if (t->member_name[0] == '\0')
         return stk__errf(err, code, "%s: %s in the first member (read up to offset %lld): %s",
                          t->src->url, doing, (long long)consumed, why);
-    return stk__errf(err, code, "%s: %s after member '%s' at offset %llu (read up to offset %lld): %s",
+    return stk__errf(err, code,
+                     "%s: %s after member '%s' at offset %llu (read up to offset %lld): %s",
                      t->src->url, doing, t->member_name, (unsigned long long)t->member_offset,
                      (long long)consumed, why);
 }
@@ -250,7 +251,7 @@ static int data_after_end(struct stk__tar *t, uint64_t at, struct stk__err *err)
                      "%s: data after the end-of-archive marker at offset %llu%s: the shard holds "
                      "more than one archive (cat a.tar b.tar) or junk after it, which tar "
                      "readers stop before",
-                     t->src->url, (unsigned long long)(t->raw != NULL ? t->raw->start_offset : 0) + at,
+                     t->src->url, (unsigned long long)(t->raw->start_offset + at),
                      t->compressed ? " of the decompressed stream" : "");
 }
 
