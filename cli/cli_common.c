@@ -31,13 +31,21 @@ void cli_put_escaped(FILE *f, const char *s, int backslash)
     }
 }
 
+void cli_put_line(FILE *f, const char *prefix, const char *text)
+{
+    flockfile(f);
+    fputs(prefix, f);
+    cli_put_escaped(f, text, 0);
+    fputc('\n', f);
+    funlockfile(f);
+}
+
 static void vreport(const char *cmd, const char *fmt, va_list ap)
 {
-    char text[4096];
+    char text[4096], prefix[64];
     vsnprintf(text, sizeof text, fmt, ap);
-    fprintf(stderr, "stoker %s: ", cmd);
-    cli_put_escaped(stderr, text, 0);
-    fputc('\n', stderr);
+    snprintf(prefix, sizeof prefix, "stoker %s: ", cmd);
+    cli_put_line(stderr, prefix, text);
 }
 
 int cli_fail(const char *cmd, const char *fmt, ...)
@@ -128,9 +136,9 @@ int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out
 void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
 {
     static const char *const names[] = {"error", "warning", "info"};
-    fprintf(stderr, "stoker %s: %s: ", (const char *)data, names[level]);
-    cli_put_escaped(stderr, message, 0);
-    fputc('\n', stderr);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "stoker %s: %s: ", (const char *)data, names[level]);
+    cli_put_line(stderr, prefix, message);
 }
 
 int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o)

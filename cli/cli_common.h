@@ -37,6 +37,10 @@ int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out
  * escapes as they are). */
 void cli_put_escaped(FILE *f, const char *s, int backslash);
 
+/* Write prefix, then text escaped (backslash=0), then a newline, as one
+ * line under the stream's lock: log callbacks run on several threads. */
+void cli_put_line(FILE *f, const char *prefix, const char *text);
+
 /* Log callback printing "stoker CMD: warning: ..." to stderr; data is the
  * command name. */
 void cli_log_stderr(void *data, enum stk_log_level level, const char *message);

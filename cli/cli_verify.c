@@ -35,11 +35,10 @@ static void help(void)
 static void print_problem(void *data, enum stk_log_level level, const char *msg)
 {
     (void)data;
-    FILE *f = level <= STK_LOG_WARN ? stdout : stderr;
-    if (f == stderr)
-        fprintf(f, "stoker %s: ", CMD);
-    cli_put_escaped(f, msg, 0);
-    fputc('\n', f);
+    if (level <= STK_LOG_WARN)
+        cli_put_line(stdout, "", msg);
+    else
+        cli_put_line(stderr, "stoker verify: ", msg);
 }
 
 int cmd_verify(int argc, char **argv)

@@ -193,3 +193,17 @@ def test_shard_without_samples(run, tmp_path, make_shard, content):
                         "0 shards not read to the end, 1 shards without samples")
     ls = run(["ls", str(shard), str(clean)])
     assert ls.returncode == 0, ls.stderr
+
+
+def test_problem_lines_stay_whole_across_threads(run, tmp_path, make_shard):
+    """Problems come from several threads at once; each is one whole line
+    (the escaping printer writes a line under one lock of stdout)."""
+    shards = [make_shard(tmp_path / f"many-{k}.tar",
+                         [{"__key__": f"k{k}-{i:03d}\nx", "txt": b"t"} for i in range(40)])
+              for k in range(8)]
+    proc = run(["verify", "--threads", "8", "--no-labels", *map(str, shards)])
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 8 * 40 + 1
+    for line in lines[:-1]:
+        assert line.startswith(str(tmp_path / "many-")) and "\\nx'" in line, line
