@@ -25,6 +25,10 @@ static void help(void)
            "  --batch-size N         samples per batch (default 64)\n"
            "  --shards-in-flight N   shards read and interleaved at once (default 4)\n"
            "  --shuffle-buffer N     samples in the shuffle buffer (default 1000)\n"
+           "  --shuffle-buffer-bytes SIZE  member bytes it may hold (default 2G; a\n"
+           "                         window of samples that hold more fails: for samples\n"
+           "                         of S bytes keep N * S below it; batches hold\n"
+           "                         --batch-size samples each, whatever their size)\n"
            "  --no-shuffle           storage order\n"
            "  --seed N               shuffle seed (default 0)\n"
            "  --epochs N             epochs to read (default 1)\n"
@@ -67,12 +71,13 @@ static int parse(int argc, char **argv, struct bench_args *a)
 {
     enum { O_THREADS = 256, O_BATCH, O_INFLIGHT, O_SHUFBUF, O_NOSHUF, O_SEED, O_EPOCHS,
            O_SPR, O_RANK, O_WORLD, O_ONERR, O_JSON, O_DECODE, O_SIZE, O_DTYPE, O_LAYOUT, O_FULL,
-           O_INDEX, O_START };
+           O_INDEX, O_START, O_SHUFBYTES };
     static const struct option longopts[] = {
         {"threads", required_argument, NULL, O_THREADS},
         {"batch-size", required_argument, NULL, O_BATCH},
         {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
         {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
+        {"shuffle-buffer-bytes", required_argument, NULL, O_SHUFBYTES},
         {"no-shuffle", no_argument, NULL, O_NOSHUF},
         {"seed", required_argument, NULL, O_SEED},
         {"epochs", required_argument, NULL, O_EPOCHS},
@@ -102,6 +107,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         case O_BATCH: bad = cli_parse_u64(CMD, "--batch-size", optarg, 1, 1u << 24, &v); o->batch_size = v; break;
         case O_INFLIGHT: bad = cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v); o->shards_in_flight = (unsigned)v; break;
         case O_SHUFBUF: bad = cli_parse_u64(CMD, "--shuffle-buffer", optarg, 0, 1u << 24, &v); o->shuffle_buffer = v; break;
+        case O_SHUFBYTES: bad = cli_parse_size(CMD, "--shuffle-buffer-bytes", optarg, &v); o->shuffle_buffer_bytes = (size_t)v; break;
         case O_NOSHUF: o->shuffle = 0; break;
         case O_SEED: bad = cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX, &o->seed); break;
         case O_EPOCHS: bad = cli_parse_u64(CMD, "--epochs", optarg, 1, 1000000, &a->epochs); break;

@@ -10,11 +10,43 @@
 #include <stdlib.h>
 #include <string.h>
 
+void cli_put_escaped(FILE *f, const char *s, int backslash)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
+        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if (*p == '\n')
+            fputs("\\n", f);
+        else if (*p == '\t')
+            fputs("\\t", f);
+        else if (*p == '\r')
+            fputs("\\r", f);
+        else if (*p == '\\' && backslash)
+            fputs("\\\\", f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else if (c1) {
+            fprintf(f, "\\xc2\\x%02x", p[1]);
+            p++;
+        } else
+            fputc(*p, f);
+    }
+}
+
+void cli_put_line(FILE *f, const char *prefix, const char *text)
+{
+    flockfile(f);
+    fputs(prefix, f);
+    cli_put_escaped(f, text, 0);
+    fputc('\n', f);
+    funlockfile(f);
+}
+
 static void vreport(const char *cmd, const char *fmt, va_list ap)
 {
-    fprintf(stderr, "stoker %s: ", cmd);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char text[4096], prefix[64];
+    vsnprintf(text, sizeof text, fmt, ap);
+    snprintf(prefix, sizeof prefix, "stoker %s: ", cmd);
+    cli_put_line(stderr, prefix, text);
 }
 
 int cli_fail(const char *cmd, const char *fmt, ...)
@@ -105,7 +137,9 @@ int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out
 void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
 {
     static const char *const names[] = {"error", "warning", "info"};
-    fprintf(stderr, "stoker %s: %s: %s\n", (const char *)data, names[level], message);
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "stoker %s: %s: ", (const char *)data, names[level]);
+    cli_put_line(stderr, prefix, message);
 }
 
 int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o)
@@ -152,6 +186,11 @@ int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_o
         return EXIT_OK;
     case CLI_O_CACHE_SIZE:
         return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? EXIT_USAGE : EXIT_OK;
+    case CLI_O_MAX_SAMPLES_PER_SHARD:
+        return cli_parse_u64(cmd, "--max-samples-per-shard", arg, 1, (uint64_t)1 << 32,
+                             &o->max_samples_per_shard) < 0
+                   ? EXIT_USAGE
+                   : EXIT_OK;
     default:
         return cli_usage_error(cmd, "unknown option");
     }
@@ -235,7 +274,10 @@ void cli_source_help(void)
            "                         $CURL_CA_BUNDLE, else the system store)\n"
            "  --cache-dir DIR        node-local cache of remote shards, shared by the\n"
            "                         processes of the node (needs --cache-size)\n"
-           "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n");
+           "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n\n"
+           "shards:\n"
+           "  --max-samples-per-shard N  a shard holding more samples fails (default\n"
+           "                         1000000; about 32 bytes of memory per sample)\n");
 }
 
 void cli_storage_order_options(struct stk_options *o)

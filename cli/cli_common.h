@@ -7,6 +7,7 @@
 #define STK_CLI_COMMON_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "stoker.h"
 
@@ -28,6 +29,18 @@ int cli_parse_choice(const char *cmd, const char *option, const char *text,
 /* Parse "fail" or "skip". */
 int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out);
 
+/* Write s to f with its control characters (C0, DEL, and U+0080..U+009F in
+ * UTF-8) as \n, \t, \r or \xHH, and with backslash=1 also backslash as
+ * \\: keys and member names come from shards, and one of them must not
+ * break a line of output in two or drive the terminal. Messages of the
+ * library escape the names they quote already (backslash=0 keeps those
+ * escapes as they are). */
+void cli_put_escaped(FILE *f, const char *s, int backslash);
+
+/* Write prefix, then text escaped (backslash=0), then a newline, as one
+ * line under the stream's lock: log callbacks run on several threads. */
+void cli_put_line(FILE *f, const char *prefix, const char *text);
+
 /* Log callback printing "stoker CMD: warning: ..." to stderr; data is the
  * command name. */
 void cli_log_stderr(void *data, enum stk_log_level level, const char *message);
@@ -38,12 +51,13 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 /* Print "stoker CMD: ...\nTry 'stoker CMD --help'." and return EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The options every command that reads shards accepts for remote sources
- * and the node cache: put CLI_SOURCE_LONGOPTS in the getopt_long table,
+/* The options every command that reads shards accepts for remote sources,
+ * the node cache and the size of shards: put CLI_SOURCE_LONGOPTS in the getopt_long table,
  * pass the others to cli_parse_other_option() and print
  * cli_source_help() in --help. */
 enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_PIPE,
-       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE, CLI_O_IO_MIN_RATE };
+       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE, CLI_O_IO_MIN_RATE,
+       CLI_O_MAX_SAMPLES_PER_SHARD };
 #define CLI_SOURCE_LONGOPTS                                                                      \
     {"io-timeout-ms", required_argument, NULL, CLI_O_IO_TIMEOUT},                                \
         {"io-retries", required_argument, NULL, CLI_O_IO_RETRIES},                               \
@@ -52,7 +66,8 @@ enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_
         {"allow-pipe", no_argument, NULL, CLI_O_ALLOW_PIPE},                                     \
         {"ca-bundle", required_argument, NULL, CLI_O_CA_BUNDLE},                                 \
         {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                 \
-        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE}
+        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE},                               \
+        {"max-samples-per-shard", required_argument, NULL, CLI_O_MAX_SAMPLES_PER_SHARD}
 
 /* The default case of a command's option switch: apply source option c to
  * o and return EXIT_OK, or print a usage error (bad value, unknown option)

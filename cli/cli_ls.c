@@ -13,6 +13,8 @@ static void help(void)
     printf("usage: stoker ls [OPTIONS] URL...\n\n"
            "List the samples of the shards in storage order, one line each:\n"
            "  KEY<TAB>EXT:SIZE EXT:SIZE ...\n"
+           "with control characters in keys and extensions escaped (\\n, \\t, \\xHH;\n"
+           "a backslash as \\\\).\n"
            "URLs are paths, file:// URLs, brace patterns (train-{0000..0009}.tar)\n"
            "or @FILE with one URL per line. A summary goes to standard error.\n\n"
            "options:\n"
@@ -30,11 +32,19 @@ struct ls_state {
 static int print_sample(const struct stk_sample *s, void *data)
 {
     struct ls_state *st = data;
-    if (st->show_url)
-        printf("%s\t", s->url);
-    printf("%s\t", s->key);
+    /* Keys and extensions come from the shard: escaped, one sample stays
+     * one line whatever they hold. */
+    if (st->show_url) {
+        cli_put_escaped(stdout, s->url, 1);
+        putchar('\t');
+    }
+    cli_put_escaped(stdout, s->key, 1);
+    putchar('\t');
     for (size_t i = 0; i < s->n_members; i++) {
-        printf("%s%s:%zu", i ? " " : "", s->members[i].ext, s->members[i].size);
+        if (i)
+            putchar(' ');
+        cli_put_escaped(stdout, s->members[i].ext, 1);
+        printf(":%zu", s->members[i].size);
         st->bytes += s->members[i].size;
     }
     putchar('\n');

@@ -243,8 +243,7 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
     int rc = walk(a->dir, "", &loose, classes);
     for (size_t i = 0; i < loose.count; i++)
         if ((*ignored)++ < 10)
-            fprintf(stderr, "stoker %s: not in a class directory, left out: %s\n", CMD,
-                    loose.items[i]);
+            cli_fail(CMD, "not in a class directory, left out: %s", loose.items[i]);
     paths_free(&loose);
     if (rc != EXIT_OK)
         return rc;
@@ -271,8 +270,7 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
         for (size_t f = first[c]; f < first[c + 1]; f++) {
             if (!is_image(extension(files->items[f]))) {
                 if ((*ignored)++ < 10)
-                    fprintf(stderr, "stoker %s: not an image (jpg, jpeg, png), left out: %s\n",
-                            CMD, files->items[f]);
+                    cli_fail(CMD, "not an image (jpg, jpeg, png), left out: %s", files->items[f]);
                 continue;
             }
             items[(*n)++] = (struct item){0, f, 1, (long)c};

@@ -22,6 +22,9 @@ static void help(void)
            "gives the same shards.\n\n"
            "options:\n"
            "  --shuffle-buffer N     samples in the shuffle window (default 10000)\n"
+           "  --shuffle-buffer-bytes SIZE  member bytes it may hold (default 2G; a\n"
+           "                         window of samples that hold more fails: for samples\n"
+           "                         of S bytes keep N * S below it)\n"
            "  --shards-in-flight N   shards interleaved (default 8)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
            "  -h, --help             this help\n\n");
@@ -46,9 +49,10 @@ static int write_sample(const struct stk_sample *s, void *data)
 
 int cmd_reshard(int argc, char **argv)
 {
-    enum { O_SHUFBUF = 256, O_INFLIGHT, O_ONERR };
+    enum { O_SHUFBUF = 256, O_INFLIGHT, O_ONERR, O_SHUFBYTES };
     static const struct option longopts[] = {
         {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
+        {"shuffle-buffer-bytes", required_argument, NULL, O_SHUFBYTES},
         {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
@@ -76,6 +80,11 @@ int cmd_reshard(int argc, char **argv)
         case O_SHUFBUF:
             if (cli_parse_u64(CMD, "--shuffle-buffer", optarg, 1, 1u << 24, &o.shuffle_buffer) < 0)
                 return EXIT_USAGE;
+            break;
+        case O_SHUFBYTES:
+            if (cli_parse_size(CMD, "--shuffle-buffer-bytes", optarg, &v) < 0)
+                return EXIT_USAGE;
+            o.shuffle_buffer_bytes = (size_t)v;
             break;
         case O_INFLIGHT:
             if (cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v) < 0)

@@ -15,10 +15,11 @@ static void help(void)
            "Read every sample of the shards with the loader's own rules and check\n"
            "the tar structure, the grouping of members into samples and, unless\n"
            "--no-images, that each sample has a jpg/jpeg/png member that decodes\n"
-           "whole and a label. Never stops at bad data: each problem is printed on\n"
-           "standard output, one line naming the shard and the key, member or\n"
-           "offset, then a summary. Exit status 0: all good; 1: problems found or\n"
-           "the shards could not be listed; 2: usage.\n\n"
+           "whole and a label; also that nothing follows a shard's end-of-archive\n"
+           "marker and that every shard holds a sample. Never stops at bad data:\n"
+           "each problem is printed on standard output, one line naming the shard\n"
+           "and the key, member or offset, then a summary. Exit status 0: all\n"
+           "good; 1: problems found or the shards could not be listed; 2: usage.\n\n"
            "options:\n"
            "  --threads N            shards checked at once (default 2)\n"
            "  --no-images            check tar structure and grouping only\n"
@@ -35,9 +36,9 @@ static void print_problem(void *data, enum stk_log_level level, const char *msg)
 {
     (void)data;
     if (level <= STK_LOG_WARN)
-        printf("%s\n", msg);
+        cli_put_line(stdout, "", msg);
     else
-        fprintf(stderr, "stoker %s: %s\n", CMD, msg);
+        cli_put_line(stderr, "stoker verify: ", msg);
 }
 
 int cmd_verify(int argc, char **argv)
@@ -96,7 +97,10 @@ int cmd_verify(int argc, char **argv)
            (unsigned long long)s.shards_opened);
     if (o.transform != STK_TRANSFORM_NONE)
         printf(", %llu images decoded", (unsigned long long)s.images_decoded);
-    printf(": %llu bad samples, %llu shards not read to the end\n",
+    printf(": %llu bad samples, %llu shards not read to the end",
            (unsigned long long)s.samples_skipped, (unsigned long long)s.shards_failed);
-    return s.samples_skipped || s.shards_failed ? EXIT_ERROR : EXIT_OK;
+    if (s.shards_empty)
+        printf(", %llu shards without samples", (unsigned long long)s.shards_empty);
+    putchar('\n');
+    return s.samples_skipped || s.shards_failed || s.shards_empty ? EXIT_ERROR : EXIT_OK;
 }

@@ -47,7 +47,12 @@ enum stk_error {
     STK_EINTR = -4,     /* stk_loader_next() was interrupted by stk_loader_interrupt() (-EINTR) */
     STK_EEXIST = -17,   /* an output file exists and was not to be replaced (-EEXIST) */
     STK_EOF = -1000,    /* the epoch has no more batches */
-    STK_EFORMAT = -1001, /* a shard is not a readable tar archive */
+    STK_EFORMAT = -1001, /* a shard is not a readable tar archive (also: data
+                            other than zeros after its end-of-archive marker, a
+                            gzip member whose CRC-32 or length does not match;
+                            gzip checks a member at its end, so samples read
+                            before are delivered), or a member has holes (a GNU
+                            sparse file): see max_member_bytes */
     STK_ETRUNC = -1002,  /* a shard ends in the middle of a member */
     STK_ELIMIT = -1003,  /* a size or count exceeds a configured limit */
     STK_EDUPKEY = -1004, /* a sample key reappears later in a shard */
@@ -112,6 +117,15 @@ struct stk_options {
      * windows of an epoch are smaller (64, 128, ... samples) so the first
      * batch comes quickly. 0 or 1 disables sample shuffling. */
     size_t shuffle_buffer;
+    /* Member bytes a shuffle window may hold (default 2 GiB). Windows are
+     * counted in samples so that the sequence depends on sample counts
+     * alone (stk_loader_seek plans them from a dataset index); a window
+     * whose samples would hold more fails the epoch with STK_ELIMIT and a
+     * message giving the shuffle_buffer that fits (also under
+     * STK_ON_ERROR_SKIP: the data is fine, the configuration is not). For
+     * samples of S bytes, keep shuffle_buffer * S below it. A window of
+     * one sample (shuffle_buffer 0 or 1) is never refused. */
+    size_t shuffle_buffer_bytes;
     /* Shuffle shard order, interleave shards and shuffle samples (default 1).
      * With 0 the samples come in exact storage order: shard by shard in the
      * order the URLs were given, members in tar order. */
@@ -140,20 +154,38 @@ struct stk_options {
     /* Budgets. Memory held by a loader is bounded by roughly
      *   shards_in_flight * read_buffer_bytes
      * + shards_in_flight * prefetch_bytes_per_shard
-     * + shuffle_buffer * (largest sample)
-     * + max_batches * batch_size * (largest sample)
+     * + shards_in_flight * the tags of the keys seen in a shard (about 32
+     *   bytes per sample of the shard, see max_samples_per_shard)
+     * + the shuffle window: shuffle_buffer samples, at most
+     *   shuffle_buffer_bytes of member data (or one sample)
+     * + max_batches * batch_size * (largest sample): for large samples
+     *   set batch_size (and max_batches) for them, this term is not capped
      * + idle member buffers kept for reuse (up to shards_in_flight *
      *   prefetch_bytes_per_shard + 64 MiB)
      * + with a transform: max_batches image buffers of batch_size images, and
-     *   per thread one decoded region (at most max_image_pixels * 3 bytes)
-     *   and resampling scratch. */
+     *   per thread one decoded region (at most max_image_pixels * 3 bytes),
+     *   for a progressive JPEG its DCT coefficients (also at most
+     *   max_image_pixels * 3 bytes, see max_image_pixels) and resampling
+     *   scratch. */
     size_t read_buffer_bytes;        /* per shard read size (default 256 KiB: the block
                                         stays in L2 between the read and the copy out) */
     size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
     size_t max_batches;              /* batches queued or held by the caller (default 4) */
-    uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB) */
+    uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB).
+                                        Members with holes (GNU tar --sparse files, or
+                                        headers claiming more bytes than the shard stores)
+                                        are bad input too (STK_EFORMAT), refused before
+                                        their data is read: their size is not bounded by
+                                        the shard's */
     size_t max_members_per_sample;   /* default 64 */
     size_t max_key_bytes;            /* longest accepted member name (default 4096) */
+    /* Samples a shard may hold (default 1,000,000): the reader keeps a
+     * 16-byte tag of every key it has seen in the shard, to catch keys that
+     * come back (STK_EDUPKEY), at about 32 bytes per sample (at most 48 MiB
+     * per shard being read at the default). The sample past the limit is
+     * an STK_ELIMIT error that ends the shard (under STK_ON_ERROR_SKIP the
+     * rest of the shard is skipped and the shard counted as failed). */
+    uint64_t max_samples_per_shard;
 
     /* Images. With a transform, every sample must hold an image member
      * (jpg/jpeg/png, the first found) and a label; batches then carry one
@@ -181,7 +213,14 @@ struct stk_options {
     const char *label_exts;
     const char *label_json_field;
     /* Larger images are rejected before any allocation (decompression
-     * bombs); default 100 megapixels. */
+     * bombs); default 100 megapixels. The same bound, max_image_pixels * 3
+     * bytes, applies to the DCT coefficients that a progressive (or other
+     * multi-scan) JPEG is decoded through, 6 bytes per pixel in 4:4:4, 3 in
+     * 4:2:0, 2 in grey: such a 4:4:4 image is refused above
+     * max_image_pixels / 2 pixels. A JPEG is also refused (STK_ELIMIT)
+     * when it has more than 500 scans or its scans together visit its DCT
+     * blocks more than 64 times over (standard progressive files: 4 to 6),
+     * so no image costs more time than a few dozen plain decodes. */
     uint64_t max_image_pixels;
     /* Decode every image whole and at full scale instead of only the crop's
      * region at the smallest sufficient DCT scale (default 0). Slower; for
@@ -334,7 +373,10 @@ struct stk_batch {
 /* Counters, cumulative over the loader's lifetime. */
 struct stk_stats {
     uint64_t shards_opened;
-    uint64_t shards_failed;   /* shards cut short by an error under STK_ON_ERROR_SKIP */
+    uint64_t shards_failed;   /* shards cut short by an error under STK_ON_ERROR_SKIP
+                                 (data after the end-of-archive marker included) */
+    uint64_t shards_empty;    /* shards read to their end without a sample: no
+                                 members, or every member ignored */
     uint64_t samples;         /* samples delivered in batches */
     uint64_t samples_skipped; /* bad samples skipped under STK_ON_ERROR_SKIP */
     uint64_t members_ignored; /* directories, links and members without a key */
@@ -505,15 +547,17 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
 /*
  * Read every sample of every shard named by the patterns (expanded as
  * stk_loader_create() does) with the options' grouping rules and limits,
- * and check it: tar structure and sample grouping always; with a transform
- * set, also that the sample has a jpg/jpeg/png member that decodes whole
+ * and check it: tar structure and sample grouping always (also gzip CRCs,
+ * and that only zeros follow each shard's end-of-archive marker); with a
+ * transform set, also that the sample has a jpg/jpeg/png member that decodes whole
  * (bombs, truncation and corruption included) and a label as the options
  * ask. It never stops at bad data, whatever opts->on_error says: each
  * problem goes to opts->log at STK_LOG_WARN naming the shard and the key,
  * member or byte offset, and is counted in stats: samples (all read),
  * samples_skipped (bad ones), shards_failed (shards that could not be
- * opened or read to their end), images_decoded. Uses opts->threads threads,
- * a shard each. Returns 0 once everything was read (problems or not: see
+ * opened or read to their end), shards_empty (shards read cleanly that
+ * hold no sample: each is reported too), images_decoded. Uses
+ * opts->threads threads, a shard each. Returns 0 once everything was read (problems or not: see
  * stats), else an STK_E* code (no shards, no memory) with a message in
  * errbuf.
  */

@@ -130,6 +130,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         memset(stats, 0, sizeof *stats);
         stats->shards_opened = atomic_load(&counters.shards_opened);
         stats->shards_failed = atomic_load(&counters.shards_failed);
+        stats->shards_empty = atomic_load(&counters.shards_empty);
         stats->samples_skipped = atomic_load(&counters.samples_skipped);
         stats->members_ignored = atomic_load(&counters.members_ignored);
         stats->bytes_read = atomic_load(&counters.bytes_read);

@@ -13,6 +13,26 @@
  * object per image, uses the standard Huffman tables or fails. Creating
  * one costs a few small allocations per image, well under 1% of a decode.
  *
+ * Bounds on hostile files, checked before the work they bound:
+ *  - pixels: max_pixels, from the header (the decoded region is at most
+ *    max_pixels * 3 bytes);
+ *  - coefficient memory: a multi-scan file (progressive, or sequential with
+ *    a scan per component) is decoded through a whole-image buffer of DCT
+ *    coefficients, 128 bytes per 8x8 block: 6 bytes per pixel in 4:4:4, 3
+ *    in 4:2:0, 2 in grey. It is computed from the header as libjpeg's
+ *    jdcoefct.c sizes it and refused above max_pixels * 3 bytes, the bound
+ *    the documentation gives the region (a 659-byte 4:4:4 file of 10000 x
+ *    10000 pixels took 600 MB of coefficients and 890 MB in all);
+ *    cinfo->mem->max_memory_to_use backs this up inside libjpeg;
+ *  - decoding time: each scan walks every block of its components, whatever
+ *    its size in the file, and a file may repeat refinement scans (libjpeg
+ *    only warns): 5,000 scans of end-of-band runs, 80 KB, took 12.6 s for a
+ *    2000 x 2000 grey image, and the same at 100 megapixels would take
+ *    hours. A progress monitor stops the decode at the 501st scan (the limit
+ *    TurboJPEG uses) or once the scans have visited the image's blocks more
+ *    than 64 times over (libjpeg's standard progressive scripts visit them
+ *    4 to 6 times), so no image costs more than a few dozen plain decodes.
+ *
  * libjpeg reports fatal errors through error_exit, which must not return:
  * it longjmps back to the call that started the work. Warnings are ignored
  * (Pillow decodes "corrupt data: N extraneous bytes" images too) except
@@ -25,6 +45,7 @@
 
 #include <jerror.h>
 #include <jpeglib.h>
+#include <limits.h>
 #include <math.h>
 #include <setjmp.h>
 #include <string.h>
@@ -33,19 +54,53 @@
 #include "decode_impl.h"
 #include "stoker.h"
 
+/* Scans and the blocks they visit; see the top of the file. */
+#define MAX_SCANS 500
+#define MAX_BLOCK_VISITS 64
+
 struct stk__jpeg {
     struct jpeg_decompress_struct cinfo; /* valid while created */
     int created;
     struct jpeg_error_mgr jerr;
+    struct jpeg_progress_mgr progress;
     jmp_buf escape;
-    char message[JMSG_LENGTH_MAX];
+    char message[JMSG_LENGTH_MAX + 160];
     int truncated;
+    int over_limit; /* the escape came from a limit, message says which */
+    /* The scans of the image being decoded. */
+    int scans_seen;
+    uint64_t blocks;        /* coefficient blocks of the image (padded as libjpeg does) */
+    uint64_t blocks_visited; /* by the scans seen so far */
 };
 
 static void on_error_exit(j_common_ptr cinfo)
 {
     struct stk__jpeg *j = (struct stk__jpeg *)cinfo->client_data;
     (*cinfo->err->format_message)(cinfo, j->message);
+    longjmp(j->escape, 1);
+}
+
+/* Called by libjpeg at every iMCU row it consumes and at every scan start
+ * (jdapistd.c), so a new scan is seen before any of its blocks is decoded. */
+static void on_progress(j_common_ptr common)
+{
+    struct stk__jpeg *j = (struct stk__jpeg *)common->client_data;
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    if (ci->input_scan_number == j->scans_seen)
+        return;
+    j->scans_seen = ci->input_scan_number;
+    /* MCUs times blocks per MCU: the blocks this scan walks, padding
+     * included (per_scan_setup in jdinput.c). */
+    j->blocks_visited += (uint64_t)ci->MCUs_per_row * ci->MCU_rows_in_scan * ci->blocks_in_MCU;
+    if (j->scans_seen > MAX_SCANS)
+        snprintf(j->message, sizeof j->message, "JPEG has more than %d scans", MAX_SCANS);
+    else if (j->blocks_visited > MAX_BLOCK_VISITS * j->blocks)
+        snprintf(j->message, sizeof j->message,
+                 "JPEG has scans that visit its %llu DCT blocks more than %d times (scan %d)",
+                 (unsigned long long)j->blocks, MAX_BLOCK_VISITS, j->scans_seen);
+    else
+        return;
+    j->over_limit = 1;
     longjmp(j->escape, 1);
 }
 
@@ -74,11 +129,13 @@ static void fresh_decompress(struct stk__jpeg *j)
     j->cinfo.err = jpeg_std_error(&j->jerr);
     j->jerr.error_exit = on_error_exit;
     j->jerr.emit_message = on_message;
+    j->progress.progress_monitor = on_progress;
     j->cinfo.client_data = j;
     /* set first: a creation cut short leaves cinfo.mem NULL or valid, and
      * jpeg_destroy_decompress handles both */
     j->created = 1;
     jpeg_create_decompress(&j->cinfo);
+    j->cinfo.progress = &j->progress;
 }
 
 static struct stk__jpeg *jpeg_state(struct stk__decoder *d, struct stk__err *err)
@@ -100,13 +157,36 @@ static struct stk__jpeg *jpeg_state(struct stk__decoder *d, struct stk__err *err
     return j;
 }
 
-/* Read the header into a fresh object; checks the pixel limit. Must run
- * inside setjmp. */
+/* Bytes of the whole-image coefficient buffer libjpeg allocates for a
+ * multi-scan file (jdcoefct.c: per component, its blocks padded to a
+ * multiple of its sampling factors, 64 coefficients of 2 bytes each);
+ * 0 for a single-scan file, decoded a row of blocks at a time. Also counts
+ * the image's blocks for the progress monitor. */
+static uint64_t coefficient_bytes(struct stk__jpeg *j)
+{
+    struct jpeg_decompress_struct *ci = &j->cinfo;
+    uint64_t blocks = 0;
+    for (int c = 0; c < ci->num_components; c++) {
+        const jpeg_component_info *comp = &ci->comp_info[c];
+        uint64_t h = (uint64_t)comp->h_samp_factor, v = (uint64_t)comp->v_samp_factor;
+        uint64_t wide = (comp->width_in_blocks + h - 1) / h * h;
+        uint64_t tall = (comp->height_in_blocks + v - 1) / v * v;
+        blocks += wide * tall;
+    }
+    j->blocks = blocks;
+    return jpeg_has_multiple_scans(ci) ? blocks * sizeof(JBLOCK) : 0;
+}
+
+/* Read the header into a fresh object; checks the pixel and coefficient
+ * limits. Must run inside setjmp. */
 static int read_header(struct stk__decoder *d, struct stk__jpeg *j, const uint8_t *data,
                        size_t size, struct stk__err *err)
 {
     fresh_decompress(j);
     j->truncated = 0;
+    j->over_limit = 0;
+    j->scans_seen = 0;
+    j->blocks_visited = 0;
     jpeg_mem_src(&j->cinfo, data, (unsigned long)size);
     jpeg_read_header(&j->cinfo, TRUE);
     uint64_t pixels = (uint64_t)j->cinfo.image_width * j->cinfo.image_height;
@@ -116,7 +196,32 @@ static int read_header(struct stk__decoder *d, struct stk__jpeg *j, const uint8_
                          (unsigned long long)d->max_pixels);
     if (j->cinfo.image_width == 0 || j->cinfo.image_height == 0)
         return stk__errf(err, STK_EDECODE, "JPEG has no pixels");
+    uint64_t limit = d->max_pixels * 3, coefficients = coefficient_bytes(j);
+    if (coefficients > limit)
+        return stk__errf(err, STK_ELIMIT,
+                         "%s JPEG of %ux%u pixels needs %llu bytes of DCT coefficients to decode, "
+                         "above the limit of %llu (max_image_pixels * 3)",
+                         j->cinfo.progressive_mode ? "progressive" : "multi-scan",
+                         j->cinfo.image_width, j->cinfo.image_height,
+                         (unsigned long long)coefficients, (unsigned long long)limit);
+    /* Inside libjpeg, whole-image buffers beyond the limit (and what it
+     * allocated before them, a few MB at most) fail as "backing store not
+     * supported" instead of being allocated. */
+    j->cinfo.mem->max_memory_to_use = (long)(limit + ((uint64_t)64 << 20) < LONG_MAX
+                                                 ? limit + ((uint64_t)64 << 20)
+                                                 : LONG_MAX);
     return 0;
+}
+
+/* The error of a decode that escaped through longjmp. */
+static int escaped(struct stk__jpeg *j, const char *what, struct stk__err *err)
+{
+    if (j->over_limit)
+        return stk__errf(err, STK_ELIMIT, "%s", j->message);
+    if (j->cinfo.err->msg_code == JERR_NO_BACKING_STORE)
+        return stk__errf(err, STK_ELIMIT, "%s needs more memory than the decoder may use",
+                         what);
+    return stk__errf(err, STK_EDECODE, "%s: %s", what, j->message);
 }
 
 int stk__jpeg_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
@@ -127,7 +232,7 @@ int stk__jpeg_size(struct stk__decoder *d, const uint8_t *data, size_t size, int
         return STK_ENOMEM;
     if (setjmp(j->escape)) {
         jpeg_abort_decompress(&j->cinfo);
-        return stk__errf(err, STK_EDECODE, "JPEG header: %s", j->message);
+        return escaped(j, "JPEG header", err);
     }
     int rc = read_header(d, j, data, size, err);
     if (rc == 0) {
@@ -194,7 +299,7 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
     struct jpeg_decompress_struct *ci = &j->cinfo;
     if (setjmp(j->escape)) {
         jpeg_abort_decompress(ci);
-        return stk__errf(err, STK_EDECODE, "JPEG: %s", j->message);
+        return escaped(j, "JPEG", err);
     }
     int rc = read_header(d, j, data, size, err);
     if (rc < 0)

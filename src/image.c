@@ -186,11 +186,12 @@ static int parse_label_text(const struct stk_member *m, int64_t *label)
 static int find_label(const struct stk__image_config *cfg, const struct stk__sample *s,
                       int64_t *label, struct stk__err *err)
 {
+    char shown[STK__SHOWN_MAX]; /* the key, for messages */
     if (cfg->label_json_field[0] != '\0') {
         const struct stk_member *m = find_member(s, "json");
         if (m == NULL)
-            return stk__errf(err, STK_ELABEL, "%s: sample '%.200s' has no json member for its label",
-                             s->pub.url, s->pub.key);
+            return stk__errf(err, STK_ELABEL, "%s: sample '%s' has no json member for its label",
+                             s->pub.url, stk__shown(shown, sizeof shown, s->pub.key));
         cJSON *root = cJSON_ParseWithLength((const char *)m->data, m->size);
         const cJSON *field = cJSON_GetObjectItemCaseSensitive(root, cfg->label_json_field);
         int ok = cJSON_IsNumber(field) && field->valuedouble == floor(field->valuedouble) &&
@@ -200,8 +201,8 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
         cJSON_Delete(root);
         if (!ok)
             return stk__errf(err, STK_ELABEL,
-                             "%s: sample '%.200s': json has no integer field '%s'", s->pub.url,
-                             s->pub.key, cfg->label_json_field);
+                             "%s: sample '%s': json has no integer field '%s'", s->pub.url,
+                             stk__shown(shown, sizeof shown, s->pub.key), cfg->label_json_field);
         return 0;
     }
     for (int i = 0; i < cfg->n_label_exts; i++) {
@@ -209,16 +210,17 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
         if (m == NULL)
             continue;
         if (parse_label_text(m, label) < 0)
-            return stk__errf(err, STK_ELABEL, "%s: sample '%.200s': %s member is not an integer",
-                             s->pub.url, s->pub.key, cfg->label_exts[i]);
+            return stk__errf(err, STK_ELABEL, "%s: sample '%s': %s member is not an integer",
+                             s->pub.url, stk__shown(shown, sizeof shown, s->pub.key),
+                             cfg->label_exts[i]);
         return 0;
     }
     if (cfg->n_label_exts == 0) { /* unlabelled data */
         *label = -1;
         return 0;
     }
-    return stk__errf(err, STK_ELABEL, "%s: sample '%.200s' has no label member (%s%s%s)",
-                     s->pub.url, s->pub.key, cfg->label_exts[0],
+    return stk__errf(err, STK_ELABEL, "%s: sample '%s' has no label member (%s%s%s)",
+                     s->pub.url, stk__shown(shown, sizeof shown, s->pub.key), cfg->label_exts[0],
                      cfg->n_label_exts > 1 ? ", " : "", cfg->n_label_exts > 1 ? cfg->label_exts[1] : "");
 }
 
@@ -337,9 +339,10 @@ void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage
 static const struct stk_member *image_member(const struct stk__sample *s, struct stk__err *err)
 {
     const struct stk_member *m = find_image(s);
+    char shown[STK__SHOWN_MAX];
     if (m == NULL)
-        stk__errf(err, STK_EDECODE, "%s: sample '%.200s' has no jpg, jpeg or png member",
-                  s->pub.url, s->pub.key);
+        stk__errf(err, STK_EDECODE, "%s: sample '%s' has no jpg, jpeg or png member",
+                  s->pub.url, stk__shown(shown, sizeof shown, s->pub.key));
     return m;
 }
 
@@ -347,9 +350,10 @@ static const struct stk_member *image_member(const struct stk__sample *s, struct
 static int name_member(int rc, const struct stk__sample *s, const struct stk_member *m,
                        struct stk__err *err)
 {
-    char why[STK__ERRMSG_MAX];
+    char why[STK__ERRMSG_MAX], key[STK__SHOWN_MAX], ext[STK__SHOWN_MAX];
     snprintf(why, sizeof why, "%s", err->msg);
-    return stk__errf(err, rc, "%s: sample '%.200s' member %s: %s", s->pub.url, s->pub.key, m->ext,
+    return stk__errf(err, rc, "%s: sample '%s' member %s: %s", s->pub.url,
+                     stk__shown(key, sizeof key, s->pub.key), stk__shown(ext, sizeof ext, m->ext),
                      why);
 }
 

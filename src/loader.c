@@ -72,6 +72,7 @@ void stk_options_init(struct stk_options *o)
     o->threads = 2;
     o->shards_in_flight = 4;
     o->shuffle_buffer = 1000;
+    o->shuffle_buffer_bytes = (size_t)2 << 30;
     o->shuffle = 1;
     o->rank = -1;
     o->world_size = -1;
@@ -82,6 +83,7 @@ void stk_options_init(struct stk_options *o)
     o->max_member_bytes = 256u << 20;
     o->max_members_per_sample = 64;
     o->max_key_bytes = 4096;
+    o->max_samples_per_shard = 1000000;
     o->transform = STK_TRANSFORM_NONE;
     o->image_size = 224;
     o->dtype = STK_DTYPE_UINT8;
@@ -111,6 +113,8 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "shards_in_flight must be between 1 and 4096");
     if (o->shuffle_buffer > (1u << 24))
         return stk__errf(err, STK_EINVAL, "shuffle_buffer must be at most %u samples", 1u << 24);
+    if (o->shuffle_buffer_bytes == 0)
+        return stk__errf(err, STK_EINVAL, "shuffle_buffer_bytes must be above 0");
     if (o->read_buffer_bytes < 512 || o->read_buffer_bytes > (256u << 20))
         return stk__errf(err, STK_EINVAL, "read_buffer_bytes must be between 512 and 256 MiB");
     if (o->max_batches == 0 || o->max_batches > 4096)
@@ -119,6 +123,9 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "max_member_bytes must be between 1 byte and 1 TiB");
     if (o->max_members_per_sample == 0 || o->max_key_bytes == 0)
         return stk__errf(err, STK_EINVAL, "max_members_per_sample and max_key_bytes must be > 0");
+    if (o->max_samples_per_shard == 0 || o->max_samples_per_shard > ((uint64_t)1 << 32))
+        return stk__errf(err, STK_EINVAL, "max_samples_per_shard must be between 1 and %llu",
+                         (unsigned long long)1 << 32);
     if (o->on_error != STK_ON_ERROR_FAIL && o->on_error != STK_ON_ERROR_SKIP)
         return stk__errf(err, STK_EINVAL, "on_error must be STK_ON_ERROR_FAIL or STK_ON_ERROR_SKIP");
     if (o->transform != STK_TRANSFORM_NONE && o->transform != STK_TRANSFORM_TRAIN &&
@@ -428,6 +435,7 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     stk_loader *m = (stk_loader *)l;
     s->shards_opened = atomic_load(&m->counters.shards_opened);
     s->shards_failed = atomic_load(&m->counters.shards_failed);
+    s->shards_empty = atomic_load(&m->counters.shards_empty);
     s->samples_skipped = atomic_load(&m->counters.samples_skipped);
     s->members_ignored = atomic_load(&m->counters.members_ignored);
     s->bytes_read = atomic_load(&m->counters.bytes_read);

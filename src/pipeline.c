@@ -384,6 +384,34 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
     }
 }
 
+/* The next sample would take the open shuffle window past
+ * shuffle_buffer_bytes. Windows are counted in samples so that the sequence
+ * depends on sample counts alone (seek_plan.c finds a resumed epoch's
+ * windows from the index's counts); one that cannot be held fails instead,
+ * whatever the error policy: the samples are fine, the budget is not. Frees
+ * s; returns STK_ELIMIT. */
+static int window_too_big(struct stk__pipeline *p, const struct stk__shuffle *sh,
+                          struct stk__sample *s)
+{
+    const double mib = 1024.0 * 1024.0;
+    uint64_t bytes = sh->bytes + s->bytes, budget = p->cfg.opts.shuffle_buffer_bytes;
+    uint64_t each = bytes / (sh->count + 1), fit = each > 0 ? budget / each : sh->count;
+    char key[STK__SHOWN_MAX];
+    struct stk__err err;
+    stk__errf(&err, STK_ELIMIT,
+              "the shuffle window would hold %zu samples of %.1f MiB in all, above "
+              "shuffle_buffer_bytes (%.1f MiB); lower shuffle_buffer (to %llu for samples of "
+              "this size) or raise shuffle_buffer_bytes (the last: %s: sample '%s', %.1f MiB)",
+              sh->count + 1, (double)bytes / mib, (double)budget / mib,
+              (unsigned long long)(fit > 1 ? fit : 1), s->pub.url,
+              stk__shown(key, sizeof key, s->key), (double)s->bytes / mib);
+    stk__sample_free(s);
+    stk__mutex_lock(&p->mutex);
+    record_failure(p, &err);
+    stk__mutex_unlock(&p->mutex);
+    return STK_ELIMIT;
+}
+
 /* Queue a filled batch; it becomes deliverable once its slots are done. */
 static void deliver(struct stk__pipeline *p, struct stk__batch *b)
 {
@@ -493,9 +521,16 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
                 goto out;
             /* The sample in hand goes into the shuffle once the next one is
              * taken or the input is over: the window it closes is the same. */
-            if (sq->held != NULL)
-                stk__shuffle_push(sh, sq->held);
+            struct stk__sample *held = sq->held;
             sq->held = NULL;
+            if (held != NULL && sh->count > 0 &&
+                sh->bytes + held->bytes > p->cfg.opts.shuffle_buffer_bytes) {
+                stk__sample_free(s); /* the one taken after it */
+                rc = window_too_big(p, sh, held);
+                goto out;
+            }
+            if (held != NULL)
+                stk__shuffle_push(sh, held);
             if (rc == 0) {
                 input_done = 1;
                 stk__shuffle_finish(sh);

@@ -41,6 +41,15 @@ struct stk__shard_reader {
     size_t pending_key_len;
     uint64_t pending_size;
     uint64_t pending_offset;
+    int pending_sparse;
+    uint64_t pending_stored;
+    /* The end: the archive ended cleanly (its trailing bytes still to be
+     * checked), then the shard is finished. */
+    int archive_ended;
+    int finished;
+    int empty; /* finished cleanly without a sample */
+    uint64_t ignored;         /* members without a key in this shard */
+    char first_ignored[128];  /* the name of the first one, shown for messages */
 };
 
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
@@ -51,6 +60,7 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
         .max_member_bytes = o->max_member_bytes,
         .max_members = o->max_members_per_sample,
         .max_key_bytes = o->max_key_bytes,
+        .max_samples = o->max_samples_per_shard,
         .skip_bad = o->on_error == STK_ON_ERROR_SKIP,
         .counters = counters,
         .pool = pool,
@@ -210,24 +220,39 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     const char *name = r->pending_name;
     size_t key_len = r->pending_key_len;
     const char *ext = name + key_len + 1;
+    char shown_name[STK__SHOWN_MAX], shown_key[STK__SHOWN_MAX]; /* for messages */
     r->have_pending = 0;
 
     if (r->current == NULL) {
+        /* The sample's number decides, not the keys kept, so a resumed
+         * reader (which never saw the samples before its offset) stops at
+         * the same sample as one that read the shard from its start. */
+        if (r->cfg.max_samples != 0 && r->next_position >= r->cfg.max_samples)
+            return bad_shard(r, err,
+                             stk__errf(err, STK_ELIMIT,
+                                       "%s: the shard holds more than %llu samples (the next "
+                                       "starts at offset %llu); raise max_samples_per_shard",
+                                       r->url, (unsigned long long)r->cfg.max_samples,
+                                       (unsigned long long)r->pending_offset));
         r->current = stk__sample_new(name, key_len, r->url, r->shard_index, r->cfg.pool);
         if (r->current == NULL)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
         r->current->offset = r->pending_offset;
         r->current_bad = 0;
-        int seen = stk__keyset_add(&r->seen, r->current->key);
+        /* A key over the limit is refused below (its name is longer still)
+         * without being kept. */
+        int seen = key_len > r->cfg.max_key_bytes ? 0
+                                                  : stk__keyset_add(&r->seen, name, key_len);
         if (seen < 0)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
         if (seen) {
             r->key_reappeared = 1;
             return bad_sample(r, err,
                               stk__errf(err, STK_EDUPKEY,
-                                        "%s: key '%.200s' reappears at offset %llu after other "
+                                        "%s: key '%s' reappears at offset %llu after other "
                                         "keys (the members of a sample must be adjacent)",
-                                        r->url, r->current->key,
+                                        r->url,
+                                        stk__shown(shown_key, sizeof shown_key, r->current->key),
                                         (unsigned long long)r->pending_offset));
         }
     }
@@ -244,33 +269,55 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     if (stk__sample_has_ext(r->current, ext, strlen(ext)))
         return bad_sample(r, err,
                           stk__errf(err, STK_EDUPKEY,
-                                    "%s: member '%.200s' at offset %llu appears twice in sample "
-                                    "'%.200s'",
-                                    r->url, name, (unsigned long long)r->pending_offset,
-                                    r->current->key));
+                                    "%s: member '%s' at offset %llu appears twice in sample '%s'",
+                                    r->url, stk__shown(shown_name, sizeof shown_name, name),
+                                    (unsigned long long)r->pending_offset,
+                                    stk__shown(shown_key, sizeof shown_key, r->current->key)));
     if (r->current->pub.n_members >= r->cfg.max_members)
         return bad_sample(r, err,
                           stk__errf(err, STK_ELIMIT,
-                                    "%s: sample '%.200s' has more than %zu members (offset %llu)",
-                                    r->url, r->current->key, r->cfg.max_members,
+                                    "%s: sample '%s' has more than %zu members (offset %llu)",
+                                    r->url,
+                                    stk__shown(shown_key, sizeof shown_key, r->current->key),
+                                    r->cfg.max_members,
                                     (unsigned long long)r->pending_offset));
+    /* A sparse member's holes are not in the shard: a few KB of tar can
+     * describe terabytes of zeros, so no budget that follows the shard's
+     * size bounds it. WebDataset writers never produce them (Python's
+     * tarfile cannot write one; GNU tar only with --sparse), so they are
+     * bad samples, refused before any of their data is read. */
+    if (r->pending_sparse)
+        return bad_sample(r, err,
+                          stk__errf(err, STK_EFORMAT,
+                                    "%s: member '%s' at offset %llu is a sparse file (%llu "
+                                    "bytes, of which %llu are stored); sparse members are "
+                                    "refused: write the shard without --sparse",
+                                    r->url, stk__shown(shown_name, sizeof shown_name, name),
+                                    (unsigned long long)r->pending_offset,
+                                    (unsigned long long)r->pending_size,
+                                    (unsigned long long)r->pending_stored));
     if (r->pending_size > r->cfg.max_member_bytes)
         return bad_sample(r, err,
                           stk__errf(err, STK_ELIMIT,
-                                    "%s: member '%.200s' at offset %llu is %llu bytes, above the "
+                                    "%s: member '%s' at offset %llu is %llu bytes, above the "
                                     "limit of %llu",
-                                    r->url, name, (unsigned long long)r->pending_offset,
+                                    r->url, stk__shown(shown_name, sizeof shown_name, name),
+                                    (unsigned long long)r->pending_offset,
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->cfg.max_member_bytes));
     size_t size = (size_t)r->pending_size;
+    /* A header that claims bytes the shard does not store costs nothing. */
+    int rc = stk__tar_start(r->tar, size, err);
+    if (rc != 0)
+        return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);
     uint8_t *data = stk__pool_get(r->cfg.pool, size + 1);
     if (data == NULL)
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%.200s' (%zu bytes)",
-                         r->url, name, size);
-    int rc = stk__tar_read(r->tar, data, size, err);
-    if (rc < 0) {
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%s' (%zu bytes)",
+                         r->url, stk__shown(shown_name, sizeof shown_name, name), size);
+    rc = stk__tar_read(r->tar, data, size, err);
+    if (rc != 0) {
         stk__pool_put(r->cfg.pool, data, size + 1);
-        return bad_shard(r, err, rc);
+        return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);
     }
     data[size] = '\0';
     if (stk__sample_add(r->current, ext, strlen(ext), data, size) < 0)
@@ -284,12 +331,18 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
     for (;;) {
         struct stk__tar_member m;
         int rc = stk__tar_next(r->tar, &m, err);
-        if (rc <= 0)
-            return rc < 0 ? bad_shard(r, err, rc) : 0;
+        if (rc < 0)
+            return bad_shard(r, err, rc);
+        if (rc == 0) {
+            r->archive_ended = 1;
+            return 0;
+        }
         size_t key_len;
         const char *ext;
         if (!m.regular || !split_name(m.name, &key_len, &ext)) {
             atomic_fetch_add(&r->cfg.counters->members_ignored, 1);
+            if (r->ignored++ == 0)
+                stk__shown(r->first_ignored, sizeof r->first_ignored, m.name);
             continue;
         }
         size_t name_len = strlen(m.name);
@@ -300,6 +353,8 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
         r->pending_key_len = key_len;
         r->pending_size = m.size;
         r->pending_offset = m.offset;
+        r->pending_sparse = m.sparse;
+        r->pending_stored = m.stored;
         r->have_pending = 1;
         return 1;
     }
@@ -335,6 +390,20 @@ static int finish_sample(struct stk__shard_reader *r, struct stk__sample **out)
     return 1;
 }
 
+/* The archive ended and its last sample was handed out: check the rest of
+ * the stream (stk__tar_finish), and count a shard without samples. */
+static int end_of_shard(struct stk__shard_reader *r, struct stk__err *err)
+{
+    r->finished = 1;
+    int rc = stk__tar_finish(r->tar, err);
+    if (rc < 0)
+        return bad_shard(r, err, rc);
+    r->empty = r->next_position == 0;
+    if (r->empty)
+        atomic_fetch_add(&r->cfg.counters->shards_empty, 1);
+    return 0;
+}
+
 int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struct stk__err *err)
 {
     *out = NULL;
@@ -361,6 +430,8 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
             goto out;
     }
     rc = finish_sample(r, out);
+    if (rc == 0 && r->archive_ended && !r->finished)
+        rc = end_of_shard(r, err);
 out:
     account_bytes(r);
     if (rc == 1 && !r->passing_over)
@@ -430,6 +501,17 @@ void stk__offsets_free(struct stk__offsets *v)
 {
     stk__free(v->items);
     *v = (struct stk__offsets){0};
+}
+
+uint64_t stk__shard_ignored(const struct stk__shard_reader *r, const char **first)
+{
+    *first = r->first_ignored;
+    return r->ignored;
+}
+
+int stk__shard_empty(const struct stk__shard_reader *r)
+{
+    return r->empty;
 }
 
 void stk__shard_close(struct stk__shard_reader *r)

@@ -6,7 +6,10 @@
  * (lower-cased). Members of a sample must be adjacent; a key that comes back
  * later in the shard is reported (STK_EDUPKEY), never merged or split.
  * Under the skip policy a bad sample is dropped and counted, and a shard
- * that cannot be parsed further ends early and is counted as failed.
+ * that cannot be parsed further ends early and is counted as failed. After
+ * the last sample the rest of the stream is read and must be zeros (data
+ * after the end-of-archive marker is a shard error); a shard read to its
+ * end without a sample is counted (shards_empty).
  */
 #ifndef STK_SHARD_READER_H
 #define STK_SHARD_READER_H
@@ -24,6 +27,7 @@
 struct stk__counters {
     atomic_uint_fast64_t shards_opened;
     atomic_uint_fast64_t shards_failed;
+    atomic_uint_fast64_t shards_empty; /* read to their end without a sample */
     atomic_uint_fast64_t samples_skipped;
     atomic_uint_fast64_t members_ignored;
     atomic_uint_fast64_t bytes_read;
@@ -48,6 +52,7 @@ struct stk__shard_config {
     uint64_t max_member_bytes;
     size_t max_members;
     size_t max_key_bytes;
+    uint64_t max_samples; /* samples a shard may hold; 0: no limit (tests) */
     int skip_bad;
     struct stk__counters *counters; /* required */
     struct stk__source_config source; /* source.stats: NULL or &counters->source */
@@ -110,6 +115,14 @@ int stk__shard_count(struct stk__shard_reader *r, uint64_t *n, struct stk__offse
 int stk__shard_open_at(const char *url, const char *name, uint64_t shard_index,
                        const struct stk__shard_config *cfg, uint64_t offset, uint64_t position,
                        struct stk__shard_reader **out, struct stk__err *err);
+
+/* 1 once the shard was read to its end without error and held no sample,
+ * good or bad (counted in shards_empty). */
+int stk__shard_empty(const struct stk__shard_reader *r);
+
+/* Members ignored so far (no key: directories, links, names without a
+ * dot); *first is the first one's name (truncated), "" if none. */
+uint64_t stk__shard_ignored(const struct stk__shard_reader *r, const char **first);
 
 /* 1 if a resume may open the shard at a sample's offset: the offsets are
  * byte offsets of the file (no compression), and no key reappeared (telling

@@ -209,19 +209,22 @@ static int check_names(stk_writer *w, const char *key, const struct stk_member *
 {
     const char *base = strrchr(key, '/');
     base = base ? base + 1 : key;
+    char shown[STK__SHOWN_MAX], ext[64]; /* for messages */
+    stk__shown(shown, sizeof shown, key);
     if (key[0] == '\0' || base[0] == '\0' || strchr(base, '.') != NULL || strstr(key, "//"))
         return stk__errf(&w->err, STK_EINVAL,
-                         "key '%.200s': must be non-empty, without a '.' in its last part", key);
+                         "key '%s': must be non-empty, without a '.' in its last part", shown);
     if (n == 0)
-        return stk__errf(&w->err, STK_EINVAL, "key '%.200s': a sample needs a member", key);
+        return stk__errf(&w->err, STK_EINVAL, "key '%s': a sample needs a member", shown);
     for (size_t i = 0; i < n; i++) {
         if (members[i].ext == NULL || members[i].ext[0] == '\0' || strchr(members[i].ext, '/'))
-            return stk__errf(&w->err, STK_EINVAL, "key '%.200s': bad extension '%.50s'", key,
-                             members[i].ext ? members[i].ext : "(null)");
+            return stk__errf(&w->err, STK_EINVAL, "key '%s': bad extension '%s'", shown,
+                             members[i].ext ? stk__shown(ext, sizeof ext, members[i].ext)
+                                            : "(null)");
         for (size_t j = 0; j < i; j++)
             if (strcmp(members[i].ext, members[j].ext) == 0)
-                return stk__errf(&w->err, STK_EINVAL, "key '%.200s': extension '%.50s' twice",
-                                 key, members[i].ext);
+                return stk__errf(&w->err, STK_EINVAL, "key '%s': extension '%s' twice", shown,
+                                 stk__shown(ext, sizeof ext, members[i].ext));
     }
     return 0;
 }

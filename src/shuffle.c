@@ -46,6 +46,7 @@ int stk__shuffle_init(struct stk__shuffle *sh, size_t capacity, uint64_t seed,
     sh->count = 0;
     sh->next = 0;
     sh->closed = 0;
+    sh->bytes = 0;
     sh->seed = seed;
     sh->window = first_window;
     sh->size = window_size(sh->capacity, first_window);
@@ -71,6 +72,7 @@ static void close_window(struct stk__shuffle *sh)
 void stk__shuffle_push(struct stk__shuffle *sh, struct stk__sample *s)
 {
     sh->items[sh->count++] = s;
+    sh->bytes += s->bytes;
     if (sh->count == sh->size)
         close_window(sh);
 }
@@ -93,6 +95,7 @@ struct stk__sample *stk__shuffle_pop(struct stk__shuffle *sh)
     }
     struct stk__sample *s = sh->items[sh->next];
     sh->items[sh->next++] = NULL;
+    sh->bytes -= s->bytes;
     return s;
 }
 

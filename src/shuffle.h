@@ -30,6 +30,7 @@ struct stk__shuffle {
     int closed;
     uint64_t seed;
     uint64_t window; /* number of the window being filled */
+    uint64_t bytes;  /* member bytes of the samples held */
 };
 
 /* capacity <= 1 makes the shuffle a pass-through. first_window is the
@@ -43,7 +44,8 @@ void stk__shuffle_window_at(size_t capacity, uint64_t position, uint64_t *window
                             uint64_t *start);
 
 /* Add a sample to the open window; a full window closes (and is permuted).
- * Call only while stk__shuffle_pop() returns NULL. */
+ * Call only while stk__shuffle_pop() returns NULL: then count and bytes
+ * describe the open window. */
 void stk__shuffle_push(struct stk__shuffle *sh, struct stk__sample *s);
 
 /* The input ended: close the partial window. */

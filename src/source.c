@@ -155,3 +155,28 @@ int stk__source_open_memory(const char *url, const void *data, size_t size, size
     *out = &m->base;
     return 0;
 }
+
+int stk__layer_init(struct stk__layer *l, const struct stk__source_ops *ops,
+                    struct stk__source *inner, const void *head, size_t head_len,
+                    struct stk__err *err)
+{
+    const size_t min_input = (size_t)64 << 10;
+    l->base.ops = ops;
+    l->base.url = inner->url;
+    l->inner = inner;
+    /* The first read may have brought more than a usual read does. */
+    l->input_bytes = head_len > min_input ? head_len : min_input;
+    l->input = stk__malloc(l->input_bytes);
+    if (l->input == NULL)
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory for a decompressor", inner->url);
+    if (head_len > 0)
+        memcpy(l->input, head, head_len);
+    l->head_len = head_len;
+    return 0;
+}
+
+void stk__layer_release(struct stk__layer *l)
+{
+    stk__source_close(l->inner);
+    stk__free(l->input);
+}

@@ -91,4 +91,26 @@ int stk__source_seek(struct stk__source *src, uint64_t offset);
 ssize_t stk__source_read(struct stk__source *src, void *buf, size_t cap);
 void stk__source_close(struct stk__source *src);
 
+/* A source that transforms another (a decompressor): it owns inner, names
+ * the shard with inner's url, and reads inner through an input buffer that
+ * starts with the bytes of inner already read (head), so whoever looked at
+ * a shard's first bytes to choose the layer loses none. */
+struct stk__layer {
+    struct stk__source base;
+    struct stk__source *inner;
+    unsigned char *input; /* input_bytes, at least 64 KiB */
+    size_t input_bytes;
+    size_t head_len;      /* bytes of input[] filled from head */
+};
+
+/* Set up l (zeroed by the caller, embedded at the start of the layer's own
+ * struct) with ops over inner. 0, or STK_ENOMEM with a message in err; l
+ * owns inner either way (stk__layer_release closes it). */
+int stk__layer_init(struct stk__layer *l, const struct stk__source_ops *ops,
+                    struct stk__source *inner, const void *head, size_t head_len,
+                    struct stk__err *err);
+
+/* Close inner and free the input buffer (not l itself). */
+void stk__layer_release(struct stk__layer *l);
+
 #endif

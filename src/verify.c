@@ -4,8 +4,10 @@
  *
  * The checks are the training path's own: the shard reader with its skip
  * policy (tar structure, grouping, limits; it logs and counts what it
- * drops) and stk__image_check (label, image member decoded whole), so a
- * dataset that verifies clean trains without a skipped sample. Shards are
+ * drops, data after the end-of-archive marker included) and
+ * stk__image_check (label, image member decoded whole), so a dataset that
+ * verifies clean trains without a skipped sample. A shard that reads
+ * cleanly but holds no sample is reported too. Shards are
  * independent jobs on opts->threads threads.
  */
 #include <stdarg.h>
@@ -82,6 +84,19 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
         if (rc == STK_ENOMEM)
             stk__errf(err, rc, "out of memory checking the images of %s", v->names->items[i]);
     }
+    if (rc == 0 && stk__shard_empty(r)) {
+        /* It read cleanly and trains nothing: a dataset with it is not
+         * what its writer meant. */
+        const char *first;
+        uint64_t ignored = stk__shard_ignored(r, &first);
+        const char *shown = v->names->items[i];
+        if (ignored == 0)
+            warn(v, "%s: no samples: the shard has no members", shown);
+        else
+            warn(v, "%s: no samples: its %llu members are all ignored (directories, links, "
+                    "names without a key such as '%s')",
+                 shown, (unsigned long long)ignored, first);
+    }
     stk__shard_close(r);
     stk__image_worker_free(w);
     if (rc == STK_ENOMEM || rc >= 0)
@@ -124,6 +139,7 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
         stats->samples_skipped = dropped + atomic_load(&v.bad_images);
         stats->shards_opened = atomic_load(&counters.shards_opened);
         stats->shards_failed = atomic_load(&counters.shards_failed);
+        stats->shards_empty = atomic_load(&counters.shards_empty);
         stats->members_ignored = atomic_load(&counters.members_ignored);
         stats->bytes_read = atomic_load(&counters.bytes_read);
         stats->images_decoded = atomic_load(&counters.images_decoded);

@@ -72,14 +72,16 @@ def _as_list(urls):
 # a saved loader state stays valid across them.
 _SPEED_ONLY_OPTIONS = frozenset({
     "cache_dir", "cache_size", "max_batches", "prefetch_bytes_per_shard", "read_buffer_bytes",
-    "io_timeout_ms", "io_retries", "io_backoff_ms", "io_min_rate", "ca_bundle"})
+    "io_timeout_ms", "io_retries", "io_backoff_ms", "io_min_rate", "ca_bundle",
+    "shuffle_buffer_bytes"})
 
 
 def verify(urls, images=True, labels=True, threads=None, **options):
     """Read every sample of the shards once, as a Loader would, and return
-    {"samples", "bad_samples", "shards", "shards_failed", "images_decoded",
-    "problems"}: problems lists one message per bad sample or shard, naming
-    the shard and the key or offset. Never stops at bad data. images=False
+    {"samples", "bad_samples", "shards", "shards_failed", "shards_empty",
+    "images_decoded", "problems"}: problems lists one message per bad sample
+    or shard (or shard without samples), naming the shard and the key or
+    offset. Never stops at bad data. images=False
     checks tar structure and grouping only; labels=False accepts samples
     without a label; other options as for Loader (label_exts,
     label_json_field, max_image_pixels, io_*). Same as `stoker verify`."""

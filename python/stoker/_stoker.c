@@ -556,7 +556,8 @@ static const struct int_option int_options[] = {
     INT_OPTION(max_member_bytes, 0), INT_OPTION(max_members_per_sample, 0),
     INT_OPTION(max_key_bytes, 0), INT_OPTION(cache_size, 0), INT_OPTION(io_timeout_ms, 0),
     INT_OPTION(io_retries, 0), INT_OPTION(io_backoff_ms, 0), INT_OPTION(io_min_rate, 0),
-    INT_OPTION(allow_pipe, 0),
+    INT_OPTION(allow_pipe, 0), INT_OPTION(max_samples_per_shard, 0),
+    INT_OPTION(shuffle_buffer_bytes, 0),
 };
 #undef INT_OPTION
 #undef FIELD_SIZE

@@ -60,10 +60,10 @@ static PyObject *result(const struct stk_stats *s, const struct problems *p)
     }
     if (list == NULL)
         return NULL;
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:N}", "samples", s->samples, "bad_samples",
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:N}", "samples", s->samples, "bad_samples",
                          s->samples_skipped, "shards", s->shards_opened, "shards_failed",
-                         s->shards_failed, "images_decoded", s->images_decoded, "problems",
-                         list);
+                         s->shards_failed, "shards_empty", s->shards_empty, "images_decoded",
+                         s->images_decoded, "problems", list);
 }
 
 PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs)

@@ -31,4 +31,13 @@ __attribute__((noreturn, unused)) static void fuzz_fail(const char *file, int li
     __builtin_trap();
 }
 
+/* FNV-1a over p[0..n), continuing from h (start: 0xcbf29ce484222325):
+ * a digest for comparing what two runs delivered. */
+__attribute__((unused)) static uint64_t fuzz_fnv(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
 #endif

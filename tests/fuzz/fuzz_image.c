@@ -30,6 +30,10 @@
  *    repeated after other renders through the same worker (no state leaks
  *    from one image geometry into the next);
  *  - float32 output is finite;
+ *  - a JPEG that renders keeps the bounds on hostile files, recomputed here
+ *    from its markers: a multi-scan file (progressive, or a first scan
+ *    without every component) needs at most max_pixels * 3 bytes of DCT
+ *    coefficients, and a progressive one has at most 500 scans;
  *  - under allocation failure injection: 0 or STK_ENOMEM or the codes
  *    above, and no leak (LeakSanitizer).
  */
@@ -65,6 +69,86 @@ static void check_output(const struct stk__image_config *cfg, const void *out) {
     size_t n = stk__image_bytes(cfg) / sizeof *f;
     for (size_t i = 0; i < n; i++)
         FUZZ_CHECK(isfinite(f[i]));
+}
+
+/* What the markers of a JPEG say: its first frame header and the scans
+ * before the end-of-image marker. 0 if it has no frame. */
+struct jpeg_facts {
+    int progressive, multi_scan;
+    unsigned scans;
+    uint64_t coefficient_bytes; /* of a whole-image buffer, as jdcoefct.c sizes it */
+};
+
+static int jpeg_facts(const uint8_t *d, size_t n, struct jpeg_facts *f) {
+    memset(f, 0, sizeof *f);
+    int have_frame = 0, ncomp = 0, h[4] = {0}, v[4] = {0};
+    unsigned width = 0, height = 0;
+    size_t i = 2;
+    while (i + 4 <= n) {
+        if (d[i] != 0xFF) { /* entropy-coded data: skip to the next marker */
+            i++;
+            continue;
+        }
+        uint8_t m = d[i + 1];
+        if (m == 0xFF || m == 0x00 || (m >= 0xD0 && m <= 0xD7)) {
+            i += m == 0xFF ? 1 : 2;
+            continue;
+        }
+        if (m == 0xD9)
+            break;
+        size_t len = ((size_t)d[i + 2] << 8) | d[i + 3];
+        const uint8_t *p = d + i + 4;
+        if (i + 2 + len > n || len < 2)
+            break;
+        int sof = m == 0xC0 || m == 0xC1 || m == 0xC2 || m == 0xC9 || m == 0xCA;
+        if (sof && !have_frame && len >= 8) {
+            height = (unsigned)p[1] << 8 | p[2];
+            width = (unsigned)p[3] << 8 | p[4];
+            ncomp = p[5];
+            if (ncomp < 1 || ncomp > 4 || len < 8 + 3 * (size_t)ncomp)
+                return 0;
+            for (int c = 0; c < ncomp; c++) {
+                h[c] = p[7 + 3 * c] >> 4;
+                v[c] = p[7 + 3 * c] & 15;
+            }
+            have_frame = 1;
+            f->progressive = m == 0xC2 || m == 0xCA;
+        }
+        if (m == 0xDA && have_frame) {
+            if (f->scans++ == 0 && len >= 3 && p[0] < ncomp)
+                f->multi_scan = 1;
+        }
+        i += 2 + len;
+    }
+    if (!have_frame)
+        return 0;
+    f->multi_scan |= f->progressive;
+    int hmax = 1, vmax = 1;
+    for (int c = 0; c < ncomp; c++) {
+        hmax = h[c] > hmax ? h[c] : hmax;
+        vmax = v[c] > vmax ? v[c] : vmax;
+    }
+    for (int c = 0; c < ncomp; c++) {
+        if (h[c] < 1 || v[c] < 1)
+            return 0;
+        uint64_t wib = ((uint64_t)width * h[c] + hmax * 8 - 1) / (hmax * 8);
+        uint64_t hib = ((uint64_t)height * v[c] + vmax * 8 - 1) / (vmax * 8);
+        wib = (wib + h[c] - 1) / h[c] * h[c];
+        hib = (hib + v[c] - 1) / v[c] * v[c];
+        f->coefficient_bytes += wib * hib * 128;
+    }
+    return 1;
+}
+
+/* A JPEG that rendered stayed within the documented bounds. */
+static void check_jpeg_bounds(const uint8_t *data, size_t size) {
+    struct jpeg_facts f;
+    if (stk__image_format(data, size) != STK__IMAGE_JPEG || !jpeg_facts(data, size, &f))
+        return;
+    if (f.multi_scan)
+        FUZZ_CHECK(f.coefficient_bytes <= (uint64_t)FUZZ_IMAGE_MAX_PIXELS * 3);
+    if (f.progressive)
+        FUZZ_CHECK(f.scans <= 500);
 }
 
 /* The explicit train box from the config bytes: integer, inside the image,
@@ -124,8 +208,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int rc_eval = stk__image_render(w, cfg, data, size, &eval_crop, 1, out, &err);
         check_error(rc_eval, &err);
         FUZZ_CHECK(!above || rc_eval == STK_ELIMIT);
-        if (rc_eval == 0)
+        if (rc_eval == 0) {
             check_output(cfg, out);
+            check_jpeg_bounds(data, size);
+        }
 
         struct stk__crop crops[2];
         crops[0] = explicit_crop(cfg_bytes, width, height);

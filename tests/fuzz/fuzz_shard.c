@@ -33,7 +33,10 @@
  *  - counters: one shard opened, bytes_read <= input size;
  *  - run D counts the samples (stk__shard_count, the dataset index and
  *    resume path) under the skip policy: the same count as run B
- *    delivered, and none counted as read.
+ *    delivered, and none counted as read;
+ *  - no expansion: for an uncompressed shard, the member bytes delivered
+ *    are at most the input's size (a sparse member or a header claiming
+ *    more than it stores is refused, never filled with zeros).
  *
  * Built for libFuzzer (STK_FUZZ_LIBFUZZER), a custom mutator also repairs
  * the checksums of mutated ustar headers so the fuzzer gets past them.
@@ -48,6 +51,8 @@
 #include "pool.h"
 #include "shard_reader.h"
 #include "source.h"
+#include "source_filter.h"
+#include "source_gzip.h"
 #include "stoker.h"
 
 #define FUZZ_URL "mem://fuzz/shard.tar"
@@ -64,6 +69,7 @@ struct run {
     int open_rc;      /* stk__shard_open_source (or the memory source) */
     int last_rc;      /* the last stk__shard_next: 0 drained, <0 error */
     uint64_t samples; /* samples handed out */
+    uint64_t member_bytes; /* their data */
     uint64_t digest;  /* FNV-1a over keys, extensions and data, in order */
     uint64_t opened, failed, skipped, ignored, bytes_read;
     size_t log_calls;
@@ -71,13 +77,6 @@ struct run {
     char **keys;                  /* copies of the keys handed out, to check uniqueness */
     size_t n_keys, cap_keys;
 };
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
 
 static void log_cb(void *data, enum stk_log_level level, const char *message) {
     struct run *run = data;
@@ -134,7 +133,7 @@ static void check_sample(struct run *run, const struct stk__sample *s) {
     FUZZ_CHECK(s->capacity >= pub->n_members);
     FUZZ_CHECK(s->pool == run->pool);
 
-    uint64_t h = fnv(run->digest, pub->key, key_len + 1);
+    uint64_t h = fuzz_fnv(run->digest, pub->key, key_len + 1);
     uint64_t bytes = 0;
     for (size_t i = 0; i < pub->n_members; i++) {
         const struct stk_member *m = &pub->members[i];
@@ -154,11 +153,12 @@ static void check_sample(struct run *run, const struct stk__sample *s) {
             FUZZ_CHECK(strcmp(pub->members[j].ext, m->ext) != 0);
         bytes += m->size;
         uint64_t size = m->size;
-        h = fnv(h, m->ext, ext_len + 1);
-        h = fnv(h, &size, sizeof size);
-        h = fnv(h, m->data, m->size);
+        h = fuzz_fnv(h, m->ext, ext_len + 1);
+        h = fuzz_fnv(h, &size, sizeof size);
+        h = fuzz_fnv(h, m->data, m->size);
     }
     FUZZ_CHECK(bytes == s->bytes);
+    run->member_bytes += bytes;
     run->digest = h;
     run->samples++;
     keep_key(run, pub->key);
@@ -305,7 +305,7 @@ static void trace(const char *name, const struct run *run, size_t block, size_t 
 }
 
 static uint64_t input_hash(const uint8_t *data, size_t size) {
-    return fnv(0xcbf29ce484222325ull, data, size);
+    return fuzz_fnv(0xcbf29ce484222325ull, data, size);
 }
 
 #ifdef STK_FUZZ_LIBFUZZER
@@ -369,6 +369,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          * dropped something for it. */
         FUZZ_CHECK(b.skipped + b.failed >= 1);
     }
+    if (!stk__is_gzip(shard, shard_size) && stk__filter_sniff(shard, shard_size) == NULL)
+        FUZZ_CHECK(a.member_bytes <= shard_size && b.member_bytes <= shard_size);
     if (b.open_rc == 0 && b.last_rc == 0) {
         int64_t counted = count_by_headers(shard, shard_size, block_b, chunk_b);
         FUZZ_CHECK(counted == (int64_t)b.samples);

@@ -4,8 +4,9 @@
 Usage: make_corpus.py [--stamp FILE] DIR
 
 Creates DIR/shard/ (inputs of fuzz_shard: one configuration byte, then a
-shard), DIR/urls/ (inputs of fuzz_urls: a brace pattern) and DIR/list_xml/
-(inputs of fuzz_list_xml: ListObjectsV2 response pages). The seeds are
+shard), DIR/urls/ (inputs of fuzz_urls: a brace pattern), DIR/list_xml/
+(inputs of fuzz_list_xml: ListObjectsV2 response pages) and DIR/gzip/
+(inputs of fuzz_gzip). The seeds are
 small and deterministic (no timestamps, no randomness) and are regenerated
 by the build; only inputs that once crashed are committed, in
 tests/fuzz/regressions/. With --stamp, FILE is written last so a build
@@ -15,8 +16,10 @@ Shard seeds: valid shards of each tar flavour (ustar, GNU, pax), long
 names, a pax size record, directories, symlinks and hard links, a
 reappearing key, a duplicate member, mixed-case and multi-dot extensions,
 limits (many members, a big member, a long name), gzip/bzip2/xz and
-hand-made zstd and lz4 frames, uncompressed; then truncated, checksum-
-corrupted and size-corrupted variants.
+hand-made zstd and lz4 frames, uncompressed; GNU sparse members (old GNU,
+pax 0.0, 0.1, 1.0) and headers claiming more bytes than they store; data
+after the end-of-archive marker; then truncated, checksum-corrupted and
+size-corrupted variants, gzip with a bad CRC or ISIZE.
 """
 
 import bz2
@@ -216,6 +219,51 @@ def hand_made():
     out["empty"] = b""
     out["zeros"] = b"\0" * 1024
     out["text"] = b"this is not a tar archive\n" * 30
+    out.update(sparse_members())
+    # Data after the end-of-archive marker: a second archive, junk, padding.
+    first = raw_header(b"a.txt", 1) + pad(b"a") + end
+    out["concatenated"] = first + raw_header(b"b.txt", 1) + pad(b"b") + end
+    out["junk_after_end"] = first + b"\0" * 700 + b"J"
+    out["padding_after_end"] = first + b"\0" * 9000
+    return out
+
+
+def sparse_members():
+    """GNU sparse members in every encoding (refused: their holes are not in
+    the shard), and headers claiming more bytes than they store."""
+    out = {}
+    end = b"\0" * 1024
+    real = 512 << 10
+    data = b"sparse"
+    # Old GNU 'S': map in the header (offset, numbytes), realsize at 483.
+    h = bytearray(raw_header(b"o.bin", len(data), typeflag=b"S", magic=b"ustar  \0"))
+    h[386:398] = octal(4096, 12)
+    h[398:410] = octal(len(data), 12)
+    h[483:495] = octal(real, 12)
+    out["sparse_oldgnu"] = fix_checksum(h) + pad(data) + raw_header(b"n.txt", 2) + pad(b"ok") + end
+    h[386:410] = b"\0" * 24  # no map at all: all hole
+    out["sparse_oldgnu_empty_map"] = fix_checksum(h) + end
+    def record(r):  # "LEN key=value\n", LEN counting itself
+        n = len(r) + 2
+        length = n + len(str(n))
+        length = n + len(str(length))
+        return b"%d %s\n" % (length, r)
+
+    def pax(records, name, size, body):
+        recs = b"".join(record(r) for r in records)
+        return (raw_header(b"PaxHeader/" + name, len(recs), typeflag=b"x") + pad(recs) +
+                raw_header(name, size) + pad(body))
+    out["sparse_pax_0_0"] = pax([b"GNU.sparse.size=%d" % real, b"GNU.sparse.numblocks=1",
+                                 b"GNU.sparse.offset=4096", b"GNU.sparse.numbytes=6"],
+                                b"p0.bin", len(data), data) + end
+    out["sparse_pax_0_1"] = pax([b"GNU.sparse.size=%d" % real, b"GNU.sparse.numblocks=1",
+                                 b"GNU.sparse.map=4096,6"], b"p1.bin", len(data), data) + end
+    body = pad(b"1\n4096\n6\n") + data
+    out["sparse_pax_1_0"] = pax([b"GNU.sparse.major=1", b"GNU.sparse.minor=0",
+                                 b"GNU.sparse.name=p2.bin", b"GNU.sparse.realsize=%d" % real],
+                                b"GNUSparseFile.0/p2.bin", len(body), body) + end
+    out["pax_realsize_without_map"] = pax([b"GNU.sparse.realsize=%d" % real], b"r.bin",
+                                          len(data), data) + end
     return out
 
 
@@ -346,8 +394,36 @@ def shard_seeds():
     seeds["size_corrupt"] = FAST + bytes(bad)
     seeds["gz_truncated"] = FAST + gz(base)[:-20]
     seeds["gz_bad_crc"] = FAST + gz(base)[:-8] + b"\0" * 8
+    packed = bytearray(gz(base))
+    packed[-1] ^= 1
+    seeds["gz_bad_isize"] = FAST + bytes(packed)
+    seeds["gz_trailing_zeros"] = BYTEWISE + gz(base) + b"\0" * 600
     seeds["bz2_truncated"] = FAST + bz2.compress(base)[:-30]
     seeds["xz_truncated"] = FAST + lzma.compress(base)[:-30]
+    return seeds
+
+
+def gzip_seeds():
+    """Inputs of fuzz_gzip: byte 0 even, raw gzip bytes; odd, a tar the
+    harness compresses (see tests/fuzz/fuzz_gzip.c for the bits)."""
+    plain = make_tar(BASIC)
+    body = gz(plain)
+    seeds = {}
+    for cfg in (0x00, 0x0a, 0x1c, 0x66):  # chunk, read size and head variations
+        seeds["raw_%02x" % cfg] = bytes([cfg]) + body
+    seeds["raw_two_members"] = b"\x00" + gz(plain[:700]) + gz(plain[700:])
+    seeds["raw_empty_member"] = b"\x02" + gz(b"") + body
+    seeds["raw_zeros_after"] = b"\x04" + body + b"\0" * 300
+    seeds["raw_zeros_then_member"] = b"\x00" + body + b"\0\0" + body
+    seeds["raw_garbage_after"] = b"\x00" + body + b"PK\x03\x04"
+    seeds["raw_truncated"] = b"\x08" + body[:-5]
+    seeds["raw_bad_crc"] = b"\x00" + body[:-8] + bytes(8)
+    seeds["raw_fhcrc_name"] = b"\x00" + (b"\x1f\x8b\x08\x0a" + bytes(6) + b"name\0" + b"\xff\xff" +
+                                      body[10:])
+    seeds["raw_stored_level0"] = b"\x1a" + gzip.compress(plain, 0)
+    split = struct.pack(">H", 600)
+    for cfg in (0x01, 0x81, 0xa1, 0xc1, 0x41, 0x5f):
+        seeds["wrap_%02x" % cfg] = bytes([cfg]) + split + struct.pack(">H", 37) + b"\x10" + plain
     return seeds
 
 
@@ -425,7 +501,7 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     out = args[0]
-    for sub in ("shard", "urls", "list_xml"):
+    for sub in ("shard", "urls", "list_xml", "gzip"):
         path = os.path.join(out, sub)
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -433,6 +509,9 @@ def main(argv):
     seeds = shard_seeds()
     for name, data in sorted(seeds.items()):
         with open(os.path.join(out, "shard", name), "wb") as f:
+            f.write(data)
+    for name, data in sorted(gzip_seeds().items()):
+        with open(os.path.join(out, "gzip", name), "wb") as f:
             f.write(data)
     for i, pattern in enumerate(URL_SEEDS):
         with open(os.path.join(out, "urls", "seed%03d" % i), "wb") as f:

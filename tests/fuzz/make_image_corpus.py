@@ -8,8 +8,11 @@ from a synthetic pattern: baseline JPEGs in each chroma subsampling, odd
 sizes (partial MCUs), progressive, optimized, grayscale, CMYK with and
 without the Adobe marker, restart-free Motion-JPEG style (no DHT), EXIF;
 PNGs of every colour type and bit depth, palette with tRNS, 16-bit RGB
-written by hand; then truncated and corrupted variants and headers that
-claim more pixels than the fuzzer's limit. With --stamp, FILE is written
+written by hand; progressive JPEGs of end-of-band runs only (too many
+scans, scans visiting the blocks too often, coefficient buffers above the
+limit), which tests/integration/test_bombs.py makes larger; then truncated
+and corrupted variants and headers that claim more pixels than the
+fuzzer's limit. With --stamp, FILE is written
 last so a build system can depend on it.
 
 Pillow (python3-pil) makes the JPEGs; without it only the hand-written PNG
@@ -97,6 +100,78 @@ def hand_made_pngs():
     rows[25] = 9
     seeds["png_bad_filter.png"] = png(8, 8, 8, 2, bytes(rows))
     seeds["png_truncated.png"] = good[:len(good) - 20]
+    return seeds
+
+
+def segment(marker, payload):
+    return bytes([0xFF, marker]) + (len(payload) + 2).to_bytes(2, "big") + payload
+
+
+def eob_runs(blocks):
+    """Entropy-coded data of an AC scan ending the band of `blocks` blocks:
+    EOBr symbols (4-bit codes r = 0..14, see the DHT below), each followed by
+    r bits of run length, as many as needed."""
+    acc, nbits, out = 0, 0, bytearray()
+
+    def put(value, n):
+        nonlocal acc, nbits
+        for i in range(n - 1, -1, -1):
+            acc, nbits = (acc << 1) | ((value >> i) & 1), nbits + 1
+            if nbits == 8:
+                out.append(acc)
+                if acc == 0xFF:
+                    out.append(0)  # byte stuffing
+                acc, nbits = 0, 0
+    while blocks > 0:
+        run = min(blocks, 32767)
+        r = run.bit_length() - 1
+        put(r, 4)
+        put(run - (1 << r), r)
+        blocks -= run
+    while nbits:
+        put(1, 1)
+    return bytes(out)
+
+
+def hostile_jpeg(width, height, components=3, luma_sampling=(1, 1), refine_scans=0,
+                 refine_components=None):
+    """A progressive JPEG of width x height: one AC scan per component, then
+    refine_scans AC refinement scans of the refine_components in turn (each
+    repeats a refinement; libjpeg only warns), all of end-of-band runs."""
+    hmax, vmax = luma_sampling
+    sampling = [luma_sampling] + [(1, 1)] * (components - 1)
+    out = bytearray(b"\xff\xd8")
+    out += segment(0xDB, b"\x00" + bytes([1] * 64))
+    sof = bytes([8]) + height.to_bytes(2, "big") + width.to_bytes(2, "big") + bytes([components])
+    for c, (h, v) in enumerate(sampling):
+        sof += bytes([c + 1, (h << 4) | v, 0])
+    out += segment(0xC2, sof)
+    counts = bytes([0, 0, 0, 15] + [0] * 12)
+    out += segment(0xC4, b"\x10" + counts + bytes(r << 4 for r in range(15)))
+
+    def scan(c, ah, al):
+        h, v = sampling[c]
+        blocks = -(-width * h // (hmax * 8)) * -(-height * v // (vmax * 8))
+        return segment(0xDA, bytes([1, c + 1, 0x00, 1, 63, (ah << 4) | al])) + eob_runs(blocks)
+    for c in range(components):
+        out += scan(c, 0, 1 if refine_scans else 0)
+    cycle = refine_components or range(components)
+    for i in range(refine_scans):
+        out += scan(cycle[i % len(cycle)], 1, 0)
+    return bytes(out + b"\xff\xd9")
+
+
+def hostile_jpeg_seeds():
+    """Progressive JPEGs that cost far more than their size: too many scans,
+    scans that visit the blocks over and over, and coefficient buffers
+    above the fuzzer's limit (4 megapixels: 12 MB)."""
+    seeds = {}
+    seeds["jpeg_progressive_600_scans.jpg"] = hostile_jpeg(
+        32, 32, components=3, luma_sampling=(4, 4), refine_scans=600, refine_components=(1, 2))
+    seeds["jpeg_progressive_block_visits.jpg"] = hostile_jpeg(256, 256, 1, refine_scans=80)
+    seeds["jpeg_progressive_coefficients_444.jpg"] = hostile_jpeg(2048, 1024, 3)
+    seeds["jpeg_progressive_coefficients_ok.jpg"] = hostile_jpeg(2000, 1000, 3)
+    seeds["jpeg_progressive_eob_only.jpg"] = hostile_jpeg(40, 24, 3, luma_sampling=(2, 1))
     return seeds
 
 
@@ -206,6 +281,7 @@ def write_image_seeds(corpus_dir):
         shutil.rmtree(out)
     os.makedirs(out)
     seeds = hand_made_pngs()
+    seeds.update(hostile_jpeg_seeds())
     if Image is not None:
         seeds.update(pil_seeds())
     else:

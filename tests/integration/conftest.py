@@ -352,3 +352,59 @@ def dataset(tmp_path):
             start += n
         return paths
     return _dataset
+
+
+# --------------------------------------------------------------------------
+# Resource bounds
+
+# ASan keeps up to 256 MiB of freed memory in quarantine by default, which
+# would hide a bound of that order; the measured runs keep it small.
+MEASURED_ASAN_OPTIONS = "detect_leaks=1:quarantine_size_mb=16"
+
+
+class Measured(subprocess.CompletedProcess):
+    """A finished stoker run with its peak resident memory (MiB) and wall time."""
+    peak_mib: float
+    wall_s: float
+
+
+@pytest.fixture
+def run_measured(stoker):
+    """run_measured(args, env=None, timeout=TIMEOUT_S) -> Measured.
+
+    Runs `stoker *args` as the `run` fixture does, under GNU time, which
+    reports the peak RSS of its own child. (A child of the test process
+    would not do: Linux carries the high-water mark of the forked copy of
+    the parent, a pytest of hundreds of MB, over the exec into the child's
+    ru_maxrss.)"""
+    import re
+    import tempfile
+    import time
+
+    if not os.access("/usr/bin/time", os.X_OK):
+        pytest.fail("/usr/bin/time (GNU time) is not installed", pytrace=False)
+
+    def _run(args, env=None, timeout=TIMEOUT_S):
+        full_env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
+        full_env["ASAN_OPTIONS"] = MEASURED_ASAN_OPTIONS
+        full_env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1")
+        if env:
+            full_env.update(env)
+        with tempfile.NamedTemporaryFile("r") as report:
+            start = time.monotonic()
+            proc = subprocess.run(["/usr/bin/time", "-o", report.name, "-f", "%M", str(stoker),
+                                   *map(str, args)], env=full_env, capture_output=True,
+                                  text=True, errors="replace", stdin=subprocess.DEVNULL,
+                                  timeout=timeout)
+            wall = time.monotonic() - start
+            lines = report.read().splitlines()
+        signal = [re.search(r"terminated by signal (\d+)", x) for x in lines]
+        signal = [m for m in signal if m]
+        if signal:
+            proc.returncode = -int(signal[0][1])
+        result = Measured(proc.args[4:], proc.returncode, proc.stdout, proc.stderr)
+        result.peak_mib = int(lines[-1]) / 1024
+        result.wall_s = wall
+        assert_no_crash(result)
+        return result
+    return _run

@@ -112,3 +112,98 @@ def test_label_json_and_missing_shard(run, tmp_path, make_shard):
 def test_usage(run):
     assert run(["verify"]).returncode == 2
     assert run(["verify", "--cache-dir", "/tmp/x", "--cache-size", "1G", "a.tar"]).returncode == 2
+
+
+def concatenated(tmp_path, make_shard, name="cat.tar"):
+    """`cat a.tar b.tar`: tar readers stop at a's end-of-archive marker, so
+    b's samples would be dropped without a word."""
+    a = make_shard(tmp_path / "a.tar", good_samples("a-")).read_bytes()
+    b = make_shard(tmp_path / "b.tar", good_samples("b-")).read_bytes()
+    path = tmp_path / name
+    path.write_bytes(a + b)
+    return path, len(a)
+
+
+def test_data_after_end_of_archive(run, tmp_path, make_shard, summary):
+    path, end = concatenated(tmp_path, make_shard)
+    proc = run(["verify", str(path)])
+    assert proc.returncode == 1, proc.stdout
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, lines
+    assert f"{path}: data after the end-of-archive marker at offset {end}" in lines[0]
+    assert lines[1] == (f"{GOOD} samples in 1 shards, {GOOD} images decoded: 0 bad samples, "
+                        "1 shards not read to the end")
+    # The loader does not drop it silently either: an error, or under the
+    # skip policy a failed shard after the first archive's samples.
+    ls = run(["ls", str(path)])
+    assert ls.returncode == 1 and "end-of-archive" in ls.stderr
+    assert len(ls.stdout.splitlines()) == GOOD
+    ls = run(["ls", "--on-error", "skip", str(path)])
+    assert ls.returncode == 0
+    counts = summary(ls.stderr)
+    assert counts["samples"] == GOOD and counts["shards_failed"] == 1, ls.stderr
+
+
+@pytest.mark.parametrize("how", ["tar-then-gzip", "gzip-members", "bz2", "xz", "zst"])
+def test_data_after_end_of_archive_compressed(run, tmp_path, make_shard, compress, how):
+    """Whatever the compression (each is decompressed below the tar reader)."""
+    import gzip
+    plain, end = concatenated(tmp_path, make_shard)
+    packed = tmp_path / "cat.tar.gz"
+    if how in ("bz2", "xz", "zst"):
+        packed = compress(plain, how)
+    elif how == "tar-then-gzip":
+        packed.write_bytes(gzip.compress(plain.read_bytes()))
+    else:  # cat a.tar.gz b.tar.gz
+        data = plain.read_bytes()
+        packed.write_bytes(gzip.compress(data[:end]) + gzip.compress(data[end:]))
+    proc = run(["verify", "--no-images", str(packed)])
+    assert proc.returncode == 1, proc.stdout
+    assert (f"{packed}: data after the end-of-archive marker at offset {end} of the "
+            "decompressed stream") in proc.stdout, proc.stdout
+
+
+def test_trailing_zeros_are_padding(run, tmp_path, make_shard):
+    path = make_shard(tmp_path / "padded.tar", good_samples("p-"))
+    with open(path, "ab") as f:
+        f.write(b"\0" * 100_000 + b"\0" * 7)
+    proc = run(["verify", str(path)])
+    assert proc.returncode == 0, proc.stdout
+
+
+@pytest.mark.parametrize("content", ["ignored", "empty"])
+def test_shard_without_samples(run, tmp_path, make_shard, content):
+    """A shard whose members are all ignored (no key: directories, files
+    without a dot), or that has none, trains nothing: verify says so. The
+    loader reads it as the empty shard it is."""
+    extra = [(0, "dir", "dir", None), (0, "file", "README", b"x"),
+             (0, "file", "dir/LICENSE", b"y")] if content == "ignored" else []
+    shard = make_shard(tmp_path / "nothing.tar", [], extra=extra)
+    clean = make_shard(tmp_path / "clean.tar", good_samples("c-"))
+    proc = run(["verify", str(shard), str(clean)])
+    assert proc.returncode == 1, proc.stdout
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, lines
+    if content == "ignored":
+        assert lines[0] == (f"{shard}: no samples: its 3 members are all ignored (directories, "
+                            "links, names without a key such as 'dir/')")
+    else:
+        assert lines[0] == f"{shard}: no samples: the shard has no members"
+    assert lines[1] == (f"{GOOD} samples in 2 shards, {GOOD} images decoded: 0 bad samples, "
+                        "0 shards not read to the end, 1 shards without samples")
+    ls = run(["ls", str(shard), str(clean)])
+    assert ls.returncode == 0, ls.stderr
+
+
+def test_problem_lines_stay_whole_across_threads(run, tmp_path, make_shard):
+    """Problems come from several threads at once; each is one whole line
+    (the escaping printer writes a line under one lock of stdout)."""
+    shards = [make_shard(tmp_path / f"many-{k}.tar",
+                         [{"__key__": f"k{k}-{i:03d}\nx", "txt": b"t"} for i in range(40)])
+              for k in range(8)]
+    proc = run(["verify", "--threads", "8", "--no-labels", *map(str, shards)])
+    assert proc.returncode == 1
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 8 * 40 + 1
+    for line in lines[:-1]:
+        assert line.startswith(str(tmp_path / "many-")) and "\\nx'" in line, line

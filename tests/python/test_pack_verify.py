@@ -70,7 +70,8 @@ def test_verify_lists_every_problem(tmp_path, dataset, even_shards):
     """stoker.verify: the same checks and counts as `stoker verify`."""
     clean = stoker.verify(even_shards, threads=2)
     assert clean == {"samples": 120, "bad_samples": 0, "shards": len(even_shards),
-                     "shards_failed": 0, "images_decoded": 120, "problems": []}
+                     "shards_failed": 0, "shards_empty": 0, "images_decoded": 120,
+                     "problems": []}
     pattern = str(tmp_path / "v-%d.tar")
     with stoker.ShardWriter(pattern) as w:
         for s in dataset[:4]:

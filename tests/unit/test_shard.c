@@ -7,13 +7,16 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
 
+#include "keyset.h"
 #include "shard_reader.h"
+#include "siphash.h"
 #include "stoker.h"
 #include "tar_builder.h"
 
@@ -26,6 +29,9 @@ struct result {
     char err[STK__ERRMSG_MAX];
 };
 
+/* max_samples of the readers of read_all (0: no limit). */
+static uint64_t max_samples;
+
 /* Read a shard from memory, `chunk` bytes per source read, into r. */
 static void read_all(const void *data, size_t size, size_t chunk, size_t block, int skip,
                      struct result *r)
@@ -36,6 +42,7 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
         .max_member_bytes = 1 << 20,
         .max_members = 8,
         .max_key_bytes = 256,
+        .max_samples = max_samples,
         .skip_bad = skip,
         .counters = &r->counters,
     };
@@ -66,6 +73,19 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
     if (r->rc < 0)
         snprintf(r->err, sizeof r->err, "%s", err.msg);
     stk__shard_close(reader);
+}
+
+/* The shard in tb fails under the fail policy with rc and a message
+ * containing msg, after delivering the samples in listing. */
+static void expect_failure(const struct tar_builder *tb, int rc, const char *msg,
+                           const char *listing)
+{
+    struct result r;
+    read_all(tb->data, tb->size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, rc);
+    if (strstr(r.err, msg) == NULL)
+        fail_msg("'%s' not in '%s'", msg, r.err);
+    assert_string_equal(r.listing, listing);
 }
 
 static void build_basic(struct tar_builder *tb)
@@ -213,11 +233,8 @@ static void test_reappearing_key(void **state)
     tb_file(&tb, "k1.cls", "1", 1);
     tb_file(&tb, "k3.jpg", "3", 1);
     tb_finish(&tb);
+    expect_failure(&tb, STK_EDUPKEY, "key 'k1' reappears at offset 2048", "k1:jpg;k2:jpg;");
     struct result r;
-    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
-    assert_int_equal(r.rc, STK_EDUPKEY);
-    assert_non_null(strstr(r.err, "key 'k1' reappears at offset 2048"));
-    assert_string_equal(r.listing, "k1:jpg;k2:jpg;");
     read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
     assert_int_equal(r.rc, 0);
     assert_string_equal(r.listing, "k1:jpg;k2:jpg;k3:jpg;");
@@ -250,6 +267,167 @@ static void test_duplicate_member_and_limits(void **state)
     tb_free(&tb);
 }
 
+/* The reference implementation's vectors (key 00..0f, message 00..len-1). */
+static void test_siphash_vectors(void **state)
+{
+    (void)state;
+    static const struct {
+        size_t len;
+        const char *tag; /* hex */
+    } vectors[] = {
+        {0, "a3817f04ba25a8e66df67214c7550293"},  {1, "da87c1d86b99af44347659119b22fc45"},
+        {7, "a1f1ebbed8dbc153c0b84aa61ff08239"},  {8, "3b62a9ba6258f5610f83e264f31497b4"},
+        {15, "5493e99933b0a8117e08ec0f97cfc3d9"}, {16, "6ee2a4ca67b054bbfd3315bf85230577"},
+        {63, "5150d1772f50834a503e069a973fbd7c"},
+    };
+    const uint64_t key[2] = {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull};
+    uint8_t msg[64];
+    for (size_t i = 0; i < sizeof msg; i++)
+        msg[i] = (uint8_t)i;
+    for (size_t v = 0; v < sizeof vectors / sizeof vectors[0]; v++) {
+        uint64_t out[2];
+        stk__siphash128(key, msg, vectors[v].len, out);
+        char hex[33];
+        for (int b = 0; b < 16; b++)
+            snprintf(hex + 2 * b, 3, "%02x", (unsigned)((out[b / 8] >> (8 * (b % 8))) & 0xff));
+        assert_string_equal(hex, vectors[v].tag);
+    }
+}
+
+static void test_keyset(void **state)
+{
+    (void)state;
+    struct stk__keyset set = {0};
+    char key[32];
+    for (int i = 0; i < 10000; i++) {
+        int n = snprintf(key, sizeof key, "dir/%d", i);
+        assert_int_equal(stk__keyset_add(&set, key, (size_t)n), 0);
+    }
+    assert_int_equal(set.count, 10000);
+    assert_true(set.capacity * 3 >= set.count * 4);
+    for (int i = 0; i < 10000; i += 7) {
+        int n = snprintf(key, sizeof key, "dir/%d", i);
+        assert_int_equal(stk__keyset_add(&set, key, (size_t)n), 1);
+    }
+    /* Only the given bytes count: "dir/1" is not "dir/10". */
+    assert_int_equal(stk__keyset_add(&set, "dir/10000", 9), 0);
+    assert_int_equal(stk__keyset_add(&set, "dir/10000", 8), 1);
+    assert_int_equal(stk__keyset_add(&set, "", 0), 0);
+    assert_int_equal(stk__keyset_add(&set, "", 0), 1);
+    stk__keyset_clear(&set);
+    assert_int_equal(set.count, 0);
+    assert_int_equal(stk__keyset_add(&set, "dir/1", 5), 0);
+    stk__keyset_clear(&set);
+}
+
+/* A shard with more samples than max_samples ends at the first one past
+ * it: an error, or under the skip policy a failed shard. */
+static void test_max_samples(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    char name[32];
+    for (int i = 0; i < 5; i++) {
+        snprintf(name, sizeof name, "k%d.txt", i);
+        tb_file(&tb, name, "x", 1);
+        snprintf(name, sizeof name, "k%d.cls", i);
+        tb_file(&tb, name, "1", 1);
+    }
+    tb_finish(&tb);
+    max_samples = 3;
+    expect_failure(&tb, STK_ELIMIT, "more than 3 samples (the next starts at offset 6144)",
+                   "k0:txt,cls;k1:txt,cls;k2:txt,cls;");
+    struct result r;
+    read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.n, 3);
+    assert_int_equal(r.counters.shards_failed, 1);
+    max_samples = 5;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    assert_int_equal(r.rc, 0);
+    assert_int_equal(r.n, 5);
+    max_samples = 0;
+    tb_free(&tb);
+}
+
+/* Feeding granularities of the end-of-archive checks: chunk (bytes per
+ * source read) x block (libarchive's read size). */
+static const size_t chunks[] = {0, 1, 3, 700};
+static const size_t blocks[] = {1, 7, 512, 1000, 1 << 20};
+
+/* What follows the end-of-archive marker: zeros are padding, anything else
+ * (a second archive: cat a.tar b.tar) is an error naming its offset, found
+ * wherever it lies relative to the blocks libarchive was given. */
+static void test_data_after_end_of_archive(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    tb_file(&tb, "a.txt", "1", 1);
+    tb_file(&tb, "b.txt", "2", 1);
+    tb_finish(&tb);
+    size_t archive = tb.size; /* 3072: two members, two zero blocks */
+    static const size_t pads[] = {0, 1, 511, 512, 5000};
+    for (size_t p = 0; p < sizeof pads / sizeof pads[0]; p++) {
+        for (int junk = 0; junk < 2; junk++) {
+            size_t size = archive + pads[p] + (size_t)junk;
+            unsigned char *data = calloc(1, size);
+            assert_non_null(data);
+            memcpy(data, tb.data, archive);
+            if (junk)
+                data[size - 1] = 'x';
+            for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+                for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
+                    struct result r;
+                    read_all(data, size, chunks[c], blocks[b], 0, &r);
+                    assert_string_equal(r.listing, "a:txt;b:txt;");
+                    if (!junk) {
+                        assert_int_equal(r.rc, 0);
+                        continue;
+                    }
+                    assert_int_equal(r.rc, STK_EFORMAT);
+                    char want[128];
+                    snprintf(want, sizeof want, "data after the end-of-archive marker at offset %zu",
+                             size - 1);
+                    if (strstr(r.err, want) == NULL)
+                        fail_msg("pad %zu chunk %zu block %zu: %s", pads[p], chunks[c], blocks[b],
+                                 r.err);
+                    read_all(data, size, chunks[c], blocks[b], 1, &r);
+                    assert_int_equal(r.rc, 0);
+                    assert_int_equal(r.n, 2);
+                    assert_int_equal(r.counters.shards_failed, 1);
+                }
+            }
+            free(data);
+        }
+    }
+    /* Two archives back to back: the second one's first header. */
+    struct tar_builder two = {0};
+    tb_file(&two, "a.txt", "1", 1);
+    tb_finish(&two);
+    tb_file(&two, "c.txt", "3", 1);
+    tb_finish(&two);
+    expect_failure(&two, STK_EFORMAT, "data after the end-of-archive marker at offset 2048",
+                   "a:txt;");
+    tb_free(&two);
+    tb_free(&tb);
+}
+
+/* Names in messages: escaped, cut with "..." to fit. */
+static void test_shown(void **state)
+{
+    (void)state;
+    char buf[16];
+    assert_string_equal(stk__shown(buf, sizeof buf, "plain"), "plain");
+    assert_string_equal(stk__shown(buf, sizeof buf, "a\nb\\"), "a\\nb\\\\");
+    assert_string_equal(stk__shown(buf, sizeof buf, "\x1b[1m\x7f"), "\\x1b[1m\\x7f");
+    assert_string_equal(stk__shown(buf, sizeof buf, "\xc2\x9b!\xc3\xa9"), "\\xc2\\x9b!\xc3\xa9");
+    assert_string_equal(stk__shown(buf, sizeof buf, "0123456789abcde"), "0123456789abcde");
+    assert_string_equal(stk__shown(buf, sizeof buf, "0123456789abcdef"), "0123456789ab...");
+    assert_string_equal(stk__shown(buf, sizeof buf, "0123456789\n\n\n"), "0123456789\\n...");
+    assert_string_equal(stk__shown(buf, 4, "abcd"), "...");
+    assert_string_equal(stk__shown(buf, 4, "abc"), "abc");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -261,6 +439,11 @@ int main(void)
         cmocka_unit_test(test_not_a_tar),
         cmocka_unit_test(test_reappearing_key),
         cmocka_unit_test(test_duplicate_member_and_limits),
+        cmocka_unit_test(test_siphash_vectors),
+        cmocka_unit_test(test_keyset),
+        cmocka_unit_test(test_max_samples),
+        cmocka_unit_test(test_data_after_end_of_archive),
+        cmocka_unit_test(test_shown),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
 }

@@ -62,7 +62,10 @@ static void run_shuffle(size_t capacity, uint64_t seed, int n, int *out)
         s = stk__sample_new("k", 1, "mem://", 0, NULL);
         assert_non_null(s);
         s->position = (uint64_t)i;
+        s->bytes = (uint64_t)i + 1; /* the bytes a budget counts (no member data here) */
+        uint64_t before = sh.bytes;
         stk__shuffle_push(&sh, s);
+        assert_int_equal(sh.bytes, before + (uint64_t)i + 1);
     }
     stk__shuffle_finish(&sh);
     struct stk__sample *s;
@@ -70,6 +73,7 @@ static void run_shuffle(size_t capacity, uint64_t seed, int n, int *out)
         out[got++] = (int)s->position;
         stk__sample_free(s);
     }
+    assert_int_equal(sh.bytes, 0); /* every sample's bytes left with it */
     stk__shuffle_free(&sh);
     assert_int_equal(got, n);
 }
