@@ -505,7 +505,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
     uint64_t index = p->cfg.first_batch;
     uint64_t to_drop = p->seeking ? p->seek.drop : p->cfg.first_batch * p->cfg.opts.batch_size;
     uint64_t target = p->cfg.opts.samples_per_rank ? p->cfg.opts.samples_per_rank : UINT64_MAX;
-    int input_done = 0, rc = 0;
+    int input_done = 0, failed = 0, rc = 0;
     sq->pulled = p->seeking ? p->seek.input_start : 0;
     for (;;) {
         if (++since_publish == CPU_PUBLISH_EVERY) {
@@ -514,10 +514,10 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
         }
         struct stk__sample *s = stk__shuffle_pop(sh);
         if (s == NULL) {
-            if (input_done)
+            if (input_done || failed)
                 break;
             rc = sq->pulled == target ? 0 : next_input(sq, &s);
-            if (rc < 0 || rc == 2)
+            if (rc == 2)
                 goto out;
             /* The sample in hand goes into the shuffle once the next one is
              * taken or the input is over: the window it closes is the same. */
@@ -531,7 +531,12 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
             }
             if (held != NULL)
                 stk__shuffle_push(sh, held);
-            if (rc == 0) {
+            if (rc < 0) {
+                /* The input failed: what the samples before it completed
+                 * (a closed window, every sample without shuffling) is
+                 * still delivered, then the error. */
+                failed = rc;
+            } else if (rc == 0) {
                 input_done = 1;
                 stk__shuffle_finish(sh);
             } else {
@@ -549,7 +554,9 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
         if (rc != 0)
             goto out;
     }
-    rc = 0;
+    rc = failed;
+    if (failed)
+        goto out;
     if (batch != NULL && !p->cfg.opts.drop_last) {
         deliver(p, batch);
         batch = NULL;

@@ -30,6 +30,10 @@ struct stk__shard_reader {
     int failed;         /* the rest of the shard was skipped as unreadable */
     uint64_t bytes_reported;
     uint64_t next_position; /* number of the next good sample */
+    /* Samples started, good or bad (a reader opened mid-shard starts at its
+     * position): what max_samples_per_shard bounds (the key set holds one
+     * tag for each), and 0 for a shard without samples. */
+    uint64_t started;
     /* Bad samples since the last good one, and where that run began: the
      * next good sample accounts for them (stk__sample.bad_samples) and
      * its offset is the run's, so a reader opened there meets them again. */
@@ -128,7 +132,7 @@ int stk__shard_open_at(const char *url, const char *name, uint64_t shard_index,
     }
     rc = stk__shard_open_source(src, name, shard_index, cfg, out, err);
     if (rc == 0) {
-        (*out)->next_position = position;
+        (*out)->next_position = (*out)->started = position;
         (*out)->run_start = offset;
     }
     return rc;
@@ -227,7 +231,7 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         /* The sample's number decides, not the keys kept, so a resumed
          * reader (which never saw the samples before its offset) stops at
          * the same sample as one that read the shard from its start. */
-        if (r->cfg.max_samples != 0 && r->next_position >= r->cfg.max_samples)
+        if (r->cfg.max_samples != 0 && r->started >= r->cfg.max_samples)
             return bad_shard(r, err,
                              stk__errf(err, STK_ELIMIT,
                                        "%s: the shard holds more than %llu samples (the next "
@@ -237,6 +241,7 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         r->current = stk__sample_new(name, key_len, r->url, r->shard_index, r->cfg.pool);
         if (r->current == NULL)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+        r->started++;
         r->current->offset = r->pending_offset;
         r->current_bad = 0;
         /* A key over the limit is refused below (its name is longer still)
@@ -398,7 +403,7 @@ static int end_of_shard(struct stk__shard_reader *r, struct stk__err *err)
     int rc = stk__tar_finish(r->tar, err);
     if (rc < 0)
         return bad_shard(r, err, rc);
-    r->empty = r->next_position == 0;
+    r->empty = r->started == 0;
     if (r->empty)
         atomic_fetch_add(&r->cfg.counters->shards_empty, 1);
     return 0;
