@@ -527,7 +527,11 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
  * the current one hold more than max_samples samples or max_bytes bytes of
  * member data (a sample larger than max_bytes gets a shard of its own).
  * Members are written as KEY.EXT in sorted extension order, mode 0444, fixed
- * owner and time, so equal input gives equal bytes; each shard appears
+ * owner and time, so equal input gives equal bytes. Keys and extensions are
+ * bytes, written exactly as given whatever the locale (the output does not
+ * depend on it): valid UTF-8 names that need pax (non-ASCII, or longer than
+ * ustar holds) as pax UTF-8 path records, other bytes as they are under
+ * hdrcharset=BINARY, as Python's tarfile writes them; each shard appears
  * under its name only once complete (see stk_output_flags). The directory
  * must exist. Not thread-safe: one writer per thread.
  *

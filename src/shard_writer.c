@@ -6,13 +6,22 @@
  * regular files, mode 0444, the members of a sample together and in
  * sorted extension order) through libarchive, in POSIX ustar unless a name
  * needs pax. Timestamps and owners are fixed, so the same samples always
- * give the same bytes. Each shard is written to a temporary file of its own
+ * give the same bytes.
+ *
+ * Names are bytes and are written as given, in any locale. libarchive's pax
+ * writer converts a name from the locale's charset to UTF-8 and, where that
+ * fails, writes the bytes as they are under hdrcharset=BINARY and warns. So
+ * that the output does not depend on the caller's locale (in the C locale
+ * every non-ASCII name would fail to convert), headers are written with the
+ * thread switched to C.UTF-8: valid UTF-8 names become standard UTF-8 pax
+ * records, other bytes go out as BINARY, as Python's tarfile writes them. Each shard is written to a temporary file of its own
  * and published whole (atomic_file.h): a reader never sees half a shard,
  * and nothing planted beside the output is followed or overwritten.
  */
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <locale.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +47,7 @@ struct stk_writer {
     uint64_t samples, bytes; /* in the open shard */
     uint64_t total_samples;
     uint64_t removed;   /* shards of an earlier run removed by close */
+    locale_t utf8;      /* C.UTF-8 for writing headers, or 0 where there is none */
     struct stk__err err;
 };
 
@@ -124,6 +134,9 @@ int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_by
     }
     w->max_samples = max_samples;
     w->max_bytes = max_bytes;
+    /* Without C.UTF-8 (a libc that lacks it) every non-ASCII name is
+     * written as bytes (BINARY): still exact, only less standard. */
+    w->utf8 = newlocale(LC_CTYPE_MASK, "C.UTF-8", (locale_t)0);
     w->overwrite = (flags & STK_OUTPUT_OVERWRITE) != 0;
     *out = w;
     return 0;
@@ -193,7 +206,12 @@ static int write_member(stk_writer *w, const char *key, const struct stk_member 
         archive_entry_set_perm(e, 0444);
         archive_entry_set_size(e, (la_int64_t)m->size);
         archive_entry_set_mtime(e, MEMBER_MTIME, 0);
-        if (archive_write_header(w->ar, e) != ARCHIVE_OK ||
+        /* ARCHIVE_WARN: a name that is not UTF-8, written as its bytes. */
+        locale_t caller = w->utf8 ? uselocale(w->utf8) : (locale_t)0;
+        int r = archive_write_header(w->ar, e);
+        if (w->utf8)
+            uselocale(caller);
+        if (r < ARCHIVE_WARN ||
             (m->size > 0 && archive_write_data(w->ar, m->data, m->size) != (la_ssize_t)m->size))
             rc = archive_fail(w, path);
     }
@@ -309,6 +327,8 @@ void stk_writer_destroy(stk_writer *w)
     if (w == NULL)
         return;
     close_shard(w, 0);
+    if (w->utf8)
+        freelocale(w->utf8);
     stk__free(w->pattern);
     stk__free(w);
 }

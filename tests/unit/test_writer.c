@@ -92,6 +92,49 @@ static void test_bad_names_write_nothing(void **state)
     assert_int_equal(count_prefixed("names-0.tar"), 0);
 }
 
+/* The file's bytes (at most size), NUL-terminated; returns the length. */
+static size_t read_file(const char *name, char *buf, size_t size)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, size - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n;
+}
+
+static size_t count_in(const char *buf, size_t len, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = buf; (p = memmem(p, len - (size_t)(p - buf), needle, strlen(needle)));
+         p++)
+        n++;
+    return n;
+}
+
+/* Names are bytes, written as given in this program's C locale (no
+ * setlocale): UTF-8 ones as standard pax UTF-8 records, the others as
+ * bytes under hdrcharset=BINARY. */
+static void test_names_are_bytes(void **state)
+{
+    (void)state;
+    stk_writer *w = create("bytes-%d.tar", 10, 1000);
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
+    assert_int_equal(stk_writer_add(w, "dir-\xc3\xa9/s0000200-\xc3\xbc", m, 1), 0);
+    assert_int_equal(stk_writer_add(w, "k\xffy", m, 1), 0);
+    assert_int_equal(stk_writer_add(w, "\xe4\xb8\xad\xe6\x96\x87", m, 1), 0);
+    assert_int_equal(stk_writer_close(w, NULL, NULL), 0);
+    stk_writer_destroy(w);
+    static char buf[1 << 16];
+    size_t len = read_file("bytes-0.tar", buf, sizeof buf);
+    assert_int_equal(count_in(buf, len, "path=dir-\xc3\xa9/s0000200-\xc3\xbc.txt\n"), 1);
+    assert_int_equal(count_in(buf, len, "path=k\xffy.txt\n"), 1);
+    assert_int_equal(count_in(buf, len, "path=\xe4\xb8\xad\xe6\x96\x87.txt\n"), 1);
+    assert_int_equal(count_in(buf, len, "hdrcharset=BINARY"), 1);
+}
+
 /* 5 samples of 10 bytes: max 2 samples gives 3 shards, max 25 bytes too. */
 static void test_rollover(void **state)
 {
@@ -375,6 +418,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_patterns),
         cmocka_unit_test(test_bad_names_write_nothing),
+        cmocka_unit_test(test_names_are_bytes),
         cmocka_unit_test(test_rollover),
         cmocka_unit_test(test_destroy_without_close_and_io_errors),
         cmocka_unit_test(test_allocation_failures),
