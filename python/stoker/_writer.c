@@ -219,8 +219,8 @@ static PyObject *writer_enter(WriterObject *self, PyObject *unused)
     return Py_NewRef((PyObject *)self);
 }
 
-/* Leaving the block finishes the last shard, unless an exception is on its
- * way out: then the unfinished shard is removed, not left half-written. */
+/* Leaving the block publishes the run, unless an exception is on its way
+ * out: then nothing of it is published. */
 static PyObject *writer_exit(WriterObject *self, PyObject *args)
 {
     PyObject *type = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : Py_None;
@@ -242,14 +242,14 @@ static PyObject *writer_exit(WriterObject *self, PyObject *args)
 
 static void writer_dealloc(WriterObject *self)
 {
-    stk_writer_destroy(self->writer); /* not closed: the open shard is removed */
+    stk_writer_destroy(self->writer); /* not closed: nothing is published */
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef writer_methods[] = {
     {"write", (PyCFunction)writer_write, METH_O, "write(sample dict): add one sample"},
     {"close", (PyCFunction)writer_close, METH_NOARGS,
-     "finish the last shard; returns (shards, samples) written"},
+     "finish the last shard and publish them all; returns (shards, samples) written"},
     {"__enter__", (PyCFunction)writer_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)writer_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -267,9 +267,11 @@ PyTypeObject stk_py_writer_type = {
               "write samples (dicts with '__key__' and EXT: bytes/str/int) into WebDataset tar "
               "shards. A str key is written as os.fsencode() gives it (so keys from Samples, "
               "not UTF-8 included, are written back as they were read), a bytes key as it is; "
-              "in any locale. Shards are "
-              "named pattern % n, e.g. 'out/train-%06d.tar'; a with-block closes it, and "
-              "removes the unfinished shard if the block raises. Existing shards are a "
-              "FileExistsError; overwrite=True replaces them, and close() then removes the "
-              "shards of an earlier run numbered after the last one written.",
+              "in any locale. Shards are named pattern % n, e.g. 'out/train-%06d.tar' (the "
+              "directory is created if missing). They are published together when the writer "
+              "is closed (a with-block closes it); if the block raises, or the writer is "
+              "dropped unclosed, nothing is published. Files named like the shards (the same "
+              "prefix and suffix, any number) are an earlier run's: a FileExistsError; "
+              "overwrite=True replaces them all (the others are removed once this run's "
+              "shards are in place).",
 };
