@@ -259,8 +259,9 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
     for (size_t c = 0; rc == EXIT_OK && c < classes->count; c++) {
         first[c] = files->count;
         rc = walk(a->dir, classes->items[c], files, NULL);
-        qsort(files->items + first[c], files->count - first[c], sizeof *files->items,
-              compare_strings);
+        if (files->count > first[c]) /* items is NULL while nothing was found */
+            qsort(files->items + first[c], files->count - first[c], sizeof *files->items,
+                  compare_strings);
     }
     first[classes->count] = files->count;
     struct item *items = NULL;

@@ -122,3 +122,13 @@ def test_a_failed_reshard_leaves_no_shard(run, make_shard, tmp_path):
     assert proc.returncode == 1
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
+
+def test_a_pack_that_fails_leaves_nothing(run, tmp_path):
+    """An image that cannot be read (a dangling link in a class directory)."""
+    root = tmp_path / "folder"
+    (root / "cat").mkdir(parents=True)
+    (root / "cat" / "broken.jpg").symlink_to(tmp_path / "nothing")
+    out = tmp_path / "out"
+    proc = run(["pack", "--classes", tmp_path / "classes.txt", "-o", out / "s-%d.tar", root])
+    assert proc.returncode == 1 and "broken.jpg" in proc.stderr, proc.stderr
+    assert not (tmp_path / "classes.txt").exists() and not out.exists()
