@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "stoker.h"
+#include "tar_builder.h"
 
 static char dir[64];
 
@@ -47,6 +48,17 @@ static stk_writer *create(const char *name, uint64_t max_samples, uint64_t max_b
     stk_writer *w = NULL;
     assert_int_equal(stk_writer_create(pattern, max_samples, max_bytes, 0, &w, msg, sizeof msg), 0);
     return w;
+}
+
+/* Add n samples k0, k1, ... of one member. */
+static void add_samples(stk_writer *w, int n)
+{
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(stk_writer_add(w, key, m, 1), 0);
+    }
 }
 
 static void test_patterns(void **state)
@@ -92,19 +104,6 @@ static void test_bad_names_write_nothing(void **state)
     assert_int_equal(count_prefixed("names-0.tar"), 0);
 }
 
-/* The file's bytes (at most size), NUL-terminated; returns the length. */
-static size_t read_file(const char *name, char *buf, size_t size)
-{
-    char path[128];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, size - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return n;
-}
-
 static size_t count_in(const char *buf, size_t len, const char *needle)
 {
     size_t n = 0;
@@ -120,19 +119,24 @@ static size_t count_in(const char *buf, size_t len, const char *needle)
 static void test_names_are_bytes(void **state)
 {
     (void)state;
+    static const char *const keys[] = {"dir-\xc3\xa9/s0000200-\xc3\xbc", "k\xffy",
+                                       "\xe4\xb8\xad\xe6\x96\x87"};
     stk_writer *w = create("bytes-%d.tar", 10, 1000);
     const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
-    assert_int_equal(stk_writer_add(w, "dir-\xc3\xa9/s0000200-\xc3\xbc", m, 1), 0);
-    assert_int_equal(stk_writer_add(w, "k\xffy", m, 1), 0);
-    assert_int_equal(stk_writer_add(w, "\xe4\xb8\xad\xe6\x96\x87", m, 1), 0);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(stk_writer_add(w, keys[i], m, 1), 0);
     assert_int_equal(stk_writer_close(w, NULL, NULL), 0);
     stk_writer_destroy(w);
     static char buf[1 << 16];
-    size_t len = read_file("bytes-0.tar", buf, sizeof buf);
-    assert_int_equal(count_in(buf, len, "path=dir-\xc3\xa9/s0000200-\xc3\xbc.txt\n"), 1);
-    assert_int_equal(count_in(buf, len, "path=k\xffy.txt\n"), 1);
-    assert_int_equal(count_in(buf, len, "path=\xe4\xb8\xad\xe6\x96\x87.txt\n"), 1);
-    assert_int_equal(count_in(buf, len, "hdrcharset=BINARY"), 1);
+    char path[128];
+    snprintf(path, sizeof path, "%s/bytes-0.tar", dir);
+    size_t len = tb_read_file(path, buf, sizeof buf);
+    for (size_t i = 0; i < 3; i++) {
+        char record[64];
+        snprintf(record, sizeof record, "path=%s.txt\n", keys[i]);
+        assert_int_equal(count_in(buf, len, record), 1);
+    }
+    assert_int_equal(count_in(buf, len, "hdrcharset=BINARY"), 1); /* k\xffy only */
 }
 
 /* 5 samples of 10 bytes: max 2 samples gives 3 shards, max 25 bytes too. */
@@ -176,10 +180,7 @@ static void test_destroy_without_close(void **state)
 {
     (void)state;
     stk_writer *w = create("open-%d.tar", 1, 1000);
-    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
-    assert_int_equal(stk_writer_add(w, "a", m, 1), 0);
-    assert_int_equal(stk_writer_add(w, "b", m, 1), 0);
-    assert_int_equal(stk_writer_add(w, "c", m, 1), 0);
+    add_samples(w, 3);
     assert_int_equal(count_prefixed("open-"), 3); /* two finished shards and the open one */
     assert_int_equal(count_prefixed("open-0.tar.tmp."), 1);
     assert_false(exists("open-0.tar"));
@@ -261,15 +262,10 @@ static int is_link(const char *name)
     return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
-/* Write n samples of one member; returns what close returned. */
+/* add_samples(), then close; returns what close returned. */
 static int write_samples(stk_writer *w, int n, uint64_t *shards)
 {
-    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
-    for (int i = 0; i < n; i++) {
-        char key[16];
-        snprintf(key, sizeof key, "k%d", i);
-        assert_int_equal(stk_writer_add(w, key, m, 1), 0);
-    }
+    add_samples(w, n);
     return stk_writer_close(w, shards, NULL);
 }
 
