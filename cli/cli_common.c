@@ -226,9 +226,13 @@ void cli_output_help(const char *shuffle_help)
            "  --max-size BYTES       member bytes per shard (default 1G; K, M, G, T)\n"
            "  --shuffle              %s\n"
            "  --seed N               shuffle seed (default 0)\n"
-           "  --force                replace existing shards, and remove those of an earlier\n"
-           "                         run numbered after the last one written (without it,\n"
-           "                         existing shards are an error and stay as they are)\n\n",
+           "  --force                replace the shards of an earlier run: every file in the\n"
+           "                         output directory named like this run's shards (same\n"
+           "                         prefix and suffix, any number), once this run's shards\n"
+           "                         are in place. Without it they are an error and stay as\n"
+           "                         they are. Other files are never touched.\n"
+           "The output directory is created if missing. The shards appear together when\n"
+           "the run ends; a run that fails leaves none (and no directory it made).\n\n",
            shuffle_help);
 }
 
@@ -244,10 +248,10 @@ stk_writer *cli_create_writer(const char *cmd, const struct cli_output *out, int
     stk_writer *w;
     int rc = stk_writer_create(out->pattern, out->max_samples, out->max_bytes,
                                out->force ? STK_OUTPUT_OVERWRITE : 0, &w, msg, sizeof msg);
-    if (rc == STK_EEXIST || rc == STK_ENOMEM)
-        *status = cli_output_fail(cmd, rc, msg);
-    else if (rc < 0)
+    if (rc == STK_EINVAL) /* the pattern or a size */
         *status = cli_usage_error(cmd, "%s", msg);
+    else if (rc < 0)
+        *status = cli_output_fail(cmd, rc, msg);
     return rc < 0 ? NULL : w;
 }
 
@@ -256,8 +260,8 @@ int cli_close_writer(const char *cmd, stk_writer *w, uint64_t *shards, uint64_t 
     int rc = stk_writer_close(w, shards, samples);
     uint64_t removed = stk_writer_removed(w);
     if (removed > 0)
-        fprintf(stderr, "stoker %s: removed %llu shard(s) of an earlier run numbered after the "
-                "%llu written\n", cmd, (unsigned long long)removed, (unsigned long long)*shards);
+        fprintf(stderr, "stoker %s: removed %llu shard(s) of an earlier run (named like the %llu "
+                "written)\n", cmd, (unsigned long long)removed, (unsigned long long)*shards);
     return rc < 0 ? cli_output_fail(cmd, rc, stk_writer_errmsg(w)) : EXIT_OK;
 }
 

@@ -35,7 +35,8 @@ static void help(void)
            "key: the path up to the first dot of the file name (a/b/x.jpg and\n"
            "a/b/x.json are sample a/b/x), each file a member named by the rest.\n"
            "Files are taken in sorted order; other files are counted and listed on\n"
-           "standard error, never dropped silently.\n\n"
+           "standard error, never dropped silently. File names are bytes and are kept\n"
+           "as they are in the keys, whatever the locale.\n\n"
            "options:\n"
            "  --flat                 group files by key instead of by class directory\n"
            "  --classes FILE         write the class names, one per line in label order\n"
@@ -257,8 +258,9 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
     for (size_t c = 0; rc == EXIT_OK && c < classes->count; c++) {
         first[c] = files->count;
         rc = walk(a->dir, classes->items[c], files, NULL);
-        qsort(files->items + first[c], files->count - first[c], sizeof *files->items,
-              compare_strings);
+        if (files->count > first[c]) /* items is NULL while nothing was found */
+            qsort(files->items + first[c], files->count - first[c], sizeof *files->items,
+                  compare_strings);
     }
     first[classes->count] = files->count;
     struct item *items = NULL;
@@ -318,11 +320,14 @@ static int flat_items(const struct pack_args *a, struct paths *files, struct ite
 }
 
 /* The class names, one per line. Like the shards, an existing file is
- * replaced only with --force, and never through a symbolic link. */
-static int write_classes(const char *path, int force, const struct paths *classes)
+ * replaced only with --force, and never through a symbolic link; *created
+ * says whether the file is new (to be removed if the run fails). */
+static int write_classes(const char *path, int force, const struct paths *classes, int *created)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (force ? O_TRUNC : O_EXCL),
-                  0666);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    *created = fd >= 0;
+    if (fd < 0 && errno == EEXIST && force)
+        fd = open(path, O_WRONLY | O_TRUNC | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == EEXIST)
         return cli_fail(CMD, "%s already exists (--force replaces it)", path);
     FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -380,11 +385,14 @@ int cmd_pack(int argc, char **argv)
     if (rc == EXIT_OK && a.out.shuffle)
         shuffle(items, n, a.out.seed);
     stk_writer *w = rc == EXIT_OK ? cli_create_writer(CMD, &a.out, &rc) : NULL;
+    int classes_created = 0;
     if (rc == EXIT_OK && a.classes != NULL)
-        rc = write_classes(a.classes, a.out.force, &classes);
+        rc = write_classes(a.classes, a.out.force, &classes, &classes_created);
     if (rc == EXIT_OK)
         rc = write_items(&a, w, &files, items, n);
-    stk_writer_destroy(w); /* after a failure: removes the unfinished shard */
+    stk_writer_destroy(w); /* after a failure: removes this run's shards */
+    if (rc != EXIT_OK && classes_created)
+        unlink(a.classes); /* a failed run leaves nothing */
     if (rc == EXIT_OK && ignored > 0)
         fprintf(stderr, "stoker %s: %zu files left out (listed above%s)\n", CMD, ignored,
                 ignored > 10 ? ": the first 10" : "");

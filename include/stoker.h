@@ -521,10 +521,10 @@ uint64_t stk_loader_epoch_samples(const stk_loader *loader);
 
 /* Flags for the functions that write files (stk_index_build,
  * stk_writer_create). Output files are always written to a temporary file
- * of their own beside the final name (created exclusively, so nothing
- * planted there, a symbolic link included, is followed), fsynced, renamed
- * into place and their directory fsynced: a name holds a whole file or
- * what it held before. */
+ * of their own beside the final name (NAME.tmp.PID.N, created exclusively,
+ * so nothing planted there, a symbolic link included, is followed),
+ * fsynced, renamed into place and their directory fsynced: a name holds a
+ * whole file or what it held before. */
 enum stk_output_flags {
     /* Replace existing outputs. Without it an existing output name (file,
      * directory or link) is refused with STK_EEXIST and left as it is. */
@@ -566,55 +566,73 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
 
 /*
  * Writing shards. A writer puts samples into WebDataset tar shards named by
- * pattern, a printf pattern with exactly one %d (e.g. "out/train-%06d.tar",
- * numbered from 0), starting the next shard before a sample that would make
- * the current one hold more than max_samples samples or max_bytes bytes of
- * member data (a sample larger than max_bytes gets a shard of its own).
+ * pattern, a printf pattern with exactly one %d, in the file name (e.g.
+ * "out/train-%06d.tar", numbered from 0), starting the next shard before a
+ * sample that would make the current one hold more than max_samples
+ * samples or max_bytes bytes of member data (a sample larger than max_bytes
+ * gets a shard of its own). The directory is created if missing (with its
+ * missing parents, as mkdir -p does); one that cannot be is STK_EIO from
+ * stk_writer_create(), naming it.
  * Members are written as KEY.EXT in sorted extension order, mode 0444, fixed
- * owner and time, so equal input gives equal bytes; each shard appears
- * under its name only once complete (see stk_output_flags). The directory
- * must exist. Not thread-safe: one writer per thread.
+ * owner and time, so equal input gives equal bytes. Keys and extensions are
+ * bytes, written exactly as given whatever the locale (the output does not
+ * depend on it): valid UTF-8 names that need pax (non-ASCII, or longer than
+ * ustar holds) as pax UTF-8 path records, other bytes as they are under
+ * hdrcharset=BINARY, as Python's tarfile writes them. Not thread-safe: one
+ * writer per thread.
  *
- * Existing shards are never replaced without STK_OUTPUT_OVERWRITE:
- * stk_writer_create() refuses (STK_EEXIST) when shard 0's name is taken,
- * a shard whose name is taken when it is finished fails its
- * stk_writer_add() or stk_writer_close() with STK_EEXIST (the shards before
- * it stay), and stk_writer_close() fails with STK_EEXIST when the name
- * after the last shard written is taken: a shard of an earlier, larger run
- * would be read as part of this one. With STK_OUTPUT_OVERWRITE existing
- * shards are replaced, and stk_writer_close() removes those of an earlier
- * run numbered after the last one written (each name from there on up to
- * the first that is not taken, directories excepted), so the pattern names
- * exactly this run's shards; stk_writer_removed() counts them.
+ * A run is published whole or not at all. Each shard is written to a
+ * temporary file beside its name (see stk_output_flags) and synced when the
+ * next one starts; stk_writer_close() renames them all into place and syncs
+ * the directory. A run that fails, or is destroyed without a successful
+ * stk_writer_close(), publishes nothing: its temporary files are removed,
+ * and the directories stk_writer_create() made. (Part of a run would read as
+ * a whole, smaller dataset.)
+ *
+ * The shards of a run are the files of the directory named PREFIX, a
+ * decimal number, SUFFIX, as the pattern names them ("train-", ".tar"); any
+ * other such file ("train-7.tar" or "train-000012.tar" beside this run's
+ * "train-000000.tar", from a run with another width or more shards) is a
+ * shard of an earlier run, which a glob or listing of the shards would read
+ * with this one. Without STK_OUTPUT_OVERWRITE, stk_writer_create() refuses
+ * (STK_EEXIST, naming the first) when the directory holds one, before
+ * anything is written, and stk_writer_close() fails the run whole when one
+ * appeared meanwhile (another writer with the same pattern). With it,
+ * existing shards are replaced and stk_writer_close() then removes every
+ * other file of the family, so that it holds exactly this run's shards;
+ * stk_writer_removed() counts them. Directories are never shards. Files with
+ * another prefix or suffix (val-000000.tar beside train-000000.tar, a killed
+ * run's NAME.tmp.PID.N) are other datasets' and are never touched.
  */
 typedef struct stk_writer stk_writer;
 
 /* flags: 0 or STK_OUTPUT_OVERWRITE. Returns 0 with *out set, or
- * STK_EINVAL/STK_EEXIST/STK_ENOMEM with a message in errbuf. */
+ * STK_EINVAL/STK_EEXIST/STK_EIO/STK_ENOMEM with a message in errbuf. */
 int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_bytes,
                       unsigned flags, stk_writer **out, char *errbuf, size_t errbuf_size);
 
 /* Add one sample: key (no '.' in its last '/'-separated part) and its
  * members (distinct non-empty extensions without '/'; data is copied before
  * the call returns). A bad key or extension is STK_EINVAL and writes
- * nothing; an I/O error (STK_EIO), or a shard it finishes whose name is
- * taken (STK_EEXIST), removes the shard being written and leaves the writer
- * good only for stk_writer_destroy(). */
+ * nothing (the writer goes on); any other failure (STK_EIO, STK_ENOMEM)
+ * ends the run: later calls fail with STK_EINVAL, and nothing of it is
+ * published. */
 int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *members,
                    size_t n_members);
 
-/* Finish the last shard; *shards and *samples (either may be NULL) get the
- * numbers written, also when the check for shards of an earlier run fails
- * (STK_EEXIST, see above). Call stk_writer_destroy() afterwards in any
- * case. */
+/* Finish the last shard and publish the run (see above); *shards and
+ * *samples (either may be NULL) get the numbers written, also when it
+ * fails. STK_EEXIST: a shard of another run appeared since
+ * stk_writer_create() (nothing is published). Call stk_writer_destroy()
+ * afterwards in any case. */
 int stk_writer_close(stk_writer *w, uint64_t *shards, uint64_t *samples);
 
 /* Shards of an earlier run that stk_writer_close() removed (only with
  * STK_OUTPUT_OVERWRITE). */
 uint64_t stk_writer_removed(const stk_writer *w);
 
-/* Free the writer; a shard still open (no stk_writer_close) is removed.
- * NULL is a no-op. */
+/* Free the writer; a run not published by stk_writer_close() is removed
+ * (see above). NULL is a no-op. */
 void stk_writer_destroy(stk_writer *w);
 
 /* Detailed message of the writer's last failed call ("" if none). */

@@ -28,50 +28,22 @@ static int io_error(int e)
 }
 
 /* Free and close what is open; f->path is non-NULL exactly while the
- * temporary file is open. */
+ * temporary file exists. */
 static void clear(struct stk__atomic_file *f)
 {
     stk__free(f->path);
     stk__free(f->tmp);
-    if (f->dir_fd >= 0)
+    if (f->dir_fd >= 0 && f->own_dir)
         close(f->dir_fd);
     f->path = f->tmp = NULL;
     f->base = NULL;
     f->dir_fd = f->fd = -1;
+    f->own_dir = 0;
 }
 
-int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, struct stk__err *err)
+/* The temporary file, beside base in f->dir_fd. */
+static int create_tmp(struct stk__atomic_file *f, size_t tmp_size, struct stk__err *err)
 {
-    f->dir_fd = f->fd = -1;
-    f->base = NULL;
-    size_t tmp_size = strlen(path) + 48;
-    f->path = stk__strdup(path);
-    f->tmp = stk__malloc(tmp_size);
-    if (f->path == NULL || f->tmp == NULL) {
-        clear(f);
-        return stk__errf(err, STK_ENOMEM, "%s: out of memory", path);
-    }
-    char *slash = strrchr(f->path, '/');
-    f->base = slash ? slash + 1 : f->path;
-    if (f->base[0] == '\0') {
-        clear(f);
-        return stk__errf(err, STK_EINVAL, "%s: names a directory, not a file", path);
-    }
-    if (slash == f->path) {
-        f->dir_fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    } else if (slash != NULL) {
-        *slash = '\0'; /* f->path is the directory for a moment */
-        f->dir_fd = open(f->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        *slash = '/';
-    } else {
-        f->dir_fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    }
-    if (f->dir_fd < 0) {
-        int e = errno;
-        clear(f);
-        return stk__errf(err, io_error(e), "%s: cannot open its directory: %s", path,
-                         strerror(e));
-    }
     for (int attempt = 0; attempt < MAX_NAME_ATTEMPTS; attempt++) {
         snprintf(f->tmp, tmp_size, "%s.tmp.%ld.%u", f->base, (long)getpid(),
                  atomic_fetch_add(&next_tmp_number, 1));
@@ -83,11 +55,72 @@ int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, struct s
     if (f->fd < 0) {
         int e = errno;
         int rc = stk__errf(err, io_error(e), "%s: cannot create a temporary file beside it: %s",
-                           path, strerror(e));
+                           f->path, strerror(e));
         clear(f);
         return rc;
     }
     return 0;
+}
+
+/* f->path, f->tmp (room for the temporary name) and f->base set, or
+ * STK_ENOMEM/STK_EINVAL with f cleared. */
+static int names(struct stk__atomic_file *f, const char *path, size_t *tmp_size,
+                 struct stk__err *err)
+{
+    f->dir_fd = f->fd = -1;
+    f->own_dir = 0;
+    f->base = NULL;
+    *tmp_size = strlen(path) + 48;
+    f->path = stk__strdup(path);
+    f->tmp = stk__malloc(*tmp_size);
+    if (f->path == NULL || f->tmp == NULL) {
+        clear(f);
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory", path);
+    }
+    char *slash = strrchr(f->path, '/');
+    f->base = slash ? slash + 1 : f->path;
+    if (f->base[0] == '\0') {
+        clear(f);
+        return stk__errf(err, STK_EINVAL, "%s: names a directory, not a file", path);
+    }
+    return 0;
+}
+
+int stk__atomic_file_open_at(struct stk__atomic_file *f, int dir_fd, const char *path,
+                             struct stk__err *err)
+{
+    size_t tmp_size;
+    int rc = names(f, path, &tmp_size, err);
+    if (rc < 0)
+        return rc;
+    f->dir_fd = dir_fd;
+    return create_tmp(f, tmp_size, err);
+}
+
+int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, struct stk__err *err)
+{
+    size_t tmp_size;
+    int rc = names(f, path, &tmp_size, err);
+    if (rc < 0)
+        return rc;
+    char *slash = strrchr(f->path, '/');
+    if (slash == NULL) {
+        f->dir_fd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else if (slash == f->path) {
+        f->dir_fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    } else {
+        *slash = '\0'; /* f->path is the directory for a moment */
+        f->dir_fd = open(f->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *slash = '/';
+    }
+    if (f->dir_fd < 0) {
+        int e = errno;
+        clear(f);
+        return stk__errf(err, io_error(e), "%s: cannot open its directory: %s", path,
+                         strerror(e));
+    }
+    f->own_dir = 1;
+    return create_tmp(f, tmp_size, err);
 }
 
 /* Rename the temporary file to the final name, refusing an existing one
@@ -113,7 +146,7 @@ static int publish(struct stk__atomic_file *f, int replace, struct stk__err *err
     return stk__errf(err, io_error(e), "%s: cannot rename into place: %s", f->path, strerror(e));
 }
 
-int stk__atomic_file_commit(struct stk__atomic_file *f, int replace, struct stk__err *err)
+int stk__atomic_file_finish(struct stk__atomic_file *f, struct stk__err *err)
 {
     int rc = 0;
     if (fsync(f->fd) != 0)
@@ -123,8 +156,28 @@ int stk__atomic_file_commit(struct stk__atomic_file *f, int replace, struct stk_
         rc = stk__errf(err, STK_EIO, "%s: cannot write it (close): %s", f->path,
                        strerror(errno));
     f->fd = -1;
-    if (rc == 0)
-        rc = publish(f, replace, err);
+    if (rc < 0) {
+        unlinkat(f->dir_fd, f->tmp, 0);
+        clear(f);
+    }
+    return rc;
+}
+
+int stk__atomic_file_publish(struct stk__atomic_file *f, int replace, struct stk__err *err)
+{
+    int rc = publish(f, replace, err);
+    if (rc < 0)
+        unlinkat(f->dir_fd, f->tmp, 0);
+    clear(f);
+    return rc;
+}
+
+int stk__atomic_file_commit(struct stk__atomic_file *f, int replace, struct stk__err *err)
+{
+    int rc = stk__atomic_file_finish(f, err);
+    if (rc < 0)
+        return rc;
+    rc = publish(f, replace, err);
     if (rc < 0)
         unlinkat(f->dir_fd, f->tmp, 0);
     /* The rename is durable once the directory is; EINVAL: a filesystem
@@ -140,7 +193,8 @@ void stk__atomic_file_abort(struct stk__atomic_file *f)
 {
     if (f->path == NULL) /* never opened, open failed, or done */
         return;
-    close(f->fd);
+    if (f->fd >= 0) /* not finished */
+        close(f->fd);
     unlinkat(f->dir_fd, f->tmp, 0);
     clear(f);
 }

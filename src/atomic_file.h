@@ -13,6 +13,11 @@
  * unlink() where the filesystem lacks it), so two runs never overwrite
  * each other's outputs. The directory is opened once, at the start: every
  * later step works relative to it.
+ *
+ * Several files can also be published together: open each in a directory
+ * the caller holds open (stk__atomic_file_open_at), finish each when its
+ * bytes are written (fsync and close: no descriptor stays open per file),
+ * and publish them all at the end, syncing the directory once.
  */
 #ifndef STK_ATOMIC_FILE_H
 #define STK_ATOMIC_FILE_H
@@ -24,7 +29,8 @@ struct stk__atomic_file {
     char *tmp;  /* temporary name, relative to dir_fd */
     const char *base; /* final name relative to dir_fd (inside path) */
     int dir_fd; /* the directory, -1 when not open */
-    int fd;     /* the temporary file, -1 when not open */
+    int own_dir; /* dir_fd was opened here (else the caller's) */
+    int fd;     /* the temporary file, -1 when not open or finished */
 };
 
 /* Create the temporary file for path; 0 with f->fd open for writing, or
@@ -32,14 +38,29 @@ struct stk__atomic_file {
  * naming path. */
 int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, struct stk__err *err);
 
+/* The same in the directory dir_fd, which the caller keeps open until the
+ * file is published or aborted; path names the file in messages, and its
+ * part after the last '/' is its name in dir_fd. */
+int stk__atomic_file_open_at(struct stk__atomic_file *f, int dir_fd, const char *path,
+                             struct stk__err *err);
+
 /* fsync and close the file, rename it to its final name (replacing an
  * existing file only with replace; else STK_EEXIST) and fsync the
  * directory. Nothing is left open or under the temporary name afterwards,
  * whatever the result. */
 int stk__atomic_file_commit(struct stk__atomic_file *f, int replace, struct stk__err *err);
 
+/* The first and second halves of commit, for files published together:
+ * finish fsyncs and closes the file (it stays under its temporary name;
+ * on failure it is removed and f cleared); publish renames a finished file
+ * to its final name as commit does (removing it on failure) and clears f,
+ * but leaves syncing the directory to the caller. */
+int stk__atomic_file_finish(struct stk__atomic_file *f, struct stk__err *err);
+int stk__atomic_file_publish(struct stk__atomic_file *f, int replace, struct stk__err *err);
+
 /* Close and remove the temporary file; nothing is published. Accepts a
- * zeroed struct, one whose open failed and one already committed. */
+ * zeroed struct, one whose open failed, one finished and one already
+ * committed or published. */
 void stk__atomic_file_abort(struct stk__atomic_file *f);
 
 /* 1 if something (a file, a directory, a link, dangling or not) has the

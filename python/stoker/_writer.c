@@ -2,7 +2,7 @@
  * _writer.c - stoker._stoker.ShardWriter, over stk_writer: samples as dicts
  * in WebDataset's form written into rolling tar shards.
  *
- * A sample is {"__key__": str, EXT: value, ...}; other "__" entries
+ * A sample is {"__key__": str or bytes, EXT: value, ...}; other "__" entries
  * (__url__, __local_path__ from a reader) are left out, as WebDataset's
  * TarWriter does. Values are bytes-like (written as they are), str (UTF-8)
  * or int (decimal text, how .cls labels are stored).
@@ -102,6 +102,26 @@ static PyObject *member_bytes(PyObject *ext, PyObject *value)
     return NULL;
 }
 
+/* The key as the bytes of a file name: a str is encoded as os.fsencode()
+ * does (surrogate escapes give back the bytes that were not UTF-8, as
+ * Samples decodes them), bytes are taken as they are. A new reference, or
+ * NULL with an exception. */
+static PyObject *key_bytes(PyObject *key)
+{
+    PyObject *bytes = NULL;
+    if (key != NULL && PyUnicode_Check(key))
+        bytes = PyUnicode_EncodeFSDefault(key);
+    else if (key != NULL && PyBytes_Check(key))
+        bytes = Py_NewRef(key);
+    else
+        PyErr_SetString(PyExc_ValueError, "the sample has no '__key__' (str or bytes)");
+    if (bytes != NULL && (size_t)PyBytes_GET_SIZE(bytes) != strlen(PyBytes_AS_STRING(bytes))) {
+        PyErr_SetString(PyExc_ValueError, "the sample's '__key__' holds a NUL character");
+        Py_CLEAR(bytes);
+    }
+    return bytes;
+}
+
 static int check_open(WriterObject *self)
 {
     if (check_idle(self) < 0)
@@ -119,14 +139,12 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
     if (!PyDict_Check(sample))
         return PyErr_Format(PyExc_TypeError, "a sample is a dict, not %.100s",
                             Py_TYPE(sample)->tp_name);
-    /* The key and a snapshot of the items, held: converting a value may run
-     * Python code (__str__, a buffer export) that changes the dict. */
-    PyObject *key_obj = Py_XNewRef(PyDict_GetItemString(sample, "__key__"));
-    const char *key = key_obj && PyUnicode_Check(key_obj) ? PyUnicode_AsUTF8(key_obj) : NULL;
+    /* The key's bytes and a snapshot of the items, held: converting a value
+     * may run Python code (__str__, a buffer export) that changes the dict. */
+    PyObject *key_obj = key_bytes(PyDict_GetItemString(sample, "__key__"));
+    const char *key = key_obj != NULL ? PyBytes_AS_STRING(key_obj) : NULL;
     PyObject *items = key != NULL ? PyDict_Items(sample) : NULL;
     if (items == NULL) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_ValueError, "the sample has no str '__key__'");
         Py_XDECREF(key_obj);
         return NULL;
     }
@@ -201,8 +219,8 @@ static PyObject *writer_enter(WriterObject *self, PyObject *unused)
     return Py_NewRef((PyObject *)self);
 }
 
-/* Leaving the block finishes the last shard, unless an exception is on its
- * way out: then the unfinished shard is removed, not left half-written. */
+/* Leaving the block publishes the run, unless an exception is on its way
+ * out: then nothing of it is published. */
 static PyObject *writer_exit(WriterObject *self, PyObject *args)
 {
     PyObject *type = PyTuple_Size(args) > 0 ? PyTuple_GetItem(args, 0) : Py_None;
@@ -224,14 +242,14 @@ static PyObject *writer_exit(WriterObject *self, PyObject *args)
 
 static void writer_dealloc(WriterObject *self)
 {
-    stk_writer_destroy(self->writer); /* not closed: the open shard is removed */
+    stk_writer_destroy(self->writer); /* not closed: nothing is published */
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static PyMethodDef writer_methods[] = {
     {"write", (PyCFunction)writer_write, METH_O, "write(sample dict): add one sample"},
     {"close", (PyCFunction)writer_close, METH_NOARGS,
-     "finish the last shard; returns (shards, samples) written"},
+     "finish the last shard and publish them all; returns (shards, samples) written"},
     {"__enter__", (PyCFunction)writer_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)writer_exit, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
@@ -247,8 +265,13 @@ PyTypeObject stk_py_writer_type = {
     .tp_new = PyType_GenericNew,
     .tp_doc = "ShardWriter(pattern, max_samples=10000, max_bytes=1 << 30, overwrite=False): "
               "write samples (dicts with '__key__' and EXT: bytes/str/int) into WebDataset tar "
-              "shards named pattern % n, e.g. 'out/train-%06d.tar'; a with-block closes it, and "
-              "removes the unfinished shard if the block raises. Existing shards are a "
-              "FileExistsError; overwrite=True replaces them, and close() then removes the "
-              "shards of an earlier run numbered after the last one written.",
+              "shards. A str key is written as os.fsencode() gives it (so keys from Samples, "
+              "not UTF-8 included, are written back as they were read), a bytes key as it is; "
+              "in any locale. Shards are named pattern % n, e.g. 'out/train-%06d.tar' (the "
+              "directory is created if missing). They are published together when the writer "
+              "is closed (a with-block closes it); if the block raises, or the writer is "
+              "dropped unclosed, nothing is published. Files named like the shards (the same "
+              "prefix and suffix, any number) are an earlier run's: a FileExistsError; "
+              "overwrite=True replaces them all (the others are removed once this run's "
+              "shards are in place).",
 };

@@ -41,13 +41,33 @@ def test_close_reports_counts_and_then_refuses(tmp_path):
         w.write({"__key__": "late", "bin": b"x"})
 
 
-def test_exception_in_block_removes_the_unfinished_shard(tmp_path):
+def test_exception_in_block_publishes_nothing(tmp_path):
+    """e-0 was complete, but alone it would read as a whole, smaller
+    dataset: a run is published at the end of the block or not at all."""
     with pytest.raises(RuntimeError):
-        with stoker.ShardWriter(str(tmp_path / "e-%d.tar"), max_samples=2) as w:
-            for i in range(3):
+        with stoker.ShardWriter(str(tmp_path / "new" / "e-%d.tar"), max_samples=2) as w:
+            for i in range(5):
                 w.write({"__key__": f"k{i}", "bin": b"x"})
             raise RuntimeError("the producer failed")
-    assert sorted(os.listdir(tmp_path)) == ["e-0.tar"]  # complete; e-1 was not
+    assert os.listdir(tmp_path) == []  # nor the directory it made
+
+
+def test_writer_makes_its_directory_and_refuses_another_run(tmp_path):
+    out = tmp_path / "new" / "deeper"
+    with stoker.ShardWriter(str(out / "d-%06d.tar"), max_samples=1) as w:
+        for i in range(3):
+            w.write({"__key__": f"old{i}", "txt": "old"})
+    assert sorted(os.listdir(out)) == ["d-000000.tar", "d-000001.tar", "d-000002.tar"]
+    # Another width: the same family, which a glob (d-*.tar) reads together.
+    with pytest.raises(FileExistsError, match="d-000000.tar.*overwrite=True"):
+        stoker.ShardWriter(str(out / "d-%d.tar"))
+    with stoker.ShardWriter(str(out / "d-%d.tar"), overwrite=True) as w:
+        w.write({"__key__": "new", "txt": "new"})
+    assert os.listdir(out) == ["d-0.tar"]
+    # Another prefix is another dataset: left alone.
+    with stoker.ShardWriter(str(out / "val-%d.tar")) as w:
+        w.write({"__key__": "v", "txt": "val"})
+    assert sorted(os.listdir(out)) == ["d-0.tar", "val-0.tar"]
 
 
 def test_bad_input(tmp_path):

@@ -90,3 +90,14 @@ void tb_write_shard(const char *path, const char *prefix, int first, int n)
         abort();
     tb_free(&tb);
 }
+
+size_t tb_read_file(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        abort();
+    size_t n = fread(buf, 1, cap - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return n;
+}

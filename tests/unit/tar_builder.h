@@ -28,4 +28,8 @@ void tb_free(struct tar_builder *tb);
  * and .cls (the sample number), to path. */
 void tb_write_shard(const char *path, const char *prefix, int first, int n);
 
+/* Read the file at path (at most cap - 1 bytes) into buf, NUL-terminated;
+ * returns its length. Aborts when it cannot be opened. */
+size_t tb_read_file(const char *path, char *buf, size_t cap);
+
 #endif

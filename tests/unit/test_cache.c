@@ -27,6 +27,7 @@
 #include "alloc.h"
 #include "cache.h"
 #include "stoker.h"
+#include "tar_builder.h"
 
 static char root[64];      /* per test: root/up (upstream) and root/cache */
 static char cache_dir[96];
@@ -434,12 +435,7 @@ static size_t read_cache_file(const char *name, char *buf, size_t cap)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", cache_dir, name);
-    FILE *f = fopen(path, "rb");
-    assert_non_null(f);
-    size_t n = fread(buf, 1, cap - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    return n;
+    return tb_read_file(path, buf, cap);
 }
 
 /* The cache is per user: whatever the umask, the directory is 0700 and

@@ -16,6 +16,7 @@
 
 #include "alloc.h"
 #include "stoker.h"
+#include "tar_builder.h"
 
 static char dir[64];
 
@@ -47,6 +48,17 @@ static stk_writer *create(const char *name, uint64_t max_samples, uint64_t max_b
     stk_writer *w = NULL;
     assert_int_equal(stk_writer_create(pattern, max_samples, max_bytes, 0, &w, msg, sizeof msg), 0);
     return w;
+}
+
+/* Add n samples k0, k1, ... of one member. */
+static void add_samples(stk_writer *w, int n)
+{
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
+    for (int i = 0; i < n; i++) {
+        char key[16];
+        snprintf(key, sizeof key, "k%d", i);
+        assert_int_equal(stk_writer_add(w, key, m, 1), 0);
+    }
 }
 
 static void test_patterns(void **state)
@@ -92,6 +104,41 @@ static void test_bad_names_write_nothing(void **state)
     assert_int_equal(count_prefixed("names-0.tar"), 0);
 }
 
+static size_t count_in(const char *buf, size_t len, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = buf; (p = memmem(p, len - (size_t)(p - buf), needle, strlen(needle)));
+         p++)
+        n++;
+    return n;
+}
+
+/* Names are bytes, written as given in this program's C locale (no
+ * setlocale): UTF-8 ones as standard pax UTF-8 records, the others as
+ * bytes under hdrcharset=BINARY. */
+static void test_names_are_bytes(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"dir-\xc3\xa9/s0000200-\xc3\xbc", "k\xffy",
+                                       "\xe4\xb8\xad\xe6\x96\x87"};
+    stk_writer *w = create("bytes-%d.tar", 10, 1000);
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(stk_writer_add(w, keys[i], m, 1), 0);
+    assert_int_equal(stk_writer_close(w, NULL, NULL), 0);
+    stk_writer_destroy(w);
+    static char buf[1 << 16];
+    char path[128];
+    snprintf(path, sizeof path, "%s/bytes-0.tar", dir);
+    size_t len = tb_read_file(path, buf, sizeof buf);
+    for (size_t i = 0; i < 3; i++) {
+        char record[64];
+        snprintf(record, sizeof record, "path=%s.txt\n", keys[i]);
+        assert_int_equal(count_in(buf, len, record), 1);
+    }
+    assert_int_equal(count_in(buf, len, "hdrcharset=BINARY"), 1); /* k\xffy only */
+}
+
 /* 5 samples of 10 bytes: max 2 samples gives 3 shards, max 25 bytes too. */
 static void test_rollover(void **state)
 {
@@ -126,21 +173,49 @@ static void test_rollover(void **state)
     assert_int_equal(shards, 2);
 }
 
-static void test_destroy_without_close_and_io_errors(void **state)
+/* Nothing of a run is published before stk_writer_close(): a run
+ * destroyed unclosed leaves no shard, no temporary file and no directory
+ * it made. */
+static void test_destroy_without_close(void **state)
 {
     (void)state;
-    stk_writer *w = create("open-%d.tar", 10, 1000);
-    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
-    assert_int_equal(stk_writer_add(w, "a", m, 1), 0);
+    stk_writer *w = create("open-%d.tar", 1, 1000);
+    add_samples(w, 3);
+    assert_int_equal(count_prefixed("open-"), 3); /* two finished shards and the open one */
     assert_int_equal(count_prefixed("open-0.tar.tmp."), 1);
-    stk_writer_destroy(w); /* the unfinished shard goes */
-    assert_int_equal(count_prefixed("open-0.tar"), 0);
-
-    w = create("missing/%d.tar", 10, 1000);
-    assert_int_equal(stk_writer_add(w, "a", m, 1), STK_EIO);
-    assert_non_null(strstr(stk_writer_errmsg(w), "missing/0.tar"));
+    assert_false(exists("open-0.tar"));
     stk_writer_destroy(w);
+    assert_int_equal(count_prefixed("open-"), 0);
     stk_writer_destroy(NULL);
+}
+
+/* A missing output directory is made (as mkdir -p does) and removed again
+ * by a run that publishes nothing; one that cannot be made is named. */
+static void test_missing_directory(void **state)
+{
+    (void)state;
+    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
+    stk_writer *w = create("missing/deeper/%d.tar", 10, 1000);
+    assert_true(exists("missing/deeper"));
+    assert_int_equal(stk_writer_add(w, "a", m, 1), 0);
+    stk_writer_destroy(w);
+    assert_false(exists("missing"));
+
+    w = create("made/deeper/%d.tar", 10, 1000);
+    assert_int_equal(stk_writer_add(w, "a", m, 1), 0);
+    assert_int_equal(stk_writer_close(w, NULL, NULL), 0);
+    stk_writer_destroy(w);
+    assert_true(exists("made/deeper/0.tar"));
+
+    char pattern[128], msg[256] = "";
+    snprintf(pattern, sizeof pattern, "%s/made/deeper/0.tar/x/%%d.tar", dir);
+    w = (stk_writer *)1;
+    assert_int_equal(stk_writer_create(pattern, 1, 1, 0, &w, msg, sizeof msg), STK_EIO);
+    assert_null(w);
+    assert_non_null(strstr(msg, "made/deeper/0.tar/x: cannot create the output directory"));
+    snprintf(pattern, sizeof pattern, "%s/made/%%d/x.tar", dir);
+    assert_int_equal(stk_writer_create(pattern, 1, 1, 0, &w, msg, sizeof msg), STK_EINVAL);
+    assert_non_null(strstr(msg, "in the file name"));
 }
 
 static void path_in_dir(char *path, size_t size, const char *name)
@@ -187,15 +262,10 @@ static int is_link(const char *name)
     return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
 }
 
-/* Write n samples of one member; returns what close returned. */
+/* add_samples(), then close; returns what close returned. */
 static int write_samples(stk_writer *w, int n, uint64_t *shards)
 {
-    const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
-    for (int i = 0; i < n; i++) {
-        char key[16];
-        snprintf(key, sizeof key, "k%d", i);
-        assert_int_equal(stk_writer_add(w, key, m, 1), 0);
-    }
+    add_samples(w, n);
     return stk_writer_close(w, shards, NULL);
 }
 
@@ -244,9 +314,9 @@ static void test_planted_links(void **state)
     assert_int_equal(rc, STK_EEXIST);
 }
 
-/* A second run into the same names: refused at create; a shard whose name
- * was taken after create fails that shard; overwriting replaces the shards
- * and removes the earlier run's shards after the last one written. */
+/* A second run into the same names: refused at create; a name taken after
+ * create fails the run at close; overwriting replaces the shards and
+ * removes the earlier run's shards after the last one written. */
 static void test_existing_shards(void **state)
 {
     (void)state;
@@ -267,40 +337,57 @@ static void test_existing_shards(void **state)
     assert_true(exists("run-1.tar"));
     assert_int_equal(count_prefixed("run-"), 2);
 
-    /* Taken after create: the shard is not renamed over it. */
+    /* Taken after create: the run fails whole at close, nothing of it
+     * published, the other file untouched. */
     w = create("late-%d.tar", 1, 1000);
     write_text("late-1.tar", "someone else's");
     const struct stk_member m[] = {{"txt", (const uint8_t *)"x", 1}};
     assert_int_equal(stk_writer_add(w, "a", m, 1), 0);
     assert_int_equal(stk_writer_add(w, "b", m, 1), 0);
-    assert_int_equal(stk_writer_add(w, "c", m, 1), STK_EEXIST); /* finishing late-1 */
+    assert_int_equal(stk_writer_add(w, "c", m, 1), 0);
+    assert_int_equal(stk_writer_close(w, &shards, NULL), STK_EEXIST);
+    assert_int_equal(shards, 3);
     assert_non_null(strstr(stk_writer_errmsg(w), "late-1.tar"));
+    assert_int_equal(stk_writer_add(w, "d", m, 1), STK_EINVAL); /* the run is over */
     stk_writer_destroy(w);
     assert_true(text_is("late-1.tar", "someone else's"));
-    assert_int_equal(count_prefixed("late-"), 2); /* late-0 and the other file */
+    assert_int_equal(count_prefixed("late-"), 1);
+}
 
-    /* A shard of an earlier run right after the last one written (its
-     * first shards removed by hand): close says so, the shards stay. */
-    write_text("gap-2.tar", "old");
-    write_text("gap-3.tar", "old");
-    w = create("gap-%d.tar", 1, 1000);
-    assert_int_equal(write_samples(w, 2, &shards), STK_EEXIST);
-    assert_int_equal(shards, 2);
-    assert_non_null(strstr(stk_writer_errmsg(w), "gap-2.tar"));
-    stk_writer_destroy(w);
-    assert_true(exists("gap-0.tar") && exists("gap-1.tar") && text_is("gap-2.tar", "old"));
-    /* Overwriting removes every one up to the first free name, never a
-     * directory. */
+/* Files named PREFIX NUMBER SUFFIX are one family, whatever the width or
+ * the number (shards of an earlier run beyond a gap, or written with
+ * another width): refused, or removed after the new shards are in place
+ * when overwriting. Other names, another prefix, directories: left alone. */
+static void test_shards_of_another_run(void **state)
+{
+    (void)state;
+    write_text("fam-7.tar", "old");
+    write_text("fam-000012.tar", "old");
+    write_text("fam-x.tar", "not a shard");
+    write_text("fam-3.tar.tmp.1.2", "a killed run's temporary file");
+    write_text("famous-0.tar", "another dataset");
     char sub[128];
-    path_in_dir(sub, sizeof sub, "gap-5.tar");
+    path_in_dir(sub, sizeof sub, "fam-5.tar");
     assert_int_equal(mkdir(sub, 0700), 0);
-    write_text("gap-6.tar", "beyond a gap");
-    w = create_flags("gap-%d.tar", 1, STK_OUTPUT_OVERWRITE, &rc);
-    assert_int_equal(write_samples(w, 1, &shards), 0);
-    assert_int_equal(stk_writer_removed(w), 3); /* gap-1, 2, 3 */
+    int rc;
+    assert_null(create_flags("fam-%06d.tar", 1, 0, &rc));
+    assert_int_equal(rc, STK_EEXIST);
+    char pattern[128], msg[512];
+    path_in_dir(pattern, sizeof pattern, "fam-%06d.tar");
+    stk_writer *w;
+    assert_int_equal(stk_writer_create(pattern, 1, 1000, 0, &w, msg, sizeof msg), STK_EEXIST);
+    assert_non_null(strstr(msg, "fam-000012.tar already exists (2 file(s) named"));
+
+    w = create_flags("fam-%06d.tar", 1, STK_OUTPUT_OVERWRITE, &rc);
+    uint64_t shards;
+    assert_int_equal(write_samples(w, 2, &shards), 0);
+    assert_int_equal(shards, 2);
+    assert_int_equal(stk_writer_removed(w), 2);
     stk_writer_destroy(w);
-    assert_false(exists("gap-1.tar") || exists("gap-2.tar") || exists("gap-3.tar"));
-    assert_true(exists("gap-5.tar") && text_is("gap-6.tar", "beyond a gap"));
+    assert_true(exists("fam-000000.tar") && exists("fam-000001.tar"));
+    assert_false(exists("fam-7.tar") || exists("fam-000012.tar"));
+    assert_true(exists("fam-x.tar") && exists("famous-0.tar") && exists("fam-5.tar"));
+    assert_true(exists("fam-3.tar.tmp.1.2"));
 }
 
 /* Two writers with the same pattern at once: each shard is one writer's
@@ -375,11 +462,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_patterns),
         cmocka_unit_test(test_bad_names_write_nothing),
+        cmocka_unit_test(test_names_are_bytes),
         cmocka_unit_test(test_rollover),
-        cmocka_unit_test(test_destroy_without_close_and_io_errors),
+        cmocka_unit_test(test_destroy_without_close),
+        cmocka_unit_test(test_missing_directory),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_planted_links),
         cmocka_unit_test(test_existing_shards),
+        cmocka_unit_test(test_shards_of_another_run),
         cmocka_unit_test(test_two_writers_one_pattern),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
