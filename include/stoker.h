@@ -79,7 +79,8 @@ enum stk_on_error {
 enum stk_transform {
     STK_TRANSFORM_NONE = 0,  /* raw samples: member bytes (default) */
     STK_TRANSFORM_TRAIN = 1, /* RandomResizedCrop(size, scale, ratio) + horizontal flip */
-    STK_TRANSFORM_EVAL = 2   /* resize the short side to size / 0.875, center-crop size */
+    STK_TRANSFORM_EVAL = 2   /* resize the short side to int(size / 0.875), center-crop size
+                                (non-square: see image_height, image_width) */
 };
 
 /* Element type and layout of image batches. */
@@ -156,14 +157,17 @@ struct stk_options {
     size_t max_key_bytes;            /* longest accepted member name (default 4096) */
 
     /* Images. With a transform, every sample must hold an image member
-     * (jpg/jpeg/png, the first found) and a label; batches then carry one
-     * contiguous tensor of n x 3 x size x size (NCHW) or n x size x size x 3
-     * (NHWC) elements and n int64 labels, written straight into buffers
-     * recycled between batches. Random choices (crop box, flip) come from a
-     * counter-based generator keyed by (seed, epoch, shard, position in the
-     * shard), so they depend neither on threads nor on timing. */
+     * (jpg/jpeg/png, the first found) and a label (see label_exts); batches
+     * then carry one contiguous tensor of n x 3 x height x width (NCHW) or
+     * n x height x width x 3 (NHWC) elements and n int64 labels, written
+     * straight into buffers recycled between batches. Random choices (crop
+     * box, flip) come from a counter-based generator keyed by (seed, epoch,
+     * shard, position in the shard), so they depend neither on threads nor
+     * on timing. */
     enum stk_transform transform;
-    unsigned image_size;        /* output height and width (default 224) */
+    unsigned image_size;        /* output height and width (default 224); for a
+                                   non-square output see image_height and
+                                   image_width at the end of this struct */
     enum stk_dtype dtype;       /* default STK_DTYPE_UINT8 */
     enum stk_layout layout;     /* default STK_LAYOUT_NCHW */
     /* Float outputs are (pixel / 255 - mean) / std per channel, as
@@ -287,6 +291,22 @@ struct stk_options {
      * STOKER_CA_BUNDLE, then CURL_CA_BUNDLE, else the system's store. The
      * string is copied. */
     const char *ca_bundle;
+
+    /* Non-square output (both default 0). Each of image_height and
+     * image_width that is 0 takes image_size, so with neither set the
+     * output is image_size x image_size. Each is at most 8192. The train
+     * transform is torchvision's RandomResizedCrop(size=(height, width)):
+     * the crop box is drawn exactly as for a square output (its area and
+     * aspect ratio do not depend on the output size) and resampled to
+     * height x width. The eval transform is torchvision's
+     * Resize(int(min(height, width) / 0.875)) + CenterCrop((height,
+     * width)): the short side of the image becomes int(min(height, width) /
+     * 0.875), and where the resized image is still smaller than the output
+     * in a dimension (a wide output of a square or portrait image) it is
+     * padded with black (pixel value 0, normalized like any pixel), split
+     * between the two sides as torchvision's CenterCrop splits it. */
+    unsigned image_height;
+    unsigned image_width;
 };
 
 /* Fill *opts with the defaults documented above. */

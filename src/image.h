@@ -21,7 +21,7 @@
 
 struct stk__image_config {
     enum stk_transform transform;
-    int size;
+    int height, width; /* of the output */
     enum stk_dtype dtype;
     enum stk_layout layout;
     struct stk__train_params train;

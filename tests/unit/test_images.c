@@ -295,18 +295,32 @@ static void test_bad_images(void **state)
     free(e.images);
 }
 
+/* A shard of one 30 x 30 sample: KEY.jpg, KEY.cls when label >= 0, and
+ * KEY.EXT holding text when ext is not NULL. */
+static void write_one_sample(const char *path, const char *key, int label, const char *ext,
+                             const char *text)
+{
+    struct tar_builder tb = {0};
+    unsigned char *jpeg;
+    size_t size;
+    jpeg_fixture(30, 30, 2, &jpeg, &size);
+    add_sample(&tb, key, label, jpeg, size);
+    free(jpeg);
+    if (ext != NULL) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", key, ext);
+        tb_file(&tb, name, text, strlen(text));
+    }
+    write_tar(path, &tb);
+}
+
+/* A missing label is bad input; label_exts "" is unlabelled data (-1). */
 static void test_missing_label(void **state)
 {
     (void)state;
     char path[128];
     snprintf(path, sizeof path, "%s/nolabel.tar", dir);
-    struct tar_builder tb = {0};
-    unsigned char *jpeg;
-    size_t size;
-    jpeg_fixture(30, 30, 2, &jpeg, &size);
-    add_sample(&tb, "x", -1, jpeg, size);
-    free(jpeg);
-    write_tar(path, &tb);
+    write_one_sample(path, "x", -1, NULL, NULL);
     struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 1);
     struct epoch_images e;
     assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
@@ -318,6 +332,78 @@ static void test_missing_label(void **state)
     assert_int_equal(e.labels[0], -1);
     free(e.images);
     unlink(path);
+}
+
+/* image_height x image_width output: the square case is image_size, shapes
+ * and determinism hold for any aspect, and eval pads where torchvision's
+ * CenterCrop pads (a short side resized to int(min(h, w) / 0.875) leaves
+ * the resized image narrower than a wide output: black columns). */
+static void test_non_square(void **state)
+{
+    (void)state;
+    static const enum stk_transform transforms[] = {STK_TRANSFORM_TRAIN, STK_TRANSFORM_EVAL};
+    for (size_t t = 0; t < 2; t++) {
+        struct stk_options o = image_options(transforms[t], 2);
+        struct epoch_images square, same, one, other;
+        assert_int_equal(read_epoch(&o, good, &square, NULL), 0);
+        o.image_height = SIZE;
+        o.image_width = SIZE;
+        o.image_size = 7; /* ignored when both are set */
+        assert_int_equal(read_epoch(&o, good, &same, NULL), 0);
+        assert_int_equal(same.bytes, square.bytes);
+        assert_memory_equal(same.images, square.images, square.bytes);
+        o.image_height = 16;
+        o.image_width = 40;
+        assert_int_equal(read_epoch(&o, good, &one, NULL), 0);
+        assert_int_equal(one.bytes, one.n * 3 * 16 * 40);
+        o.threads = 5;
+        assert_int_equal(read_epoch(&o, good, &other, NULL), 0);
+        assert_int_equal(other.bytes, one.bytes);
+        assert_memory_equal(one.images, other.images, one.bytes);
+        free(square.images);
+        free(same.images);
+        free(one.images);
+        free(other.images);
+    }
+    /* Only one of the two set: the other is image_size. */
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 1);
+    o.image_width = 30;
+    struct epoch_images e;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    assert_int_equal(e.bytes, e.n * 3 * SIZE * 30);
+    free(e.images);
+    o.image_height = 8193;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), STK_EINVAL);
+
+    /* 8 x 64 eval: every fixture image (at most 68 x 30, aspect <= 2.3)
+     * resizes to 9 rows and at most 20 columns, centered, the rest 0. */
+    o = image_options(STK_TRANSFORM_EVAL, 2);
+    o.layout = STK_LAYOUT_NHWC;
+    o.image_height = 8;
+    o.image_width = 64;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    unsigned long middle = 0;
+    for (size_t img = 0; img < e.n; img++) {
+        const unsigned char *p = e.images + img * 8 * 64 * 3;
+        for (int y = 0; y < 8; y++) {
+            for (int c = 0; c < 3; c++) {
+                assert_int_equal(p[(y * 64 + 0) * 3 + c], 0);
+                assert_int_equal(p[(y * 64 + 21) * 3 + c], 0);
+                assert_int_equal(p[(y * 64 + 63 - 21) * 3 + c], 0);
+                assert_int_equal(p[(y * 64 + 63) * 3 + c], 0);
+                middle += p[(y * 64 + 32) * 3 + c];
+            }
+        }
+    }
+    assert_true(middle > 0);
+    free(e.images);
+    /* Padding is black before normalization, as torchvision pads the PIL image. */
+    o.dtype = STK_DTYPE_FLOAT32;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    const float *f = (const float *)e.images;
+    for (int c = 0; c < 3; c++)
+        assert_true(f[c] == (0.0f - o.mean[c]) / o.std[c]);
+    free(e.images);
 }
 
 /* Collects what stk_verify reports. */
@@ -411,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_stage_times),
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_missing_label),
+        cmocka_unit_test(test_non_square),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_caller_batch_memory),
     };
