@@ -58,7 +58,9 @@ enum stk_error {
     STK_ELABEL = -1009,  /* a sample has no usable label */
     STK_ECACHE = -1010,  /* the node cache cannot hold or store a shard (cache_size too
                             small, cache disk full or unwritable); never skipped as bad input */
-    STK_EHTTP = -1011    /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
+    STK_EHTTP = -1011,   /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
+    STK_EMEMBER = -1012  /* a sample lacks a member that stk_options.require_members names,
+                            or the member does not parse as its extension says */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -307,6 +309,25 @@ struct stk_options {
      * between the two sides as torchvision's CenterCrop splits it. */
     unsigned image_height;
     unsigned image_width;
+
+    /* Other members each sample must hold (with a transform; default NULL
+     * or "": none), for callers that use more of a sample than its image
+     * and label (captions, metadata): comma-separated extensions, at most
+     * 16, each at most 31 bytes. The decode threads check them before the
+     * image is decoded; a sample that lacks one, or whose member does not
+     * parse as its extension says, is bad input (STK_EMEMBER: the epoch's
+     * error, or under STK_ON_ERROR_SKIP a replaced sample, see stk_batch).
+     * An extension ending in '?' may be missing, but must parse when
+     * present. How a member parses depends on the last '.'-separated part
+     * of its extension (WebDataset's decoding rule, so "en.txt" is text):
+     *   cls, cls2, class, count, index, inx, id: a decimal integer that
+     *       fits int64, blanks around it allowed (as labels);
+     *   txt, text, transcript: UTF-8 text (strict: no surrogates, no
+     *       overlong forms; empty is fine);
+     *   json, jsn: one JSON document (UTF-8, nothing after it but blanks);
+     *   anything else: any bytes.
+     * Read by stk_loader_create() and stk_verify() only. */
+    const char *require_members;
 };
 
 /* Fill *opts with the defaults documented above. */
@@ -334,7 +355,12 @@ struct stk_batch {
     size_t n_samples;   /* batch_size, or fewer for the last batch */
     const struct stk_sample *samples;
     /* With a transform: n_samples images, contiguous, in the options'
-     * dtype and layout, and one label per image; NULL otherwise. */
+     * dtype and layout, and one label per image; NULL otherwise. Under
+     * STK_ON_ERROR_SKIP a sample whose image, label or required member is
+     * bad is replaced by the batch's first good sample as a whole: its
+     * image, its label and its entry in samples (key, url, members), so the
+     * image and the other members of one slot always come from one sample;
+     * images_replaced counts such slots. */
     void *images;
     size_t image_bytes;       /* bytes of one image */
     const int64_t *labels;
@@ -527,9 +553,10 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
  * stk_loader_create() does) with the options' grouping rules and limits,
  * and check it: tar structure and sample grouping always; with a transform
  * set, also that the sample has a jpg/jpeg/png member that decodes whole
- * (bombs, truncation and corruption included) and a label as the options
- * ask. It never stops at bad data, whatever opts->on_error says: each
- * problem goes to opts->log at STK_LOG_WARN naming the shard and the key,
+ * (bombs, truncation and corruption included), a label as the options
+ * ask, and the members require_members names. It never stops at bad
+ * data, whatever opts->on_error says: each problem goes to opts->log at
+ * STK_LOG_WARN naming the shard and the key,
  * member or byte offset, and is counted in stats: samples (all read),
  * samples_skipped (bad ones), shards_failed (shards that could not be
  * opened or read to their end), images_decoded. Uses opts->threads threads,

@@ -12,7 +12,6 @@
 #include "image.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 
 #include "alloc.h"
 #include "decode.h"
+#include "members.h"
 #include "resize.h"
 #include "threads.h"
 
@@ -127,7 +127,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
             return stk__errf(err, STK_EINVAL, "label_json_field is too long");
         snprintf(cfg->label_json_field, sizeof cfg->label_json_field, "%s", o->label_json_field);
     }
-    return 0;
+    return stk__member_rules_init(&cfg->members, o->require_members, err);
 }
 
 static size_t dtype_size(enum stk_dtype t)
@@ -165,33 +165,11 @@ void stk__image_worker_free(struct stk__image_worker *w)
     stk__free(w);
 }
 
-static const struct stk_member *find_member(const struct stk__sample *s, const char *ext)
-{
-    for (size_t i = 0; i < s->pub.n_members; i++)
-        if (strcmp(s->pub.members[i].ext, ext) == 0)
-            return &s->pub.members[i];
-    return NULL;
-}
-
-static int parse_label_text(const struct stk_member *m, int64_t *label)
-{
-    const char *text = (const char *)m->data; /* NUL-terminated by the reader */
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    while (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')
-        end++;
-    if (end == text || *end != '\0' || errno != 0 || strlen(text) != m->size)
-        return -1;
-    *label = v;
-    return 0;
-}
-
 static int find_label(const struct stk__image_config *cfg, const struct stk__sample *s,
                       int64_t *label, struct stk__err *err)
 {
     if (cfg->label_json_field[0] != '\0') {
-        const struct stk_member *m = find_member(s, "json");
+        const struct stk_member *m = stk__sample_member(s, "json");
         if (m == NULL)
             return stk__errf(err, STK_ELABEL, "%s: sample '%.200s' has no json member for its label",
                              s->pub.url, s->pub.key);
@@ -209,10 +187,10 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
         return 0;
     }
     for (int i = 0; i < cfg->n_label_exts; i++) {
-        const struct stk_member *m = find_member(s, cfg->label_exts[i]);
+        const struct stk_member *m = stk__sample_member(s, cfg->label_exts[i]);
         if (m == NULL)
             continue;
-        if (parse_label_text(m, label) < 0)
+        if (stk__member_int(m, label) < 0)
             return stk__errf(err, STK_ELABEL, "%s: sample '%.200s': %s member is not an integer",
                              s->pub.url, s->pub.key, cfg->label_exts[i]);
         return 0;
@@ -230,7 +208,7 @@ static const struct stk_member *find_image(const struct stk__sample *s)
 {
     static const char *const exts[] = {"jpg", "jpeg", "png"};
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
-        const struct stk_member *m = find_member(s, exts[i]);
+        const struct stk_member *m = stk__sample_member(s, exts[i]);
         if (m != NULL)
             return m;
     }
@@ -387,6 +365,8 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
                          struct stk__err *err)
 {
     int rc = find_label(cfg, s, label, err);
+    if (rc == 0)
+        rc = stk__members_check(&cfg->members, s, err);
     if (rc < 0)
         return rc;
     const struct stk_member *m = image_member(s, err);
@@ -414,6 +394,8 @@ int stk__image_check(struct stk__image_worker *w, const struct stk__image_config
 {
     int64_t label;
     int rc = find_label(cfg, s, &label, err);
+    if (rc == 0)
+        rc = stk__members_check(&cfg->members, s, err);
     if (rc < 0)
         return rc;
     const struct stk_member *m = image_member(s, err);

@@ -37,7 +37,8 @@ static PyObject *error_type(int code)
     case STK_ELIMIT:
     case STK_EDUPKEY:
     case STK_EDECODE:
-    case STK_ELABEL: return DataError;
+    case STK_ELABEL:
+    case STK_EMEMBER: return DataError;
     case STK_EPLAN: return PlanError;
     case STK_EBUSY: return BusyError;
     case STK_EINTR: return PyExc_InterruptedError;

@@ -406,6 +406,115 @@ static void test_non_square(void **state)
     free(e.images);
 }
 
+/* A shard of 6 samples with jpg and cls; extra members per sample. */
+static void write_member_shard(const char *path, const char *const extra[][2], size_t n_extra)
+{
+    struct tar_builder tb = {0};
+    unsigned char *jpeg;
+    size_t size;
+    jpeg_fixture(40, 30, 3, &jpeg, &size);
+    for (int i = 0; i < 6; i++) {
+        char key[16], name[64];
+        snprintf(key, sizeof key, "s%d", i);
+        add_sample(&tb, key, i, jpeg, size);
+        for (size_t k = 0; k < n_extra; k++) {
+            if (extra[k][0][0] - '0' != i)
+                continue;
+            snprintf(name, sizeof name, "%s.%s", key, extra[k][0] + 2);
+            tb_file(&tb, name, extra[k][1], strlen(extra[k][1]));
+        }
+    }
+    free(jpeg);
+    write_tar(path, &tb);
+}
+
+/* The first error of an epoch read with require_members = `required`. */
+static int first_error(const char *path, const char *required, char *msg, size_t size)
+{
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
+    o.shuffle = 0;
+    o.batch_size = 6;
+    o.require_members = required;
+    const char *urls[] = {path};
+    stk_loader *l;
+    int rc = stk_loader_create(&o, urls, 1, &l, msg, size);
+    if (rc < 0)
+        return rc;
+    struct stk_batch *b;
+    while ((rc = stk_loader_next(l, &b)) == 0)
+        stk_batch_release(b);
+    snprintf(msg, size, "%s", stk_loader_errmsg(l));
+    stk_loader_destroy(l);
+    return rc == STK_EOF ? 0 : rc;
+}
+
+static void test_required_members(void **state)
+{
+    (void)state;
+    char path[128], msg[512];
+    snprintf(path, sizeof path, "%s/members.tar", dir);
+    /* "N:ext" -> member s<N>.ext */
+    static const char *const extra[][2] = {
+        {"0:txt", "a caption"}, {"1:txt", "caf\xc3\xa9"}, {"3:txt", ""}, {"4:txt", "x"},
+        {"5:txt", "y"},        {"0:json", "{\"a\": [1, 2]}"}, {"1:json", "{}"},
+        {"2:json", "[]"},      {"3:json", "3"},         {"4:json", "{\"a\": }"},
+        {"5:json", "{} trailing"}, {"2:en.txt", "ok"},  {"0:id", " 12\n"},
+        {"1:id", "-3"},        {"2:id", "99999999999999999999"}, {"3:bin", "\xff\xfe"},
+    };
+    write_member_shard(path, extra, sizeof extra / sizeof extra[0]);
+    assert_int_equal(first_error(path, "", msg, sizeof msg), 0);
+    assert_int_equal(first_error(path, "cls", msg, sizeof msg), 0);
+    assert_int_equal(first_error(path, "txt", msg, sizeof msg), STK_EMEMBER);
+    assert_non_null(strstr(msg, "members.tar: sample 's2' has no txt member"));
+    assert_int_equal(first_error(path, "txt?", msg, sizeof msg), 0); /* "" and UTF-8 are text */
+    assert_int_equal(first_error(path, "json?", msg, sizeof msg), STK_EMEMBER);
+    assert_non_null(strstr(msg, "sample 's4': json member is not valid JSON"));
+    assert_int_equal(first_error(path, "en.txt?,id?", msg, sizeof msg), STK_EMEMBER);
+    assert_non_null(strstr(msg, "sample 's2': id member is not an integer"));
+    assert_int_equal(first_error(path, "bin?", msg, sizeof msg), 0); /* any bytes */
+    assert_int_equal(first_error(path, "bin", msg, sizeof msg), STK_EMEMBER);
+    assert_int_equal(stk_strerror(STK_EMEMBER)[0] != 'u', 1); /* not "unknown error" */
+
+    static const char *const bad_text[][2] = {
+        {"0:txt", "\xe9t\xe9"},          /* Latin-1 */
+        {"1:txt", "\xed\xa0\x80"},       /* a UTF-16 surrogate */
+        {"2:txt", "\xc0\xaf"},           /* overlong '/' */
+        {"3:txt", "\xf4\x90\x80\x80"},   /* above U+10FFFF */
+        {"4:txt", "\xe2\x82"},           /* truncated */
+        {"5:txt", "ok \xf0\x9f\x98\x80"} /* an emoji: fine */
+    };
+    write_member_shard(path, bad_text, 6);
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 1);
+    o.shuffle = 0;
+    o.batch_size = 6;
+    o.require_members = "txt";
+    o.on_error = STK_ON_ERROR_SKIP;
+    const char *urls[] = {path};
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct stk_batch *b;
+    assert_int_equal(stk_loader_next(l, &b), 0);
+    /* Five bad texts: their slots are copies of the one good sample, the
+     * sample (key, members) included, not only the image and label. */
+    assert_int_equal(b->images_replaced, 5);
+    for (size_t i = 0; i < 6; i++) {
+        assert_string_equal(b->samples[i].key, "s5");
+        assert_int_equal(b->labels[i], 5);
+        assert_memory_equal((char *)b->images + i * b->image_bytes, b->images, b->image_bytes);
+    }
+    stk_batch_release(b);
+    stk_loader_destroy(l);
+
+    static const char *const bad_options[] = {"txt,", ",txt", "a,,b", "?", "txt??",
+        "0123456789012345678901234567890123456789", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q"};
+    for (size_t i = 0; i < sizeof bad_options / sizeof bad_options[0]; i++) {
+        msg[0] = '\0';
+        assert_int_equal(first_error(path, bad_options[i], msg, sizeof msg), STK_EINVAL);
+        assert_non_null(strstr(msg, "require_members"));
+    }
+    unlink(path);
+}
+
 /* Collects what stk_verify reports. */
 struct problems {
     int count;
@@ -498,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_missing_label),
         cmocka_unit_test(test_non_square),
+        cmocka_unit_test(test_required_members),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_caller_batch_memory),
     };
