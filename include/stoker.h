@@ -180,10 +180,13 @@ struct stk_options {
     float scale_min, scale_max; /* RandomResizedCrop area range (0.08, 1) */
     float ratio_min, ratio_max; /* aspect ratio range (3/4, 4/3) */
     float flip_probability;     /* 0.5 */
-    /* Label source: the first member among these extensions holding a
-     * decimal integer (default "cls,txt"), or, when label_json_field is set,
-     * that integer field of the "json" member. "" means unlabelled data:
-     * every label is -1. */
+    /* Label source: the first member found among these comma-separated
+     * extensions, which must hold a decimal integer (default "cls"; a .txt
+     * member is a caption, read as a label only when named here, e.g.
+     * "cls,txt"), or, when label_json_field is set, that integer field of
+     * the "json" member. A sample without its label is bad input
+     * (STK_ELABEL), as is one whose label member is no integer. "" means
+     * unlabelled data: no member is looked for and every label is -1. */
     const char *label_exts;
     const char *label_json_field;
     /* Larger images are rejected before any allocation (decompression

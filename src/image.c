@@ -112,7 +112,8 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                                                                : float_to_bfloat16(f);
         }
     }
-    const char *exts = o->label_exts ? o->label_exts : "cls,txt";
+    /* Not txt: a caption that happens to be a number is no label. */
+    const char *exts = o->label_exts ? o->label_exts : "cls";
     while (*exts) {
         size_t n = strcspn(exts, ",");
         if (n == 0 || n >= sizeof cfg->label_exts[0] || cfg->n_label_exts == STK__MAX_LABEL_EXTS)
@@ -199,7 +200,9 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
         *label = -1;
         return 0;
     }
-    return stk__errf(err, STK_ELABEL, "%s: sample '%.200s' has no label member (%s%s%s)",
+    return stk__errf(err, STK_ELABEL,
+                     "%s: sample '%.200s' has no label member (%s%s%s); for unlabelled data set "
+                     "label_exts=\"\"",
                      s->pub.url, s->pub.key, cfg->label_exts[0],
                      cfg->n_label_exts > 1 ? ", " : "", cfg->n_label_exts > 1 ? cfg->label_exts[1] : "");
 }

@@ -331,6 +331,22 @@ static void test_missing_label(void **state)
     assert_int_equal(e.n, 1);
     assert_int_equal(e.labels[0], -1);
     free(e.images);
+
+    /* .txt is a caption, not a label, unless label_exts names it. */
+    write_one_sample(path, "x", -1, "txt", "7");
+    o.label_exts = NULL;
+    assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
+    free(e.images);
+    o.label_exts = "cls,txt";
+    assert_int_equal(read_epoch(&o, path, &e, NULL), 0);
+    assert_int_equal(e.labels[0], 7);
+    free(e.images);
+
+    /* Blanks alone are no label (they used to read as 0). */
+    write_one_sample(path, "y", -1, "cls", " \n");
+    o.label_exts = NULL;
+    assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
+    free(e.images);
     unlink(path);
 }
 
