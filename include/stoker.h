@@ -63,7 +63,9 @@ enum stk_error {
     STK_ELABEL = -1009,  /* a sample has no usable label */
     STK_ECACHE = -1010,  /* the node cache cannot hold or store a shard (cache_size too
                             small, cache disk full or unwritable); never skipped as bad input */
-    STK_EHTTP = -1011    /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
+    STK_EHTTP = -1011,   /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
+    STK_EMEMBER = -1012  /* a sample lacks a member that stk_options.require_members names,
+                            or the member does not parse as its extension says */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -84,7 +86,8 @@ enum stk_on_error {
 enum stk_transform {
     STK_TRANSFORM_NONE = 0,  /* raw samples: member bytes (default) */
     STK_TRANSFORM_TRAIN = 1, /* RandomResizedCrop(size, scale, ratio) + horizontal flip */
-    STK_TRANSFORM_EVAL = 2   /* resize the short side to size / 0.875, center-crop size */
+    STK_TRANSFORM_EVAL = 2   /* resize the short side to int(size / 0.875), center-crop size
+                                (non-square: see image_height, image_width) */
 };
 
 /* Element type and layout of image batches. */
@@ -188,14 +191,17 @@ struct stk_options {
     uint64_t max_samples_per_shard;
 
     /* Images. With a transform, every sample must hold an image member
-     * (jpg/jpeg/png, the first found) and a label; batches then carry one
-     * contiguous tensor of n x 3 x size x size (NCHW) or n x size x size x 3
-     * (NHWC) elements and n int64 labels, written straight into buffers
-     * recycled between batches. Random choices (crop box, flip) come from a
-     * counter-based generator keyed by (seed, epoch, shard, position in the
-     * shard), so they depend neither on threads nor on timing. */
+     * (jpg/jpeg/png, the first found) and a label (see label_exts); batches
+     * then carry one contiguous tensor of n x 3 x height x width (NCHW) or
+     * n x height x width x 3 (NHWC) elements and n int64 labels, written
+     * straight into buffers recycled between batches. Random choices (crop
+     * box, flip) come from a counter-based generator keyed by (seed, epoch,
+     * shard, position in the shard), so they depend neither on threads nor
+     * on timing. */
     enum stk_transform transform;
-    unsigned image_size;        /* output height and width (default 224) */
+    unsigned image_size;        /* output height and width (default 224); for a
+                                   non-square output see image_height and
+                                   image_width at the end of this struct */
     enum stk_dtype dtype;       /* default STK_DTYPE_UINT8 */
     enum stk_layout layout;     /* default STK_LAYOUT_NCHW */
     /* Float outputs are (pixel / 255 - mean) / std per channel, as
@@ -206,10 +212,13 @@ struct stk_options {
     float scale_min, scale_max; /* RandomResizedCrop area range (0.08, 1) */
     float ratio_min, ratio_max; /* aspect ratio range (3/4, 4/3) */
     float flip_probability;     /* 0.5 */
-    /* Label source: the first member among these extensions holding a
-     * decimal integer (default "cls,txt"), or, when label_json_field is set,
-     * that integer field of the "json" member. "" means unlabelled data:
-     * every label is -1. */
+    /* Label source: the first member found among these comma-separated
+     * extensions, which must hold a decimal integer (default "cls"; a .txt
+     * member is a caption, read as a label only when named here, e.g.
+     * "cls,txt"), or, when label_json_field is set, that integer field of
+     * the "json" member. A sample without its label is bad input
+     * (STK_ELABEL), as is one whose label member is no integer. "" means
+     * unlabelled data: no member is looked for and every label is -1. */
     const char *label_exts;
     const char *label_json_field;
     /* Larger images are rejected before any allocation (decompression
@@ -326,6 +335,41 @@ struct stk_options {
      * STOKER_CA_BUNDLE, then CURL_CA_BUNDLE, else the system's store. The
      * string is copied. */
     const char *ca_bundle;
+
+    /* Non-square output (both default 0). Each of image_height and
+     * image_width that is 0 takes image_size, so with neither set the
+     * output is image_size x image_size. Each is at most 8192. The train
+     * transform is torchvision's RandomResizedCrop(size=(height, width)):
+     * the crop box is drawn exactly as for a square output (its area and
+     * aspect ratio do not depend on the output size) and resampled to
+     * height x width. The eval transform is torchvision's
+     * Resize(int(min(height, width) / 0.875)) + CenterCrop((height,
+     * width)): the short side of the image becomes int(min(height, width) /
+     * 0.875), and where the resized image is still smaller than the output
+     * in a dimension (a wide output of a square or portrait image) it is
+     * padded with black (pixel value 0, normalized like any pixel), split
+     * between the two sides as torchvision's CenterCrop splits it. */
+    unsigned image_height;
+    unsigned image_width;
+
+    /* Other members each sample must hold (with a transform; default NULL
+     * or "": none), for callers that use more of a sample than its image
+     * and label (captions, metadata): comma-separated extensions, at most
+     * 16, each at most 31 bytes. The decode threads check them before the
+     * image is decoded; a sample that lacks one, or whose member does not
+     * parse as its extension says, is bad input (STK_EMEMBER: the epoch's
+     * error, or under STK_ON_ERROR_SKIP a replaced sample, see stk_batch).
+     * An extension ending in '?' may be missing, but must parse when
+     * present. How a member parses depends on the last '.'-separated part
+     * of its extension (WebDataset's decoding rule, so "en.txt" is text):
+     *   cls, cls2, class, count, index, inx, id: a decimal integer that
+     *       fits int64, blanks around it allowed (as labels);
+     *   txt, text, transcript: UTF-8 text (strict: no surrogates, no
+     *       overlong forms; empty is fine);
+     *   json, jsn: one JSON document (UTF-8, nothing after it but blanks);
+     *   anything else: any bytes.
+     * Read by stk_loader_create() and stk_verify() only. */
+    const char *require_members;
 };
 
 /* Fill *opts with the defaults documented above. */
@@ -353,7 +397,12 @@ struct stk_batch {
     size_t n_samples;   /* batch_size, or fewer for the last batch */
     const struct stk_sample *samples;
     /* With a transform: n_samples images, contiguous, in the options'
-     * dtype and layout, and one label per image; NULL otherwise. */
+     * dtype and layout, and one label per image; NULL otherwise. Under
+     * STK_ON_ERROR_SKIP a sample whose image, label or required member is
+     * bad is replaced by the batch's first good sample as a whole: its
+     * image, its label and its entry in samples (key, url, members), so the
+     * image and the other members of one slot always come from one sample;
+     * images_replaced counts such slots. */
     void *images;
     size_t image_bytes;       /* bytes of one image */
     const int64_t *labels;
@@ -549,10 +598,11 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
  * stk_loader_create() does) with the options' grouping rules and limits,
  * and check it: tar structure and sample grouping always (also gzip CRCs,
  * and that only zeros follow each shard's end-of-archive marker); with a
- * transform set, also that the sample has a jpg/jpeg/png member that decodes whole
- * (bombs, truncation and corruption included) and a label as the options
- * ask. It never stops at bad data, whatever opts->on_error says: each
- * problem goes to opts->log at STK_LOG_WARN naming the shard and the key,
+ * transform set, also that the sample has a jpg/jpeg/png member that
+ * decodes whole (bombs, truncation and corruption included), a label as
+ * the options ask, and the members require_members names. It never stops
+ * at bad data, whatever opts->on_error says: each problem goes to opts->log
+ * at STK_LOG_WARN naming the shard and the key,
  * member or byte offset, and is counted in stats: samples (all read),
  * samples_skipped (bad ones), shards_failed (shards that could not be
  * opened or read to their end), shards_empty (shards read cleanly that

@@ -71,15 +71,37 @@ void stk__crop_train(const struct stk__train_params *p, int width, int height,
         out->width = w;
     }
     out->flip = stk__draw_uniform(d) < p->flip_probability;
+    out->pad_top = out->pad_left = out->pad_bottom = out->pad_right = 0;
 }
 
-void stk__crop_eval(int width, int height, int size, struct stk__crop *out)
+/* One axis of CenterCrop(out) on an image resized to r pixels from src:
+ * the box in source pixels and the padding. torchvision's center_crop pads
+ * a side shorter than the crop with zeros, (out - r) // 2 before and the
+ * rest after, and then crops it whole; else it crops from
+ * int(round((r - out) / 2)). */
+static void center_axis(double r, int out, double src, double *start, double *len, int *pad_before,
+                        int *pad_after)
+{
+    double scale = src / r;
+    if (r < out) {
+        *pad_before = (int)floor((out - r) / 2);
+        *pad_after = out - (int)r - *pad_before;
+        *start = 0;
+        *len = src;
+    } else {
+        *pad_before = *pad_after = 0;
+        *start = nearbyint((r - out) / 2.0) * scale;
+        *len = out * scale;
+    }
+}
+
+void stk__crop_eval(int width, int height, int out_height, int out_width, struct stk__crop *out)
 {
     /* torchvision Resize(int): the short side becomes `resize`, the long
      * side int(resize * long / short) (truncated). */
     /* Doubles throughout: extreme aspect ratios (1 x 20,000,000) overflow
      * int, and floor/nearbyint are exact on these magnitudes. */
-    double resize = floor(size / 0.875);
+    double resize = floor((out_height < out_width ? out_height : out_width) / 0.875);
     double rw, rh;
     if (width <= height) {
         rw = resize;
@@ -88,12 +110,7 @@ void stk__crop_eval(int width, int height, int size, struct stk__crop *out)
         rh = resize;
         rw = floor(resize * width / height);
     }
-    /* CenterCrop: top = int(round((rh - size) / 2)). */
-    double top = nearbyint((rh - size) / 2.0), left = nearbyint((rw - size) / 2.0);
-    double sx = width / rw, sy = height / rh;
-    out->top = top * sy;
-    out->left = left * sx;
-    out->height = size * sy;
-    out->width = size * sx;
+    center_axis(rh, out_height, height, &out->top, &out->height, &out->pad_top, &out->pad_bottom);
+    center_axis(rw, out_width, width, &out->left, &out->width, &out->pad_left, &out->pad_right);
     out->flip = 0;
 }

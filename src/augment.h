@@ -14,10 +14,13 @@
 #include <stdint.h>
 
 /* A crop box in source pixels, as torchvision's (top, left, height, width),
- * plus the output geometry it maps to. */
+ * whether to flip it, and the black rows and columns around it in the
+ * output (eval only: where the resized image is smaller than the output);
+ * the box fills the rest of the output. */
 struct stk__crop {
     double top, left, height, width;
     int flip;
+    int pad_top, pad_left, pad_bottom, pad_right;
 };
 
 struct stk__train_params {
@@ -43,9 +46,11 @@ int64_t stk__draw_int(struct stk__draws *d, int64_t lo, int64_t hi);
 void stk__crop_train(const struct stk__train_params *p, int width, int height,
                      struct stk__draws *d, struct stk__crop *out);
 
-/* Resize(short side = round(size / 0.875)) + CenterCrop(size), expressed
- * as a box in source pixels: resampling that box to size x size gives the
+/* Resize(short side = int(min(out_height, out_width) / 0.875)) +
+ * CenterCrop((out_height, out_width)), expressed as a box in source pixels
+ * and the padding CenterCrop adds where the resized image is smaller than
+ * the output: resampling that box to the output less the padding gives the
  * same pixels as resizing the whole image then cropping. */
-void stk__crop_eval(int width, int height, int size, struct stk__crop *out);
+void stk__crop_eval(int width, int height, int out_height, int out_width, struct stk__crop *out);
 
 #endif

@@ -31,6 +31,7 @@ const char *stk_strerror(int code)
     case STK_ELABEL: return "sample has no usable label";
     case STK_ECACHE: return "node cache cannot hold or store the shard";
     case STK_EHTTP: return "HTTP request failed";
+    case STK_EMEMBER: return "sample lacks a required member, or it does not parse";
     default: return "unknown error";
     }
 }

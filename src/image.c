@@ -12,7 +12,6 @@
 #include "image.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +19,7 @@
 
 #include "alloc.h"
 #include "decode.h"
+#include "members.h"
 #include "resize.h"
 #include "threads.h"
 
@@ -34,7 +34,7 @@
 struct stk__image_worker {
     struct stk__decoder *decoder;
     struct stk__resize_scratch *scratch;
-    uint8_t *rgb; /* size x size x 3 staging for layouts other than uint8 NHWC */
+    uint8_t *rgb; /* height x width x 3 staging for layouts other than uint8 NHWC */
     struct stk__stage_ns times;
 };
 
@@ -81,7 +81,11 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
     cfg->transform = o->transform;
     if (o->image_size < 1 || o->image_size > 8192)
         return stk__errf(err, STK_EINVAL, "image_size must be between 1 and 8192");
-    cfg->size = (int)o->image_size;
+    if (o->image_height > 8192 || o->image_width > 8192)
+        return stk__errf(err, STK_EINVAL, "image_height and image_width must be at most 8192 "
+                                          "(0: image_size)");
+    cfg->height = (int)(o->image_height ? o->image_height : o->image_size);
+    cfg->width = (int)(o->image_width ? o->image_width : o->image_size);
     if (o->dtype > STK_DTYPE_BFLOAT16 || o->layout > STK_LAYOUT_NHWC)
         return stk__errf(err, STK_EINVAL, "unknown dtype or layout");
     cfg->dtype = o->dtype;
@@ -108,7 +112,8 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                                                                : float_to_bfloat16(f);
         }
     }
-    const char *exts = o->label_exts ? o->label_exts : "cls,txt";
+    /* Not txt: a caption that happens to be a number is no label. */
+    const char *exts = o->label_exts ? o->label_exts : "cls";
     while (*exts) {
         size_t n = strcspn(exts, ",");
         if (n == 0 || n >= sizeof cfg->label_exts[0] || cfg->n_label_exts == STK__MAX_LABEL_EXTS)
@@ -123,7 +128,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
             return stk__errf(err, STK_EINVAL, "label_json_field is too long");
         snprintf(cfg->label_json_field, sizeof cfg->label_json_field, "%s", o->label_json_field);
     }
-    return 0;
+    return stk__member_rules_init(&cfg->members, o->require_members, err);
 }
 
 static size_t dtype_size(enum stk_dtype t)
@@ -133,7 +138,7 @@ static size_t dtype_size(enum stk_dtype t)
 
 size_t stk__image_bytes(const struct stk__image_config *cfg)
 {
-    return (size_t)cfg->size * (size_t)cfg->size * 3 * dtype_size(cfg->dtype);
+    return (size_t)cfg->height * (size_t)cfg->width * 3 * dtype_size(cfg->dtype);
 }
 
 struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *cfg)
@@ -143,7 +148,7 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
         return NULL;
     w->decoder = stk__decoder_new(cfg->max_pixels);
     w->scratch = stk__resize_scratch_new();
-    w->rgb = stk__malloc((size_t)cfg->size * (size_t)cfg->size * 3);
+    w->rgb = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
     if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL) {
         stk__image_worker_free(w);
         return NULL;
@@ -161,34 +166,12 @@ void stk__image_worker_free(struct stk__image_worker *w)
     stk__free(w);
 }
 
-static const struct stk_member *find_member(const struct stk__sample *s, const char *ext)
-{
-    for (size_t i = 0; i < s->pub.n_members; i++)
-        if (strcmp(s->pub.members[i].ext, ext) == 0)
-            return &s->pub.members[i];
-    return NULL;
-}
-
-static int parse_label_text(const struct stk_member *m, int64_t *label)
-{
-    const char *text = (const char *)m->data; /* NUL-terminated by the reader */
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    while (*end == ' ' || *end == '\n' || *end == '\r' || *end == '\t')
-        end++;
-    if (end == text || *end != '\0' || errno != 0 || strlen(text) != m->size)
-        return -1;
-    *label = v;
-    return 0;
-}
-
 static int find_label(const struct stk__image_config *cfg, const struct stk__sample *s,
                       int64_t *label, struct stk__err *err)
 {
     char shown[STK__SHOWN_MAX]; /* the key, for messages */
     if (cfg->label_json_field[0] != '\0') {
-        const struct stk_member *m = find_member(s, "json");
+        const struct stk_member *m = stk__sample_member(s, "json");
         if (m == NULL)
             return stk__errf(err, STK_ELABEL, "%s: sample '%s' has no json member for its label",
                              s->pub.url, stk__shown(shown, sizeof shown, s->pub.key));
@@ -206,10 +189,10 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
         return 0;
     }
     for (int i = 0; i < cfg->n_label_exts; i++) {
-        const struct stk_member *m = find_member(s, cfg->label_exts[i]);
+        const struct stk_member *m = stk__sample_member(s, cfg->label_exts[i]);
         if (m == NULL)
             continue;
-        if (parse_label_text(m, label) < 0)
+        if (stk__member_int(m, label) < 0)
             return stk__errf(err, STK_ELABEL, "%s: sample '%s': %s member is not an integer",
                              s->pub.url, stk__shown(shown, sizeof shown, s->pub.key),
                              cfg->label_exts[i]);
@@ -219,7 +202,9 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
         *label = -1;
         return 0;
     }
-    return stk__errf(err, STK_ELABEL, "%s: sample '%s' has no label member (%s%s%s)",
+    return stk__errf(err, STK_ELABEL,
+                     "%s: sample '%s' has no label member (%s%s%s); for unlabelled data set "
+                     "label_exts=\"\"",
                      s->pub.url, stk__shown(shown, sizeof shown, s->pub.key), cfg->label_exts[0],
                      cfg->n_label_exts > 1 ? ", " : "", cfg->n_label_exts > 1 ? cfg->label_exts[1] : "");
 }
@@ -228,7 +213,7 @@ static const struct stk_member *find_image(const struct stk__sample *s)
 {
     static const char *const exts[] = {"jpg", "jpeg", "png"};
     for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
-        const struct stk_member *m = find_member(s, exts[i]);
+        const struct stk_member *m = stk__sample_member(s, exts[i]);
         if (m != NULL)
             return m;
     }
@@ -256,10 +241,10 @@ static const struct stk_member *find_image(const struct stk__sample *s)
             }                                                                                      \
     } while (0)
 
-/* Write the size x size RGB8 image rgb into out in the configured form. */
+/* Write the height x width RGB8 image rgb into out in the configured form. */
 static void convert(const struct stk__image_config *cfg, const uint8_t *rgb, void *out)
 {
-    const size_t n = (size_t)cfg->size * (size_t)cfg->size;
+    const size_t n = (size_t)cfg->height * (size_t)cfg->width;
     const int planar = cfg->layout == STK_LAYOUT_NCHW;
     for (int c = 0; c < 3; c++) {
         switch (cfg->dtype) {
@@ -270,23 +255,44 @@ static void convert(const struct stk__image_config *cfg, const uint8_t *rgb, voi
     }
 }
 
-/* Decode the image bytes, resample the crop to size x size and write it in
- * the configured dtype and layout into out. */
+/* Black (0) pad rows and columns around the inner x0..x1, y0..y1 of a
+ * width x height RGB8 image: what torchvision's CenterCrop adds where the
+ * resized image is smaller than the output. */
+static void fill_padding(uint8_t *rgb, int width, int height, int x0, int y0, int x1, int y1)
+{
+    size_t stride = (size_t)width * 3;
+    memset(rgb, 0, (size_t)y0 * stride);
+    memset(rgb + (size_t)y1 * stride, 0, (size_t)(height - y1) * stride);
+    for (int y = y0; y < y1; y++) {
+        memset(rgb + (size_t)y * stride, 0, (size_t)x0 * 3);
+        memset(rgb + (size_t)y * stride + (size_t)x1 * 3, 0, (size_t)(width - x1) * 3);
+    }
+}
+
+/* Decode the image bytes, resample the crop to height x width (less the
+ * crop's padding) and write it in the configured dtype and layout into
+ * out. */
 int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
                       void *out, struct stk__err *err)
 {
+    /* The box fills the output but for the padding (eval only), which a
+     * flip mirrors. */
+    int pad_left = crop->flip ? crop->pad_right : crop->pad_left;
+    int pad_right = crop->flip ? crop->pad_left : crop->pad_right;
+    int inner_w = cfg->width - pad_left - pad_right;
+    int inner_h = cfg->height - crop->pad_top - crop->pad_bottom;
     /* Eval reads a filter support beyond the box (the image's edges bound
      * the filter, not the box's); the support is the box-to-output ratio. */
-    double margin_x = eval ? crop->width / cfg->size + 2 : 0;
-    double margin_y = eval ? crop->height / cfg->size + 2 : 0;
+    double margin_x = eval ? crop->width / inner_w + 2 : 0;
+    double margin_y = eval ? crop->height / inner_h + 2 : 0;
     struct stk__decode_request req = {
         .x0 = crop->left - margin_x,
         .y0 = crop->top - margin_y,
         .x1 = crop->left + crop->width + margin_x,
         .y1 = crop->top + crop->height + margin_y,
-        .min_width = cfg->size * DCT_MARGIN,
-        .min_height = cfg->size * DCT_MARGIN,
+        .min_width = inner_w * DCT_MARGIN,
+        .min_height = inner_h * DCT_MARGIN,
     };
     req.full = cfg->full_decode;
     struct stk__decoded img;
@@ -313,11 +319,15 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
                          (size_t)(lo_x - img.origin_x) * 3;
     int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
     uint8_t *dst = direct ? out : w->rgb;
+    size_t stride = (size_t)cfg->width * 3;
+    if (inner_w != cfg->width || inner_h != cfg->height)
+        fill_padding(dst, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
+                     crop->pad_top + inner_h);
     rc = stk__resize_rgb8(src, (size_t)(hi_x - lo_x), (size_t)(hi_y - lo_y), img.stride,
                           fmax(0, bx0 - lo_x), fmax(0, by0 - lo_y),
-                          fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y), dst,
-                          (size_t)cfg->size, (size_t)cfg->size, (size_t)cfg->size * 3, crop->flip,
-                          w->scratch);
+                          fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y),
+                          dst + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
+                          (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);
     uint64_t t2 = stk__now_ns();
     w->times.resample += t2 - t1;
     if (rc < 0)
@@ -362,6 +372,8 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
                          struct stk__err *err)
 {
     int rc = find_label(cfg, s, label, err);
+    if (rc == 0)
+        rc = stk__members_check(&cfg->members, s, err);
     if (rc < 0)
         return rc;
     const struct stk_member *m = image_member(s, err);
@@ -373,7 +385,7 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
         struct stk__crop crop;
         int eval = cfg->transform == STK_TRANSFORM_EVAL;
         if (eval) {
-            stk__crop_eval(width, height, cfg->size, &crop);
+            stk__crop_eval(width, height, cfg->height, cfg->width, &crop);
         } else {
             struct stk__draws d;
             stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
@@ -389,6 +401,8 @@ int stk__image_check(struct stk__image_worker *w, const struct stk__image_config
 {
     int64_t label;
     int rc = find_label(cfg, s, &label, err);
+    if (rc == 0)
+        rc = stk__members_check(&cfg->members, s, err);
     if (rc < 0)
         return rc;
     const struct stk_member *m = image_member(s, err);

@@ -14,6 +14,7 @@
 
 #include "augment.h"
 #include "error.h"
+#include "members.h"
 #include "sample.h"
 #include "stoker.h"
 
@@ -21,7 +22,7 @@
 
 struct stk__image_config {
     enum stk_transform transform;
-    int size;
+    int height, width; /* of the output */
     enum stk_dtype dtype;
     enum stk_layout layout;
     struct stk__train_params train;
@@ -32,6 +33,7 @@ struct stk__image_config {
     char label_exts[STK__MAX_LABEL_EXTS][16];
     int n_label_exts;
     char label_json_field[64]; /* "" when labels come from label_exts */
+    struct stk__member_rules members; /* stk_options.require_members */
     /* Output value of each 8-bit level per channel, in the output dtype
      * (float32, or the 16-bit pattern of float16/bfloat16). */
     float lut_f32[3][256];
@@ -66,15 +68,16 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
                       void *out, struct stk__err *err);
 
-/* Transform sample s into out (stk__image_bytes() bytes) and *label.
- * Errors name the shard, key and member. */
+/* Transform sample s into out (stk__image_bytes() bytes) and *label,
+ * after checking its label and required members. Errors name the shard,
+ * key and member. */
 int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
                          const struct stk__sample *s, void *out, int64_t *label,
                          struct stk__err *err);
 
 /* Check sample s as a training run would use it, without transforming it:
- * its label (as cfg asks) and its image member, decoded whole. Errors name
- * the shard, key and member. */
+ * its label (as cfg asks), its required members and its image member,
+ * decoded whole. Errors name the shard, key and member. */
 int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
                      const struct stk__sample *s, struct stk__err *err);
 

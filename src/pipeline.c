@@ -785,10 +785,12 @@ fail:
     return rc;
 }
 
-/* Bad images of a finished batch. Under the skip policy each is replaced by
- * a copy of the batch's first good image and label, and counted, so every
- * rank still gets full, equal batches; otherwise the batch's first error
- * ends the epoch. */
+/* Bad samples of a finished batch (image, label or required member).
+ * Under the skip policy each is replaced by a copy of the batch's first
+ * good sample, and counted, so every rank still gets full, equal batches:
+ * its image, its label and its public sample (key, members), so a slot
+ * never pairs one sample's image with another's caption. Otherwise the
+ * batch's first error ends the epoch. */
 static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct stk__err *err)
 {
     if (b->error.code == 0)
@@ -811,6 +813,7 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
             continue;
         memcpy((char *)b->buffer + i * bytes, (char *)b->buffer + good * bytes, bytes);
         labels[i] = labels[good];
+        b->pubs[i] = b->pubs[good]; /* the bad sample itself stays owned by samples[i] */
         replaced++;
     }
     atomic_fetch_add(&p->cfg.shard.counters->images_replaced, replaced);

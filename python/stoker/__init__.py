@@ -15,6 +15,7 @@ DataLoader workers by itself.
 """
 import glob
 import hashlib
+import json
 import logging
 import math
 import multiprocessing
@@ -78,6 +79,87 @@ _SPEED_ONLY_OPTIONS = frozenset({
     "shuffle_buffer_bytes"})
 
 
+# How a member named in fields= parses, by the last "."-separated part of
+# its extension (WebDataset's default decoders); the C loader checks the
+# same rule (stk_options.require_members) before the sample reaches a batch.
+_IMAGE_FIELDS = ("jpg", "jpeg", "png")
+_META_FIELDS = {"__key__": "k", "__url__": "u"}
+_KINDS = dict.fromkeys(("cls", "cls2", "class", "count", "index", "inx", "id"), "i")
+_KINDS.update(dict.fromkeys(("txt", "text", "transcript"), "s"))
+_KINDS.update(dict.fromkeys(("json", "jsn"), "j"))
+
+
+class _Fields:
+    """What Loader(fields=...) yields, worked out once: per position of the
+    tuple, the images, the labels or a column of Batch.columns()."""
+
+    def __init__(self, fields):
+        if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
+            raise TypeError(f"fields must be a sequence of names such as ('jpg', 'txt', "
+                            f"'__key__'), not {type(fields).__name__} {fields!r}")
+        names = list(fields)
+        if not names:
+            raise ValueError("fields must name at least the image, e.g. fields=('jpg', 'txt')")
+        self.plan, self.columns, required, seen = [], [], [], set()
+        for name in names:
+            if not isinstance(name, str):
+                raise TypeError(f"fields: {name!r} is not a str (a member extension such as "
+                                "'txt', or '__key__', '__url__', '__label__')")
+            optional = name.endswith("?")
+            ext = (name[:-1] if optional else name).lower()  # stoker lower-cases extensions
+            if not ext:
+                raise ValueError(f"fields: {name!r} is an empty name")
+            if ext in seen:
+                raise ValueError(f"fields names {ext!r} twice")
+            seen.add(ext)
+            if ext in _IMAGE_FIELDS and ("image",) not in self.plan:
+                if optional:
+                    raise ValueError(f"fields: the image {ext!r} cannot be optional ('?'): "
+                                     "every sample must have one")
+                self.plan.append(("image",))
+            elif ext.startswith("__") and ext.endswith("__"):
+                if ext not in ("__key__", "__url__", "__label__"):
+                    raise ValueError(f"fields: unknown {ext!r}; the names between double "
+                                     "underscores are __key__, __url__ and __label__")
+                if optional:
+                    raise ValueError(f"fields: {ext} cannot be optional ('?'): every sample "
+                                     "has one")
+                if ext == "__label__":
+                    self.plan.append(("label",))
+                else:
+                    self.plan.append(("column", len(self.columns)))
+                    self.columns.append((ext, _META_FIELDS[ext]))
+            else:
+                kind = _KINDS.get(ext.rsplit(".", 1)[-1], "b")
+                # A required int field has no holes: a tensor; optional ones a list.
+                self.plan.append(("ints" if kind == "i" and not optional else "column",
+                                  len(self.columns)))
+                self.columns.append((ext, kind))
+                required.append(ext + "?" * optional)
+        if ("image",) not in self.plan:
+            raise ValueError(f"fields {tuple(names)!r} must name the image (jpg, jpeg or png): "
+                             "a Loader always decodes it; for members alone use stoker.Samples")
+        self.names = tuple(names)
+        self.columns = tuple(self.columns)
+        self.require_members = ",".join(required)
+        self.wants_label = ("label",) in self.plan
+
+    def batch(self, batch, images):
+        """The tuple of one batch: images (the zero-copy tensor), the rest copied."""
+        columns = batch.columns(self.columns, json.loads) if self.columns else ()
+        out = []
+        for what, *index in self.plan:
+            if what == "image":
+                out.append(images)
+            elif what == "label":
+                out.append(torch.frombuffer(batch.labels, dtype=torch.int64).clone())
+            elif what == "ints":
+                out.append(torch.tensor(columns[index[0]], dtype=torch.int64))
+            else:
+                out.append(columns[index[0]])
+        return tuple(out)
+
+
 def verify(urls, images=True, labels=True, threads=None, **options):
     """Read every sample of the shards once, as a Loader would, and return
     {"samples", "bad_samples", "shards", "shards_failed", "shards_empty",
@@ -86,7 +168,9 @@ def verify(urls, images=True, labels=True, threads=None, **options):
     offset. Never stops at bad data. images=False
     checks tar structure and grouping only; labels=False accepts samples
     without a label; other options as for Loader (label_exts,
-    label_json_field, max_image_pixels, io_*). Same as `stoker verify`."""
+    label_json_field, max_image_pixels, io_*) and require_members="txt,json?"
+    to check the members a Loader's fields= would need. Same as
+    `stoker verify`."""
     if images:
         options["transform"] = "eval"
     if not labels:
@@ -97,6 +181,32 @@ def verify(urls, images=True, labels=True, threads=None, **options):
 
 class Loader:
     """Batches of decoded, augmented images as (images, labels) tensors.
+
+    image_size: the output side, or (height, width) for non-square
+    images (torchvision's RandomResizedCrop(size=(h, w)) for "train",
+    Resize(int(min(h, w) / 0.875)) + CenterCrop((h, w)) for "eval",
+    black where the resized image is narrower than the output, as
+    CenterCrop pads). Labels come from the sample's .cls member
+    (label_exts="cls"; a .txt caption is a label only when named, e.g.
+    label_exts="cls,txt"; label_json_field= takes an integer field of the
+    .json member); a sample without its label is bad input, and
+    label_exts="" means unlabelled data: every label -1.
+
+    fields: a tuple of names, e.g. ("jpg", "txt", "json", "__key__"), to
+    get each batch as a tuple in that order instead of (images, labels):
+    the image name (jpg, jpeg or png) is the images tensor; "__key__" and
+    "__url__" lists of str; "__label__" the labels tensor (without it no
+    label is looked for, unless label_exts or label_json_field is given);
+    any other name the sample's member of that extension,
+    parsed by the last part of the extension as WebDataset does: cls, cls2,
+    class, count, index, inx, id an int64 tensor; txt, text, transcript a
+    list of str (UTF-8); json, jsn a list of json.loads values; anything
+    else a list of bytes. A sample that lacks a named member, or whose
+    member does not parse, is bad input like a corrupt image (DataError,
+    or under on_error="skip" replaced by a copy of its batch's first good
+    sample, every field and the key included); a name ending in "?" may be
+    missing: None there (an optional int field is then a list, not a
+    tensor). Only the members named are copied; images stay zero-copy.
 
     transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
@@ -127,7 +237,7 @@ class Loader:
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
-                 **options):
+                 fields=None, **options):
         self._c = self._offload = None  # for close() if this fails
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
@@ -142,7 +252,19 @@ class Loader:
             raise ValueError(f"unsupported dtype {dtype!r}")
         self._dtype = _TORCH_DTYPES[name]
         self._layout = layout
-        self._size = int(image_size)
+        if not isinstance(image_size, int) and isinstance(image_size, (tuple, list)) and \
+                len(image_size) == 2 and image_size[0] == image_size[1]:
+            image_size = image_size[0]  # (s, s) is s: the same batches, the same saved state
+        elif isinstance(image_size, list):
+            image_size = tuple(image_size)
+        self._fields = None if fields is None else _Fields(fields)
+        if self._fields is not None:
+            if cluster is not None:
+                raise ValueError("fields= does not work with cluster= yet: Dask workers send "
+                                 "images and labels only")
+            options["require_members"] = self._fields.require_members
+            if not self._fields.wants_label and "label_json_field" not in options:
+                options.setdefault("label_exts", "")  # labels are not asked for: not needed
         rank, world_size = _rank_and_world(rank, world_size)
         urls = _as_list(urls)
         allocator = options.pop("batch_allocator", None)
@@ -165,8 +287,9 @@ class Loader:
                            batch_allocator=allocator,
                            index_path=None if index is None else os.fspath(index), **c_config)
         info = self._c.info()
+        self._hw = (info["image_height"], info["image_width"])
         if cluster is not None:
-            image_bytes = 3 * self._size * self._size * torch.empty((), dtype=self._dtype).element_size()
+            image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
             self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
                                              image_bytes, batches_per_task)
         # Everything that shapes the sequence of batches (not threads, which
@@ -209,9 +332,11 @@ class Loader:
     def __repr__(self):
         shards = f"{len(self._urls)} URL pattern(s)" if len(self._urls) != 1 else repr(self._urls[0])
         where = f", cluster={self._offload.client.scheduler.address!r}" if self._offload else ""
+        h, w = self._hw
+        fields = f", fields={self._fields.names!r}" if self._fields else ""
         return (f"stoker.Loader({shards}, batch_size={self._batch_size}, "
-                f"image_size={self._size}, dtype={self._dtype}, epoch={self._epoch}, "
-                f"batch={self._batch}{where})")
+                f"image_size={h if h == w else (h, w)}, dtype={self._dtype}{fields}, "
+                f"epoch={self._epoch}, batch={self._batch}{where})")
 
     def set_epoch(self, epoch):
         """Use epoch `epoch` for the next iteration (reshuffles). Right after
@@ -257,8 +382,8 @@ class Loader:
         return math.ceil(n / self._batch_size)
 
     def _shape(self, n):
-        s = self._size
-        return (n, 3, s, s) if self._layout == "nchw" else (n, s, s, 3)
+        h, w = self._hw
+        return (n, 3, h, w) if self._layout == "nchw" else (n, h, w, 3)
 
     def _tensors(self, images, labels, n):
         """The images share the buffer's memory (zero copy); the labels are
@@ -283,10 +408,15 @@ class Loader:
                 self._forward_log()
             if batch is None:
                 break
-            images, labels = self._tensors(batch.images, batch.labels, batch.size)
+            if self._fields is None:
+                out = self._tensors(batch.images, batch.labels, batch.size)
+            else:
+                images = torch.frombuffer(batch.images, dtype=self._dtype)
+                out = self._fields.batch(batch, images.view(self._shape(batch.size)))
+                del images
             del batch  # the tensors keep the buffer alive
-            yield images, labels
-            del images, labels  # hold nothing while fetching the next batch
+            yield out
+            del out  # hold nothing while fetching the next batch
 
     def __iter__(self):
         if not self._iterating.acquire(blocking=False):
@@ -318,12 +448,12 @@ class Loader:
             source = self._local_batches(first)
         agree = self._agree
         try:
-            for images, labels in source:
+            for out in source:
                 if agree is not None and not agree(True):
                     break  # another rank has run out: the epoch ends here for all
                 self._batch += 1
-                yield images, labels
-                del images, labels
+                yield out
+                del out
             else:
                 if agree is not None:
                     agree(False)

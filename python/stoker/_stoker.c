@@ -37,7 +37,8 @@ static PyObject *error_type(int code)
     case STK_ELIMIT:
     case STK_EDUPKEY:
     case STK_EDECODE:
-    case STK_ELABEL: return DataError;
+    case STK_ELABEL:
+    case STK_EMEMBER: return DataError;
     case STK_EPLAN: return PlanError;
     case STK_EBUSY: return BusyError;
     case STK_EINTR: return PyExc_InterruptedError;
@@ -208,6 +209,97 @@ static PyObject *sample_dict(const struct stk_sample *s, int *bad)
     return NULL;
 }
 
+/* One member of sample s as kind says (see batch_columns); NULL with a
+ * DataError naming the sample when it does not parse. */
+static PyObject *member_value(const struct stk_sample *s, const struct stk_member *m, char kind,
+                              PyObject *loads)
+{
+    const char *data = (const char *)m->data;
+    Py_ssize_t size = (Py_ssize_t)m->size;
+    PyObject *v = NULL;
+    const char *what = NULL;
+    if (kind == 'i') {
+        char *end = NULL;
+        v = PyLong_FromString(data, &end, 10); /* data is NUL-terminated */
+        if (v != NULL && end != data + size)
+            Py_CLEAR(v);
+        what = "is not an integer";
+    } else if (kind == 's') {
+        v = PyUnicode_DecodeUTF8(data, size, "strict");
+        what = "is not UTF-8";
+    } else if (kind == 'j') {
+        PyObject *b = PyBytes_FromStringAndSize(data, size);
+        v = b != NULL ? PyObject_CallOneArg(loads, b) : NULL;
+        Py_XDECREF(b);
+        what = "is not valid JSON";
+    } else {
+        return PyBytes_FromStringAndSize(data, size);
+    }
+    if (v == NULL && !PyErr_ExceptionMatches(PyExc_MemoryError)) {
+        PyObject *t, *cause, *tb;
+        PyErr_Fetch(&t, &cause, &tb);
+        PyErr_NormalizeException(&t, &cause, &tb);
+        PyErr_Format(DataError, "%s: sample '%s': %s member %s (%S)", s->url, s->key, m->ext, what,
+                     cause ? cause : Py_None);
+        if (cause != NULL) {
+            PyObject *et, *ev, *etb;
+            PyErr_Fetch(&et, &ev, &etb);
+            PyErr_NormalizeException(&et, &ev, &etb);
+            PyException_SetCause(ev, cause); /* steals cause */
+            PyErr_Restore(et, ev, etb);
+        }
+        Py_XDECREF(t);
+        Py_XDECREF(tb);
+    }
+    return v;
+}
+
+/* columns(spec, loads) -> one list per (ext, kind) of spec, one value per
+ * sample: kind 'k' the key and 'u' the URL (str); else the sample's member
+ * of that extension, None where it has none: 'b' bytes, 'i' int, 's' str
+ * (UTF-8), 'j' loads(bytes). Only the members asked for are copied. A
+ * member that does not parse raises DataError naming the sample. */
+static PyObject *batch_columns(BatchObject *self, PyObject *args)
+{
+    PyObject *spec, *loads;
+    if (!PyArg_ParseTuple(args, "O!O:columns", &PyTuple_Type, &spec, &loads))
+        return NULL;
+    Py_ssize_t n_cols = PyTuple_GET_SIZE(spec);
+    size_t n = self->batch->n_samples;
+    PyObject *out = PyTuple_New(n_cols);
+    for (Py_ssize_t c = 0; out != NULL && c < n_cols; c++) {
+        const char *ext, *kind_text;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(spec, c), "ss:columns spec", &ext, &kind_text)) {
+            Py_CLEAR(out);
+            break;
+        }
+        char kind = kind_text[0];
+        PyObject *col = PyList_New((Py_ssize_t)n);
+        for (size_t i = 0; col != NULL && i < n; i++) {
+            const struct stk_sample *s = &self->batch->samples[i];
+            PyObject *v = NULL;
+            if (kind == 'k' || kind == 'u') {
+                v = PyUnicode_DecodeFSDefault(kind == 'k' ? s->key : s->url);
+            } else {
+                const struct stk_member *m = NULL;
+                for (size_t k = 0; m == NULL && k < s->n_members; k++)
+                    if (strcmp(s->members[k].ext, ext) == 0)
+                        m = &s->members[k];
+                v = m != NULL ? member_value(s, m, kind, loads) : Py_NewRef(Py_None);
+            }
+            if (v == NULL)
+                Py_CLEAR(col);
+            else
+                PyList_SET_ITEM(col, (Py_ssize_t)i, v);
+        }
+        if (col == NULL)
+            Py_CLEAR(out);
+        else
+            PyTuple_SET_ITEM(out, c, col);
+    }
+    return out;
+}
+
 /* The raw samples as dicts. Bad ones (see sample_dict) end the call with a
  * DataError, or under on_error="skip" are left out and counted in the
  * loader's stats, once per batch however often this is called. */
@@ -248,6 +340,8 @@ static PyGetSetDef batch_getset[] = {
 
 static PyMethodDef batch_methods[] = {
     {"samples", (PyCFunction)batch_samples, METH_NOARGS, "the raw samples as a list of dicts"},
+    {"columns", (PyCFunction)batch_columns, METH_VARARGS,
+     "columns(((ext, kind), ...), loads) -> tuple of lists: chosen members of every sample"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -274,7 +368,7 @@ typedef struct {
     int closed; /* close() began: set before it interrupts a waiting next() */
     struct stk_options opts;
     PyObject *keep; /* strings the options point to (label_exts, label_json_field, index_path,
-                       ca_bundle, cache_dir) */
+                       ca_bundle, cache_dir, require_members) */
     /* batch_allocator(nbytes) -> object with the buffer protocol, e.g. a
      * pinned torch tensor; its buffer export (a Py_buffer in a capsule,
      * which holds the object) stays in `buffers` (address -> capsule) until
@@ -551,7 +645,8 @@ static const struct int_option int_options[] = {
     INT_OPTION(shards_in_flight, 0), INT_OPTION(shuffle_buffer, 0), INT_OPTION(shuffle, 0),
     INT_OPTION(seed, 0), INT_OPTION(epoch, 0), INT_OPTION(rank, -1),
     INT_OPTION(world_size, -1), INT_OPTION(samples_per_rank, 0), INT_OPTION(max_batches, 0),
-    INT_OPTION(image_size, 0), INT_OPTION(full_decode, 0), INT_OPTION(max_image_pixels, 0),
+    INT_OPTION(image_size, 0), INT_OPTION(image_height, 0), INT_OPTION(image_width, 0),
+    INT_OPTION(full_decode, 0), INT_OPTION(max_image_pixels, 0),
     INT_OPTION(prefetch_bytes_per_shard, 0), INT_OPTION(read_buffer_bytes, 0),
     INT_OPTION(max_member_bytes, 0), INT_OPTION(max_members_per_sample, 0),
     INT_OPTION(max_key_bytes, 0), INT_OPTION(cache_size, 0), INT_OPTION(io_timeout_ms, 0),
@@ -590,6 +685,34 @@ static int set_int_option(struct stk_options *o, const char *name, PyObject *val
     return -1;
 }
 
+/* image_size=(height, width): image_height and image_width. */
+static int set_image_hw(struct stk_options *o, PyObject *value)
+{
+    if (!PySequence_Check(value) || PyUnicode_Check(value) || PyBytes_Check(value)) {
+        PyErr_Format(PyExc_TypeError, "image_size must be an int or a (height, width) pair, "
+                                      "not %.100s", Py_TYPE(value)->tp_name);
+        return -1;
+    }
+    PyObject *seq = PySequence_Fast(value, "image_size");
+    if (seq == NULL)
+        return -1;
+    unsigned long long hw[2];
+    int rc = 0;
+    if (PySequence_Fast_GET_SIZE(seq) != 2) {
+        PyErr_Format(PyExc_ValueError, "image_size=%R: give an int or a (height, width) pair",
+                     value);
+        rc = -1;
+    }
+    for (Py_ssize_t i = 0; rc == 0 && i < 2; i++)
+        rc = stk_py_integer(PySequence_Fast_GET_ITEM(seq, i), "image_size", 1, 8192, &hw[i]);
+    Py_DECREF(seq);
+    if (rc == 0) {
+        o->image_height = (unsigned)hw[0];
+        o->image_width = (unsigned)hw[1];
+    }
+    return rc;
+}
+
 /* Set one option from a keyword; -1 with an exception on bad values. */
 int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value)
 {
@@ -623,8 +746,11 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
         return parse_triple(value, name, o->mean);
     } else if (strcmp(name, "std") == 0) {
         return parse_triple(value, name, o->std);
+    } else if (strcmp(name, "image_size") == 0 && !PyIndex_Check(value)) {
+        return set_image_hw(o, value);
     } else if (strcmp(name, "label_exts") == 0 || strcmp(name, "label_json_field") == 0 ||
-               strcmp(name, "index_path") == 0 || strcmp(name, "ca_bundle") == 0) {
+               strcmp(name, "index_path") == 0 || strcmp(name, "ca_bundle") == 0 ||
+               strcmp(name, "require_members") == 0) {
         if (value == Py_None)
             return 0;
         const char *text = PyUnicode_AsUTF8(value);
@@ -636,6 +762,8 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
             o->ca_bundle = text;
         else if (strcmp(name, "label_json_field") == 0)
             o->label_json_field = text;
+        else if (strcmp(name, "require_members") == 0)
+            o->require_members = text;
         else
             o->index_path = text;
     } else if (strcmp(name, "cache_dir") == 0) {
@@ -976,13 +1104,16 @@ static PyObject *loader_info(LoaderObject *self, PyObject *unused)
     (void)unused;
     if (enter(self) < 0) /* the epoch's sample count reads the epoch a seek sets */
         return NULL;
-    PyObject *info = Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:n}", "num_shards",
+    const struct stk_options *o = &self->opts;
+    PyObject *info = Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:I,s:I,s:n}", "num_shards",
                          (Py_ssize_t)stk_loader_num_shards(self->loader), "rank",
                          stk_loader_rank(self->loader), "world_size",
                          stk_loader_world_size(self->loader), "samples_per_rank",
                          (unsigned long long)self->opts.samples_per_rank, "epoch_samples",
                          (unsigned long long)stk_loader_epoch_samples(self->loader), "batch_size",
                          (Py_ssize_t)self->opts.batch_size, "image_size", self->opts.image_size,
+                         "image_height", o->image_height ? o->image_height : o->image_size,
+                         "image_width", o->image_width ? o->image_width : o->image_size,
                          "drop_last", (Py_ssize_t)self->opts.drop_last);
     PyThread_release_lock(self->lock);
     return info;

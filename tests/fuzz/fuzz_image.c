@@ -11,7 +11,8 @@
  *                     last pass (1, 2, 4 .. 64)
  *   byte 1-4  explicit train crop: height, width, top, left as fractions
  *             (0..255 / 255) of the image and of the room left
- *   byte 5    seed of a stk__crop_train crop
+ *   byte 5    seed of a stk__crop_train crop; bits 6-7 the output width
+ *             (0: square, else 8, 1, 45: non-square, eval padding)
  * The image goes through what stk__image_transform does: stk__decode_size,
  * then stk__image_render of the eval box, of the explicit train box, of a
  * drawn train box, and of the eval box again with the same worker. The
@@ -52,6 +53,7 @@
 #define FUZZ_IMAGE_MAX_PIXELS 4000000u
 
 static const unsigned out_sizes[4] = {32, 8, 1, 17};
+static const unsigned out_widths[4] = {0, 8, 1, 45};
 
 static void check_error(int rc, const struct stk__err *err) {
     if (rc == 0)
@@ -154,7 +156,7 @@ static void check_jpeg_bounds(const uint8_t *data, size_t size) {
 /* The explicit train box from the config bytes: integer, inside the image,
  * at least one pixel, as stk__crop_train's boxes are. */
 static struct stk__crop explicit_crop(const uint8_t *cfg, int width, int height) {
-    struct stk__crop c;
+    struct stk__crop c = {0};
     c.height = 1 + floor((double)(height - 1) * cfg[1] / 255.0);
     c.width = 1 + floor((double)(width - 1) * cfg[2] / 255.0);
     c.top = floor((height - c.height) * cfg[3] / 255.0);
@@ -174,6 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     stk_options_init(&o);
     o.transform = STK_TRANSFORM_EVAL;
     o.image_size = out_sizes[cfg_bytes[0] & 3];
+    o.image_width = out_widths[cfg_bytes[5] >> 6];
     o.full_decode = (cfg_bytes[0] >> 2) & 1;
     o.dtype = (cfg_bytes[0] >> 3) & 1 ? STK_DTYPE_FLOAT32 : STK_DTYPE_UINT8;
     o.layout = o.dtype == STK_DTYPE_FLOAT32 ? STK_LAYOUT_NCHW : STK_LAYOUT_NHWC;
@@ -203,7 +206,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_CHECK(!above || stk__image_format(data, size) == STK__IMAGE_PNG);
 
         struct stk__crop eval_crop;
-        stk__crop_eval(width, height, cfg->size, &eval_crop);
+        stk__crop_eval(width, height, cfg->height, cfg->width, &eval_crop);
         stk__err_clear(&err);
         int rc_eval = stk__image_render(w, cfg, data, size, &eval_crop, 1, out, &err);
         check_error(rc_eval, &err);
@@ -250,7 +253,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             check_error(rc, &err);
             if (rc == 0) {
                 struct stk__crop c;
-                stk__crop_eval(width, height, cfg->size, &c);
+                stk__crop_eval(width, height, cfg->height, cfg->width, &c);
                 stk__err_clear(&err);
                 rc = stk__image_render(w2, cfg, data, size, &c, 1, out, &err);
                 check_error(rc, &err);

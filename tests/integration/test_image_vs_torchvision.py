@@ -7,8 +7,11 @@ and fully decodes images. This module compares:
 
   eval    uint8 output vs Compose([Resize(int(size / 0.875)), CenterCrop(size)])
           on the PIL image, for the fast path (region + DCT-scaled decode)
-          and --full (whole image, full scale);
-  train   the same box and flip vs torchvision's resized_crop (+ hflip);
+          and --full (whole image, full scale); non-square sizes (h, w) vs
+          Compose([Resize(int(min(h, w) / 0.875)), CenterCrop((h, w))]),
+          including wide outputs that CenterCrop pads with black;
+  train   the same box and flip vs torchvision's resized_crop (+ hflip), to
+          size x size and to non-square (h, w);
   crops   the distribution of stoker's RandomResizedCrop boxes vs
           RandomResizedCrop.get_params (two-sample KS statistics);
   decode  progressive, grayscale, CMYK JPEGs and every PNG colour type vs
@@ -263,6 +266,22 @@ def pil_rgb(path):
         return im.convert("RGB")
 
 
+def size_arg(size):
+    """transform_tool's SIZE: N, or HEIGHT,WIDTH for a (h, w) tuple."""
+    return size if isinstance(size, int) else f"{size[0]},{size[1]}"
+
+
+def size_tag(size):
+    return str(size) if isinstance(size, int) else f"{size[0]}x{size[1]}"
+
+
+def eval_reference(size):
+    """torchvision's eval transform for an int or an (h, w) size."""
+    if isinstance(size, int):
+        return T.Compose([T.Resize(int(size / 0.875)), T.CenterCrop(size)])
+    return T.Compose([T.Resize(int(min(size) / 0.875)), T.CenterCrop(size)])
+
+
 def diff_stats(a, b):
     assert a.shape == b.shape, (a.shape, b.shape)
     d = np.abs(a.astype(np.int16) - b.astype(np.int16))
@@ -273,17 +292,19 @@ def diff_stats(a, b):
 # Eval
 
 @pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
-@pytest.mark.parametrize("size", [224, 160])
+# (h, w): a portrait output, and a wide one that pads every photograph
+# narrower than 2.3:1 (short side 109, long side < 224).
+@pytest.mark.parametrize("size", [224, 160, (224, 160), (96, 224)], ids=size_tag)
 def test_eval_matches_torchvision(tool, work, shard_images, large_images, png_images, size,
                                   full):
-    reference = T.Compose([T.Resize(int(size / 0.875)), T.CenterCrop(size)])
+    reference = eval_reference(size)
     images = shard_images + large_images + png_images
     tag = "full" if full else "fast"
 
     def one(item):
         i, path = item
-        out = work / f"eval_{tag}_{size}_{i}.ppm"
-        run_tool((["--full"] if full else []) + ["render", path, "eval", size, out])
+        out = work / f"eval_{tag}_{size_tag(size)}_{i}.ppm"
+        run_tool((["--full"] if full else []) + ["render", path, "eval", size_arg(size), out])
         ours = read_ppm(out)
         theirs = np.asarray(reference(pil_rgb(path)), dtype=np.int16)
         return (path.name,) + diff_stats(ours, theirs)
@@ -319,7 +340,7 @@ def train_boxes(rng, w, h, n):
 
 
 @pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
-@pytest.mark.parametrize("size", [224, 96])
+@pytest.mark.parametrize("size", [224, 96, (160, 224), (224, 96)], ids=size_tag)
 def test_train_matches_torchvision(tool, work, shard_images, large_images, png_images, size,
                                    full):
     images = shard_images + large_images + png_images
@@ -331,16 +352,17 @@ def test_train_matches_torchvision(tool, work, shard_images, large_images, png_i
         img = pil_rgb(path)
         rng = random.Random(f"{i}-{size}")
         boxes = train_boxes(rng, img.width, img.height, BOXES_PER_IMAGE)
-        args = (["--full"] if full else []) + ["render", path, "train", size]
+        args = (["--full"] if full else []) + ["render", path, "train", size_arg(size)]
         outs = []
         for k, (top, left, h, w, flip) in enumerate(boxes):
-            out = work / f"train_{tag}_{size}_{i}_{k}.ppm"
+            out = work / f"train_{tag}_{size_tag(size)}_{i}_{k}.ppm"
             args += [top, left, h, w, int(flip), out]
             outs.append(out)
         run_tool(args)
         rows = []
         for (top, left, h, w, flip), out in zip(boxes, outs):
-            ref = F.resized_crop(img, top, left, h, w, [size, size])
+            ref = F.resized_crop(img, top, left, h, w,
+                                 [size, size] if isinstance(size, int) else list(size))
             if flip:
                 ref = F.hflip(ref)
             mae, mx = diff_stats(read_ppm(out), np.asarray(ref, dtype=np.int16))
@@ -377,27 +399,28 @@ def test_fast_path_geometry_on_smooth_images(tool, work):
         for period in (60, 200):
             path = work / f"smooth_{w}x{h}_{period}.jpg"
             smooth_pattern(w, h, period).save(path, quality=100, subsampling=0)
-            for size in (224, 160, 96):
+            for size in (224, 160, 96, (128, 200)):
                 jobs.append((path, size))
 
     def one(job):
         path, size = job
         img = pil_rgb(path)
         w, h = img.size
-        out = work / f"{path.stem}_eval_{size}.ppm"
-        run_tool(["render", path, "eval", size, out])
-        ref = T.Compose([T.Resize(int(size / 0.875)), T.CenterCrop(size)])(img)
+        out = work / f"{path.stem}_eval_{size_tag(size)}.ppm"
+        run_tool(["render", path, "eval", size_arg(size), out])
+        ref = eval_reference(size)(img)
         rows = [(path.name, "eval", size) + diff_stats(read_ppm(out), np.asarray(ref))]
         boxes = [(0, 0, h, w, 0), (h // 7, w // 5, h * 3 // 4, w * 2 // 3, 1),
                  (h // 3, w // 9, h // 2, w // 2, 0)]
-        args = ["render", path, "train", size]
+        args = ["render", path, "train", size_arg(size)]
         for k, box in enumerate(boxes):
-            args += list(box) + [work / f"{path.stem}_train_{size}_{k}.ppm"]
+            args += list(box) + [work / f"{path.stem}_train_{size_tag(size)}_{k}.ppm"]
         run_tool(args)
         for k, (top, left, bh, bw, flip) in enumerate(boxes):
-            ref = F.resized_crop(img, top, left, bh, bw, [size, size])
+            ref = F.resized_crop(img, top, left, bh, bw,
+                                 [size, size] if isinstance(size, int) else list(size))
             ref = F.hflip(ref) if flip else ref
-            ours = read_ppm(work / f"{path.stem}_train_{size}_{k}.ppm")
+            ours = read_ppm(work / f"{path.stem}_train_{size_tag(size)}_{k}.ppm")
             rows.append((path.name, f"train {boxes[k]}", size)
                         + diff_stats(ours, np.asarray(ref)))
         return rows

@@ -295,18 +295,32 @@ static void test_bad_images(void **state)
     free(e.images);
 }
 
+/* A shard of one 30 x 30 sample: KEY.jpg, KEY.cls when label >= 0, and
+ * KEY.EXT holding text when ext is not NULL. */
+static void write_one_sample(const char *path, const char *key, int label, const char *ext,
+                             const char *text)
+{
+    struct tar_builder tb = {0};
+    unsigned char *jpeg;
+    size_t size;
+    jpeg_fixture(30, 30, 2, &jpeg, &size);
+    add_sample(&tb, key, label, jpeg, size);
+    free(jpeg);
+    if (ext != NULL) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.%s", key, ext);
+        tb_file(&tb, name, text, strlen(text));
+    }
+    write_tar(path, &tb);
+}
+
+/* A missing label is bad input; label_exts "" is unlabelled data (-1). */
 static void test_missing_label(void **state)
 {
     (void)state;
     char path[128];
     snprintf(path, sizeof path, "%s/nolabel.tar", dir);
-    struct tar_builder tb = {0};
-    unsigned char *jpeg;
-    size_t size;
-    jpeg_fixture(30, 30, 2, &jpeg, &size);
-    add_sample(&tb, "x", -1, jpeg, size);
-    free(jpeg);
-    write_tar(path, &tb);
+    write_one_sample(path, "x", -1, NULL, NULL);
     struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 1);
     struct epoch_images e;
     assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
@@ -317,6 +331,203 @@ static void test_missing_label(void **state)
     assert_int_equal(e.n, 1);
     assert_int_equal(e.labels[0], -1);
     free(e.images);
+
+    /* .txt is a caption, not a label, unless label_exts names it. */
+    write_one_sample(path, "x", -1, "txt", "7");
+    o.label_exts = NULL;
+    assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
+    free(e.images);
+    o.label_exts = "cls,txt";
+    assert_int_equal(read_epoch(&o, path, &e, NULL), 0);
+    assert_int_equal(e.labels[0], 7);
+    free(e.images);
+
+    /* Blanks alone are no label (they used to read as 0). */
+    write_one_sample(path, "y", -1, "cls", " \n");
+    o.label_exts = NULL;
+    assert_int_equal(read_epoch(&o, path, &e, NULL), STK_ELABEL);
+    free(e.images);
+    unlink(path);
+}
+
+/* image_height x image_width output: the square case is image_size, shapes
+ * and determinism hold for any aspect, and eval pads where torchvision's
+ * CenterCrop pads (a short side resized to int(min(h, w) / 0.875) leaves
+ * the resized image narrower than a wide output: black columns). */
+static void test_non_square(void **state)
+{
+    (void)state;
+    static const enum stk_transform transforms[] = {STK_TRANSFORM_TRAIN, STK_TRANSFORM_EVAL};
+    for (size_t t = 0; t < 2; t++) {
+        struct stk_options o = image_options(transforms[t], 2);
+        struct epoch_images square, same, one, other;
+        assert_int_equal(read_epoch(&o, good, &square, NULL), 0);
+        o.image_height = SIZE;
+        o.image_width = SIZE;
+        o.image_size = 7; /* ignored when both are set */
+        assert_int_equal(read_epoch(&o, good, &same, NULL), 0);
+        assert_int_equal(same.bytes, square.bytes);
+        assert_memory_equal(same.images, square.images, square.bytes);
+        o.image_height = 16;
+        o.image_width = 40;
+        assert_int_equal(read_epoch(&o, good, &one, NULL), 0);
+        assert_int_equal(one.bytes, one.n * 3 * 16 * 40);
+        o.threads = 5;
+        assert_int_equal(read_epoch(&o, good, &other, NULL), 0);
+        assert_int_equal(other.bytes, one.bytes);
+        assert_memory_equal(one.images, other.images, one.bytes);
+        free(square.images);
+        free(same.images);
+        free(one.images);
+        free(other.images);
+    }
+    /* Only one of the two set: the other is image_size. */
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 1);
+    o.image_width = 30;
+    struct epoch_images e;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    assert_int_equal(e.bytes, e.n * 3 * SIZE * 30);
+    free(e.images);
+    o.image_height = 8193;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), STK_EINVAL);
+
+    /* 8 x 64 eval: every fixture image (at most 68 x 30, aspect <= 2.3)
+     * resizes to 9 rows and at most 20 columns, centered, the rest 0. */
+    o = image_options(STK_TRANSFORM_EVAL, 2);
+    o.layout = STK_LAYOUT_NHWC;
+    o.image_height = 8;
+    o.image_width = 64;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    unsigned long middle = 0;
+    for (size_t img = 0; img < e.n; img++) {
+        const unsigned char *p = e.images + img * 8 * 64 * 3;
+        for (int y = 0; y < 8; y++) {
+            for (int c = 0; c < 3; c++) {
+                assert_int_equal(p[(y * 64 + 0) * 3 + c], 0);
+                assert_int_equal(p[(y * 64 + 21) * 3 + c], 0);
+                assert_int_equal(p[(y * 64 + 63 - 21) * 3 + c], 0);
+                assert_int_equal(p[(y * 64 + 63) * 3 + c], 0);
+                middle += p[(y * 64 + 32) * 3 + c];
+            }
+        }
+    }
+    assert_true(middle > 0);
+    free(e.images);
+    /* Padding is black before normalization, as torchvision pads the PIL image. */
+    o.dtype = STK_DTYPE_FLOAT32;
+    assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
+    const float *f = (const float *)e.images;
+    for (int c = 0; c < 3; c++)
+        assert_true(f[c] == (0.0f - o.mean[c]) / o.std[c]);
+    free(e.images);
+}
+
+/* A shard of 6 samples with jpg and cls; extra members per sample. */
+static void write_member_shard(const char *path, const char *const extra[][2], size_t n_extra)
+{
+    struct tar_builder tb = {0};
+    unsigned char *jpeg;
+    size_t size;
+    jpeg_fixture(40, 30, 3, &jpeg, &size);
+    for (int i = 0; i < 6; i++) {
+        char key[16], name[64];
+        snprintf(key, sizeof key, "s%d", i);
+        add_sample(&tb, key, i, jpeg, size);
+        for (size_t k = 0; k < n_extra; k++) {
+            if (extra[k][0][0] - '0' != i)
+                continue;
+            snprintf(name, sizeof name, "%s.%s", key, extra[k][0] + 2);
+            tb_file(&tb, name, extra[k][1], strlen(extra[k][1]));
+        }
+    }
+    free(jpeg);
+    write_tar(path, &tb);
+}
+
+/* The first error of an epoch read with require_members = `required`. */
+static int first_error(const char *path, const char *required, char *msg, size_t size)
+{
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
+    o.shuffle = 0;
+    o.batch_size = 6;
+    o.require_members = required;
+    const char *urls[] = {path};
+    stk_loader *l;
+    int rc = stk_loader_create(&o, urls, 1, &l, msg, size);
+    if (rc < 0)
+        return rc;
+    struct stk_batch *b;
+    while ((rc = stk_loader_next(l, &b)) == 0)
+        stk_batch_release(b);
+    snprintf(msg, size, "%s", stk_loader_errmsg(l));
+    stk_loader_destroy(l);
+    return rc == STK_EOF ? 0 : rc;
+}
+
+static void test_required_members(void **state)
+{
+    (void)state;
+    char path[128], msg[512];
+    snprintf(path, sizeof path, "%s/members.tar", dir);
+    /* "N:ext" -> member s<N>.ext */
+    static const char *const extra[][2] = {
+        {"0:txt", "a caption"}, {"1:txt", "caf\xc3\xa9"}, {"3:txt", ""}, {"4:txt", "x"},
+        {"5:txt", "y"},        {"0:json", "{\"a\": [1, 2]}"}, {"1:json", "{}"},
+        {"2:json", "[]"},      {"3:json", "3"},         {"4:json", "{\"a\": }"},
+        {"5:json", "{} trailing"}, {"2:en.txt", "ok"},  {"0:id", " 12\n"},
+        {"1:id", "-3"},        {"2:id", "99999999999999999999"}, {"3:bin", "\xff\xfe"},
+    };
+    write_member_shard(path, extra, sizeof extra / sizeof extra[0]);
+    assert_int_equal(first_error(path, "", msg, sizeof msg), 0);
+    assert_int_equal(first_error(path, "cls", msg, sizeof msg), 0);
+    assert_int_equal(first_error(path, "txt", msg, sizeof msg), STK_EMEMBER);
+    assert_non_null(strstr(msg, "members.tar: sample 's2' has no txt member"));
+    assert_int_equal(first_error(path, "txt?", msg, sizeof msg), 0); /* "" and UTF-8 are text */
+    assert_int_equal(first_error(path, "json?", msg, sizeof msg), STK_EMEMBER);
+    assert_non_null(strstr(msg, "sample 's4': json member is not valid JSON"));
+    assert_int_equal(first_error(path, "en.txt?,id?", msg, sizeof msg), STK_EMEMBER);
+    assert_non_null(strstr(msg, "sample 's2': id member is not an integer"));
+    assert_int_equal(first_error(path, "bin?", msg, sizeof msg), 0); /* any bytes */
+    assert_int_equal(first_error(path, "bin", msg, sizeof msg), STK_EMEMBER);
+    assert_int_equal(stk_strerror(STK_EMEMBER)[0] != 'u', 1); /* not "unknown error" */
+
+    static const char *const bad_text[][2] = {
+        {"0:txt", "\xe9t\xe9"},          /* Latin-1 */
+        {"1:txt", "\xed\xa0\x80"},       /* a UTF-16 surrogate */
+        {"2:txt", "\xc0\xaf"},           /* overlong '/' */
+        {"3:txt", "\xf4\x90\x80\x80"},   /* above U+10FFFF */
+        {"4:txt", "\xe2\x82"},           /* truncated */
+        {"5:txt", "ok \xf0\x9f\x98\x80"} /* an emoji: fine */
+    };
+    write_member_shard(path, bad_text, 6);
+    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 1);
+    o.shuffle = 0;
+    o.batch_size = 6;
+    o.require_members = "txt";
+    o.on_error = STK_ON_ERROR_SKIP;
+    const char *urls[] = {path};
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    struct stk_batch *b;
+    assert_int_equal(stk_loader_next(l, &b), 0);
+    /* Five bad texts: their slots are copies of the one good sample, the
+     * sample (key, members) included, not only the image and label. */
+    assert_int_equal(b->images_replaced, 5);
+    for (size_t i = 0; i < 6; i++) {
+        assert_string_equal(b->samples[i].key, "s5");
+        assert_int_equal(b->labels[i], 5);
+        assert_memory_equal((char *)b->images + i * b->image_bytes, b->images, b->image_bytes);
+    }
+    stk_batch_release(b);
+    stk_loader_destroy(l);
+
+    static const char *const bad_options[] = {"txt,", ",txt", "a,,b", "?", "txt??",
+        "0123456789012345678901234567890123456789", "a,b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q"};
+    for (size_t i = 0; i < sizeof bad_options / sizeof bad_options[0]; i++) {
+        msg[0] = '\0';
+        assert_int_equal(first_error(path, bad_options[i], msg, sizeof msg), STK_EINVAL);
+        assert_non_null(strstr(msg, "require_members"));
+    }
     unlink(path);
 }
 
@@ -411,6 +622,8 @@ int main(void)
         cmocka_unit_test(test_stage_times),
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_missing_label),
+        cmocka_unit_test(test_non_square),
+        cmocka_unit_test(test_required_members),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_caller_batch_memory),
     };

@@ -8,6 +8,8 @@
  *   transform_tool crops WIDTH HEIGHT N SEED
  *   transform_tool [--max-pixels N] decode IMAGE OUT.ppm
  *
+ * SIZE is the output's side, or HEIGHT,WIDTH for a non-square output
+ * (image_height, image_width; torchvision's size=(h, w)).
  * render: the eval box comes from stk__crop_eval on the header's size; a
  * train render takes explicit boxes (torchvision's top, left, height,
  * width) and renders each through the same worker, so one process checks
@@ -186,15 +188,20 @@ static int cmd_render(int argc, char **argv, int full, uint64_t max_pixels) {
         fprintf(stderr, "render: wrong number of arguments\n");
         return 2;
     }
-    uint64_t out_size;
-    if (parse_u64(argv[2], 8192, &out_size) < 0 || out_size == 0) {
-        fprintf(stderr, "render: bad SIZE\n");
+    uint64_t out_h, out_w;
+    char side[32];
+    const char *comma = strchr(argv[2], ',');
+    snprintf(side, sizeof side, "%.*s", comma ? (int)(comma - argv[2]) : 31, argv[2]);
+    if (parse_u64(side, 8192, &out_h) < 0 || out_h == 0 ||
+        parse_u64(comma ? comma + 1 : side, 8192, &out_w) < 0 || out_w == 0) {
+        fprintf(stderr, "render: bad SIZE (N or HEIGHT,WIDTH)\n");
         return 2;
     }
     struct stk_options o;
     stk_options_init(&o);
     o.transform = eval ? STK_TRANSFORM_EVAL : STK_TRANSFORM_TRAIN;
-    o.image_size = (unsigned)out_size;
+    o.image_height = (unsigned)out_h;
+    o.image_width = (unsigned)out_w;
     o.dtype = STK_DTYPE_UINT8;
     o.layout = STK_LAYOUT_NHWC;
     o.full_decode = full;
@@ -236,13 +243,13 @@ static int cmd_render(int argc, char **argv, int full, uint64_t max_pixels) {
             status = fail(&err, rc);
             goto out;
         }
-        stk__crop_eval(width, height, cfg->size, &crop);
+        stk__crop_eval(width, height, cfg->height, cfg->width, &crop);
         rc = stk__image_render(w, cfg, data, size, &crop, 1, out, &err);
         if (rc < 0) {
             status = fail(&err, rc);
             goto out;
         }
-        if (write_ppm(argv[3], out, out_size, out_size, out_size * 3) < 0) {
+        if (write_ppm(argv[3], out, out_w, out_h, out_w * 3) < 0) {
             fprintf(stderr, "%s: cannot write\n", argv[3]);
             status = 2;
         }
@@ -258,13 +265,14 @@ static int cmd_render(int argc, char **argv, int full, uint64_t max_pixels) {
             status = 2;
             goto out;
         }
-        crop = (struct stk__crop){box[0], box[1], box[2], box[3], (int)flip};
+        crop = (struct stk__crop){.top = box[0], .left = box[1], .height = box[2],
+                                  .width = box[3], .flip = (int)flip};
         rc = stk__image_render(w, cfg, data, size, &crop, 0, out, &err);
         if (rc < 0) {
             status = fail(&err, rc);
             goto out;
         }
-        if (write_ppm(argv[k + 5], out, out_size, out_size, out_size * 3) < 0) {
+        if (write_ppm(argv[k + 5], out, out_w, out_h, out_w * 3) < 0) {
             fprintf(stderr, "%s: cannot write\n", argv[k + 5]);
             status = 2;
             goto out;
