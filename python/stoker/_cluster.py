@@ -1,21 +1,24 @@
 """Decoding on CPU-only hosts through Dask distributed: Loader(cluster=...).
 
 DESIGN. An epoch of one rank is a fixed sequence of batches. A task makes
-one range of it, batches [first, first + count), with a stoker loader on a
-Dask worker: stk_loader_seek_range gives the bytes an uninterrupted local
-run gives there, whichever process makes them, and the bad input each
-batch accounts for. The trainer keeps decoding too, with its own C loader,
-on ranges it claims itself. Each range is claimed by one side, except that
-the trainer takes over a range it is waiting for when the task making it is
-late or lost; the first result to arrive is kept and any later one dropped.
-The training loop gets ranges in order from a reorder buffer. So training
-sees exactly a local run's batches, each once, whatever the workers do.
+a run of it, batches [first, first + count), with a stoker loader on a Dask
+worker: stk_loader_seek_range gives the bytes an uninterrupted local run
+gives there, whichever process makes them, and the bad input each batch
+accounts for. The epoch is cut into ranges (two shuffle windows each, so
+that a range read from scratch reads at most twice what it delivers), and
+each range is claimed by one side: the cluster, which makes it as a few
+chunk tasks pinned to one worker (each continues the previous one's
+pipeline there), or the trainer's own C loader. The trainer takes a range
+back when the loop waits for it and the cluster is late, lost, or slower
+than doing it here. Batches are kept by index, the first made of each;
+the training loop reads them in order. So training sees exactly a local
+run's batches, each once, whatever the workers do.
 
 Dask places, retries and rebalances tasks, and re-runs those of a lost
 worker; nothing here talks to a worker except through it. Bounds: at most
-`in_flight` tasks are submitted at once, no range more than `lookahead`
-ranges past the one being consumed is claimed, and a future is released as
-soon as its result is taken, so results never pile up on workers or here.
+two ranges per worker thread are submitted at once, none more than three
+ranges past them is claimed, and a future is released as soon as its
+result is taken, so results never pile up on workers or here.
 
 Threads in the trainer: the training loop (consumer), one thread driving
 the local C loader (it waits in C with the GIL released), and Dask's
@@ -23,7 +26,6 @@ callback thread, which fetches each finished task's result straight from
 its worker (direct=True: not through the scheduler). One condition
 variable guards a run's state; nothing blocks while holding it.
 """
-import collections
 import hashlib
 import logging
 import os
@@ -172,7 +174,7 @@ def make_range(spec, index_data, epoch, first, count):
     if _TEST_TASK_DELAY_S:
         time.sleep(_TEST_TASK_DELAY_S)
     return {
-        "sizes": sizes, "skips": skips, "error": error,
+        "first": first, "sizes": sizes, "skips": skips, "error": error,
         "images": images[:image_end], "labels": labels[:label_end],
         "samples_read": after["samples_read"] - before["samples_read"],
         "worker": _worker_address(),
@@ -232,7 +234,9 @@ class Offload:
             "options": worker_options, "index_digest": digest,
             "batch_bytes": image_bytes * batch_size, "batch_size": batch_size,
         }
-        self.index = self.client.scatter(index_data, broadcast=True, hash=False)
+        self._index_data = index_data
+        self._index = None  # its future on the workers, scattered when there are some
+        self._scattering, self._scatter_after = False, 0.0
         self.tag = key.hexdigest()[:8]
         self.counters = dict(
             batches_cluster=0, batches_local=0, tasks_submitted=0, tasks_done=0,
@@ -242,9 +246,9 @@ class Offload:
             samples_cluster=0, samples_local=0,
             first_batch_ns=0)
         self.per_worker = {}  # worker address -> batches it made that were used
-        self.lock = threading.Lock()  # counters and per_worker
+        self.lock = threading.Lock()  # counters, per_worker and the index's scatter state
         self.warned = set()
-        self._workers, self._workers_at = 0, -1.0
+        self._worker_threads, self._workers_at = {}, -1.0
         self.started_ns = 0  # when the loop first asked for a batch
 
     def add(self, **deltas):
@@ -261,19 +265,54 @@ class Offload:
             self.warned.add(what)
             log.warning("%s", message)
 
-    def workers(self):
-        """Worker threads the scheduler knows of. Client.scheduler_info() is a
-        round trip to the scheduler, so the count is refreshed at most once a
-        second."""
+    def _refresh_workers(self):
+        """Client.scheduler_info() is a round trip to the scheduler: the
+        workers are looked up at most once a second."""
         now = time.monotonic()
-        if now - self._workers_at >= 1.0:
+        if not self.usable():  # a dead scheduler would make the lookup wait
+            self._worker_threads = {}
+        elif now - self._workers_at >= 1.0:
             self._workers_at = now
             try:
-                info = self.client.scheduler_info()
-                self._workers = sum(w.get("nthreads", 1) for w in info.get("workers", {}).values())
+                self._worker_threads = {
+                    address: w.get("nthreads", 1)
+                    for address, w in self.client.scheduler_info().get("workers", {}).items()}
             except Exception:  # the client lost its scheduler
-                self._workers = 0
-        return self._workers
+                self._worker_threads = {}
+
+    def workers(self):
+        """Worker threads the scheduler knows of."""
+        self._refresh_workers()
+        return sum(self._worker_threads.values())
+
+    def worker_addresses(self):
+        self._refresh_workers()
+        return list(self._worker_threads)
+
+    def index(self):
+        """The dataset index as a future held by the workers, or None while
+        it is being (re)sent. It is scattered to every worker when first
+        needed, and again when the workers that held it are all gone (workers
+        that join later fetch it from the others). Scattering waits for a
+        worker, so it runs on a thread of its own, never under a Run's lock."""
+        with self.lock:
+            if self._index is not None and self._index.status == "finished":
+                return self._index
+            if self._scattering or time.monotonic() < self._scatter_after:
+                return None
+            self._scattering = True
+        threading.Thread(target=self._scatter, name="stoker-scatter", daemon=True).start()
+        return None
+
+    def _scatter(self):
+        try:
+            future = self.client.scatter(self._index_data, broadcast=True, hash=False, timeout=10)
+        except Exception:  # no worker, or the scheduler is gone: try again later
+            future = None
+        with self.lock:
+            self._index, self._scattering = future, False
+            if future is None:
+                self._scatter_after = time.monotonic() + 2.0
 
     def usable(self):
         return self.client.status == "running"
@@ -283,57 +322,84 @@ class Offload:
             self.client.close()
 
 
-class _Result:
-    """What the loop reads of one range: batches (images, labels, skips) in
-    order, streamed as the local loader makes them or all at once from a
-    task, then done, perhaps with the error that ended the range."""
-
-    def __init__(self, source):
-        self.source = source  # "local" or "cluster"
-        self.batches = collections.deque()
-        self.done = False
-        self.error = None
-        self.taken = 0        # batches the loop has read
+# A task's result crosses the network as one message, which Dask receives
+# into one new buffer: glibc serves buffers up to 32 MiB from memory it
+# reuses, larger ones from fresh pages the kernel zeroes (measured here:
+# 0.77 CPU-s per GB received in 154 MB messages, 0.35 in 29 MB ones). So a
+# range goes to its worker as tasks ("chunks") of at most this much.
+CHUNK_BYTES = 30 << 20
 
 
 class Run:
     """One iteration over batches [first, n) of an epoch: claims, the
     reorder buffer, the local thread and the tasks in flight. tensors(images,
-    labels, n) makes the training loop's tensors out of two buffers."""
+    labels, n) makes the training loop's tensors out of two buffers.
+
+    Claims are per range (batches_per_task batches); delivery is per batch:
+    `ready` holds the batches made and not read yet by index, whoever made
+    them, and the first to arrive is kept. A range the cluster makes is
+    submitted as chunk tasks pinned, loosely, to one worker, so that they run
+    there in order and each continues the previous one's pipeline."""
 
     def __init__(self, offload, c_loader, epoch, first, n, tensors):
         self.o = offload
         self.c = c_loader
         self.tensors = tensors
         self.epoch = epoch
+        self.n = n
         m = offload.batches_per_task
         self.ranges = [(b, min(b + m, n)) for b in range(first, n, m)]
         self.state = [PENDING] * len(self.ranges)
-        self.results = {}   # range -> _Result
-        self.futures = {}   # range -> (future, submit time)
-        self.last_local = None
+        self.ready = {}     # batch index -> (images, labels, skips, source)
+        self.errors = {}    # batch index -> the error that ended its range there
+        self.futures = {}   # range -> {future: worker}, its chunks not finished
+        self.submitted = {}  # range -> when its chunks were submitted
+        self.next = first   # the batch the loop reads next
         self.local_range = None  # the range the local thread is making
-        self.front = 0      # range the loop reads
+        self.last_local = None
         self.waiting = False
         self.closing = False
-        self.turnaround = None  # running mean of a task's time from submission to result
+        self.turnaround = None     # running mean of a range's time from submission to its end
         self.local_batch_s = None  # running mean of the local thread's time per batch
+        self.chunk = max(1, CHUNK_BYTES // max(1, offload.spec["batch_bytes"]))
         self.cond = threading.Condition()
         self.local = threading.Thread(target=self._local_main, name="stoker-local", daemon=True)
 
     # -- claims (called with cond held) --
 
+    def _front(self):
+        return (self.next - self.ranges[0][0]) // self.o.batches_per_task if self.ranges else 0
+
     def _limits(self):
-        """(tasks in flight, ranges claimed ahead of the loop)."""
-        # Two tasks per worker thread: one running, one queued behind it.
+        """(ranges in flight on the cluster, ranges claimed ahead of the loop)."""
+        # Two ranges per worker thread: one running, one queued behind it.
         # Ahead of them, room for the local thread to work on without
         # waiting for the loop to catch up with the cluster.
         in_flight = 2 * self.o.workers() if self.o.usable() else 0
         return in_flight, in_flight + 3
 
+    def _missing_from(self, r):
+        """The first batch of range r not made yet (at or after the loop's
+        position), or None when it is complete."""
+        first, end = self.ranges[r]
+        for b in range(max(first, self.next), end):
+            if b not in self.ready:
+                return b
+        return None
+
+    def _pick_worker(self):
+        """The worker with the fewest chunks of this run in flight."""
+        load = {w: 0 for w in self.o.worker_addresses()}
+        for chunks in self.futures.values():
+            for w in chunks.values():
+                if w in load:
+                    load[w] += 1
+        return min(load, key=load.get) if load else None
+
     def _submit_more(self):
         in_flight, lookahead = self._limits()
-        for r in range(self.front, min(len(self.ranges), self.front + lookahead)):
+        front = self._front()
+        for r in range(front, min(len(self.ranges), front + lookahead)):
             if len(self.futures) >= in_flight:
                 return
             # The range after the local thread's is left to it: its pipeline
@@ -341,71 +407,107 @@ class Run:
             if self.state[r] != PENDING or (self.local_range is not None and
                                             r == self.local_range + 1):
                 continue
-            first, end = self.ranges[r]
-            key = f"stoker-{self.o.tag}-e{self.epoch}-b{first}-{os.urandom(4).hex()}"
+            start = self._missing_from(r)
+            worker, index = self._pick_worker(), self.o.index()
+            if start is None or worker is None or index is None:
+                continue
+            end = self.ranges[r][1]
+            chunks = {}
             try:
-                fut = self.o.client.submit(make_range, self.o.spec, self.o.index, self.epoch,
-                                           first, end - first, key=key, pure=False)
+                for b in range(start, end, self.chunk):
+                    count = min(self.chunk, end - b)
+                    key = f"stoker-{self.o.tag}-e{self.epoch}-b{b}-{os.urandom(4).hex()}"
+                    # Earlier batches first: Dask runs the higher priority
+                    # first, and would otherwise favour the later submission.
+                    fut = self.o.client.submit(make_range, self.o.spec, index, self.epoch, b,
+                                               count, key=key, pure=False, workers=[worker],
+                                               allow_other_workers=True, priority=-b)
+                    chunks[fut] = worker
+                    fut.add_done_callback(lambda f, r=r: self._on_done(r, f))
             except Exception as e:  # the client is closed or lost its scheduler
                 self.o.warn_once("submit", f"stoker: cannot submit to the Dask cluster ({e}); "
                                  "decoding locally")
+                self._drop_chunks(chunks)
                 return
             self.state[r] = CLUSTER
-            self.futures[r] = (fut, time.monotonic())
-            self.o.add(tasks_submitted=1)
-            fut.add_done_callback(lambda f, r=r: self._on_done(r, f))
+            self.futures[r] = chunks
+            self.submitted[r] = time.monotonic()
+            self.o.add(tasks_submitted=len(chunks))
+
+    @staticmethod
+    def _drop_chunks(chunks):
+        """Let go of tasks whose result is not wanted: releasing a future
+        tells the scheduler without waiting for it (Client.cancel waits, and
+        would hang on a scheduler that died), and it forgets the task."""
+        for fut in chunks:
+            try:
+                fut.release()
+            except Exception:  # the client is gone
+                pass
 
     def _late(self, r):
-        """Why the task making range r shows no sign of finishing soon, or
-        None: the cluster is gone or has no worker, or the task has taken
-        far longer than tasks take (its worker may have died unnoticed)."""
+        """Why the cluster shows no sign of finishing range r soon, or None:
+        the cluster is gone or has no worker, or the range has taken far
+        longer than ranges take (its worker may have died unnoticed)."""
         if not self.o.usable():
             return "the Dask scheduler is unreachable"
         if self.o.workers() == 0:
             return "the Dask cluster has no worker"
-        age = time.monotonic() - self.futures[r][1]
+        age = time.monotonic() - self.submitted.get(r, time.monotonic())
         if age > 2 * (self.turnaround or 5.0) + 1.0:
-            return f"its task has run for {age:.1f} s"
+            return f"its tasks have run for {age:.1f} s"
         return None
 
     def _sooner_here(self, r):
-        """The local thread would make range r before its task is expected
-        back (a slow or overloaded worker): a reason, or None."""
-        if self.local_batch_s is None or self.turnaround is None or r not in self.futures:
+        """The local thread would finish range r before the cluster is
+        expected to (a slow or overloaded worker): a reason, or None."""
+        if self.local_batch_s is None or self.turnaround is None or r not in self.submitted:
             return None
-        first, end = self.ranges[r]
-        here = self.local_batch_s * (end - first)
-        there = self.futures[r][1] + self.turnaround - time.monotonic()
+        start = self._missing_from(r)
+        if start is None:
+            return None
+        here = self.local_batch_s * (self.ranges[r][1] - start)
+        there = self.submitted[r] + self.turnaround - time.monotonic()
         return f"made here in {here:.1f} s, due from the cluster in {there:.1f} s" \
             if here < there else None
 
     def _pick_local(self):
-        """(range, reason it is taken back from a task or None), or None."""
-        if self.front < len(self.ranges) and self.state[self.front] == PENDING:
-            return self.front, None  # first the batches the loop needs next
-        front_waits = self.front < len(self.ranges) and self.state[self.front] == CLUSTER \
-            and self.waiting
-        why = self._late(self.front) if front_waits else None
+        """(range, reason it is taken back from the cluster or None), or None."""
+        front = self._front()
+        if front >= len(self.ranges):
+            return None
+        if self.state[front] == PENDING:
+            return front, None  # first the batches the loop needs next
+        front_waits = self.state[front] == CLUSTER and self.waiting
+        why = self._late(front) if front_waits else None
         if why is not None:
-            return self.front, why
-        held = sum(len(res.batches) for res in self.results.values() if res.source == "local")
+            return front, why
+        held = sum(1 for item in self.ready.values() if item[3] == "local")
         if held > self.o.batches_per_task:
             return None  # wait for the loop (LOCAL_RANGES)
         _, lookahead = self._limits()
-        end = min(len(self.ranges), self.front + lookahead)
+        end = min(len(self.ranges), front + lookahead)
         # The range after the previous one continues its pipeline: nothing
         # is read again.
         if self.last_local is not None:
             nxt = self.last_local + 1
-            if self.front <= nxt < end and self.state[nxt] == PENDING:
+            if front <= nxt < end and self.state[nxt] == PENDING:
                 return nxt, None
-        for r in range(self.front, end):
+        for r in range(front, end):
             if self.state[r] == PENDING:
                 return r, None
         # Nothing left to claim: rather than idle, make the range the loop
-        # waits for if that is quicker than waiting for its task.
-        why = self._sooner_here(self.front) if front_waits else None
-        return (self.front, why) if why is not None else None
+        # waits for if that is quicker than waiting for the cluster.
+        why = self._sooner_here(front) if front_waits else None
+        return (front, why) if why is not None else None
+
+    def _put(self, index, item):
+        """Keep a batch unless it was made already; wake the loop."""
+        if index >= self.next and index not in self.ready:
+            self.ready[index] = item
+            self.cond.notify_all()
+            return True
+        return False
 
     # -- the local thread --
 
@@ -430,44 +532,46 @@ class Run:
                                  self.ranges[r][0], self.epoch, why)
                 self.state[r] = LOCAL
                 self.local_range = r
-                result = self.results[r] = _Result("local")
-                self.cond.notify_all()
-            self._make_local(r, result)
+                start = self._missing_from(r)
+            if start is not None:
+                self._make_local(r, start)
             with self.cond:
                 self.last_local, self.local_range = r, None
-                if self.results.get(r) is result:
+                if self._missing_from(r) is None:
                     self.state[r] = DONE
+                    self._drop_chunks(self.futures.pop(r, {}))
+                elif self.state[r] == LOCAL:
+                    self.state[r] = PENDING  # stopped early: whoever is free makes the rest
                 self.cond.notify_all()
 
-    def _make_local(self, r, result):
-        first, end = self.ranges[r]
+    def _make_local(self, r, start):
+        end = self.ranges[r][1]
         read = self.c.stats()["samples_read"]
-        started = time.monotonic()
+        began, made = time.monotonic(), 0
         try:
-            self.c.seek_range(self.epoch, first, end - first)
-            while True:
+            self.c.seek_range(self.epoch, start, end - start)
+            for index in range(start, end):
                 b = self.c.next()
                 if b is None:
                     break
                 images, labels = self.tensors(b.images, b.labels, b.size)
+                made += 1
                 with self.cond:
-                    if self.closing or self.results.get(r) is not result:
-                        break  # stopped, or a task's result replaced this one
-                    result.batches.append((images, labels, b.skips))
-                    self.cond.notify_all()
+                    self._put(index, (images, labels, b.skips, "local"))
+                    rest = self._missing_from(r)
+                    if self.closing or rest is None or rest > index + 1:
+                        break  # stopped, or the cluster made the rest first
                 del b, images, labels
         except _stoker.Error as e:
             with self.cond:
-                result.error = e
+                self.errors.setdefault(start + made, e)
+                self.cond.notify_all()
         finally:
             self.o.add(samples_read_local=self.c.stats()["samples_read"] - read)
-            with self.cond:
-                result.done = True
-                if result.batches or result.taken:
-                    per_batch = (time.monotonic() - started) / (len(result.batches) + result.taken)
-                    self.local_batch_s = per_batch if self.local_batch_s is None else \
-                        0.8 * self.local_batch_s + 0.2 * per_batch
-                self.cond.notify_all()
+            if made:
+                per_batch = (time.monotonic() - began) / made
+                self.local_batch_s = per_batch if self.local_batch_s is None else \
+                    0.8 * self.local_batch_s + 0.2 * per_batch
 
     # -- cluster results (Dask's callback thread) --
 
@@ -482,56 +586,54 @@ class Run:
         except Exception:  # the client is gone
             pass
         with self.cond:
-            submitted = None
-            if self.futures.get(r, (None,))[0] is fut:
-                submitted = self.futures.pop(r)[1]
-            if self.closing:
-                return
+            chunks = self.futures.get(r, {})
+            mine = chunks.pop(fut, None) is not None
+            if self.closing or not mine:
+                return  # dropped: the range was taken back or is over
             if result is not None:
-                self._take_task_result(r, result, submitted or time.monotonic())
+                self._take_chunk(result)
+            elif isinstance(failure, WorkerMismatch):
+                self.errors.setdefault(self.ranges[r][0], ClusterError(str(failure)))
             else:
                 self.o.add(tasks_failed=1)
-                if isinstance(failure, WorkerMismatch):
-                    refused = self.results[r] = _Result("cluster")
-                    refused.done, refused.error = True, ClusterError(str(failure))
-                    self.state[r] = DONE
-                elif self.state[r] == CLUSTER:
-                    self.state[r] = PENDING
-                    self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); its "
-                                     "batches are made again")
+                self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); its "
+                                 "batches are made again")
+                self._drop_chunks(self.futures.pop(r))
+                self.submitted.pop(r, None)
+                self.state[r] = PENDING
+            if r in self.futures and not self.futures[r]:  # its last chunk
+                del self.futures[r]
+                s = time.monotonic() - self.submitted.pop(r)
+                self.turnaround = s if self.turnaround is None else \
+                    0.8 * self.turnaround + 0.2 * s
+                if self.state[r] == CLUSTER:
+                    self.state[r] = DONE if self._missing_from(r) is None else PENDING
             self._submit_more()
             self.cond.notify_all()
 
-    def _take_task_result(self, r, result, submitted):
-        s = time.monotonic() - submitted
-        self.turnaround = s if self.turnaround is None else 0.8 * self.turnaround + 0.2 * s
+    def _take_chunk(self, result):
         self.o.add(tasks_done=1, samples_read_cluster=result["samples_read"],
                    bytes_received=result["images"].nbytes + result["labels"].nbytes)
-        self.o.add_worker(result["worker"], len(result["sizes"]))
-        current = self.results.get(r)
-        if current is not None and (current.taken > 0 or current.done):
-            self.o.add(tasks_dropped=1)  # made here first
-            return
-        # Taken back but not read yet: the task's result replaces the local
-        # one, whose thread stops at its next batch.
-        out = self.results[r] = _Result("cluster")
         images, labels = result["images"], result["labels"]
         i = j = 0
-        for n, skips in zip(result["sizes"], result["skips"]):
+        kept = 0
+        for k, (n, skips) in enumerate(zip(result["sizes"], result["skips"])):
             size = n * self.o.image_bytes
-            out.batches.append(self.tensors(images[i:i + size], labels[j:j + n], n) + (skips,))
+            item = self.tensors(images[i:i + size], labels[j:j + n], n) + (skips, "cluster")
+            kept += self._put(result["first"] + k, item)
             i += size
             j += n
+        self.o.add_worker(result["worker"], kept)
+        self.o.add(tasks_dropped=int(kept == 0 and len(result["sizes"]) > 0))
         if result["error"] is not None:
             name, message = result["error"]
-            out.error = getattr(_stoker, name, _stoker.Error)(message)
-        out.done = True
-        self.state[r] = DONE
+            at = result["first"] + len(result["sizes"])
+            self.errors.setdefault(at, getattr(_stoker, name, _stoker.Error)(message))
 
     # -- the consumer --
 
     def batches(self):
-        """Yield (images, labels) of every range in order; raise a range's
+        """Yield (images, labels) of every batch in order; raise a range's
         error after its batches, as a local loader does."""
         started = time.perf_counter_ns()
         if not self.o.started_ns:
@@ -543,51 +645,40 @@ class Run:
             while self.state[0] == PENDING:
                 self.cond.wait(0.05)
         try:
-            for r in range(len(self.ranges)):
-                while True:
-                    with self.cond:
-                        self.front = r
-                        self._submit_more()
-                        self.cond.notify_all()
-                        t0 = time.perf_counter_ns()
-                        self.waiting = True
-                        while (r not in self.results or
-                               not (self.results[r].batches or self.results[r].done)):
-                            self.cond.wait(0.05)
-                        self.waiting = False
-                        result = self.results[r]
-                        self.o.add(**{result.source + "_wait_ns": time.perf_counter_ns() - t0})
-                        if not result.batches:
-                            break
-                        images, labels, skips = result.batches.popleft()
-                        result.taken += 1
-                    self.o.add(samples=len(labels), samples_skipped=skips[0],
-                               images_replaced=skips[1], shards_failed=skips[2],
-                               **{"batches_" + result.source: 1,
-                                  "samples_" + result.source: len(labels)})
-                    if not self.o.counters["first_batch_ns"]:
-                        self.o.add(first_batch_ns=time.perf_counter_ns() - started)
-                    yield images, labels
-                    del images, labels
+            for index in range(self.ranges[0][0], self.n):
                 with self.cond:
-                    del self.results[r]
-                if result.error is not None:
-                    raise result.error
+                    self.next = index
+                    self._submit_more()
+                    self.cond.notify_all()
+                    t0 = time.perf_counter_ns()
+                    self.waiting = True
+                    while index not in self.ready and index not in self.errors:
+                        self.cond.wait(0.05)
+                    self.waiting = False
+                    if index not in self.ready:
+                        raise self.errors[index]
+                    images, labels, skips, source = self.ready.pop(index)
+                    self.next = index + 1
+                self.o.add(**{source + "_wait_ns": time.perf_counter_ns() - t0})
+                self.o.add(samples=len(labels), samples_skipped=skips[0],
+                           images_replaced=skips[1], shards_failed=skips[2],
+                           **{"batches_" + source: 1, "samples_" + source: len(labels)})
+                if not self.o.counters["first_batch_ns"]:
+                    self.o.add(first_batch_ns=time.perf_counter_ns() - started)
+                yield images, labels
+                del images, labels
         finally:
             self.close()
 
     def close(self):
         with self.cond:
             self.closing = True
-            futures = [f for f, _ in self.futures.values()]
+            chunks = [f for c in self.futures.values() for f in c]
             self.futures.clear()
-            self.results.clear()
+            self.ready.clear()
             self.cond.notify_all()
-        if futures:
-            try:
-                self.o.client.cancel(futures)
-            except Exception:  # the client is gone already
-                pass
+        if chunks:
+            self._drop_chunks(chunks)
         if self.local.is_alive():
             self.local.join()
 

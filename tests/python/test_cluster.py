@@ -159,12 +159,16 @@ def test_cluster_needs_an_index(cluster, indexed):
 
 
 def run_with_event(loader, after, event):
-    """Iterate loader; call event() once `after` batches were read."""
-    out = []
+    """Iterate loader; call event() once `after` batches were read, and, when
+    after is "first cluster batch", once the first batch from the cluster was
+    read (its worker then holds more tasks)."""
+    out, done = [], False
     for step, (images, labels) in enumerate(loader):
         out.append(digest(images, labels))
-        if step + 1 == after:
+        if not done and (step + 1 == after or (
+                after == "first cluster batch" and loader.stats()["cluster"]["batches_cluster"])):
             event()
+            done = True
     return out
 
 
@@ -178,7 +182,8 @@ def test_workers_killed_mid_epoch(cluster, indexed, killed, caplog):
     loader = stoker.Loader(shards, cluster=cluster.client, **kw)
     victims = ["w1"] if killed == "one worker" else ["w1", "w2"]
     with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
-        got = run_with_event(loader, 2, lambda: [cluster.kill(v) for v in victims])
+        got = run_with_event(loader, "first cluster batch",
+                             lambda: [cluster.kill(v) for v in victims])
     assert got == want
     c = loader.stats()["cluster"]
     assert c["batches_cluster"] + c["batches_local"] == len(want)
@@ -210,7 +215,7 @@ def test_scheduler_killed_mid_epoch(cluster, indexed, caplog):
     loader = stoker.Loader(shards, cluster=cluster.address, **kw)
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
-        got = run_with_event(loader, 2, lambda: cluster.kill("scheduler"))
+        got = run_with_event(loader, "first cluster batch", lambda: cluster.kill("scheduler"))
     assert got == want  # the local thread finished the epoch
     assert time.monotonic() - t0 < 120
     loader.close()
@@ -350,3 +355,18 @@ def test_worker_threads_follow_the_cgroup_cpu_limit(tmp_path):
     (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("800000\n")
     (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
     assert _cluster._cpu_quota(str(tmp_path)) == 8  # cgroup v1
+
+
+def test_no_worker_at_start(cluster, indexed):
+    """A scheduler without workers yet: the Loader is made (the index is sent
+    once workers come), the loop starts with local batches, and a worker
+    that joins takes ranges."""
+    shards, index = indexed
+    kw = dict(OPTIONS, index=index, samples_per_rank=600)
+    want = local_digests(shards, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    got = run_with_event(loader, 1, lambda: cluster.add_worker("w1",
+                                                               STOKER_TEST_TASK_DELAY_MS="100"))
+    assert got == want
+    assert loader.stats()["cluster"]["batches_cluster"] > 0
+    loader.close()
