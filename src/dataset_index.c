@@ -13,6 +13,7 @@
 #include "alloc.h"
 #include "atomic_file.h"
 #include "cloud_list.h"
+#include "options.h"
 #include "redact.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
@@ -107,10 +108,11 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     struct stk__counters counters = {0};
     struct stk__strlist urls = {0}, names = {0};
     struct index_build b = {.urls = &urls, .names = &names};
-    int replace = (flags & STK_OUTPUT_OVERWRITE) != 0, rc = 0;
-    if ((flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
+    int replace = (flags & STK_OUTPUT_OVERWRITE) != 0;
+    int rc = stk__options_check(opts, &err);
+    if (rc == 0 && (flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
         rc = stk__errf(&err, STK_EINVAL, "unknown flags 0x%x", flags);
-    else if (!replace && stk__path_taken(path) == 1) /* before reading every shard */
+    else if (rc == 0 && !replace && stk__path_taken(path) == 1) /* before reading every shard */
         rc = stk__errf(&err, STK_EEXIST, "%s already exists; it is not replaced unless asked "
                        "to overwrite", path);
     if (rc == 0)
@@ -143,6 +145,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
     stk__free(b.counts);
     stk__strlist_free(&urls);
     stk__strlist_free(&names);
+    stk__err_ensure(&err, rc);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "alloc.h"
 #include "cloud_list.h"
 #include "image.h"
+#include "options.h"
 #include "sample.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
@@ -118,8 +119,8 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
     struct verify v = {.urls = &urls, .names = &names, .counters = &counters};
     struct stk_options o = *opts;
     o.on_error = STK_ON_ERROR_SKIP; /* never stop at bad data */
-    int rc = 0;
-    if (o.transform != STK_TRANSFORM_NONE) {
+    int rc = stk__options_check(&o, &err);
+    if (rc == 0 && o.transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&image, &o, &err);
         v.image = &image;
     }
@@ -146,6 +147,7 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
     }
     stk__strlist_free(&urls);
     stk__strlist_free(&names);
+    stk__err_ensure(&err, rc);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }
