@@ -30,13 +30,12 @@ static void help(void)
 int cmd_index(int argc, char **argv)
 {
     enum { O_THREADS = 256, O_ONERR, O_FORCE };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, O_FORCE},
         {"threads", required_argument, NULL, O_THREADS},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -47,6 +46,8 @@ int cmd_index(int argc, char **argv)
     unsigned flags = 0;
     uint64_t v;
     int c;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;

@@ -50,14 +50,13 @@ static int write_sample(const struct stk_sample *s, void *data)
 int cmd_reshard(int argc, char **argv)
 {
     enum { O_SHUFBUF = 256, O_INFLIGHT, O_ONERR, O_SHUFBYTES };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
         {"shuffle-buffer-bytes", required_argument, NULL, O_SHUFBYTES},
         {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
         CLI_OUTPUT_LONGOPTS,
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -70,6 +69,8 @@ int cmd_reshard(int argc, char **argv)
     struct cli_output out = cli_output_defaults();
     uint64_t v;
     int c;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
         int r = cli_parse_output_option(CMD, c, optarg, &out);
         if (r < 0)

@@ -45,7 +45,7 @@ static void print_problem(void *data, enum stk_log_level level, const char *msg)
 int cmd_verify(int argc, char **argv)
 {
     enum { O_THREADS = 256, O_NO_IMAGES, O_LABEL_EXTS, O_LABEL_JSON, O_NO_LABELS, O_MAX_PIXELS };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"threads", required_argument, NULL, O_THREADS},
         {"no-images", no_argument, NULL, O_NO_IMAGES},
         {"label-exts", required_argument, NULL, O_LABEL_EXTS},
@@ -53,7 +53,6 @@ int cmd_verify(int argc, char **argv)
         {"no-labels", no_argument, NULL, O_NO_LABELS},
         {"max-pixels", required_argument, NULL, O_MAX_PIXELS},
         {"help", no_argument, NULL, 'h'},
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -62,6 +61,8 @@ int cmd_verify(int argc, char **argv)
     o.transform = STK_TRANSFORM_EVAL; /* any transform: images are decoded whole */
     uint64_t v;
     int c;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case O_THREADS:
@@ -93,7 +94,7 @@ int cmd_verify(int argc, char **argv)
     int rc = stk_verify(&o, (const char *const *)argv + optind, (size_t)(argc - optind), &s, msg,
                         sizeof msg);
     if (rc < 0)
-        return cli_fail(CMD, "%s", msg[0] ? msg : stk_strerror(rc));
+        return cli_fail(CMD, "%s", msg);
     printf("%llu samples in %llu shards", (unsigned long long)s.samples,
            (unsigned long long)s.shards_opened);
     if (o.transform != STK_TRANSFORM_NONE)
