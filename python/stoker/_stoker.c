@@ -796,7 +796,8 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
 }
 
 /* options() -> the option table as a list of dicts (name, type, default,
- * min, max, choices, cli, doc): what stoker.Loader's help is made of. */
+ * min, max, bytes, choices, cli, cli_scope, accepts, doc): what
+ * stoker.Loader's help is made of. */
 static PyObject *module_options(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -807,12 +808,16 @@ static PyObject *module_options(PyObject *module, PyObject *unused)
     for (size_t i = 0; list != NULL && (o = stk_option_at(i)) != NULL; i++) {
         char accepted[256];
         stk_option_describe(o, accepted, sizeof accepted);
+        /* where the stoker command takes it: bench, or every command that reads */
+        const char *scope = (o->flags & STK_OPTION_CLI_SOURCE) ? "source"
+                            : (o->flags & STK_OPTION_CLI_BENCH) ? "bench"
+                                                                : NULL;
         PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:s,s:s}", "name", o->name, "type", types[o->type],
-            "default", o->default_value, "min", (long long)o->min, "max",
+            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:z,s:s,s:s}", "name", o->name, "type",
+            types[o->type], "default", o->default_value, "min", (long long)o->min, "max",
             (unsigned long long)o->max, "bytes", (o->flags & STK_OPTION_BYTES) ? Py_True : Py_False,
             "choices", o->type == STK_OPTION_CHOICE ? o->metavar : NULL, "cli", o->cli_name,
-            "accepts", accepted, "doc", o->doc);
+            "cli_scope", o->cli_name != NULL ? scope : NULL, "accepts", accepted, "doc", o->doc);
         if (d == NULL || PyList_Append(list, d) < 0)
             Py_CLEAR(list);
         Py_XDECREF(d);
