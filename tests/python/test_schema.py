@@ -5,8 +5,10 @@ stoker command takes it, every command of that scope accepts its flag
 (with the default value) and lists it in --help, and refuses a value out of
 range naming the flag. Every counter is a key of stats(), of `stoker bench
 --json` and of the stats() help."""
+import importlib.util
 import inspect
 import json
+import os
 import subprocess
 
 import pytest
@@ -86,3 +88,17 @@ def test_stats_keys_are_the_table(even_shards, stoker_bin):
         assert f"\n        {name}: " in stoker.Loader.stats.__doc__, name
     report = json.loads(run(stoker_bin, "bench", "--json", even_shards[0]).stdout)
     assert set(STATS) <= set(report), set(STATS) - set(report)
+
+
+def test_the_options_reference_is_generated_from_the_table():
+    """docs/options.md is tools/options_doc.py's output: regenerate it when
+    the table changes."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    spec = importlib.util.spec_from_file_location("options_doc",
+                                                  os.path.join(root, "tools", "options_doc.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with open(os.path.join(root, "docs", "options.md"), encoding="utf-8") as f:
+        assert f.read() == tool.markdown(), (
+            "docs/options.md is stale: PYTHONPATH=build-rel/python tools/options_doc.py "
+            "> docs/options.md")
