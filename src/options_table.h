@@ -64,11 +64,13 @@
       "samples every rank yields per epoch, equal on all ranks (0: all of its shards)") \
     X(on_error, CHOICE, STK__BENCH, "fail", 0, 0, "on-error", "fail,skip", \
       "bad input fails the epoch, or is skipped and counted") \
-    X(read_buffer_bytes, SIZE, STK__BYTES, "256K", 512, 256u << 20, NULL, "SIZE", \
+    X(read_buffer_bytes, SIZE, STK__BENCH | STK__BYTES, "256K", 512, 256u << 20, \
+      "read-buffer-bytes", "SIZE", \
       "read size per shard") \
-    X(prefetch_bytes_per_shard, SIZE, STK__BYTES, "8M", 0, SIZE_MAX, NULL, "SIZE", \
+    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES, "8M", 0, SIZE_MAX, \
+      "prefetch-bytes-per-shard", "SIZE", \
       "samples read ahead per shard, in bytes") \
-    X(max_batches, SIZE, 0, "4", 1, 4096, NULL, "N", \
+    X(max_batches, SIZE, STK__BENCH, "4", 1, 4096, "max-batches", "N", \
       "batches queued or held by the caller at once") \
     X(max_member_bytes, U64, STK__BYTES, "256M", 1, (uint64_t)1 << 40, NULL, "SIZE", \
       "larger members are bad input") \
