@@ -393,7 +393,8 @@ enum stk_option_type {
 enum stk_option_flags {
     STK_OPTION_BYTES = 1,      /* a byte count: K, M, G, T (binary) suffixes too */
     STK_OPTION_CLI_BENCH = 2,  /* `stoker bench` takes it as --cli_name */
-    STK_OPTION_CLI_SOURCE = 4  /* every command that reads shards takes it */
+    STK_OPTION_CLI_SOURCE = 4, /* every command that reads shards takes it */
+    STK_OPTION_SPEED_ONLY = 8  /* changes speed or limits, never which batches come */
 };
 struct stk_option_info {
     const char *name;          /* the field's name, e.g. "batch_size" */

@@ -20,7 +20,9 @@
  *         metavar), STRING (const char *, borrowed; default NULL: none)
  *   flags: STK_OPTION_BYTES (takes K, M, G, T suffixes),
  *          STK_OPTION_CLI_BENCH (a flag of `stoker bench`),
- *          STK_OPTION_CLI_SOURCE (a flag of every command that reads shards)
+ *          STK_OPTION_CLI_SOURCE (a flag of every command that reads shards),
+ *          STK_OPTION_SPEED_ONLY (changes speed or limits, never the batches:
+ *          a saved Python loader state survives a change)
  *   min, max: integers only; the default is accepted besides (-1: auto)
  *   cli_name: the flag without its dashes (a BOOL flag defaulting to 1 is
  *             --no-NAME), NULL where the command line does not take it
@@ -34,6 +36,7 @@
 #define STK__BENCH STK_OPTION_CLI_BENCH
 #define STK__SOURCE STK_OPTION_CLI_SOURCE
 #define STK__BYTES STK_OPTION_BYTES
+#define STK__SPEED STK_OPTION_SPEED_ONLY
 
 /* clang-format off */
 #define STK__OPTIONS(X) \
@@ -41,13 +44,13 @@
       "samples per batch") \
     X(drop_last, BOOL, 0, "0", 0, 1, NULL, NULL, \
       "drop a final batch smaller than batch_size") \
-    X(threads, UINT, STK__BENCH, "2", 1, 1024, "threads", "N", \
+    X(threads, UINT, STK__BENCH | STK__SPEED, "2", 1, 1024, "threads", "N", \
       "reader and decode threads: they change the speed, never the samples") \
     X(shards_in_flight, UINT, STK__BENCH, "4", 1, 4096, "shards-in-flight", "N", \
       "shards read and interleaved at once (part of the sample order)") \
     X(shuffle_buffer, SIZE, STK__BENCH, "1000", 0, 1u << 24, "shuffle-buffer", "N", \
       "samples shuffled together in one window (0 or 1: no sample shuffling)") \
-    X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__BYTES, "2G", 1, SIZE_MAX, \
+    X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2G", 1, SIZE_MAX, \
       "shuffle-buffer-bytes", "SIZE", \
       "member bytes a shuffle window may hold; a window of samples holding more fails") \
     X(shuffle, BOOL, STK__BENCH, "1", 0, 1, "shuffle", NULL, \
@@ -64,13 +67,13 @@
       "samples every rank yields per epoch, equal on all ranks (0: all of its shards)") \
     X(on_error, CHOICE, STK__BENCH, "fail", 0, 0, "on-error", "fail,skip", \
       "bad input fails the epoch, or is skipped and counted") \
-    X(read_buffer_bytes, SIZE, STK__BENCH | STK__BYTES, "256K", 512, 256u << 20, \
+    X(read_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "256K", 512, 256u << 20, \
       "read-buffer-bytes", "SIZE", \
       "read size per shard") \
-    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES, "8M", 0, SIZE_MAX, \
+    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "8M", 0, SIZE_MAX, \
       "prefetch-bytes-per-shard", "SIZE", \
       "samples read ahead per shard, in bytes") \
-    X(max_batches, SIZE, STK__BENCH, "4", 1, 4096, "max-batches", "N", \
+    X(max_batches, SIZE, STK__BENCH | STK__SPEED, "4", 1, 4096, "max-batches", "N", \
       "batches queued or held by the caller at once") \
     X(max_member_bytes, U64, STK__BYTES, "256M", 1, (uint64_t)1 << 40, NULL, "SIZE", \
       "larger members are bad input") \
@@ -113,21 +116,21 @@
       "decode whole images at full scale (slower; for comparisons)") \
     X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \
       "dataset index from `stoker index`: equal shares per rank, fast resume") \
-    X(cache_dir, STRING, STK__SOURCE, NULL, 0, 0, "cache-dir", "DIR", \
+    X(cache_dir, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "cache-dir", "DIR", \
       "node-local cache of remote shards, shared by the node's processes") \
-    X(cache_size, U64, STK__SOURCE | STK__BYTES, "0", 1, UINT64_MAX, "cache-size", "SIZE", \
+    X(cache_size, U64, STK__SOURCE | STK__BYTES | STK__SPEED, "0", 1, UINT64_MAX, "cache-size", "SIZE", \
       "bound on the cache directory (required with cache_dir)") \
-    X(io_timeout_ms, UINT, STK__SOURCE, "30000", 1, 3600000, "io-timeout-ms", "N", \
+    X(io_timeout_ms, UINT, STK__SOURCE | STK__SPEED, "30000", 1, 3600000, "io-timeout-ms", "N", \
       "connect timeout, and how long a transfer may stall before a retry") \
-    X(io_retries, UINT, STK__SOURCE, "5", 0, 1000, "io-retries", "N", \
+    X(io_retries, UINT, STK__SOURCE | STK__SPEED, "5", 0, 1000, "io-retries", "N", \
       "failed attempts in a row retried before a shard fails") \
-    X(io_backoff_ms, UINT, STK__SOURCE, "500", 0, 60000, "io-backoff-ms", "N", \
+    X(io_backoff_ms, UINT, STK__SOURCE | STK__SPEED, "500", 0, 60000, "io-backoff-ms", "N", \
       "delay before the first retry, doubled per retry") \
-    X(io_min_rate, UINT, STK__SOURCE | STK__BYTES, "4K", 0, UINT_MAX, "io-min-rate", "SIZE", \
+    X(io_min_rate, UINT, STK__SOURCE | STK__BYTES | STK__SPEED, "4K", 0, UINT_MAX, "io-min-rate", "SIZE", \
       "slowest stream accepted while waiting for it, bytes per second (0: no limit)") \
     X(allow_pipe, BOOL, STK__SOURCE, "0", 0, 1, "allow-pipe", NULL, \
       "run pipe:COMMAND URLs (split into words, no shell)") \
-    X(ca_bundle, STRING, STK__SOURCE, NULL, 0, 0, "ca-bundle", "FILE", \
+    X(ca_bundle, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "ca-bundle", "FILE", \
       "CA certificates for https (default: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, the system's)") \
     X(image_height, UINT, 0, "0", 1, 8192, NULL, "N", \
       "output height of a non-square image (0: image_size)") \

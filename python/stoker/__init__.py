@@ -78,12 +78,9 @@ def _as_list(urls):
     return [u for url in urls for u in _expand_glob(os.fspath(url))]
 
 
-# Options that change how fast or from where bytes come, never which batches:
-# a saved loader state stays valid across them.
-_SPEED_ONLY_OPTIONS = frozenset({
-    "cache_dir", "cache_size", "max_batches", "prefetch_bytes_per_shard", "read_buffer_bytes",
-    "io_timeout_ms", "io_retries", "io_backoff_ms", "io_min_rate", "ca_bundle",
-    "shuffle_buffer_bytes"})
+# Options that change how fast or from where bytes come, never which batches
+# (the C option table's speed_only): a saved loader state stays valid across them.
+_SPEED_ONLY_OPTIONS = frozenset(o["name"] for o in _stoker.options() if o["speed_only"])
 
 
 # How a member named in fields= parses, by the last "."-separated part of

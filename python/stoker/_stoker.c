@@ -796,7 +796,7 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
 }
 
 /* options() -> the option table as a list of dicts (name, type, default,
- * min, max, bytes, choices, cli, cli_scope, accepts, doc): what
+ * min, max, bytes, choices, cli, cli_scope, speed_only, accepts, doc): what
  * stoker.Loader's help is made of. */
 static PyObject *module_options(PyObject *module, PyObject *unused)
 {
@@ -813,11 +813,13 @@ static PyObject *module_options(PyObject *module, PyObject *unused)
                             : (o->flags & STK_OPTION_CLI_BENCH) ? "bench"
                                                                 : NULL;
         PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:z,s:s,s:s}", "name", o->name, "type",
+            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:z,s:O,s:s,s:s}", "name", o->name, "type",
             types[o->type], "default", o->default_value, "min", (long long)o->min, "max",
             (unsigned long long)o->max, "bytes", (o->flags & STK_OPTION_BYTES) ? Py_True : Py_False,
             "choices", o->type == STK_OPTION_CHOICE ? o->metavar : NULL, "cli", o->cli_name,
-            "cli_scope", o->cli_name != NULL ? scope : NULL, "accepts", accepted, "doc", o->doc);
+            "cli_scope", o->cli_name != NULL ? scope : NULL, "speed_only",
+            (o->flags & STK_OPTION_SPEED_ONLY) ? Py_True : Py_False, "accepts", accepted, "doc",
+            o->doc);
         if (d == NULL || PyList_Append(list, d) < 0)
             Py_CLEAR(list);
         Py_XDECREF(d);
