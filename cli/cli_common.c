@@ -4,7 +4,6 @@
 #include "cli_common.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,19 +105,6 @@ int cli_parse_size(const char *cmd, const char *option, const char *text, uint64
     }
     *out = (uint64_t)v << shift;
     return 0;
-}
-
-int cli_parse_choice(const char *cmd, const char *option, const char *text,
-                     const char *const *names, int *out)
-{
-    for (int i = 0; names[i] != NULL; i++) {
-        if (strcmp(text, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    }
-    cli_usage_error(cmd, "%s does not accept '%s'", option, text);
-    return -1;
 }
 
 int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out)

@@ -23,10 +23,6 @@ int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_
  * on failure print a usage error naming the option and return -1. */
 int cli_parse_size(const char *cmd, const char *option, const char *text, uint64_t *out);
 
-/* Parse one of the NULL-terminated names; *out is its index. */
-int cli_parse_choice(const char *cmd, const char *option, const char *text,
-                     const char *const *names, int *out);
-
 /* Parse "fail" or "skip". */
 int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out);
 
