@@ -5,6 +5,7 @@
  */
 #include "options.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +88,8 @@ const struct stk_option_info *stk_option_find(const char *name)
  * unsigned fields. 0, or -1 when it is no such number (or overflows). */
 static int parse_int(const struct option_row *r, const char *text, int64_t *s, uint64_t *u)
 {
-    if (text[0] == '\0' || text[0] == ' ' || text[0] == '+' || (!r->is_signed && text[0] == '-'))
+    /* strto*ll would skip blanks and take a sign, and strtoull a '-' */
+    if (!(isdigit((unsigned char)text[0]) || (r->is_signed && text[0] == '-')))
         return -1;
     char *end;
     errno = 0;

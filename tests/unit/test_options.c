@@ -138,6 +138,8 @@ static void test_bad_values_name_the_option(void **state)
     refused("threads", "2x", "between 1 and 1024");
     refused("threads", "", "between 1 and 1024");
     refused("threads", " 2", "between 1 and 1024");
+    refused("threads", "2 ", "between 1 and 1024");
+    refused("threads", "+2", "between 1 and 1024");
     refused("seed", "-1", "between 0 and 18446744073709551615");
     refused("rank", "-2", "or -1 (the default)");
     refused("rank", "2147483648", "between 0 and 2147483647");
