@@ -107,14 +107,12 @@ int cli_parse_size(const char *cmd, const char *option, const char *text, uint64
     return 0;
 }
 
-int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out)
+int cli_set_option(const char *cmd, const char *flag, const char *name, const char *arg,
+                   struct stk_options *o)
 {
-    if (strcmp(text, "fail") == 0)
-        *out = STK_ON_ERROR_FAIL;
-    else if (strcmp(text, "skip") == 0)
-        *out = STK_ON_ERROR_SKIP;
-    else {
-        cli_usage_error(cmd, "--on-error expects 'fail' or 'skip', not '%s'", text);
+    char msg[512];
+    if (stk_options_set(o, name, arg, msg, sizeof msg) < 0) {
+        cli_usage_error(cmd, "%s: %s", flag, msg);
         return -1;
     }
     return 0;
@@ -169,10 +167,9 @@ int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_o
         return cli_usage_error(cmd, "unknown option");
     if (info->type == STK_OPTION_BOOL) /* the flag flips the default */
         arg = strcmp(info->default_value, "1") == 0 ? "0" : "1";
-    char msg[512];
-    if (stk_options_set(o, info->name, arg, msg, sizeof msg) < 0)
-        return cli_usage_error(cmd, "--%s: %s", info->cli_name, msg);
-    return EXIT_OK;
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", info->cli_name);
+    return cli_set_option(cmd, flag, info->name, arg, o) < 0 ? EXIT_USAGE : EXIT_OK;
 }
 
 /* Print text from column `indent` (the cursor is at column `at`), wrapped

@@ -23,8 +23,11 @@ int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_
  * on failure print a usage error naming the option and return -1. */
 int cli_parse_size(const char *cmd, const char *option, const char *text, uint64_t *out);
 
-/* Parse "fail" or "skip". */
-int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out);
+/* Set option `name` of the option table from arg, a command's own flag
+ * for it (ls --on-error, verify --max-pixels): 0, or -1 after a usage
+ * error naming the flag and what the option accepts. */
+int cli_set_option(const char *cmd, const char *flag, const char *name, const char *arg,
+                   struct stk_options *o);
 
 /* Write s to f with its control characters (C0, DEL, and U+0080..U+009F in
  * UTF-8) as \n, \t, \r or \xHH, and with backslash=1 also backslash as

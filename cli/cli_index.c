@@ -44,7 +44,6 @@ int cmd_index(int argc, char **argv)
     o.log_data = (void *)CMD;
     const char *output = NULL;
     unsigned flags = 0;
-    uint64_t v;
     int c;
     struct option longopts[CLI_MAX_LONGOPTS];
     cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
@@ -53,12 +52,11 @@ int cmd_index(int argc, char **argv)
         case 'o': output = optarg; break;
         case O_FORCE: flags |= STK_OUTPUT_OVERWRITE; break;
         case O_THREADS:
-            if (cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v) < 0)
+            if (cli_set_option(CMD, "--threads", "threads", optarg, &o) < 0)
                 return EXIT_USAGE;
-            o.threads = (unsigned)v;
             break;
         case O_ONERR:
-            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;

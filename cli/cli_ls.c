@@ -74,7 +74,7 @@ int cmd_ls(int argc, char **argv)
         switch (c) {
         case 'u': st.show_url = 1; break;
         case 'e':
-            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;

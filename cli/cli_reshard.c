@@ -93,7 +93,7 @@ int cmd_reshard(int argc, char **argv)
             shards_in_flight = (unsigned)v;
             break;
         case O_ONERR:
-            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;

@@ -59,25 +59,22 @@ int cmd_verify(int argc, char **argv)
     stk_options_init(&o);
     o.log = print_problem;
     o.transform = STK_TRANSFORM_EVAL; /* any transform: images are decoded whole */
-    uint64_t v;
     int c;
     struct option longopts[CLI_MAX_LONGOPTS];
     cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case O_THREADS:
-            if (cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v) < 0)
+            if (cli_set_option(CMD, "--threads", "threads", optarg, &o) < 0)
                 return EXIT_USAGE;
-            o.threads = (unsigned)v;
             break;
         case O_NO_IMAGES: o.transform = STK_TRANSFORM_NONE; break;
         case O_LABEL_EXTS: o.label_exts = optarg; break;
         case O_LABEL_JSON: o.label_json_field = optarg; break;
         case O_NO_LABELS: o.label_exts = ""; break;
         case O_MAX_PIXELS:
-            if (cli_parse_u64(CMD, "--max-pixels", optarg, 1, UINT64_MAX, &v) < 0)
+            if (cli_set_option(CMD, "--max-pixels", "max_image_pixels", optarg, &o) < 0)
                 return EXIT_USAGE;
-            o.max_image_pixels = v;
             break;
         case 'h': help(); return EXIT_OK;
         default:
