@@ -525,7 +525,7 @@ typedef struct stk_loader stk_loader;
  * errbuf is not NULL (errbuf_size bytes including the NUL).
  */
 STK_API int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
-                      stk_loader **out, char *errbuf, size_t errbuf_size);
+                              stk_loader **out, char *errbuf, size_t errbuf_size);
 
 /*
  * Deliver the next batch of the current epoch. On success *out points to a
@@ -597,7 +597,7 @@ STK_API int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
  * window again.
  */
 STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t first_batch,
-                          uint64_t n_batches);
+                                  uint64_t n_batches);
 
 /* Samples this rank yields in the current epoch when known
  * (samples_per_rank, or the rank's shards per the dataset index), else 0. */
@@ -624,9 +624,10 @@ enum stk_output_flags {
  * STK_OUTPUT_OVERWRITE). stats, when not NULL, receives the counters
  * (samples = total). Returns 0 or an STK_E* code with a message in errbuf.
  */
-STK_API int stk_index_build_sized(const struct stk_options *opts, const char *const *patterns, size_t n,
-                          const char *path, unsigned flags, struct stk_stats *stats,
-                          size_t stats_size, char *errbuf, size_t errbuf_size);
+STK_API int stk_index_build_sized(const struct stk_options *opts, const char *const *patterns,
+                                  size_t n, const char *path, unsigned flags,
+                                  struct stk_stats *stats, size_t stats_size, char *errbuf,
+                                  size_t errbuf_size);
 #define stk_index_build(opts, patterns, n, path, flags, stats, errbuf, errbuf_size)            \
     stk_index_build_sized((opts), (patterns), (n), (path), (flags), (stats),                   \
                           sizeof(struct stk_stats), (errbuf), (errbuf_size))
@@ -650,8 +651,8 @@ STK_API int stk_index_build_sized(const struct stk_options *opts, const char *co
  * errbuf.
  */
 STK_API int stk_verify_sized(const struct stk_options *opts, const char *const *patterns, size_t n,
-                     struct stk_stats *stats, size_t stats_size, char *errbuf,
-                     size_t errbuf_size);
+                             struct stk_stats *stats, size_t stats_size, char *errbuf,
+                             size_t errbuf_size);
 #define stk_verify(opts, patterns, n, stats, errbuf, errbuf_size)                              \
     stk_verify_sized((opts), (patterns), (n), (stats), sizeof(struct stk_stats), (errbuf),       \
                      (errbuf_size))
@@ -701,7 +702,7 @@ typedef struct stk_writer stk_writer;
 /* flags: 0 or STK_OUTPUT_OVERWRITE. Returns 0 with *out set, or
  * STK_EINVAL/STK_EEXIST/STK_EIO/STK_ENOMEM with a message in errbuf. */
 STK_API int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_bytes,
-                      unsigned flags, stk_writer **out, char *errbuf, size_t errbuf_size);
+                              unsigned flags, stk_writer **out, char *errbuf, size_t errbuf_size);
 
 /* Add one sample: key (no '.' in its last '/'-separated part) and its
  * members (distinct non-empty extensions without '/'; data is copied before
@@ -710,7 +711,7 @@ STK_API int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_
  * ends the run: later calls fail with STK_EINVAL, and nothing of it is
  * published. */
 STK_API int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *members,
-                   size_t n_members);
+                           size_t n_members);
 
 /* Finish the last shard and publish the run (see above); *shards and
  * *samples (either may be NULL) get the numbers written, also when it
@@ -737,7 +738,8 @@ STK_API int stk_loader_world_size(const stk_loader *loader);
 
 /* Copy the counters. Safe to call while batches are in flight, from any
  * thread, also while another thread is inside a call on the loader. */
-STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *stats, size_t stats_size);
+STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *stats,
+                                    size_t stats_size);
 #define stk_loader_stats(loader, stats)                                                        \
     stk_loader_stats_sized((loader), (stats), sizeof(struct stk_stats))
 
@@ -750,7 +752,7 @@ STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *
  * newline. Returns the length of the whole report, as snprintf does.
  */
 STK_API size_t stk_stats_report_sized(const struct stk_stats *stats, size_t stats_size, char *buf,
-                              size_t size);
+                                      size_t size);
 #define stk_stats_report(stats, buf, size)                                                     \
     stk_stats_report_sized((stats), sizeof(struct stk_stats), (buf), (size))
 
