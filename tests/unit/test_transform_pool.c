@@ -7,12 +7,15 @@
  */
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -249,12 +252,75 @@ static void test_stop_with_queued_tasks(void **state)
     finish(&f);
 }
 
+static atomic_int worker_blocked;
+
+/* Holds the only worker inside its task for good. */
+static void block_forever(void *data, enum stk_log_level level, const char *message)
+{
+    (void)data, (void)level, (void)message;
+    atomic_store(&worker_blocked, 1);
+    for (;;)
+        pause();
+}
+
+/* A task that finds the ring full is a sizing bug: the process aborts
+ * saying so instead of dropping the task (its batch would never finish). */
+static void test_full_ring_aborts(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 2);
+        struct fixture f;
+        start(&f, 1, 1);
+        stk__transform_pool_stop(f.pool);
+        atomic_init(&worker_blocked, 0);
+        struct stk__err err;
+        struct stk__transform_pool_config cfg = {
+            .threads = 1, .max_tasks = 1, .image = &f.image, .skip_bad = 1,
+            .counters = &f.counters, .log = block_forever, .batch_done = batch_done,
+            .batch_done_data = &f.done,
+        };
+        if (stk__transform_pool_start(&cfg, &f.pool, &err) < 0)
+            _exit(3);
+        atomic_int stop;
+        atomic_init(&stop, 0);
+        stk__budget_acquire(&f.budget, &stop);
+        struct stk__batch *b = stk__batch_new(BATCH, 0, &f.budget, &f.ring);
+        for (int i = 0; i < 3; i++) {
+            stk__batch_add(b, sample(i, 1));
+            atomic_fetch_add(&b->pending, 1);
+            stk__transform_pool_submit(f.pool, b, (size_t)i);
+            while (i == 0 && !atomic_load(&worker_blocked))
+                ; /* slot 0 holds the worker; slot 1 fills the ring */
+        }
+        _exit(0); /* the third submit did not abort */
+    }
+    close(fds[1]);
+    char out[512] = "";
+    size_t len = 0;
+    ssize_t n;
+    while (len < sizeof out - 1 && (n = read(fds[0], out + len, sizeof out - 1 - len)) > 0)
+        len += (size_t)n;
+    close(fds[0]);
+    int status;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT)
+        fail_msg("expected an abort, got status 0x%x; stderr: %s", status, out);
+    assert_non_null(strstr(out, "image task ring full (1 tasks)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_slot_transformed_once),
         cmocka_unit_test(test_failed_slots_reported),
         cmocka_unit_test(test_stop_with_queued_tasks),
+        cmocka_unit_test(test_full_ring_aborts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
