@@ -518,6 +518,9 @@ typedef struct stk_loader stk_loader;
  * message naming the prefix. The strings are copied; the caller keeps
  * ownership.
  *
+ * The loader keeps a copy of *opts and of every string it points to, so
+ * they need only outlive this call.
+ *
  * Apart from prefix listings, nothing is read until the first
  * stk_loader_next(). On failure *out is
  * NULL and the return code says why; a detailed message for errors found
