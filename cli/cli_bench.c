@@ -103,21 +103,21 @@ static int parse(int argc, char **argv, struct bench_args *a)
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
-        case O_THREADS: bad = cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v); o->threads = (unsigned)v; break;
-        case O_BATCH: bad = cli_parse_u64(CMD, "--batch-size", optarg, 1, 1u << 24, &v); o->batch_size = v; break;
-        case O_INFLIGHT: bad = cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v); o->shards_in_flight = (unsigned)v; break;
-        case O_SHUFBUF: bad = cli_parse_u64(CMD, "--shuffle-buffer", optarg, 0, 1u << 24, &v); o->shuffle_buffer = v; break;
-        case O_SHUFBYTES: bad = cli_parse_size(CMD, "--shuffle-buffer-bytes", optarg, &v); o->shuffle_buffer_bytes = (size_t)v; break;
+        case O_THREADS: if ((bad = cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v)) == 0) o->threads = (unsigned)v; break;
+        case O_BATCH: if ((bad = cli_parse_u64(CMD, "--batch-size", optarg, 1, 1u << 24, &v)) == 0) o->batch_size = v; break;
+        case O_INFLIGHT: if ((bad = cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v)) == 0) o->shards_in_flight = (unsigned)v; break;
+        case O_SHUFBUF: if ((bad = cli_parse_u64(CMD, "--shuffle-buffer", optarg, 0, 1u << 24, &v)) == 0) o->shuffle_buffer = v; break;
+        case O_SHUFBYTES: if ((bad = cli_parse_size(CMD, "--shuffle-buffer-bytes", optarg, &v)) == 0) o->shuffle_buffer_bytes = (size_t)v; break;
         case O_NOSHUF: o->shuffle = 0; break;
         case O_SEED: bad = cli_parse_u64(CMD, "--seed", optarg, 0, UINT64_MAX, &o->seed); break;
         case O_EPOCHS: bad = cli_parse_u64(CMD, "--epochs", optarg, 1, 1000000, &a->epochs); break;
         case O_SPR: bad = cli_parse_u64(CMD, "--samples-per-rank", optarg, 1, UINT64_MAX, &o->samples_per_rank); break;
-        case O_RANK: bad = cli_parse_u64(CMD, "--rank", optarg, 0, 1000000, &v); o->rank = (int)v; break;
-        case O_WORLD: bad = cli_parse_u64(CMD, "--world-size", optarg, 1, 1000000, &v); o->world_size = (int)v; break;
+        case O_RANK: if ((bad = cli_parse_u64(CMD, "--rank", optarg, 0, 1000000, &v)) == 0) o->rank = (int)v; break;
+        case O_WORLD: if ((bad = cli_parse_u64(CMD, "--world-size", optarg, 1, 1000000, &v)) == 0) o->world_size = (int)v; break;
         case O_ONERR: bad = cli_parse_on_error(CMD, optarg, &o->on_error); break;
         case O_JSON: a->json = 1; break;
         case O_DECODE: bad = cli_parse_choice(CMD, "--decode", optarg, transforms, (int *)&o->transform); break;
-        case O_SIZE: bad = cli_parse_u64(CMD, "--size", optarg, 1, 8192, &v); o->image_size = (unsigned)v; break;
+        case O_SIZE: if ((bad = cli_parse_u64(CMD, "--size", optarg, 1, 8192, &v)) == 0) o->image_size = (unsigned)v; break;
         case O_DTYPE: bad = cli_parse_choice(CMD, "--dtype", optarg, dtypes, (int *)&o->dtype); break;
         case O_FULL: o->full_decode = 1; break;
         case O_LAYOUT: bad = cli_parse_choice(CMD, "--layout", optarg, layouts, (int *)&o->layout); break;

@@ -319,9 +319,13 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     c->shards_in_flight = cfg->shards_in_flight;
     const char *local = getenv("STOKER_CACHE_LOCAL");
     c->cache_local = cfg->cache_local || (local != NULL && strcmp(local, "1") == 0);
+#ifdef STK_TEST_HOOKS
+    /* Test builds only (-Dtest_hooks=true): each fill sleeps this long after
+     * it starts, so that concurrent openers surely wait on it. */
     const char *delay = getenv("STOKER_CACHE_TEST_FILL_DELAY_MS");
     if (delay != NULL)
         c->fill_delay_ms = (unsigned)strtoul(delay, NULL, 10);
+#endif
     *out = c;
     return 0;
 }

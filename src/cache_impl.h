@@ -23,7 +23,7 @@ struct stk__cache {
     uint64_t step; /* reservation granularity of a fill */
     unsigned shards_in_flight;
     int cache_local;
-    unsigned fill_delay_ms; /* test hook */
+    unsigned fill_delay_ms; /* test hook, 0 unless built with -Dtest_hooks=true */
     atomic_uint_fast64_t hits, misses, evictions, bytes_written;
     /* The owner's reference plus one per fill still running: a fill
      * outlives stk__cache_free() when its source is closed later. */

@@ -10,6 +10,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#include "abi.h"
 #include "stoker.h"
 
 /* The caller is input-bound from this share of its time spent waiting. */
@@ -45,8 +46,11 @@ static double ms_per(uint64_t ns, uint64_t items)
     return items ? (double)ns / 1e6 / (double)items : 0;
 }
 
-size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
+size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats_size, char *buf,
+                              size_t size)
 {
+    struct stk_stats full, *s = &full;
+    stk__struct_copy(&full, sizeof full, caller_stats, stats_size);
     struct out o = {buf, size, 0};
     if (size > 0)
         buf[0] = '\0';
