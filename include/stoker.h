@@ -370,6 +370,14 @@ struct stk_options {
      *   anything else: any bytes.
      * Read by stk_loader_create() and stk_verify() only. */
     const char *require_members;
+
+    /* Progress of stk_verify() and stk_index_build() (default NULL: none):
+     * called after each shard is done with the shards done so far, the
+     * shards in all and the samples read so far. Called from their
+     * threads, one call at a time; must not call back into stoker. */
+    void (*progress)(void *progress_data, uint64_t shards_done, uint64_t shards_total,
+                     uint64_t samples);
+    void *progress_data;
 };
 
 /* Fill *opts with the defaults documented above. */
