@@ -737,7 +737,9 @@ struct stk_rates {
     double images_per_s;       /* images decoded */
     double read_bytes_per_s;   /* bytes read from shard sources */
     double wait_share;         /* share of the interval callers waited in stk_loader_next() */
-    double read_busy;          /* busy share of the reader threads (0..1) */
+    double read_busy;          /* busy share of the reader threads (0..1; work is
+                                  counted when a piece of it ends, so over
+                                  intervals of a few pieces it is rough) */
     double decode_busy;        /* busy share of the image threads (0 without a transform) */
     double batching_busy;      /* busy share of the thread that interleaves, shuffles and
                                   assembles batches */

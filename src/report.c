@@ -43,9 +43,13 @@ static void put(struct out *o, const char *fmt, ...)
         o->len += (size_t)n;
 }
 
+/* Capped at 1: a stage's time is counted when a piece of work ends (an
+ * image, a block of a shard), so an interval short next to one piece can
+ * be charged more time than it lasted. */
 static double share(uint64_t busy_ns, uint64_t threads, uint64_t wall_ns)
 {
-    return threads && wall_ns ? (double)busy_ns / ((double)threads * (double)wall_ns) : 0;
+    double s = threads && wall_ns ? (double)busy_ns / ((double)threads * (double)wall_ns) : 0;
+    return s < 1 ? s : 1;
 }
 
 static double ratio(uint64_t num, uint64_t den)
@@ -69,7 +73,7 @@ void stk_stats_rates(const struct stk_stats *now, const struct stk_stats *before
     out->samples_per_s = (double)(now->samples - b->samples) / seconds;
     out->images_per_s = (double)(now->images_decoded - b->images_decoded) / seconds;
     out->read_bytes_per_s = (double)(now->bytes_read - b->bytes_read) / seconds;
-    out->wait_share = (double)(now->wait_ns - b->wait_ns) / (double)wall;
+    out->wait_share = share(now->wait_ns - b->wait_ns, 1, wall); /* a wait counts at its end too */
     out->read_busy = share(now->read_ns - b->read_ns, now->read_threads, wall);
     out->decode_busy = share(now->decode_ns - b->decode_ns, now->decode_threads, wall);
     out->batching_busy = share(now->sequence_ns - b->sequence_ns, 1, wall);
