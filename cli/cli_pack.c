@@ -198,7 +198,6 @@ static int write_items(const struct pack_args *a, stk_writer *w, const struct pa
     struct cli_progress progress;
     cli_progress_start(&progress, "samples", n, a->quiet);
     for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
-        cli_progress_update(&progress, i, NULL);
         struct stk_member members[16];
         uint8_t *data[16] = {NULL};
         char key[4096], label[32], ext[8];
@@ -231,6 +230,7 @@ static int write_items(const struct pack_args *a, stk_writer *w, const struct pa
             rc = cli_fail(CMD, "%s", stk_writer_errmsg(w));
         for (size_t j = 0; j < 16; j++)
             free(data[j]); /* checksrc: allow (see top) */
+        cli_progress_update(&progress, i + 1, NULL);
     }
     cli_progress_end(&progress);
     uint64_t shards = 0, samples = 0;

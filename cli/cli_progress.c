@@ -42,7 +42,7 @@ void cli_progress_update(struct cli_progress *p, uint64_t done, const char *extr
                 (unsigned long long)p->total, p->unit);
     else
         fprintf(stderr, "\r%llu %s", (unsigned long long)done, p->unit);
-    fprintf(stderr, ", %.0f/s", rate);
+    fprintf(stderr, ", %.0f %s/s", rate, p->unit);
     if (extra != NULL)
         fprintf(stderr, ", %s", extra);
     if (p->total > 0 && rate > 0 && done <= p->total)
