@@ -13,7 +13,11 @@ Two comparisons, each a ratio of medians over --rounds alternating runs:
           client thread and stoker.tensorboard() called every step (a stats
           copy and stoker.rates() per step), in fresh processes.
 Without --baseline the C comparison is skipped (the counters cannot be
-turned off in one build: they are plain atomic adds).
+turned off in one build: they are plain atomic adds). Besides the ratio of
+medians it prints the median of the per-round ratios (each "on" run against
+the "off" run beside it, which a machine whose load drifts affects less)
+and, for Python, the time spent inside stoker.tensorboard() and in scrapes
+as a share of the run: the direct cost, whatever the noise.
 
 usage: PYTHONPATH=build-rel/python bench/metrics_overhead.py [--baseline OTHER/stoker]
            [--stoker build-rel/stoker] [--rounds 5] [--epochs 4] [--threads 2] SHARD...
@@ -45,26 +49,34 @@ def scrape():
 scraper = threading.Thread(target=scrape)
 if watch:
     scraper.start()
-writer, n, step = Writer(), 0, 0
+writer, n, step, spent = Writer(), 0, 0, 0.0
 for epoch in range(epochs):
     loader.set_epoch(epoch)
     for images, labels in loader:
         n += images.shape[0]
         step += 1
         if watch:
+            t = time.perf_counter()
             stoker.tensorboard(writer, loader, step)
-rate = n / (time.perf_counter() - start)
+            spent += time.perf_counter() - t
+wall = time.perf_counter() - start
 done.set()
 if watch:
     scraper.join()
+    # Serving one scrape, timed here on this thread: the endpoint's cost.
+    t = time.perf_counter()
+    for _ in range(20):
+        stoker.prometheus_text(loader.stats(), 'rank="0"')
+    spent += (time.perf_counter() - t) / 20 * (wall / 0.5)
 loader.close()
-print(rate)
+print(n / wall, spent / wall)
 """
 
 
 def median_ratio(rates):
     on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
-    return on, off, on / off
+    paired = statistics.median(a / b for a, b in zip(rates["on"], rates["off"]))
+    return on, off, on / off, paired
 
 
 def main():
@@ -95,19 +107,25 @@ def main():
             results["C bench, raw samples/s"] = (rates, median_ratio(rates))
 
         rates = {"on": [], "off": []}
+        direct = []
         for r in range(args.rounds):
             for name in (("off", "on") if r % 2 == 0 else ("on", "off")):
                 out = subprocess.run([sys.executable, "-c", CHILD, ",".join(args.shards),
                                       str(args.threads), str(args.epochs), name],
                                      check=True, capture_output=True, text=True).stdout
-                rates[name].append(float(out))
+                rate, share = map(float, out.split())
+                rates[name].append(rate)
+                if name == "on":
+                    direct.append(share)
         results["Python Loader, train images/s"] = (rates, median_ratio(rates))
 
-    for what, (rates, (on, off, ratio)) in results.items():
+    for what, (rates, (on, off, ratio, paired)) in results.items():
         print(f"{what}: off {off:.0f}, on {on:.0f} (median of {args.rounds}): "
-              f"on/off = {ratio:.3f}")
+              f"on/off = {ratio:.3f}, median per-round on/off = {paired:.3f}")
         print(f"  runs off: {[round(x) for x in rates['off']]}")
         print(f"  runs on:  {[round(x) for x in rates['on']]}")
+    print(f"Python: tensorboard() every step and a scrape every 0.5 s take "
+          f"{100 * statistics.median(direct):.3f}% of the run's wall time (median)")
 
 
 if __name__ == "__main__":
