@@ -486,7 +486,9 @@ class Loader:
     def stats(self):
         """Counters: samples, skipped samples, replaced images, bytes, and the
         time spent per stage (reading, decoding, resampling, converting,
-        batching) and by the caller waiting for batches, in ns. With cluster=,
+        batching) and by the caller waiting for batches, in ns; the shuffle_*
+        counters give the shuffle's quality (stoker.rates(stats) turns them
+        into shuffle_k_eff and shuffle_k_perfect). With cluster=,
         the stage times are this process's; samples, batches and the bad
         input counts cover every batch delivered, from wherever it came, and
         "cluster" says how many came from where."""

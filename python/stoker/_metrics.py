@@ -5,6 +5,13 @@ Both read Loader.stats(), a copy of the C loader's atomic counters, so
 watching a loader costs one copy per step or per scrape and nothing on its
 threads. Rates and busy shares come from stoker.rates() (stk_stats_rates in
 C), the one computation the report and `stoker bench --plot` use too.
+
+The node cache is served by the loader's endpoint, not by a server of its
+own: Python holds no handle to the cache (each loader opens it inside C),
+and its shared state is the directory itself, so the node figures are the
+directory's files and bytes, read at each scrape, beside this loader's own
+cache counters. A separate CLI daemon would add a process to run and a
+port to manage for three numbers any loader on the node can read.
 """
 import http.server
 import math
