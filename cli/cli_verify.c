@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "cli_common.h"
+#include "cli_progress.h"
 
 static const char *const CMD = "verify";
 
@@ -28,6 +29,7 @@ static void help(void)
            "  --label-json FIELD     the label is this integer field of the json member\n"
            "  --no-labels            unlabelled data: do not look for labels\n"
            "  --max-pixels N         larger images are bad (default 100000000)\n"
+           CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
     cli_source_help();
 }
@@ -53,6 +55,7 @@ int cmd_verify(int argc, char **argv)
         {"no-labels", no_argument, NULL, O_NO_LABELS},
         {"max-pixels", required_argument, NULL, O_MAX_PIXELS},
         {"help", no_argument, NULL, 'h'},
+        CLI_PROGRESS_LONGOPT,
         CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -61,8 +64,8 @@ int cmd_verify(int argc, char **argv)
     o.log = print_problem;
     o.transform = STK_TRANSFORM_EVAL; /* any transform: images are decoded whole */
     uint64_t v;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    int c, quiet = 0;
+    while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
         switch (c) {
         case O_THREADS:
             if (cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v) < 0)
@@ -78,6 +81,7 @@ int cmd_verify(int argc, char **argv)
                 return EXIT_USAGE;
             o.max_image_pixels = v;
             break;
+        case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
             if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
@@ -90,8 +94,13 @@ int cmd_verify(int argc, char **argv)
         return cli_usage_error(CMD, "no URL given");
     char msg[1024];
     struct stk_stats s;
+    struct cli_progress progress;
+    cli_progress_start(&progress, "shards", 0, quiet);
+    o.progress = cli_progress_shards;
+    o.progress_data = &progress;
     int rc = stk_verify(&o, (const char *const *)argv + optind, (size_t)(argc - optind), &s, msg,
                         sizeof msg);
+    cli_progress_end(&progress);
     if (rc < 0)
         return cli_fail(CMD, "%s", msg[0] ? msg : stk_strerror(rc));
     printf("%llu samples in %llu shards", (unsigned long long)s.samples,

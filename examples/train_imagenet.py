@@ -72,6 +72,8 @@ def parse_args():
     ap.add_argument("--checkpoint", default="checkpoint.pt")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--logdir", default=None, help="TensorBoard directory (if tensorboard is installed)")
+    ap.add_argument("--prometheus-port", type=int, default=None,
+                    help="serve the loader's metrics at 127.0.0.1:PORT+RANK/metrics")
     ap.add_argument("--cpu", action="store_true", help="run on CPU (gloo), float32")
     return ap.parse_args()
 
@@ -117,7 +119,9 @@ def main():
                            threads=args.threads, index=args.index, cluster=args.cluster,
                            batches_per_task=args.batches_per_task,
                            samples_per_rank=args.samples // world if args.samples else None,
-                           drop_last=True, seed=1234)
+                           drop_last=True, seed=1234,
+                           prometheus_port=None if args.prometheus_port is None
+                           else args.prometheus_port + rank)
     model = torchvision.models.__dict__[args.model](num_classes=args.classes).to(device)
     model = model.to(memory_format=torch.channels_last)
     model = wrap(model, args, device)
@@ -166,10 +170,10 @@ def main():
             seen += images.shape[0]
             step += 1
             if writer is not None and step % 10 == 0:
-                elapsed = time.perf_counter() - t_epoch
                 writer.add_scalar("train/loss", loss.item(), step)
-                writer.add_scalar("train/images_per_s", seen * world / elapsed, step)
-                writer.add_scalar("train/loader_wait_fraction", waited / elapsed, step)
+                # images/s, the share of time this loop waited for batches and
+                # each loader stage's busy share over the last 10 steps
+                stoker.tensorboard(writer, loader, step)
             if step % args.checkpoint_every == 0 or step == args.max_steps:
                 save(epoch_done=False)
             if step == args.max_steps:

@@ -403,6 +403,14 @@ struct stk_options {
      *   anything else: any bytes.
      * Read by stk_loader_create() and stk_verify() only. */
     const char *require_members;
+
+    /* Progress of stk_verify() and stk_index_build() (default NULL: none):
+     * called after each shard is done with the shards done so far, the
+     * shards in all and the samples read so far. Called from their
+     * threads, one call at a time; must not call back into stoker. */
+    void (*progress)(void *progress_data, uint64_t shards_done, uint64_t shards_total,
+                     uint64_t samples);
+    void *progress_data;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -501,6 +509,21 @@ struct stk_stats {
     uint64_t wall_ns;           /* since the loader's first stk_loader_next() */
     uint64_t read_threads;      /* reader threads of the current or last epoch */
     uint64_t decode_threads;    /* image threads (0 without a transform) */
+    /* Shuffle quality: how many shards a batch mixes. For a batch of b
+     * samples, n_s of them from shard s, the batches delivered so far add
+     * b(b-1) to shuffle_pairs and n_s(n_s-1) to shuffle_shard_pairs; their
+     * ratio is k_eff, the effective number of shards per batch (see
+     * stk_stats_rates()). The shards the loader took whole give their
+     * sample counts m: shuffle_shards_sized of them, summing m to
+     * shuffle_sized_samples and m(m-1) to shuffle_sized_pairs; with
+     * shuffle_epoch_shards, the shards of this rank's epoch, they give the
+     * k_eff of a perfect shuffle of the epoch. */
+    uint64_t shuffle_pairs;
+    uint64_t shuffle_shard_pairs;
+    uint64_t shuffle_shards_sized;
+    uint64_t shuffle_sized_samples;
+    uint64_t shuffle_sized_pairs;
+    uint64_t shuffle_epoch_shards;
 };
 
 typedef struct stk_loader stk_loader;
@@ -758,6 +781,42 @@ STK_API size_t stk_stats_report_sized(const struct stk_stats *stats, size_t stat
                                       size_t size);
 #define stk_stats_report(stats, buf, size)                                                     \
     stk_stats_report_sized((stats), sizeof(struct stk_stats), (buf), (size))
+
+/* What the counters say over an interval (see stk_stats_rates()). */
+struct stk_rates {
+    double seconds;            /* wall time of the interval */
+    double samples_per_s;      /* samples delivered */
+    double images_per_s;       /* images decoded */
+    double read_bytes_per_s;   /* bytes read from shard sources */
+    double wait_share;         /* share of the interval callers waited in stk_loader_next() */
+    double read_busy;          /* busy share of the reader threads (0..1; work is
+                                  counted when a piece of it ends, so over
+                                  intervals of a few pieces it is rough) */
+    double decode_busy;        /* busy share of the image threads (0 without a transform) */
+    double batching_busy;      /* busy share of the thread that interleaves, shuffles and
+                                  assembles batches */
+    /* Shards mixed per batch, k_eff = sum b(b-1) / sum n_s(n_s-1) over the
+     * interval's batches (0 without a batch of two samples or more;
+     * INFINITY when no two samples of a batch came from one shard), and
+     * its expected value for a perfect shuffle of the epoch,
+     * k_perfect = N(N-1) / sum m_s(m_s-1) for the epoch's N samples in
+     * shards of m_s, estimated from the shards taken whole so far
+     * (shuffle_epoch_shards shards of their mean size; 0 before the first
+     * one ends). */
+    double shuffle_k_eff;
+    double shuffle_k_perfect;
+};
+
+/*
+ * Rates and busy shares between two snapshots of one loader's counters
+ * (before taken earlier; NULL: since the loader's first stk_loader_next()).
+ * Sampling stk_loader_stats() every second or every step and passing the
+ * previous snapshot shows a stall as a dip, where the cumulative counters
+ * only show it as a lower average. A pure function; an interval without
+ * wall time gives zeros.
+ */
+void stk_stats_rates(const struct stk_stats *now, const struct stk_stats *before,
+                     struct stk_rates *out);
 
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */

@@ -126,7 +126,8 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
         rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing %zu shards", urls.count);
     if (rc == 0) {
         stk__shard_config_init(&b.shard, opts, &counters, NULL);
-        rc = stk__run_shard_jobs(urls.count, opts->threads, count_job, &b, &err);
+        rc = stk__run_shard_jobs(urls.count, opts->threads, count_job, &b, opts,
+                                 &counters.samples_read, &err);
     }
     if (rc == 0)
         rc = write_index(path, replace, &urls, b.counts, b.offsets, &err);

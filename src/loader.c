@@ -500,6 +500,12 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     s->decode_threads = m->opts.transform != STK_TRANSFORM_NONE ? m->opts.threads : 0;
     s->samples_read = atomic_load(&m->counters.samples_read);
     s->samples_passed_over = atomic_load(&m->counters.samples_passed_over);
+    s->shuffle_pairs = atomic_load(&m->counters.shuffle_pairs);
+    s->shuffle_shard_pairs = atomic_load(&m->counters.shuffle_shard_pairs);
+    s->shuffle_shards_sized = atomic_load(&m->counters.shuffle_shards_sized);
+    s->shuffle_sized_samples = atomic_load(&m->counters.shuffle_sized_samples);
+    s->shuffle_sized_pairs = atomic_load(&m->counters.shuffle_sized_pairs);
+    s->shuffle_epoch_shards = atomic_load(&m->counters.shuffle_epoch_shards);
     struct stk__cache_counts cc = {0};
     if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);

@@ -132,7 +132,8 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
         rc = stk__errf(&err, STK_EINVAL, "no shards to verify");
     if (rc == 0) {
         stk__shard_config_init(&v.shard, &o, &counters, NULL);
-        rc = stk__run_shard_jobs(urls.count, o.threads, verify_job, &v, &err);
+        rc = stk__run_shard_jobs(urls.count, o.threads, verify_job, &v, &o,
+                                 &counters.samples_read, &err);
     }
     if (stats != NULL) {
         memset(stats, 0, sizeof *stats);
