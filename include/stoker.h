@@ -815,8 +815,11 @@ struct stk_rates {
  * only show it as a lower average. A pure function; an interval without
  * wall time gives zeros.
  */
-void stk_stats_rates(const struct stk_stats *now, const struct stk_stats *before,
-                     struct stk_rates *out);
+STK_API void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
+                                   size_t stats_size, struct stk_rates *out, size_t rates_size);
+#define stk_stats_rates(now, before, out)                                                      \
+    stk_stats_rates_sized((now), (before), sizeof(struct stk_stats), (out),                     \
+                          sizeof(struct stk_rates))
 
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */

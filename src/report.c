@@ -58,8 +58,9 @@ static double ratio(uint64_t num, uint64_t den)
     return den ? (double)num / (double)den : num ? INFINITY : 0;
 }
 
-void stk_stats_rates(const struct stk_stats *now, const struct stk_stats *before,
-                     struct stk_rates *out)
+/* The rates themselves, on this library's structs. */
+static void rates(const struct stk_stats *now, const struct stk_stats *before,
+                  struct stk_rates *out)
 {
     struct stk_stats zero;
     memset(&zero, 0, sizeof zero);
@@ -90,6 +91,18 @@ void stk_stats_rates(const struct stk_stats *now, const struct stk_stats *before
     }
 }
 
+void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
+                           size_t stats_size, struct stk_rates *out, size_t rates_size)
+{
+    struct stk_stats n, b;
+    struct stk_rates r;
+    stk__struct_copy(&n, sizeof n, now, stats_size);
+    if (before != NULL)
+        stk__struct_copy(&b, sizeof b, before, stats_size);
+    rates(&n, before != NULL ? &b : NULL, &r);
+    stk__struct_copy(out, rates_size, &r, sizeof r);
+}
+
 static double ms_per(uint64_t ns, uint64_t items)
 {
     return items ? (double)ns / 1e6 / (double)items : 0;
@@ -108,7 +121,7 @@ size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats
         return o.len;
     }
     struct stk_rates r;
-    stk_stats_rates(s, NULL, &r);
+    rates(s, NULL, &r);
     double seconds = r.seconds;
     int bound = r.wait_share >= INPUT_BOUND_SHARE;
     put(&o, "%s: the caller waited for batches %.0f%% of %.2f s (%.0f samples/s delivered)\n",
