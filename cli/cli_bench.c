@@ -5,15 +5,24 @@
  * The clock starts before the loader is created and stops after the last
  * batch of the last epoch is released, so the first-batch latency and every
  * epoch's startup are included. A progress line is drawn on standard error
- * only when it is a terminal.
+ * only when it is a terminal. With --plot the counters are sampled every
+ * PLOT_INTERVAL_S, between batches, into rates over each interval, so a
+ * stall shows as a dip (its interval ends with the batch that ends it).
+ *
+ * This file allocates the plot's points with plain realloc/free, each call
+ * marked for checksrc: the CLI keeps to the public API.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cli_common.h"
+#include "cli_plot.h"
+#include "cli_progress.h"
+
+#define PLOT_INTERVAL_S 0.25
 
 static const char *const CMD = "bench";
 
@@ -26,16 +35,13 @@ static void help(void)
            "  --epochs N             epochs to read (default 1)\n"
            "  --start-batch N        start the first epoch at batch N (resume)\n"
            "  --json                 print one JSON object instead of text\n"
+           "  --plot FILE            draw samples/s (images/s with --decode) and each\n"
+           "                         stage's busy share over time into FILE (SVG)\n"
+           CLI_PROGRESS_HELP
            "  -h, --help             this help\n");
     cli_table_help(STK_OPTION_CLI_BENCH);
     putchar('\n');
     cli_source_help();
-}
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 struct bench_args {
@@ -43,27 +49,59 @@ struct bench_args {
     uint64_t epochs;
     uint64_t start_batch;
     int json;
+    int quiet;
+    const char *plot;
 };
+
+/* The counters over time, for --plot. */
+struct timeline {
+    struct cli_plot_point *pts;
+    size_t n, cap;
+    struct stk_stats last;
+    double last_t;
+};
+
+/* Add the rates since the previous sample. 0, or -1 out of memory. */
+static int timeline_add(struct timeline *tl, const struct stk_stats *s, double t)
+{
+    if (tl->n == tl->cap) {
+        size_t cap = tl->cap ? 2 * tl->cap : 256;
+        struct cli_plot_point *p = realloc(tl->pts, cap * sizeof *p); /* checksrc: allow (see top) */
+        if (p == NULL)
+            return -1;
+        tl->pts = p;
+        tl->cap = cap;
+    }
+    stk_stats_rates(s, tl->n ? &tl->last : NULL, &tl->pts[tl->n].r);
+    tl->pts[tl->n++].t = t;
+    tl->last = *s;
+    tl->last_t = t;
+    return 0;
+}
 
 static int parse(int argc, char **argv, struct bench_args *a)
 {
-    enum { O_EPOCHS = 256, O_JSON, O_START };
+    enum { O_EPOCHS = 256, O_JSON, O_START, O_PLOT };
     static const struct option own[] = {
         {"epochs", required_argument, NULL, O_EPOCHS},
         {"json", no_argument, NULL, O_JSON},
         {"start-batch", required_argument, NULL, O_START},
+        {"plot", required_argument, NULL, O_PLOT},
         {"help", no_argument, NULL, 'h'},
+        CLI_PROGRESS_LONGOPT,
         {NULL, 0, NULL, 0},
     };
     struct option longopts[CLI_MAX_LONGOPTS];
     cli_longopts(own, STK_OPTION_CLI_BENCH | STK_OPTION_CLI_SOURCE, longopts);
     int c;
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
         case O_EPOCHS: bad = cli_parse_u64(CMD, "--epochs", optarg, 1, 1000000, &a->epochs); break;
         case O_JSON: a->json = 1; break;
         case O_START: bad = cli_parse_u64(CMD, "--start-batch", optarg, 0, UINT64_MAX, &a->start_batch); break;
+        case O_PLOT: a->plot = optarg; break;
+        case 'q': a->quiet = 1; break;
         case 'h': help(); return 1;
         default: bad = cli_parse_other_option(CMD, c, optarg, &a->opts) == EXIT_OK ? 0 : -1; break;
         }
@@ -77,46 +115,52 @@ static int parse(int argc, char **argv, struct bench_args *a)
     return 0;
 }
 
-static void progress(double start, const struct stk_stats *s)
-{
-    double t = now_s() - start;
-    fprintf(stderr, "\r%10llu samples %9.0f samples/s %8.1f MB/s %6.1f s ",
-            (unsigned long long)s->samples, t > 0 ? (double)s->samples / t : 0.0,
-            t > 0 ? (double)s->member_bytes / t / 1e6 : 0.0, t);
-}
-
 static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
-                      double *first_batch_s)
+                      double *first_batch_s, struct timeline *tl)
 {
-    int tty = isatty(STDERR_FILENO) && !a->json;
-    double last_draw = 0;
+    struct cli_progress progress;
+    cli_progress_start(&progress, "samples", stk_loader_epoch_samples(l) * a->epochs,
+                       a->quiet || a->json);
+    int rc = EXIT_OK;
     *first_batch_s = -1;
     for (uint64_t e = 0; e < a->epochs; e++) {
         stk_loader_seek(l, a->opts.epoch + e, e == 0 ? a->start_batch : 0);
         for (;;) {
             struct stk_batch *b;
-            int rc = stk_loader_next(l, &b);
-            if (rc == STK_EOF)
+            int got = stk_loader_next(l, &b);
+            if (got == STK_EOF)
                 break;
-            if (rc < 0) {
-                if (tty)
-                    fputc('\n', stderr);
-                return cli_fail(CMD, "%s", stk_loader_errmsg(l));
+            if (got < 0) {
+                rc = cli_fail(CMD, "%s", stk_loader_errmsg(l));
+                goto out;
             }
+            double now = cli_now_s();
             if (*first_batch_s < 0)
-                *first_batch_s = now_s() - start;
+                *first_batch_s = now - start;
             stk_batch_release(b);
-            if (tty && now_s() - last_draw > 0.25) {
+            /* Two clock reads per batch; the counters are copied only when
+             * a line is drawn or a point taken. */
+            if (a->plot != NULL && now - start - tl->last_t >= PLOT_INTERVAL_S) {
                 struct stk_stats s;
                 stk_loader_stats(l, &s);
-                progress(start, &s);
-                last_draw = now_s();
+                if (timeline_add(tl, &s, now - start) < 0) {
+                    rc = cli_fail(CMD, "out of memory recording the plot's points");
+                    goto out;
+                }
+            }
+            if (progress.on && now - progress.last_draw >= 0.25) {
+                struct stk_stats s;
+                stk_loader_stats(l, &s);
+                char extra[64];
+                snprintf(extra, sizeof extra, "%.1f MB/s",
+                         now > start ? (double)s.member_bytes / (now - start) / 1e6 : 0.0);
+                cli_progress_update(&progress, s.samples, extra);
             }
         }
     }
-    if (tty)
-        fputs("\r\033[K", stderr);
-    return EXIT_OK;
+out:
+    cli_progress_end(&progress);
+    return rc;
 }
 
 static void report(const struct bench_args *a, const struct stk_stats *s, double seconds,
@@ -180,19 +224,29 @@ int cmd_bench(int argc, char **argv)
     int p = parse(argc, argv, &a);
     if (p != 0)
         return p > 0 ? EXIT_OK : EXIT_USAGE;
-    double start = now_s();
+    double start = cli_now_s();
     stk_loader *l = cli_create_loader(CMD, &a.opts, (const char *const *)argv + optind,
                                       argc - optind);
     if (l == NULL)
         return EXIT_ERROR;
     double first_batch_s;
-    int rc = run_epochs(l, &a, start, &first_batch_s);
-    double seconds = now_s() - start;
+    struct timeline tl = {0};
+    int rc = run_epochs(l, &a, start, &first_batch_s, &tl);
+    double seconds = cli_now_s() - start;
     if (rc == EXIT_OK) {
         struct stk_stats s;
         stk_loader_stats(l, &s);
-        report(&a, &s, seconds, first_batch_s, stk_loader_num_shards(l));
+        if (a.plot != NULL) {
+            /* The last interval, up to the end of the run. */
+            if (timeline_add(&tl, &s, seconds) < 0)
+                rc = cli_fail(CMD, "out of memory recording the plot's points");
+            else if (cli_plot_svg(a.plot, tl.pts, tl.n, a.opts.transform != STK_TRANSFORM_NONE) < 0)
+                rc = cli_fail(CMD, "%s: cannot write the plot: %s", a.plot, strerror(errno));
+        }
+        if (rc == EXIT_OK)
+            report(&a, &s, seconds, first_batch_s, stk_loader_num_shards(l));
     }
+    free(tl.pts); /* checksrc: allow (see top) */
     stk_loader_destroy(l);
     return rc;
 }

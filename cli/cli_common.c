@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void cli_put_escaped(FILE *f, const char *s, int backslash)
 {
@@ -34,6 +35,11 @@ void cli_put_escaped(FILE *f, const char *s, int backslash)
 void cli_put_line(FILE *f, const char *prefix, const char *text)
 {
     flockfile(f);
+    /* A progress line (cli_progress.h) may be on the terminal: start at its
+     * beginning and erase it, so this line is not appended to it; the
+     * progress line is drawn again below at its next update. */
+    if (isatty(fileno(f)) && isatty(STDERR_FILENO))
+        fputs("\r\033[K", f);
     fputs(prefix, f);
     cli_put_escaped(f, text, 0);
     fputc('\n', f);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cli_common.h"
+#include "cli_progress.h"
 
 static const char *const CMD = "index";
 
@@ -23,6 +24,7 @@ static void help(void)
            "  --threads N            shards counted at once (default 2)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards, as\n"
            "                         the loader will\n"
+           CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
     cli_source_help();
 }
@@ -36,6 +38,7 @@ int cmd_index(int argc, char **argv)
         {"threads", required_argument, NULL, O_THREADS},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
+        CLI_PROGRESS_LONGOPT,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -44,10 +47,10 @@ int cmd_index(int argc, char **argv)
     o.log_data = (void *)CMD;
     const char *output = NULL;
     unsigned flags = 0;
-    int c;
+    int c, quiet = 0;
     struct option longopts[CLI_MAX_LONGOPTS];
     cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
-    while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hqo:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
         case O_FORCE: flags |= STK_OUTPUT_OVERWRITE; break;
@@ -59,6 +62,7 @@ int cmd_index(int argc, char **argv)
             if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
+        case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
             if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
@@ -73,8 +77,13 @@ int cmd_index(int argc, char **argv)
         return cli_usage_error(CMD, "no URL given");
     char msg[1024];
     struct stk_stats s;
+    struct cli_progress progress;
+    cli_progress_start(&progress, "shards", 0, quiet);
+    o.progress = cli_progress_shards;
+    o.progress_data = &progress;
     int rc = stk_index_build(&o, (const char *const *)argv + optind, (size_t)(argc - optind),
                              output, flags, &s, msg, sizeof msg);
+    cli_progress_end(&progress);
     if (rc < 0)
         return cli_output_fail(CMD, rc, msg);
     printf("%llu samples in %llu shards -> %s", (unsigned long long)s.samples,

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "cli_common.h"
+#include "cli_progress.h"
 
 static const char *const CMD = "pack";
 
@@ -40,6 +41,7 @@ static void help(void)
            "options:\n"
            "  --flat                 group files by key instead of by class directory\n"
            "  --classes FILE         write the class names, one per line in label order\n"
+           CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
     cli_output_help("write the samples in a seeded random order");
 }
@@ -186,12 +188,15 @@ struct pack_args {
     struct cli_output out;
     const char *dir, *classes;
     int flat;
+    int quiet;
 };
 
 static int write_items(const struct pack_args *a, stk_writer *w, const struct paths *files,
                        const struct item *items, size_t n)
 {
     int rc = EXIT_OK;
+    struct cli_progress progress;
+    cli_progress_start(&progress, "samples", n, a->quiet);
     for (size_t i = 0; rc == EXIT_OK && i < n; i++) {
         struct stk_member members[16];
         uint8_t *data[16] = {NULL};
@@ -225,7 +230,9 @@ static int write_items(const struct pack_args *a, stk_writer *w, const struct pa
             rc = cli_fail(CMD, "%s", stk_writer_errmsg(w));
         for (size_t j = 0; j < 16; j++)
             free(data[j]); /* checksrc: allow (see top) */
+        cli_progress_update(&progress, i + 1, NULL);
     }
+    cli_progress_end(&progress);
     uint64_t shards = 0, samples = 0;
     if (rc == EXIT_OK)
         rc = cli_close_writer(CMD, w, &shards, &samples);
@@ -349,12 +356,13 @@ int cmd_pack(int argc, char **argv)
         {"flat", no_argument, NULL, O_FLAT},
         {"classes", required_argument, NULL, O_CLASSES},
         {"help", no_argument, NULL, 'h'},
+        CLI_PROGRESS_LONGOPT,
         CLI_OUTPUT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct pack_args a = {.out = cli_output_defaults()};
     int c;
-    while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hqo:", longopts, NULL)) != -1) {
         int r = cli_parse_output_option(CMD, c, optarg, &a.out);
         if (r < 0)
             return EXIT_USAGE;
@@ -363,6 +371,7 @@ int cmd_pack(int argc, char **argv)
         switch (c) {
         case O_FLAT: a.flat = 1; break;
         case O_CLASSES: a.classes = optarg; break;
+        case 'q': a.quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default: return cli_usage_error(CMD, "unknown option");
         }

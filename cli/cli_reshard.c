@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "cli_common.h"
+#include "cli_progress.h"
 
 static const char *const CMD = "reshard";
 
@@ -27,6 +28,7 @@ static void help(void)
            "                         of S bytes keep N * S below it)\n"
            "  --shards-in-flight N   shards interleaved (default 8)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
+           CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
     cli_output_help("shuffle as the loader does (default: storage order)");
     cli_source_help();
@@ -35,13 +37,17 @@ static void help(void)
 struct reshard_state {
     stk_writer *writer;
     int failed;
+    uint64_t written;
+    struct cli_progress progress;
 };
 
 static int write_sample(const struct stk_sample *s, void *data)
 {
     struct reshard_state *st = data;
-    if (stk_writer_add(st->writer, s->key, s->members, s->n_members) == 0)
+    if (stk_writer_add(st->writer, s->key, s->members, s->n_members) == 0) {
+        cli_progress_update(&st->progress, ++st->written, NULL);
         return 0;
+    }
     cli_fail(CMD, "%s: sample '%s': %s", s->url, s->key, stk_writer_errmsg(st->writer));
     st->failed = 1;
     return 1; /* stop */
@@ -56,6 +62,7 @@ int cmd_reshard(int argc, char **argv)
         {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
+        CLI_PROGRESS_LONGOPT,
         CLI_OUTPUT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -68,10 +75,10 @@ int cmd_reshard(int argc, char **argv)
     unsigned shards_in_flight = 8;
     struct cli_output out = cli_output_defaults();
     uint64_t v;
-    int c;
+    int c, quiet = 0;
     struct option longopts[CLI_MAX_LONGOPTS];
     cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
-    while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hqo:", longopts, NULL)) != -1) {
         int r = cli_parse_output_option(CMD, c, optarg, &out);
         if (r < 0)
             return EXIT_USAGE;
@@ -96,6 +103,7 @@ int cmd_reshard(int argc, char **argv)
             if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
+        case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
             if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
@@ -116,7 +124,14 @@ int cmd_reshard(int argc, char **argv)
     if ((st.writer = cli_create_writer(CMD, &out, &rc)) == NULL)
         return rc;
     stk_loader *l = cli_create_loader(CMD, &o, (const char *const *)argv + optind, argc - optind);
-    rc = l == NULL ? EXIT_ERROR : cli_for_each_sample(CMD, l, write_sample, &st);
+    if (l != NULL) {
+        /* The total is known with a dataset index only; else no ETA. */
+        cli_progress_start(&st.progress, "samples", stk_loader_epoch_samples(l), quiet);
+        rc = cli_for_each_sample(CMD, l, write_sample, &st);
+        cli_progress_end(&st.progress);
+    } else {
+        rc = EXIT_ERROR;
+    }
     if (rc == EXIT_OK && st.failed)
         rc = EXIT_ERROR;
     uint64_t shards = 0, samples = 0;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "cli_common.h"
+#include "cli_progress.h"
 
 static const char *const CMD = "verify";
 
@@ -28,6 +29,7 @@ static void help(void)
            "  --label-json FIELD     the label is this integer field of the json member\n"
            "  --no-labels            unlabelled data: do not look for labels\n"
            "  --max-pixels N         larger images are bad (default 100000000)\n"
+           CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
     cli_source_help();
 }
@@ -53,16 +55,17 @@ int cmd_verify(int argc, char **argv)
         {"no-labels", no_argument, NULL, O_NO_LABELS},
         {"max-pixels", required_argument, NULL, O_MAX_PIXELS},
         {"help", no_argument, NULL, 'h'},
+        CLI_PROGRESS_LONGOPT,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
     stk_options_init(&o);
     o.log = print_problem;
     o.transform = STK_TRANSFORM_EVAL; /* any transform: images are decoded whole */
-    int c;
+    int c, quiet = 0;
     struct option longopts[CLI_MAX_LONGOPTS];
     cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
         switch (c) {
         case O_THREADS:
             if (cli_set_option(CMD, "--threads", "threads", optarg, &o) < 0)
@@ -76,6 +79,7 @@ int cmd_verify(int argc, char **argv)
             if (cli_set_option(CMD, "--max-pixels", "max_image_pixels", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
+        case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
             if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
@@ -88,8 +92,13 @@ int cmd_verify(int argc, char **argv)
         return cli_usage_error(CMD, "no URL given");
     char msg[1024];
     struct stk_stats s;
+    struct cli_progress progress;
+    cli_progress_start(&progress, "shards", 0, quiet);
+    o.progress = cli_progress_shards;
+    o.progress_data = &progress;
     int rc = stk_verify(&o, (const char *const *)argv + optind, (size_t)(argc - optind), &s, msg,
                         sizeof msg);
+    cli_progress_end(&progress);
     if (rc < 0)
         return cli_fail(CMD, "%s", msg);
     printf("%llu samples in %llu shards", (unsigned long long)s.samples,

@@ -16,13 +16,17 @@ Also runs on a CPU with a tiny model and the sample dataset:
 
 The loader hands over uint8 NCHW batches; normalization, the float
 conversion and channels_last happen on the GPU, where they are nearly free.
-Every rank reads samples_per_rank = samples // world_size samples per epoch
-(with --index, `stoker index` counts them), so all ranks run the same number
-of steps and DDP/FSDP never waits on a rank that ran out of data. A
-checkpoint holding the model, optimizer and the loader's state is written
-every --checkpoint-every steps and at each epoch's end; --resume continues
-mid-epoch with exactly the batches an uninterrupted run would have seen
-(with --index the loader re-reads at most one shuffle window to get there).
+All ranks run the same number of steps, so DDP/FSDP never waits on a rank
+that ran out of data, with no option: the loader sees torch.distributed
+initialised and its ranks agree on every step (the first rank out of
+batches ends the epoch for all). --samples (samples_per_rank = samples //
+world_size) or --index (`stoker index` counts them) fix the steps in advance
+and give len(loader). A checkpoint holding the model, optimizer and the
+loader's state is written every --checkpoint-every steps and at each
+epoch's end; --resume continues mid-epoch with exactly the batches an
+uninterrupted run would have seen, through the usual epoch loop:
+load_state_dict() once, then set_epoch() keeps the saved batch (with
+--index the loader re-reads at most one shuffle window to get there).
 
 With --cluster tcp://SCHEDULER:8786 (and --index) Dask workers on CPU-only
 hosts decode batch ranges too, beside the rank's own threads; training sees
@@ -48,7 +52,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", required=True, help="shard URL pattern(s), comma-separated")
     ap.add_argument("--samples", type=int, default=None,
-                    help="samples in the dataset (not needed with --index)")
+                    help="samples in the dataset (optional: fixes the steps per epoch)")
     ap.add_argument("--index", default=None, help="dataset index from `stoker index`")
     ap.add_argument("--cluster", default=None,
                     help="Dask scheduler address: CPU-only workers decode too (needs --index)")
@@ -68,6 +72,8 @@ def parse_args():
     ap.add_argument("--checkpoint", default="checkpoint.pt")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--logdir", default=None, help="TensorBoard directory (if tensorboard is installed)")
+    ap.add_argument("--prometheus-port", type=int, default=None,
+                    help="serve the loader's metrics at 127.0.0.1:PORT+RANK/metrics")
     ap.add_argument("--cpu", action="store_true", help="run on CPU (gloo), float32")
     return ap.parse_args()
 
@@ -108,14 +114,14 @@ def main():
     args = parse_args()
     rank, world, device = setup_distributed(args.cpu)
     amp = not args.cpu
-    if args.samples is None and args.index is None:
-        raise SystemExit("give --samples or --index")
     loader = stoker.Loader(args.data.split(","), batch_size=args.batch_size,
                            image_size=args.image_size, transform="train", dtype=torch.uint8,
                            threads=args.threads, index=args.index, cluster=args.cluster,
                            batches_per_task=args.batches_per_task,
                            samples_per_rank=args.samples // world if args.samples else None,
-                           drop_last=True, seed=1234)
+                           drop_last=True, seed=1234,
+                           prometheus_port=None if args.prometheus_port is None
+                           else args.prometheus_port + rank)
     model = torchvision.models.__dict__[args.model](num_classes=args.classes).to(device)
     model = model.to(memory_format=torch.channels_last)
     model = wrap(model, args, device)
@@ -131,7 +137,6 @@ def main():
                         "epoch_done": epoch_done, "step": step}, args.checkpoint + ".tmp")
             os.replace(args.checkpoint + ".tmp", args.checkpoint)
 
-    resume_loader = None
     if args.resume and os.path.exists(args.checkpoint):
         state = torch.load(args.checkpoint, map_location="cpu")
         model.load_state_dict(state["model"])
@@ -139,15 +144,13 @@ def main():
         sched.load_state_dict(state["scheduler"])
         step = state["step"]
         start_epoch = state["loader"]["epoch"] + (1 if state["epoch_done"] else 0)
-        resume_loader = None if state["epoch_done"] else state["loader"]
+        if not state["epoch_done"]:  # mid-epoch: set_epoch(start_epoch) keeps the saved batch
+            loader.load_state_dict(state["loader"])
     mean = MEAN.view(1, 3, 1, 1).to(device)
     std = STD.view(1, 3, 1, 1).to(device)
     writer = tensorboard(args, rank)
     for epoch in range(start_epoch, args.epochs):
         loader.set_epoch(epoch)
-        if resume_loader is not None:  # mid-epoch: continue after the saved batch
-            loader.load_state_dict(resume_loader)
-            resume_loader = None
         model.train()
         waited = 0.0
         seen = 0
@@ -167,10 +170,10 @@ def main():
             seen += images.shape[0]
             step += 1
             if writer is not None and step % 10 == 0:
-                elapsed = time.perf_counter() - t_epoch
                 writer.add_scalar("train/loss", loss.item(), step)
-                writer.add_scalar("train/images_per_s", seen * world / elapsed, step)
-                writer.add_scalar("train/loader_wait_fraction", waited / elapsed, step)
+                # images/s, the share of time this loop waited for batches and
+                # each loader stage's busy share over the last 10 steps
+                stoker.tensorboard(writer, loader, step)
             if step % args.checkpoint_every == 0 or step == args.max_steps:
                 save(epoch_done=False)
             if step == args.max_steps:

@@ -17,6 +17,25 @@
  *    independent. stk_batch_release() may be called from any thread, and
  *    stk_loader_interrupt() and stk_loader_stats() from any thread while
  *    another is inside a call on the same loader.
+ *
+ * Binary compatibility. libstoker.so.0 keeps a program built against an
+ * older 0.x header working with a newer library (and refuses, rather than
+ * misreads, what a newer header asks of an older library):
+ *  - structs the caller allocates and the library reads or fills
+ *    (stk_options, stk_stats) only grow, at their end, and the library is
+ *    told the caller's size: stk_options_init() stores it in
+ *    stk_options.struct_size, and the functions that take a stk_stats are
+ *    macros that pass sizeof(struct stk_stats) of the caller's header.
+ *    The library reads and writes only that many bytes; fields the caller's
+ *    struct lacks take their default, which for every field added after
+ *    0.1 is zero. Options a newer header set that this library does not
+ *    know (bytes past its struct that are not zero) are STK_EINVAL;
+ *  - stk_member and stk_sample are laid out as arrays (the caller passes
+ *    one to stk_writer_add(), indexes stk_batch.samples), so their layout
+ *    is frozen; new data comes in new structs. stk_batch is allocated by
+ *    the library and only grows at its end;
+ *  - enum values and error codes keep their numbers; new ones are added;
+ *  - the library exports only the functions declared here (STK_API).
  */
 #ifndef STOKER_H
 #define STOKER_H
@@ -32,6 +51,16 @@ extern "C" {
 #define STK_VERSION_MINOR 1
 #define STK_VERSION_PATCH 0
 #define STK_VERSION_STRING "0.1.0"
+
+/* Marks the functions libstoker exports; everything else in the library is
+ * hidden (built with -fvisibility=hidden). */
+#ifndef STK_API
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define STK_API __attribute__((visibility("default")))
+#else
+#define STK_API
+#endif
+#endif
 
 /*
  * Error codes. Where an errno value fits, the code is its negation
@@ -69,10 +98,10 @@ enum stk_error {
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
-const char *stk_strerror(int code);
+STK_API const char *stk_strerror(int code);
 
 /* Version as a string, e.g. "0.1.0". */
-const char *stk_version(void);
+STK_API const char *stk_version(void);
 
 /* What the loader does with a shard or sample it cannot read. */
 enum stk_on_error {
@@ -102,6 +131,10 @@ enum stk_log_level { STK_LOG_ERROR = 0, STK_LOG_WARN = 1, STK_LOG_INFO = 2 };
  * defaults, so code written against an older header keeps working.
  */
 struct stk_options {
+    /* sizeof(struct stk_options) in the caller's header, set by
+     * stk_options_init(); see "Binary compatibility" above. */
+    size_t struct_size;
+
     /* Samples per batch (default 64). */
     size_t batch_size;
     /* Drop a final batch with fewer than batch_size samples (default 0). */
@@ -370,10 +403,20 @@ struct stk_options {
      *   anything else: any bytes.
      * Read by stk_loader_create() and stk_verify() only. */
     const char *require_members;
+
+    /* Progress of stk_verify() and stk_index_build() (default NULL: none):
+     * called after each shard is done with the shards done so far, the
+     * shards in all and the samples read so far. Called from their
+     * threads, one call at a time; must not call back into stoker. */
+    void (*progress)(void *progress_data, uint64_t shards_done, uint64_t shards_total,
+                     uint64_t samples);
+    void *progress_data;
 };
 
-/* Fill *opts with the defaults documented above. */
-void stk_options_init(struct stk_options *opts);
+/* Fill *opts with the defaults documented above (and struct_size). Call it
+ * as stk_options_init(&opts): the macro passes the caller's struct size. */
+STK_API void stk_options_init_sized(struct stk_options *opts, size_t size);
+#define stk_options_init(opts) stk_options_init_sized((opts), sizeof(struct stk_options))
 
 /*
  * Options by name. Every field of struct stk_options but the callbacks
@@ -411,14 +454,14 @@ struct stk_option_info {
 
 /* The i-th option (0, 1, ...), NULL past the last; or the one called name,
  * NULL if none. The entries are static: never freed, never changed. */
-const struct stk_option_info *stk_option_at(size_t i);
-const struct stk_option_info *stk_option_find(const char *name);
+STK_API const struct stk_option_info *stk_option_at(size_t i);
+STK_API const struct stk_option_info *stk_option_find(const char *name);
 
 /* What option o accepts, in words ("between 1 and 1024", "one of
  * fail,skip", ...), into buf (size bytes, always NUL-terminated when size >
  * 0); the length of the whole text, as snprintf returns. o must come from
  * stk_option_at() or stk_option_find(). */
-size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t size);
+STK_API size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t size);
 
 /*
  * Set option `name` of opts from text, as stk_option_info describes it. A
@@ -427,10 +470,12 @@ size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t si
  * naming the option, the value and what it accepts in errbuf (errbuf_size
  * bytes including the NUL; NULL allowed), as does an unknown name. A
  * STRING option stores value itself (not a copy; NULL resets it): it must
- * stay valid as long as the field's documentation above says.
+ * stay valid as long as the field's documentation above says. opts must
+ * come from stk_options_init(); an option past its struct_size (a program
+ * built against an older stoker.h) is STK_EINVAL too.
  */
-int stk_options_set(struct stk_options *opts, const char *name, const char *value, char *errbuf,
-                    size_t errbuf_size);
+STK_API int stk_options_set(struct stk_options *opts, const char *name, const char *value,
+                            char *errbuf, size_t errbuf_size);
 
 /* One member of a sample: "KEY.EXT" -> ext, bytes. */
 struct stk_member {
@@ -523,6 +568,21 @@ struct stk_stats {
     uint64_t wall_ns;           /* since the loader's first stk_loader_next() */
     uint64_t read_threads;      /* reader threads of the current or last epoch */
     uint64_t decode_threads;    /* image threads (0 without a transform) */
+    /* Shuffle quality: how many shards a batch mixes. For a batch of b
+     * samples, n_s of them from shard s, the batches delivered so far add
+     * b(b-1) to shuffle_pairs and n_s(n_s-1) to shuffle_shard_pairs; their
+     * ratio is k_eff, the effective number of shards per batch (see
+     * stk_stats_rates()). The shards the loader took whole give their
+     * sample counts m: shuffle_shards_sized of them, summing m to
+     * shuffle_sized_samples and m(m-1) to shuffle_sized_pairs; with
+     * shuffle_epoch_shards, the shards of this rank's epoch, they give the
+     * k_eff of a perfect shuffle of the epoch. */
+    uint64_t shuffle_pairs;
+    uint64_t shuffle_shard_pairs;
+    uint64_t shuffle_shards_sized;
+    uint64_t shuffle_sized_samples;
+    uint64_t shuffle_sized_pairs;
+    uint64_t shuffle_epoch_shards;
 };
 
 typedef struct stk_loader stk_loader;
@@ -540,14 +600,17 @@ typedef struct stk_loader stk_loader;
  * message naming the prefix. The strings are copied; the caller keeps
  * ownership.
  *
+ * The loader keeps a copy of *opts and of every string it points to, so
+ * they need only outlive this call.
+ *
  * Apart from prefix listings, nothing is read until the first
  * stk_loader_next(). On failure *out is
  * NULL and the return code says why; a detailed message for errors found
  * while planning (bad pattern, too few shards) is copied into errbuf when
  * errbuf is not NULL (errbuf_size bytes including the NUL).
  */
-int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
-                      stk_loader **out, char *errbuf, size_t errbuf_size);
+STK_API int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
+                              stk_loader **out, char *errbuf, size_t errbuf_size);
 
 /*
  * Deliver the next batch of the current epoch. On success *out points to a
@@ -558,7 +621,7 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
  * continue; call stk_loader_set_epoch() to start again. Blocks until a
  * batch is ready, or until stk_loader_interrupt() (then STK_EINTR).
  */
-int stk_loader_next(stk_loader *loader, struct stk_batch **out);
+STK_API int stk_loader_next(stk_loader *loader, struct stk_batch **out);
 
 /*
  * Make stk_loader_next() return STK_EINTR (and no batch) instead of
@@ -579,18 +642,18 @@ int stk_loader_next(stk_loader *loader, struct stk_batch **out);
  * stk_loader_set_epoch() or stk_loader_destroy() (never concurrently with
  * another call).
  */
-void stk_loader_interrupt(stk_loader *loader);
+STK_API void stk_loader_interrupt(stk_loader *loader);
 
 /* Give a batch back. May be called from any thread, in any order, also after
  * stk_loader_set_epoch(), but not after stk_loader_destroy(). NULL is a no-op. */
-void stk_batch_release(struct stk_batch *batch);
+STK_API void stk_batch_release(struct stk_batch *batch);
 
 /*
  * Stop the current epoch (if any, also mid-epoch: its threads are joined
  * and unread data dropped) and make the next stk_loader_next() start epoch
  * `epoch`. Batches the caller holds stay valid until released.
  */
-int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
+STK_API int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
 
 /*
  * Stop the current epoch and make the next stk_loader_next() deliver batch
@@ -602,7 +665,7 @@ int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
  * read again; without one the samples of the batches before it are read
  * again and dropped. Either way nothing before it is decoded.
  */
-int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
+STK_API int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
 
 /*
  * Like stk_loader_seek(), for a range of n_batches batches: the next
@@ -618,12 +681,12 @@ int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
  * together; with a dataset index each restart reads at most one shuffle
  * window again.
  */
-int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t first_batch,
-                          uint64_t n_batches);
+STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t first_batch,
+                                  uint64_t n_batches);
 
 /* Samples this rank yields in the current epoch when known
  * (samples_per_rank, or the rank's shards per the dataset index), else 0. */
-uint64_t stk_loader_epoch_samples(const stk_loader *loader);
+STK_API uint64_t stk_loader_epoch_samples(const stk_loader *loader);
 
 /* Flags for the functions that write files (stk_index_build,
  * stk_writer_create). Output files are always written to a temporary file
@@ -646,9 +709,13 @@ enum stk_output_flags {
  * STK_OUTPUT_OVERWRITE). stats, when not NULL, receives the counters
  * (samples = total). Returns 0 or an STK_E* code with a message in errbuf.
  */
-int stk_index_build(const struct stk_options *opts, const char *const *patterns, size_t n,
-                    const char *path, unsigned flags, struct stk_stats *stats, char *errbuf,
-                    size_t errbuf_size);
+STK_API int stk_index_build_sized(const struct stk_options *opts, const char *const *patterns,
+                                  size_t n, const char *path, unsigned flags,
+                                  struct stk_stats *stats, size_t stats_size, char *errbuf,
+                                  size_t errbuf_size);
+#define stk_index_build(opts, patterns, n, path, flags, stats, errbuf, errbuf_size)            \
+    stk_index_build_sized((opts), (patterns), (n), (path), (flags), (stats),                   \
+                          sizeof(struct stk_stats), (errbuf), (errbuf_size))
 
 /*
  * Read every sample of every shard named by the patterns (expanded as
@@ -668,8 +735,12 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
  * stats), else an STK_E* code (no shards, no memory) with a message in
  * errbuf.
  */
-int stk_verify(const struct stk_options *opts, const char *const *patterns, size_t n,
-               struct stk_stats *stats, char *errbuf, size_t errbuf_size);
+STK_API int stk_verify_sized(const struct stk_options *opts, const char *const *patterns, size_t n,
+                             struct stk_stats *stats, size_t stats_size, char *errbuf,
+                             size_t errbuf_size);
+#define stk_verify(opts, patterns, n, stats, errbuf, errbuf_size)                              \
+    stk_verify_sized((opts), (patterns), (n), (stats), sizeof(struct stk_stats), (errbuf),       \
+                     (errbuf_size))
 
 /*
  * Writing shards. A writer puts samples into WebDataset tar shards named by
@@ -715,8 +786,8 @@ typedef struct stk_writer stk_writer;
 
 /* flags: 0 or STK_OUTPUT_OVERWRITE. Returns 0 with *out set, or
  * STK_EINVAL/STK_EEXIST/STK_EIO/STK_ENOMEM with a message in errbuf. */
-int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_bytes,
-                      unsigned flags, stk_writer **out, char *errbuf, size_t errbuf_size);
+STK_API int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_bytes,
+                              unsigned flags, stk_writer **out, char *errbuf, size_t errbuf_size);
 
 /* Add one sample: key (no '.' in its last '/'-separated part) and its
  * members (distinct non-empty extensions without '/'; data is copied before
@@ -724,35 +795,38 @@ int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_by
  * nothing (the writer goes on); any other failure (STK_EIO, STK_ENOMEM)
  * ends the run: later calls fail with STK_EINVAL, and nothing of it is
  * published. */
-int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *members,
-                   size_t n_members);
+STK_API int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *members,
+                           size_t n_members);
 
 /* Finish the last shard and publish the run (see above); *shards and
  * *samples (either may be NULL) get the numbers written, also when it
  * fails. STK_EEXIST: a shard of another run appeared since
  * stk_writer_create() (nothing is published). Call stk_writer_destroy()
  * afterwards in any case. */
-int stk_writer_close(stk_writer *w, uint64_t *shards, uint64_t *samples);
+STK_API int stk_writer_close(stk_writer *w, uint64_t *shards, uint64_t *samples);
 
 /* Shards of an earlier run that stk_writer_close() removed (only with
  * STK_OUTPUT_OVERWRITE). */
-uint64_t stk_writer_removed(const stk_writer *w);
+STK_API uint64_t stk_writer_removed(const stk_writer *w);
 
 /* Free the writer; a run not published by stk_writer_close() is removed
  * (see above). NULL is a no-op. */
-void stk_writer_destroy(stk_writer *w);
+STK_API void stk_writer_destroy(stk_writer *w);
 
 /* Detailed message of the writer's last failed call ("" if none). */
-const char *stk_writer_errmsg(const stk_writer *w);
+STK_API const char *stk_writer_errmsg(const stk_writer *w);
 
 /* Number of shards in the expanded URL list, and this loader's rank/world. */
-size_t stk_loader_num_shards(const stk_loader *loader);
-int stk_loader_rank(const stk_loader *loader);
-int stk_loader_world_size(const stk_loader *loader);
+STK_API size_t stk_loader_num_shards(const stk_loader *loader);
+STK_API int stk_loader_rank(const stk_loader *loader);
+STK_API int stk_loader_world_size(const stk_loader *loader);
 
 /* Copy the counters. Safe to call while batches are in flight, from any
  * thread, also while another thread is inside a call on the loader. */
-void stk_loader_stats(const stk_loader *loader, struct stk_stats *stats);
+STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *stats,
+                                    size_t stats_size);
+#define stk_loader_stats(loader, stats)                                                        \
+    stk_loader_stats_sized((loader), (stats), sizeof(struct stk_stats))
 
 /* The fields of struct stk_stats by name (every one a uint64_t at offset
  * bytes into the struct), in order: the i-th (0, 1, ...), NULL past the
@@ -762,7 +836,7 @@ struct stk_stats_field {
     size_t offset;
     const char *doc;
 };
-const struct stk_stats_field *stk_stats_field_at(size_t i);
+STK_API const struct stk_stats_field *stk_stats_field_at(size_t i);
 
 /*
  * Write a plain-text report of where the time in stats went into buf (size
@@ -772,11 +846,53 @@ const struct stk_stats_field *stk_stats_field_at(size_t i);
  * item of each part), and what would help. A few lines, each ending in a
  * newline. Returns the length of the whole report, as snprintf does.
  */
-size_t stk_stats_report(const struct stk_stats *stats, char *buf, size_t size);
+STK_API size_t stk_stats_report_sized(const struct stk_stats *stats, size_t stats_size, char *buf,
+                                      size_t size);
+#define stk_stats_report(stats, buf, size)                                                     \
+    stk_stats_report_sized((stats), sizeof(struct stk_stats), (buf), (size))
+
+/* What the counters say over an interval (see stk_stats_rates()). */
+struct stk_rates {
+    double seconds;            /* wall time of the interval */
+    double samples_per_s;      /* samples delivered */
+    double images_per_s;       /* images decoded */
+    double read_bytes_per_s;   /* bytes read from shard sources */
+    double wait_share;         /* share of the interval callers waited in stk_loader_next() */
+    double read_busy;          /* busy share of the reader threads (0..1; work is
+                                  counted when a piece of it ends, so over
+                                  intervals of a few pieces it is rough) */
+    double decode_busy;        /* busy share of the image threads (0 without a transform) */
+    double batching_busy;      /* busy share of the thread that interleaves, shuffles and
+                                  assembles batches */
+    /* Shards mixed per batch, k_eff = sum b(b-1) / sum n_s(n_s-1) over the
+     * interval's batches (0 without a batch of two samples or more;
+     * INFINITY when no two samples of a batch came from one shard), and
+     * its expected value for a perfect shuffle of the epoch,
+     * k_perfect = N(N-1) / sum m_s(m_s-1) for the epoch's N samples in
+     * shards of m_s, estimated from the shards taken whole so far
+     * (shuffle_epoch_shards shards of their mean size; 0 before the first
+     * one ends). */
+    double shuffle_k_eff;
+    double shuffle_k_perfect;
+};
+
+/*
+ * Rates and busy shares between two snapshots of one loader's counters
+ * (before taken earlier; NULL: since the loader's first stk_loader_next()).
+ * Sampling stk_loader_stats() every second or every step and passing the
+ * previous snapshot shows a stall as a dip, where the cumulative counters
+ * only show it as a lower average. A pure function; an interval without
+ * wall time gives zeros.
+ */
+STK_API void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
+                                   size_t stats_size, struct stk_rates *out, size_t rates_size);
+#define stk_stats_rates(now, before, out)                                                      \
+    stk_stats_rates_sized((now), (before), sizeof(struct stk_stats), (out),                     \
+                          sizeof(struct stk_rates))
 
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */
-const char *stk_loader_errmsg(const stk_loader *loader);
+STK_API const char *stk_loader_errmsg(const stk_loader *loader);
 
 /*
  * Write url with its secrets hidden into buf (size bytes including the NUL;
@@ -808,11 +924,11 @@ const char *stk_loader_errmsg(const stk_loader *loader);
  * (a password after a short option other than -u, a key in a positional
  * argument) are not recognised: keep them in the environment or in files.
  */
-void stk_redact_url(const char *url, char *buf, size_t size);
+STK_API void stk_redact_url(const char *url, char *buf, size_t size);
 
 /* Stop all threads and free everything. Batches still held by the caller
  * must be released before this call. NULL is a no-op. */
-void stk_loader_destroy(stk_loader *loader);
+STK_API void stk_loader_destroy(stk_loader *loader);
 
 #ifdef __cplusplus
 }

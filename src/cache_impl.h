@@ -1,7 +1,8 @@
 /*
- * cache_impl.h - what the node cache's two halves share: the cache handle,
- * the on-disk naming, room reservation (cache.c) and the streaming fill of a
- * miss (cache_fill.c). Not for other modules: they use cache.h.
+ * cache_impl.h - what the node cache's parts share: the cache handle, the
+ * directory's files, locks and room (cache_dir.c), and the streaming fill
+ * of a miss (cache_fill.c), both used by the lookups in cache.c. Not for
+ * other modules: they use cache.h.
  */
 #ifndef STK_CACHE_IMPL_H
 #define STK_CACHE_IMPL_H
@@ -22,7 +23,7 @@ struct stk__cache {
     uint64_t step; /* reservation granularity of a fill */
     unsigned shards_in_flight;
     int cache_local;
-    unsigned fill_delay_ms; /* test hook */
+    unsigned fill_delay_ms; /* test hook, 0 unless built with -Dtest_hooks=true */
     atomic_uint_fast64_t hits, misses, evictions, bytes_written;
     /* The owner's reference plus one per fill still running: a fill
      * outlives stk__cache_free() when its source is closed later. */
@@ -31,6 +32,15 @@ struct stk__cache {
 
 /* flock(2), retried on EINTR. */
 int stk__cache_flock(int fd, int how);
+
+/* Does name (in the cache directory) still refer to the inode open as fd? */
+int stk__cache_still_named(const struct stk__cache *c, int fd, const char *name);
+
+/* Lock the file called name (flock how, LOCK_NB allowed), creating it if
+ * create is set. Returns the locked fd, -EWOULDBLOCK when LOCK_NB found it
+ * busy, -ENOENT when it does not exist and create is 0, or -errno
+ * (stk__cache_strerror). */
+int stk__cache_lock_file(const struct stk__cache *c, const char *name, int how, int create);
 
 /* Beyond errno values, for names in the cache directory: not a regular
  * file; replaced each time it was locked (after STK__CACHE_TRIES opens). */

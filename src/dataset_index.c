@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "abi.h"
 #include "alloc.h"
 #include "atomic_file.h"
 #include "cloud_list.h"
@@ -99,17 +100,21 @@ static int write_index(const char *path, int replace, const struct stk__strlist 
     return rc;
 }
 
-int stk_index_build(const struct stk_options *opts, const char *const *patterns, size_t n,
-                    const char *path, unsigned flags, struct stk_stats *stats, char *errbuf,
-                    size_t errbuf_size)
+int stk_index_build_sized(const struct stk_options *caller_opts, const char *const *patterns,
+                          size_t n, const char *path, unsigned flags, struct stk_stats *stats_out,
+                          size_t stats_size, char *errbuf, size_t errbuf_size)
 {
     struct stk__err err;
     stk__err_clear(&err);
     struct stk__counters counters = {0};
     struct stk__strlist urls = {0}, names = {0};
     struct index_build b = {.urls = &urls, .names = &names};
+    struct stk_options imported, *opts = &imported;
+    struct stk_stats full, *stats = stats_out != NULL ? &full : NULL;
     int replace = (flags & STK_OUTPUT_OVERWRITE) != 0;
-    int rc = stk__options_check(opts, &err);
+    int rc = stk__options_import(&imported, caller_opts, &err);
+    if (rc == 0)
+        rc = stk__options_check(opts, &err);
     if (rc == 0 && (flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
         rc = stk__errf(&err, STK_EINVAL, "unknown flags 0x%x", flags);
     else if (rc == 0 && !replace && stk__path_taken(path) == 1) /* before reading every shard */
@@ -124,7 +129,8 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing %zu shards", urls.count);
     if (rc == 0) {
         stk__shard_config_init(&b.shard, opts, &counters, NULL);
-        rc = stk__run_shard_jobs(urls.count, opts->threads, count_job, &b, &err);
+        rc = stk__run_shard_jobs(urls.count, opts->threads, count_job, &b, opts,
+                                 &counters.samples_read, &err);
     }
     if (rc == 0)
         rc = write_index(path, replace, &urls, b.counts, b.offsets, &err);
@@ -138,6 +144,7 @@ int stk_index_build(const struct stk_options *opts, const char *const *patterns,
         stats->bytes_read = atomic_load(&counters.bytes_read);
         for (size_t i = 0; b.counts != NULL && i < urls.count; i++)
             stats->samples += b.counts[i];
+        stk__struct_copy(stats_out, stats_size, &full, sizeof full);
     }
     for (size_t i = 0; b.offsets != NULL && i < urls.count; i++)
         stk__offsets_free(&b.offsets[i]);

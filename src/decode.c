@@ -36,18 +36,6 @@ void stk__decoder_free(struct stk__decoder *d)
     stk__free(d);
 }
 
-int stk__decoder_reserve(struct stk__decoder *d, size_t bytes, struct stk__err *err)
-{
-    if (bytes <= d->capacity)
-        return 0;
-    uint8_t *p = stk__realloc(d->pixels, bytes);
-    if (p == NULL)
-        return stk__errf(err, STK_ENOMEM, "out of memory for %zu bytes of pixels", bytes);
-    d->pixels = p;
-    d->capacity = bytes;
-    return 0;
-}
-
 int stk__decode_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
                      int *height, struct stk__err *err)
 {

@@ -5,7 +5,10 @@
 #ifndef STK_DECODE_IMPL_H
 #define STK_DECODE_IMPL_H
 
+#include "alloc.h"
 #include "decode.h"
+#include "error.h"
+#include "stoker.h"
 
 struct stk__jpeg;
 
@@ -16,8 +19,21 @@ struct stk__decoder {
     struct stk__jpeg *jpeg; /* libjpeg state, created on first use */
 };
 
-/* Make d->pixels hold at least bytes; STK_ENOMEM with a message on failure. */
-int stk__decoder_reserve(struct stk__decoder *d, size_t bytes, struct stk__err *err);
+/* Make d->pixels hold at least bytes; STK_ENOMEM with a message on failure.
+ * Here rather than in decode.c, which dispatches to the format decoders:
+ * they would otherwise call back into it. */
+static inline int stk__decoder_reserve(struct stk__decoder *d, size_t bytes,
+                                       struct stk__err *err)
+{
+    if (bytes <= d->capacity)
+        return 0;
+    uint8_t *p = stk__realloc(d->pixels, bytes);
+    if (p == NULL)
+        return stk__errf(err, STK_ENOMEM, "out of memory for %zu bytes of pixels", bytes);
+    d->pixels = p;
+    d->capacity = bytes;
+    return 0;
+}
 
 void stk__jpeg_free(struct stk__jpeg *j);
 int stk__jpeg_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,

@@ -3,7 +3,10 @@
  *
  * Codes say what kind of failure happened; the message says where (URL,
  * key, byte offset). A struct stk__err travels with each handle that can
- * fail and keeps the first detailed message of a failure.
+ * fail and holds the message of its latest failure: each stk__errf()
+ * replaces the last, so a caller that must keep the first failure (the
+ * lowest failed slot of a batch, transform_pool.c) checks
+ * err->code before recording another.
  */
 #ifndef STK_ERROR_H
 #define STK_ERROR_H

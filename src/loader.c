@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "abi.h"
 #include "alloc.h"
 #include "batch.h"
 #include "dataset_index.h"
@@ -39,7 +40,7 @@
 #include "urls.h"
 
 struct stk_loader {
-    struct stk_options opts;
+    struct stk_options opts; /* imported (abi.h), strings owned */
     struct stk__strlist urls;
     struct stk__strlist names; /* urls redacted: samples point here until released */
     int rank;
@@ -63,9 +64,33 @@ struct stk_loader {
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
     uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
     struct stk__dataset_index index; /* counts NULL without one */
-    char *ca_bundle; /* copy of opts.ca_bundle */
+    /* Copies of the caller's option strings, which need only outlive
+     * stk_loader_create(): every string field of opts points here. */
+    char *strings[STK__N_OPTION_STRINGS];
     struct stk__err err;
 };
+
+/* Point every string field of l->opts at a copy the loader owns, so that
+ * no later reader of l->opts (each epoch's pipeline copies it) meets a
+ * string the caller has freed. */
+static int own_strings(stk_loader *l)
+{
+    for (size_t i = 0; i < STK__N_OPTION_STRINGS; i++) {
+        const char **field = stk__option_string(&l->opts, i);
+        if (*field == NULL)
+            continue;
+        if ((l->strings[i] = stk__strdup(*field)) == NULL)
+            return STK_ENOMEM;
+        *field = l->strings[i];
+    }
+    return 0;
+}
+
+static void free_strings(stk_loader *l)
+{
+    for (size_t i = 0; i < STK__N_OPTION_STRINGS; i++)
+        stk__free(l->strings[i]);
+}
 
 /* The ranges in the options table (options_table.h), then what depends on
  * two fields at once. */
@@ -89,7 +114,6 @@ static int use_index(stk_loader *l, struct stk__err *err)
     int rc = stk__index_load(l->opts.index_path, &l->urls, &l->index, err);
     if (rc < 0)
         return rc;
-    l->opts.index_path = NULL; /* the caller's string need not outlive create */
     if (l->world_size > 1 && l->opts.samples_per_rank == 0) {
         uint64_t total = 0;
         for (size_t i = 0; i < l->urls.count; i++)
@@ -102,14 +126,18 @@ static int use_index(stk_loader *l, struct stk__err *err)
     return 0;
 }
 
-int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
-                      stk_loader **out, char *errbuf, size_t errbuf_size)
+int stk_loader_create(const struct stk_options *caller_opts, const char *const *urls,
+                      size_t n_urls, stk_loader **out, char *errbuf, size_t errbuf_size)
 {
     struct stk__err err;
     stk__err_clear(&err);
     *out = NULL;
     stk_loader *l = NULL;
-    int rc = check_options(opts, &err);
+    struct stk_options imported;
+    const struct stk_options *opts = &imported;
+    int rc = stk__options_import(&imported, caller_opts, &err);
+    if (rc == 0)
+        rc = check_options(opts, &err);
     if (rc < 0)
         goto fail;
     if (urls == NULL && n_urls > 0) {
@@ -127,12 +155,10 @@ int stk_loader_create(const struct stk_options *opts, const char *const *urls, s
     atomic_init(&l->interrupt, 0);
     l->batch_limit = UINT64_MAX;
     l->opts = *opts;
-    l->opts.cache_dir = NULL; /* the caller's string; the cache keeps its own copy */
-    if (opts->ca_bundle != NULL && (l->ca_bundle = stk__strdup(opts->ca_bundle)) == NULL) {
+    if (own_strings(l) < 0) {
         rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
         goto fail;
     }
-    l->opts.ca_bundle = l->ca_bundle;
     /* "s3://bucket/prefix/" is listed once, here, so that every rank and
      * epoch plans over the same sorted list. */
     rc = stk__expand_and_list(&l->opts, urls, n_urls, &l->urls, &l->names, &err);
@@ -357,8 +383,9 @@ int stk_loader_rank(const stk_loader *l) { return l->rank; }
 int stk_loader_world_size(const stk_loader *l) { return l->world_size; }
 const char *stk_loader_errmsg(const stk_loader *l) { return l->err.msg; }
 
-void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
+void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t out_size)
 {
+    struct stk_stats full = {0}, *s = &full;
     /* Casts drop const: atomic loads do not modify the counters. */
     stk_loader *m = (stk_loader *)l;
     s->shards_opened = atomic_load(&m->counters.shards_opened);
@@ -385,6 +412,12 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->decode_threads = m->opts.transform != STK_TRANSFORM_NONE ? m->opts.threads : 0;
     s->samples_read = atomic_load(&m->counters.samples_read);
     s->samples_passed_over = atomic_load(&m->counters.samples_passed_over);
+    s->shuffle_pairs = atomic_load(&m->counters.shuffle_pairs);
+    s->shuffle_shard_pairs = atomic_load(&m->counters.shuffle_shard_pairs);
+    s->shuffle_shards_sized = atomic_load(&m->counters.shuffle_shards_sized);
+    s->shuffle_sized_samples = atomic_load(&m->counters.shuffle_sized_samples);
+    s->shuffle_sized_pairs = atomic_load(&m->counters.shuffle_sized_pairs);
+    s->shuffle_epoch_shards = atomic_load(&m->counters.shuffle_epoch_shards);
     struct stk__cache_counts cc = {0};
     if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);
@@ -394,6 +427,7 @@ void stk_loader_stats(const stk_loader *l, struct stk_stats *s)
     s->cache_bytes_written = cc.bytes_written;
     s->retries = atomic_load(&m->counters.source.retries);
     s->resumes = atomic_load(&m->counters.source.resumes);
+    stk__struct_copy(out, out_size, &full, sizeof full);
 }
 
 void stk_loader_destroy(stk_loader *l)
@@ -410,6 +444,6 @@ void stk_loader_destroy(stk_loader *l)
     stk__strlist_free(&l->urls);
     stk__strlist_free(&l->names);
     stk__index_free(&l->index);
-    stk__free(l->ca_bundle);
+    free_strings(l);
     stk__free(l);
 }

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "abi.h"
 #include "error.h"
 #include "options_table.h"
 
@@ -276,6 +277,11 @@ int stk__options_set(struct stk_options *o, const char *name, const char *value,
         return stk__errf(err, STK_EINVAL, "unknown option '%s'",
                          name != NULL ? stk__shown(shown, sizeof shown, name) : "(null)");
     }
+    /* A program built against an older stoker.h has a smaller struct. */
+    if (r->offset + r->size > o->struct_size)
+        return stk__errf(err, STK_EINVAL, "option %s is newer than these options (struct_size "
+                         "%zu; set up by stk_options_init() of an older stoker.h?)",
+                         r->pub.name, o->struct_size);
     return set_row(o, r, value, err);
 }
 
@@ -289,17 +295,29 @@ int stk_options_set(struct stk_options *o, const char *name, const char *value, 
     return rc;
 }
 
-void stk_options_init(struct stk_options *o)
+void stk_options_init_sized(struct stk_options *o, size_t size)
 {
-    memset(o, 0, sizeof *o);
+    struct stk_options d;
+    memset(&d, 0, sizeof d);
     struct stk__err err;
     for (size_t i = 0; i < N_ROWS; i++) {
         /* The table's defaults parse (a unit test sets each one): nothing
          * here can fail but a broken table, which must not pass quietly. */
         if (rows[i].pub.default_value != NULL &&
-            set_row(o, &rows[i], rows[i].pub.default_value, &err) < 0)
+            set_row(&d, &rows[i], rows[i].pub.default_value, &err) < 0)
             abort();
     }
+    d.struct_size = size;
+    /* A caller built against an older header gets the fields it knows. */
+    stk__struct_copy(o, size, &d, sizeof d);
+}
+
+const char **stk__option_string(struct stk_options *o, size_t i)
+{
+    for (size_t r = 0; r < N_ROWS; r++)
+        if (rows[r].pub.type == STK_OPTION_STRING && i-- == 0)
+            return (const char **)(void *)((char *)o + rows[r].offset);
+    return NULL;
 }
 
 int stk__options_check(const struct stk_options *o, struct stk__err *err)

@@ -171,7 +171,13 @@
     X(sequence_ns, "the thread that interleaves, shuffles and assembles batches (ns)") \
     X(wall_ns, "since the loader's first batch was asked for (ns)") \
     X(read_threads, "reader threads of the current or last epoch") \
-    X(decode_threads, "image threads (0 without a transform)")
+    X(decode_threads, "image threads (0 without a transform)") \
+    X(shuffle_pairs, "sum of b(b-1) over batches of b samples (shuffle quality, k_eff)") \
+    X(shuffle_shard_pairs, "sum of n(n-1) over the samples n a batch takes from one shard") \
+    X(shuffle_shards_sized, "shards taken whole, whose sample counts are known") \
+    X(shuffle_sized_samples, "samples of those shards") \
+    X(shuffle_sized_pairs, "sum of m(m-1) over those shards of m samples") \
+    X(shuffle_epoch_shards, "shards of this rank's epoch")
 /* clang-format on */
 
 #endif

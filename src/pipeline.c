@@ -32,6 +32,7 @@
 
 #include "alloc.h"
 #include "interleave.h"
+#include "mixing.h"
 #include "plan.h"
 #include "rng.h"
 #include "seek_plan.h"
@@ -278,6 +279,7 @@ static void *reader_main(void *arg)
 struct sequencer {
     struct stk__pipeline *p;
     struct stk__interleave il;
+    struct stk__mixing mix;
     struct stk__sample *held;
     uint64_t pulled; /* input position (from the epoch's start) of the next sample */
     uint64_t carry_samples, carry_shards; /* for the epoch's first sample */
@@ -364,6 +366,7 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
         switch (it.kind) {
         case ITEM_SAMPLE:
             stk__interleave_sample(&sq->il);
+            stk__mixing_sample(&sq->mix, (unsigned)j);
             it.sample->bad_samples += sq->carry_samples;
             it.sample->bad_shards += sq->carry_shards;
             sq->carry_samples = sq->carry_shards = 0;
@@ -371,6 +374,7 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
             return 1;
         case ITEM_SHARD_END:
             charge(sq, &it);
+            stk__mixing_shard_end(&sq->mix, (unsigned)j, p->cfg.shard.counters);
             if (stk__interleave_shard_end(&sq->il, (unsigned)j) < 0)
                 return no_progress(p);
             break;
@@ -451,10 +455,18 @@ static int wait_for_range(struct stk__pipeline *p, uint64_t index)
     return atomic_load(&p->stop) ? 1 : 0;
 }
 
+/* A batch is complete: count how it mixes shards, then queue it. */
+static void close_batch(struct sequencer *sq, struct stk__batch *b)
+{
+    stk__mixing_batch(&sq->mix, b, sq->p->cfg.shard.counters);
+    deliver(sq->p, b);
+}
+
 /* Put a sample into the batch being built. 0, 1 stopped, or STK_ENOMEM. */
-static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *index,
+static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index,
                 struct stk__sample *s)
 {
+    struct stk__pipeline *p = sq->p;
     if (*batch == NULL) {
         if (wait_for_range(p, *index) || stk__budget_acquire(p->cfg.budget, &p->stop)) {
             stk__sample_free(s);
@@ -472,7 +484,7 @@ static int emit(struct stk__pipeline *p, struct stk__batch **batch, uint64_t *in
         stk__transform_pool_submit(p->pool, *batch, (*batch)->pub.n_samples - 1);
     }
     if ((*batch)->pub.n_samples == p->cfg.opts.batch_size) {
-        deliver(p, *batch);
+        close_batch(sq, *batch);
         *batch = NULL;
     }
     return 0;
@@ -550,7 +562,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
             stk__sample_free(s);
             continue;
         }
-        rc = emit(p, &batch, &index, s);
+        rc = emit(sq, &batch, &index, s);
         if (rc != 0)
             goto out;
     }
@@ -558,7 +570,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
     if (failed)
         goto out;
     if (batch != NULL && !p->cfg.opts.drop_last) {
-        deliver(p, batch);
+        close_batch(sq, batch);
         batch = NULL;
     }
 out:
@@ -593,6 +605,8 @@ static void *sequencer_main(void *arg)
                                sequencer_seed(&p->cfg, SHUFFLE_SEED),
                                p->seeking ? p->seek.first_window : 0);
     if (rc == 0)
+        rc = stk__mixing_init(&sq.mix, p->cfg.opts.batch_size, p->n_slots, p->seeking);
+    if (rc == 0)
         rc = stk__interleave_init(&sq.il, p->n_slots, p->rank_shards, p->cfg.opts.shuffle,
                                   sequencer_seed(&p->cfg, INTERLEAVE_SEED));
     if (rc == 0 && p->seeking)
@@ -601,6 +615,7 @@ static void *sequencer_main(void *arg)
         rc = sequence(p, &sq, &sh);
     stk__sample_free(sq.held);
     stk__shuffle_free(&sh);
+    stk__mixing_free(&sq.mix);
     stk__interleave_free(&sq.il);
 
     stk__mutex_lock(&p->mutex);
@@ -713,6 +728,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         if (!stk__source_is_local(cfg->urls->items[i]))
             p->n_readers = p->n_slots;
     atomic_store(&cfg->shard.counters->read_threads, p->n_readers);
+    atomic_store(&cfg->shard.counters->shuffle_epoch_shards, p->rank_shards);
     p->waiting_slot = -1;
     p->next_index = cfg->first_batch;
     p->limit = cfg->batch_limit;

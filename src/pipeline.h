@@ -6,8 +6,10 @@
  *
  * The sample order is fixed by the sequencer alone, which draws from the
  * shard queues in an order that depends only on (seed, epoch, rank,
- * options); reader threads only decide how fast queues fill. A later decode
- * stage slots in between the sequencer and the batch queue.
+ * options); reader threads only decide how fast queues fill. With a
+ * transform, the sequencer also hands each slot of a batch to the image
+ * workers (transform_pool.h); a queued batch is delivered once its last
+ * slot is done.
  */
 #ifndef STK_PIPELINE_H
 #define STK_PIPELINE_H

@@ -6,16 +6,25 @@
  * threads' time over (threads x wall time); the busiest stage is the one to
  * feed first. Reading is busy while waiting on storage or the network too:
  * a reader blocked on a slow server is as much a limit as one parsing.
+ * stk_stats_rates() computes the same shares over any interval, for the
+ * figures over time (a plot, TensorBoard, Prometheus).
  */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "abi.h"
 #include "stoker.h"
 
 /* The caller is input-bound from this share of its time spent waiting. */
 #define INPUT_BOUND_SHARE 0.05
 /* A stage this busy has no spare capacity. */
 #define SATURATED_SHARE 0.80
+/* Batches mixing fewer shards than this share of a perfect shuffle's get a
+ * hint: half is where a model sees consecutive batches visibly correlated
+ * by shard, not a small shortfall from the ideal. */
+#define POOR_MIXING_SHARE 0.5
 
 struct out {
     char *buf;
@@ -35,9 +44,63 @@ static void put(struct out *o, const char *fmt, ...)
         o->len += (size_t)n;
 }
 
+/* Capped at 1: a stage's time is counted when a piece of work ends (an
+ * image, a block of a shard), so an interval short next to one piece can
+ * be charged more time than it lasted. */
 static double share(uint64_t busy_ns, uint64_t threads, uint64_t wall_ns)
 {
-    return threads && wall_ns ? (double)busy_ns / ((double)threads * (double)wall_ns) : 0;
+    double s = threads && wall_ns ? (double)busy_ns / ((double)threads * (double)wall_ns) : 0;
+    return s < 1 ? s : 1;
+}
+
+static double ratio(uint64_t num, uint64_t den)
+{
+    return den ? (double)num / (double)den : num ? INFINITY : 0;
+}
+
+/* The rates themselves, on this library's structs. */
+static void rates(const struct stk_stats *now, const struct stk_stats *before,
+                  struct stk_rates *out)
+{
+    struct stk_stats zero;
+    memset(&zero, 0, sizeof zero);
+    const struct stk_stats *b = before != NULL ? before : &zero;
+    memset(out, 0, sizeof *out);
+    /* Thread counts and shard sizes describe the loader, not the interval. */
+    if (now->wall_ns <= b->wall_ns)
+        return;
+    uint64_t wall = now->wall_ns - b->wall_ns;
+    double seconds = (double)wall / 1e9;
+    out->seconds = seconds;
+    out->samples_per_s = (double)(now->samples - b->samples) / seconds;
+    out->images_per_s = (double)(now->images_decoded - b->images_decoded) / seconds;
+    out->read_bytes_per_s = (double)(now->bytes_read - b->bytes_read) / seconds;
+    out->wait_share = share(now->wait_ns - b->wait_ns, 1, wall); /* a wait counts at its end too */
+    out->read_busy = share(now->read_ns - b->read_ns, now->read_threads, wall);
+    out->decode_busy = share(now->decode_ns - b->decode_ns, now->decode_threads, wall);
+    out->batching_busy = share(now->sequence_ns - b->sequence_ns, 1, wall);
+    out->shuffle_k_eff = ratio(now->shuffle_pairs - b->shuffle_pairs,
+                               now->shuffle_shard_pairs - b->shuffle_shard_pairs);
+    if (now->shuffle_shards_sized > 0) {
+        /* The epoch's S shards, each of the mean size seen: N = S * mean m,
+         * sum m(m-1) = S * mean m(m-1). */
+        double per = (double)now->shuffle_epoch_shards / (double)now->shuffle_shards_sized;
+        double n = per * (double)now->shuffle_sized_samples;
+        double pairs = per * (double)now->shuffle_sized_pairs;
+        out->shuffle_k_perfect = pairs > 0 ? n * (n - 1) / pairs : n > 1 ? INFINITY : 0;
+    }
+}
+
+void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
+                           size_t stats_size, struct stk_rates *out, size_t rates_size)
+{
+    struct stk_stats n, b;
+    struct stk_rates r;
+    stk__struct_copy(&n, sizeof n, now, stats_size);
+    if (before != NULL)
+        stk__struct_copy(&b, sizeof b, before, stats_size);
+    rates(&n, before != NULL ? &b : NULL, &r);
+    stk__struct_copy(out, rates_size, &r, sizeof r);
 }
 
 static double ms_per(uint64_t ns, uint64_t items)
@@ -45,8 +108,11 @@ static double ms_per(uint64_t ns, uint64_t items)
     return items ? (double)ns / 1e6 / (double)items : 0;
 }
 
-size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
+size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats_size, char *buf,
+                              size_t size)
 {
+    struct stk_stats full, *s = &full;
+    stk__struct_copy(&full, sizeof full, caller_stats, stats_size);
     struct out o = {buf, size, 0};
     if (size > 0)
         buf[0] = '\0';
@@ -54,12 +120,13 @@ size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
         put(&o, "no batches delivered yet: nothing to report\n");
         return o.len;
     }
-    double seconds = (double)s->wall_ns / 1e9;
-    double waited = (double)s->wait_ns / (double)s->wall_ns;
-    int bound = waited >= INPUT_BOUND_SHARE;
+    struct stk_rates r;
+    rates(s, NULL, &r);
+    double seconds = r.seconds;
+    int bound = r.wait_share >= INPUT_BOUND_SHARE;
     put(&o, "%s: the caller waited for batches %.0f%% of %.2f s (%.0f samples/s delivered)\n",
-        bound ? "input-bound" : "not input-bound", 100 * waited, seconds,
-        (double)s->samples / seconds);
+        bound ? "input-bound" : "not input-bound", 100 * r.wait_share, seconds,
+        r.samples_per_s);
 
     if (s->samples_skipped || s->shards_failed)
         put(&o,
@@ -69,9 +136,7 @@ size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
             (unsigned long long)s->images_replaced, s->images_replaced == 1 ? "" : "s",
             (unsigned long long)s->shards_failed, s->shards_failed == 1 ? "" : "s");
 
-    double read = share(s->read_ns, s->read_threads, s->wall_ns);
-    double decode = share(s->decode_ns, s->decode_threads, s->wall_ns);
-    double batching = share(s->sequence_ns, 1, s->wall_ns);
+    double read = r.read_busy, decode = r.decode_busy, batching = r.batching_busy;
     put(&o, "reading: %llu thread%s %.0f%% busy, %.3f ms per sample, %.1f MB/s read\n",
         (unsigned long long)s->read_threads, s->read_threads == 1 ? "" : "s", 100 * read,
         ms_per(s->read_ns, s->samples_read), (double)s->bytes_read / 1e6 / seconds);
@@ -84,6 +149,19 @@ size_t stk_stats_report(const struct stk_stats *s, char *buf, size_t size)
             ms_per(s->image_resample_ns, s->images_decoded),
             ms_per(s->image_convert_ns, s->images_decoded));
     put(&o, "batching (interleave, shuffle, assemble): 1 thread %.0f%% busy\n", 100 * batching);
+    if (s->shuffle_pairs > 0) {
+        if (isinf(r.shuffle_k_eff))
+            put(&o, "shuffle: no two samples of a batch came from the same shard");
+        else
+            put(&o, "shuffle: batches mix %.1f shards (k_eff)", r.shuffle_k_eff);
+        if (r.shuffle_k_perfect > 0 && !isinf(r.shuffle_k_perfect))
+            put(&o, "; a perfect shuffle of the epoch: %.1f\n", r.shuffle_k_perfect);
+        else
+            put(&o, "\n");
+        if (r.shuffle_k_eff < POOR_MIXING_SHARE * r.shuffle_k_perfect)
+            put(&o, "hint: batches mix shards poorly: raise shards_in_flight (shards "
+                    "interleaved) or shuffle_buffer (samples shuffled together)\n");
+    }
 
     /* The busiest stage, and what would relieve it. */
     const struct {

@@ -2,16 +2,15 @@
  * shard_jobs.c - one job per shard on a few threads.
  *
  * DESIGN (locking): the next index is an atomic counter; the first error is
- * written under the mutex. A failure pushes the counter past the end, so
- * every thread stops after its current job.
+ * written, and the progress callback called, under the mutex (so the
+ * caller's callback needs no lock of its own). A failure pushes the counter
+ * past the end, so every thread stops after its current job.
  */
 #include "shard_jobs.h"
 
-#include <stdatomic.h>
 #include <string.h>
 
 #include "alloc.h"
-#include "stoker.h"
 #include "threads.h"
 
 struct run {
@@ -19,8 +18,11 @@ struct run {
     stk__shard_job_fn job;
     void *ctx;
     atomic_size_t next;
+    const struct stk_options *opts;
+    const atomic_uint_fast64_t *samples;
     pthread_mutex_t mutex;
     struct stk__err err; /* first failure, guarded by mutex */
+    size_t done;         /* jobs finished, guarded by mutex */
 };
 
 static void *job_main(void *arg)
@@ -41,13 +43,21 @@ static void *job_main(void *arg)
             atomic_store(&r->next, r->count); /* the others stop too */
             return NULL;
         }
+        if (r->opts->progress != NULL) {
+            stk__mutex_lock(&r->mutex);
+            r->done++;
+            r->opts->progress(r->opts->progress_data, r->done, r->count,
+                              atomic_load(r->samples));
+            stk__mutex_unlock(&r->mutex);
+        }
     }
 }
 
 int stk__run_shard_jobs(size_t count, unsigned threads, stk__shard_job_fn job, void *ctx,
+                        const struct stk_options *opts, const atomic_uint_fast64_t *samples,
                         struct stk__err *err)
 {
-    struct run r = {.count = count, .job = job, .ctx = ctx};
+    struct run r = {.count = count, .job = job, .ctx = ctx, .opts = opts, .samples = samples};
     stk__err_clear(&r.err);
     if (threads > count)
         threads = (unsigned)count;

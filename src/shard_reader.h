@@ -42,6 +42,13 @@ struct stk__counters {
     atomic_uint_fast64_t sequence_ns;  /* sequencer threads' CPU time */
     atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
     atomic_uint_fast64_t samples_passed_over; /* read by a resume to reach its start */
+    /* Shuffle quality (mixing.h), counted by the sequencer. */
+    atomic_uint_fast64_t shuffle_pairs;
+    atomic_uint_fast64_t shuffle_shard_pairs;
+    atomic_uint_fast64_t shuffle_shards_sized;
+    atomic_uint_fast64_t shuffle_sized_samples;
+    atomic_uint_fast64_t shuffle_sized_pairs;
+    atomic_uint_fast64_t shuffle_epoch_shards; /* of the epoch last started */
     struct stk__source_stats source;
 };
 

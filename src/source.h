@@ -47,8 +47,9 @@ struct stk__source_stats {
     atomic_uint_fast64_t resumes; /* of which continued a body with a Range request */
 };
 
-/* What a backend may need beyond the URL. Later backends (S3 signing, the
- * node cache) add their fields here; zero means the default noted. */
+/* What a backend may need beyond the URL: one config for every backend, so
+ * an opener passes the loader's settings through without knowing which
+ * backend a URL picks; zero means the default noted. */
 struct stk__source_config {
     unsigned io_timeout_ms; /* connect timeout and stall window (0: 30 s) */
     unsigned io_retries;    /* failed attempts in a row retried (0: none) */

@@ -10,6 +10,7 @@
 #include "transform_pool.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -108,7 +109,15 @@ void stk__transform_pool_submit(struct stk__transform_pool *pool, struct stk__ba
                                 size_t slot)
 {
     stk__mutex_lock(&pool->mutex);
-    if (!pool->stop && pool->count < pool->cfg.max_tasks) {
+    if (pool->count == pool->cfg.max_tasks) {
+        /* max_tasks covers every slot of every batch the budget lets exist,
+         * so this is a bug in that sizing; dropping the task would leave
+         * its batch pending forever, a hang far from the cause. */
+        fprintf(stderr, "stoker: image task ring full (%zu tasks): the batch budget allows more "
+                        "slots than the ring holds\n", pool->cfg.max_tasks);
+        abort();
+    }
+    if (!pool->stop) { /* stopping drops queued tasks, and so this one */
         pool->ring[(pool->head + pool->count) % pool->cfg.max_tasks] = (struct task){b, slot};
         pool->count++;
         stk__cond_signal(&pool->cond);

@@ -35,7 +35,9 @@ int stk__transform_pool_start(const struct stk__transform_pool_config *cfg,
                               struct stk__transform_pool **out, struct stk__err *err);
 
 /* Queue slot `slot` of b (b->pending already counts it). Never blocks:
- * max_tasks covers every slot of every batch that may exist. */
+ * max_tasks must cover every slot of every batch that may exist (the batch
+ * budget times batch_size); a full ring aborts, as it means that sizing is
+ * wrong. After stop has begun the task is dropped with the queued ones. */
 void stk__transform_pool_submit(struct stk__transform_pool *pool, struct stk__batch *b,
                                 size_t slot);
 

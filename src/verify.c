@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "abi.h"
 #include "alloc.h"
 #include "cloud_list.h"
 #include "image.h"
@@ -108,8 +109,9 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
     return 0;
 }
 
-int stk_verify(const struct stk_options *opts, const char *const *patterns, size_t n,
-               struct stk_stats *stats, char *errbuf, size_t errbuf_size)
+int stk_verify_sized(const struct stk_options *opts, const char *const *patterns, size_t n,
+                     struct stk_stats *stats_out, size_t stats_size, char *errbuf,
+                     size_t errbuf_size)
 {
     struct stk__err err;
     stk__err_clear(&err);
@@ -117,9 +119,12 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
     struct stk__strlist urls = {0}, names = {0};
     struct stk__image_config image;
     struct verify v = {.urls = &urls, .names = &names, .counters = &counters};
-    struct stk_options o = *opts;
+    struct stk_options o;
+    struct stk_stats full, *stats = stats_out != NULL ? &full : NULL;
+    int rc = stk__options_import(&o, opts, &err);
     o.on_error = STK_ON_ERROR_SKIP; /* never stop at bad data */
-    int rc = stk__options_check(&o, &err);
+    if (rc == 0)
+        rc = stk__options_check(&o, &err);
     if (rc == 0 && o.transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&image, &o, &err);
         v.image = &image;
@@ -130,7 +135,8 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
         rc = stk__errf(&err, STK_EINVAL, "no shards to verify");
     if (rc == 0) {
         stk__shard_config_init(&v.shard, &o, &counters, NULL);
-        rc = stk__run_shard_jobs(urls.count, o.threads, verify_job, &v, &err);
+        rc = stk__run_shard_jobs(urls.count, o.threads, verify_job, &v, &o,
+                                 &counters.samples_read, &err);
     }
     if (stats != NULL) {
         memset(stats, 0, sizeof *stats);
@@ -144,6 +150,7 @@ int stk_verify(const struct stk_options *opts, const char *const *patterns, size
         stats->members_ignored = atomic_load(&counters.members_ignored);
         stats->bytes_read = atomic_load(&counters.bytes_read);
         stats->images_decoded = atomic_load(&counters.images_decoded);
+        stk__struct_copy(stats_out, stats_size, &full, sizeof full);
     }
     stk__strlist_free(&urls);
     stk__strlist_free(&names);

@@ -35,12 +35,14 @@ from ._stoker import (BusyError, CacheError, DataError, Error, HTTPError, Interr
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _ranks
+from . import _cluster, _metrics, _ranks
 from ._cluster import ClusterError
+from ._metrics import prometheus_text, rates, tensorboard
 
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
            "BusyError", "ClusterError", "OptionError", "OptionTypeError", "NotFound", "ReadError",
-           "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version"]
+           "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version",
+           "rates", "tensorboard", "prometheus_text"]
 
 _DTYPES = {
     torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",
@@ -238,14 +240,21 @@ class Loader:
     ranges through it); the shards must be reachable under the same URLs
     from every worker. batches_per_task sets a task's size (default: two
     shuffle windows' worth, at least 256 samples).
+
+    prometheus_port: serve stats() as Prometheus metrics at
+    http://prometheus_host:PORT/metrics (names: docs/metrics.md) until
+    close(); 0 takes a free port (the prometheus_port attribute says
+    which). prometheus_host is 127.0.0.1 by default: set "0.0.0.0" for a
+    scraper on another host. With cache_dir the node cache's size on disk
+    is served too.
     """
 
     def __init__(self, urls, batch_size=64, image_size=224, transform="train",
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
-                 fields=None, **options):
-        self._c = self._offload = None  # for close() if this fails
+                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
+        self._c = self._offload = self._prometheus = None  # for close() if this fails
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
             warnings.warn("pin_memory=True, but torch finds no CUDA device: batches stay in "
@@ -331,6 +340,13 @@ class Loader:
                     "torch.distributed before creating the Loader (its ranks then agree on every "
                     "step), or pass index= (`stoker index`: equal shares) or samples_per_rank=")
             self._agree = _ranks.StepAgreement()
+        self.prometheus_port = None
+        if prometheus_port is not None:
+            cache = (options.get("cache_dir"), options.get("cache_size", 0))
+            self._prometheus = _metrics.PrometheusServer(
+                lambda: prometheus_text(self.stats(), f'rank="{rank}"', *cache),
+                prometheus_port, prometheus_host)
+            self.prometheus_port = self._prometheus.port
 
     def __enter__(self):
         return self
@@ -480,7 +496,9 @@ class Loader:
     def stats(self):
         """Counters: samples, skipped samples, replaced images, bytes, and the
         time spent per stage (reading, decoding, resampling, converting,
-        batching) and by the caller waiting for batches, in ns. With cluster=,
+        batching) and by the caller waiting for batches, in ns; the shuffle_*
+        counters give the shuffle's quality (stoker.rates(stats) turns them
+        into shuffle_k_eff and shuffle_k_perfect). With cluster=,
         the stage times are this process's; samples, batches and the bad
         input counts cover every batch delivered, from wherever it came, and
         "cluster" says how many came from where."""
@@ -492,8 +510,10 @@ class Loader:
     def report(self):
         """Where the time went, in a few lines: whether the training loop is
         input-bound (it waited for batches 5% of its time or more since the
-        first batch was asked for), the busy share of each stage, and which
-        one limits. Print it at the end of an epoch."""
+        first batch was asked for), the busy share of each stage, which
+        one limits, and how many shards a batch mixes against a perfect
+        shuffle. Print it at the end of an epoch. For figures over time,
+        see stoker.rates() and stoker.tensorboard()."""
         if self._offload is not None:
             return _cluster.report(self.stats())
         return self._c.report()
@@ -503,6 +523,9 @@ class Loader:
         May be called from another thread: a next() waiting there for a batch
         raises ValueError, as does any later use of the loader. Also done at
         the end of a `with` block."""
+        if self._prometheus is not None:
+            self._prometheus.close()
+            self._prometheus = None
         if self._c is not None:
             self._c.close()
         if self._offload is not None:

@@ -1078,16 +1078,15 @@ static PyObject *loader_report(LoaderObject *self, PyObject *unused)
     return report_text(&s);
 }
 
-/* report(stats): stk_stats_report of a dict shaped like Loader.stats(), for
- * counters put together in Python (a Loader with cluster=); missing keys
- * count 0. */
-static PyObject *module_report(PyObject *module, PyObject *stats)
+/* The counters of a dict shaped like Loader.stats(); missing keys count 0
+ * (other keys are ignored). 0, or -1 with an exception set. */
+static int stats_from_dict(const char *fn, PyObject *stats, struct stk_stats *s)
 {
-    (void)module;
-    if (!PyDict_Check(stats))
-        return PyErr_Format(PyExc_TypeError, "report() takes a dict of counters");
-    struct stk_stats s;
-    memset(&s, 0, sizeof s);
+    if (!PyDict_Check(stats)) {
+        PyErr_Format(PyExc_TypeError, "%s() takes a dict of counters", fn);
+        return -1;
+    }
+    memset(s, 0, sizeof *s);
     const struct stk_stats_field *f;
     for (size_t i = 0; (f = stk_stats_field_at(i)) != NULL; i++) {
         PyObject *v = PyDict_GetItemString(stats, f->name);
@@ -1095,10 +1094,42 @@ static PyObject *module_report(PyObject *module, PyObject *stats)
             continue;
         unsigned long long u = PyLong_AsUnsignedLongLong(v);
         if (u == (unsigned long long)-1 && PyErr_Occurred())
-            return NULL;
-        *stats_field(&s, f) = u;
+            return -1;
+        *stats_field(s, f) = u;
     }
+    return 0;
+}
+
+/* report(stats): stk_stats_report of a dict shaped like Loader.stats(), for
+ * counters put together in Python (a Loader with cluster=). */
+static PyObject *module_report(PyObject *module, PyObject *stats)
+{
+    (void)module;
+    struct stk_stats s;
+    if (stats_from_dict("report", stats, &s) < 0)
+        return NULL;
     return report_text(&s);
+}
+
+/* rates(now, before=None): stk_stats_rates of two such dicts, as a dict. */
+static PyObject *module_rates(PyObject *module, PyObject *args)
+{
+    (void)module;
+    PyObject *now_d, *before_d = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:rates", &now_d, &before_d))
+        return NULL;
+    struct stk_stats now, before;
+    if (stats_from_dict("rates", now_d, &now) < 0 ||
+        (before_d != Py_None && stats_from_dict("rates", before_d, &before) < 0))
+        return NULL;
+    struct stk_rates r;
+    stk_stats_rates(&now, before_d != Py_None ? &before : NULL, &r);
+    return Py_BuildValue("{sdsdsdsdsdsdsdsdsdsd}", "seconds", r.seconds, "samples_per_s",
+                         r.samples_per_s, "images_per_s", r.images_per_s, "read_bytes_per_s",
+                         r.read_bytes_per_s, "wait_share", r.wait_share, "read_busy",
+                         r.read_busy, "decode_busy", r.decode_busy, "batching_busy",
+                         r.batching_busy, "shuffle_k_eff", r.shuffle_k_eff,
+                         "shuffle_k_perfect", r.shuffle_k_perfect);
 }
 
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)
@@ -1210,6 +1241,9 @@ static PyMethodDef module_methods[] = {
      "stats_fields() -> [(name, doc)]: the counters of Loader.stats()"},
     {"report", (PyCFunction)module_report, METH_O,
      "report(stats) -> str: the input-bound report of a dict of counters"},
+    {"rates", module_rates, METH_VARARGS,
+     "rates(now, before=None) -> dict: rates, busy shares and shuffle quality between two "
+     "stats() dicts"},
     {"verify", (PyCFunction)(void (*)(void))stk_py_verify, METH_VARARGS | METH_KEYWORDS,
      "verify(urls, **options) -> dict: read every sample once, collect every problem"},
     {NULL, NULL, 0, NULL},

@@ -50,9 +50,12 @@ def test_usage_error(run, args):
     ("--threads", "2x"), ("--threads", "99999999999999999999999"), ("--threads", "1025"),
     ("--batch-size", "0"), ("--shards-in-flight", "0"), ("--epochs", "0"),
     ("--samples-per-rank", "-1"), ("--world-size", "0"), ("--rank", "abc"), ("--seed", "-1"),
-    ("--shuffle-buffer", "1.5"),
+    ("--shuffle-buffer", "1.5"), ("--shards-in-flight", "x"), ("--size", "0"), ("--size", "y"),
+    ("--shuffle-buffer-bytes", "abc"), ("--world-size", "-"), ("--batch-size", "1e3"),
 ])
 def test_bad_number(run, tmp_path, option, value):
+    """A number that does not parse is a usage error naming the option (and
+    leaves the option unset: bench assigned the unparsed value before)."""
     proc = run(["bench", option, value, tmp_path / "x.tar"])
     assert proc.returncode == 2, proc.stderr
     assert option in proc.stderr

@@ -1,6 +1,6 @@
 """stoker's image stage (src/image.c, augment.c, decode_*.c) against torchvision.
 
-tests/unit/transform_tool (built with the unit tests, found under
+tests/tools/transform_tool (built with the unit tests, found under
 $STOKER_BUILD_DIR, default build-asan under the repository root) renders
 the eval and train transforms of one image to PPM, prints train crop boxes
 and fully decodes images. This module compares:

@@ -2,7 +2,7 @@
 
 Pillow's Image.resize(size, BILINEAR, box) is what torchvision's Resize and
 RandomResizedCrop run on PIL images; stk__resize_rgb8 claims to reproduce it.
-Each test writes an image as PPM, runs tests/unit/resize_tool (built with the
+Each test writes an image as PPM, runs tests/tools/resize_tool (built with the
 unit tests) over many boxes and output sizes in one process, and compares
 every output with Pillow's, flipped left-right where the case asks.
 Differences of one level are allowed (the goal is none); the fraction of

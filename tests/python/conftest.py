@@ -16,7 +16,7 @@ that directory itself. Every data file is generated in pytest's tmp dirs:
                   UNEVEN_SIZES samples (WebDataset TarWriter layout);
   uneven_dataset  their samples in storage order;
   write_shard     a function writing Sample tuples as a shard;
-  transform_tool  tests/unit/transform_tool of the build (see its docstring);
+  transform_tool  tests/tools/transform_tool of the build (see its docstring);
   clean_env_factory  environments for subprocesses (no launcher rank
                   variables, PYTHONPATH reaching the stoker under test).
 
@@ -171,7 +171,7 @@ def uneven_dataset(uneven_shards):
 
 @pytest.fixture(scope="session")
 def transform_tool():
-    """tests/unit/transform_tool of $STOKER_BUILD_DIR (default build-rel), or,
+    """tests/tools/transform_tool of $STOKER_BUILD_DIR (default build-rel), or,
     when that build has the unit tests disabled, of build-asan (the same C
     code; its output is compared byte for byte, so a difference between the
     two builds would show up as a failure)."""

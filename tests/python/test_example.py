@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_imagenet.py"
 
 
@@ -15,13 +17,16 @@ def train(args, cwd, env):
     return proc.stdout
 
 
+@pytest.mark.parametrize("with_index", [True, False], ids=["index", "no-options"])
 def test_train_checkpoint_and_resume_mid_epoch(even_shards, stoker_bin, clean_env_factory,
-                                               tmp_path):
+                                               tmp_path, with_index):
     env = clean_env_factory()
     index = tmp_path / "index.json"
     subprocess.run([stoker_bin, "index", "-o", str(index), *even_shards], check=True,
                    capture_output=True, timeout=60)
-    common = ["--data", ",".join(even_shards), "--index", str(index), "--model", "resnet18",
+    # Without --index or --samples the loader is given nothing but URLs.
+    data = ["--index", str(index)] if with_index else []
+    common = ["--data", ",".join(even_shards), *data, "--model", "resnet18",
               "--image-size", "32", "--batch-size", "4", "--epochs", "2",
               "--cpu", "--checkpoint", str(tmp_path / "ckpt.pt"), "--threads", "1"]
     first = train([*common, "--max-steps", "3"], tmp_path, env)

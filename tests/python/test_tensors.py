@@ -1,7 +1,7 @@
 """stoker.Loader's tensors: the right pixels, labels and dtypes, shared with
 the C loader's batch buffers (zero copy), recycled rather than copied.
 
-Reference pixels come from tests/unit/transform_tool, which renders one
+Reference pixels come from tests/tools/transform_tool, which renders one
 JPEG through the same image stage of the C library (eval transform, uint8
 NHWC, PPM): the Python path must give exactly those bytes.
 """

@@ -962,6 +962,9 @@ static void test_concurrent_fills_download_once(void **state)
     (void)state;
     char url[256];
     const size_t size = 3u << 20;
+#ifndef STK_TEST_HOOKS
+    fail_msg("built without -Dtest_hooks=true: the fill delay this test needs is compiled out");
+#endif
     upstream("shared.tar", size, 5, url, sizeof url);
     /* The filler sleeps after it starts, so the others surely wait on it. */
     setenv("STOKER_CACHE_TEST_FILL_DELAY_MS", "100", 1);

@@ -2,6 +2,7 @@
  * test_report.c - the input-bound report (stk_stats_report) on made-up
  * counters: the verdict follows the waiting share and the busiest stage.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -156,9 +157,71 @@ static void test_small_buffers(void **state)
     assert_int_equal(stk_stats_report(&s, NULL, 0), n);
 }
 
+/* Rates over an interval are the differences over its wall time; thread
+ * counts come from the later snapshot. */
+static void test_rates_between_snapshots(void **state)
+{
+    (void)state;
+    struct stk_stats a = idle_loader(), b = idle_loader();
+    b.wall_ns += 2 * SECOND;
+    b.samples += 1000;
+    b.images_decoded += 500;
+    b.wait_ns = a.wait_ns + SECOND;
+    b.read_ns = a.read_ns + 2 * SECOND;     /* 2 readers for 2 s: 50% */
+    b.decode_ns = a.decode_ns + 4 * SECOND; /* 4 threads for 2 s: 50% */
+    b.sequence_ns = a.sequence_ns + SECOND / 2;
+    struct stk_rates r;
+    stk_stats_rates(&b, &a, &r);
+    assert_true(r.seconds == 2.0);
+    assert_true(r.samples_per_s == 500.0 && r.images_per_s == 250.0);
+    assert_true(r.wait_share == 0.5 && r.read_busy == 0.5 && r.decode_busy == 0.5);
+    assert_true(r.batching_busy == 0.25);
+    /* No time between them: zeros, no division by zero. */
+    stk_stats_rates(&a, &a, &r);
+    assert_true(r.seconds == 0 && r.samples_per_s == 0);
+}
+
+/* k_eff is the pooled pair ratio; the perfect shuffle's comes from the
+ * shard sizes seen, scaled to the epoch's shards; a poor one gets the hint
+ * naming the options that raise it. */
+static void test_shuffle_quality(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    struct stk_rates r;
+    stk_stats_rates(&s, NULL, &r);
+    assert_true(r.shuffle_k_eff == 0 && r.shuffle_k_perfect == 0);
+    s.shuffle_pairs = 100 * 64 * 63;
+    s.shuffle_shard_pairs = 100 * 64 * 63 / 4; /* four shards per batch, evenly */
+    s.shuffle_epoch_shards = 100;
+    s.shuffle_shards_sized = 10; /* of 64 samples each */
+    s.shuffle_sized_samples = 640;
+    s.shuffle_sized_pairs = 10 * 64 * 63;
+    stk_stats_rates(&s, NULL, &r);
+    assert_true(r.shuffle_k_eff == 4.0);
+    /* 100 shards of 64: N = 6400, k = 6400 * 6399 / (100 * 64 * 63) */
+    assert_true(fabs(r.shuffle_k_perfect - 6400.0 * 6399 / (100.0 * 64 * 63)) < 1e-9);
+    char buf[2048];
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "batches mix 4.0 shards (k_eff); a perfect shuffle of the epoch: 101.6");
+    assert_contains(buf, "raise shards_in_flight");
+    assert_contains(buf, "shuffle_buffer");
+    /* Close to perfect: no hint. */
+    s.shuffle_shard_pairs = s.shuffle_pairs / 100;
+    report(&s, buf, sizeof buf);
+    assert_true(strstr(buf, "hint:") == NULL);
+    /* No two samples of a batch from one shard. */
+    s.shuffle_shard_pairs = 0;
+    stk_stats_rates(&s, NULL, &r);
+    assert_true(isinf(r.shuffle_k_eff));
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "no two samples of a batch came from the same shard");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rates_between_snapshots), cmocka_unit_test(test_shuffle_quality),
         cmocka_unit_test(test_nothing_yet),    cmocka_unit_test(test_not_input_bound),
         cmocka_unit_test(test_bad_input_line),
         cmocka_unit_test(test_decode_bound),   cmocka_unit_test(test_read_bound),

@@ -10,6 +10,7 @@
 
 #include <cmocka.h>
 
+#include "mixing.h"
 #include "rng.h"
 #include "sample.h"
 #include "shuffle.h"
@@ -122,9 +123,33 @@ static void test_pass_through(void **state)
     }
 }
 
+/* Same-shard pairs of a batch (mixing.c) against counting every ordered
+ * pair of distinct positions, on random batches with few and many shards. */
+static void test_same_shard_pairs_brute_force(void **state)
+{
+    (void)state;
+    struct stk__rng rng;
+    stk__rng_seed(&rng, 15);
+    uint64_t shards[200], copy[200];
+    for (int round = 0; round < 300; round++) {
+        size_t n = (size_t)stk__rng_below(&rng, 200) + 1;
+        uint64_t kinds = stk__rng_below(&rng, 40) + 1;
+        for (size_t i = 0; i < n; i++)
+            shards[i] = copy[i] = stk__rng_below(&rng, kinds) * 1000003u;
+        uint64_t brute = 0;
+        for (size_t i = 0; i < n; i++)
+            for (size_t j = 0; j < n; j++)
+                brute += i != j && shards[i] == shards[j];
+        assert_int_equal(stk__same_shard_pairs(copy, n), brute);
+    }
+    uint64_t one = 7;
+    assert_int_equal(stk__same_shard_pairs(&one, 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_same_shard_pairs_brute_force),
         cmocka_unit_test(test_window_at_matches_the_schedule),
         cmocka_unit_test(test_windows_are_uniform_permutations),
         cmocka_unit_test(test_pass_through),

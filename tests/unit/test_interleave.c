@@ -1,0 +1,298 @@
+/*
+ * test_interleave.c - the sequencer's slot choice (interleave.c) and the
+ * resume plan computed from sample counts (seek_plan.c).
+ *
+ * The sequencer is simulated on counts: slot j streams the shards at
+ * positions j, j+K, ... of the rank's epoch (plan cursor), each of a random
+ * number of samples (empty shards included), and the interleave picks the
+ * slot of every step as in pipeline.c. The property tested is the one a
+ * resume depends on: for any output position, the run started from the seek
+ * plan (interleave state, slot positions, samples passed over in each open
+ * shard) delivers exactly the rest of the uninterrupted run from the start
+ * of the plan's shuffle window.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "alloc.h"
+#include "interleave.h"
+#include "plan.h"
+#include "rng.h"
+#include "seek_plan.h"
+#include "shuffle.h"
+#include "stoker.h"
+
+#define MAX_SHARDS 24
+#define MAX_SLOTS 8
+#define MAX_SAMPLES (MAX_SHARDS * 40)
+
+struct dataset {
+    size_t n_shards;
+    uint64_t sizes[MAX_SHARDS];
+    uint64_t total;
+};
+
+/* Where each slot is: the position of its shard in the rank's epoch and
+ * how many samples of that shard it has delivered. */
+struct slots {
+    uint64_t position[MAX_SLOTS];
+    uint64_t taken[MAX_SLOTS];
+};
+
+/* Samples as shard * 1000 + number in the shard, in delivery order; the
+ * count, or -1 when the interleave reports no progress. */
+static long run(struct stk__interleave *il, struct slots *s, struct stk__plan_cursor *cursor,
+                const struct dataset *d, unsigned k, uint64_t *out)
+{
+    long n = 0;
+    for (;;) {
+        int j = stk__interleave_pick(il);
+        if (j < 0)
+            return n;
+        assert_true((unsigned)j < k);
+        size_t shard;
+        if (!stk__plan_cursor_shard(cursor, s->position[j], &shard)) {
+            if (stk__interleave_stream_end(il))
+                return n;
+            continue;
+        }
+        if (s->taken[j] < d->sizes[shard]) {
+            assert_true(n < MAX_SAMPLES);
+            out[n++] = shard * 1000 + s->taken[j]++;
+            stk__interleave_sample(il);
+            continue;
+        }
+        s->taken[j] = 0;
+        s->position[j] += k;
+        if (stk__interleave_shard_end(il, (unsigned)j) < 0)
+            return -1;
+    }
+}
+
+static void random_dataset(struct stk__rng *r, struct dataset *d)
+{
+    d->n_shards = 1 + (size_t)stk__rng_below(r, MAX_SHARDS);
+    d->total = 0;
+    for (size_t i = 0; i < d->n_shards; i++) {
+        /* One shard in five is empty: shard ends with no sample between. */
+        d->sizes[i] = stk__rng_below(r, 5) == 0 ? 0 : 1 + stk__rng_below(r, 39);
+        d->total += d->sizes[i];
+    }
+}
+
+static void check_resumes(uint64_t seed)
+{
+    struct stk__rng r;
+    stk__rng_seed(&r, seed);
+    struct dataset d;
+    random_dataset(&r, &d);
+    int shuffle = (int)stk__rng_below(&r, 2);
+    unsigned k = 1 + (unsigned)stk__rng_below(&r, MAX_SLOTS);
+    static const size_t windows[] = {1, 2, 7, 64, 1000};
+    size_t window = shuffle ? windows[stk__rng_below(&r, 5)] : 1;
+    uint64_t il_seed = stk__rng_next(&r);
+
+    struct stk__plan_cursor cursor;
+    assert_int_equal(stk__plan_cursor_init(&cursor, d.n_shards, seed, 3, 0, 1, shuffle, 0), 0);
+    struct stk__interleave il;
+    assert_int_equal(stk__interleave_init(&il, k, cursor.count, shuffle, il_seed), 0);
+    struct slots start = {{0}, {0}};
+    for (unsigned j = 0; j < k; j++)
+        start.position[j] = j;
+    static uint64_t full[MAX_SAMPLES], resumed[MAX_SAMPLES];
+    long n = run(&il, &start, &cursor, &d, k, full);
+    stk__interleave_free(&il);
+    if (d.total > 0)
+        assert_int_equal(n, (long)d.total); /* every sample exactly once */
+
+    for (int t = 0; t < 8; t++) {
+        uint64_t position = stk__rng_below(&r, d.total + 2);
+        struct stk__seek_request req = {
+            .cursor = &cursor,
+            .shard_samples = d.sizes,
+            .n_slots = k,
+            .shuffle = shuffle,
+            .interleave_seed = il_seed,
+            .window = window,
+            .output_position = position,
+            .target = UINT64_MAX,
+        };
+        struct stk__seek_plan sp;
+        int rc = stk__seek_plan_compute(&sp, &req);
+        uint64_t first_window, input_start;
+        stk__shuffle_window_at(window, position, &first_window, &input_start);
+        if (input_start > d.total) { /* past the end: the epoch has no such window */
+            assert_int_equal(rc, 0);
+            continue;
+        }
+        assert_int_equal(rc, 1);
+        assert_int_equal(sp.input_start, input_start);
+        assert_int_equal(sp.first_window, first_window);
+        assert_int_equal(sp.drop, position - input_start);
+        struct slots from = {{0}, {0}};
+        for (unsigned j = 0; j < k; j++) {
+            from.position[j] = sp.il.slot_position[j];
+            from.taken[j] = sp.slot_skip[j];
+        }
+        long m = run(&sp.il, &from, &cursor, &d, k, resumed);
+        if (m != n - (long)input_start ||
+            memcmp(resumed, full + input_start, (size_t)m * sizeof *resumed) != 0)
+            fail_msg("seed %llu (%zu shards, %u slots, shuffle %d, window %zu): resuming at "
+                     "%llu gives %ld samples, the uninterrupted run %ld from there",
+                     (unsigned long long)seed, d.n_shards, k, shuffle, window,
+                     (unsigned long long)input_start, m, n - (long)input_start);
+        stk__seek_plan_free(&sp);
+    }
+    stk__plan_cursor_free(&cursor);
+}
+
+static void test_seek_plan_equals_replayed_interleave(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 400; seed++)
+        check_resumes(seed);
+}
+
+/* Without shuffle the slots take turns one shard at a time: storage order. */
+static void test_storage_order(void **state)
+{
+    (void)state;
+    struct dataset d = {.n_shards = 7, .sizes = {3, 0, 2, 5, 1, 0, 4}};
+    for (size_t i = 0; i < d.n_shards; i++)
+        d.total += d.sizes[i];
+    for (unsigned k = 1; k <= 4; k++) {
+        struct stk__plan_cursor cursor;
+        assert_int_equal(stk__plan_cursor_init(&cursor, d.n_shards, 0, 0, 0, 1, 0, 0), 0);
+        struct stk__interleave il;
+        assert_int_equal(stk__interleave_init(&il, k, cursor.count, 0, 0), 0);
+        struct slots s = {{0}, {0}};
+        for (unsigned j = 0; j < k; j++)
+            s.position[j] = j;
+        uint64_t out[MAX_SAMPLES];
+        assert_int_equal(run(&il, &s, &cursor, &d, k, out), (long)d.total);
+        long n = 0;
+        for (size_t shard = 0; shard < d.n_shards; shard++)
+            for (uint64_t i = 0; i < d.sizes[shard]; i++, n++)
+                assert_int_equal(out[n], shard * 1000 + i);
+        stk__interleave_free(&il);
+        stk__plan_cursor_free(&cursor);
+    }
+}
+
+/* With shuffle a slot of a later pass is never picked while a slot of an
+ * earlier pass still streams, and slots are really mixed. */
+static void test_shuffle_finishes_a_pass_first(void **state)
+{
+    (void)state;
+    const unsigned k = 3;
+    const size_t rank_shards = 4;
+    struct stk__interleave il;
+    assert_int_equal(stk__interleave_init(&il, k, rank_shards, 1, 99), 0);
+    unsigned picks[MAX_SLOTS] = {0};
+    /* Slot 0 reaches pass 1 (position 3 + 3 = 6 >= 4) after two shard ends;
+     * slots 1 and 2 stay in pass 0 meanwhile. */
+    stk__interleave_shard_end(&il, 0);
+    stk__interleave_shard_end(&il, 0);
+    for (int i = 0; i < 200; i++) {
+        int j = stk__interleave_pick(&il);
+        assert_true(j == 1 || j == 2);
+        picks[j]++;
+        stk__interleave_sample(&il);
+    }
+    assert_true(picks[1] > 50 && picks[2] > 50);
+    stk__interleave_free(&il);
+}
+
+/* Shard ends without a sample between them, over more than two passes of
+ * the rank's shards, mean the rank cannot progress. */
+static void test_no_progress_detected(void **state)
+{
+    (void)state;
+    const unsigned k = 2;
+    const size_t rank_shards = 3;
+    struct stk__interleave il;
+    assert_int_equal(stk__interleave_init(&il, k, rank_shards, 1, 5), 0);
+    int ends = 0, rc = 0;
+    while (rc == 0 && ends < 100) {
+        int j = stk__interleave_pick(&il);
+        rc = stk__interleave_shard_end(&il, (unsigned)j);
+        ends++;
+    }
+    assert_int_equal(rc, -1);
+    assert_int_equal(ends, 2 * rank_shards + k + 1);
+    stk__interleave_sample(&il); /* a sample restarts the count */
+    assert_int_equal(stk__interleave_shard_end(&il, 0), 0);
+    stk__interleave_free(&il);
+}
+
+/* A copy continues exactly as the original. */
+static void test_copy_continues_the_same(void **state)
+{
+    (void)state;
+    struct stk__interleave a, b;
+    assert_int_equal(stk__interleave_init(&a, 5, 10, 1, 7), 0);
+    assert_int_equal(stk__interleave_init(&b, 5, 10, 1, 0), 0);
+    for (int i = 0; i < 30; i++) {
+        int j = stk__interleave_pick(&a);
+        if (i % 4 == 0)
+            stk__interleave_shard_end(&a, (unsigned)j);
+        else
+            stk__interleave_sample(&a);
+    }
+    stk__interleave_copy(&b, &a);
+    for (int i = 0; i < 100; i++) {
+        int j = stk__interleave_pick(&a);
+        assert_int_equal(stk__interleave_pick(&b), j);
+        if (i % 3 == 0) {
+            stk__interleave_shard_end(&a, (unsigned)j);
+            stk__interleave_shard_end(&b, (unsigned)j);
+        }
+    }
+    stk__interleave_free(&a);
+    stk__interleave_free(&b);
+}
+
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    struct stk__plan_cursor cursor;
+    uint64_t sizes[6] = {4, 4, 4, 4, 4, 4};
+    assert_int_equal(stk__plan_cursor_init(&cursor, 6, 1, 0, 0, 1, 1, 0), 0);
+    struct stk__seek_request req = {.cursor = &cursor, .shard_samples = sizes, .n_slots = 3,
+                                    .shuffle = 1, .interleave_seed = 1, .window = 4,
+                                    .output_position = 13, .target = UINT64_MAX};
+    int failures = 0;
+    for (unsigned long n = 1;; n++) {
+        struct stk__seek_plan sp;
+        stk__alloc_fail_after(n);
+        int rc = stk__seek_plan_compute(&sp, &req);
+        stk__alloc_fail_after(0);
+        if (rc == 1) {
+            stk__seek_plan_free(&sp);
+            break;
+        }
+        assert_int_equal(rc, STK_ENOMEM);
+        failures++;
+    }
+    assert_true(failures >= 6);
+    stk__plan_cursor_free(&cursor);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_seek_plan_equals_replayed_interleave),
+        cmocka_unit_test(test_storage_order),
+        cmocka_unit_test(test_shuffle_finishes_a_pass_first),
+        cmocka_unit_test(test_no_progress_detected),
+        cmocka_unit_test(test_copy_continues_the_same),
+        cmocka_unit_test(test_allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/python3
+"""Fail when files of the library call into each other, directly or in a
+loop: each file of src/ builds on files below it and is called only from
+above, so the layers stay readable (a cycle means a piece is in the wrong
+file). Works on the static library's symbol tables (nm), so it sees exactly
+the calls the linker resolves: a call through a function pointer or an
+inline function in a header is not a dependency between object files.
+
+usage: check_file_cycles.py libstoker.a
+"""
+import subprocess
+import sys
+
+
+def symbols(archive):
+    """{object file: (symbols defined, symbols used)} from nm's output."""
+    out = subprocess.run(["nm", archive], capture_output=True, text=True, check=True).stdout
+    files, current = {}, None
+    for line in out.splitlines():
+        if line.endswith(".o:"):
+            current = line[:-1].removeprefix("src_").removesuffix(".c.o")
+            files[current] = (set(), set())
+            continue
+        parts = line.split()
+        if current is None or len(parts) < 2:
+            continue
+        if len(parts) == 2 and parts[0] == "U":
+            files[current][1].add(parts[1])
+        elif len(parts) == 3 and parts[1] in "TDBRV":  # defined, visible to other files
+            files[current][0].add(parts[2])
+    return files
+
+
+def cycles(graph):
+    """Strongly connected components of more than one file (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def main():
+    files = symbols(sys.argv[1])
+    owner = {sym: f for f, (defined, _) in files.items() for sym in defined}
+    graph = {f: {owner[s] for s in used if s in owner and owner[s] != f}
+             for f, (_, used) in files.items()}
+    if len(graph) < 10:
+        sys.exit(f"{sys.argv[1]}: only {len(graph)} object files: not the library?")
+    found = cycles(graph)
+    for component in found:
+        print("files calling into each other:", ", ".join(component))
+        for f in component:
+            print(f"  {f} calls {', '.join(sorted(graph[f] & set(component)))}")
+    print(f"{len(graph)} files, {sum(map(len, graph.values()))} dependencies, "
+          f"{len(found)} cycles")
+    sys.exit(1 if found else 0)
+
+
+if __name__ == "__main__":
+    sys.setrecursionlimit(10000)
+    main()
