@@ -48,15 +48,16 @@ static int find_member(const struct stk_sample *s, void *data)
 
 int cmd_cat(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"help", no_argument, NULL, 'h'},
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
     stk_options_init(&o);
     cli_storage_order_options(&o);
     int c;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == 'h') {
             help();

@@ -4,7 +4,6 @@
 #include "cli_common.h"
 
 #include <errno.h>
-#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,27 +113,12 @@ int cli_parse_size(const char *cmd, const char *option, const char *text, uint64
     return 0;
 }
 
-int cli_parse_choice(const char *cmd, const char *option, const char *text,
-                     const char *const *names, int *out)
+int cli_set_option(const char *cmd, const char *flag, const char *name, const char *arg,
+                   struct stk_options *o)
 {
-    for (int i = 0; names[i] != NULL; i++) {
-        if (strcmp(text, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    }
-    cli_usage_error(cmd, "%s does not accept '%s'", option, text);
-    return -1;
-}
-
-int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out)
-{
-    if (strcmp(text, "fail") == 0)
-        *out = STK_ON_ERROR_FAIL;
-    else if (strcmp(text, "skip") == 0)
-        *out = STK_ON_ERROR_SKIP;
-    else {
-        cli_usage_error(cmd, "--on-error expects 'fail' or 'skip', not '%s'", text);
+    char msg[512];
+    if (stk_options_set(o, name, arg, msg, sizeof msg) < 0) {
+        cli_usage_error(cmd, "%s: %s", flag, msg);
         return -1;
     }
     return 0;
@@ -148,57 +132,95 @@ void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
     cli_put_line(stderr, prefix, message);
 }
 
+/* The long name of table option i as a flag: "no-NAME" for a BOOL that
+ * defaults to 1 (its flag turns it off). Names live as long as the process. */
+static const char *flag_name(size_t i)
+{
+    static char names[CLI_MAX_LONGOPTS][64];
+    const struct stk_option_info *info = stk_option_at(i);
+    int off = info->type == STK_OPTION_BOOL && strcmp(info->default_value, "1") == 0;
+    if (i >= CLI_MAX_LONGOPTS)
+        return info->cli_name;
+    snprintf(names[i], sizeof names[i], "%s%s", off ? "no-" : "", info->cli_name);
+    return names[i];
+}
+
+static int in_scope(const struct stk_option_info *info, unsigned scope)
+{
+    return info->cli_name != NULL && (info->flags & scope) != 0;
+}
+
+void cli_longopts(const struct option *own, unsigned scope, struct option *out)
+{
+    size_t n = 0;
+    for (; own[n].name != NULL; n++)
+        out[n] = own[n];
+    const struct stk_option_info *info;
+    for (size_t i = 0; (info = stk_option_at(i)) != NULL && n + 1 < CLI_MAX_LONGOPTS; i++)
+        if (in_scope(info, scope))
+            out[n++] = (struct option){flag_name(i),
+                                       info->type == STK_OPTION_BOOL ? no_argument
+                                                                     : required_argument,
+                                       NULL, CLI_O_TABLE + (int)i};
+    out[n] = (struct option){NULL, 0, NULL, 0};
+}
+
 int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o)
 {
-    uint64_t v;
-    switch (c) {
-    case CLI_O_IO_TIMEOUT:
-        if (cli_parse_u64(cmd, "--io-timeout-ms", arg, 1, 3600000, &v) < 0)
-            return EXIT_USAGE;
-        o->io_timeout_ms = (unsigned)v;
-        return EXIT_OK;
-    case CLI_O_IO_RETRIES:
-        if (cli_parse_u64(cmd, "--io-retries", arg, 0, 1000, &v) < 0)
-            return EXIT_USAGE;
-        o->io_retries = (unsigned)v;
-        return EXIT_OK;
-    case CLI_O_IO_BACKOFF:
-        if (cli_parse_u64(cmd, "--io-backoff-ms", arg, 0, 60000, &v) < 0)
-            return EXIT_USAGE;
-        o->io_backoff_ms = (unsigned)v;
-        return EXIT_OK;
-    case CLI_O_IO_MIN_RATE:
-        v = 0; /* "0": no limit; cli_parse_size wants a size above 0 */
-        if (strcmp(arg, "0") != 0 && cli_parse_size(cmd, "--io-min-rate", arg, &v) < 0)
-            return EXIT_USAGE;
-        if (v > UINT_MAX) {
-            cli_usage_error(cmd, "--io-min-rate must be at most %u bytes per second", UINT_MAX);
-            return EXIT_USAGE;
-        }
-        o->io_min_rate = (unsigned)v;
-        return EXIT_OK;
-    case CLI_O_ALLOW_PIPE:
-        o->allow_pipe = 1;
-        return EXIT_OK;
-    case CLI_O_CA_BUNDLE:
-        o->ca_bundle = arg;
-        return EXIT_OK;
-    case CLI_O_CACHE_DIR:
-        if (arg[0] == '\0') {
-            cli_usage_error(cmd, "--cache-dir expects a directory");
-            return EXIT_USAGE;
-        }
-        o->cache_dir = arg;
-        return EXIT_OK;
-    case CLI_O_CACHE_SIZE:
-        return cli_parse_size(cmd, "--cache-size", arg, &o->cache_size) < 0 ? EXIT_USAGE : EXIT_OK;
-    case CLI_O_MAX_SAMPLES_PER_SHARD:
-        return cli_parse_u64(cmd, "--max-samples-per-shard", arg, 1, (uint64_t)1 << 32,
-                             &o->max_samples_per_shard) < 0
-                   ? EXIT_USAGE
-                   : EXIT_OK;
-    default:
+    const struct stk_option_info *info = c >= CLI_O_TABLE ? stk_option_at((size_t)(c - CLI_O_TABLE))
+                                                          : NULL;
+    if (info == NULL)
         return cli_usage_error(cmd, "unknown option");
+    if (info->type == STK_OPTION_BOOL) /* the flag flips the default */
+        arg = strcmp(info->default_value, "1") == 0 ? "0" : "1";
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", info->cli_name);
+    return cli_set_option(cmd, flag, info->name, arg, o) < 0 ? EXIT_USAGE : EXIT_OK;
+}
+
+/* Print text from column `indent` (the cursor is at column `at`), wrapped
+ * at 79 columns. */
+static void put_wrapped(const char *text, int at, int indent)
+{
+    while (*text != '\0') {
+        int room = 79 - indent, n = (int)strlen(text);
+        if (at >= indent) /* the name reaches the text's column */
+            printf("\n%*s", indent, "");
+        else
+            printf("%*s", indent - at, "");
+        if (n > room) {
+            int cut = room;
+            while (cut > 0 && text[cut] != ' ')
+                cut--;
+            n = cut > 0 ? cut : room;
+        }
+        printf("%.*s\n", n, text);
+        text += n + (text[n] == ' ');
+        at = 0;
+    }
+}
+
+void cli_table_help(unsigned scope)
+{
+    const struct stk_option_info *info;
+    for (size_t i = 0; (info = stk_option_at(i)) != NULL; i++) {
+        if (!in_scope(info, scope))
+            continue;
+        char head[96], text[512], meta[64] = "";
+        if (info->type != STK_OPTION_BOOL) {
+            snprintf(meta, sizeof meta, " %s", info->metavar);
+            for (char *p = meta; *p != '\0'; p++)
+                *p = info->type == STK_OPTION_CHOICE && *p == ',' ? '|' : *p;
+        }
+        int at = snprintf(head, sizeof head, "  --%s%s", flag_name(i), meta);
+        if (info->type == STK_OPTION_BOOL)
+            snprintf(text, sizeof text, "%s%s", strcmp(info->default_value, "1") == 0 ? "turn off: " : "",
+                     info->doc);
+        else
+            snprintf(text, sizeof text, "%s (default %s)", info->doc,
+                     info->default_value != NULL ? info->default_value : "none");
+        fputs(head, stdout);
+        put_wrapped(text, at, 25);
     }
 }
 
@@ -244,8 +266,7 @@ void cli_output_help(const char *shuffle_help)
 
 int cli_output_fail(const char *cmd, int rc, const char *message)
 {
-    return cli_fail(cmd, "%s%s", message[0] ? message : stk_strerror(rc),
-                    rc == STK_EEXIST ? " (--force replaces it)" : "");
+    return cli_fail(cmd, "%s%s", message, rc == STK_EEXIST ? " (--force replaces it)" : "");
 }
 
 stk_writer *cli_create_writer(const char *cmd, const struct cli_output *out, int *status)
@@ -273,21 +294,9 @@ int cli_close_writer(const char *cmd, stk_writer *w, uint64_t *shards, uint64_t 
 
 void cli_source_help(void)
 {
-    printf("remote sources (http://, https://, pipe:COMMAND):\n"
-           "  --io-timeout-ms N      connect timeout and stall limit (default 30000)\n"
-           "  --io-retries N         failed attempts in a row retried (default 5)\n"
-           "  --io-backoff-ms N      first retry delay, doubled per retry (default 500)\n"
-           "  --io-min-rate BYTES    slowest stream accepted while waiting for it, per\n"
-           "                         second (default 4K; 0: no limit; K, M, G)\n"
-           "  --allow-pipe           run pipe:COMMAND URLs (split into words, no shell)\n"
-           "  --ca-bundle FILE       CA certificates for https (default: $STOKER_CA_BUNDLE,\n"
-           "                         $CURL_CA_BUNDLE, else the system store)\n"
-           "  --cache-dir DIR        node-local cache of remote shards, shared by the\n"
-           "                         processes of the node (needs --cache-size)\n"
-           "  --cache-size BYTES     bound on the cache directory, e.g. 200G (K, M, G, T)\n\n"
-           "shards:\n"
-           "  --max-samples-per-shard N  a shard holding more samples fails (default\n"
-           "                         1000000; about 32 bytes of memory per sample)\n");
+    printf("reading shards (remote sources http://, https://, s3://, gs://, pipe:COMMAND;\n"
+           "the node cache; limits):\n");
+    cli_table_help(STK_OPTION_CLI_SOURCE);
 }
 
 void cli_storage_order_options(struct stk_options *o)
@@ -307,7 +316,7 @@ stk_loader *cli_create_loader(const char *cmd, const struct stk_options *o,
     char msg[1024];
     int rc = stk_loader_create(o, urls, (size_t)n_urls, &l, msg, sizeof msg);
     if (rc < 0) {
-        cli_fail(cmd, "%s", msg[0] ? msg : stk_strerror(rc));
+        cli_fail(cmd, "%s", msg);
         return NULL;
     }
     return l;
@@ -322,8 +331,7 @@ int cli_for_each_sample(const char *cmd, stk_loader *l,
         if (rc == STK_EOF)
             return EXIT_OK;
         if (rc < 0)
-            return cli_fail(cmd, "%s", stk_loader_errmsg(l)[0] ? stk_loader_errmsg(l)
-                                                               : stk_strerror(rc));
+            return cli_fail(cmd, "%s", stk_loader_errmsg(l));
         int stop = 0;
         for (size_t i = 0; i < b->n_samples && !stop; i++)
             stop = fn(&b->samples[i], data);

@@ -6,6 +6,7 @@
 #ifndef STK_CLI_COMMON_H
 #define STK_CLI_COMMON_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -22,12 +23,11 @@ int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_
  * on failure print a usage error naming the option and return -1. */
 int cli_parse_size(const char *cmd, const char *option, const char *text, uint64_t *out);
 
-/* Parse one of the NULL-terminated names; *out is its index. */
-int cli_parse_choice(const char *cmd, const char *option, const char *text,
-                     const char *const *names, int *out);
-
-/* Parse "fail" or "skip". */
-int cli_parse_on_error(const char *cmd, const char *text, enum stk_on_error *out);
+/* Set option `name` of the option table from arg, a command's own flag
+ * for it (ls --on-error, verify --max-pixels): 0, or -1 after a usage
+ * error naming the flag and what the option accepts. */
+int cli_set_option(const char *cmd, const char *flag, const char *name, const char *arg,
+                   struct stk_options *o);
 
 /* Write s to f with its control characters (C0, DEL, and U+0080..U+009F in
  * UTF-8) as \n, \t, \r or \xHH, and with backslash=1 also backslash as
@@ -51,28 +51,27 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 /* Print "stoker CMD: ...\nTry 'stoker CMD --help'." and return EXIT_USAGE. */
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* The options every command that reads shards accepts for remote sources,
- * the node cache and the size of shards: put CLI_SOURCE_LONGOPTS in the getopt_long table,
- * pass the others to cli_parse_other_option() and print
- * cli_source_help() in --help. */
-enum { CLI_O_IO_TIMEOUT = 1000, CLI_O_IO_RETRIES, CLI_O_IO_BACKOFF, CLI_O_ALLOW_PIPE,
-       CLI_O_CA_BUNDLE, CLI_O_CACHE_DIR, CLI_O_CACHE_SIZE, CLI_O_IO_MIN_RATE,
-       CLI_O_MAX_SAMPLES_PER_SHARD };
-#define CLI_SOURCE_LONGOPTS                                                                      \
-    {"io-timeout-ms", required_argument, NULL, CLI_O_IO_TIMEOUT},                                \
-        {"io-retries", required_argument, NULL, CLI_O_IO_RETRIES},                               \
-        {"io-backoff-ms", required_argument, NULL, CLI_O_IO_BACKOFF},                            \
-        {"io-min-rate", required_argument, NULL, CLI_O_IO_MIN_RATE},                             \
-        {"allow-pipe", no_argument, NULL, CLI_O_ALLOW_PIPE},                                     \
-        {"ca-bundle", required_argument, NULL, CLI_O_CA_BUNDLE},                                 \
-        {"cache-dir", required_argument, NULL, CLI_O_CACHE_DIR},                                 \
-        {"cache-size", required_argument, NULL, CLI_O_CACHE_SIZE},                               \
-        {"max-samples-per-shard", required_argument, NULL, CLI_O_MAX_SAMPLES_PER_SHARD}
+/* Loader options come from the library's option table (stk_option_at()):
+ * a command takes those whose flags have its scope (STK_OPTION_CLI_SOURCE:
+ * every command that reads shards; STK_OPTION_CLI_BENCH: bench), with
+ * their --cli_name, values, ranges and help text. cli_longopts() puts its
+ * own entries (`own`, ending in a NULL name) and the table's into out (at
+ * least CLI_MAX_LONGOPTS entries, ending in a NULL name); the table's
+ * carry getopt values from CLI_O_TABLE up. */
+#define CLI_MAX_LONGOPTS 128
+enum { CLI_O_TABLE = 2000 };
+void cli_longopts(const struct option *own, unsigned scope, struct option *out);
 
-/* The default case of a command's option switch: apply source option c to
- * o and return EXIT_OK, or print a usage error (bad value, unknown option)
- * and return EXIT_USAGE. */
+/* The default case of a command's option switch: apply table option c to
+ * o and return EXIT_OK, or print a usage error (bad value, naming the flag
+ * and what it accepts; unknown option) and return EXIT_USAGE. */
 int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o);
+
+/* Print the table's options of scope for --help, one per line with its
+ * meaning and default. */
+void cli_table_help(unsigned scope);
+
+/* The help of the options every command that reads shards takes. */
 void cli_source_help(void);
 
 /* What pack and reshard write: -o PATTERN, shard limits and the order.

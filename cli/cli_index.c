@@ -32,14 +32,13 @@ static void help(void)
 int cmd_index(int argc, char **argv)
 {
     enum { O_THREADS = 256, O_ONERR, O_FORCE };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, O_FORCE},
         {"threads", required_argument, NULL, O_THREADS},
         {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
         CLI_PROGRESS_LONGOPT,
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -48,19 +47,19 @@ int cmd_index(int argc, char **argv)
     o.log_data = (void *)CMD;
     const char *output = NULL;
     unsigned flags = 0;
-    uint64_t v;
     int c, quiet = 0;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "hqo:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
         case O_FORCE: flags |= STK_OUTPUT_OVERWRITE; break;
         case O_THREADS:
-            if (cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v) < 0)
+            if (cli_set_option(CMD, "--threads", "threads", optarg, &o) < 0)
                 return EXIT_USAGE;
-            o.threads = (unsigned)v;
             break;
         case O_ONERR:
-            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
         case 'q': quiet = 1; break;

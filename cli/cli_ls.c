@@ -55,11 +55,10 @@ static int print_sample(const struct stk_sample *s, void *data)
 
 int cmd_ls(int argc, char **argv)
 {
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"url", no_argument, NULL, 'u'},
         {"on-error", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -69,11 +68,13 @@ int cmd_ls(int argc, char **argv)
     o.log_data = (void *)CMD;
     struct ls_state st = {0};
     int c;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'u': st.show_url = 1; break;
         case 'e':
-            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
         case 'h': help(); return EXIT_OK;

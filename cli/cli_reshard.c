@@ -56,7 +56,7 @@ static int write_sample(const struct stk_sample *s, void *data)
 int cmd_reshard(int argc, char **argv)
 {
     enum { O_SHUFBUF = 256, O_INFLIGHT, O_ONERR, O_SHUFBYTES };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
         {"shuffle-buffer-bytes", required_argument, NULL, O_SHUFBYTES},
         {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
@@ -64,7 +64,6 @@ int cmd_reshard(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         CLI_PROGRESS_LONGOPT,
         CLI_OUTPUT_LONGOPTS,
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
@@ -77,6 +76,8 @@ int cmd_reshard(int argc, char **argv)
     struct cli_output out = cli_output_defaults();
     uint64_t v;
     int c, quiet = 0;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "hqo:", longopts, NULL)) != -1) {
         int r = cli_parse_output_option(CMD, c, optarg, &out);
         if (r < 0)
@@ -99,7 +100,7 @@ int cmd_reshard(int argc, char **argv)
             shards_in_flight = (unsigned)v;
             break;
         case O_ONERR:
-            if (cli_parse_on_error(CMD, optarg, &o.on_error) < 0)
+            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
                 return EXIT_USAGE;
             break;
         case 'q': quiet = 1; break;

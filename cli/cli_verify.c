@@ -47,7 +47,7 @@ static void print_problem(void *data, enum stk_log_level level, const char *msg)
 int cmd_verify(int argc, char **argv)
 {
     enum { O_THREADS = 256, O_NO_IMAGES, O_LABEL_EXTS, O_LABEL_JSON, O_NO_LABELS, O_MAX_PIXELS };
-    static const struct option longopts[] = {
+    static const struct option own[] = {
         {"threads", required_argument, NULL, O_THREADS},
         {"no-images", no_argument, NULL, O_NO_IMAGES},
         {"label-exts", required_argument, NULL, O_LABEL_EXTS},
@@ -56,30 +56,28 @@ int cmd_verify(int argc, char **argv)
         {"max-pixels", required_argument, NULL, O_MAX_PIXELS},
         {"help", no_argument, NULL, 'h'},
         CLI_PROGRESS_LONGOPT,
-        CLI_SOURCE_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     struct stk_options o;
     stk_options_init(&o);
     o.log = print_problem;
     o.transform = STK_TRANSFORM_EVAL; /* any transform: images are decoded whole */
-    uint64_t v;
     int c, quiet = 0;
+    struct option longopts[CLI_MAX_LONGOPTS];
+    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
     while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
         switch (c) {
         case O_THREADS:
-            if (cli_parse_u64(CMD, "--threads", optarg, 1, 1024, &v) < 0)
+            if (cli_set_option(CMD, "--threads", "threads", optarg, &o) < 0)
                 return EXIT_USAGE;
-            o.threads = (unsigned)v;
             break;
         case O_NO_IMAGES: o.transform = STK_TRANSFORM_NONE; break;
         case O_LABEL_EXTS: o.label_exts = optarg; break;
         case O_LABEL_JSON: o.label_json_field = optarg; break;
         case O_NO_LABELS: o.label_exts = ""; break;
         case O_MAX_PIXELS:
-            if (cli_parse_u64(CMD, "--max-pixels", optarg, 1, UINT64_MAX, &v) < 0)
+            if (cli_set_option(CMD, "--max-pixels", "max_image_pixels", optarg, &o) < 0)
                 return EXIT_USAGE;
-            o.max_image_pixels = v;
             break;
         case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
@@ -102,7 +100,7 @@ int cmd_verify(int argc, char **argv)
                         sizeof msg);
     cli_progress_end(&progress);
     if (rc < 0)
-        return cli_fail(CMD, "%s", msg[0] ? msg : stk_strerror(rc));
+        return cli_fail(CMD, "%s", msg);
     printf("%llu samples in %llu shards", (unsigned long long)s.samples,
            (unsigned long long)s.shards_opened);
     if (o.transform != STK_TRANSFORM_NONE)

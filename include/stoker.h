@@ -418,6 +418,65 @@ struct stk_options {
 STK_API void stk_options_init_sized(struct stk_options *opts, size_t size);
 #define stk_options_init(opts) stk_options_init_sized((opts), sizeof(struct stk_options))
 
+/*
+ * Options by name. Every field of struct stk_options but the callbacks
+ * (log, alloc_batch_memory, ...) has one entry in a table inside the
+ * library, which the stoker command's flags and --help, the Python keyword
+ * arguments and help(stoker.Loader) are all made from.
+ */
+enum stk_option_type {
+    STK_OPTION_BOOL = 0,    /* "0" or "1" (an int field) */
+    STK_OPTION_INTEGER = 1, /* decimal, within [min, max] or the default */
+    STK_OPTION_FLOAT = 2,   /* a number or a fraction such as "3/4" */
+    STK_OPTION_FLOAT3 = 3,  /* three of them separated by commas */
+    STK_OPTION_CHOICE = 4,  /* one of the comma-separated names in metavar; the
+                               enum value is its position */
+    STK_OPTION_STRING = 5   /* the pointer is stored, not copied (NULL: none) */
+};
+enum stk_option_flags {
+    STK_OPTION_BYTES = 1,      /* a byte count: K, M, G, T (binary) suffixes too */
+    STK_OPTION_CLI_BENCH = 2,  /* `stoker bench` takes it as --cli_name */
+    STK_OPTION_CLI_SOURCE = 4, /* every command that reads shards takes it */
+    STK_OPTION_SPEED_ONLY = 8  /* changes speed or limits, never which batches come */
+};
+struct stk_option_info {
+    const char *name;          /* the field's name, e.g. "batch_size" */
+    enum stk_option_type type;
+    unsigned flags;            /* enum stk_option_flags */
+    const char *default_value; /* as stk_options_set() takes it; NULL: none */
+    int64_t min;               /* STK_OPTION_INTEGER: accepted range; the default */
+    uint64_t max;              /* is accepted too (-1: auto, 0: none) */
+    const char *cli_name;      /* flag of the stoker command without "--" (a BOOL
+                                  defaulting to 1 is --no-NAME), or NULL */
+    const char *metavar;       /* placeholder in help; the names of a CHOICE */
+    const char *doc;           /* what it means, one line */
+};
+
+/* The i-th option (0, 1, ...), NULL past the last; or the one called name,
+ * NULL if none. The entries are static: never freed, never changed. */
+STK_API const struct stk_option_info *stk_option_at(size_t i);
+STK_API const struct stk_option_info *stk_option_find(const char *name);
+
+/* What option o accepts, in words ("between 1 and 1024", "one of
+ * fail,skip", ...), into buf (size bytes, always NUL-terminated when size >
+ * 0); the length of the whole text, as snprintf returns. o must come from
+ * stk_option_at() or stk_option_find(). */
+STK_API size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t size);
+
+/*
+ * Set option `name` of opts from text, as stk_option_info describes it. A
+ * value that is no such number, that is out of range, or does not fit the
+ * field's C type changes nothing and returns STK_EINVAL with a message
+ * naming the option, the value and what it accepts in errbuf (errbuf_size
+ * bytes including the NUL; NULL allowed), as does an unknown name. A
+ * STRING option stores value itself (not a copy; NULL resets it): it must
+ * stay valid as long as the field's documentation above says. opts must
+ * come from stk_options_init(); an option past its struct_size (a program
+ * built against an older stoker.h) is STK_EINVAL too.
+ */
+STK_API int stk_options_set(struct stk_options *opts, const char *name, const char *value,
+                            char *errbuf, size_t errbuf_size);
+
 /* One member of a sample: "KEY.EXT" -> ext, bytes. */
 struct stk_member {
     const char *ext;     /* extension after the first dot, lower-cased, NUL-terminated */
@@ -768,6 +827,16 @@ STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *
                                     size_t stats_size);
 #define stk_loader_stats(loader, stats)                                                        \
     stk_loader_stats_sized((loader), (stats), sizeof(struct stk_stats))
+
+/* The fields of struct stk_stats by name (every one a uint64_t at offset
+ * bytes into the struct), in order: the i-th (0, 1, ...), NULL past the
+ * last. What Python's stats() keys and `stoker bench --json` are made of. */
+struct stk_stats_field {
+    const char *name;
+    size_t offset;
+    const char *doc;
+};
+STK_API const struct stk_stats_field *stk_stats_field_at(size_t i);
 
 /*
  * Write a plain-text report of where the time in stats went into buf (size

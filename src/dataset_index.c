@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "atomic_file.h"
 #include "cloud_list.h"
+#include "options.h"
 #include "redact.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
@@ -112,6 +113,8 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
     struct stk_stats full, *stats = stats_out != NULL ? &full : NULL;
     int replace = (flags & STK_OUTPUT_OVERWRITE) != 0;
     int rc = stk__options_import(&imported, caller_opts, &err);
+    if (rc == 0)
+        rc = stk__options_check(opts, &err);
     if (rc == 0 && (flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
         rc = stk__errf(&err, STK_EINVAL, "unknown flags 0x%x", flags);
     else if (rc == 0 && !replace && stk__path_taken(path) == 1) /* before reading every shard */
@@ -149,6 +152,7 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
     stk__free(b.counts);
     stk__strlist_free(&urls);
     stk__strlist_free(&names);
+    stk__err_ensure(&err, rc);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }

@@ -113,3 +113,9 @@ const char *stk__shown(char *buf, size_t size, const char *s)
     buf[n] = '\0';
     return buf;
 }
+
+void stk__err_ensure(struct stk__err *err, int code)
+{
+    if (code < 0 && err->msg[0] == '\0')
+        stk__errf(err, code, "%s", stk_strerror(code));
+}

@@ -27,6 +27,11 @@ int stk__errf(struct stk__err *err, int code, const char *fmt, ...)
 
 void stk__err_clear(struct stk__err *err);
 
+/* At the exit of a public call that returns code: a failure (code < 0)
+ * whose path left no message gets the code's text, so that every failing
+ * call of the API has one and callers print it without a fallback. */
+void stk__err_ensure(struct stk__err *err, int code);
+
 /* Copy a message into a caller buffer (NULL or size 0 allowed). */
 void stk__copy_msg(char *dst, size_t dst_size, const char *msg);
 

@@ -28,6 +28,7 @@
 #include "cache.h"
 #include "cloud_list.h"
 #include "error.h"
+#include "options.h"
 #include "pipeline.h"
 #include "image.h"
 #include "plan.h"
@@ -37,8 +38,6 @@
 #include "stoker.h"
 #include "threads.h"
 #include "urls.h"
-
-enum { N_OPTION_STRINGS = 6 };
 
 struct stk_loader {
     struct stk_options opts; /* imported (abi.h), strings owned */
@@ -57,6 +56,7 @@ struct stk_loader {
     struct stk__cache *cache; /* NULL without cache_dir */
     struct stk__image_config image; /* when opts.transform != NONE */
     struct stk__image_ring ring;
+    int has_ring; /* ring is initialised (with a transform) */
     struct stk__pipeline *pipeline; /* written by the owner under wake_mutex */
     pthread_mutex_t wake_mutex;
     atomic_int interrupt; /* set by stk_loader_interrupt, cleared by the call it ends */
@@ -66,71 +66,17 @@ struct stk_loader {
     struct stk__dataset_index index; /* counts NULL without one */
     /* Copies of the caller's option strings, which need only outlive
      * stk_loader_create(): every string field of opts points here. */
-    char *strings[N_OPTION_STRINGS];
+    char *strings[STK__N_OPTION_STRINGS];
     struct stk__err err;
 };
-
-static void set_defaults(struct stk_options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->batch_size = 64;
-    o->threads = 2;
-    o->shards_in_flight = 4;
-    o->shuffle_buffer = 1000;
-    o->shuffle_buffer_bytes = (size_t)2 << 30;
-    o->shuffle = 1;
-    o->rank = -1;
-    o->world_size = -1;
-    o->on_error = STK_ON_ERROR_FAIL;
-    o->read_buffer_bytes = 256u << 10;
-    o->prefetch_bytes_per_shard = 8u << 20;
-    o->max_batches = 4;
-    o->max_member_bytes = 256u << 20;
-    o->max_members_per_sample = 64;
-    o->max_key_bytes = 4096;
-    o->max_samples_per_shard = 1000000;
-    o->transform = STK_TRANSFORM_NONE;
-    o->image_size = 224;
-    o->dtype = STK_DTYPE_UINT8;
-    o->layout = STK_LAYOUT_NCHW;
-    static const float mean[3] = {0.485f, 0.456f, 0.406f}, std[3] = {0.229f, 0.224f, 0.225f};
-    memcpy(o->mean, mean, sizeof mean);
-    memcpy(o->std, std, sizeof std);
-    o->scale_min = 0.08f;
-    o->scale_max = 1.0f;
-    o->ratio_min = 3.0f / 4.0f;
-    o->ratio_max = 4.0f / 3.0f;
-    o->flip_probability = 0.5f;
-    o->max_image_pixels = 100000000;
-    o->io_timeout_ms = 30000;
-    o->io_retries = 5;
-    o->io_backoff_ms = 500;
-    o->io_min_rate = 4096;
-}
-
-void stk_options_init_sized(struct stk_options *o, size_t size)
-{
-    struct stk_options d;
-    set_defaults(&d);
-    d.struct_size = size;
-    stk__struct_copy(o, size, &d, sizeof d);
-}
-
-/* The string fields of a loader's options, in the order of l->strings. */
-static const char **option_string(struct stk_options *o, size_t i)
-{
-    const char **fields[N_OPTION_STRINGS] = {&o->label_exts, &o->label_json_field, &o->index_path,
-                                             &o->cache_dir,  &o->ca_bundle,        &o->require_members};
-    return fields[i];
-}
 
 /* Point every string field of l->opts at a copy the loader owns, so that
  * no later reader of l->opts (each epoch's pipeline copies it) meets a
  * string the caller has freed. */
 static int own_strings(stk_loader *l)
 {
-    for (size_t i = 0; i < N_OPTION_STRINGS; i++) {
-        const char **field = option_string(&l->opts, i);
+    for (size_t i = 0; i < STK__N_OPTION_STRINGS; i++) {
+        const char **field = stk__option_string(&l->opts, i);
         if (*field == NULL)
             continue;
         if ((l->strings[i] = stk__strdup(*field)) == NULL)
@@ -142,44 +88,17 @@ static int own_strings(stk_loader *l)
 
 static void free_strings(stk_loader *l)
 {
-    for (size_t i = 0; i < N_OPTION_STRINGS; i++)
+    for (size_t i = 0; i < STK__N_OPTION_STRINGS; i++)
         stk__free(l->strings[i]);
 }
 
+/* The ranges in the options table (options_table.h), then what depends on
+ * two fields at once. */
 static int check_options(const struct stk_options *o, struct stk__err *err)
 {
-    if (o->batch_size == 0 || o->batch_size > (1u << 24))
-        return stk__errf(err, STK_EINVAL, "batch_size must be between 1 and %u", 1u << 24);
-    if (o->threads == 0 || o->threads > 1024)
-        return stk__errf(err, STK_EINVAL, "threads must be between 1 and 1024");
-    if (o->shards_in_flight == 0 || o->shards_in_flight > 4096)
-        return stk__errf(err, STK_EINVAL, "shards_in_flight must be between 1 and 4096");
-    if (o->shuffle_buffer > (1u << 24))
-        return stk__errf(err, STK_EINVAL, "shuffle_buffer must be at most %u samples", 1u << 24);
-    if (o->shuffle_buffer_bytes == 0)
-        return stk__errf(err, STK_EINVAL, "shuffle_buffer_bytes must be above 0");
-    if (o->read_buffer_bytes < 512 || o->read_buffer_bytes > (256u << 20))
-        return stk__errf(err, STK_EINVAL, "read_buffer_bytes must be between 512 and 256 MiB");
-    if (o->max_batches == 0 || o->max_batches > 4096)
-        return stk__errf(err, STK_EINVAL, "max_batches must be between 1 and 4096");
-    if (o->max_member_bytes == 0 || o->max_member_bytes > ((uint64_t)1 << 40))
-        return stk__errf(err, STK_EINVAL, "max_member_bytes must be between 1 byte and 1 TiB");
-    if (o->max_members_per_sample == 0 || o->max_key_bytes == 0)
-        return stk__errf(err, STK_EINVAL, "max_members_per_sample and max_key_bytes must be > 0");
-    if (o->max_samples_per_shard == 0 || o->max_samples_per_shard > ((uint64_t)1 << 32))
-        return stk__errf(err, STK_EINVAL, "max_samples_per_shard must be between 1 and %llu",
-                         (unsigned long long)1 << 32);
-    if (o->on_error != STK_ON_ERROR_FAIL && o->on_error != STK_ON_ERROR_SKIP)
-        return stk__errf(err, STK_EINVAL, "on_error must be STK_ON_ERROR_FAIL or STK_ON_ERROR_SKIP");
-    if (o->transform != STK_TRANSFORM_NONE && o->transform != STK_TRANSFORM_TRAIN &&
-        o->transform != STK_TRANSFORM_EVAL)
-        return stk__errf(err, STK_EINVAL, "unknown transform");
-    if (o->io_timeout_ms == 0 || o->io_timeout_ms > 3600000)
-        return stk__errf(err, STK_EINVAL, "io_timeout_ms must be between 1 and 3600000");
-    if (o->io_retries > 1000)
-        return stk__errf(err, STK_EINVAL, "io_retries must be at most 1000");
-    if (o->io_backoff_ms > 60000)
-        return stk__errf(err, STK_EINVAL, "io_backoff_ms must be at most 60000");
+    int rc = stk__options_check(o, err);
+    if (rc < 0)
+        return rc;
     if ((o->alloc_batch_memory == NULL) != (o->free_batch_memory == NULL))
         return stk__errf(err, STK_EINVAL, "set both alloc_batch_memory and free_batch_memory, or neither");
     if (o->cache_dir != NULL && o->cache_dir[0] != '\0' && o->cache_size == 0)
@@ -230,10 +149,13 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
         rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
         goto fail;
     }
+    /* From here on stk_loader_destroy() undoes whatever was made. */
+    stk__budget_init(&l->budget, opts->max_batches);
+    stk__mutex_init(&l->wake_mutex);
+    atomic_init(&l->interrupt, 0);
+    l->batch_limit = UINT64_MAX;
     l->opts = *opts;
     if (own_strings(l) < 0) {
-        free_strings(l);
-        stk__free(l);
         rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
         goto fail;
     }
@@ -250,54 +172,43 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
      * stat each); under the skip policy it is skipped then, and counted. */
     for (size_t i = 0; rc == 0 && opts->on_error == STK_ON_ERROR_FAIL && i < l->urls.count; i++)
         rc = stk__source_check(l->urls.items[i], l->names.items[i], &err);
-    if (rc == 0 && opts->transform != STK_TRANSFORM_NONE) {
+    if (rc < 0)
+        goto fail;
+    if (opts->transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&l->image, opts, &err);
-        if (rc == 0 && stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
-                                            stk__image_bytes(&l->image), opts->alloc_batch_memory,
-                                            opts->free_batch_memory, opts->batch_memory_data) < 0) {
-            stk__image_ring_destroy(&l->ring);
+        if (rc < 0)
+            goto fail;
+        l->has_ring = 1; /* destroyable even when its init fails */
+        if (stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
+                                 stk__image_bytes(&l->image), opts->alloc_batch_memory,
+                                 opts->free_batch_memory, opts->batch_memory_data) < 0) {
             rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+            goto fail;
         }
     }
-    if (rc == 0) {
-        /* Idle buffers kept for reuse: enough for the read-ahead of every
-         * shard in flight plus a batch ring's worth of turnover. */
-        l->pool = stk__pool_new(opts->prefetch_bytes_per_shard * opts->shards_in_flight +
-                                ((size_t)64 << 20));
-        if (l->pool == NULL) {
-            rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
-            if (opts->transform != STK_TRANSFORM_NONE)
-                stk__image_ring_destroy(&l->ring);
-        }
+    /* Idle buffers kept for reuse: enough for the read-ahead of every
+     * shard in flight plus a batch ring's worth of turnover. */
+    l->pool = stk__pool_new(opts->prefetch_bytes_per_shard * opts->shards_in_flight +
+                            ((size_t)64 << 20));
+    if (l->pool == NULL) {
+        rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+        goto fail;
     }
-    if (rc == 0 && opts->cache_dir != NULL && opts->cache_dir[0] != '\0') {
+    if (opts->cache_dir != NULL && opts->cache_dir[0] != '\0') {
         struct stk__cache_config cc = {
             .dir = opts->cache_dir,
             .max_bytes = opts->cache_size,
             .shards_in_flight = opts->shards_in_flight,
         };
         rc = stk__cache_new(&cc, &l->cache, &err);
-        if (rc < 0) {
-            stk__pool_free(l->pool);
-            if (opts->transform != STK_TRANSFORM_NONE)
-                stk__image_ring_destroy(&l->ring);
-        }
+        if (rc < 0)
+            goto fail;
     }
-    if (rc < 0) {
-        stk__strlist_free(&l->urls);
-        stk__strlist_free(&l->names);
-        stk__index_free(&l->index);
-        free_strings(l);
-        stk__free(l);
-        goto fail;
-    }
-    stk__budget_init(&l->budget, opts->max_batches);
-    l->batch_limit = UINT64_MAX;
-    stk__mutex_init(&l->wake_mutex);
-    atomic_init(&l->interrupt, 0);
     *out = l;
     return 0;
 fail:
+    stk_loader_destroy(l);
+    stk__err_ensure(&err, rc);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }
@@ -354,6 +265,7 @@ int stk_loader_next(stk_loader *l, struct stk_batch **out)
     atomic_compare_exchange_strong(&l->first_ns, &unset, start);
     int rc = next_batch(l, out);
     atomic_fetch_add(&l->wait_ns, stk__now_ns() - start);
+    stk__err_ensure(&l->err, rc);
     return rc;
 }
 
@@ -525,7 +437,7 @@ void stk_loader_destroy(stk_loader *l)
     stop_epoch(l);
     stk__mutex_destroy(&l->wake_mutex);
     stk__budget_destroy(&l->budget);
-    if (l->opts.transform != STK_TRANSFORM_NONE)
+    if (l->has_ring)
         stk__image_ring_destroy(&l->ring);
     stk__pool_free(l->pool);
     stk__cache_free(l->cache);

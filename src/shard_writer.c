@@ -319,7 +319,9 @@ int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_by
         rc = earlier_shards(w, 0); /* before writing anything */
     if (rc < 0) {
         /* The steps after the allocation report into w->err. */
-        stk__copy_msg(errbuf, errbuf_size, w != NULL && w->err.msg[0] ? w->err.msg : err.msg);
+        struct stk__err *why = w != NULL && w->err.msg[0] ? &w->err : &err;
+        stk__err_ensure(why, rc);
+        stk__copy_msg(errbuf, errbuf_size, why->msg);
         if (w != NULL) {
             remove_made_dirs(w);
             writer_free(w);
@@ -464,8 +466,10 @@ int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *memb
     if (w->failed || w->published)
         return refuse_after_end(w);
     int rc = check_names(w, key, members, n_members);
-    if (rc < 0)
+    if (rc < 0) {
+        stk__err_ensure(&w->err, rc);
         return rc;
+    }
     uint64_t bytes = 0;
     for (size_t i = 0; i < n_members; i++)
         bytes += members[i].size;
@@ -487,6 +491,7 @@ int stk_writer_add(stk_writer *w, const char *key, const struct stk_member *memb
     if (rc < 0) {
         close_shard(w, 0); /* a shard with half a sample is not kept */
         w->failed = 1;
+        stk__err_ensure(&w->err, rc);
         return rc;
     }
     w->samples++;
@@ -546,6 +551,7 @@ int stk_writer_close(stk_writer *w, uint64_t *shards, uint64_t *samples)
         *shards = w->shard;
     if (samples != NULL)
         *samples = w->total_samples;
+    stk__err_ensure(&w->err, rc);
     return rc;
 }
 

@@ -19,6 +19,7 @@
 #include "alloc.h"
 #include "cloud_list.h"
 #include "image.h"
+#include "options.h"
 #include "sample.h"
 #include "shard_jobs.h"
 #include "shard_reader.h"
@@ -122,6 +123,8 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
     struct stk_stats full, *stats = stats_out != NULL ? &full : NULL;
     int rc = stk__options_import(&o, opts, &err);
     o.on_error = STK_ON_ERROR_SKIP; /* never stop at bad data */
+    if (rc == 0)
+        rc = stk__options_check(&o, &err);
     if (rc == 0 && o.transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&image, &o, &err);
         v.image = &image;
@@ -151,6 +154,7 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
     }
     stk__strlist_free(&urls);
     stk__strlist_free(&names);
+    stk__err_ensure(&err, rc);
     stk__copy_msg(errbuf, errbuf_size, err.msg);
     return rc;
 }

@@ -13,20 +13,26 @@ tensor uses it any more, so holding a batch is always safe. `Samples`
 yields raw samples as dicts for any modality and splits shards across
 DataLoader workers by itself.
 """
+import fractions
 import glob
 import hashlib
+import inspect
 import json
 import logging
 import math
 import multiprocessing
 import multiprocessing.sharedctypes
 import os
+import textwrap
 import threading
 import warnings
 
 import torch
 
-from ._stoker import BusyError, DataError, Error, PlanError, ShardWriter, version
+from ._stoker import (BusyError, CacheError, DataError, Error, HTTPError, Interrupted, NotFound,
+                      OptionError, OptionTypeError, OutOfMemory, OutputExists, PlanError,
+                      ReadError, ShardWriter, version)
+from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
 from . import _cluster, _metrics, _ranks
@@ -34,7 +40,9 @@ from ._cluster import ClusterError
 from ._metrics import prometheus_text, rates, tensorboard
 
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
-           "BusyError", "ClusterError", "version", "rates", "tensorboard", "prometheus_text"]
+           "BusyError", "ClusterError", "OptionError", "OptionTypeError", "NotFound", "ReadError",
+           "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version",
+           "rates", "tensorboard", "prometheus_text"]
 
 _DTYPES = {
     torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",
@@ -72,12 +80,9 @@ def _as_list(urls):
     return [u for url in urls for u in _expand_glob(os.fspath(url))]
 
 
-# Options that change how fast or from where bytes come, never which batches:
-# a saved loader state stays valid across them.
-_SPEED_ONLY_OPTIONS = frozenset({
-    "cache_dir", "cache_size", "max_batches", "prefetch_bytes_per_shard", "read_buffer_bytes",
-    "io_timeout_ms", "io_retries", "io_backoff_ms", "io_min_rate", "ca_bundle",
-    "shuffle_buffer_bytes"})
+# Options that change how fast or from where bytes come, never which batches
+# (the C option table's speed_only): a saved loader state stays valid across them.
+_SPEED_ONLY_OPTIONS = frozenset(o["name"] for o in _stoker.options() if o["speed_only"])
 
 
 # How a member named in fields= parses, by the last "."-separated part of
@@ -96,34 +101,34 @@ class _Fields:
 
     def __init__(self, fields):
         if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
-            raise TypeError(f"fields must be a sequence of names such as ('jpg', 'txt', "
+            raise OptionTypeError(f"fields must be a sequence of names such as ('jpg', 'txt', "
                             f"'__key__'), not {type(fields).__name__} {fields!r}")
         names = list(fields)
         if not names:
-            raise ValueError("fields must name at least the image, e.g. fields=('jpg', 'txt')")
+            raise OptionError("fields must name at least the image, e.g. fields=('jpg', 'txt')")
         self.plan, self.columns, required, seen = [], [], [], set()
         for name in names:
             if not isinstance(name, str):
-                raise TypeError(f"fields: {name!r} is not a str (a member extension such as "
+                raise OptionTypeError(f"fields: {name!r} is not a str (a member extension such as "
                                 "'txt', or '__key__', '__url__', '__label__')")
             optional = name.endswith("?")
             ext = (name[:-1] if optional else name).lower()  # stoker lower-cases extensions
             if not ext:
-                raise ValueError(f"fields: {name!r} is an empty name")
+                raise OptionError(f"fields: {name!r} is an empty name")
             if ext in seen:
-                raise ValueError(f"fields names {ext!r} twice")
+                raise OptionError(f"fields names {ext!r} twice")
             seen.add(ext)
             if ext in _IMAGE_FIELDS and ("image",) not in self.plan:
                 if optional:
-                    raise ValueError(f"fields: the image {ext!r} cannot be optional ('?'): "
+                    raise OptionError(f"fields: the image {ext!r} cannot be optional ('?'): "
                                      "every sample must have one")
                 self.plan.append(("image",))
             elif ext.startswith("__") and ext.endswith("__"):
                 if ext not in ("__key__", "__url__", "__label__"):
-                    raise ValueError(f"fields: unknown {ext!r}; the names between double "
+                    raise OptionError(f"fields: unknown {ext!r}; the names between double "
                                      "underscores are __key__, __url__ and __label__")
                 if optional:
-                    raise ValueError(f"fields: {ext} cannot be optional ('?'): every sample "
+                    raise OptionError(f"fields: {ext} cannot be optional ('?'): every sample "
                                      "has one")
                 if ext == "__label__":
                     self.plan.append(("label",))
@@ -138,7 +143,7 @@ class _Fields:
                 self.columns.append((ext, kind))
                 required.append(ext + "?" * optional)
         if ("image",) not in self.plan:
-            raise ValueError(f"fields {tuple(names)!r} must name the image (jpg, jpeg or png): "
+            raise OptionError(f"fields {tuple(names)!r} must name the image (jpg, jpeg or png): "
                              "a Loader always decodes it; for members alone use stoker.Samples")
         self.names = tuple(names)
         self.columns = tuple(self.columns)
@@ -219,9 +224,12 @@ class Loader:
     at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
     true asynchronous copy; batch_allocator(nbytes) may supply any other
-    writable buffer. Other keyword options are those of stk_options in
-    stoker.h (shards_in_flight, shuffle_buffer, on_error, max_batches,
-    cache_dir and cache_size for the node-local shard cache, ...).
+    writable buffer. Every other keyword option is listed under
+    "Options" below (shards_in_flight, shuffle_buffer, on_error,
+    max_batches, cache_dir and cache_size for the node-local shard cache,
+    ...). A wrong value raises stoker.OptionError (a ValueError; a
+    TypeError too for a wrong type or an unknown name) naming the option
+    and what it accepts.
 
     cluster: the address of a Dask scheduler ("tcp://host:8786") or a
     distributed.Client. Dask workers then decode batch ranges too, and the
@@ -254,10 +262,12 @@ class Loader:
         elif pin_memory:
             options["batch_allocator"] = _pinned_buffer
         if transform not in ("train", "eval"):
-            raise ValueError("transform must be 'train' or 'eval'")
+            raise OptionError(f"transform must be 'train' or 'eval' (for raw samples use "
+                              f"stoker.Samples), not {transform!r}")
         name = _DTYPES.get(dtype, dtype)
         if name not in _TORCH_DTYPES:
-            raise ValueError(f"unsupported dtype {dtype!r}")
+            raise OptionError(f"dtype must be one of {', '.join(map(str, _DTYPES))} (or their "
+                              f"names {', '.join(_TORCH_DTYPES)}), not {dtype!r}")
         self._dtype = _TORCH_DTYPES[name]
         self._layout = layout
         if not isinstance(image_size, int) and isinstance(image_size, (tuple, list)) and \
@@ -268,7 +278,7 @@ class Loader:
         self._fields = None if fields is None else _Fields(fields)
         if self._fields is not None:
             if cluster is not None:
-                raise ValueError("fields= does not work with cluster= yet: Dask workers send "
+                raise OptionError("fields= does not work with cluster= yet: Dask workers send "
                                  "images and labels only")
             options["require_members"] = self._fields.require_members
             if not self._fields.wants_label and "label_json_field" not in options:
@@ -283,7 +293,7 @@ class Loader:
         c_config = config
         if cluster is not None:
             if index is None:
-                raise ValueError("cluster= needs a dataset index (index=, from `stoker index`): "
+                raise OptionError("cluster= needs a dataset index (index=, from `stoker index`): "
                                  "workers jump to their batch ranges through it")
             batches_per_task = _cluster.batches_per_task(config, batches_per_task)
             # Batches made here wait for the loop: the local thread keeps at
@@ -520,6 +530,63 @@ class Loader:
             self._c.close()
         if self._offload is not None:
             self._offload.close()
+
+
+# Python names of the C options that Loader spells otherwise.
+_PY_NAMES = {"index_path": "index"}
+
+
+def _default_value(o):
+    """An option's default from the C table as a Python value."""
+    text, kind = o["default"], o["type"]
+    if text is None or kind in ("str", "choice"):
+        return text
+    if kind == "bool":
+        return text == "1"
+    if kind in ("float", "float3"):
+        values = tuple(float(fractions.Fraction(part)) for part in text.split(","))
+        return values if kind == "float3" else values[0]
+    shift = 10 * ("KMGT".index(text[-1]) + 1) if o["bytes"] and text[-1] in "KMGT" else 0
+    return int(text[:-1] if shift else text) << shift
+
+
+def _c_default(o):
+    """An option's default as help shows it: Python, and the table's text
+    where that reads better (4/3, 2G)."""
+    value = _default_value(o)
+    if o["type"] in ("int", "float") and o["default"] != repr(value):
+        return f"{value!r} ({o['default']})"
+    return repr(value)
+
+
+def _options_doc(init):
+    """The options section of a docstring, made from the C library's option
+    table (stoker._stoker.options()), with init's own defaults where its
+    signature has the option."""
+    defaults = {name: p.default for name, p in inspect.signature(init).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+    lines = ["", "    Options: every keyword of the C loader, with its default and what it",
+             "    accepts (one table in the C library also makes `stoker bench --help`):", ""]
+    for o in _stoker.options():
+        name = _PY_NAMES.get(o["name"], o["name"])
+        if name not in defaults:
+            shown = _c_default(o)
+        elif defaults[name] is None:
+            shown = "None (" + {"threads": "this rank's share of the cores",
+                                "rank": "from torch.distributed or the environment",
+                                "world_size": "from torch.distributed or the environment",
+                                "samples_per_rank": "all of the rank's shards"}.get(name, "none") + ")"
+        else:
+            shown = repr(defaults[name])
+        accepts = "True or False" if o["type"] == "bool" else o["accepts"]
+        lines += textwrap.wrap(f"{name}={shown}: {o['doc']}; {accepts}.", 76,
+                               initial_indent="    ", subsequent_indent="        ")
+    return "\n".join(lines) + "\n"
+
+
+Loader.__doc__ += _options_doc(Loader.__init__)
+Loader.stats.__doc__ += "\n\n        Keys:\n\n" + "".join(
+    f"        {name}: {doc}\n" for name, doc in _stoker.stats_fields())
 
 
 class _Epochs:

@@ -200,6 +200,8 @@ def batches_per_task(options, requested=None):
 class ClusterError(_stoker.Error, ConnectionError):
     """The Dask scheduler cannot be reached, or the workers refuse the job."""
 
+    code = -5  # STK_EIO: like a shard that cannot be read, input is out of reach
+
 
 def _connect(cluster):
     """(client, whether we made it). The connect timeout is Dask's own

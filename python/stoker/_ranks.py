@@ -5,6 +5,8 @@ import time
 
 import torch
 
+from ._stoker import OptionError
+
 _ENV_RANKS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"),
               ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"))
 # Ranks on this node, as launchers say it (torchrun, Open MPI, Slurm).
@@ -22,7 +24,7 @@ def rank_and_world(rank, world_size):
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     if (rank is None) != (world_size is None):
-        raise ValueError("give both rank and world_size, or neither")
+        raise OptionError("give both rank and world_size, or neither")
     if distributed():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     for r, w in _ENV_RANKS:

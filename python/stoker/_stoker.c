@@ -14,24 +14,57 @@
 #include "_stoker.h"
 
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "stoker.h"
 
-static PyObject *StokerError;   /* base class: stoker.Error */
-static PyObject *DataError;     /* bad shard or image */
-static PyObject *PlanError;     /* cannot split as asked */
-static PyObject *BusyError;     /* caller holds every batch */
+/* Every exception the module raises derives from stoker.Error and carries
+ * .code, the STK_E* code (a class attribute for the class's usual code;
+ * instances made from a library error get that error's own), and where a
+ * builtin class says the same (FileNotFoundError, ValueError, ...) also
+ * from it, so `except stoker.Error` and the builtin both catch it. */
+static PyObject *StokerError; /* stoker.Error */
+static PyObject *DataError;
+static PyObject *PlanError;
+static PyObject *BusyError;
+static PyObject *OptionError;
+static PyObject *OptionTypeError;
+
+static struct error_class {
+    const char *name;     /* stoker.NAME */
+    PyObject **type;
+    PyObject **builtin;   /* second base, or NULL */
+    int code;             /* its .code; 0: none (stoker.Error itself) */
+    const char *doc;
+} error_classes[] = {
+    {"Error", &StokerError, NULL, 0, "Base class of every stoker error; .code is its STK_E* code."},
+    {"DataError", &DataError, NULL, STK_EFORMAT,
+     "A shard, sample, image or label is bad input (the message names shard and key)."},
+    {"PlanError", &PlanError, NULL, STK_EPLAN, "The shards cannot be split as asked."},
+    {"BusyError", &BusyError, NULL, STK_EBUSY, "The caller holds every batch the loader may have."},
+    {"OptionError", &OptionError, &PyExc_ValueError, STK_EINVAL,
+     "An invalid option or argument; the message names it and what it accepts."},
+    {"OptionTypeError", &OptionTypeError, &PyExc_TypeError, STK_EINVAL,
+     "An unknown option, or a value of the wrong type."},
+    {"NotFound", NULL, &PyExc_FileNotFoundError, STK_ENOENT, "A shard or file does not exist."},
+    {"ReadError", NULL, &PyExc_OSError, STK_EIO, "An I/O error reading a shard."},
+    {"CacheError", NULL, &PyExc_OSError, STK_ECACHE,
+     "The node cache cannot hold or store a shard (cache_size, disk full, permissions)."},
+    {"HTTPError", NULL, &PyExc_OSError, STK_EHTTP,
+     "A server refused a request (HTTP 4xx) or kept failing (5xx)."},
+    {"OutOfMemory", NULL, &PyExc_MemoryError, STK_ENOMEM, "Out of memory."},
+    {"Interrupted", NULL, &PyExc_InterruptedError, STK_EINTR, "A wait was interrupted."},
+    {"OutputExists", NULL, &PyExc_FileExistsError, STK_EEXIST,
+     "An output exists and was not to be replaced."},
+};
+#define N_ERROR_CLASSES (sizeof error_classes / sizeof error_classes[0])
+static PyObject *error_objects[N_ERROR_CLASSES];
 
 static PyObject *error_type(int code)
 {
     switch (code) {
-    case STK_ENOMEM: return PyExc_MemoryError;
-    case STK_EINVAL: return PyExc_ValueError;
-    case STK_ENOENT: return PyExc_FileNotFoundError;
-    case STK_EIO:
-    case STK_ECACHE: return PyExc_OSError;
-    case STK_EHTTP: return PyExc_OSError;
     case STK_EFORMAT:
     case STK_ETRUNC:
     case STK_ELIMIT:
@@ -39,18 +72,76 @@ static PyObject *error_type(int code)
     case STK_EDECODE:
     case STK_ELABEL:
     case STK_EMEMBER: return DataError;
-    case STK_EPLAN: return PlanError;
-    case STK_EBUSY: return BusyError;
-    case STK_EINTR: return PyExc_InterruptedError;
-    case STK_EEXIST: return PyExc_FileExistsError;
-    default: return StokerError;
+    default: break;
     }
+    for (size_t i = 1; i < N_ERROR_CLASSES; i++)
+        if (error_classes[i].code == code)
+            return error_objects[i];
+    return StokerError;
+}
+
+/* Create the classes into module m; -1 on failure. */
+static int add_error_classes(PyObject *m)
+{
+    for (size_t i = 0; i < N_ERROR_CLASSES; i++) {
+        const struct error_class *e = &error_classes[i];
+        PyObject *base = i == 0 ? Py_NewRef(PyExc_RuntimeError)
+                         : e->builtin == NULL ? Py_NewRef(StokerError)
+                                              : PyTuple_Pack(2, StokerError, *e->builtin);
+        PyObject *dict = base != NULL ? PyDict_New() : NULL;
+        PyObject *code = e->code != 0 ? PyLong_FromLong(e->code) : Py_NewRef(Py_None);
+        char qualified[64];
+        snprintf(qualified, sizeof qualified, "stoker.%s", e->name);
+        PyObject *type = dict != NULL && code != NULL &&
+                                 PyDict_SetItemString(dict, "code", code) == 0
+                             ? PyErr_NewExceptionWithDoc(qualified, e->doc, base, dict)
+                             : NULL;
+        Py_XDECREF(base);
+        Py_XDECREF(dict);
+        Py_XDECREF(code);
+        if (type == NULL || PyModule_AddObjectRef(m, e->name, type) < 0) {
+            Py_XDECREF(type);
+            return -1;
+        }
+        error_objects[i] = type; /* the module keeps a reference too */
+        if (e->type != NULL)
+            *e->type = type;
+    }
+    return 0;
+}
+
+/* Raise type with message and .code = code; returns NULL. */
+static PyObject *raise_with_code(PyObject *type, int code, const char *message)
+{
+    PyObject *exc = PyObject_CallFunction(type, "s", message);
+    PyObject *value = exc != NULL ? PyLong_FromLong(code) : NULL;
+    if (value != NULL && PyObject_SetAttrString(exc, "code", value) == 0)
+        PyErr_SetObject(type, exc);
+    Py_XDECREF(value);
+    Py_XDECREF(exc);
+    return NULL;
 }
 
 PyObject *stk_py_raise(int code, const char *message)
 {
-    PyErr_Format(error_type(code), "%s (%s)", message && *message ? message : stk_strerror(code),
-                 stk_strerror(code));
+    /* The library leaves a message with every failure. */
+    char text[1200];
+    snprintf(text, sizeof text, "%s (%s)", message, stk_strerror(code));
+    return raise_with_code(error_type(code), code, text);
+}
+
+PyObject *stk_py_option_error(int type_error, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *text = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (text == NULL)
+        return NULL;
+    const char *utf8 = PyUnicode_AsUTF8(text);
+    if (utf8 != NULL)
+        raise_with_code(type_error ? OptionTypeError : OptionError, STK_EINVAL, utf8);
+    Py_DECREF(text);
     return NULL;
 }
 
@@ -537,64 +628,11 @@ static void free_batch_memory(void *data, void *memory, size_t bytes)
     PyGILState_Release(gil);
 }
 
-static int parse_choice(PyObject *value, const char *name, const char *const *choices, int *out)
-{
-    const char *text = PyUnicode_AsUTF8(value);
-    if (text == NULL)
-        return -1;
-    for (int i = 0; choices[i] != NULL; i++) {
-        if (strcmp(text, choices[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    }
-    PyErr_Format(PyExc_ValueError, "%s: unknown value '%s'", name, text);
-    return -1;
-}
-
-static int parse_triple(PyObject *value, const char *name, float out[3])
-{
-    PyObject *seq = PySequence_Fast(value, name);
-    if (seq == NULL)
-        return -1;
-    int rc = 0;
-    if (PySequence_Fast_GET_SIZE(seq) != 3) {
-        PyErr_Format(PyExc_ValueError, "%s needs 3 values", name);
-        rc = -1;
-    }
-    for (Py_ssize_t i = 0; rc == 0 && i < 3; i++) {
-        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, i));
-        if (v == -1.0 && PyErr_Occurred())
-            rc = -1;
-        out[i] = (float)v;
-    }
-    Py_DECREF(seq);
-    return rc;
-}
-
-/* The float option called name, or NULL. */
-static float *float_option(struct stk_options *o, const char *name)
-{
-    const struct {
-        const char *name;
-        float *field;
-    } floats[] = {
-        {"flip_probability", &o->flip_probability}, {"scale_min", &o->scale_min},
-        {"scale_max", &o->scale_max}, {"ratio_min", &o->ratio_min},
-        {"ratio_max", &o->ratio_max},
-    };
-    for (size_t i = 0; i < sizeof floats / sizeof floats[0]; i++)
-        if (strcmp(name, floats[i].name) == 0)
-            return floats[i].field;
-    return NULL;
-}
-
 int stk_py_integer(PyObject *value, const char *name, long long min, unsigned long long max,
                    unsigned long long *out)
 {
     if (!PyIndex_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "%s must be an int, not %.100s", name,
-                     Py_TYPE(value)->tp_name);
+        stk_py_option_error(1, "%s must be an int, not %.100s", name, Py_TYPE(value)->tp_name);
         return -1;
     }
     PyObject *n = PyNumber_Index(value);
@@ -618,93 +656,32 @@ int stk_py_integer(PyObject *value, const char *name, long long min, unsigned lo
     }
     Py_DECREF(n);
     if (!ok)
-        PyErr_Format(PyExc_ValueError, "%s=%R is out of range: it must be between %lld and %llu",
-                     name, value, min, max);
+        stk_py_option_error(0, "%s=%R is out of range: it must be between %lld and %llu", name,
+                            value, min, max);
     return ok ? 0 : -1;
-}
-
-/* Each integer field of struct stk_options with its size, signedness and
- * smallest value: a Python int is stored only if it fits the field, never
- * cut to its low bits (2**32 + 1 threads would be 1). */
-struct int_option {
-    const char *name;
-    size_t offset;
-    size_t size;
-    int is_signed;
-    long long min;
-};
-/* The field types in use; any other fails to compile here. */
-#define FIELD_SIGNED(f) _Generic((f), int: 1, unsigned: 0, unsigned long: 0)
-#define FIELD_SIZE(f) _Generic((f), int: sizeof(int), unsigned: sizeof(unsigned), \
-                               unsigned long: sizeof(unsigned long))
-#define INT_OPTION(f, min)                                                                        \
-    {#f, offsetof(struct stk_options, f), FIELD_SIZE(((struct stk_options *)0)->f),               \
-     FIELD_SIGNED(((struct stk_options *)0)->f), min}
-static const struct int_option int_options[] = {
-    INT_OPTION(batch_size, 0), INT_OPTION(drop_last, 0), INT_OPTION(threads, 0),
-    INT_OPTION(shards_in_flight, 0), INT_OPTION(shuffle_buffer, 0), INT_OPTION(shuffle, 0),
-    INT_OPTION(seed, 0), INT_OPTION(epoch, 0), INT_OPTION(rank, -1),
-    INT_OPTION(world_size, -1), INT_OPTION(samples_per_rank, 0), INT_OPTION(max_batches, 0),
-    INT_OPTION(image_size, 0), INT_OPTION(image_height, 0), INT_OPTION(image_width, 0),
-    INT_OPTION(full_decode, 0), INT_OPTION(max_image_pixels, 0),
-    INT_OPTION(prefetch_bytes_per_shard, 0), INT_OPTION(read_buffer_bytes, 0),
-    INT_OPTION(max_member_bytes, 0), INT_OPTION(max_members_per_sample, 0),
-    INT_OPTION(max_key_bytes, 0), INT_OPTION(cache_size, 0), INT_OPTION(io_timeout_ms, 0),
-    INT_OPTION(io_retries, 0), INT_OPTION(io_backoff_ms, 0), INT_OPTION(io_min_rate, 0),
-    INT_OPTION(allow_pipe, 0), INT_OPTION(max_samples_per_shard, 0),
-    INT_OPTION(shuffle_buffer_bytes, 0),
-};
-#undef INT_OPTION
-#undef FIELD_SIZE
-#undef FIELD_SIGNED
-
-static int set_int_option(struct stk_options *o, const char *name, PyObject *value)
-{
-    for (size_t i = 0; i < sizeof int_options / sizeof int_options[0]; i++) {
-        const struct int_option *opt = &int_options[i];
-        if (strcmp(name, opt->name) != 0)
-            continue;
-        unsigned bits = 8 * (unsigned)opt->size - (opt->is_signed ? 1 : 0);
-        unsigned long long max = bits == 64 ? ULLONG_MAX : (1ull << bits) - 1, v;
-        if (stk_py_integer(value, name, opt->min, max, &v) < 0)
-            return -1;
-        char *field = (char *)o + opt->offset;
-        if (opt->size == 8) {
-            uint64_t u64 = v;
-            memcpy(field, &u64, 8);
-        } else if (opt->is_signed) {
-            int32_t s32 = (int32_t)(long long)v;
-            memcpy(field, &s32, 4);
-        } else {
-            uint32_t u32 = (uint32_t)v;
-            memcpy(field, &u32, 4);
-        }
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "unknown option '%s'", name);
-    return -1;
 }
 
 /* image_size=(height, width): image_height and image_width. */
 static int set_image_hw(struct stk_options *o, PyObject *value)
 {
     if (!PySequence_Check(value) || PyUnicode_Check(value) || PyBytes_Check(value)) {
-        PyErr_Format(PyExc_TypeError, "image_size must be an int or a (height, width) pair, "
-                                      "not %.100s", Py_TYPE(value)->tp_name);
+        stk_py_option_error(1, "image_size must be an int or a (height, width) pair, not %.100s",
+                            Py_TYPE(value)->tp_name);
         return -1;
     }
     PyObject *seq = PySequence_Fast(value, "image_size");
     if (seq == NULL)
         return -1;
+    const struct stk_option_info *range = stk_option_find("image_height");
     unsigned long long hw[2];
     int rc = 0;
     if (PySequence_Fast_GET_SIZE(seq) != 2) {
-        PyErr_Format(PyExc_ValueError, "image_size=%R: give an int or a (height, width) pair",
-                     value);
+        stk_py_option_error(0, "image_size=%R: give an int or a (height, width) pair", value);
         rc = -1;
     }
     for (Py_ssize_t i = 0; rc == 0 && i < 2; i++)
-        rc = stk_py_integer(PySequence_Fast_GET_ITEM(seq, i), "image_size", 1, 8192, &hw[i]);
+        rc = stk_py_integer(PySequence_Fast_GET_ITEM(seq, i), "image_size", range->min,
+                            range->max, &hw[i]);
     Py_DECREF(seq);
     if (rc == 0) {
         o->image_height = (unsigned)hw[0];
@@ -713,78 +690,141 @@ static int set_image_hw(struct stk_options *o, PyObject *value)
     return rc;
 }
 
-/* Set one option from a keyword; -1 with an exception on bad values. */
-int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value)
+/* A number as text for stk_options_set(), or NULL (no exception) when
+ * value is none. */
+static PyObject *number_text(PyObject *value)
 {
-    static const char *const transforms[] = {"none", "train", "eval", NULL};
-    static const char *const dtypes[] = {"uint8", "float32", "float16", "bfloat16", NULL};
-    static const char *const layouts[] = {"nchw", "nhwc", NULL};
-    static const char *const policies[] = {"fail", "skip", NULL};
-    int choice;
-    if (strcmp(name, "transform") == 0) {
-        if (parse_choice(value, name, transforms, &choice) < 0)
-            return -1;
-        o->transform = (enum stk_transform)choice;
-    } else if (strcmp(name, "dtype") == 0) {
-        if (parse_choice(value, name, dtypes, &choice) < 0)
-            return -1;
-        o->dtype = (enum stk_dtype)choice;
-    } else if (strcmp(name, "layout") == 0) {
-        if (parse_choice(value, name, layouts, &choice) < 0)
-            return -1;
-        o->layout = (enum stk_layout)choice;
-    } else if (strcmp(name, "on_error") == 0) {
-        if (parse_choice(value, name, policies, &choice) < 0)
-            return -1;
-        o->on_error = (enum stk_on_error)choice;
-    } else if (float_option(o, name) != NULL) {
+    if (PyLong_Check(value) || PyFloat_Check(value)) {
         double v = PyFloat_AsDouble(value);
         if (v == -1.0 && PyErr_Occurred())
-            return -1;
-        *float_option(o, name) = (float)v;
-    } else if (strcmp(name, "mean") == 0) {
-        return parse_triple(value, name, o->mean);
-    } else if (strcmp(name, "std") == 0) {
-        return parse_triple(value, name, o->std);
-    } else if (strcmp(name, "image_size") == 0 && !PyIndex_Check(value)) {
-        return set_image_hw(o, value);
-    } else if (strcmp(name, "label_exts") == 0 || strcmp(name, "label_json_field") == 0 ||
-               strcmp(name, "index_path") == 0 || strcmp(name, "ca_bundle") == 0 ||
-               strcmp(name, "require_members") == 0) {
-        if (value == Py_None)
-            return 0;
-        const char *text = PyUnicode_AsUTF8(value);
-        if (text == NULL || PyList_Append(keep, value) < 0)
-            return -1;
-        if (strcmp(name, "label_exts") == 0)
-            o->label_exts = text;
-        else if (strcmp(name, "ca_bundle") == 0)
-            o->ca_bundle = text;
-        else if (strcmp(name, "label_json_field") == 0)
-            o->label_json_field = text;
-        else if (strcmp(name, "require_members") == 0)
-            o->require_members = text;
-        else
-            o->index_path = text;
-    } else if (strcmp(name, "cache_dir") == 0) {
-        if (value == Py_None)
-            return 0;
-        PyObject *path = PyOS_FSPath(value); /* str or os.PathLike */
-        if (path == NULL)
-            return -1;
-        const char *text = PyUnicode_Check(path) ? PyUnicode_AsUTF8(path) : NULL;
-        if (text == NULL && !PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "cache_dir must be a str path");
-        if (text == NULL || PyList_Append(keep, path) < 0) {
-            Py_DECREF(path);
-            return -1;
-        }
-        Py_DECREF(path);
-        o->cache_dir = text;
-    } else {
-        return set_int_option(o, name, value);
+            return NULL;
+        char text[64];
+        snprintf(text, sizeof text, "%.17g", v);
+        return PyUnicode_FromString(text);
     }
-    return 0;
+    return NULL;
+}
+
+/* value as the text stk_options_set() takes for option info; NULL with
+ * OptionTypeError when its Python type does not fit, saying what does. */
+static PyObject *option_text(const struct stk_option_info *info, PyObject *value)
+{
+    PyObject *text = NULL;
+    const char *wanted = "";
+    switch (info->type) {
+    case STK_OPTION_BOOL:
+    case STK_OPTION_INTEGER:
+        if (PyIndex_Check(value)) {
+            PyObject *n = PyNumber_Index(value);
+            text = n != NULL ? PyObject_Str(n) : NULL;
+            Py_XDECREF(n);
+            return text;
+        }
+        wanted = "an int";
+        break;
+    case STK_OPTION_FLOAT:
+        if ((text = number_text(value)) != NULL || PyErr_Occurred())
+            return text;
+        wanted = "a float";
+        break;
+    case STK_OPTION_FLOAT3:
+        if (PySequence_Check(value) && !PyUnicode_Check(value) && !PyBytes_Check(value)) {
+            PyObject *seq = PySequence_Fast(value, info->name), *parts = PyList_New(0);
+            for (Py_ssize_t i = 0; seq != NULL && parts != NULL &&
+                                   i < PySequence_Fast_GET_SIZE(seq); i++) {
+                PyObject *t = number_text(PySequence_Fast_GET_ITEM(seq, i));
+                if (t == NULL || PyList_Append(parts, t) < 0)
+                    Py_CLEAR(parts);
+                Py_XDECREF(t);
+            }
+            PyObject *comma = parts != NULL ? PyUnicode_FromString(",") : NULL;
+            text = comma != NULL ? PyUnicode_Join(comma, parts) : NULL;
+            Py_XDECREF(comma);
+            Py_XDECREF(parts);
+            Py_XDECREF(seq);
+            if (text != NULL || PyErr_Occurred())
+                return text;
+        }
+        wanted = "3 floats";
+        break;
+    case STK_OPTION_CHOICE:
+        if (PyUnicode_Check(value))
+            return Py_NewRef(value);
+        wanted = "a str";
+        break;
+    case STK_OPTION_STRING: {
+        PyObject *path = PyOS_FSPath(value); /* str or os.PathLike */
+        if (path != NULL && PyUnicode_Check(path))
+            return path;
+        Py_XDECREF(path);
+        PyErr_Clear();
+        wanted = "a str (or path)";
+        break;
+    }
+    }
+    char accepted[256];
+    stk_option_describe(info, accepted, sizeof accepted);
+    return stk_py_option_error(1, "%s must be %s, %s; not %.100s %R", info->name, wanted, accepted,
+                               Py_TYPE(value)->tp_name, value);
+}
+
+int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value)
+{
+    const struct stk_option_info *info = stk_option_find(name);
+    if (info == NULL) {
+        stk_py_option_error(1, "unknown option '%s' (stoker.Loader's help lists every option)",
+                            name);
+        return -1;
+    }
+    if (strcmp(name, "image_size") == 0 && !PyIndex_Check(value))
+        return set_image_hw(o, value);
+    if (info->type == STK_OPTION_STRING && value == Py_None)
+        return 0; /* the default */
+    PyObject *text = option_text(info, value);
+    const char *utf8 = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    /* A string option points into the text: keep it alive with the options. */
+    if (utf8 == NULL || (info->type == STK_OPTION_STRING && PyList_Append(keep, text) < 0)) {
+        Py_XDECREF(text);
+        return -1;
+    }
+    char msg[512];
+    int rc = stk_options_set(o, name, utf8, msg, sizeof msg);
+    Py_DECREF(text);
+    if (rc < 0)
+        stk_py_option_error(0, "%s", msg);
+    return rc < 0 ? -1 : 0;
+}
+
+/* options() -> the option table as a list of dicts (name, type, default,
+ * min, max, bytes, choices, cli, cli_scope, speed_only, accepts, doc): what
+ * stoker.Loader's help is made of. */
+static PyObject *module_options(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    static const char *const types[] = {"bool", "int", "float", "float3", "choice", "str"};
+    PyObject *list = PyList_New(0);
+    const struct stk_option_info *o;
+    for (size_t i = 0; list != NULL && (o = stk_option_at(i)) != NULL; i++) {
+        char accepted[256];
+        stk_option_describe(o, accepted, sizeof accepted);
+        /* where the stoker command takes it: bench, or every command that reads */
+        const char *scope = (o->flags & STK_OPTION_CLI_SOURCE) ? "source"
+                            : (o->flags & STK_OPTION_CLI_BENCH) ? "bench"
+                                                                : NULL;
+        PyObject *d = Py_BuildValue(
+            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:z,s:O,s:s,s:s}", "name", o->name, "type",
+            types[o->type], "default", o->default_value, "min", (long long)o->min, "max",
+            (unsigned long long)o->max, "bytes", (o->flags & STK_OPTION_BYTES) ? Py_True : Py_False,
+            "choices", o->type == STK_OPTION_CHOICE ? o->metavar : NULL, "cli", o->cli_name,
+            "cli_scope", o->cli_name != NULL ? scope : NULL, "speed_only",
+            (o->flags & STK_OPTION_SPEED_ONLY) ? Py_True : Py_False, "accepts", accepted, "doc",
+            o->doc);
+        if (d == NULL || PyList_Append(list, d) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(d);
+    }
+    return list;
 }
 
 /* The loader's options: the shared ones, and batch_allocator. */
@@ -795,7 +835,7 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
     if (value == Py_None)
         return 0;
     if (!PyCallable_Check(value)) {
-        PyErr_SetString(PyExc_TypeError, "batch_allocator must be callable");
+        stk_py_option_error(1, "batch_allocator must be callable");
         return -1;
     }
     Py_INCREF(value);
@@ -981,41 +1021,21 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
 }
 
 
-/* Every field of struct stk_stats (all uint64_t) by name: stats() builds
- * its dict from this table and report() reads such a dict back, so the two
- * cannot disagree. */
-#define STATS_FIELD(f) {#f, offsetof(struct stk_stats, f)}
-static const struct {
-    const char *name;
-    size_t offset;
-} stats_fields[] = {
-    STATS_FIELD(shards_opened), STATS_FIELD(shards_failed), STATS_FIELD(samples),
-    STATS_FIELD(samples_skipped), STATS_FIELD(members_ignored), STATS_FIELD(batches),
-    STATS_FIELD(bytes_read), STATS_FIELD(member_bytes), STATS_FIELD(images_decoded),
-    STATS_FIELD(images_replaced), STATS_FIELD(decode_ns), STATS_FIELD(samples_read),
-    STATS_FIELD(samples_passed_over), STATS_FIELD(cache_hits), STATS_FIELD(cache_misses),
-    STATS_FIELD(cache_evictions), STATS_FIELD(cache_bytes_written), STATS_FIELD(retries),
-    STATS_FIELD(resumes), STATS_FIELD(read_ns), STATS_FIELD(image_decode_ns),
-    STATS_FIELD(image_resample_ns), STATS_FIELD(image_convert_ns), STATS_FIELD(wait_ns),
-    STATS_FIELD(sequence_ns), STATS_FIELD(wall_ns), STATS_FIELD(read_threads),
-    STATS_FIELD(decode_threads), STATS_FIELD(shuffle_pairs), STATS_FIELD(shuffle_shard_pairs),
-    STATS_FIELD(shuffle_shards_sized), STATS_FIELD(shuffle_sized_samples),
-    STATS_FIELD(shuffle_sized_pairs), STATS_FIELD(shuffle_epoch_shards),
-};
-#undef STATS_FIELD
-#define N_STATS_FIELDS (sizeof stats_fields / sizeof stats_fields[0])
-
-static uint64_t *stats_field(struct stk_stats *s, size_t i)
+/* Every field of struct stk_stats by name, from the library's table:
+ * stats() builds its dict from it and report() reads such a dict back, so
+ * the two cannot disagree. */
+static uint64_t *stats_field(struct stk_stats *s, const struct stk_stats_field *f)
 {
-    return (uint64_t *)((char *)s + stats_fields[i].offset);
+    return (uint64_t *)((char *)s + f->offset);
 }
 
 static PyObject *stats_dict(struct stk_stats *s)
 {
     PyObject *d = PyDict_New();
-    for (size_t i = 0; d != NULL && i < N_STATS_FIELDS; i++) {
-        PyObject *v = PyLong_FromUnsignedLongLong(*stats_field(s, i));
-        if (v == NULL || PyDict_SetItemString(d, stats_fields[i].name, v) < 0)
+    const struct stk_stats_field *f;
+    for (size_t i = 0; d != NULL && (f = stk_stats_field_at(i)) != NULL; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(*stats_field(s, f));
+        if (v == NULL || PyDict_SetItemString(d, f->name, v) < 0)
             Py_CLEAR(d);
         Py_XDECREF(v);
     }
@@ -1067,14 +1087,15 @@ static int stats_from_dict(const char *fn, PyObject *stats, struct stk_stats *s)
         return -1;
     }
     memset(s, 0, sizeof *s);
-    for (size_t i = 0; i < N_STATS_FIELDS; i++) {
-        PyObject *v = PyDict_GetItemString(stats, stats_fields[i].name);
+    const struct stk_stats_field *f;
+    for (size_t i = 0; (f = stk_stats_field_at(i)) != NULL; i++) {
+        PyObject *v = PyDict_GetItemString(stats, f->name);
         if (v == NULL)
             continue;
         unsigned long long u = PyLong_AsUnsignedLongLong(v);
         if (u == (unsigned long long)-1 && PyErr_Occurred())
             return -1;
-        *stats_field(s, i) = u;
+        *stats_field(s, f) = u;
     }
     return 0;
 }
@@ -1197,7 +1218,27 @@ static PyTypeObject LoaderType = {
     .tp_doc = "Loader(urls, **options): the C loader; see stoker.h for the options.",
 };
 
+/* stats_fields() -> [(name, doc)]: the keys of Loader.stats(). */
+static PyObject *module_stats_fields(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    PyObject *list = PyList_New(0);
+    const struct stk_stats_field *f;
+    for (size_t i = 0; list != NULL && (f = stk_stats_field_at(i)) != NULL; i++) {
+        PyObject *t = Py_BuildValue("(ss)", f->name, f->doc);
+        if (t == NULL || PyList_Append(list, t) < 0)
+            Py_CLEAR(list);
+        Py_XDECREF(t);
+    }
+    return list;
+}
+
 static PyMethodDef module_methods[] = {
+    {"options", (PyCFunction)module_options, METH_NOARGS,
+     "options() -> [dict]: every loader option with its type, default, range and meaning"},
+    {"stats_fields", (PyCFunction)module_stats_fields, METH_NOARGS,
+     "stats_fields() -> [(name, doc)]: the counters of Loader.stats()"},
     {"report", (PyCFunction)module_report, METH_O,
      "report(stats) -> str: the input-bound report of a dict of counters"},
     {"rates", module_rates, METH_VARARGS,
@@ -1222,14 +1263,7 @@ PyMODINIT_FUNC PyInit__stoker(void)
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
-    StokerError = PyErr_NewException("stoker.Error", PyExc_RuntimeError, NULL);
-    DataError = PyErr_NewException("stoker.DataError", StokerError, NULL);
-    PlanError = PyErr_NewException("stoker.PlanError", StokerError, NULL);
-    BusyError = PyErr_NewException("stoker.BusyError", StokerError, NULL);
-    if (PyModule_AddObjectRef(m, "Error", StokerError) < 0 ||
-        PyModule_AddObjectRef(m, "DataError", DataError) < 0 ||
-        PyModule_AddObjectRef(m, "PlanError", PlanError) < 0 ||
-        PyModule_AddObjectRef(m, "BusyError", BusyError) < 0 ||
+    if (add_error_classes(m) < 0 ||
         PyModule_AddObjectRef(m, "Loader", (PyObject *)&LoaderType) < 0 ||
         PyModule_AddObjectRef(m, "ShardWriter", (PyObject *)&stk_py_writer_type) < 0 ||
         PyModule_AddStringConstant(m, "version", stk_version()) < 0) {

@@ -13,11 +13,17 @@
  * detailed message; returns NULL. */
 PyObject *stk_py_raise(int code, const char *message);
 
+/* Raise stoker.OptionError (a ValueError), or with type_error
+ * stoker.OptionTypeError (a TypeError), with a PyUnicode_FromFormat
+ * message; returns NULL. */
+PyObject *stk_py_option_error(int type_error, const char *fmt, ...);
+
 struct stk_options;
 
 /* value (any object with __index__) as an integer in [min, max], stored in
  * *out as its two's complement; 0, or -1 with ValueError naming `name` and
- * the range (TypeError for a non-integer). Never cut to fewer bits. */
+ * the range (TypeError for a non-integer; both stoker.OptionError). Never
+ * cut to fewer bits. */
 int stk_py_integer(PyObject *value, const char *name, long long min, unsigned long long max,
                    unsigned long long *out);
 

@@ -49,7 +49,7 @@ def test_usage_error(run, args):
     ("--threads", "0"), ("--threads", "abc"), ("--threads", "-1"), ("--threads", ""),
     ("--threads", "2x"), ("--threads", "99999999999999999999999"), ("--threads", "1025"),
     ("--batch-size", "0"), ("--shards-in-flight", "0"), ("--epochs", "0"),
-    ("--samples-per-rank", "0"), ("--world-size", "0"), ("--rank", "abc"), ("--seed", "-1"),
+    ("--samples-per-rank", "-1"), ("--world-size", "0"), ("--rank", "abc"), ("--seed", "-1"),
     ("--shuffle-buffer", "1.5"), ("--shards-in-flight", "x"), ("--size", "0"), ("--size", "y"),
     ("--shuffle-buffer-bytes", "abc"), ("--world-size", "-"), ("--batch-size", "1e3"),
 ])

@@ -1,5 +1,6 @@
-"""Integer options never wrap: a value that does not fit its C field (int,
-unsigned, size_t or uint64_t) is a ValueError naming the option and its
+"""Integer options never wrap: a value outside the range the C library's
+option table gives (which lies within its C field: int, unsigned, size_t or
+uint64_t) is a ValueError (stoker.OptionError) naming the option and its
 range, for Loader, verify() and ShardWriter alike, never a smaller number
 that then passes validation."""
 import pytest
@@ -9,18 +10,9 @@ import stoker
 U32 = 2**32
 U64 = 2**64
 
-# option -> the largest value its C field holds (every one of them also
-# refuses U64 and anything below its minimum).
-UNSIGNED_FIELDS = {
-    "threads": U32 - 1, "shards_in_flight": U32 - 1, "image_size": U32 - 1,
-    "io_timeout_ms": U32 - 1, "io_retries": U32 - 1, "io_backoff_ms": U32 - 1,
-    "batch_size": U64 - 1, "shuffle_buffer": U64 - 1, "max_batches": U64 - 1,
-    "prefetch_bytes_per_shard": U64 - 1, "read_buffer_bytes": U64 - 1,
-    "max_members_per_sample": U64 - 1, "max_key_bytes": U64 - 1,
-    "seed": U64 - 1, "epoch": U64 - 1, "samples_per_rank": U64 - 1,
-    "max_image_pixels": U64 - 1, "max_member_bytes": U64 - 1, "cache_size": U64 - 1,
-}
-INT_FIELDS = ["drop_last", "shuffle", "full_decode", "allow_pipe"]
+# The integer options of the table, with their ranges.
+INTEGERS = {o["name"]: o for o in stoker._stoker.options() if o["type"] == "int"}
+BOOLS = [o["name"] for o in stoker._stoker.options() if o["type"] == "bool"]
 
 
 def c_loader(urls, **kw):
@@ -28,25 +20,38 @@ def c_loader(urls, **kw):
     return stoker._stoker.Loader(urls, **kw)
 
 
-@pytest.mark.parametrize("name", sorted(UNSIGNED_FIELDS))
-def test_unsigned_options_refuse_what_does_not_fit(even_shards, name):
-    top = UNSIGNED_FIELDS[name]
-    for value in (top + 1, top + 1 + 32, U64, U64 + 1, -1, -(2**63), -(2**70)):
-        if value == top + 1 + 32 and top == U64 - 1:
+@pytest.mark.parametrize("name", sorted(INTEGERS))
+def test_integer_options_refuse_what_is_out_of_range(even_shards, name):
+    o = INTEGERS[name]
+    low, top, default = o["min"], o["max"], stoker._default_value(o)
+    for value in (top + 1, top + 1 + 32, U32 + 1, U64, U64 + 1, low - 1, -(2**63), -(2**70)):
+        if low <= value <= top or value == default:
             continue
         with pytest.raises(ValueError) as info:
             c_loader(even_shards, **{name: value})
         message = str(info.value)
-        assert name in message and str(top) in message, message
+        assert name in message and str(top) in message and str(low) in message, message
+        assert isinstance(info.value, stoker.OptionError) and info.value.code == -22
 
 
-@pytest.mark.parametrize("name", INT_FIELDS)
-def test_int_options_refuse_what_does_not_fit(even_shards, name):
-    for value in (2**31, U32 + 1, U64, -1, -(2**31) - 1):
+def test_the_tables_ranges_fit_the_c_fields():
+    """Every range lies within its field (int, unsigned or 64 bits): a value
+    that passes the check is stored whole."""
+    for name, o in INTEGERS.items():
+        assert o["max"] <= U64 - 1 and o["min"] >= -(2**31), name
+    for name in ("threads", "shards_in_flight", "image_size", "io_timeout_ms", "io_retries",
+                 "io_backoff_ms", "io_min_rate", "image_height", "image_width"):
+        assert INTEGERS[name]["max"] <= U32 - 1, name
+    for name in ("rank", "world_size"):
+        assert INTEGERS[name]["max"] == 2**31 - 1, name
+
+
+@pytest.mark.parametrize("name", BOOLS)
+def test_bool_options_take_0_and_1(even_shards, name):
+    for value in (2, 2**31, U32 + 1, U64, -1, -(2**31) - 1):
         with pytest.raises(ValueError) as info:
             c_loader(even_shards, **{name: value})
-        message = str(info.value)
-        assert name in message and str(2**31 - 1) in message, message
+        assert name in str(info.value) and "0 or 1" in str(info.value), str(info.value)
 
 
 @pytest.mark.parametrize("name", ["rank", "world_size"])

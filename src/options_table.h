@@ -1,0 +1,183 @@
+/*
+ * options_table.h - the one schema of struct stk_options and struct stk_stats.
+ *
+ * Every option that can be given by name (stk_options_set(), the stoker
+ * command's flags, Python keyword arguments) is one row here: its field,
+ * type, default, accepted range, where the command line takes it and a
+ * one-line meaning. stk_options_init() sets the defaults from it,
+ * stk_loader_create() checks ranges against it, the command line builds
+ * its flags and --help from it and the Python module its keyword arguments
+ * and help(stoker.Loader). Adding an option is a field in struct
+ * stk_options (stoker.h, with its full documentation) plus one row here;
+ * options.c refuses to compile when the row's type and the field disagree.
+ * The callbacks (log, alloc_batch_memory, ...) cannot be given as text and
+ * have no row.
+ *
+ * X(name, type, flags, default, min, max, cli_name, metavar, doc)
+ *   type: BOOL (int, 0 or 1), INT (int), UINT (unsigned), SIZE (size_t),
+ *         U64 (uint64_t), FLOAT, FLOAT3 (float[3]), CHOICE (an enum whose
+ *         values are the positions of the comma-separated names in
+ *         metavar), STRING (const char *, borrowed; default NULL: none)
+ *   flags: STK_OPTION_BYTES (takes K, M, G, T suffixes),
+ *          STK_OPTION_CLI_BENCH (a flag of `stoker bench`),
+ *          STK_OPTION_CLI_SOURCE (a flag of every command that reads shards),
+ *          STK_OPTION_SPEED_ONLY (changes speed or limits, never the batches:
+ *          a saved Python loader state survives a change)
+ *   min, max: integers only; the default is accepted besides (-1: auto)
+ *   cli_name: the flag without its dashes (a BOOL flag defaulting to 1 is
+ *             --no-NAME), NULL where the command line does not take it
+ */
+#ifndef STK_OPTIONS_TABLE_H
+#define STK_OPTIONS_TABLE_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#define STK__BENCH STK_OPTION_CLI_BENCH
+#define STK__SOURCE STK_OPTION_CLI_SOURCE
+#define STK__BYTES STK_OPTION_BYTES
+#define STK__SPEED STK_OPTION_SPEED_ONLY
+
+/* clang-format off */
+#define STK__OPTIONS(X) \
+    X(batch_size, SIZE, STK__BENCH, "64", 1, 1u << 24, "batch-size", "N", \
+      "samples per batch") \
+    X(drop_last, BOOL, 0, "0", 0, 1, NULL, NULL, \
+      "drop a final batch smaller than batch_size") \
+    X(threads, UINT, STK__BENCH | STK__SPEED, "2", 1, 1024, "threads", "N", \
+      "reader and decode threads: they change the speed, never the samples") \
+    X(shards_in_flight, UINT, STK__BENCH, "4", 1, 4096, "shards-in-flight", "N", \
+      "shards read and interleaved at once (part of the sample order)") \
+    X(shuffle_buffer, SIZE, STK__BENCH, "1000", 0, 1u << 24, "shuffle-buffer", "N", \
+      "samples shuffled together in one window (0 or 1: no sample shuffling)") \
+    X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2G", 1, SIZE_MAX, \
+      "shuffle-buffer-bytes", "SIZE", \
+      "member bytes a shuffle window may hold; a window of samples holding more fails") \
+    X(shuffle, BOOL, STK__BENCH, "1", 0, 1, "shuffle", NULL, \
+      "shuffle shard order and samples (0: storage order)") \
+    X(seed, U64, STK__BENCH, "0", 0, UINT64_MAX, "seed", "N", \
+      "seed of every random choice") \
+    X(epoch, U64, 0, "0", 0, UINT64_MAX, NULL, "N", \
+      "epoch to produce (its shuffle)") \
+    X(rank, INT, STK__BENCH, "-1", 0, INT_MAX, "rank", "N", \
+      "this process's rank (-1: RANK, SLURM_PROCID or OMPI_COMM_WORLD_RANK, else 0)") \
+    X(world_size, INT, STK__BENCH, "-1", 1, INT_MAX, "world-size", "N", \
+      "number of ranks (-1: WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE, else 1)") \
+    X(samples_per_rank, U64, STK__BENCH, "0", 1, UINT64_MAX, "samples-per-rank", "N", \
+      "samples every rank yields per epoch, equal on all ranks (0: all of its shards)") \
+    X(on_error, CHOICE, STK__BENCH, "fail", 0, 0, "on-error", "fail,skip", \
+      "bad input fails the epoch, or is skipped and counted") \
+    X(read_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "256K", 512, 256u << 20, \
+      "read-buffer-bytes", "SIZE", \
+      "read size per shard") \
+    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "8M", 0, SIZE_MAX, \
+      "prefetch-bytes-per-shard", "SIZE", \
+      "samples read ahead per shard, in bytes") \
+    X(max_batches, SIZE, STK__BENCH | STK__SPEED, "4", 1, 4096, "max-batches", "N", \
+      "batches queued or held by the caller at once") \
+    X(max_member_bytes, U64, STK__BYTES, "256M", 1, (uint64_t)1 << 40, NULL, "SIZE", \
+      "larger members are bad input") \
+    X(max_members_per_sample, SIZE, 0, "64", 1, SIZE_MAX, NULL, "N", \
+      "samples with more members are bad input") \
+    X(max_key_bytes, SIZE, 0, "4096", 1, SIZE_MAX, NULL, "N", \
+      "longest accepted member name") \
+    X(max_samples_per_shard, U64, STK__SOURCE, "1000000", 1, (uint64_t)1 << 32, \
+      "max-samples-per-shard", "N", \
+      "a shard holding more samples fails (about 32 bytes of memory per sample)") \
+    X(transform, CHOICE, STK__BENCH, "none", 0, 0, "decode", "none,train,eval", \
+      "raw samples, RandomResizedCrop + flip (train), or resize + center crop (eval)") \
+    X(image_size, UINT, STK__BENCH, "224", 1, 8192, "size", "N", \
+      "output height and width of images") \
+    X(dtype, CHOICE, STK__BENCH, "uint8", 0, 0, "dtype", "uint8,float32,float16,bfloat16", \
+      "element type of image batches (floats are normalized with mean and std)") \
+    X(layout, CHOICE, STK__BENCH, "nchw", 0, 0, "layout", "nchw,nhwc", \
+      "layout of image batches") \
+    X(mean, FLOAT3, 0, "0.485,0.456,0.406", 0, 0, NULL, "R,G,B", \
+      "per channel mean subtracted from float outputs (of pixel / 255)") \
+    X(std, FLOAT3, 0, "0.229,0.224,0.225", 0, 0, NULL, "R,G,B", \
+      "per channel standard deviation dividing float outputs") \
+    X(scale_min, FLOAT, 0, "0.08", 0, 0, NULL, "X", \
+      "smallest crop area of the train transform, as a share of the image") \
+    X(scale_max, FLOAT, 0, "1", 0, 0, NULL, "X", \
+      "largest crop area of the train transform, as a share of the image") \
+    X(ratio_min, FLOAT, 0, "3/4", 0, 0, NULL, "X", \
+      "smallest crop aspect ratio of the train transform") \
+    X(ratio_max, FLOAT, 0, "4/3", 0, 0, NULL, "X", \
+      "largest crop aspect ratio of the train transform") \
+    X(flip_probability, FLOAT, 0, "0.5", 0, 0, NULL, "X", \
+      "probability of a horizontal flip in the train transform") \
+    X(label_exts, STRING, 0, "cls", 0, 0, NULL, "EXTS", \
+      "label members, first found wins (\"\": unlabelled, every label -1)") \
+    X(label_json_field, STRING, 0, NULL, 0, 0, NULL, "FIELD", \
+      "take the label from this integer field of the json member instead") \
+    X(max_image_pixels, U64, 0, "100000000", 1, UINT64_MAX, NULL, "N", \
+      "larger images are bad input (decompression bombs)") \
+    X(full_decode, BOOL, STK__BENCH, "0", 0, 1, "full-decode", NULL, \
+      "decode whole images at full scale (slower; for comparisons)") \
+    X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \
+      "dataset index from `stoker index`: equal shares per rank, fast resume") \
+    X(cache_dir, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "cache-dir", "DIR", \
+      "node-local cache of remote shards, shared by the node's processes") \
+    X(cache_size, U64, STK__SOURCE | STK__BYTES | STK__SPEED, "0", 1, UINT64_MAX, "cache-size", "SIZE", \
+      "bound on the cache directory (required with cache_dir)") \
+    X(io_timeout_ms, UINT, STK__SOURCE | STK__SPEED, "30000", 1, 3600000, "io-timeout-ms", "N", \
+      "connect timeout, and how long a transfer may stall before a retry") \
+    X(io_retries, UINT, STK__SOURCE | STK__SPEED, "5", 0, 1000, "io-retries", "N", \
+      "failed attempts in a row retried before a shard fails") \
+    X(io_backoff_ms, UINT, STK__SOURCE | STK__SPEED, "500", 0, 60000, "io-backoff-ms", "N", \
+      "delay before the first retry, doubled per retry") \
+    X(io_min_rate, UINT, STK__SOURCE | STK__BYTES | STK__SPEED, "4K", 0, UINT_MAX, "io-min-rate", "SIZE", \
+      "slowest stream accepted while waiting for it, bytes per second (0: no limit)") \
+    X(allow_pipe, BOOL, STK__SOURCE, "0", 0, 1, "allow-pipe", NULL, \
+      "run pipe:COMMAND URLs (split into words, no shell)") \
+    X(ca_bundle, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "ca-bundle", "FILE", \
+      "CA certificates for https (default: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, the system's)") \
+    X(image_height, UINT, 0, "0", 1, 8192, NULL, "N", \
+      "output height of a non-square image (0: image_size)") \
+    X(image_width, UINT, 0, "0", 1, 8192, NULL, "N", \
+      "output width of a non-square image (0: image_size)") \
+    X(require_members, STRING, 0, NULL, 0, 0, NULL, "EXTS", \
+      "other members every sample must hold, e.g. \"txt,json?\" ('?': optional)")
+
+/* Every field of struct stk_stats (all uint64_t), in order: stats() keys,
+ * `stoker bench --json` and report() read them through this list.
+ * X(name, doc) */
+#define STK__STATS(X) \
+    X(shards_opened, "shards opened") \
+    X(shards_failed, "shards cut short by an error under on_error=skip") \
+    X(shards_empty, "shards read to their end without a sample") \
+    X(samples, "samples delivered in batches") \
+    X(samples_skipped, "bad samples skipped under on_error=skip") \
+    X(members_ignored, "directories, links and members without a key") \
+    X(batches, "batches delivered") \
+    X(bytes_read, "bytes read from shard sources (compressed size)") \
+    X(member_bytes, "bytes of member data delivered") \
+    X(images_decoded, "images decoded") \
+    X(images_replaced, "bad images replaced by another of their batch (on_error=skip)") \
+    X(decode_ns, "time decoding and transforming, all threads (ns)") \
+    X(samples_read, "samples read from shards, also those a resume drops") \
+    X(samples_passed_over, "samples a resume read to reach its start in a compressed shard") \
+    X(cache_hits, "shards read from a complete cached copy") \
+    X(cache_misses, "shards this loader downloaded into the cache") \
+    X(cache_evictions, "shards this loader evicted from the cache") \
+    X(cache_bytes_written, "bytes this loader wrote into the cache") \
+    X(retries, "remote requests repeated after a transient failure") \
+    X(resumes, "retries that continued a shard from a byte offset") \
+    X(read_ns, "reader threads opening, fetching and parsing shards (ns)") \
+    X(image_decode_ns, "JPEG/PNG decoding (ns)") \
+    X(image_resample_ns, "resizing crops (ns)") \
+    X(image_convert_ns, "layout and dtype conversion, normalization (ns)") \
+    X(wait_ns, "callers blocked waiting for a batch (ns)") \
+    X(sequence_ns, "the thread that interleaves, shuffles and assembles batches (ns)") \
+    X(wall_ns, "since the loader's first batch was asked for (ns)") \
+    X(read_threads, "reader threads of the current or last epoch") \
+    X(decode_threads, "image threads (0 without a transform)") \
+    X(shuffle_pairs, "sum of b(b-1) over batches of b samples (shuffle quality, k_eff)") \
+    X(shuffle_shard_pairs, "sum of n(n-1) over the samples n a batch takes from one shard") \
+    X(shuffle_shards_sized, "shards taken whole, whose sample counts are known") \
+    X(shuffle_sized_samples, "samples of those shards") \
+    X(shuffle_sized_pairs, "sum of m(m-1) over those shards of m samples") \
+    X(shuffle_epoch_shards, "shards of this rank's epoch")
+/* clang-format on */
+
+#endif

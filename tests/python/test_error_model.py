@@ -1,0 +1,104 @@
+"""One error model: every failure stoker raises derives from stoker.Error and
+carries .code (the C library's STK_E* code), and is still caught by the
+builtin class it stood for before (ValueError, FileNotFoundError, OSError);
+a wrong option value names the option and what it accepts."""
+import os
+import sys
+
+import pytest
+
+import stoker
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from servers import FaultServer  # noqa: E402  (the integration tests' HTTP server)
+
+STK_EINVAL, STK_ENOENT, STK_EBUSY, STK_EHTTP = -22, -2, -1006, -1011
+DATA_CODES = {-1001, -1002, -1003, -1004, -1008, -1009, -1012}
+
+
+def eval_loader(urls, **kw):
+    kw.setdefault("batch_size", 4)
+    kw.setdefault("image_size", 16)
+    kw.setdefault("threads", 1)
+    return stoker.Loader(urls, transform="eval", shuffle=False, rank=0, world_size=1, **kw)
+
+
+def caught(make, builtin):
+    """The stoker.Error that make() raises; also caught as builtin."""
+    with pytest.raises(builtin):
+        make()
+    try:
+        make()
+    except stoker.Error as e:
+        assert isinstance(e.code, int) and e.code < 0, e.code
+        assert str(e), "a stoker error always says what went wrong"
+        return e
+    pytest.fail("no stoker.Error raised")
+
+
+def test_bad_option(even_shards):
+    e = caught(lambda: eval_loader(even_shards, layout="NHWC"), ValueError)
+    assert isinstance(e, stoker.OptionError) and e.code == STK_EINVAL
+    assert "layout" in str(e) and "nchw,nhwc" in str(e), str(e)
+    e = caught(lambda: eval_loader(even_shards, samples_per_rank=1500.0), TypeError)
+    assert isinstance(e, stoker.OptionTypeError) and e.code == STK_EINVAL
+    assert "samples_per_rank" in str(e) and "between 1 and" in str(e) and "1500.0" in str(e)
+    e = caught(lambda: eval_loader(even_shards, shuffel=False), TypeError)
+    assert "shuffel" in str(e)
+    e = caught(lambda: eval_loader(even_shards, threads=5000), ValueError)
+    assert "threads must be between 1 and 1024" in str(e)
+    e = caught(lambda: stoker.Loader(even_shards, transform="center"), ValueError)
+    assert "transform" in str(e) and "'train' or 'eval'" in str(e)
+
+
+def test_missing_shard(even_shards, tmp_path):
+    missing = str(tmp_path / "no-such-000000.tar")
+    e = caught(lambda: eval_loader(even_shards[:1] + [missing]), FileNotFoundError)
+    assert isinstance(e, stoker.NotFound) and e.code == STK_ENOENT and missing in str(e)
+
+
+def test_http_403(even_shards):
+    name = os.path.basename(even_shards[0])
+    with open(even_shards[0], "rb") as f:
+        files = {name: f.read()}
+    with FaultServer(files) as server:
+        def run():
+            loader = eval_loader([server.url("403", name)], io_retries=0, io_backoff_ms=1)
+            next(iter(loader))
+        e = caught(run, OSError)
+    assert isinstance(e, stoker.HTTPError) and e.code == STK_EHTTP
+    assert "403" in str(e) and name in str(e), str(e)
+
+
+def test_corrupt_data(dataset, write_shard, tmp_path):
+    samples = [s for s in dataset if s.url == dataset[0].url][:4]
+    samples[1] = samples[1]._replace(jpg=samples[1].jpg[:2] + b"\0" * 200)
+    path = write_shard(tmp_path / "corrupt-000000.tar", samples)
+    e = caught(lambda: list(eval_loader([path], on_error="fail")), stoker.DataError)
+    assert e.code in DATA_CODES and path in str(e) and samples[1].key in str(e), (e.code, str(e))
+
+
+def test_busy(even_shards):
+    def run():
+        loader = eval_loader(even_shards, max_batches=2)
+        held = []
+        for images, _ in loader:
+            held.append(images)  # the images tensor pins its batch buffer
+    e = caught(run, stoker.BusyError)
+    assert e.code == STK_EBUSY and "max_batches" in str(e)
+
+
+def test_every_class_is_a_stoker_error_with_a_code():
+    names = [n for n in stoker.__all__ if n.endswith("Error") or n in (
+        "NotFound", "OutOfMemory", "Interrupted", "OutputExists")]
+    assert len(names) >= 12, names
+    for name in names:
+        cls = getattr(stoker, name)
+        assert issubclass(cls, stoker.Error), name
+        assert cls is stoker.Error or isinstance(cls.code, int), name
+    # the builtin classes they were before stay
+    assert issubclass(stoker.NotFound, FileNotFoundError)
+    assert issubclass(stoker.OptionError, ValueError)
+    assert issubclass(stoker.ClusterError, ConnectionError)
+    # raised from Python, an error carries its class's code
+    assert stoker.PlanError("x").code == -1005

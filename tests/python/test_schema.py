@@ -1,0 +1,104 @@
+"""One schema for options and stats (src/options_table.h): every option of
+the C library's table is a keyword of stoker.Loader and of the C loader and
+is listed with its default in help(stoker.Loader); where the table says the
+stoker command takes it, every command of that scope accepts its flag
+(with the default value) and lists it in --help, and refuses a value out of
+range naming the flag. Every counter is a key of stats(), of `stoker bench
+--json` and of the stats() help."""
+import importlib.util
+import inspect
+import json
+import os
+import subprocess
+
+import pytest
+
+import stoker
+
+OPTIONS = stoker._stoker.options()
+CLI_OPTIONS = [o for o in OPTIONS if o["cli"]]
+STATS = [name for name, _ in stoker._stoker.stats_fields()]
+INIT = inspect.signature(stoker.Loader.__init__).parameters
+COMMANDS = {"bench": ["bench"], "source": ["bench", "ls", "cat", "verify", "index", "reshard"]}
+
+
+def py_name(o):
+    return stoker._PY_NAMES.get(o["name"], o["name"])
+
+
+def test_the_table_is_whole():
+    """The options a training script uses most are in it, each with a doc
+    and a well-formed CLI scope."""
+    names = {o["name"] for o in OPTIONS}
+    assert {"batch_size", "threads", "shuffle_buffer", "on_error", "transform", "image_size",
+            "dtype", "layout", "cache_dir", "io_timeout_ms", "require_members"} <= names
+    for o in OPTIONS:
+        assert o["doc"] and o["accepts"], o
+        assert (o["cli"] is None) == (o["cli_scope"] is None), o
+        if o["type"] == "choice":
+            assert o["default"] in o["choices"].split(","), o
+
+
+@pytest.mark.parametrize("o", OPTIONS, ids=lambda o: o["name"])
+def test_python_takes_and_documents_every_option(even_shards, o):
+    name = py_name(o)
+    assert f"\n    {name}=" in stoker.Loader.__doc__, name
+    value = INIT[name].default if name in INIT else stoker._default_value(o)
+    kw = dict(batch_size=4, image_size=16, transform="eval", rank=0, world_size=1)
+    kw[name] = value
+    if name in ("rank", "world_size") and value is None:
+        del kw["rank"], kw["world_size"]  # both or neither
+    stoker.Loader(even_shards, **kw).close()
+    # the C loader itself, with the table's own default
+    stoker._stoker.Loader(even_shards, **{o["name"]: stoker._default_value(o)}).close()
+
+
+def flag(o):
+    """The flag for o and a value: its default (a bool's flag flips it)."""
+    if o["type"] == "bool":
+        return ["--" + ("no-" if o["default"] == "1" else "") + o["cli"]]
+    return ["--" + o["cli"], o["default"] if o["default"] is not None else "x"]
+
+
+def run(*args):
+    return subprocess.run(args, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("o", CLI_OPTIONS, ids=lambda o: o["name"])
+def test_the_cli_takes_and_lists_every_option_of_its_scope(stoker_bin, o):
+    args = flag(o)
+    for command in COMMANDS[o["cli_scope"]]:
+        shown = run(stoker_bin, command, "--help")
+        assert shown.returncode == 0 and f"  {args[0]} " in shown.stdout + " ", (command, args)
+        proc = run(stoker_bin, command, *args, "--help")
+        assert proc.returncode == 0, (command, args, proc.stderr)
+        if o["type"] == "int":
+            proc = run(stoker_bin, command, args[0], str(o["max"] + 1), "x.tar")
+            assert proc.returncode == 2 and args[0] in proc.stderr, (command, proc.stderr)
+            assert str(o["max"]) in proc.stderr, proc.stderr
+
+
+def test_stats_keys_are_the_table(even_shards, stoker_bin):
+    loader = stoker.Loader(even_shards[:1], batch_size=4, image_size=16, transform="eval",
+                           rank=0, world_size=1)
+    next(iter(loader))
+    assert list(loader.stats()) == STATS
+    loader.close()
+    for name in STATS:
+        assert f"\n        {name}: " in stoker.Loader.stats.__doc__, name
+    report = json.loads(run(stoker_bin, "bench", "--json", even_shards[0]).stdout)
+    assert set(STATS) <= set(report), set(STATS) - set(report)
+
+
+def test_the_options_reference_is_generated_from_the_table():
+    """docs/options.md is tools/options_doc.py's output: regenerate it when
+    the table changes."""
+    root = os.path.join(os.path.dirname(__file__), "..", "..")
+    spec = importlib.util.spec_from_file_location("options_doc",
+                                                  os.path.join(root, "tools", "options_doc.py"))
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with open(os.path.join(root, "docs", "options.md"), encoding="utf-8") as f:
+        assert f.read() == tool.markdown(), (
+            "docs/options.md is stale: PYTHONPATH=build-rel/python tools/options_doc.py "
+            "> docs/options.md")
