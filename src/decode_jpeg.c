@@ -333,8 +333,19 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
         rc = stk__errf(err, STK_EINTERNAL, "empty JPEG region requested");
         goto out;
     }
-    JDIMENSION xoff = x0, width = x1 - x0;
-    if (x0 > 0 || x1 < ci->output_width)
+    /* Fancy upsampling takes a cropped scanline's first and last columns
+     * for the image's edges, so where a pair of pixels that share a chroma
+     * sample (4:2:2, 4:2:0) is cut there, they would come out unlike a
+     * whole decode's; and a scanline under 3 chroma samples wide is
+     * upsampled without interpolation at all (jdsample.c). So one more
+     * column on each side where the image has one, at least 5 in all, is
+     * decoded and then left out. */
+    JDIMENSION xoff = x0 > 0 ? x0 - 1 : 0;
+    JDIMENSION end = x1 < ci->output_width ? x1 + 1 : x1;
+    if (end - xoff < 5)
+        end = xoff + 5 < ci->output_width ? xoff + 5 : ci->output_width;
+    JDIMENSION width = end - xoff;
+    if (xoff > 0 || end < ci->output_width)
         jpeg_crop_scanline(ci, &xoff, &width); /* widens to iMCU boundaries */
     size_t channels = cmyk ? 4 : 3;
     size_t stride = (size_t)width * channels;
@@ -353,11 +364,11 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
         if (cmyk)
             cmyk_to_rgb(row, width);
     }
-    out->pixels = d->pixels;
-    out->width = (int)width;
+    out->pixels = d->pixels + (x0 - xoff) * 3; /* RGB: CMYK rows are converted in place */
+    out->width = (int)(x1 - x0);
     out->height = (int)(y1 - y0);
     out->stride = stride;
-    out->origin_x = (int)xoff;
+    out->origin_x = (int)x0;
     out->origin_y = (int)y0;
     out->scaled_width = (int)ci->output_width;
     out->scaled_height = (int)ci->output_height;
