@@ -351,6 +351,39 @@ static void test_missing_label(void **state)
     unlink(path);
 }
 
+/* dct_margin: out-of-range values are refused; 8 decodes every crop at
+ * full scale, which gives the pixels of full_decode (the region path
+ * equals a whole decode); 1 lets some crops of these 40-68 px images
+ * decode at 4/8, which changes them. */
+static void test_dct_margin(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 2);
+    const char *urls[] = {good};
+    stk_loader *l;
+    static const float bad_margins[] = {0.5f, -1.0f, 8.5f, 1e30f};
+    for (size_t i = 0; i < sizeof bad_margins / sizeof bad_margins[0]; i++) {
+        o.dct_margin = bad_margins[i];
+        assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), STK_EINVAL);
+    }
+    struct epoch_images full, eight, one;
+    o.dct_margin = 0;
+    o.full_decode = 1;
+    assert_int_equal(read_epoch(&o, good, &full, NULL), 0);
+    o.full_decode = 0;
+    o.dct_margin = 8;
+    assert_int_equal(read_epoch(&o, good, &eight, NULL), 0);
+    assert_int_equal(eight.bytes, full.bytes);
+    assert_memory_equal(eight.images, full.images, full.bytes);
+    o.dct_margin = 1;
+    assert_int_equal(read_epoch(&o, good, &one, NULL), 0);
+    assert_int_equal(one.bytes, full.bytes);
+    assert_true(memcmp(one.images, full.images, full.bytes) != 0);
+    free(full.images);
+    free(eight.images);
+    free(one.images);
+}
+
 /* Decode the box [x0, x1) x [y0, y1) of the image scaled by n/8 (n = 1, 2,
  * 4, 8), in scaled pixels; the request forces scale n. */
 static int decode_scaled(struct stk__decoder *d, const unsigned char *jpeg, size_t size, int n,
@@ -716,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_missing_label),
         cmocka_unit_test(test_non_square),
         cmocka_unit_test(test_region_matches_whole_decode),
+        cmocka_unit_test(test_dct_margin),
         cmocka_unit_test(test_required_members),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_caller_batch_memory),
