@@ -7,24 +7,33 @@
  * nothing of it is kept. This program measures, on the files given, with the
  * JPEGs held in memory and one decompress object reused:
  *   entropy_crop  entropy decoding of the whole MCU rows above the bottom of a
- *                 RandomResizedCrop box (torchvision's sampling: scale 0.08..1,
- *                 ratio 3/4..4/3, 10 tries, central fallback; the same random
- *                 boxes in every run), via
- *                 jpeg_skip_scanlines, which runs no IDCT for whole iMCU rows;
- *                 the partial last row is left out, so this is an upper bound
- *                 on images/s for any decoder built on libjpeg-turbo
+ *                 RandomResizedCrop box, via jpeg_skip_scanlines, which runs
+ *                 no IDCT for whole iMCU rows; the partial last row is left
+ *                 out, so this is an upper bound on images/s for any decoder
+ *                 built on libjpeg-turbo
  *   entropy_full  entropy decoding of the whole image (jpeg_read_coefficients)
  *   full_rgb      a full decode to RGB at scale 8/8
  *   half_rgb      a decode to RGB at scale 4/8
  *   crop_scaled_rgb  the region of a RandomResizedCrop box only
  *                 (jpeg_skip_scanlines + jpeg_crop_scanline) at the smallest
- *                 DCT scale that leaves the box at least 224 pixels on both
- *                 axes: libjpeg-turbo's share of a region + scaled train decode
- * Each mode loops over the files for at least --seconds and prints one JSON
- * line of images/s. Progressive files are entropy-decoded whole in every mode
- * (libjpeg buffers all their scans), as they are in stoker.
+ *                 DCT scale n/8 that leaves the box at least 224 pixels on both
+ *                 axes: libjpeg-turbo's own region + DCT-scaled decode, the
+ *                 floor a train transform is measured against
+ *   crop_pow2_rgb  the same at the scale stoker's train transform picks: the
+ *                 smallest of 1/8, 2/8, 4/8, 8/8 that leaves the box at least
+ *                 1.25 x 224 pixels (src/decode_jpeg.c, src/image.c), so
+ *                 stoker's own cost beyond the decoder shows apart
+ * The boxes are the ones stoker's train transform draws (src/augment.c,
+ * default options, seed 0): pass k over the files uses epoch k, and a file
+ * is sample POSITION of shard SHARD as --list names it (default: shard 0,
+ * position = its place on the command line). Every mode starts again at
+ * epoch 0, so all see the same boxes. Each mode loops over the files for at
+ * least --seconds and prints one JSON line of images/s. Progressive files
+ * are entropy-decoded whole in every mode (libjpeg buffers all their
+ * scans), as they are in stoker.
  *
  * usage: jpeg_floor [--seconds S] FILE.jpg...
+ *        jpeg_floor [--seconds S] --list FILE  (lines "SHARD POSITION PATH")
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -37,10 +46,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "augment.h"
+#include "stoker.h"
+
 struct image {
-    const char *path;
+    char *path;
     unsigned char *data;
     unsigned long size;
+    uint64_t shard, position; /* the sample's identity for the crop draws */
 };
 
 struct decoder {
@@ -51,14 +64,16 @@ struct decoder {
     int warned;       /* libjpeg reported corrupt data since the last reset */
     unsigned char *rows; /* one output row */
     size_t rows_bytes;
-    uint64_t rng;
+    struct stk__train_params train; /* stoker's defaults */
+    uint64_t epoch;                 /* of the current pass over the files */
 };
 
-enum mode { ENTROPY_CROP, ENTROPY_FULL, FULL_RGB, HALF_RGB, CROP_SCALED_RGB };
+enum mode { ENTROPY_CROP, ENTROPY_FULL, FULL_RGB, HALF_RGB, CROP_SCALED_RGB, CROP_POW2_RGB };
 static const char *const mode_names[] = {"entropy_crop", "entropy_full", "full_rgb", "half_rgb",
-                                         "crop_scaled_rgb"};
+                                         "crop_scaled_rgb", "crop_pow2_rgb"};
 
 #define SIZE 224 /* the train crop's output size */
+#define TRAIN_MARGIN 1.25 /* stoker's default dct_margin for train */
 
 static void on_error_exit(j_common_ptr cinfo)
 {
@@ -87,45 +102,28 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* splitmix64: any decent generator will do, the crops only need
- * torchvision's distribution, not its exact draws. */
-static double uniform(struct decoder *d)
-{
-    uint64_t z = (d->rng += 0x9e3779b97f4a7c15u);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-53;
-}
-
 struct box {
     unsigned left, top, width, height;
 };
 
-/* torchvision's RandomResizedCrop box in a w x h image. */
-static struct box crop_box(struct decoder *d, unsigned w, unsigned h)
+/* The box stoker's train transform draws for this image in this pass. */
+static struct box crop_box(struct decoder *d, const struct image *im, unsigned w, unsigned h)
 {
-    double area = (double)w * h;
-    for (int attempt = 0; attempt < 10; attempt++) {
-        double target = area * (0.08 + uniform(d) * 0.92);
-        double ratio = exp(log(3.0 / 4) + uniform(d) * (log(4.0 / 3) - log(3.0 / 4)));
-        long cw = lround(sqrt(target * ratio)), ch = lround(sqrt(target / ratio));
-        if (cw > 0 && cw <= (long)w && ch > 0 && ch <= (long)h) {
-            struct box b = {0, 0, (unsigned)cw, (unsigned)ch};
-            b.top = (unsigned)(uniform(d) * (double)(h - b.height + 1));
-            b.left = (unsigned)(uniform(d) * (double)(w - b.width + 1));
-            return b;
-        }
-    }
-    struct box b = {0, 0, w, h}; /* central fallback */
-    double in_ratio = (double)w / h;
-    if (in_ratio < 3.0 / 4)
-        b.height = (unsigned)lround(w / (3.0 / 4));
-    else if (in_ratio > 4.0 / 3)
-        b.width = (unsigned)lround(h * (4.0 / 3));
-    b.top = (h - b.height) / 2;
-    b.left = (w - b.width) / 2;
-    return b;
+    struct stk__draws draws;
+    struct stk__crop c;
+    stk__draws_init(&draws, 0, d->epoch, im->shard, 0, im->position);
+    stk__crop_train(&d->train, (int)w, (int)h, &draws, &c);
+    return (struct box){(unsigned)c.left, (unsigned)c.top, (unsigned)c.width, (unsigned)c.height};
+}
+
+/* Smallest n in 1..8 (every = 1) or in 1, 2, 4, 8 with the box at least
+ * need pixels on both axes at scale n/8. */
+static unsigned box_scale(const struct box *b, double need, int every)
+{
+    unsigned n = 1;
+    while (n < 8 && (b->width * n < need * 8 || b->height * n < need * 8))
+        n = every ? n + 1 : 2 * n;
+    return n;
 }
 
 static int grow_row(struct decoder *d, size_t need)
@@ -180,7 +178,7 @@ static int decode_one(struct decoder *d, const struct image *im, enum mode mode)
     int rc = 0;
     switch (mode) {
     case ENTROPY_CROP: {
-        struct box b = crop_box(d, ci->image_width, ci->image_height);
+        struct box b = crop_box(d, im, ci->image_width, ci->image_height);
         jpeg_start_decompress(ci);
         unsigned imcu = (unsigned)ci->max_v_samp_factor * DCTSIZE;
         unsigned rows = (b.top + b.height) / imcu * imcu;
@@ -191,12 +189,11 @@ static int decode_one(struct decoder *d, const struct image *im, enum mode mode)
     case ENTROPY_FULL: jpeg_read_coefficients(ci); break;
     case FULL_RGB: rc = decode_rgb(d, 8, NULL); break;
     case HALF_RGB: rc = decode_rgb(d, 4, NULL); break;
-    case CROP_SCALED_RGB: {
-        /* the smallest scale that leaves the box at least SIZE on both axes */
-        struct box b = crop_box(d, ci->image_width, ci->image_height);
-        unsigned n = 1;
-        while (n < 8 && (b.width * n < SIZE * 8 || b.height * n < SIZE * 8))
-            n++;
+    case CROP_SCALED_RGB:
+    case CROP_POW2_RGB: {
+        struct box b = crop_box(d, im, ci->image_width, ci->image_height);
+        unsigned n = mode == CROP_SCALED_RGB ? box_scale(&b, SIZE, 1)
+                                             : box_scale(&b, SIZE * TRAIN_MARGIN, 0);
         rc = decode_rgb(d, n, &b);
         break;
     }
@@ -222,23 +219,83 @@ static int load(const char *path, struct image *im)
     return rc;
 }
 
+/* The files of a --list: lines "SHARD POSITION PATH"; NULL with a message
+ * on a line that is not one. */
+static struct image *read_list(const char *list, int *count)
+{
+    FILE *f = fopen(list, "r");
+    if (f == NULL) {
+        fprintf(stderr, "jpeg_floor: cannot read %s\n", list);
+        return NULL;
+    }
+    struct image *images = NULL;
+    int n = 0, cap = 0;
+    char line[4096];
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long long shard, position;
+        int at = 0;
+        size_t len = strcspn(line, "\n");
+        line[len] = '\0';
+        if (sscanf(line, "%llu %llu %n", &shard, &position, &at) != 2 || line[at] == '\0') {
+            fprintf(stderr, "jpeg_floor: %s line %d is not \"SHARD POSITION PATH\"\n", list,
+                    n + 1);
+            goto fail;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            struct image *grown = realloc(images, (size_t)cap * sizeof *images);
+            if (grown == NULL)
+                goto fail;
+            images = grown;
+        }
+        images[n] = (struct image){.path = strdup(line + at), .shard = shard,
+                                   .position = position};
+        if (images[n++].path == NULL)
+            goto fail;
+    }
+    fclose(f);
+    *count = n;
+    return images;
+fail:
+    for (int i = 0; i < n; i++)
+        free(images[i].path);
+    free(images);
+    fclose(f);
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     double seconds = 3.0;
+    const char *list = NULL;
     int first = 1;
-    if (argc > 2 && strcmp(argv[1], "--seconds") == 0) {
-        seconds = strtod(argv[2], NULL);
-        first = 3;
+    if (argc > first + 1 && strcmp(argv[first], "--seconds") == 0) {
+        seconds = strtod(argv[first + 1], NULL);
+        first += 2;
     }
-    int count = argc - first;
-    if (count < 1 || !(seconds > 0)) {
-        fprintf(stderr, "usage: jpeg_floor [--seconds S] FILE.jpg...\n");
+    if (argc == first + 2 && strcmp(argv[first], "--list") == 0)
+        list = argv[first + 1];
+    int count = list ? 0 : argc - first;
+    if ((!list && count < 1) || !(seconds > 0)) {
+        fprintf(stderr, "usage: jpeg_floor [--seconds S] FILE.jpg...\n"
+                        "       jpeg_floor [--seconds S] --list FILE\n");
         return 2;
     }
-    struct image *images = calloc((size_t)count, sizeof *images);
+    struct image *images = list ? read_list(list, &count) : calloc((size_t)count, sizeof *images);
     if (images == NULL)
         return 1;
+    for (int i = 0; !list && i < count; i++) {
+        images[i].path = strdup(argv[first + i]);
+        images[i].position = (uint64_t)i;
+        if (images[i].path == NULL)
+            return 1;
+    }
     struct decoder d = {0};
+    struct stk_options defaults;
+    stk_options_init(&defaults);
+    d.train = (struct stk__train_params){defaults.scale_min, defaults.scale_max,
+                                         defaults.ratio_min, defaults.ratio_max,
+                                         defaults.flip_probability};
     d.cinfo.err = jpeg_std_error(&d.jerr);
     d.jerr.error_exit = on_error_exit;
     d.jerr.emit_message = on_message;
@@ -246,8 +303,8 @@ int main(int argc, char **argv)
     jpeg_create_decompress(&d.cinfo);
     int rc = 1;
     for (int i = 0; i < count; i++)
-        if (load(images[i].path = argv[first + i], &images[i]) < 0) {
-            fprintf(stderr, "jpeg_floor: cannot read %s\n", argv[first + i]);
+        if (load(images[i].path, &images[i]) < 0) {
+            fprintf(stderr, "jpeg_floor: cannot read %s\n", images[i].path);
             goto out;
         }
     /* Timing a corrupt file would time error paths or libjpeg's grey fill:
@@ -256,14 +313,15 @@ int main(int argc, char **argv)
         if (decode_one(&d, &images[i], FULL_RGB) < 0 || d.warned)
             goto out;
     rc = 0;
-    for (enum mode m = ENTROPY_CROP; m <= CROP_SCALED_RGB; m++) {
+    for (enum mode m = ENTROPY_CROP; m <= CROP_POW2_RGB; m++) {
         long done = 0;
         double t0 = now(), t;
-        d.rng = 1; /* the same boxes in every mode */
+        d.epoch = 0; /* the same boxes in every mode */
         do {
             for (int i = 0; i < count; i++, done++)
                 if (decode_one(&d, &images[i], m) < 0)
                     rc = 1;
+            d.epoch++;
             t = now() - t0;
         } while (t < seconds);
         printf("{\"mode\": \"%s\", \"images\": %ld, \"seconds\": %.3f, \"images_per_s\": %.1f}\n",
@@ -273,8 +331,10 @@ int main(int argc, char **argv)
 out:
     jpeg_destroy_decompress(&d.cinfo);
     free(d.rows);
-    for (int i = 0; i < count; i++)
+    for (int i = 0; i < count; i++) {
         free(images[i].data);
+        free(images[i].path);
+    }
     free(images);
     return rc;
 }

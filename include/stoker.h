@@ -411,6 +411,17 @@ struct stk_options {
     void (*progress)(void *progress_data, uint64_t shards_done, uint64_t shards_total,
                      uint64_t samples);
     void *progress_data;
+
+    /* Fidelity against speed of the JPEG fast path (0: the default of the
+     * transform, 1.5 for eval, 1.25 for train; else 1 to 8). A crop is
+     * decoded at the smallest DCT scale n/8 that keeps it at least
+     * dct_margin times the output size on both axes, then resampled with
+     * Pillow's filter. DCT scaling is a box-like reduction, not Pillow's
+     * antialiased bilinear, so the nearer the scaled crop is to the output
+     * size the more the result differs from torchvision's (README "Decode
+     * figures" gives the measured differences); 8 always decodes at full
+     * scale. */
+    float dct_margin;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

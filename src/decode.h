@@ -2,8 +2,8 @@
  * decode.h - compressed image bytes to an RGB8 region.
  *
  * JPEG goes through libjpeg-turbo, decoding only the rows and (iMCU-aligned)
- * columns a crop needs, at the smallest DCT scale (1/8 .. 8/8) that keeps
- * the crop at least as large as the output. PNG goes through libspng (8/16
+ * columns a crop needs, at the smallest DCT scale (1/8, 2/8, 4/8 or 8/8)
+ * that keeps the crop at least as large as the request's minimum. PNG goes through libspng (8/16
  * bit, palette, gray; alpha dropped, as Pillow's convert("RGB") does). Both
  * check the pixel count against a limit before allocating anything.
  */

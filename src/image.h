@@ -30,6 +30,7 @@ struct stk__image_config {
     uint64_t epoch;
     uint64_t max_pixels;
     int full_decode;
+    double dct_margin; /* stk_options.dct_margin, its default resolved */
     char label_exts[STK__MAX_LABEL_EXTS][16];
     int n_label_exts;
     char label_json_field[64]; /* "" when labels come from label_exts */

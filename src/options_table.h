@@ -114,6 +114,9 @@
       "larger images are bad input (decompression bombs)") \
     X(full_decode, BOOL, STK__BENCH, "0", 0, 1, "full-decode", NULL, \
       "decode whole images at full scale (slower; for comparisons)") \
+    X(dct_margin, FLOAT, STK__BENCH, "0", 0, 0, "dct-margin", "X", \
+      "decode JPEG crops at the smallest DCT scale keeping them X times the output " \
+      "(1 to 8; 0: 1.25 train, 1.5 eval)") \
     X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \
       "dataset index from `stoker index`: equal shares per rank, fast resume") \
     X(cache_dir, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "cache-dir", "DIR", \

@@ -10,7 +10,8 @@ from PIL import Image
 
 from conftest import assert_no_crash
 
-MODES = ["entropy_crop", "entropy_full", "full_rgb", "half_rgb", "crop_scaled_rgb"]
+MODES = ["entropy_crop", "entropy_full", "full_rgb", "half_rgb", "crop_scaled_rgb",
+         "crop_pow2_rgb"]
 
 
 @pytest.fixture

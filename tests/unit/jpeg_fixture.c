@@ -11,6 +11,12 @@
 
 void jpeg_fixture(int width, int height, unsigned seed, unsigned char **out, size_t *size)
 {
+    jpeg_fixture_sampled(width, height, seed, 2, 2, out, size);
+}
+
+void jpeg_fixture_sampled(int width, int height, unsigned seed, int h_samp, int v_samp,
+                          unsigned char **out, size_t *size)
+{
     struct jpeg_compress_struct c;
     struct jpeg_error_mgr err;
     c.err = jpeg_std_error(&err);
@@ -24,6 +30,8 @@ void jpeg_fixture(int width, int height, unsigned seed, unsigned char **out, siz
     c.in_color_space = JCS_RGB;
     jpeg_set_defaults(&c);
     jpeg_set_quality(&c, 90, TRUE);
+    c.comp_info[0].h_samp_factor = h_samp;
+    c.comp_info[0].v_samp_factor = v_samp;
     jpeg_start_compress(&c, TRUE);
     unsigned char *row = malloc((size_t)width * 3);
     if (row == NULL)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "alloc.h"
+#include "decode.h"
 #include "jpeg_fixture.h"
 #include "stoker.h"
 #include "tar_builder.h"
@@ -350,6 +351,130 @@ static void test_missing_label(void **state)
     unlink(path);
 }
 
+/* dct_margin: out-of-range values are refused; 8 decodes every crop at
+ * full scale, which gives the pixels of full_decode (the region path
+ * equals a whole decode); 1 lets some crops of these 40-68 px images
+ * decode at 4/8, which changes them. */
+static void test_dct_margin(void **state)
+{
+    (void)state;
+    struct stk_options o = image_options(STK_TRANSFORM_TRAIN, 2);
+    const char *urls[] = {good};
+    stk_loader *l;
+    static const float bad_margins[] = {0.5f, -1.0f, 8.5f, 1e30f};
+    for (size_t i = 0; i < sizeof bad_margins / sizeof bad_margins[0]; i++) {
+        o.dct_margin = bad_margins[i];
+        assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), STK_EINVAL);
+    }
+    struct epoch_images full, eight, one;
+    o.dct_margin = 0;
+    o.full_decode = 1;
+    assert_int_equal(read_epoch(&o, good, &full, NULL), 0);
+    o.full_decode = 0;
+    o.dct_margin = 8;
+    assert_int_equal(read_epoch(&o, good, &eight, NULL), 0);
+    assert_int_equal(eight.bytes, full.bytes);
+    assert_memory_equal(eight.images, full.images, full.bytes);
+    o.dct_margin = 1;
+    assert_int_equal(read_epoch(&o, good, &one, NULL), 0);
+    assert_int_equal(one.bytes, full.bytes);
+    assert_true(memcmp(one.images, full.images, full.bytes) != 0);
+    free(full.images);
+    free(eight.images);
+    free(one.images);
+}
+
+/* Decode the box [x0, x1) x [y0, y1) of the image scaled by n/8 (n = 1, 2,
+ * 4, 8), in scaled pixels; the request forces scale n. */
+static int decode_scaled(struct stk__decoder *d, const unsigned char *jpeg, size_t size, int n,
+                         int x0, int y0, int x1, int y1, struct stk__decoded *out)
+{
+    const double up = 8.0 / n;
+    struct stk__decode_request req = {
+        .x0 = x0 * up, .y0 = y0 * up, .x1 = x1 * up, .y1 = y1 * up,
+        .min_width = x1 - x0, .min_height = y1 - y0,
+    };
+    struct stk__err err = {0};
+    int rc = stk__decode_region(d, jpeg, size, &req, out, &err);
+    if (rc < 0)
+        fail_msg("region %d,%d-%d,%d at %d/8: %s", x0, y0, x1, y1, n, err.msg);
+    return rc;
+}
+
+/* The region decode of a box against the whole image decoded at the same
+ * scale: it must cover the box and equal it pixel for pixel. */
+static void check_region(struct stk__decoder *d, const unsigned char *jpeg, size_t size, int n,
+                         const uint8_t *whole, size_t whole_stride, const char *what, int x0,
+                         int y0, int x1, int y1)
+{
+    struct stk__decoded r;
+    assert_int_equal(decode_scaled(d, jpeg, size, n, x0, y0, x1, y1, &r), 0);
+    if (r.origin_x > x0 || r.origin_y > y0 || r.origin_x + r.width < x1 ||
+        r.origin_y + r.height < y1)
+        fail_msg("%s at %d/8: region %d,%d-%d,%d decoded as %d,%d + %dx%d", what, n, x0, y0, x1,
+                 y1, r.origin_x, r.origin_y, r.width, r.height);
+    for (int y = 0; y < r.height; y++) {
+        const uint8_t *got = r.pixels + (size_t)y * r.stride;
+        const uint8_t *want = whole + (size_t)(r.origin_y + y) * whole_stride +
+                              (size_t)r.origin_x * 3;
+        for (int x = 0; x < r.width * 3; x++)
+            if (got[x] != want[x])
+                fail_msg("%s at %d/8: region %d,%d-%d,%d (decoded %d,%d + %dx%d) differs from "
+                         "the whole image at pixel %d,%d channel %d: %d, not %d",
+                         what, n, x0, y0, x1, y1, r.origin_x, r.origin_y, r.width, r.height,
+                         r.origin_x + x / 3, r.origin_y + y, x % 3, got[x], want[x]);
+    }
+}
+
+/* The region path (jpeg_skip_scanlines + jpeg_crop_scanline) gives the
+ * pixels of a whole decode at the same DCT scale, in 4:4:4, 4:2:2 and
+ * 4:2:0, with the box's edges at every alignment to the iMCU and to the
+ * chroma samples: libjpeg-turbo's fancy upsampling takes the last column of
+ * a cropped scanline for the image's edge, so a right edge that cuts a
+ * chroma sample's pair gets another last column unless the decoder widens
+ * the crop. */
+static void test_region_matches_whole_decode(void **state)
+{
+    (void)state;
+    static const struct {
+        int h, v;
+        const char *name;
+    } samplings[] = {{1, 1, "4:4:4"}, {2, 1, "4:2:2"}, {2, 2, "4:2:0"}};
+    struct stk__decoder *d = stk__decoder_new(1u << 20);
+    assert_non_null(d);
+    for (size_t s = 0; s < sizeof samplings / sizeof samplings[0]; s++) {
+        for (int n = 8; n >= 1; n /= 2) {
+            /* 61 x 45 scaled pixels: neither is a multiple of an iMCU */
+            const int w = 61, h = 45;
+            unsigned char *jpeg;
+            size_t size;
+            jpeg_fixture_sampled(w * 8 / n, h * 8 / n, 7, samplings[s].h, samplings[s].v, &jpeg,
+                                 &size);
+            struct stk__decoded all;
+            assert_int_equal(decode_scaled(d, jpeg, size, n, 0, 0, w, h, &all), 0);
+            assert_true(all.width == w && all.height == h && all.origin_x == 0);
+            uint8_t *whole = stk__malloc(all.stride * (size_t)h);
+            assert_non_null(whole);
+            memcpy(whole, all.pixels, all.stride * (size_t)h);
+            /* every left and top edge up to an iMCU (16) past the first,
+             * with every right and bottom edge after it */
+            for (int a = 0; a <= 17; a++) {
+                for (int b = a + 1; b <= w; b++)
+                    check_region(d, jpeg, size, n, whole, all.stride, samplings[s].name, a, 0, b,
+                                 h);
+                for (int b = a + 1; b <= h; b++)
+                    check_region(d, jpeg, size, n, whole, all.stride, samplings[s].name, 0, a, w,
+                                 b);
+                check_region(d, jpeg, size, n, whole, all.stride, samplings[s].name, a, a,
+                             w - a / 2, h - a / 3);
+            }
+            stk__free(whole);
+            free(jpeg);
+        }
+    }
+    stk__decoder_free(d);
+}
+
 /* image_height x image_width output: the square case is image_size, shapes
  * and determinism hold for any aspect, and eval pads where torchvision's
  * CenterCrop pads (a short side resized to int(min(h, w) / 0.875) leaves
@@ -623,6 +748,8 @@ int main(void)
         cmocka_unit_test(test_bad_images),
         cmocka_unit_test(test_missing_label),
         cmocka_unit_test(test_non_square),
+        cmocka_unit_test(test_region_matches_whole_decode),
+        cmocka_unit_test(test_dct_margin),
         cmocka_unit_test(test_required_members),
         cmocka_unit_test(test_verify),
         cmocka_unit_test(test_caller_batch_memory),
