@@ -21,9 +21,9 @@
  *                 floor a train transform is measured against
  *   crop_pow2_rgb  the same at the scale stoker's train transform picks: the
  *                 smallest of 1/8, 2/8, 4/8, 8/8 that leaves the box at least
- *                 1.25 x 224 pixels (src/decode_jpeg.c, src/image.c), so
+ *                 1.25 x 224 pixels (src/image/decode_jpeg.c, src/image/image.c), so
  *                 stoker's own cost beyond the decoder shows apart
- * The boxes are the ones stoker's train transform draws (src/augment.c,
+ * The boxes are the ones stoker's train transform draws (src/image/augment.c,
  * default options, seed 0): pass k over the files uses epoch k, and a file
  * is sample POSITION of shard SHARD as --list names it (default: shard 0,
  * position = its place on the command line). Every mode starts again at

@@ -16,7 +16,7 @@
 #include "cloud_list.h"
 #include "options.h"
 #include "redact.h"
-#include "shard_jobs.h"
+#include "jobs.h"
 #include "shard_reader.h"
 #include "stoker.h"
 
@@ -129,8 +129,8 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
         rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing %zu shards", urls.count);
     if (rc == 0) {
         stk__shard_config_init(&b.shard, opts, &counters, NULL);
-        rc = stk__run_shard_jobs(urls.count, opts->threads, count_job, &b, opts,
-                                 &counters.samples_read, &err);
+        rc = stk__run_jobs(urls.count, opts->threads, count_job, &b, opts,
+                           &counters.samples_read, &err);
     }
     if (rc == 0)
         rc = write_index(path, replace, &urls, b.counts, b.offsets, &err);

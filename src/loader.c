@@ -32,7 +32,7 @@
 #include "pipeline.h"
 #include "image.h"
 #include "plan.h"
-#include "pool.h"
+#include "buffer_pool.h"
 #include "shard_reader.h"
 #include "source.h"
 #include "stoker.h"
@@ -52,7 +52,7 @@ struct stk_loader {
     atomic_uint_fast64_t wait_ns;  /* callers inside stk_loader_next */
     atomic_uint_fast64_t first_ns; /* start of the first stk_loader_next, or 0 */
     struct stk__batch_budget budget;
-    struct stk__pool *pool;
+    struct stk__buffer_pool *pool;
     struct stk__cache *cache; /* NULL without cache_dir */
     struct stk__image_config image; /* when opts.transform != NONE */
     struct stk__image_ring ring;
@@ -188,8 +188,8 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     }
     /* Idle buffers kept for reuse: enough for the read-ahead of every
      * shard in flight plus a batch ring's worth of turnover. */
-    l->pool = stk__pool_new(opts->prefetch_bytes_per_shard * opts->shards_in_flight +
-                            ((size_t)64 << 20));
+    l->pool = stk__buffer_pool_new(opts->prefetch_bytes_per_shard * opts->shards_in_flight +
+                                   ((size_t)64 << 20));
     if (l->pool == NULL) {
         rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
         goto fail;
@@ -439,7 +439,7 @@ void stk_loader_destroy(stk_loader *l)
     stk__budget_destroy(&l->budget);
     if (l->has_ring)
         stk__image_ring_destroy(&l->ring);
-    stk__pool_free(l->pool);
+    stk__buffer_pool_free(l->pool);
     stk__cache_free(l->cache);
     stk__strlist_free(&l->urls);
     stk__strlist_free(&l->names);

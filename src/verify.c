@@ -21,7 +21,7 @@
 #include "image.h"
 #include "options.h"
 #include "sample.h"
-#include "shard_jobs.h"
+#include "jobs.h"
 #include "shard_reader.h"
 #include "stoker.h"
 
@@ -135,8 +135,8 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
         rc = stk__errf(&err, STK_EINVAL, "no shards to verify");
     if (rc == 0) {
         stk__shard_config_init(&v.shard, &o, &counters, NULL);
-        rc = stk__run_shard_jobs(urls.count, o.threads, verify_job, &v, &o,
-                                 &counters.samples_read, &err);
+        rc = stk__run_jobs(urls.count, o.threads, verify_job, &v, &o,
+                           &counters.samples_read, &err);
     }
     if (stats != NULL) {
         memset(stats, 0, sizeof *stats);

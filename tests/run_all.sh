@@ -29,7 +29,7 @@ UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 setup build-tsan -Dbuildtype=debug -Db_sanitize=thread -Dpython=false -Dtest_hooks=true || exit 1
 ninja -C build-tsan || exit 1
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    meson test -C build-tsan --print-errorlogs pipeline images cache ranges batch transform_pool || status=1
+    meson test -C build-tsan --print-errorlogs pipeline images cache ranges batch image_workers || status=1
 
 # Remote sources under TSan (http, pipe:, s3://): reader threads share libcurl's handle pool and
 # DNS/TLS share, and pipeline stops cancel sources waiting on the network.

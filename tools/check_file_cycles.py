@@ -1,15 +1,21 @@
 #!/usr/bin/python3
 """Fail when files of the library call into each other, directly or in a
-loop: each file of src/ builds on files below it and is called only from
-above, so the layers stay readable (a cycle means a piece is in the wrong
-file). Works on the static library's symbol tables (nm), so it sees exactly
-the calls the linker resolves: a call through a function pointer or an
-inline function in a header is not a dependency between object files.
+loop, and when its folders do: each file of src/ builds on files below it
+and is called only from above, so the layers stay readable (a cycle means
+a piece is in the wrong file or folder). Works on the static library's
+symbol tables (nm), so it sees exactly the calls the linker resolves: a
+call through a function pointer or an inline function in a header is not
+a dependency between object files.
 
 usage: check_file_cycles.py libstoker.a
 """
+import os
 import subprocess
 import sys
+
+
+# The folders of src/ (the rest is src/ itself: the public entry points).
+FOLDERS = ("base", "io", "cache", "tar", "image", "plan", "pipeline")
 
 
 def symbols(archive):
@@ -18,7 +24,8 @@ def symbols(archive):
     files, current = {}, None
     for line in out.splitlines():
         if line.endswith(".o:"):
-            current = line[:-1].removeprefix("src_").removesuffix(".c.o")
+            # "src_io_source.c.o", or a path to it in a thin archive
+            current = os.path.basename(line[:-1]).removeprefix("src_").removesuffix(".c.o")
             files[current] = (set(), set())
             continue
         parts = line.split()
@@ -74,9 +81,21 @@ def main():
         print("files calling into each other:", ", ".join(component))
         for f in component:
             print(f"  {f} calls {', '.join(sorted(graph[f] & set(component)))}")
+    # Object files are named after their path: src/io/source.c is io_source.
+    folder = {f: f.split("_", 1)[0] if f.split("_", 1)[0] in FOLDERS else "src" for f in graph}
+    folders = {d: set() for d in folder.values()}
+    for f, deps in graph.items():
+        folders[folder[f]] |= {folder[g] for g in deps} - {folder[f]}
+    found_folders = cycles(folders)
+    for component in found_folders:
+        print("folders calling into each other:", ", ".join(component))
+        for f in sorted(graph):
+            for g in sorted(graph[f]):
+                if folder[f] in component and folder[g] in component and folder[f] != folder[g]:
+                    print(f"  {f} calls {g}")
     print(f"{len(graph)} files, {sum(map(len, graph.values()))} dependencies, "
-          f"{len(found)} cycles")
-    sys.exit(1 if found else 0)
+          f"{len(found)} cycles; {len(folders)} folders, {len(found_folders)} cycles")
+    sys.exit(1 if found or found_folders else 0)
 
 
 if __name__ == "__main__":

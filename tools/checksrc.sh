@@ -1,15 +1,15 @@
 #!/bin/sh
 # Reject C functions that invite overflows or hide allocations (curl's
 # checksrc idea): strcpy, strcat, sprintf, vsprintf, gets, atoi, atol,
-# strtok, and bare malloc/calloc/realloc/free/strdup outside src/alloc.c.
+# strtok, and bare malloc/calloc/realloc/free/strdup outside src/base/alloc.c.
 # A line may opt out with the comment "checksrc: allow" and a reason.
 set -u
 cd "$(dirname "$0")/.."
 status=0
-for f in src/*.c src/*.h cli/*.c cli/*.h include/*.h; do
+for f in src/*.c src/*.h src/*/*.c src/*/*.h cli/*.c cli/*.h include/*.h; do
     matches=$(grep -nE '(^|[^_a-zA-Z0-9.>])(strcpy|strcat|sprintf|vsprintf|gets|atoi|atol|strtok)[[:space:]]*\(' "$f" |
               grep -v 'checksrc: allow')
-    if [ "$f" != src/alloc.c ]; then
+    if [ "$f" != src/base/alloc.c ]; then
         alloc=$(grep -nE '(^|[^_a-zA-Z0-9.>])(malloc|calloc|realloc|free|strdup|strndup)[[:space:]]*\(' "$f" |
                 grep -v 'checksrc: allow')
         [ -n "$alloc" ] && matches="$matches

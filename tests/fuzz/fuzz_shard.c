@@ -8,7 +8,7 @@
  *   bits 6-7  source chunk of run B    (same table)
  * Run A reads the shard under the fail policy (skip_bad=0) with plain member
  * buffers, run B under the skip policy (skip_bad=1) with member buffers
- * recycled through a stk__pool; both drain every sample with
+ * recycled through a stk__buffer_pool; both drain every sample with
  * stk__shard_next.
  * Run C repeats the read with stoker's allocation failure injection
  * (alloc.h) so the out-of-memory paths are fuzzed too (LeakSanitizer checks
@@ -48,7 +48,7 @@
 
 #include "alloc.h"
 #include "fuzz.h"
-#include "pool.h"
+#include "buffer_pool.h"
 #include "shard_reader.h"
 #include "source.h"
 #include "source_filter.h"
@@ -73,7 +73,7 @@ struct run {
     uint64_t digest;  /* FNV-1a over keys, extensions and data, in order */
     uint64_t opened, failed, skipped, ignored, bytes_read;
     size_t log_calls;
-    const struct stk__pool *pool; /* where member buffers must return */
+    const struct stk__buffer_pool *pool; /* where member buffers must return */
     char **keys;                  /* copies of the keys handed out, to check uniqueness */
     size_t n_keys, cap_keys;
 };
@@ -173,7 +173,7 @@ static void check_error(const struct stk__err *err, int rc) {
 
 /* Read the shard once. Returns with run filled in. */
 static void read_shard(const uint8_t *data, size_t size, size_t block, size_t chunk, int skip_bad,
-                       struct stk__pool *pool, struct run *run) {
+                       struct stk__buffer_pool *pool, struct run *run) {
     struct stk__counters counters;
     memset(&counters, 0, sizeof counters);
     memset(run, 0, sizeof *run);
@@ -350,7 +350,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t block_b = block_sizes[(cfg >> 2) & 3], chunk_b = chunks[(cfg >> 6) & 3];
     read_shard(shard, shard_size, block_a, chunk_a, 0, NULL, &a);
     trace("A (fail)", &a, block_a, chunk_a);
-    struct stk__pool *pool = stk__pool_new(FUZZ_POOL_BYTES);
+    struct stk__buffer_pool *pool = stk__buffer_pool_new(FUZZ_POOL_BYTES);
     FUZZ_CHECK(pool != NULL);
     read_shard(shard, shard_size, block_b, chunk_b, 1, pool, &b);
     trace("B (skip)", &b, block_b, chunk_b);
@@ -382,7 +382,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     stk__alloc_fail_after(fail_at);
     read_shard(shard, shard_size, 512, 0, (int)((h >> 8) & 1), (h >> 9) & 1 ? pool : NULL, &c);
     stk__alloc_fail_after(0);
-    stk__pool_free(pool);
+    stk__buffer_pool_free(pool);
     trace("C (oom)", &c, 512, 0);
     if (c.open_rc == 0 && c.last_rc == 0 && a.open_rc == 0 && a.last_rc == 0) {
         /* No allocation failed where it mattered: same result as run A. */

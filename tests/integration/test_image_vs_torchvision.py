@@ -1,4 +1,4 @@
-"""stoker's image stage (src/image.c, augment.c, decode_*.c) against torchvision.
+"""stoker's image stage (src/image/image.c, augment.c, decode_*.c) against torchvision.
 
 tests/tools/transform_tool (built with the unit tests, found under
 $STOKER_BUILD_DIR, default build-asan under the repository root) renders

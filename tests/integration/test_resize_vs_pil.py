@@ -1,4 +1,4 @@
-"""stoker's bilinear resize (src/resize.c) against Pillow itself.
+"""stoker's bilinear resize (src/image/resize.c) against Pillow itself.
 
 Pillow's Image.resize(size, BILINEAR, box) is what torchvision's Resize and
 RandomResizedCrop run on PIL images; stk__resize_rgb8 claims to reproduce it.

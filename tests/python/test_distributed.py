@@ -184,7 +184,7 @@ def test_samples_per_rank_equal_to_the_share_covers_every_sample(even_shards, da
     samples_per_rank=60 an epoch must be exactly the dataset, split in two.
     BUG: with the default shards_in_flight (4) and shuffling, the reader
     slots open the shards of the next pass (g >= rank_shards in
-    open_next_shard, src/pipeline.c) while the other slots are still
+    open_next_shard, src/pipeline/pipeline.c) while the other slots are still
     reading this pass, and the interleave takes samples from both; the
     epoch then stops at 60 samples with part of the rank's own samples
     never read and samples of other ranks' shards read instead."""
@@ -208,9 +208,9 @@ def test_samples_per_rank_below_the_share_stays_in_the_ranks_shards(even_shards)
 def test_extra_passes_reread_the_ranks_own_shards(even_shards):
     """stoker.h: with more samples_per_rank than its shards hold, "the rank
     cycles through its shards again (a new shard order per pass)". BUG: the
-    extra passes draw a new permutation of all shards (src/plan.c,
+    extra passes draw a new permutation of all shards (src/plan/plan.c,
     stk__plan_permutation with the pass as input, used for pass >= 1 in
-    open_next_shard, src/pipeline.c) and take every world-th of it, i.e.
+    open_next_shard, src/pipeline/pipeline.c) and take every world-th of it, i.e.
     other ranks' shards. One shard in flight, no sample shuffle: the order
     is shard by shard, so this is not the interleaving bug above."""
     opts = dict(shards_in_flight=1, shuffle_buffer=0, seed=0)

@@ -1,12 +1,12 @@
 /*
- * shard_jobs.c - one job per shard on a few threads.
+ * jobs.c - one job per shard on a few threads.
  *
  * DESIGN (locking): the next index is an atomic counter; the first error is
  * written, and the progress callback called, under the mutex (so the
  * caller's callback needs no lock of its own). A failure pushes the counter
  * past the end, so every thread stops after its current job.
  */
-#include "shard_jobs.h"
+#include "jobs.h"
 
 #include <string.h>
 
@@ -15,7 +15,7 @@
 
 struct run {
     size_t count;
-    stk__shard_job_fn job;
+    stk__job_fn job;
     void *ctx;
     atomic_size_t next;
     const struct stk_options *opts;
@@ -53,9 +53,9 @@ static void *job_main(void *arg)
     }
 }
 
-int stk__run_shard_jobs(size_t count, unsigned threads, stk__shard_job_fn job, void *ctx,
-                        const struct stk_options *opts, const atomic_uint_fast64_t *samples,
-                        struct stk__err *err)
+int stk__run_jobs(size_t count, unsigned threads, stk__job_fn job, void *ctx,
+                  const struct stk_options *opts, const atomic_uint_fast64_t *samples,
+                  struct stk__err *err)
 {
     struct run r = {.count = count, .job = job, .ctx = ctx, .opts = opts, .samples = samples};
     stk__err_clear(&r.err);

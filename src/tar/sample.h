@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pool.h"
+#include "buffer_pool.h"
 #include "stoker.h"
 
 struct stk__sample {
@@ -20,7 +20,7 @@ struct stk__sample {
     size_t capacity;
     uint64_t bytes;             /* member data bytes, for budgets and stats */
     char *key;
-    struct stk__pool *pool;     /* member data comes from and returns to it */
+    struct stk__buffer_pool *pool;     /* member data comes from and returns to it */
     /* Identity for per-sample random choices: the sample's number among the
      * good samples of its shard and the pass over the rank's shards. */
     uint64_t position;
@@ -37,10 +37,10 @@ struct stk__sample {
 
 /* A sample with a copy of key[0..key_len). NULL when out of memory. */
 struct stk__sample *stk__sample_new(const char *key, size_t key_len, const char *url,
-                                    uint64_t shard_index, struct stk__pool *pool);
+                                    uint64_t shard_index, struct stk__buffer_pool *pool);
 
 /* Append a member: ext is copied (and lower-cased), data is adopted (must
- * be from stk__pool_get(s->pool, size + 1), with a NUL at data[size]).
+ * be from stk__buffer_pool_get(s->pool, size + 1), with a NUL at data[size]).
  * 0 or STK_ENOMEM; on failure data goes back to the pool. */
 int stk__sample_add(struct stk__sample *s, const char *ext, size_t ext_len, uint8_t *data,
                     size_t size);

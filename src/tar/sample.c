@@ -8,7 +8,7 @@
 #include "alloc.h"
 
 struct stk__sample *stk__sample_new(const char *key, size_t key_len, const char *url,
-                                    uint64_t shard_index, struct stk__pool *pool)
+                                    uint64_t shard_index, struct stk__buffer_pool *pool)
 {
     struct stk__sample *s = stk__calloc(1, sizeof *s);
     if (s == NULL)
@@ -50,7 +50,7 @@ int stk__sample_add(struct stk__sample *s, const char *ext, size_t ext_len, uint
         size_t cap = s->capacity ? s->capacity * 2 : 4;
         struct stk_member *m = stk__realloc(s->members, cap * sizeof *m);
         if (m == NULL) {
-            stk__pool_put(s->pool, data, size + 1);
+            stk__buffer_pool_put(s->pool, data, size + 1);
             return STK_ENOMEM;
         }
         s->members = m;
@@ -59,7 +59,7 @@ int stk__sample_add(struct stk__sample *s, const char *ext, size_t ext_len, uint
     }
     char *e = stk__strndup(ext, ext_len);
     if (e == NULL) {
-        stk__pool_put(s->pool, data, size + 1);
+        stk__buffer_pool_put(s->pool, data, size + 1);
         return STK_ENOMEM;
     }
     for (char *p = e; *p; p++)
@@ -78,7 +78,7 @@ void stk__sample_free(struct stk__sample *s)
         return;
     for (size_t i = 0; i < s->pub.n_members; i++) {
         stk__free((void *)s->members[i].ext);
-        stk__pool_put(s->pool, (void *)s->members[i].data, s->members[i].size + 1);
+        stk__buffer_pool_put(s->pool, (void *)s->members[i].data, s->members[i].size + 1);
     }
     stk__free(s->members);
     stk__free(s->key);

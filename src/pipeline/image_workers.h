@@ -1,5 +1,5 @@
 /*
- * transform_pool.h - threads that turn samples into images in batch slots.
+ * image_workers.h - threads that turn samples into images in batch slots.
  *
  * The sequencer assigns each sample a slot of a batch and submits it; any
  * worker transforms it in place. A batch counts its unfinished slots (plus
@@ -7,8 +7,8 @@
  * to zero reports the batch done. Order never depends on which worker ran
  * what: slots are fixed before the work starts.
  */
-#ifndef STK_TRANSFORM_POOL_H
-#define STK_TRANSFORM_POOL_H
+#ifndef STK_IMAGE_WORKERS_H
+#define STK_IMAGE_WORKERS_H
 
 #include <stddef.h>
 
@@ -16,9 +16,9 @@
 #include "image.h"
 #include "shard_reader.h"
 
-struct stk__transform_pool;
+struct stk__image_workers;
 
-struct stk__transform_pool_config {
+struct stk__image_workers_config {
     unsigned threads;
     size_t max_tasks;                     /* slots that can be outstanding at once */
     const struct stk__image_config *image;
@@ -31,20 +31,20 @@ struct stk__transform_pool_config {
     void *batch_done_data;
 };
 
-int stk__transform_pool_start(const struct stk__transform_pool_config *cfg,
-                              struct stk__transform_pool **out, struct stk__err *err);
+int stk__image_workers_start(const struct stk__image_workers_config *cfg,
+                             struct stk__image_workers **out, struct stk__err *err);
 
 /* Queue slot `slot` of b (b->pending already counts it). Never blocks:
  * max_tasks must cover every slot of every batch that may exist (the batch
  * budget times batch_size); a full ring aborts, as it means that sizing is
  * wrong. After stop has begun the task is dropped with the queued ones. */
-void stk__transform_pool_submit(struct stk__transform_pool *pool, struct stk__batch *b,
-                                size_t slot);
+void stk__image_workers_submit(struct stk__image_workers *workers, struct stk__batch *b,
+                               size_t slot);
 
 /* Drop the slot count a sealed batch held; reports the batch if done. */
-void stk__transform_pool_seal(struct stk__transform_pool *pool, struct stk__batch *b);
+void stk__image_workers_seal(struct stk__image_workers *workers, struct stk__batch *b);
 
 /* Stop and join the workers; queued tasks are dropped. NULL is a no-op. */
-void stk__transform_pool_stop(struct stk__transform_pool *pool);
+void stk__image_workers_stop(struct stk__image_workers *workers);
 
 #endif

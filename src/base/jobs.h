@@ -1,9 +1,9 @@
 /*
- * shard_jobs.h - one job per shard on a few threads (index building,
+ * jobs.h - one job per shard on a few threads (index building,
  * verification): whole shards are the unit, so there is no ordering to keep.
  */
-#ifndef STK_SHARD_JOBS_H
-#define STK_SHARD_JOBS_H
+#ifndef STK_JOBS_H
+#define STK_JOBS_H
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -12,14 +12,14 @@
 #include "stoker.h"
 
 /* The job of shard index; 0 or an STK_E* code with a message in err. */
-typedef int (*stk__shard_job_fn)(void *ctx, size_t index, struct stk__err *err);
+typedef int (*stk__job_fn)(void *ctx, size_t index, struct stk__err *err);
 
 /* Run job(ctx, i, ...) for every i in [0, count) on min(threads, count)
  * threads, each taking the next index. The first failure stops the threads
  * from taking more shards and is returned with its message. After each
  * job, opts->progress (when set) gets the jobs done and *samples. */
-int stk__run_shard_jobs(size_t count, unsigned threads, stk__shard_job_fn job, void *ctx,
-                        const struct stk_options *opts, const atomic_uint_fast64_t *samples,
-                        struct stk__err *err);
+int stk__run_jobs(size_t count, unsigned threads, stk__job_fn job, void *ctx,
+                  const struct stk_options *opts, const atomic_uint_fast64_t *samples,
+                  struct stk__err *err);
 
 #endif

@@ -57,7 +57,7 @@ struct stk__shard_reader {
 };
 
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
-                            struct stk__counters *counters, struct stk__pool *pool)
+                            struct stk__counters *counters, struct stk__buffer_pool *pool)
 {
     *cfg = (struct stk__shard_config){
         .block_size = o->read_buffer_bytes,
@@ -315,13 +315,13 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     int rc = stk__tar_start(r->tar, size, err);
     if (rc != 0)
         return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);
-    uint8_t *data = stk__pool_get(r->cfg.pool, size + 1);
+    uint8_t *data = stk__buffer_pool_get(r->cfg.pool, size + 1);
     if (data == NULL)
         return stk__errf(err, STK_ENOMEM, "%s: out of memory for member '%s' (%zu bytes)",
                          r->url, stk__shown(shown_name, sizeof shown_name, name), size);
     rc = stk__tar_read(r->tar, data, size, err);
     if (rc != 0) {
-        stk__pool_put(r->cfg.pool, data, size + 1);
+        stk__buffer_pool_put(r->cfg.pool, data, size + 1);
         return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);
     }
     data[size] = '\0';

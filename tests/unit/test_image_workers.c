@@ -1,5 +1,5 @@
 /*
- * test_transform_pool.c - the image worker threads (transform_pool.c):
+ * test_image_workers.c - the image worker threads (image_workers.c):
  * every submitted slot is transformed into its place in the batch buffer,
  * a batch is reported done exactly once, after it is sealed and its last
  * slot finished, and a failed slot is marked, counted and reported with
@@ -22,11 +22,11 @@
 #include "batch.h"
 #include "image.h"
 #include "jpeg_fixture.h"
-#include "pool.h"
+#include "buffer_pool.h"
 #include "sample.h"
 #include "shard_reader.h"
 #include "stoker.h"
-#include "transform_pool.h"
+#include "image_workers.h"
 
 #define BATCH 6
 #define MAX_BATCHES 3
@@ -61,7 +61,7 @@ static void log_message(void *data, enum stk_log_level level, const char *messag
 
 static void add_member(struct stk__sample *s, const char *ext, const void *data, size_t size)
 {
-    uint8_t *copy = stk__pool_get(NULL, size + 1);
+    uint8_t *copy = stk__buffer_pool_get(NULL, size + 1);
     assert_non_null(copy);
     memcpy(copy, data, size);
     copy[size] = 0;
@@ -96,7 +96,7 @@ struct fixture {
     struct stk__batch_budget budget;
     struct stk__counters counters;
     struct done done;
-    struct stk__transform_pool *pool;
+    struct stk__image_workers *workers;
 };
 
 static void start(struct fixture *f, unsigned threads, int skip_bad)
@@ -114,7 +114,7 @@ static void start(struct fixture *f, unsigned threads, int skip_bad)
     pthread_mutex_init(&f->done.mutex, NULL);
     pthread_cond_init(&f->done.cond, NULL);
     atomic_init(&f->done.logged, 0);
-    struct stk__transform_pool_config cfg = {
+    struct stk__image_workers_config cfg = {
         .threads = threads,
         .max_tasks = MAX_BATCHES * BATCH, /* as the pipeline sizes it */
         .image = &f->image,
@@ -125,7 +125,7 @@ static void start(struct fixture *f, unsigned threads, int skip_bad)
         .batch_done = batch_done,
         .batch_done_data = &f->done,
     };
-    assert_int_equal(stk__transform_pool_start(&cfg, &f->pool, &err), 0);
+    assert_int_equal(stk__image_workers_start(&cfg, &f->workers, &err), 0);
 }
 
 /* Fill a batch as the sequencer does: each slot counted, then submitted;
@@ -140,7 +140,7 @@ static struct stk__batch *submit_batch(struct fixture *f, uint64_t index, unsign
     for (int i = 0; i < BATCH; i++) {
         stk__batch_add(b, sample((int)index * 100 + i, (bad_mask >> i) & 1));
         atomic_fetch_add(&b->pending, 1);
-        stk__transform_pool_submit(f->pool, b, (size_t)i);
+        stk__image_workers_submit(f->workers, b, (size_t)i);
     }
     return b;
 }
@@ -155,7 +155,7 @@ static void wait_done(struct fixture *f, int total)
 
 static void finish(struct fixture *f)
 {
-    stk__transform_pool_stop(f->pool);
+    stk__image_workers_stop(f->workers);
     stk__image_ring_destroy(&f->ring);
     stk__budget_destroy(&f->budget);
     pthread_cond_destroy(&f->done.cond);
@@ -181,7 +181,7 @@ static void test_every_slot_transformed_once(void **state)
         assert_int_equal(f.done.total, 0);
         pthread_mutex_unlock(&f.done.mutex);
         for (int i = 0; i < MAX_BATCHES; i++)
-            stk__transform_pool_seal(f.pool, b[i]);
+            stk__image_workers_seal(f.workers, b[i]);
         wait_done(&f, MAX_BATCHES);
         for (int i = 0; i < MAX_BATCHES; i++) {
             assert_int_equal(f.done.calls[i], 1);
@@ -200,7 +200,7 @@ static void test_every_slot_transformed_once(void **state)
         memcpy(first, b[1]->buffer, bytes);
         stk__batch_free(b[1]);
         struct stk__batch *again = submit_batch(&f, 1, 0);
-        stk__transform_pool_seal(f.pool, again);
+        stk__image_workers_seal(f.workers, again);
         wait_done(&f, MAX_BATCHES + 1);
         assert_memory_equal(again->buffer, first, bytes);
         free(first);
@@ -221,7 +221,7 @@ static void test_failed_slots_reported(void **state)
         start(&f, 4, skip);
         const unsigned bad = (1u << 1) | (1u << 4);
         struct stk__batch *b = submit_batch(&f, 0, bad);
-        stk__transform_pool_seal(f.pool, b);
+        stk__image_workers_seal(f.workers, b);
         wait_done(&f, 1);
         for (int s = 0; s < BATCH; s++)
             assert_int_equal(b->failed[s], (bad >> s) & 1);
@@ -245,8 +245,8 @@ static void test_stop_with_queued_tasks(void **state)
     struct stk__batch *b[MAX_BATCHES];
     for (int i = 0; i < MAX_BATCHES; i++)
         b[i] = submit_batch(&f, (uint64_t)i, 0);
-    stk__transform_pool_stop(f.pool);
-    f.pool = NULL;
+    stk__image_workers_stop(f.workers);
+    f.workers = NULL;
     for (int i = 0; i < MAX_BATCHES; i++)
         stk__batch_free(b[i]);
     finish(&f);
@@ -277,15 +277,15 @@ static void test_full_ring_aborts(void **state)
         dup2(fds[1], 2);
         struct fixture f;
         start(&f, 1, 1);
-        stk__transform_pool_stop(f.pool);
+        stk__image_workers_stop(f.workers);
         atomic_init(&worker_blocked, 0);
         struct stk__err err;
-        struct stk__transform_pool_config cfg = {
+        struct stk__image_workers_config cfg = {
             .threads = 1, .max_tasks = 1, .image = &f.image, .skip_bad = 1,
             .counters = &f.counters, .log = block_forever, .batch_done = batch_done,
             .batch_done_data = &f.done,
         };
-        if (stk__transform_pool_start(&cfg, &f.pool, &err) < 0)
+        if (stk__image_workers_start(&cfg, &f.workers, &err) < 0)
             _exit(3);
         atomic_int stop;
         atomic_init(&stop, 0);
@@ -294,7 +294,7 @@ static void test_full_ring_aborts(void **state)
         for (int i = 0; i < 3; i++) {
             stk__batch_add(b, sample(i, 1));
             atomic_fetch_add(&b->pending, 1);
-            stk__transform_pool_submit(f.pool, b, (size_t)i);
+            stk__image_workers_submit(f.workers, b, (size_t)i);
             while (i == 0 && !atomic_load(&worker_blocked))
                 ; /* slot 0 holds the worker; slot 1 fills the ring */
         }

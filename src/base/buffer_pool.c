@@ -1,5 +1,5 @@
 /*
- * pool.c - size-class free lists for member buffers.
+ * buffer_pool.c - size-class free lists for member buffers.
  *
  * DESIGN: one mutex guards every list and the idle byte count; it is held
  * only to push or pop a list head. Each idle buffer stores the list link in
@@ -7,7 +7,7 @@
  * 4 KiB .. 256 MiB; larger (or rejected) buffers go straight to the
  * allocator.
  */
-#include "pool.h"
+#include "buffer_pool.h"
 
 #include <pthread.h>
 
@@ -23,7 +23,7 @@ struct idle {
     struct idle *next;
 };
 
-struct stk__pool {
+struct stk__buffer_pool {
     pthread_mutex_t mutex;
     struct idle *lists[N_CLASSES];
     size_t idle_bytes;
@@ -47,9 +47,9 @@ static int size_class(size_t size, size_t *class_size)
     return (shift - MIN_SHIFT) * STEPS + (int)k;
 }
 
-struct stk__pool *stk__pool_new(size_t cap_bytes)
+struct stk__buffer_pool *stk__buffer_pool_new(size_t cap_bytes)
 {
-    struct stk__pool *pool = stk__calloc(1, sizeof *pool);
+    struct stk__buffer_pool *pool = stk__calloc(1, sizeof *pool);
     if (pool == NULL)
         return NULL;
     stk__mutex_init(&pool->mutex);
@@ -57,7 +57,7 @@ struct stk__pool *stk__pool_new(size_t cap_bytes)
     return pool;
 }
 
-void stk__pool_free(struct stk__pool *pool)
+void stk__buffer_pool_free(struct stk__buffer_pool *pool)
 {
     if (pool == NULL)
         return;
@@ -72,7 +72,7 @@ void stk__pool_free(struct stk__pool *pool)
     stk__free(pool);
 }
 
-void *stk__pool_get(struct stk__pool *pool, size_t size)
+void *stk__buffer_pool_get(struct stk__buffer_pool *pool, size_t size)
 {
     size_t class_size;
     int c = size_class(size, &class_size);
@@ -88,7 +88,7 @@ void *stk__pool_get(struct stk__pool *pool, size_t size)
     return b != NULL ? (void *)b : stk__malloc(class_size);
 }
 
-void stk__pool_put(struct stk__pool *pool, void *buf, size_t size)
+void stk__buffer_pool_put(struct stk__buffer_pool *pool, void *buf, size_t size)
 {
     if (buf == NULL)
         return;

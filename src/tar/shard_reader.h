@@ -63,7 +63,7 @@ struct stk__shard_config {
     int skip_bad;
     struct stk__counters *counters; /* required */
     struct stk__source_config source; /* source.stats: NULL or &counters->source */
-    struct stk__pool *pool;         /* member buffers; NULL: plain allocation */
+    struct stk__buffer_pool *pool;         /* member buffers; NULL: plain allocation */
     struct stk__cache *cache;       /* node cache shards are opened through; may be NULL */
     void (*log)(void *data, enum stk_log_level level, const char *message);
     void *log_data;
@@ -71,7 +71,7 @@ struct stk__shard_config {
 
 /* The config a loader with these options reads shards with. */
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
-                            struct stk__counters *counters, struct stk__pool *pool);
+                            struct stk__counters *counters, struct stk__buffer_pool *pool);
 
 struct stk__shard_reader;
 

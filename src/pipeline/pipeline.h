@@ -8,7 +8,7 @@
  * shard queues in an order that depends only on (seed, epoch, rank,
  * options); reader threads only decide how fast queues fill. With a
  * transform, the sequencer also hands each slot of a batch to the image
- * workers (transform_pool.h); a queued batch is delivered once its last
+ * workers (image_workers.h); a queued batch is delivered once its last
  * slot is done.
  */
 #ifndef STK_PIPELINE_H

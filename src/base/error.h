@@ -5,7 +5,7 @@
  * key, byte offset). A struct stk__err travels with each handle that can
  * fail and holds the message of its latest failure: each stk__errf()
  * replaces the last, so a caller that must keep the first failure (the
- * lowest failed slot of a batch, transform_pool.c) checks
+ * lowest failed slot of a batch, image_workers.c) checks
  * err->code before recording another.
  */
 #ifndef STK_ERROR_H

@@ -38,7 +38,7 @@
 #include "seek_plan.h"
 #include "shuffle.h"
 #include "threads.h"
-#include "transform_pool.h"
+#include "image_workers.h"
 
 #define SLOT_MAX_ITEMS 1024
 /* Hand-offs are batched: a reader wakes the waiting sequencer only once a
@@ -102,8 +102,8 @@ struct stk__pipeline {
     int seq_started;
     int waiting_slot;
     struct stk__batch *queue_head, *queue_tail;
-    struct stk__batch *partial; /* the sequencer's unfinished batch, freed after the pool stops */
-    struct stk__transform_pool *pool; /* image workers, NULL for raw samples */
+    struct stk__batch *partial; /* the sequencer's unfinished batch, freed once the workers stop */
+    struct stk__image_workers *workers; /* image worker threads, NULL for raw samples */
     int finished;
     struct stk__err fail; /* first error; fail.code != 0 once failed */
     atomic_int stop;
@@ -419,7 +419,7 @@ static int window_too_big(struct stk__pipeline *p, const struct stk__shuffle *sh
 /* Queue a filled batch; it becomes deliverable once its slots are done. */
 static void deliver(struct stk__pipeline *p, struct stk__batch *b)
 {
-    if (p->pool == NULL)
+    if (p->workers == NULL)
         atomic_store(&b->pending, 0);
     stk__mutex_lock(&p->mutex);
     b->next = NULL;
@@ -430,8 +430,8 @@ static void deliver(struct stk__pipeline *p, struct stk__batch *b)
     p->queue_tail = b;
     stk__cond_signal(&p->batch_cond);
     stk__mutex_unlock(&p->mutex);
-    if (p->pool != NULL)
-        stk__transform_pool_seal(p->pool, b);
+    if (p->workers != NULL)
+        stk__image_workers_seal(p->workers, b);
 }
 
 /* Called by the image worker that finished b's last slot. */
@@ -479,9 +479,9 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
         }
     }
     stk__batch_add(*batch, s);
-    if (p->pool != NULL) {
+    if (p->workers != NULL) {
         atomic_fetch_add(&(*batch)->pending, 1);
-        stk__transform_pool_submit(p->pool, *batch, (*batch)->pub.n_samples - 1);
+        stk__image_workers_submit(p->workers, *batch, (*batch)->pub.n_samples - 1);
     }
     if ((*batch)->pub.n_samples == p->cfg.opts.batch_size) {
         close_batch(sq, *batch);
@@ -658,7 +658,7 @@ void stk__pipeline_stop(struct stk__pipeline *p)
         stk__thread_join(p->readers[t].tid);
     if (p->seq_started)
         stk__thread_join(p->seq_tid);
-    stk__transform_pool_stop(p->pool);
+    stk__image_workers_stop(p->workers);
     stk__batch_free(p->partial);
     for (unsigned t = 0; t < p->n_readers; t++) {
         stk__cond_destroy(&p->readers[t].cond);
@@ -769,7 +769,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         p->readers_started++;
     }
     if (cfg->image != NULL) {
-        struct stk__transform_pool_config pc = {
+        struct stk__image_workers_config pc = {
             .threads = cfg->opts.threads,
             .max_tasks = cfg->opts.max_batches * cfg->opts.batch_size,
             .image = cfg->image,
@@ -780,7 +780,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
             .batch_done = batch_done,
             .batch_done_data = p,
         };
-        rc = stk__transform_pool_start(&pc, &p->pool, err);
+        rc = stk__image_workers_start(&pc, &p->workers, err);
         if (rc < 0)
             goto fail;
     }
