@@ -414,20 +414,27 @@ static int name_member(int rc, const struct stk__sample *s, const struct stk_mem
                      why);
 }
 
-int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                         const struct stk__sample *s, void *out, int64_t *label,
-                         struct stk__err *err)
+/* The sample's label, its required members, then its image member: NULL
+ * with err set when any of them is missing or bad. */
+static const struct stk_member *checked_image(const struct stk__image_config *cfg,
+                                              const struct stk__sample *s, int64_t *label,
+                                              struct stk__err *err)
 {
     int rc = find_label(cfg, s, label, err);
     if (rc == 0)
         rc = stk__members_check(&cfg->members, s, err);
-    if (rc < 0)
-        return rc;
-    const struct stk_member *m = image_member(s, err);
+    return rc < 0 ? NULL : image_member(s, err);
+}
+
+int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                         const struct stk__sample *s, void *out, int64_t *label,
+                         struct stk__err *err)
+{
+    const struct stk_member *m = checked_image(cfg, s, label, err);
     if (m == NULL)
         return err->code;
     int width, height;
-    rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
+    int rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
     if (rc == 0) {
         struct stk__crop crop;
         int eval = cfg->transform == STK_TRANSFORM_EVAL;
@@ -447,16 +454,11 @@ int stk__image_check(struct stk__image_worker *w, const struct stk__image_config
                      const struct stk__sample *s, struct stk__err *err)
 {
     int64_t label;
-    int rc = find_label(cfg, s, &label, err);
-    if (rc == 0)
-        rc = stk__members_check(&cfg->members, s, err);
-    if (rc < 0)
-        return rc;
-    const struct stk_member *m = image_member(s, err);
+    const struct stk_member *m = checked_image(cfg, s, &label, err);
     if (m == NULL)
         return err->code;
     const struct stk__decode_request whole = {.full = 1};
     struct stk__decoded img;
-    rc = stk__decode_region(w->decoder, m->data, m->size, &whole, &img, err);
+    int rc = stk__decode_region(w->decoder, m->data, m->size, &whole, &img, err);
     return rc < 0 ? name_member(rc, s, m, err) : 0;
 }
