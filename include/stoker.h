@@ -36,6 +36,10 @@
  *    the library and only grows at its end;
  *  - enum values and error codes keep their numbers; new ones are added;
  *  - the library exports only the functions declared here (STK_API).
+ *
+ * Sections, in order: errors, options, the loader, batches, statistics and
+ * the input-bound report, dataset index and verification, writing shards,
+ * utilities.
  */
 #ifndef STOKER_H
 #define STOKER_H
@@ -61,6 +65,8 @@ extern "C" {
 #define STK_API
 #endif
 #endif
+
+/* ---- Errors ------------------------------------------------------------ */
 
 /*
  * Error codes. Where an errno value fits, the code is its negation
@@ -125,6 +131,8 @@ enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
 
 /* Severity passed to the log callback. */
 enum stk_log_level { STK_LOG_ERROR = 0, STK_LOG_WARN = 1, STK_LOG_INFO = 2 };
+
+/* ---- Options ----------------------------------------------------------- */
 
 /*
  * Loader options. Always start from stk_options_init(): new fields get safe
@@ -488,6 +496,126 @@ STK_API size_t stk_option_describe(const struct stk_option_info *o, char *buf, s
 STK_API int stk_options_set(struct stk_options *opts, const char *name, const char *value,
                             char *errbuf, size_t errbuf_size);
 
+/* ---- Loader ------------------------------------------------------------ */
+
+/* Defined in the sections below. */
+struct stk_batch;
+struct stk_stats;
+
+typedef struct stk_loader stk_loader;
+
+/*
+ * Create a loader over a dataset.
+ *
+ * urls: n_urls patterns, each a path, a file://, http(s)://, s3:// or gs://
+ * URL, pipe:COMMAND, or "@FILE" naming a text file with one pattern per
+ * line (blank lines and '#' comments ignored). Patterns are brace-expanded:
+ * "train-{000000..000127}.tar", "{a,b}". An s3:// or gs:// URL ending in
+ * '/' is a prefix: it is listed here (ListObjectsV2, every page) and
+ * replaced by the sorted shards (.tar, .tgz, .tar.gz/.bz2/.xz/.zst/.lz4)
+ * under it; a listing that fails or finds no shard fails the call, the
+ * message naming the prefix. The strings are copied; the caller keeps
+ * ownership.
+ *
+ * The loader keeps a copy of *opts and of every string it points to, so
+ * they need only outlive this call.
+ *
+ * Apart from prefix listings, nothing is read until the first
+ * stk_loader_next(). On failure *out is
+ * NULL and the return code says why; a detailed message for errors found
+ * while planning (bad pattern, too few shards) is copied into errbuf when
+ * errbuf is not NULL (errbuf_size bytes including the NUL).
+ */
+STK_API int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
+                              stk_loader **out, char *errbuf, size_t errbuf_size);
+
+/*
+ * Deliver the next batch of the current epoch. On success *out points to a
+ * batch owned by the loader until stk_batch_release(). Returns STK_EOF when
+ * the epoch is over (then *out is NULL), STK_EBUSY when the caller already
+ * holds max_batches batches, or another error (see stk_loader_errmsg()).
+ * After an error other than STK_EBUSY or STK_EINTR the epoch cannot
+ * continue; call stk_loader_set_epoch() to start again. Blocks until a
+ * batch is ready, or until stk_loader_interrupt() (then STK_EINTR).
+ */
+STK_API int stk_loader_next(stk_loader *loader, struct stk_batch **out);
+
+/*
+ * Make stk_loader_next() return STK_EINTR (and no batch) instead of
+ * waiting: a call waiting for a batch on another thread returns at once;
+ * if none is waiting, the next call returns STK_EINTR without waiting (a
+ * call that finds its batch ready may deliver it and leave the interrupt
+ * to the following call). Interrupts do not add up: any number of them
+ * before a call ends ends one call. Nothing is lost: the epoch goes on,
+ * and the next stk_loader_next() delivers the batch the interrupted call
+ * would have.
+ *
+ * The one loader function that may be called from any thread while
+ * another thread is inside a call on the same loader (not from a signal
+ * handler: it takes a mutex); valid from stk_loader_create() until
+ * stk_loader_destroy() begins. To stop a loader that a thread may be
+ * blocked in (a slow source, a pipe: command that writes nothing), call
+ * this, wait until that thread has left stk_loader_next(), then call
+ * stk_loader_set_epoch() or stk_loader_destroy() (never concurrently with
+ * another call).
+ */
+STK_API void stk_loader_interrupt(stk_loader *loader);
+
+/*
+ * Stop the current epoch (if any, also mid-epoch: its threads are joined
+ * and unread data dropped) and make the next stk_loader_next() start epoch
+ * `epoch`. Batches the caller holds stay valid until released.
+ */
+STK_API int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
+
+/*
+ * Stop the current epoch and make the next stk_loader_next() deliver batch
+ * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
+ * deliver there (resume after a restart). With a dataset index the readers
+ * jump to the shuffle window holding that batch and open their shards at
+ * the byte offset of their first sample (reading up to it only in
+ * compressed shards), so at most one window (shuffle_buffer samples) is
+ * read again; without one the samples of the batches before it are read
+ * again and dropped. Either way nothing before it is decoded.
+ */
+STK_API int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
+
+/*
+ * Like stk_loader_seek(), for a range of n_batches batches: the next
+ * stk_loader_next() calls deliver batches first_batch .. first_batch +
+ * n_batches - 1 of epoch `epoch` (fewer where the epoch ends) and then
+ * STK_EOF, and nothing after the range is decoded (samples may be read
+ * ahead). n_batches 0 means up to the end of the epoch. When the loader
+ * has just delivered the batch before first_batch of the same epoch,
+ * through an earlier range, the range continues that epoch's readers and
+ * threads: nothing is read again and no thread is started. Every batch
+ * holds exactly what an uninterrupted run delivers at its index, so ranges
+ * of one epoch can be made by different loaders (processes, hosts) and put
+ * together; with a dataset index each restart reads at most one shuffle
+ * window again.
+ */
+STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t first_batch,
+                                  uint64_t n_batches);
+
+/* Samples this rank yields in the current epoch when known
+ * (samples_per_rank, or the rank's shards per the dataset index), else 0. */
+STK_API uint64_t stk_loader_epoch_samples(const stk_loader *loader);
+
+/* Number of shards in the expanded URL list, and this loader's rank/world. */
+STK_API size_t stk_loader_num_shards(const stk_loader *loader);
+STK_API int stk_loader_rank(const stk_loader *loader);
+STK_API int stk_loader_world_size(const stk_loader *loader);
+
+/* Detailed message of the last failed call on this loader ("" if none).
+ * Valid until the next call on the loader. */
+STK_API const char *stk_loader_errmsg(const stk_loader *loader);
+
+/* Stop all threads and free everything. Batches still held by the caller
+ * must be released before this call. NULL is a no-op. */
+STK_API void stk_loader_destroy(stk_loader *loader);
+
+/* ---- Batches ----------------------------------------------------------- */
+
 /* One member of a sample: "KEY.EXT" -> ext, bytes. */
 struct stk_member {
     const char *ext;     /* extension after the first dot, lower-cased, NUL-terminated */
@@ -531,6 +659,12 @@ struct stk_batch {
     uint64_t images_replaced;
     uint64_t shards_failed;
 };
+
+/* Give a batch back. May be called from any thread, in any order, also after
+ * stk_loader_set_epoch(), but not after stk_loader_destroy(). NULL is a no-op. */
+STK_API void stk_batch_release(struct stk_batch *batch);
+
+/* ---- Statistics and the input-bound report ----------------------------- */
 
 /* Counters, cumulative over the loader's lifetime. */
 struct stk_stats {
@@ -596,108 +730,76 @@ struct stk_stats {
     uint64_t shuffle_epoch_shards;
 };
 
-typedef struct stk_loader stk_loader;
+/* Copy the counters. Safe to call while batches are in flight, from any
+ * thread, also while another thread is inside a call on the loader. */
+STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *stats,
+                                    size_t stats_size);
+#define stk_loader_stats(loader, stats)                                                        \
+    stk_loader_stats_sized((loader), (stats), sizeof(struct stk_stats))
+
+/* The fields of struct stk_stats by name (every one a uint64_t at offset
+ * bytes into the struct), in order: the i-th (0, 1, ...), NULL past the
+ * last. What Python's stats() keys and `stoker bench --json` are made of. */
+struct stk_stats_field {
+    const char *name;
+    size_t offset;
+    const char *doc;
+};
+STK_API const struct stk_stats_field *stk_stats_field_at(size_t i);
 
 /*
- * Create a loader over a dataset.
- *
- * urls: n_urls patterns, each a path, a file://, http(s)://, s3:// or gs://
- * URL, pipe:COMMAND, or "@FILE" naming a text file with one pattern per
- * line (blank lines and '#' comments ignored). Patterns are brace-expanded:
- * "train-{000000..000127}.tar", "{a,b}". An s3:// or gs:// URL ending in
- * '/' is a prefix: it is listed here (ListObjectsV2, every page) and
- * replaced by the sorted shards (.tar, .tgz, .tar.gz/.bz2/.xz/.zst/.lz4)
- * under it; a listing that fails or finds no shard fails the call, the
- * message naming the prefix. The strings are copied; the caller keeps
- * ownership.
- *
- * The loader keeps a copy of *opts and of every string it points to, so
- * they need only outlive this call.
- *
- * Apart from prefix listings, nothing is read until the first
- * stk_loader_next(). On failure *out is
- * NULL and the return code says why; a detailed message for errors found
- * while planning (bad pattern, too few shards) is copied into errbuf when
- * errbuf is not NULL (errbuf_size bytes including the NUL).
+ * Write a plain-text report of where the time in stats went into buf (size
+ * bytes, always NUL-terminated when size > 0): whether the caller was
+ * input-bound (it waited for batches 5% of its time or more), which stage
+ * kept its threads busiest (reading or image decoding, with the time per
+ * item of each part), and what would help. A few lines, each ending in a
+ * newline. Returns the length of the whole report, as snprintf does.
  */
-STK_API int stk_loader_create(const struct stk_options *opts, const char *const *urls, size_t n_urls,
-                              stk_loader **out, char *errbuf, size_t errbuf_size);
+STK_API size_t stk_stats_report_sized(const struct stk_stats *stats, size_t stats_size, char *buf,
+                                      size_t size);
+#define stk_stats_report(stats, buf, size)                                                     \
+    stk_stats_report_sized((stats), sizeof(struct stk_stats), (buf), (size))
+
+/* What the counters say over an interval (see stk_stats_rates()). */
+struct stk_rates {
+    double seconds;            /* wall time of the interval */
+    double samples_per_s;      /* samples delivered */
+    double images_per_s;       /* images decoded */
+    double read_bytes_per_s;   /* bytes read from shard sources */
+    double wait_share;         /* share of the interval callers waited in stk_loader_next() */
+    double read_busy;          /* busy share of the reader threads (0..1; work is
+                                  counted when a piece of it ends, so over
+                                  intervals of a few pieces it is rough) */
+    double decode_busy;        /* busy share of the image threads (0 without a transform) */
+    double batching_busy;      /* busy share of the thread that interleaves, shuffles and
+                                  assembles batches */
+    /* Shards mixed per batch, k_eff = sum b(b-1) / sum n_s(n_s-1) over the
+     * interval's batches (0 without a batch of two samples or more;
+     * INFINITY when no two samples of a batch came from one shard), and
+     * its expected value for a perfect shuffle of the epoch,
+     * k_perfect = N(N-1) / sum m_s(m_s-1) for the epoch's N samples in
+     * shards of m_s, estimated from the shards taken whole so far
+     * (shuffle_epoch_shards shards of their mean size; 0 before the first
+     * one ends). */
+    double shuffle_k_eff;
+    double shuffle_k_perfect;
+};
 
 /*
- * Deliver the next batch of the current epoch. On success *out points to a
- * batch owned by the loader until stk_batch_release(). Returns STK_EOF when
- * the epoch is over (then *out is NULL), STK_EBUSY when the caller already
- * holds max_batches batches, or another error (see stk_loader_errmsg()).
- * After an error other than STK_EBUSY or STK_EINTR the epoch cannot
- * continue; call stk_loader_set_epoch() to start again. Blocks until a
- * batch is ready, or until stk_loader_interrupt() (then STK_EINTR).
+ * Rates and busy shares between two snapshots of one loader's counters
+ * (before taken earlier; NULL: since the loader's first stk_loader_next()).
+ * Sampling stk_loader_stats() every second or every step and passing the
+ * previous snapshot shows a stall as a dip, where the cumulative counters
+ * only show it as a lower average. A pure function; an interval without
+ * wall time gives zeros.
  */
-STK_API int stk_loader_next(stk_loader *loader, struct stk_batch **out);
+STK_API void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
+                                   size_t stats_size, struct stk_rates *out, size_t rates_size);
+#define stk_stats_rates(now, before, out)                                                      \
+    stk_stats_rates_sized((now), (before), sizeof(struct stk_stats), (out),                     \
+                          sizeof(struct stk_rates))
 
-/*
- * Make stk_loader_next() return STK_EINTR (and no batch) instead of
- * waiting: a call waiting for a batch on another thread returns at once;
- * if none is waiting, the next call returns STK_EINTR without waiting (a
- * call that finds its batch ready may deliver it and leave the interrupt
- * to the following call). Interrupts do not add up: any number of them
- * before a call ends ends one call. Nothing is lost: the epoch goes on,
- * and the next stk_loader_next() delivers the batch the interrupted call
- * would have.
- *
- * The one loader function that may be called from any thread while
- * another thread is inside a call on the same loader (not from a signal
- * handler: it takes a mutex); valid from stk_loader_create() until
- * stk_loader_destroy() begins. To stop a loader that a thread may be
- * blocked in (a slow source, a pipe: command that writes nothing), call
- * this, wait until that thread has left stk_loader_next(), then call
- * stk_loader_set_epoch() or stk_loader_destroy() (never concurrently with
- * another call).
- */
-STK_API void stk_loader_interrupt(stk_loader *loader);
-
-/* Give a batch back. May be called from any thread, in any order, also after
- * stk_loader_set_epoch(), but not after stk_loader_destroy(). NULL is a no-op. */
-STK_API void stk_batch_release(struct stk_batch *batch);
-
-/*
- * Stop the current epoch (if any, also mid-epoch: its threads are joined
- * and unread data dropped) and make the next stk_loader_next() start epoch
- * `epoch`. Batches the caller holds stay valid until released.
- */
-STK_API int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
-
-/*
- * Stop the current epoch and make the next stk_loader_next() deliver batch
- * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
- * deliver there (resume after a restart). With a dataset index the readers
- * jump to the shuffle window holding that batch and open their shards at
- * the byte offset of their first sample (reading up to it only in
- * compressed shards), so at most one window (shuffle_buffer samples) is
- * read again; without one the samples of the batches before it are read
- * again and dropped. Either way nothing before it is decoded.
- */
-STK_API int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
-
-/*
- * Like stk_loader_seek(), for a range of n_batches batches: the next
- * stk_loader_next() calls deliver batches first_batch .. first_batch +
- * n_batches - 1 of epoch `epoch` (fewer where the epoch ends) and then
- * STK_EOF, and nothing after the range is decoded (samples may be read
- * ahead). n_batches 0 means up to the end of the epoch. When the loader
- * has just delivered the batch before first_batch of the same epoch,
- * through an earlier range, the range continues that epoch's readers and
- * threads: nothing is read again and no thread is started. Every batch
- * holds exactly what an uninterrupted run delivers at its index, so ranges
- * of one epoch can be made by different loaders (processes, hosts) and put
- * together; with a dataset index each restart reads at most one shuffle
- * window again.
- */
-STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t first_batch,
-                                  uint64_t n_batches);
-
-/* Samples this rank yields in the current epoch when known
- * (samples_per_rank, or the rank's shards per the dataset index), else 0. */
-STK_API uint64_t stk_loader_epoch_samples(const stk_loader *loader);
+/* ---- Dataset index and verification ------------------------------------ */
 
 /* Flags for the functions that write files (stk_index_build,
  * stk_writer_create). Output files are always written to a temporary file
@@ -752,6 +854,8 @@ STK_API int stk_verify_sized(const struct stk_options *opts, const char *const *
 #define stk_verify(opts, patterns, n, stats, errbuf, errbuf_size)                              \
     stk_verify_sized((opts), (patterns), (n), (stats), sizeof(struct stk_stats), (errbuf),       \
                      (errbuf_size))
+
+/* ---- Writing shards ---------------------------------------------------- */
 
 /*
  * Writing shards. A writer puts samples into WebDataset tar shards named by
@@ -827,83 +931,7 @@ STK_API void stk_writer_destroy(stk_writer *w);
 /* Detailed message of the writer's last failed call ("" if none). */
 STK_API const char *stk_writer_errmsg(const stk_writer *w);
 
-/* Number of shards in the expanded URL list, and this loader's rank/world. */
-STK_API size_t stk_loader_num_shards(const stk_loader *loader);
-STK_API int stk_loader_rank(const stk_loader *loader);
-STK_API int stk_loader_world_size(const stk_loader *loader);
-
-/* Copy the counters. Safe to call while batches are in flight, from any
- * thread, also while another thread is inside a call on the loader. */
-STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *stats,
-                                    size_t stats_size);
-#define stk_loader_stats(loader, stats)                                                        \
-    stk_loader_stats_sized((loader), (stats), sizeof(struct stk_stats))
-
-/* The fields of struct stk_stats by name (every one a uint64_t at offset
- * bytes into the struct), in order: the i-th (0, 1, ...), NULL past the
- * last. What Python's stats() keys and `stoker bench --json` are made of. */
-struct stk_stats_field {
-    const char *name;
-    size_t offset;
-    const char *doc;
-};
-STK_API const struct stk_stats_field *stk_stats_field_at(size_t i);
-
-/*
- * Write a plain-text report of where the time in stats went into buf (size
- * bytes, always NUL-terminated when size > 0): whether the caller was
- * input-bound (it waited for batches 5% of its time or more), which stage
- * kept its threads busiest (reading or image decoding, with the time per
- * item of each part), and what would help. A few lines, each ending in a
- * newline. Returns the length of the whole report, as snprintf does.
- */
-STK_API size_t stk_stats_report_sized(const struct stk_stats *stats, size_t stats_size, char *buf,
-                                      size_t size);
-#define stk_stats_report(stats, buf, size)                                                     \
-    stk_stats_report_sized((stats), sizeof(struct stk_stats), (buf), (size))
-
-/* What the counters say over an interval (see stk_stats_rates()). */
-struct stk_rates {
-    double seconds;            /* wall time of the interval */
-    double samples_per_s;      /* samples delivered */
-    double images_per_s;       /* images decoded */
-    double read_bytes_per_s;   /* bytes read from shard sources */
-    double wait_share;         /* share of the interval callers waited in stk_loader_next() */
-    double read_busy;          /* busy share of the reader threads (0..1; work is
-                                  counted when a piece of it ends, so over
-                                  intervals of a few pieces it is rough) */
-    double decode_busy;        /* busy share of the image threads (0 without a transform) */
-    double batching_busy;      /* busy share of the thread that interleaves, shuffles and
-                                  assembles batches */
-    /* Shards mixed per batch, k_eff = sum b(b-1) / sum n_s(n_s-1) over the
-     * interval's batches (0 without a batch of two samples or more;
-     * INFINITY when no two samples of a batch came from one shard), and
-     * its expected value for a perfect shuffle of the epoch,
-     * k_perfect = N(N-1) / sum m_s(m_s-1) for the epoch's N samples in
-     * shards of m_s, estimated from the shards taken whole so far
-     * (shuffle_epoch_shards shards of their mean size; 0 before the first
-     * one ends). */
-    double shuffle_k_eff;
-    double shuffle_k_perfect;
-};
-
-/*
- * Rates and busy shares between two snapshots of one loader's counters
- * (before taken earlier; NULL: since the loader's first stk_loader_next()).
- * Sampling stk_loader_stats() every second or every step and passing the
- * previous snapshot shows a stall as a dip, where the cumulative counters
- * only show it as a lower average. A pure function; an interval without
- * wall time gives zeros.
- */
-STK_API void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
-                                   size_t stats_size, struct stk_rates *out, size_t rates_size);
-#define stk_stats_rates(now, before, out)                                                      \
-    stk_stats_rates_sized((now), (before), sizeof(struct stk_stats), (out),                     \
-                          sizeof(struct stk_rates))
-
-/* Detailed message of the last failed call on this loader ("" if none).
- * Valid until the next call on the loader. */
-STK_API const char *stk_loader_errmsg(const stk_loader *loader);
+/* ---- Utilities --------------------------------------------------------- */
 
 /*
  * Write url with its secrets hidden into buf (size bytes including the NUL;
@@ -936,10 +964,6 @@ STK_API const char *stk_loader_errmsg(const stk_loader *loader);
  * argument) are not recognised: keep them in the environment or in files.
  */
 STK_API void stk_redact_url(const char *url, char *buf, size_t size);
-
-/* Stop all threads and free everything. Batches still held by the caller
- * must be released before this call. NULL is a no-op. */
-STK_API void stk_loader_destroy(stk_loader *loader);
 
 #ifdef __cplusplus
 }
