@@ -148,7 +148,7 @@ static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
                     goto out;
                 }
             }
-            if (progress.on && now - progress.last_draw >= 0.25) {
+            if (cli_progress_due(&progress, now)) {
                 struct stk_stats s;
                 stk_loader_stats(l, &s);
                 char extra[64];

@@ -29,10 +29,15 @@ void cli_progress_start(struct cli_progress *p, const char *unit, uint64_t total
     p->drawn = 0;
 }
 
+int cli_progress_due(const struct cli_progress *p, double now)
+{
+    return p->on && now - p->last_draw >= REDRAW_S;
+}
+
 void cli_progress_update(struct cli_progress *p, uint64_t done, const char *extra)
 {
     double now = cli_now_s();
-    if (!p->on || now - p->last_draw < REDRAW_S)
+    if (!cli_progress_due(p, now))
         return;
     p->last_draw = now;
     p->drawn = 1;
