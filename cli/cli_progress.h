@@ -43,9 +43,8 @@ void cli_progress_update(struct cli_progress *p, uint64_t done, const char *extr
 /* Clear the line, so what the command prints next starts on a clean one. */
 void cli_progress_end(struct cli_progress *p);
 
-/* stk_options.progress for stk_verify() and stk_index_build(); data is a
- * started struct cli_progress counting shards. */
-void cli_progress_shards(void *data, uint64_t shards_done, uint64_t shards_total,
-                         uint64_t samples);
+/* Start p counting shards and make it o's progress callback, for
+ * stk_verify() and stk_index_build(). */
+void cli_progress_start_shards(struct cli_progress *p, struct stk_options *o, int quiet);
 
 #endif
