@@ -58,8 +58,13 @@ struct timeline {
     struct cli_plot_point *pts;
     size_t n, cap;
     struct stk_stats last;
-    double last_t;
 };
+
+/* When the last point was taken (0: none yet, the run's start). */
+static double timeline_last_t(const struct timeline *tl)
+{
+    return tl->n ? tl->pts[tl->n - 1].t : 0;
+}
 
 /* Add the rates since the previous sample. 0, or -1 out of memory. */
 static int timeline_add(struct timeline *tl, const struct stk_stats *s, double t)
@@ -75,7 +80,6 @@ static int timeline_add(struct timeline *tl, const struct stk_stats *s, double t
     stk_stats_rates(s, tl->n ? &tl->last : NULL, &tl->pts[tl->n].r);
     tl->pts[tl->n++].t = t;
     tl->last = *s;
-    tl->last_t = t;
     return 0;
 }
 
@@ -140,7 +144,7 @@ static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
             stk_batch_release(b);
             /* Two clock reads per batch; the counters are copied only when
              * a line is drawn or a point taken. */
-            if (a->plot != NULL && now - start - tl->last_t >= PLOT_INTERVAL_S) {
+            if (a->plot != NULL && now - start - timeline_last_t(tl) >= PLOT_INTERVAL_S) {
                 struct stk_stats s;
                 stk_loader_stats(l, &s);
                 if (timeline_add(tl, &s, now - start) < 0) {
@@ -148,7 +152,7 @@ static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
                     goto out;
                 }
             }
-            if (progress.on && now - progress.last_draw >= 0.25) {
+            if (cli_progress_due(&progress, now)) {
                 struct stk_stats s;
                 stk_loader_stats(l, &s);
                 char extra[64];

@@ -132,13 +132,19 @@ void cli_log_stderr(void *data, enum stk_log_level level, const char *message)
     cli_put_line(stderr, prefix, message);
 }
 
-/* The long name of table option i as a flag: "no-NAME" for a BOOL that
- * defaults to 1 (its flag turns it off). Names live as long as the process. */
+/* A BOOL that defaults to 1: its flag (--no-NAME) turns it off. */
+static int flag_turns_off(const struct stk_option_info *info)
+{
+    return info->type == STK_OPTION_BOOL && strcmp(info->default_value, "1") == 0;
+}
+
+/* The long name of table option i as a flag: "no-NAME" when the flag turns
+ * the option off. Names live as long as the process. */
 static const char *flag_name(size_t i)
 {
     static char names[CLI_MAX_LONGOPTS][64];
     const struct stk_option_info *info = stk_option_at(i);
-    int off = info->type == STK_OPTION_BOOL && strcmp(info->default_value, "1") == 0;
+    int off = flag_turns_off(info);
     if (i >= CLI_MAX_LONGOPTS)
         return info->cli_name;
     snprintf(names[i], sizeof names[i], "%s%s", off ? "no-" : "", info->cli_name);
@@ -172,7 +178,7 @@ int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_o
     if (info == NULL)
         return cli_usage_error(cmd, "unknown option");
     if (info->type == STK_OPTION_BOOL) /* the flag flips the default */
-        arg = strcmp(info->default_value, "1") == 0 ? "0" : "1";
+        arg = flag_turns_off(info) ? "0" : "1";
     char flag[80];
     snprintf(flag, sizeof flag, "--%s", info->cli_name);
     return cli_set_option(cmd, flag, info->name, arg, o) < 0 ? EXIT_USAGE : EXIT_OK;
@@ -214,7 +220,7 @@ void cli_table_help(unsigned scope)
         }
         int at = snprintf(head, sizeof head, "  --%s%s", flag_name(i), meta);
         if (info->type == STK_OPTION_BOOL)
-            snprintf(text, sizeof text, "%s%s", strcmp(info->default_value, "1") == 0 ? "turn off: " : "",
+            snprintf(text, sizeof text, "%s%s", flag_turns_off(info) ? "turn off: " : "",
                      info->doc);
         else
             snprintf(text, sizeof text, "%s (default %s)", info->doc,

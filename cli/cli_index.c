@@ -78,9 +78,7 @@ int cmd_index(int argc, char **argv)
     char msg[1024];
     struct stk_stats s;
     struct cli_progress progress;
-    cli_progress_start(&progress, "shards", 0, quiet);
-    o.progress = cli_progress_shards;
-    o.progress_data = &progress;
+    cli_progress_start_shards(&progress, &o, quiet);
     int rc = stk_index_build(&o, (const char *const *)argv + optind, (size_t)(argc - optind),
                              output, flags, &s, msg, sizeof msg);
     cli_progress_end(&progress);

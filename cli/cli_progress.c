@@ -29,10 +29,15 @@ void cli_progress_start(struct cli_progress *p, const char *unit, uint64_t total
     p->drawn = 0;
 }
 
+int cli_progress_due(const struct cli_progress *p, double now)
+{
+    return p->on && now - p->last_draw >= REDRAW_S;
+}
+
 void cli_progress_update(struct cli_progress *p, uint64_t done, const char *extra)
 {
     double now = cli_now_s();
-    if (!p->on || now - p->last_draw < REDRAW_S)
+    if (!cli_progress_due(p, now))
         return;
     p->last_draw = now;
     p->drawn = 1;
@@ -58,12 +63,19 @@ void cli_progress_end(struct cli_progress *p)
     p->drawn = 0;
 }
 
-void cli_progress_shards(void *data, uint64_t shards_done, uint64_t shards_total,
-                         uint64_t samples)
+static void progress_shards(void *data, uint64_t shards_done, uint64_t shards_total,
+                            uint64_t samples)
 {
     struct cli_progress *p = data;
     char extra[64];
     snprintf(extra, sizeof extra, "%llu samples", (unsigned long long)samples);
     p->total = shards_total;
     cli_progress_update(p, shards_done, extra);
+}
+
+void cli_progress_start_shards(struct cli_progress *p, struct stk_options *o, int quiet)
+{
+    cli_progress_start(p, "shards", 0, quiet); /* the total comes with each call */
+    o->progress = progress_shards;
+    o->progress_data = p;
 }

@@ -32,6 +32,10 @@ double cli_now_s(void);
 /* Start the line: on when standard error is a terminal and quiet is 0. */
 void cli_progress_start(struct cli_progress *p, const char *unit, uint64_t total, int quiet);
 
+/* Whether cli_progress_update() at time now (cli_now_s()) would draw: for a
+ * caller whose counts cost something to gather, so it gathers them only then. */
+int cli_progress_due(const struct cli_progress *p, double now);
+
 /* done units so far, and extra text after the rate (NULL: none); draws at
  * most four times a second. */
 void cli_progress_update(struct cli_progress *p, uint64_t done, const char *extra);
@@ -39,9 +43,8 @@ void cli_progress_update(struct cli_progress *p, uint64_t done, const char *extr
 /* Clear the line, so what the command prints next starts on a clean one. */
 void cli_progress_end(struct cli_progress *p);
 
-/* stk_options.progress for stk_verify() and stk_index_build(); data is a
- * started struct cli_progress counting shards. */
-void cli_progress_shards(void *data, uint64_t shards_done, uint64_t shards_total,
-                         uint64_t samples);
+/* Start p counting shards and make it o's progress callback, for
+ * stk_verify() and stk_index_build(). */
+void cli_progress_start_shards(struct cli_progress *p, struct stk_options *o, int quiet);
 
 #endif

@@ -90,9 +90,9 @@ int cmd_reshard(int argc, char **argv)
                 return EXIT_USAGE;
             break;
         case O_SHUFBYTES:
-            if (cli_parse_size(CMD, "--shuffle-buffer-bytes", optarg, &v) < 0)
+            if (cli_set_option(CMD, "--shuffle-buffer-bytes", "shuffle_buffer_bytes", optarg,
+                               &o) < 0)
                 return EXIT_USAGE;
-            o.shuffle_buffer_bytes = (size_t)v;
             break;
         case O_INFLIGHT:
             if (cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v) < 0)

@@ -93,9 +93,7 @@ int cmd_verify(int argc, char **argv)
     char msg[1024];
     struct stk_stats s;
     struct cli_progress progress;
-    cli_progress_start(&progress, "shards", 0, quiet);
-    o.progress = cli_progress_shards;
-    o.progress_data = &progress;
+    cli_progress_start_shards(&progress, &o, quiet);
     int rc = stk_verify(&o, (const char *const *)argv + optind, (size_t)(argc - optind), &s, msg,
                         sizeof msg);
     cli_progress_end(&progress);
