@@ -142,7 +142,7 @@ static int run_epochs(stk_loader *l, const struct bench_args *a, double start,
             if (*first_batch_s < 0)
                 *first_batch_s = now - start;
             stk_batch_release(b);
-            /* Two clock reads per batch; the counters are copied only when
+            /* One clock read per batch; the counters are copied only when
              * a line is drawn or a point taken. */
             if (a->plot != NULL && now - start - timeline_last_t(tl) >= PLOT_INTERVAL_S) {
                 struct stk_stats s;

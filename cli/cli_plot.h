@@ -16,10 +16,10 @@ struct cli_plot_point {
 };
 
 /* Write the points to path: a top panel with images/s (samples/s when
- * images is 0) and a bottom one with the busy shares of reading, image
- * decoding (when images) and batching and the share of time the consumer
+ * with_images is 0) and a bottom one with the busy shares of reading, image
+ * decoding (when with_images) and batching and the share of time the consumer
  * waited, each a <polyline> whose id names its series. 0, or -1 with errno
  * set. */
-int cli_plot_svg(const char *path, const struct cli_plot_point *pts, size_t n, int images);
+int cli_plot_svg(const char *path, const struct cli_plot_point *pts, size_t n, int with_images);
 
 #endif
