@@ -410,12 +410,15 @@ class Loader:
         h, w = self._hw
         return (n, 3, h, w) if self._layout == "nchw" else (n, h, w, 3)
 
+    def _images(self, images, n):
+        """The images tensor of n images: it shares the buffer's memory (zero copy)."""
+        return torch.frombuffer(images, dtype=self._dtype).view(self._shape(n))
+
     def _tensors(self, images, labels, n):
         """The images share the buffer's memory (zero copy); the labels are
         copied (a few hundred bytes), so that holding them holds no image
         buffer."""
-        return (torch.frombuffer(images, dtype=self._dtype).view(self._shape(n)),
-                torch.frombuffer(labels, dtype=torch.int64).clone())
+        return self._images(images, n), torch.frombuffer(labels, dtype=torch.int64).clone()
 
     def _local_batches(self, first):
         c = self._c
@@ -436,9 +439,7 @@ class Loader:
             if self._fields is None:
                 out = self._tensors(batch.images, batch.labels, batch.size)
             else:
-                images = torch.frombuffer(batch.images, dtype=self._dtype)
-                out = self._fields.batch(batch, images.view(self._shape(batch.size)))
-                del images
+                out = self._fields.batch(batch, self._images(batch.images, batch.size))
             del batch  # the tensors keep the buffer alive
             yield out
             del out  # hold nothing while fetching the next batch

@@ -200,7 +200,9 @@ def batches_per_task(options, requested=None):
 class ClusterError(_stoker.Error, ConnectionError):
     """The Dask scheduler cannot be reached, or the workers refuse the job."""
 
-    code = -5  # STK_EIO: like a shard that cannot be read, input is out of reach
+    # Like a shard that cannot be read (STK_EIO), input is out of reach: the
+    # code of stoker.ReadError, from the C table rather than a copy of it.
+    code = _stoker.ReadError.code
 
 
 def _connect(cluster):

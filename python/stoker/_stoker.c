@@ -300,6 +300,19 @@ static PyObject *sample_dict(const struct stk_sample *s, int *bad)
     return NULL;
 }
 
+/* Make cause (a reference this steals; NULL: none) the __cause__ of the
+ * exception being raised. */
+static void chain_cause(PyObject *cause)
+{
+    if (cause == NULL)
+        return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    PyException_SetCause(v, cause);
+    PyErr_Restore(t, v, tb);
+}
+
 /* One member of sample s as kind says (see batch_columns); NULL with a
  * DataError naming the sample when it does not parse. */
 static PyObject *member_value(const struct stk_sample *s, const struct stk_member *m, char kind,
@@ -332,13 +345,7 @@ static PyObject *member_value(const struct stk_sample *s, const struct stk_membe
         PyErr_NormalizeException(&t, &cause, &tb);
         PyErr_Format(DataError, "%s: sample '%s': %s member %s (%S)", s->url, s->key, m->ext, what,
                      cause ? cause : Py_None);
-        if (cause != NULL) {
-            PyObject *et, *ev, *etb;
-            PyErr_Fetch(&et, &ev, &etb);
-            PyErr_NormalizeException(&et, &ev, &etb);
-            PyException_SetCause(ev, cause); /* steals cause */
-            PyErr_Restore(et, ev, etb);
-        }
+        chain_cause(cause);
         Py_XDECREF(t);
         Py_XDECREF(tb);
     }
@@ -504,13 +511,8 @@ static int raise_alloc_failure(LoaderObject *self)
     PyObject *type = PyTuple_GET_ITEM(self->alloc_failure, 0);
     PyObject *cause = PyTuple_GET_ITEM(self->alloc_failure, 2);
     PyErr_SetObject(type, PyTuple_GET_ITEM(self->alloc_failure, 1));
-    if (cause != Py_None) {
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        PyErr_NormalizeException(&t, &v, &tb);
-        PyException_SetCause(v, Py_NewRef(cause));
-        PyErr_Restore(t, v, tb);
-    }
+    if (cause != Py_None)
+        chain_cause(Py_NewRef(cause));
     return 1;
 }
 

@@ -35,6 +35,18 @@ static int check_idle(WriterObject *self)
     return -1;
 }
 
+/* Raise the writer's failure (stk_py_raise: stoker.OutputExists for an
+ * existing output, as for every other code), saying the Python way around
+ * an existing output. */
+static PyObject *writer_raise(int rc, const char *message)
+{
+    if (rc != STK_EEXIST)
+        return stk_py_raise(rc, message);
+    char text[1024];
+    snprintf(text, sizeof text, "%s (overwrite=True replaces it)", message);
+    return stk_py_raise(rc, text);
+}
+
 static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *kwlist[] = {"pattern", "max_samples", "max_bytes", "overwrite", NULL};
@@ -64,24 +76,12 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kwargs)
     int rc = stk_writer_create(PyBytes_AS_STRING(pattern), max_samples, max_bytes,
                                overwrite ? STK_OUTPUT_OVERWRITE : 0, &w, msg, sizeof msg);
     Py_DECREF(pattern);
-    if (rc == STK_EEXIST)
-        snprintf(msg + strlen(msg), sizeof msg - strlen(msg), " (overwrite=True replaces it)");
     if (rc < 0) {
-        stk_py_raise(rc, msg);
+        writer_raise(rc, msg);
         return -1;
     }
     self->writer = w;
     return 0;
-}
-
-/* Raise the writer's failure, with the Python way around an existing
- * output. */
-static PyObject *writer_raise(int rc, stk_writer *w)
-{
-    if (rc != STK_EEXIST)
-        return stk_py_raise(rc, stk_writer_errmsg(w));
-    PyErr_Format(PyExc_FileExistsError, "%s (overwrite=True replaces it)", stk_writer_errmsg(w));
-    return NULL;
 }
 
 /* The bytes of one member value, as a new bytes object. */
@@ -179,7 +179,7 @@ static PyObject *writer_write(WriterObject *self, PyObject *sample)
     rc = stk_writer_add(self->writer, key, members, n);
     Py_END_ALLOW_THREADS
     if (rc < 0)
-        writer_raise(rc, self->writer);
+        writer_raise(rc, stk_writer_errmsg(self->writer));
     else
         result = Py_NewRef(Py_None);
 out:
@@ -203,7 +203,7 @@ static PyObject *writer_close(WriterObject *self, PyObject *unused)
     rc = stk_writer_close(self->writer, &shards, &samples);
     Py_END_ALLOW_THREADS
     self->busy = 0;
-    PyObject *result = rc < 0 ? writer_raise(rc, self->writer)
+    PyObject *result = rc < 0 ? writer_raise(rc, stk_writer_errmsg(self->writer))
                               : Py_BuildValue("(KK)", (unsigned long long)shards,
                                               (unsigned long long)samples);
     stk_writer_destroy(self->writer);
