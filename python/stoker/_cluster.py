@@ -663,10 +663,10 @@ class Run:
                         raise self.errors[index]
                     images, labels, skips, source = self.ready.pop(index)
                     self.next = index + 1
-                self.o.add(**{source + "_wait_ns": time.perf_counter_ns() - t0})
                 self.o.add(samples=len(labels), samples_skipped=skips[0],
                            images_replaced=skips[1], shards_failed=skips[2],
-                           **{"batches_" + source: 1, "samples_" + source: len(labels)})
+                           **{source + "_wait_ns": time.perf_counter_ns() - t0,
+                              "batches_" + source: 1, "samples_" + source: len(labels)})
                 if not self.o.counters["first_batch_ns"]:
                     self.o.add(first_batch_ns=time.perf_counter_ns() - started)
                 yield images, labels
