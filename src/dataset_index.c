@@ -15,7 +15,6 @@
 #include "atomic_file.h"
 #include "cloud_list.h"
 #include "options.h"
-#include "redact.h"
 #include "jobs.h"
 #include "shard_reader.h"
 #include "stoker.h"
@@ -239,9 +238,10 @@ static int parse_entries(const char *path, const cJSON *root, struct entry **out
     return 0;
 }
 
-/* Copy an entry's offsets: increasing numbers below 2^53, else an error. */
-static int copy_offsets(const char *path, const struct entry *e, uint64_t **out,
-                        struct stk__err *err)
+/* Copy an entry's offsets: increasing numbers below 2^53, else an error
+ * naming the shard as shown (its URL redacted). */
+static int copy_offsets(const char *path, const struct entry *e, const char *shown,
+                        uint64_t **out, struct stk__err *err)
 {
     *out = NULL;
     if (e->offsets == NULL)
@@ -254,19 +254,17 @@ static int copy_offsets(const char *path, const struct entry *e, uint64_t **out,
     cJSON_ArrayForEach(v, e->offsets)
     {
         if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 9007199254740992.0 ||
-            (k > 0 && (uint64_t)v->valuedouble <= (*out)[k - 1])) {
-            char shown[512];
-            stk__redact_url(e->url, shown, sizeof shown);
+            (k > 0 && (uint64_t)v->valuedouble <= (*out)[k - 1]))
             return stk__errf(err, STK_EFORMAT, "%s: shard %s has a bad offset (number %zu)", path,
                              shown, k);
-        }
         (*out)[k++] = (uint64_t)v->valuedouble;
     }
     return 0;
 }
 
 int stk__index_load(const char *path, const struct stk__strlist *urls,
-                    struct stk__dataset_index *idx, struct stk__err *err)
+                    const struct stk__strlist *names, struct stk__dataset_index *idx,
+                    struct stk__err *err)
 {
     memset(idx, 0, sizeof *idx);
     char *text = read_file(path, err);
@@ -287,15 +285,13 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
         struct entry key = {.url = urls->items[i]};
         const struct entry *e = bsearch(&key, entries, n, sizeof *entries, compare_entries);
         if (e == NULL) {
-            char shown[512];
-            stk__redact_url(urls->items[i], shown, sizeof shown);
             rc = stk__errf(err, STK_EINVAL,
                            "%s: shard %s is not in the dataset index (index the same URLs the "
                            "loader reads)",
-                           path, shown);
+                           path, names->items[i]);
         } else {
             idx->counts[i] = e->samples;
-            rc = copy_offsets(path, e, &idx->offsets[i], err);
+            rc = copy_offsets(path, e, names->items[i], &idx->offsets[i], err);
         }
     }
     if (rc < 0)

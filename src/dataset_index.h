@@ -27,9 +27,11 @@ struct stk__dataset_index {
     uint64_t **offsets; /* per shard counts[i] sample offsets, or NULL */
 };
 
-/* Read the index at path for the URLs of urls; every URL must be in it. */
+/* Read the index at path for the URLs of urls; every URL must be in it.
+ * names: the same URLs redacted (stk__expand_and_list), for messages. */
 int stk__index_load(const char *path, const struct stk__strlist *urls,
-                    struct stk__dataset_index *idx, struct stk__err *err);
+                    const struct stk__strlist *names, struct stk__dataset_index *idx,
+                    struct stk__err *err);
 
 void stk__index_free(struct stk__dataset_index *idx);
 

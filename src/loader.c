@@ -111,7 +111,7 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
  * equal batches per rank without the user counting samples. */
 static int use_index(stk_loader *l, struct stk__err *err)
 {
-    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->index, err);
+    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names, &l->index, err);
     if (rc < 0)
         return rc;
     if (l->world_size > 1 && l->opts.samples_per_rank == 0) {

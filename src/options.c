@@ -185,6 +185,22 @@ static int is_default(const struct option_row *r, int64_t s, uint64_t u)
     return r->is_signed ? s == ds : u == du;
 }
 
+/* The field's value as (s, u): s for signed rows, u for unsigned ones. */
+static void load_int(const struct option_row *r, const void *field, int64_t *s, uint64_t *u)
+{
+    if (r->size == 8) {
+        memcpy(u, field, 8);
+    } else if (r->is_signed) {
+        int v;
+        memcpy(&v, field, sizeof v);
+        *s = v;
+    } else {
+        unsigned v;
+        memcpy(&v, field, sizeof v);
+        *u = v;
+    }
+}
+
 static void store_int(const struct option_row *r, void *field, int64_t s, uint64_t u)
 {
     if (r->size == 8) {
@@ -341,17 +357,7 @@ int stk__options_check(const struct stk_options *o, struct stk__err *err)
         /* A C caller's bool is any int: nonzero is true. */
         if (r->pub.type != STK_OPTION_INTEGER)
             continue;
-        if (r->size == 8) {
-            memcpy(&u, field, 8);
-        } else if (r->is_signed) {
-            int v;
-            memcpy(&v, field, sizeof v);
-            s = v;
-        } else {
-            unsigned v;
-            memcpy(&v, field, sizeof v);
-            u = v;
-        }
+        load_int(r, field, &s, &u);
         if (!in_range(r, s, u) && !is_default(r, s, u)) {
             char accepted[160], value[32];
             stk_option_describe(&r->pub, accepted, sizeof accepted);

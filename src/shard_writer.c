@@ -70,8 +70,7 @@ struct stk_writer {
     int failed;           /* a write failed: only destroy is left */
     int published;
     struct archive *ar;   /* the open shard, or NULL */
-    char *name;           /* its final name */
-    struct stk__atomic_file file;  /* its temporary file */
+    struct stk__atomic_file file;  /* its temporary file; file.path: its final name */
     struct stk__atomic_file *done; /* finished shards 0 .. shard-1, unpublished */
     size_t done_cap;
     uint64_t shard;       /* number of the open (or next) shard */
@@ -334,7 +333,7 @@ int stk_writer_create(const char *pattern, uint64_t max_samples, uint64_t max_by
 
 static int archive_fail(stk_writer *w, const char *what)
 {
-    return stk__errf(&w->err, STK_EIO, "%s: %s: %s", w->name, what,
+    return stk__errf(&w->err, STK_EIO, "%s: %s: %s", w->file.path, what,
                      archive_error_string(w->ar) ? archive_error_string(w->ar) : "failed");
 }
 
@@ -350,15 +349,16 @@ static int open_shard(stk_writer *w)
         w->done = done;
         w->done_cap = cap;
     }
-    w->name = shard_name(w->pattern, w->shard);
-    if (w->name == NULL)
+    char *name = shard_name(w->pattern, w->shard);
+    if (name == NULL)
         return stk__errf(&w->err, STK_ENOMEM, "out of memory naming a shard");
-    int rc = stk__atomic_file_open_at(&w->file, w->dir_fd, w->name, &w->err);
+    int rc = stk__atomic_file_open_at(&w->file, w->dir_fd, name, &w->err);
+    stk__free(name); /* the file keeps its own copy */
     if (rc < 0)
         return rc;
     w->ar = archive_write_new();
     if (w->ar == NULL)
-        return stk__errf(&w->err, STK_ENOMEM, "out of memory opening %s", w->name);
+        return stk__errf(&w->err, STK_ENOMEM, "out of memory opening %s", w->file.path);
     if (archive_write_set_format_pax_restricted(w->ar) != ARCHIVE_OK ||
         archive_write_open_fd(w->ar, w->file.fd) != ARCHIVE_OK)
         return archive_fail(w, "cannot create the shard");
@@ -387,8 +387,6 @@ static int close_shard(stk_writer *w, int keep)
             w->file = (struct stk__atomic_file){.dir_fd = -1, .fd = -1};
         }
     }
-    stk__free(w->name);
-    w->name = NULL;
     return rc;
 }
 
@@ -396,12 +394,12 @@ static int write_member(stk_writer *w, const char *key, const struct stk_member 
 {
     struct archive_entry *e = archive_entry_new();
     if (e == NULL)
-        return stk__errf(&w->err, STK_ENOMEM, "out of memory writing %s", w->name);
+        return stk__errf(&w->err, STK_ENOMEM, "out of memory writing %s", w->file.path);
     size_t len = strlen(key) + 1 + strlen(m->ext) + 1;
     char *path = stk__malloc(len);
     int rc = 0;
     if (path == NULL) {
-        rc = stk__errf(&w->err, STK_ENOMEM, "out of memory writing %s", w->name);
+        rc = stk__errf(&w->err, STK_ENOMEM, "out of memory writing %s", w->file.path);
     } else {
         snprintf(path, len, "%s.%s", key, m->ext);
         archive_entry_set_pathname(e, path);

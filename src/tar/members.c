@@ -278,14 +278,15 @@ static int json_valid(const uint8_t *p, size_t size)
 int stk__members_check(const struct stk__member_rules *r, const struct stk__sample *s,
                        struct stk__err *err)
 {
+    char shown[STK__SHOWN_MAX]; /* the key, for messages */
     for (int i = 0; i < r->n; i++) {
         const char *ext = r->items[i].ext;
         const struct stk_member *m = stk__sample_member(s, ext);
         if (m == NULL) {
             if (r->items[i].optional)
                 continue;
-            return stk__errf(err, STK_EMEMBER, "%s: sample '%.200s' has no %s member", s->pub.url,
-                             s->pub.key, ext);
+            return stk__errf(err, STK_EMEMBER, "%s: sample '%s' has no %s member", s->pub.url,
+                             stk__shown(shown, sizeof shown, s->pub.key), ext);
         }
         const char *problem = NULL;
         int64_t v;
@@ -302,8 +303,8 @@ int stk__members_check(const struct stk__member_rules *r, const struct stk__samp
         case STK__MEMBER_BYTES: break;
         }
         if (problem != NULL)
-            return stk__errf(err, STK_EMEMBER, "%s: sample '%.200s': %s member %s", s->pub.url,
-                             s->pub.key, ext, problem);
+            return stk__errf(err, STK_EMEMBER, "%s: sample '%s': %s member %s", s->pub.url,
+                             stk__shown(shown, sizeof shown, s->pub.key), ext, problem);
     }
     return 0;
 }
