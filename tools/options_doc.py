@@ -27,7 +27,7 @@ def markdown():
            "| option | Python | flag | default | accepts | meaning |",
            "|---|---|---|---|---|---|"]
     for o in stoker._stoker.options():
-        py = stoker._PY_NAMES.get(o["name"], "")
+        py = stoker._options_doc._PY_NAMES.get(o["name"], "")
         flag = ""
         if o["cli"]:
             prefix = "no-" if o["type"] == "bool" and o["default"] == "1" else ""

@@ -41,7 +41,7 @@ keys = []  # keys of each batch's samples, in order, for the current epoch
 
 
 class Spy:
-    """stoker._CLoader, plus the keys of every batch handed out."""
+    """stoker._loader._CLoader, plus the keys of every batch handed out."""
     def __init__(self, *a, **kw):
         self._real = stoker._stoker.Loader(*a, **kw)
 
@@ -55,7 +55,7 @@ class Spy:
         return getattr(self._real, name)
 
 
-stoker._CLoader = Spy
+stoker._loader._CLoader = Spy
 loader = stoker.Loader(urls, batch_size=batch, image_size=32, transform="train",
                        samples_per_rank=samples_per_rank, threads=1, seed=1)
 info = loader._c.info()

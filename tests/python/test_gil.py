@@ -42,7 +42,7 @@ def test_next_releases_the_gil(even_shards, monkeypatch):
         def __getattr__(self, name):
             return getattr(self._real, name)
 
-    monkeypatch.setattr(stoker, "_CLoader", TimedLoader)
+    monkeypatch.setattr(stoker._loader, "_CLoader", TimedLoader)
     # Slow on purpose: one thread, full-scale decodes, float output.
     ld = stoker.Loader(even_shards, transform="eval", image_size=224, batch_size=16,
                        dtype=torch.float32, threads=1, shards_in_flight=1, full_decode=1,

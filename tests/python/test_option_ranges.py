@@ -23,7 +23,7 @@ def c_loader(urls, **kw):
 @pytest.mark.parametrize("name", sorted(INTEGERS))
 def test_integer_options_refuse_what_is_out_of_range(even_shards, name):
     o = INTEGERS[name]
-    low, top, default = o["min"], o["max"], stoker._default_value(o)
+    low, top, default = o["min"], o["max"], stoker._options_doc._default_value(o)
     for value in (top + 1, top + 1 + 32, U32 + 1, U64, U64 + 1, low - 1, -(2**63), -(2**70)):
         if low <= value <= top or value == default:
             continue

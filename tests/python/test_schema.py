@@ -23,7 +23,7 @@ COMMANDS = {"bench": ["bench"], "source": ["bench", "ls", "cat", "verify", "inde
 
 
 def py_name(o):
-    return stoker._PY_NAMES.get(o["name"], o["name"])
+    return stoker._options_doc._PY_NAMES.get(o["name"], o["name"])
 
 
 def test_the_table_is_whole():
@@ -43,14 +43,14 @@ def test_the_table_is_whole():
 def test_python_takes_and_documents_every_option(even_shards, o):
     name = py_name(o)
     assert f"\n    {name}=" in stoker.Loader.__doc__, name
-    value = INIT[name].default if name in INIT else stoker._default_value(o)
+    value = INIT[name].default if name in INIT else stoker._options_doc._default_value(o)
     kw = dict(batch_size=4, image_size=16, transform="eval", rank=0, world_size=1)
     kw[name] = value
     if name in ("rank", "world_size") and value is None:
         del kw["rank"], kw["world_size"]  # both or neither
     stoker.Loader(even_shards, **kw).close()
     # the C loader itself, with the table's own default
-    stoker._stoker.Loader(even_shards, **{o["name"]: stoker._default_value(o)}).close()
+    stoker._stoker.Loader(even_shards, **{o["name"]: stoker._options_doc._default_value(o)}).close()
 
 
 def flag(o):

@@ -134,7 +134,7 @@ def test_half_precision_close(even_shards, uint8_nchw, dtype, mantissa_bits):
 # Zero copy
 
 class SpyLoader:
-    """Stands in for stoker._CLoader and records, for every batch it hands
+    """Stands in for stoker._loader._CLoader and records, for every batch it hands
     out, the address and size of its images and labels buffers."""
     records = []
 
@@ -159,7 +159,7 @@ class SpyLoader:
 @pytest.fixture
 def spy(monkeypatch):
     SpyLoader.records = []
-    monkeypatch.setattr(stoker, "_CLoader", SpyLoader)
+    monkeypatch.setattr(stoker._loader, "_CLoader", SpyLoader)
     return SpyLoader.records
 
 

@@ -1,0 +1,86 @@
+"""Loader(fields=...): which members a batch carries and how each parses."""
+import json
+
+import torch
+
+from ._stoker import OptionError, OptionTypeError
+
+# How a member named in fields= parses, by the last "."-separated part of
+# its extension (WebDataset's default decoders); the C loader checks the
+# same rule (stk_options.require_members) before the sample reaches a batch.
+_IMAGE_FIELDS = ("jpg", "jpeg", "png")
+_META_FIELDS = {"__key__": "k", "__url__": "u"}
+_KINDS = dict.fromkeys(("cls", "cls2", "class", "count", "index", "inx", "id"), "i")
+_KINDS.update(dict.fromkeys(("txt", "text", "transcript"), "s"))
+_KINDS.update(dict.fromkeys(("json", "jsn"), "j"))
+
+
+class _Fields:
+    """What Loader(fields=...) yields, worked out once: per position of the
+    tuple, the images, the labels or a column of Batch.columns()."""
+
+    def __init__(self, fields):
+        if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
+            raise OptionTypeError(f"fields must be a sequence of names such as ('jpg', 'txt', "
+                            f"'__key__'), not {type(fields).__name__} {fields!r}")
+        names = list(fields)
+        if not names:
+            raise OptionError("fields must name at least the image, e.g. fields=('jpg', 'txt')")
+        self.plan, self.columns, required, seen = [], [], [], set()
+        for name in names:
+            if not isinstance(name, str):
+                raise OptionTypeError(f"fields: {name!r} is not a str (a member extension such as "
+                                "'txt', or '__key__', '__url__', '__label__')")
+            optional = name.endswith("?")
+            ext = (name[:-1] if optional else name).lower()  # stoker lower-cases extensions
+            if not ext:
+                raise OptionError(f"fields: {name!r} is an empty name")
+            if ext in seen:
+                raise OptionError(f"fields names {ext!r} twice")
+            seen.add(ext)
+            if ext in _IMAGE_FIELDS and ("image",) not in self.plan:
+                if optional:
+                    raise OptionError(f"fields: the image {ext!r} cannot be optional ('?'): "
+                                     "every sample must have one")
+                self.plan.append(("image",))
+            elif ext.startswith("__") and ext.endswith("__"):
+                if ext not in ("__key__", "__url__", "__label__"):
+                    raise OptionError(f"fields: unknown {ext!r}; the names between double "
+                                     "underscores are __key__, __url__ and __label__")
+                if optional:
+                    raise OptionError(f"fields: {ext} cannot be optional ('?'): every sample "
+                                     "has one")
+                if ext == "__label__":
+                    self.plan.append(("label",))
+                else:
+                    self.plan.append(("column", len(self.columns)))
+                    self.columns.append((ext, _META_FIELDS[ext]))
+            else:
+                kind = _KINDS.get(ext.rsplit(".", 1)[-1], "b")
+                # A required int field has no holes: a tensor; optional ones a list.
+                self.plan.append(("ints" if kind == "i" and not optional else "column",
+                                  len(self.columns)))
+                self.columns.append((ext, kind))
+                required.append(ext + "?" * optional)
+        if ("image",) not in self.plan:
+            raise OptionError(f"fields {tuple(names)!r} must name the image (jpg, jpeg or png): "
+                             "a Loader always decodes it; for members alone use stoker.Samples")
+        self.names = tuple(names)
+        self.columns = tuple(self.columns)
+        self.require_members = ",".join(required)
+        self.wants_label = ("label",) in self.plan
+
+    def batch(self, batch, images):
+        """The tuple of one batch: images (the zero-copy tensor), the rest copied."""
+        columns = batch.columns(self.columns, json.loads) if self.columns else ()
+        out = []
+        for what, *index in self.plan:
+            if what == "image":
+                out.append(images)
+            elif what == "label":
+                out.append(torch.frombuffer(batch.labels, dtype=torch.int64).clone())
+            elif what == "ints":
+                out.append(torch.tensor(columns[index[0]], dtype=torch.int64))
+            else:
+                out.append(columns[index[0]])
+        return tuple(out)

@@ -1,0 +1,412 @@
+"""stoker.Loader: batches of decoded images as torch tensors that share the
+C loader's buffers, locally or with Dask workers (cluster=); and
+stoker.verify."""
+import hashlib
+import logging
+import math
+import os
+import threading
+import warnings
+
+import torch
+
+from ._stoker import BusyError, OptionError, PlanError
+from . import _stoker
+from ._stoker import verify as _verify
+from ._stoker import Loader as _CLoader
+from . import _cluster, _metrics, _ranks
+from ._fields import _Fields
+from ._metrics import prometheus_text
+from ._options_doc import _options_doc
+from ._urls import _as_list
+
+_DTYPES = {
+    torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+}
+_TORCH_DTYPES = {name: dtype for dtype, name in _DTYPES.items()}
+_rank_and_world = _ranks.rank_and_world
+_default_threads = _ranks.default_threads
+log = logging.getLogger("stoker")
+_LOG_LEVELS = {"error": logging.ERROR, "warning": logging.WARNING, "info": logging.INFO}
+
+
+def _pinned_buffer(nbytes):
+    return torch.empty(nbytes, dtype=torch.uint8, pin_memory=True).numpy()
+
+
+# Options that change how fast or from where bytes come, never which batches
+# (the C option table's speed_only): a saved loader state stays valid across them.
+_SPEED_ONLY_OPTIONS = frozenset(o["name"] for o in _stoker.options() if o["speed_only"])
+
+
+def verify(urls, images=True, labels=True, threads=None, **options):
+    """Read every sample of the shards once, as a Loader would, and return
+    {"samples", "bad_samples", "shards", "shards_failed", "shards_empty",
+    "images_decoded", "problems"}: problems lists one message per bad sample
+    or shard (or shard without samples), naming the shard and the key or
+    offset. Never stops at bad data. images=False
+    checks tar structure and grouping only; labels=False accepts samples
+    without a label; other options as for Loader (label_exts,
+    label_json_field, max_image_pixels, io_*) and require_members="txt,json?"
+    to check the members a Loader's fields= would need. Same as
+    `stoker verify`."""
+    if images:
+        options["transform"] = "eval"
+    if not labels:
+        options["label_exts"] = ""
+    options["threads"] = threads or _default_threads()
+    return _verify(_as_list(urls), **options)
+
+
+class Loader:
+    """Batches of decoded, augmented images as (images, labels) tensors.
+
+    image_size: the output side, or (height, width) for non-square
+    images (torchvision's RandomResizedCrop(size=(h, w)) for "train",
+    Resize(int(min(h, w) / 0.875)) + CenterCrop((h, w)) for "eval",
+    black where the resized image is narrower than the output, as
+    CenterCrop pads). Labels come from the sample's .cls member
+    (label_exts="cls"; a .txt caption is a label only when named, e.g.
+    label_exts="cls,txt"; label_json_field= takes an integer field of the
+    .json member); a sample without its label is bad input, and
+    label_exts="" means unlabelled data: every label -1.
+
+    fields: a tuple of names, e.g. ("jpg", "txt", "json", "__key__"), to
+    get each batch as a tuple in that order instead of (images, labels):
+    the image name (jpg, jpeg or png) is the images tensor; "__key__" and
+    "__url__" lists of str; "__label__" the labels tensor (without it no
+    label is looked for, unless label_exts or label_json_field is given);
+    any other name the sample's member of that extension,
+    parsed by the last part of the extension as WebDataset does: cls, cls2,
+    class, count, index, inx, id an int64 tensor; txt, text, transcript a
+    list of str (UTF-8); json, jsn a list of json.loads values; anything
+    else a list of bytes. A sample that lacks a named member, or whose
+    member does not parse, is bad input like a corrupt image (DataError,
+    or under on_error="skip" replaced by a copy of its batch's first good
+    sample, every field and the key included); a name ending in "?" may be
+    missing: None there (an optional int field is then a list, not a
+    tensor). Only the members named are copied; images stay zero-copy.
+
+    transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
+    center crop); dtype: torch.uint8 (default; normalize on the GPU),
+    torch.float32/float16/bfloat16 (normalized with mean/std); layout:
+    "nchw" or "nhwc". samples_per_rank makes every rank yield the same
+    number of batches. index names a dataset index written by
+    `stoker index` for the same URLs: with it len() is known, ranks get
+    equal shares by default, and load_state_dict() resumes by re-reading
+    at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
+    host memory (torch allocates it), so images.cuda(non_blocking=True) is a
+    true asynchronous copy; batch_allocator(nbytes) may supply any other
+    writable buffer. Every other keyword option is listed under
+    "Options" below (shards_in_flight, shuffle_buffer, on_error,
+    max_batches, cache_dir and cache_size for the node-local shard cache,
+    ...). A wrong value raises stoker.OptionError (a ValueError; a
+    TypeError too for a wrong type or an unknown name) naming the option
+    and what it accepts.
+
+    cluster: the address of a Dask scheduler ("tcp://host:8786") or a
+    distributed.Client. Dask workers then decode batch ranges too, and the
+    loader's own threads keep decoding alongside them; the batches are
+    exactly those of a local run, each once, whatever workers join, die or
+    lag (lost tasks are made again, and the loader decodes a range itself
+    when the cluster is late with it). Needs index= (workers jump to their
+    ranges through it); the shards must be reachable under the same URLs
+    from every worker. batches_per_task sets a task's size (default: two
+    shuffle windows' worth, at least 256 samples).
+
+    prometheus_port: serve stats() as Prometheus metrics at
+    http://prometheus_host:PORT/metrics (names: docs/metrics.md) until
+    close(); 0 takes a free port (the prometheus_port attribute says
+    which). prometheus_host is 127.0.0.1 by default: set "0.0.0.0" for a
+    scraper on another host. With cache_dir the node cache's size on disk
+    is served too.
+    """
+
+    def __init__(self, urls, batch_size=64, image_size=224, transform="train",
+                 dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
+                 rank=None, world_size=None, samples_per_rank=None, drop_last=False,
+                 pin_memory=False, index=None, cluster=None, batches_per_task=None,
+                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
+        self._c = self._offload = self._prometheus = None  # for close() if this fails
+        if pin_memory and not torch.cuda.is_available():
+            # As torch's DataLoader does: the same script runs on a CPU box.
+            warnings.warn("pin_memory=True, but torch finds no CUDA device: batches stay in "
+                          "ordinary memory", stacklevel=2)
+        elif pin_memory:
+            options["batch_allocator"] = _pinned_buffer
+        if transform not in ("train", "eval"):
+            raise OptionError(f"transform must be 'train' or 'eval' (for raw samples use "
+                              f"stoker.Samples), not {transform!r}")
+        name = _DTYPES.get(dtype, dtype)
+        if name not in _TORCH_DTYPES:
+            raise OptionError(f"dtype must be one of {', '.join(map(str, _DTYPES))} (or their "
+                              f"names {', '.join(_TORCH_DTYPES)}), not {dtype!r}")
+        self._dtype = _TORCH_DTYPES[name]
+        self._layout = layout
+        if not isinstance(image_size, int) and isinstance(image_size, (tuple, list)) and \
+                len(image_size) == 2 and image_size[0] == image_size[1]:
+            image_size = image_size[0]  # (s, s) is s: the same batches, the same saved state
+        elif isinstance(image_size, list):
+            image_size = tuple(image_size)
+        self._fields = None if fields is None else _Fields(fields)
+        if self._fields is not None:
+            if cluster is not None:
+                raise OptionError("fields= does not work with cluster= yet: Dask workers send "
+                                 "images and labels only")
+            options["require_members"] = self._fields.require_members
+            if not self._fields.wants_label and "label_json_field" not in options:
+                options.setdefault("label_exts", "")  # labels are not asked for: not needed
+        rank, world_size = _rank_and_world(rank, world_size)
+        urls = _as_list(urls)
+        allocator = options.pop("batch_allocator", None)
+        config = dict(batch_size=batch_size, image_size=image_size, transform=transform,
+                      dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
+                      rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
+                      drop_last=int(drop_last), **options)
+        c_config = config
+        if cluster is not None:
+            if index is None:
+                raise OptionError("cluster= needs a dataset index (index=, from `stoker index`): "
+                                 "workers jump to their batch ranges through it")
+            batches_per_task = _cluster.batches_per_task(config, batches_per_task)
+            # Batches made here wait for the loop: the local thread keeps at
+            # most two ranges ahead of it, plus one it takes back from a
+            # late task, and the loop holds its own few (_cluster.Run).
+            c_config = dict(config, max_batches=_cluster.LOCAL_RANGES * batches_per_task +
+                            config.get("max_batches", 4))
+        self._c = _CLoader(urls, threads=threads or _default_threads(),
+                           batch_allocator=allocator,
+                           index_path=None if index is None else os.fspath(index), **c_config)
+        info = self._c.info()
+        self._hw = (info["image_height"], info["image_width"])
+        if cluster is not None:
+            image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
+            self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
+                                             image_bytes, batches_per_task)
+        # Everything that shapes the sequence of batches (not threads, which
+        # only change speed; not the index's path, only what it implies): a
+        # saved state only fits the same values.
+        order = {k: v for k, v in config.items() if k not in _SPEED_ONLY_OPTIONS}
+        text = repr((urls, sorted(order.items()), info["samples_per_rank"]))
+        self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        self._seed = seed
+        self._urls = urls
+        self._batch = 0      # batches of the current epoch already yielded
+        self._resume_at = 0  # first batch of the next iteration
+        self._restored = False  # load_state_dict() set _resume_at for its epoch
+        self._batch_size = batch_size
+        self._max_batches = c_config.get("max_batches", 4)
+        self._epoch_samples = info["epoch_samples"]
+        self._drop_last = drop_last
+        self._epoch = 0
+        # Held by the one open iterator: the C loader has one epoch in
+        # flight, so a second iterator would take every other batch of it.
+        self._iterating = threading.Lock()
+        self._agree = None
+        if world_size > 1 and not self._epoch_samples:
+            # Ranks may hold different numbers of samples: make them agree
+            # on each step, or refuse rather than let DDP hang.
+            if not _ranks.distributed():
+                raise PlanError(
+                    f"rank {rank} of {world_size}: ranks may get different numbers of batches "
+                    "(shards hold different numbers of samples) and DDP would hang. Initialise "
+                    "torch.distributed before creating the Loader (its ranks then agree on every "
+                    "step), or pass index= (`stoker index`: equal shares) or samples_per_rank=")
+            self._agree = _ranks.StepAgreement()
+        self.prometheus_port = None
+        if prometheus_port is not None:
+            cache = (options.get("cache_dir"), options.get("cache_size", 0))
+            self._prometheus = _metrics.PrometheusServer(
+                lambda: prometheus_text(self.stats(), f'rank="{rank}"', *cache),
+                prometheus_port, prometheus_host)
+            self.prometheus_port = self._prometheus.port
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        shards = f"{len(self._urls)} URL pattern(s)" if len(self._urls) != 1 else repr(self._urls[0])
+        where = f", cluster={self._offload.client.scheduler.address!r}" if self._offload else ""
+        h, w = self._hw
+        fields = f", fields={self._fields.names!r}" if self._fields else ""
+        return (f"stoker.Loader({shards}, batch_size={self._batch_size}, "
+                f"image_size={h if h == w else (h, w)}, dtype={self._dtype}{fields}, "
+                f"epoch={self._epoch}, batch={self._batch}{where})")
+
+    def set_epoch(self, epoch):
+        """Use epoch `epoch` for the next iteration (reshuffles). Right after
+        load_state_dict(), setting the saved epoch keeps the saved batch, so
+        the usual loop `for e in range(state["epoch"], E): set_epoch(e)`
+        resumes where it stopped."""
+        epoch = int(epoch)
+        if not (self._restored and epoch == self._epoch):
+            self._resume_at = 0
+        self._epoch = epoch
+        self._restored = False
+
+    def state_dict(self):
+        """Where the loader stands, in a few integers: save it with the model.
+
+        A loader restored from it continues with exactly the batches an
+        uninterrupted run would have delivered next.
+        """
+        return {"epoch": self._epoch, "batch": self._batch, "seed": self._seed,
+                "fingerprint": self._fingerprint}
+
+    def load_state_dict(self, state):
+        """Continue from state_dict() of a loader with the same URLs and
+        options (threads may differ). The next iteration starts at the saved
+        batch. With an index the readers jump to the shuffle window of that
+        batch (at most shuffle_buffer samples are read again); without one
+        the batches before it are read again. Nothing before it is decoded."""
+        if state.get("fingerprint") != self._fingerprint:
+            raise ValueError("this loader state was saved by a loader with other URLs or "
+                             "options (batch size, seed, shuffle, rank/world size, transform, "
+                             "samples_per_rank ...); it cannot resume this one")
+        self._epoch = int(state["epoch"])
+        self._batch = self._resume_at = int(state["batch"])
+        self._restored = True
+
+    def __len__(self):
+        n = self._epoch_samples
+        if not n:
+            raise TypeError("the number of batches is known only with samples_per_rank or "
+                            "a dataset index (index=)")
+        if self._drop_last:
+            return n // self._batch_size
+        return math.ceil(n / self._batch_size)
+
+    def _shape(self, n):
+        h, w = self._hw
+        return (n, 3, h, w) if self._layout == "nchw" else (n, h, w, 3)
+
+    def _images(self, images, n):
+        """The images tensor of n images: it shares the buffer's memory (zero copy)."""
+        return torch.frombuffer(images, dtype=self._dtype).view(self._shape(n))
+
+    def _tensors(self, images, labels, n):
+        """The images share the buffer's memory (zero copy); the labels are
+        copied (a few hundred bytes), so that holding them holds no image
+        buffer."""
+        return self._images(images, n), torch.frombuffer(labels, dtype=torch.int64).clone()
+
+    def _local_batches(self, first):
+        c = self._c
+        c.seek(self._epoch, first)
+        while True:
+            try:
+                batch = c.next()
+            except BusyError:
+                raise BusyError(
+                    f"the loop still holds the images of the last {self._max_batches} batches "
+                    "(max_batches): each batch's images tensor is a view of the loader's memory. "
+                    "Drop them (or .clone() what you keep) before taking the next batch, or "
+                    "raise max_batches") from None
+            finally:
+                self._forward_log()
+            if batch is None:
+                break
+            if self._fields is None:
+                out = self._tensors(batch.images, batch.labels, batch.size)
+            else:
+                out = self._fields.batch(batch, self._images(batch.images, batch.size))
+            del batch  # the tensors keep the buffer alive
+            yield out
+            del out  # hold nothing while fetching the next batch
+
+    def __iter__(self):
+        if not self._iterating.acquire(blocking=False):
+            raise RuntimeError(
+                "this Loader is already being iterated: an earlier iterator of it (in this "
+                "thread or another) is still open. Finish that loop, close() the iterator or "
+                "drop it before iterating again; for two streams, create two Loaders")
+        try:
+            yield from self._epoch_batches()
+        finally:
+            self._iterating.release()
+
+    def _forward_log(self):
+        """What the loader's threads logged (skipped samples and shards, ...)
+        goes to the `stoker` logger."""
+        for level, message in self._c.take_log():
+            log.log(_LOG_LEVELS[level], "%s", message)
+
+    def _epoch_batches(self):
+        first = self._resume_at
+        self._batch = first
+        self._resume_at = 0
+        self._restored = False
+        if self._offload is not None:
+            run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
+                               self._tensors)
+            source = run.batches()
+        else:
+            source = self._local_batches(first)
+        agree = self._agree
+        try:
+            for out in source:
+                if agree is not None and not agree(True):
+                    break  # another rank has run out: the epoch ends here for all
+                self._batch += 1
+                yield out
+                del out
+            else:
+                if agree is not None:
+                    agree(False)
+        except GeneratorExit:
+            # The loop broke out: the next iteration continues this epoch.
+            self._resume_at = self._batch
+            raise
+        finally:
+            source.close()
+            if self._offload is not None:
+                self._forward_log()
+        self._epoch += 1
+        self._batch = 0
+
+    def stats(self):
+        """Counters: samples, skipped samples, replaced images, bytes, and the
+        time spent per stage (reading, decoding, resampling, converting,
+        batching) and by the caller waiting for batches, in ns; the shuffle_*
+        counters give the shuffle's quality (stoker.rates(stats) turns them
+        into shuffle_k_eff and shuffle_k_perfect). With cluster=,
+        the stage times are this process's; samples, batches and the bad
+        input counts cover every batch delivered, from wherever it came, and
+        "cluster" says how many came from where."""
+        stats = self._c.stats()
+        if self._offload is not None:
+            _cluster.merge_stats(stats, self._offload)
+        return stats
+
+    def report(self):
+        """Where the time went, in a few lines: whether the training loop is
+        input-bound (it waited for batches 5% of its time or more since the
+        first batch was asked for), the busy share of each stage, which
+        one limits, and how many shards a batch mixes against a perfect
+        shuffle. Print it at the end of an epoch. For figures over time,
+        see stoker.rates() and stoker.tensorboard()."""
+        if self._offload is not None:
+            return _cluster.report(self.stats())
+        return self._c.report()
+
+    def close(self):
+        """Stop the loader's threads now (also done when it is garbage collected).
+        May be called from another thread: a next() waiting there for a batch
+        raises ValueError, as does any later use of the loader. Also done at
+        the end of a `with` block."""
+        if self._prometheus is not None:
+            self._prometheus.close()
+            self._prometheus = None
+        if self._c is not None:
+            self._c.close()
+        if self._offload is not None:
+            self._offload.close()
+
+
+Loader.__doc__ += _options_doc(Loader.__init__)
+Loader.stats.__doc__ += "\n\n        Keys:\n\n" + "".join(
+    f"        {name}: {doc}\n" for name, doc in _stoker.stats_fields())
