@@ -25,163 +25,29 @@ the local C loader (it waits in C with the GIL released), and Dask's
 callback thread, which fetches each finished task's result straight from
 its worker (direct=True: not through the scheduler). One condition
 variable guards a run's state; nothing blocks while holding it.
+
+Files: this one is the trainer's side (the client, the tasks, the local
+thread, the counters); _claims.py decides which side makes which range,
+with no threads and no Dask; _cluster_worker.py is what runs inside the
+Dask workers.
 """
 import hashlib
 import logging
 import os
-import tempfile
 import threading
 import time
 
-import numpy as np
-
 from . import _stoker
+from ._claims import PENDING, Claims
+from ._cluster_worker import WorkerMismatch, make_range
 
 log = logging.getLogger("stoker.cluster")
 
-PENDING, LOCAL, CLUSTER, DONE = range(4)
 # Ranges of batches made by the local thread that may wait for the loop at
 # once: one read while the thread makes the next, and one taken back from a
 # late task. The local C loader's max_batches is sized for it.
 LOCAL_RANGES = 3
 
-# ---- worker side ----
-
-_cache_lock = threading.Lock()
-_idle = {}     # spec key -> [C loaders not in use], most recently used last
-_MAX_SPECS = 4  # loaders kept per worker process: one per trainer rank in use
-# For the tests only: every task takes this much longer, so that a test can
-# kill a worker while it holds tasks.
-_TEST_TASK_DELAY_S = int(os.environ.get("STOKER_TEST_TASK_DELAY_MS", "0")) / 1000
-
-
-class WorkerMismatch(RuntimeError):
-    """A worker runs another stoker version than the trainer."""
-
-
-def _read(path):
-    try:
-        with open(path) as f:
-            return f.read().split()
-    except OSError:
-        return None
-
-
-def _cpu_quota(root="/sys/fs/cgroup"):
-    """CPUs the cgroup quota allows (a container's CPU limit), or None: the
-    affinity mask of a pod limited to 32 CPUs still lists all the host's."""
-    v2 = _read(os.path.join(root, "cpu.max"))  # "QUOTA PERIOD" or "max PERIOD"
-    v1 = [_read(os.path.join(root, "cpu", name)) for name in ("cpu.cfs_quota_us",
-                                                              "cpu.cfs_period_us")]
-    quota, period = v2 if v2 else (v1[0][0], v1[1][0]) if all(v1) else (None, None)
-    if quota is None or quota in ("max", "-1"):
-        return None
-    return max(1, -(-int(quota) // int(period)))
-
-
-def _worker_threads():
-    """Decode threads of a task: $STOKER_WORKER_THREADS, else the cores this
-    worker process may use shared among the tasks it runs at once."""
-    if os.environ.get("STOKER_WORKER_THREADS"):
-        return int(os.environ["STOKER_WORKER_THREADS"])
-    cores = len(os.sched_getaffinity(0))
-    quota = _cpu_quota()
-    if quota is not None:
-        cores = min(cores, quota)
-    try:
-        from distributed import get_worker
-        tasks = get_worker().state.nthreads
-    except (ImportError, ValueError, AttributeError):
-        tasks = 1
-    return max(1, cores // max(1, tasks))
-
-
-def _worker_address():
-    try:
-        from distributed import get_worker
-        return get_worker().address
-    except (ImportError, ValueError):
-        return None
-
-
-def _index_file(digest, data):
-    """The dataset index as a file on this host, written once per digest."""
-    path = os.path.join(tempfile.gettempdir(), f"stoker-index-{os.getuid()}-{digest}.json")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".stoker-index-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    return path
-
-
-def _checkout(spec, index_data):
-    with _cache_lock:
-        loaders = _idle.get(spec["key"])
-        if loaders:
-            return loaders.pop()
-    options = dict(spec["options"])
-    if index_data is not None:
-        options["index_path"] = _index_file(spec["index_digest"], index_data)
-    return _stoker.Loader(spec["urls"], threads=_worker_threads(), **options)
-
-
-def _checkin(spec, loader):
-    with _cache_lock:
-        _idle.setdefault(spec["key"], []).append(loader)
-        _idle[spec["key"]] = _idle.pop(spec["key"])  # most recently used last
-        while len(_idle) > _MAX_SPECS:
-            for old in _idle.pop(next(iter(_idle))):
-                old.close()
-
-
-def make_range(spec, index_data, epoch, first, count):
-    """Dask task: batches [first, first + count) of `epoch` for the loader
-    described by spec. Returns the images and labels of every batch as two
-    arrays, the sizes and bad-input counts per batch, and, when the data
-    was bad under on_error="fail", the error that ended the range (the
-    batches before it are kept, as a local loader delivers them)."""
-    if spec["version"] != _stoker.version:
-        raise WorkerMismatch(f"worker {_worker_address()} runs stoker {_stoker.version} and the "
-                             f"trainer {spec['version']}: their batches could differ")
-    loader = _checkout(spec, index_data)
-    try:
-        before = loader.stats()
-        loader.seek_range(epoch, first, count)
-        images = np.empty(count * spec["batch_bytes"], np.uint8)
-        labels = np.empty(count * spec["batch_size"], np.int64)
-        sizes, skips, error = [], [], None
-        image_end = label_end = 0
-        try:
-            while len(sizes) < count:
-                b = loader.next()
-                if b is None:
-                    break
-                data = np.frombuffer(b.images, np.uint8)
-                images[image_end:image_end + data.size] = data
-                image_end += data.size
-                n = b.size
-                labels[label_end:label_end + n] = np.frombuffer(b.labels, np.int64)
-                label_end += n
-                sizes.append(n)
-                skips.append(b.skips)
-                del b, data
-        except _stoker.Error as e:
-            error = (type(e).__name__, str(e))
-        after = loader.stats()
-    finally:
-        _checkin(spec, loader)
-    if _TEST_TASK_DELAY_S:
-        time.sleep(_TEST_TASK_DELAY_S)
-    return {
-        "first": first, "sizes": sizes, "skips": skips, "error": error,
-        "images": images[:image_end], "labels": labels[:label_end],
-        "samples_read": after["samples_read"] - before["samples_read"],
-        "worker": _worker_address(),
-    }
-
-
-# ---- trainer side ----
 
 def batches_per_task(options, requested=None):
     """Batches a task makes. A task that does not continue the previous
@@ -335,15 +201,17 @@ CHUNK_BYTES = 30 << 20
 
 
 class Run:
-    """One iteration over batches [first, n) of an epoch: claims, the
-    reorder buffer, the local thread and the tasks in flight. tensors(images,
-    labels, n) makes the training loop's tensors out of two buffers.
+    """One iteration over batches [first, n) of an epoch: the claims and
+    reorder buffer (_claims.Claims), the local thread and the tasks in
+    flight. tensors(images, labels, n) makes the training loop's tensors
+    out of two buffers.
 
     Claims are per range (batches_per_task batches); delivery is per batch:
-    `ready` holds the batches made and not read yet by index, whoever made
-    them, and the first to arrive is kept. A range the cluster makes is
-    submitted as chunk tasks pinned, loosely, to one worker, so that they run
-    there in order and each continues the previous one's pipeline."""
+    the claims' `ready` holds the batches made and not read yet by index,
+    whoever made them, and the first to arrive is kept. A range the cluster
+    makes is submitted as chunk tasks pinned, loosely, to one worker, so
+    that they run there in order and each continues the previous one's
+    pipeline."""
 
     def __init__(self, offload, c_loader, epoch, first, n, tensors):
         self.o = offload
@@ -351,71 +219,23 @@ class Run:
         self.tensors = tensors
         self.epoch = epoch
         self.n = n
-        m = offload.batches_per_task
-        self.ranges = [(b, min(b + m, n)) for b in range(first, n, m)]
-        self.state = [PENDING] * len(self.ranges)
-        self.ready = {}     # batch index -> (images, labels, skips, source)
+        self.claims = Claims(first, n, offload.batches_per_task, offload)
         self.errors = {}    # batch index -> the error that ended its range there
-        self.futures = {}   # range -> {future: worker}, its chunks not finished
-        self.submitted = {}  # range -> when its chunks were submitted
-        self.next = first   # the batch the loop reads next
-        self.local_range = None  # the range the local thread is making
-        self.last_local = None
-        self.waiting = False
         self.closing = False
-        self.turnaround = None     # running mean of a range's time from submission to its end
-        self.local_batch_s = None  # running mean of the local thread's time per batch
         self.chunk = max(1, CHUNK_BYTES // max(1, offload.spec["batch_bytes"]))
         self.cond = threading.Condition()
         self.local = threading.Thread(target=self._local_main, name="stoker-local", daemon=True)
 
-    # -- claims (called with cond held) --
-
-    def _front(self):
-        return (self.next - self.ranges[0][0]) // self.o.batches_per_task if self.ranges else 0
-
-    def _limits(self):
-        """(ranges in flight on the cluster, ranges claimed ahead of the loop)."""
-        # Two ranges per worker thread: one running, one queued behind it.
-        # Ahead of them, room for the local thread to work on without
-        # waiting for the loop to catch up with the cluster.
-        in_flight = 2 * self.o.workers() if self.o.usable() else 0
-        return in_flight, in_flight + 3
-
-    def _missing_from(self, r):
-        """The first batch of range r not made yet (at or after the loop's
-        position), or None when it is complete."""
-        first, end = self.ranges[r]
-        for b in range(max(first, self.next), end):
-            if b not in self.ready:
-                return b
-        return None
-
-    def _pick_worker(self):
-        """The worker with the fewest chunks of this run in flight."""
-        load = {w: 0 for w in self.o.worker_addresses()}
-        for chunks in self.futures.values():
-            for w in chunks.values():
-                if w in load:
-                    load[w] += 1
-        return min(load, key=load.get) if load else None
+    # -- tasks (called with cond held) --
 
     def _submit_more(self):
-        in_flight, lookahead = self._limits()
-        front = self._front()
-        for r in range(front, min(len(self.ranges), front + lookahead)):
-            if len(self.futures) >= in_flight:
+        claims = self.claims
+        while True:
+            pick = claims.to_submit(self.o.index)
+            if pick is None:
                 return
-            # The range after the local thread's is left to it: its pipeline
-            # continues there without reading anything again.
-            if self.state[r] != PENDING or (self.local_range is not None and
-                                            r == self.local_range + 1):
-                continue
-            start = self._missing_from(r)
-            worker, index = self._pick_worker(), self.o.index()
-            if start is None or worker is None or index is None:
-                continue
-            end = self.ranges[r][1]
+            r, start, worker, index = pick
+            end = claims.ranges[r][1]
             chunks = {}
             try:
                 for b in range(start, end, self.chunk):
@@ -433,9 +253,7 @@ class Run:
                                  "decoding locally")
                 self._drop_chunks(chunks)
                 return
-            self.state[r] = CLUSTER
-            self.futures[r] = chunks
-            self.submitted[r] = time.monotonic()
+            claims.submitted_to_cluster(r, chunks)
             self.o.add(tasks_submitted=len(chunks))
 
     @staticmethod
@@ -449,66 +267,9 @@ class Run:
             except Exception:  # the client is gone
                 pass
 
-    def _late(self, r):
-        """Why the cluster shows no sign of finishing range r soon, or None:
-        the cluster is gone or has no worker, or the range has taken far
-        longer than ranges take (its worker may have died unnoticed)."""
-        if not self.o.usable():
-            return "the Dask scheduler is unreachable"
-        if self.o.workers() == 0:
-            return "the Dask cluster has no worker"
-        age = time.monotonic() - self.submitted.get(r, time.monotonic())
-        if age > 2 * (self.turnaround or 5.0) + 1.0:
-            return f"its tasks have run for {age:.1f} s"
-        return None
-
-    def _sooner_here(self, r):
-        """The local thread would finish range r before the cluster is
-        expected to (a slow or overloaded worker): a reason, or None."""
-        if self.local_batch_s is None or self.turnaround is None or r not in self.submitted:
-            return None
-        start = self._missing_from(r)
-        if start is None:
-            return None
-        here = self.local_batch_s * (self.ranges[r][1] - start)
-        there = self.submitted[r] + self.turnaround - time.monotonic()
-        return f"made here in {here:.1f} s, due from the cluster in {there:.1f} s" \
-            if here < there else None
-
-    def _pick_local(self):
-        """(range, reason it is taken back from the cluster or None), or None."""
-        front = self._front()
-        if front >= len(self.ranges):
-            return None
-        if self.state[front] == PENDING:
-            return front, None  # first the batches the loop needs next
-        front_waits = self.state[front] == CLUSTER and self.waiting
-        why = self._late(front) if front_waits else None
-        if why is not None:
-            return front, why
-        held = sum(1 for item in self.ready.values() if item[3] == "local")
-        if held > self.o.batches_per_task:
-            return None  # wait for the loop (LOCAL_RANGES)
-        _, lookahead = self._limits()
-        end = min(len(self.ranges), front + lookahead)
-        # The range after the previous one continues its pipeline: nothing
-        # is read again.
-        if self.last_local is not None:
-            nxt = self.last_local + 1
-            if front <= nxt < end and self.state[nxt] == PENDING:
-                return nxt, None
-        for r in range(front, end):
-            if self.state[r] == PENDING:
-                return r, None
-        # Nothing left to claim: rather than idle, make the range the loop
-        # waits for if that is quicker than waiting for the cluster.
-        why = self._sooner_here(front) if front_waits else None
-        return (front, why) if why is not None else None
-
     def _put(self, index, item):
         """Keep a batch unless it was made already; wake the loop."""
-        if index >= self.next and index not in self.ready:
-            self.ready[index] = item
+        if self.claims.put(index, item, item[3] == "local"):
             self.cond.notify_all()
             return True
         return False
@@ -516,40 +277,34 @@ class Run:
     # -- the local thread --
 
     def _local_main(self):
+        claims = self.claims
         while True:
             with self.cond:
                 pick = None
                 while not self.closing and pick is None:
-                    pick = self._pick_local()
+                    pick = claims.pick_local()
                     if pick is None:
                         self.cond.wait(0.05)
                 if self.closing:
                     return
                 r, why = pick
-                if self.state[r] == CLUSTER:
+                if claims.claim_local(r):
                     self.o.add(ranges_taken_back=1)
                     if why.startswith("the Dask"):
                         self.o.warn_once(why, f"stoker: {why}; decoding batches here until "
                                          "it is back")
                     else:
                         log.info("stoker: decoding batches %d.. of epoch %d here: %s",
-                                 self.ranges[r][0], self.epoch, why)
-                self.state[r] = LOCAL
-                self.local_range = r
-                start = self._missing_from(r)
+                                 claims.ranges[r][0], self.epoch, why)
+                start = claims.missing_from(r)
             if start is not None:
                 self._make_local(r, start)
             with self.cond:
-                self.last_local, self.local_range = r, None
-                if self._missing_from(r) is None:
-                    self.state[r] = DONE
-                    self._drop_chunks(self.futures.pop(r, {}))
-                elif self.state[r] == LOCAL:
-                    self.state[r] = PENDING  # stopped early: whoever is free makes the rest
+                self._drop_chunks(claims.local_done(r))
                 self.cond.notify_all()
 
     def _make_local(self, r, start):
-        end = self.ranges[r][1]
+        end = self.claims.ranges[r][1]
         read = self.c.stats()["samples_read"]
         began, made = time.monotonic(), 0
         try:
@@ -562,7 +317,7 @@ class Run:
                 made += 1
                 with self.cond:
                     self._put(index, (images, labels, b.skips, "local"))
-                    rest = self._missing_from(r)
+                    rest = self.claims.missing_from(r)
                     if self.closing or rest is None or rest > index + 1:
                         break  # stopped, or the cluster made the rest first
                 del b, images, labels
@@ -573,9 +328,8 @@ class Run:
         finally:
             self.o.add(samples_read_local=self.c.stats()["samples_read"] - read)
             if made:
-                per_batch = (time.monotonic() - began) / made
-                self.local_batch_s = per_batch if self.local_batch_s is None else \
-                    0.8 * self.local_batch_s + 0.2 * per_batch
+                with self.cond:
+                    self.claims.timed_local(time.monotonic() - began, made)
 
     # -- cluster results (Dask's callback thread) --
 
@@ -590,28 +344,19 @@ class Run:
         except Exception:  # the client is gone
             pass
         with self.cond:
-            chunks = self.futures.get(r, {})
-            mine = chunks.pop(fut, None) is not None
+            mine = self.claims.chunk_done(r, fut)
             if self.closing or not mine:
                 return  # dropped: the range was taken back or is over
             if result is not None:
                 self._take_chunk(result)
             elif isinstance(failure, WorkerMismatch):
-                self.errors.setdefault(self.ranges[r][0], ClusterError(str(failure)))
+                self.errors.setdefault(self.claims.ranges[r][0], ClusterError(str(failure)))
             else:
                 self.o.add(tasks_failed=1)
                 self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); its "
                                  "batches are made again")
-                self._drop_chunks(self.futures.pop(r))
-                self.submitted.pop(r, None)
-                self.state[r] = PENDING
-            if r in self.futures and not self.futures[r]:  # its last chunk
-                del self.futures[r]
-                s = time.monotonic() - self.submitted.pop(r)
-                self.turnaround = s if self.turnaround is None else \
-                    0.8 * self.turnaround + 0.2 * s
-                if self.state[r] == CLUSTER:
-                    self.state[r] = DONE if self._missing_from(r) is None else PENDING
+                self._drop_chunks(self.claims.range_failed(r))
+            self.claims.chunks_settled(r)
             self._submit_more()
             self.cond.notify_all()
 
@@ -642,27 +387,27 @@ class Run:
         started = time.perf_counter_ns()
         if not self.o.started_ns:
             self.o.started_ns = started
-        if not self.ranges:
+        claims = self.claims
+        if not claims.ranges:
             return
         self.local.start()
         with self.cond:  # the local thread claims range 0 before any task is submitted
-            while self.state[0] == PENDING:
+            while claims.state[0] == PENDING:
                 self.cond.wait(0.05)
         try:
-            for index in range(self.ranges[0][0], self.n):
+            for index in range(claims.ranges[0][0], self.n):
                 with self.cond:
-                    self.next = index
+                    claims.next = index
                     self._submit_more()
                     self.cond.notify_all()
                     t0 = time.perf_counter_ns()
-                    self.waiting = True
-                    while index not in self.ready and index not in self.errors:
+                    claims.waiting = True
+                    while index not in claims.ready and index not in self.errors:
                         self.cond.wait(0.05)
-                    self.waiting = False
-                    if index not in self.ready:
+                    claims.waiting = False
+                    if index not in claims.ready:
                         raise self.errors[index]
-                    images, labels, skips, source = self.ready.pop(index)
-                    self.next = index + 1
+                    images, labels, skips, source = claims.take(index)
                 self.o.add(samples=len(labels), samples_skipped=skips[0],
                            images_replaced=skips[1], shards_failed=skips[2],
                            **{source + "_wait_ns": time.perf_counter_ns() - t0,
@@ -677,9 +422,7 @@ class Run:
     def close(self):
         with self.cond:
             self.closing = True
-            chunks = [f for c in self.futures.values() for f in c]
-            self.futures.clear()
-            self.ready.clear()
+            chunks = self.claims.clear()
             self.cond.notify_all()
         if chunks:
             self._drop_chunks(chunks)
