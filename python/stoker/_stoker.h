@@ -9,7 +9,15 @@
 
 #include "stoker.h"
 
-/* Raise the exception of STK_E* code (one table in _stoker.c) with the
+/* ---- exceptions (_errors.c) ---- */
+
+/* stoker.Error and stoker.DataError, made by stk_py_add_error_classes. */
+extern PyObject *stk_py_error, *stk_py_data_error;
+
+/* Create every exception class into module m; -1 on failure. */
+int stk_py_add_error_classes(PyObject *m);
+
+/* Raise the exception of STK_E* code (one table in _errors.c) with the
  * detailed message; returns NULL. */
 PyObject *stk_py_raise(int code, const char *message);
 
@@ -17,6 +25,12 @@ PyObject *stk_py_raise(int code, const char *message);
  * stoker.OptionTypeError (a TypeError), with a PyUnicode_FromFormat
  * message; returns NULL. */
 PyObject *stk_py_option_error(int type_error, const char *fmt, ...);
+
+/* Make cause (a reference this steals; NULL: none) the __cause__ of the
+ * exception being raised. */
+void stk_py_chain_cause(PyObject *cause);
+
+/* ---- options (_options.c) ---- */
 
 struct stk_options;
 
@@ -32,10 +46,43 @@ int stk_py_integer(PyObject *value, const char *name, long long min, unsigned lo
  * exception set. */
 int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value);
 
+/* stoker._stoker.options(): the option table as a list of dicts. */
+PyObject *stk_py_options(PyObject *module, PyObject *unused);
+
+/* ---- batches (_batch.c) ---- */
+
+/* stoker._stoker.Batch and the views of its buffers. */
+extern PyTypeObject stk_py_batch_type, stk_py_view_type;
+
+/* A Batch owning batch (released here on failure), keeping loader alive;
+ * NULL with an exception set. */
+PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader);
+
+/* ---- the loader (_loader.c) ---- */
+
+/* stoker._stoker.Loader. */
+extern PyTypeObject stk_py_loader_type;
+
+/* Whether loader's on_error policy is "skip"; and count n samples it
+ * delivered that Batch.samples() left out as bad. */
+int stk_py_loader_skips_bad(PyObject *loader);
+void stk_py_loader_count_skipped(PyObject *loader, size_t n);
+
 /* The str items of sequence urls as a PyMem array of n (+ NULL) pointers
  * into *seq, which the caller releases with the array; NULL with an
  * exception set. */
 const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq);
+
+/* ---- counters (_stats.c) ---- */
+
+/* struct stk_stats as a dict, and as the input-bound report's text. */
+PyObject *stk_py_stats_dict(struct stk_stats *s);
+PyObject *stk_py_report_text(const struct stk_stats *s);
+
+/* stoker._stoker.report(stats), rates(now, before=None) and stats_fields(). */
+PyObject *stk_py_report(PyObject *module, PyObject *stats);
+PyObject *stk_py_rates(PyObject *module, PyObject *args);
+PyObject *stk_py_stats_fields(PyObject *module, PyObject *unused);
 
 /* stoker._stoker.verify(urls, **options) (_verify.c). */
 PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs);
