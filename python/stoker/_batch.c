@@ -14,7 +14,11 @@ typedef struct {
     PyObject_HEAD
     struct stk_batch *batch;
     PyObject *loader; /* keeps the loader alive while batches exist */
-    int skips_counted; /* samples() counted the bad samples it left out */
+    int skip_bad;      /* the loader's on_error is "skip" */
+    /* The loader's count of samples left out here as bad (alive with it),
+     * and whether samples() added this batch's already. */
+    unsigned long long *skipped_in_python;
+    int skips_counted;
 } BatchObject;
 
 typedef struct {
@@ -247,7 +251,7 @@ static PyObject *batch_columns(BatchObject *self, PyObject *args)
 static PyObject *batch_samples(BatchObject *self, PyObject *unused)
 {
     (void)unused;
-    int skip = stk_py_loader_skips_bad(self->loader);
+    int skip = self->skip_bad;
     size_t skipped = 0;
     PyObject *list = PyList_New(0);
     for (size_t i = 0; list != NULL && i < self->batch->n_samples; i++) {
@@ -264,7 +268,7 @@ static PyObject *batch_samples(BatchObject *self, PyObject *unused)
     }
     if (list != NULL && !self->skips_counted) {
         self->skips_counted = 1;
-        stk_py_loader_count_skipped(self->loader, skipped);
+        *self->skipped_in_python += skipped;
     }
     return list;
 }
@@ -296,7 +300,8 @@ PyTypeObject stk_py_batch_type = {
     .tp_doc = "One batch; its memory returns to the loader when no reference is left.",
 };
 
-PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader)
+PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader, int skip_bad,
+                           unsigned long long *skipped_in_python)
 {
     BatchObject *self = PyObject_New(BatchObject, &stk_py_batch_type);
     if (self == NULL) {
@@ -304,6 +309,8 @@ PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader)
         return NULL;
     }
     self->batch = batch;
+    self->skip_bad = skip_bad;
+    self->skipped_in_python = skipped_in_python;
     self->skips_counted = 0;
     self->loader = Py_NewRef(loader);
     return (PyObject *)self;

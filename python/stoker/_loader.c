@@ -32,16 +32,6 @@ typedef struct {
     struct stk_py_log *log; /* messages of the loader's threads, for take_log() */
 } LoaderObject;
 
-int stk_py_loader_skips_bad(PyObject *loader)
-{
-    return ((LoaderObject *)loader)->opts.on_error == STK_ON_ERROR_SKIP;
-}
-
-void stk_py_loader_count_skipped(PyObject *loader, size_t n)
-{
-    ((LoaderObject *)loader)->skipped_in_python += n;
-}
-
 /* Why the batch allocator failed, kept for next() to raise (the loader
  * itself only sees NULL and reports "out of memory"): an exception type,
  * its message (a reference this steals; NULL keeps nothing) and the
@@ -336,7 +326,8 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused)
         return NULL;
     if (rc < 0)
         return stk_py_raise(rc, msg);
-    return stk_py_batch_new(b, (PyObject *)self);
+    return stk_py_batch_new(b, (PyObject *)self, self->opts.on_error == STK_ON_ERROR_SKIP,
+                            &self->skipped_in_python);
 }
 
 /* seek(epoch, batch), or with count (seek_range) only that many batches,

@@ -54,19 +54,17 @@ PyObject *stk_py_options(PyObject *module, PyObject *unused);
 /* stoker._stoker.Batch and the views of its buffers. */
 extern PyTypeObject stk_py_batch_type, stk_py_view_type;
 
-/* A Batch owning batch (released here on failure), keeping loader alive;
- * NULL with an exception set. */
-PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader);
+/* A Batch owning batch (released here on failure), keeping loader alive.
+ * skip_bad: the loader's on_error is "skip", so samples() leaves bad
+ * samples out and adds how many to *skipped_in_python (a counter of the
+ * loader's) once per batch. NULL with an exception set. */
+PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader, int skip_bad,
+                           unsigned long long *skipped_in_python);
 
 /* ---- the loader (_loader.c) ---- */
 
 /* stoker._stoker.Loader. */
 extern PyTypeObject stk_py_loader_type;
-
-/* Whether loader's on_error policy is "skip"; and count n samples it
- * delivered that Batch.samples() left out as bad. */
-int stk_py_loader_skips_bad(PyObject *loader);
-void stk_py_loader_count_skipped(PyObject *loader, size_t n);
 
 /* The str items of sequence urls as a PyMem array of n (+ NULL) pointers
  * into *seq, which the caller releases with the array; NULL with an
