@@ -91,7 +91,9 @@ class Loader:
     transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
     torch.float32/float16/bfloat16 (normalized with mean/std); layout:
-    "nchw" or "nhwc". samples_per_rank makes every rank yield the same
+    "nchw" or "nhwc". threads: reader and decode threads; threads=None or 0
+    (the default) is this rank's share of the cores it may run on (those
+    of its CPU affinity over the ranks on this node). samples_per_rank makes every rank yield the same
     number of batches. index names a dataset index written by
     `stoker index` for the same URLs: with it len() is known, ranks get
     equal shares by default, and load_state_dict() resumes by re-reading
