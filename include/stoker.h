@@ -541,6 +541,18 @@ STK_API int stk_loader_create(const struct stk_options *opts, const char *const 
 STK_API int stk_loader_next(stk_loader *loader, struct stk_batch **out);
 
 /*
+ * stk_loader_next() that waits at most timeout_ms milliseconds for a batch
+ * (0: as long as it takes), then returns STK_EINTR as an interrupt does:
+ * nothing is lost, the epoch goes on, and the next call delivers the batch
+ * this one would have. For a caller that must look at something else while
+ * it waits: the Python extension waits in slices of 100 ms and checks for
+ * Ctrl-C between them. Time spent starting an epoch (opening an index,
+ * starting threads) is not bounded by it.
+ */
+STK_API int stk_loader_next_timed(stk_loader *loader, struct stk_batch **out,
+                                  unsigned timeout_ms);
+
+/*
  * Make stk_loader_next() return STK_EINTR (and no batch) instead of
  * waiting: a call waiting for a batch on another thread returns at once;
  * if none is waiting, the next call returns STK_EINTR without waiting (a

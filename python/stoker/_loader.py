@@ -131,6 +131,7 @@ class Loader:
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
                  fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
         self._c = self._offload = self._prometheus = None  # for close() if this fails
+        self._pid = os.getpid()
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
             warnings.warn("pin_memory=True, but torch finds no CUDA device: batches stay in "
@@ -337,7 +338,16 @@ class Loader:
         for level, message in self._c.take_log():
             log.log(_LOG_LEVELS[level], "%s", message)
 
+    def _refuse_after_fork(self):
+        """In a child of fork() the loader's threads (the C loader's, the
+        Dask client's, the Prometheus server's) do not exist: raise the C
+        loader's RuntimeError ("created in process N: make a new Loader
+        after fork") before anything waits on one of them."""
+        if os.getpid() != self._pid and self._c is not None:
+            self._c.close()  # refuses in another process, whatever its state
+
     def _epoch_batches(self):
+        self._refuse_after_fork()
         first = self._resume_at
         self._batch = first
         self._resume_at = 0
@@ -400,6 +410,7 @@ class Loader:
         May be called from another thread: a next() waiting there for a batch
         raises ValueError, as does any later use of the loader. Also done at
         the end of a `with` block."""
+        self._refuse_after_fork()
         if self._prometheus is not None:
             self._prometheus.close()
             self._prometheus = None
