@@ -23,8 +23,19 @@ result is taken, so results never pile up on workers or here.
 Threads in the trainer: the training loop (consumer), one thread driving
 the local C loader (it waits in C with the GIL released), and Dask's
 callback thread, which fetches each finished task's result straight from
-its worker (direct=True: not through the scheduler). One condition
-variable guards a run's state; nothing blocks while holding it.
+its worker (direct=True: the data does not pass through the scheduler).
+One condition variable guards a run's state; nothing blocks while holding
+it: no call under it waits for the scheduler (submit and release only queue
+a message on the client's event loop).
+
+The scheduler. Every round trip to it has a time limit (SCHEDULER_TIMEOUT_S)
+and none is made under a Run's lock: one thread per Offload
+("stoker-scheduler") asks it for its workers once a second and keeps the
+answer; the claims read that copy. A scheduler that has not answered for
+SCHEDULER_TIMEOUT_S (paused, overloaded, behind a partition that sends no
+reset) is treated as a dead one: nothing is submitted, the local thread
+takes back what was in flight, and a warning says so once. close() does
+not wait for it either.
 
 Files: this one is the trainer's side (the client, the tasks, the local
 thread, the counters); _claims.py decides which side makes which range,
@@ -42,6 +53,15 @@ from ._claims import PENDING, Claims
 from ._cluster_worker import WorkerMismatch, make_range
 
 log = logging.getLogger("stoker.cluster")
+
+# The longest any call to the scheduler may take; one that has not answered
+# for this long is treated as gone until it answers again.
+SCHEDULER_TIMEOUT_S = 5.0
+# How often the scheduler is asked for its workers.
+POLL_S = 1.0
+# Fetching one task's result (at most CHUNK_BYTES) from its worker; the
+# client asks the scheduler where the result is first.
+GATHER_TIMEOUT_S = 60.0
 
 # Ranges of batches made by the local thread that may wait for the loop at
 # once: one read while the thread makes the next, and one taken back from a
@@ -118,8 +138,13 @@ class Offload:
         self.per_worker = {}  # worker address -> batches it made that were used
         self.lock = threading.Lock()  # counters, per_worker and the index's scatter state
         self.warned = set()
-        self._worker_threads, self._workers_at = {}, -1.0
         self.started_ns = 0  # when the loop first asked for a batch
+        # What the scheduler said last (under lock): worker address ->
+        # threads, and when it answered (connecting was an answer).
+        self._worker_threads, self._answered_at = {}, time.monotonic()
+        self._stop = threading.Event()
+        threading.Thread(target=self._poll_scheduler, name="stoker-scheduler",
+                         daemon=True).start()
 
     def add(self, **deltas):
         with self.lock:
@@ -135,29 +160,36 @@ class Offload:
             self.warned.add(what)
             log.warning("%s", message)
 
-    def _refresh_workers(self):
-        """Client.scheduler_info() is a round trip to the scheduler: the
-        workers are looked up at most once a second."""
-        now = time.monotonic()
-        if not self.usable():  # a dead scheduler would make the lookup wait
-            self._worker_threads = {}
-        elif now - self._workers_at >= 1.0:
-            self._workers_at = now
-            try:
-                self._worker_threads = {
-                    address: w.get("nthreads", 1)
-                    for address, w in self.client.scheduler_info().get("workers", {}).items()}
-            except Exception:  # the client lost its scheduler
-                self._worker_threads = {}
+    def _poll_scheduler(self):
+        """The stoker-scheduler thread: the scheduler's workers, once a
+        second, each ask bounded by SCHEDULER_TIMEOUT_S."""
+        while not self._stop.is_set():
+            if self.client.status == "running":  # else closed, or reconnecting by itself
+                self._ask_scheduler()
+            self._stop.wait(POLL_S)
+
+    def _ask_scheduler(self):
+        try:
+            identity = self.client.sync(self.client.scheduler.identity,
+                                        callback_timeout=SCHEDULER_TIMEOUT_S)
+        except Exception as e:  # no answer in time, or the connection is gone
+            if time.monotonic() - self._answered_at >= SCHEDULER_TIMEOUT_S:
+                self.warn_once("scheduler", "stoker: the Dask scheduler has not answered for "
+                               f"{SCHEDULER_TIMEOUT_S:.0f} s ({e!r}); decoding batches here "
+                               "until it does")
+            return
+        workers = {address: w.get("nthreads", 1)
+                   for address, w in identity.get("workers", {}).items()}
+        with self.lock:
+            self._worker_threads, self._answered_at = workers, time.monotonic()
 
     def workers(self):
-        """Worker threads the scheduler knows of."""
-        self._refresh_workers()
-        return sum(self._worker_threads.values())
+        """Worker threads the scheduler knew of when it last answered (0
+        while it does not answer)."""
+        return sum(self._worker_threads.values()) if self.usable() else 0
 
     def worker_addresses(self):
-        self._refresh_workers()
-        return list(self._worker_threads)
+        return list(self._worker_threads) if self.usable() else []
 
     def index(self):
         """The dataset index as a future held by the workers, or None while
@@ -185,11 +217,21 @@ class Offload:
                 self._scatter_after = time.monotonic() + 2.0
 
     def usable(self):
-        return self.client.status == "running"
+        """The client is connected and the scheduler answered lately."""
+        with self.lock:
+            answered = self._answered_at
+        return (self.client.status == "running" and
+                time.monotonic() - answered < SCHEDULER_TIMEOUT_S)
 
     def close(self):
+        """Stop asking the scheduler; close the client if it is ours, in at
+        most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
+        self._stop.set()
         if self._owns_client:
-            self.client.close()
+            try:
+                self.client.close(timeout=SCHEDULER_TIMEOUT_S)
+            except Exception:  # timed out: the scheduler does not answer
+                pass
 
 
 # A task's result crosses the network as one message, which Dask receives
@@ -335,9 +377,16 @@ class Run:
 
     def _on_done(self, r, fut):
         result = failure = None
+        client = self.o.client
         try:
-            result = self.o.client.gather(fut, direct=True)  # not through the scheduler
-        except Exception as e:  # lost, cancelled, or the worker refused
+            # Straight from the worker (direct=True: the data does not pass
+            # through the scheduler), within GATHER_TIMEOUT_S: Client.gather
+            # has no time limit of its own, and this is Dask's one callback
+            # thread. gather(asynchronous=True) gives the coroutine that
+            # sync() runs with the limit.
+            result = client.sync(lambda: client.gather(fut, direct=True, asynchronous=True),
+                                 callback_timeout=GATHER_TIMEOUT_S)
+        except Exception as e:  # lost, cancelled, timed out, or the worker refused
             failure = e
         try:
             fut.release()

@@ -370,3 +370,53 @@ def test_no_worker_at_start(cluster, indexed):
     assert got == want
     assert loader.stats()["cluster"]["batches_cluster"] > 0
     loader.close()
+
+
+STOPPED_CHILD = """
+import faulthandler, json, os, signal, sys, time, hashlib
+import stoker
+faulthandler.dump_traceback_later(90)  # where it hangs, if it does
+import logging; logging.basicConfig()
+shards, index, address, scheduler_pid, options = json.loads(sys.argv[1])
+loader = stoker.Loader(shards, index=index, cluster=address, **options)
+out, stopped = [], None
+for images, labels in loader:
+    out.append(hashlib.sha1(images.numpy().tobytes() + labels.numpy().tobytes()).hexdigest())
+    if stopped is None and loader.stats()["cluster"]["batches_cluster"]:
+        os.kill(scheduler_pid, signal.SIGSTOP)  # paused: no answer, no reset
+        stopped = time.monotonic()
+after = time.monotonic() - stopped
+t = time.monotonic()
+loader.close()
+print(json.dumps({"digests": out, "after_stop_s": after, "close_s": time.monotonic() - t}))
+"""
+
+
+def test_scheduler_stopped_mid_epoch(cluster, indexed, clean_env_factory):
+    """A scheduler that stops answering (SIGSTOP) mid-epoch: the epoch
+    finishes here with the batches of a local run, within a bound, and
+    close() returns promptly. Before, the loop hung for ever in a scheduler
+    round trip made under the run's lock. The trainer is a child process,
+    so that a hang fails this test instead of the run."""
+    shards, index = indexed
+    cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="300")
+    options = dict(OPTIONS, samples_per_rank=600)  # 100 batches: it outlasts the time limit
+    want = local_digests(shards, index=index, **options)
+    arg = json.dumps([shards, index, cluster.address, cluster.scheduler.pid, options])
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_CHILD, arg],
+                            env=clean_env_factory(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the trainer hung with the scheduler stopped:\n{err[-3000:]}")
+    finally:
+        cluster.scheduler.send_signal(signal.SIGCONT)
+    assert proc.returncode == 0, err[-3000:]
+    res = json.loads(out)
+    assert res["digests"] == want
+    assert res["after_stop_s"] < 60, res   # SCHEDULER_TIMEOUT_S, then local decoding
+    assert res["close_s"] < 10, res        # at most SCHEDULER_TIMEOUT_S for the client
+    assert "has not answered" in err or "unreachable" in err, err[-3000:]  # said once
