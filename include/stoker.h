@@ -109,6 +109,14 @@ STK_API const char *stk_strerror(int code);
 /* Version as a string, e.g. "0.1.0". */
 STK_API const char *stk_version(void);
 
+/* What decides the bytes this build delivers, as one line: the version, the
+ * source commit it was built from ("-dirty" when the tree had changes,
+ * "unknown" outside git) and the versions of libjpeg-turbo, libspng and zlib.
+ * Two processes with the same line make the same batches of the same range
+ * (the Python package refuses Dask workers whose line differs). Static;
+ * thread-safe. */
+STK_API const char *stk_build_id(void);
+
 /* What the loader does with a shard or sample it cannot read. */
 enum stk_on_error {
     STK_ON_ERROR_FAIL = 0, /* stk_loader_next() returns the error (default) */

@@ -50,7 +50,7 @@ import time
 
 from . import _stoker
 from ._claims import PENDING, Claims
-from ._cluster_worker import WorkerMismatch, make_range
+from ._cluster_worker import WorkerMismatch, batch_digest, build_identity, make_range
 
 log = logging.getLogger("stoker.cluster")
 
@@ -120,7 +120,7 @@ class Offload:
         worker_options["max_batches"] = 2
         key = hashlib.sha256(repr((urls, sorted(worker_options.items()), digest)).encode())
         self.spec = {
-            "key": key.hexdigest()[:32], "version": _stoker.version, "urls": list(urls),
+            "key": key.hexdigest()[:32], "identity": build_identity(), "urls": list(urls),
             "options": worker_options, "index_digest": digest,
             "batch_bytes": image_bytes * batch_size, "batch_size": batch_size,
         }
@@ -242,6 +242,58 @@ class Offload:
 CHUNK_BYTES = 30 << 20
 
 
+class BadResult(ValueError):
+    """A task's result does not have the structure of what it was asked for."""
+
+
+def check_result(result, first, count, batch_size, image_bytes, n):
+    """Raise BadResult unless result is make_range's answer for batches
+    [first, first + count) of an epoch of n batches: at most count batches,
+    each of 1..batch_size samples (fewer only in the epoch's last batch),
+    image and label arrays of exactly the bytes the sizes say, labels of -1
+    or more, and each batch's bytes matching the digest the worker took
+    from its loader (_cluster_worker.batch_digest says what that catches)."""
+    import numpy as np
+
+    def need(ok, what):
+        if not ok:
+            raise BadResult(f"batches {first}..{first + count - 1}: {what}")
+
+    need(isinstance(result, dict), f"a {type(result).__name__}, not a dict")
+    need(result.get("first") == first, f"it says it starts at batch {result.get('first')!r}")
+    sizes, skips, digests = (result.get(k) for k in ("sizes", "skips", "digests"))
+    need(all(isinstance(v, list) for v in (sizes, skips, digests)) and
+         len(sizes) == len(skips) == len(digests) <= count,
+         "sizes, skips and digests are not lists of one entry per batch, at most "
+         f"{count}")
+    for k, size in enumerate(sizes):
+        full = first + k < n - 1
+        need(isinstance(size, int) and 0 < size <= batch_size and (size == batch_size or not full),
+             f"batch {first + k} holds {size!r} samples (batch_size {batch_size})")
+        need(isinstance(skips[k], (tuple, list)) and len(skips[k]) == 3 and
+             all(isinstance(v, int) and v >= 0 for v in skips[k]),
+             f"batch {first + k} has bad-input counts {skips[k]!r}")
+    images, labels = result.get("images"), result.get("labels")
+    total = sum(sizes)
+    need(isinstance(images, np.ndarray) and images.dtype == np.uint8 and images.ndim == 1 and
+         images.size == total * image_bytes,
+         f"{getattr(images, 'nbytes', '?')} image bytes for {total} images of {image_bytes}")
+    need(isinstance(labels, np.ndarray) and labels.dtype == np.int64 and labels.ndim == 1 and
+         labels.size == total, f"{getattr(labels, 'size', '?')} labels for {total} samples")
+    need(total == 0 or int(labels.min()) >= -1, f"a label of {int(labels.min())}")
+    error = result.get("error")
+    need(error is None or (isinstance(error, (tuple, list)) and len(error) == 2 and
+                           all(isinstance(v, str) for v in error)), f"error {error!r}")
+    need(isinstance(result.get("samples_read"), int) and result["samples_read"] >= 0,
+         f"samples_read {result.get('samples_read')!r}")
+    i = j = 0
+    for k, size in enumerate(sizes):
+        need(batch_digest(images[i:i + size * image_bytes], labels[j:j + size]) == digests[k],
+             f"the bytes of batch {first + k} do not match the digest its worker took")
+        i += size * image_bytes
+        j += size
+
+
 class Run:
     """One iteration over batches [first, n) of an epoch: the claims and
     reorder buffer (_claims.Claims), the local thread and the tasks in
@@ -289,7 +341,7 @@ class Run:
                                                count, key=key, pure=False, workers=[worker],
                                                allow_other_workers=True, priority=-b)
                     chunks[fut] = worker
-                    fut.add_done_callback(lambda f, r=r: self._on_done(r, f))
+                    fut.add_done_callback(lambda f, r=r, b=b, n=count: self._on_done(r, f, b, n))
             except Exception as e:  # the client is closed or lost its scheduler
                 self.o.warn_once("submit", f"stoker: cannot submit to the Dask cluster ({e}); "
                                  "decoding locally")
@@ -375,7 +427,7 @@ class Run:
 
     # -- cluster results (Dask's callback thread) --
 
-    def _on_done(self, r, fut):
+    def _on_done(self, r, fut, first, count):
         result = failure = None
         client = self.o.client
         try:
@@ -392,22 +444,37 @@ class Run:
             fut.release()
         except Exception:  # the client is gone
             pass
+        bad = None
+        if result is not None:
+            try:
+                check_result(result, first, count, self.o.spec["batch_size"],
+                             self.o.image_bytes, self.n)
+            except BadResult as e:
+                result, bad = None, e
         with self.cond:
             mine = self.claims.chunk_done(r, fut)
             if self.closing or not mine:
                 return  # dropped: the range was taken back or is over
-            if result is not None:
-                self._take_chunk(result)
-            elif isinstance(failure, WorkerMismatch):
-                self.errors.setdefault(self.claims.ranges[r][0], ClusterError(str(failure)))
-            else:
-                self.o.add(tasks_failed=1)
-                self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); its "
-                                 "batches are made again")
-                self._drop_chunks(self.claims.range_failed(r))
-            self.claims.chunks_settled(r)
-            self._submit_more()
-            self.cond.notify_all()
+            try:
+                if result is not None:
+                    self._take_chunk(result)
+                elif isinstance(failure, WorkerMismatch):
+                    self.errors.setdefault(self.claims.ranges[r][0], ClusterError(str(failure)))
+                else:
+                    self.o.add(tasks_failed=1)
+                    if bad is not None:
+                        self.o.warn_once("bad", f"stoker: a Dask worker sent a result that is not "
+                                         f"valid ({bad}); its batches are made here")
+                    else:
+                        self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); "
+                                         "its batches are made again")
+                    # A worker that sends bad data may send it again: the
+                    # range is made here.
+                    self._drop_chunks(self.claims.range_failed(r, local_only=bad is not None))
+            finally:  # nothing leaves the range half claimed
+                self.claims.chunks_settled(r)
+                self._submit_more()
+                self.cond.notify_all()
 
     def _take_chunk(self, result):
         self.o.add(tasks_done=1, samples_read_cluster=result["samples_read"],
