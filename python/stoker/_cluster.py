@@ -47,6 +47,9 @@ import logging
 import os
 import threading
 import time
+import weakref
+
+import numpy as np
 
 from . import _stoker
 from ._claims import PENDING, Claims
@@ -143,8 +146,10 @@ class Offload:
         # threads, and when it answered (connecting was an answer).
         self._worker_threads, self._answered_at = {}, time.monotonic()
         self._stop = threading.Event()
-        threading.Thread(target=self._poll_scheduler, name="stoker-scheduler",
-                         daemon=True).start()
+        # The thread holds the Offload weakly: a Loader dropped without
+        # close() is still collected, and the thread then ends.
+        threading.Thread(target=_poll_scheduler, args=(weakref.ref(self), self._stop),
+                         name="stoker-scheduler", daemon=True).start()
 
     def add(self, **deltas):
         with self.lock:
@@ -160,15 +165,10 @@ class Offload:
             self.warned.add(what)
             log.warning("%s", message)
 
-    def _poll_scheduler(self):
-        """The stoker-scheduler thread: the scheduler's workers, once a
-        second, each ask bounded by SCHEDULER_TIMEOUT_S."""
-        while not self._stop.is_set():
-            if self.client.status == "running":  # else closed, or reconnecting by itself
-                self._ask_scheduler()
-            self._stop.wait(POLL_S)
-
-    def _ask_scheduler(self):
+    def ask_scheduler(self):
+        """Ask the scheduler for its workers (stoker-scheduler thread)."""
+        if self.client.status != "running":
+            return  # closed, or reconnecting by itself
         try:
             identity = self.client.sync(self.client.scheduler.identity,
                                         callback_timeout=SCHEDULER_TIMEOUT_S)
@@ -234,6 +234,18 @@ class Offload:
                 pass
 
 
+def _poll_scheduler(offload_ref, stop):
+    """The stoker-scheduler thread: the workers, once a second, each ask
+    bounded by SCHEDULER_TIMEOUT_S, until close() or the Offload is gone."""
+    while not stop.is_set():
+        offload = offload_ref()
+        if offload is None:
+            return
+        offload.ask_scheduler()
+        del offload
+        stop.wait(POLL_S)
+
+
 # A task's result crosses the network as one message, which Dask receives
 # into one new buffer: glibc serves buffers up to 32 MiB from memory it
 # reuses, larger ones from fresh pages the kernel zeroes (measured here:
@@ -253,8 +265,6 @@ def check_result(result, first, count, batch_size, image_bytes, n):
     image and label arrays of exactly the bytes the sizes say, labels of -1
     or more, and each batch's bytes matching the digest the worker took
     from its loader (_cluster_worker.batch_digest says what that catches)."""
-    import numpy as np
-
     def need(ok, what):
         if not ok:
             raise BadResult(f"batches {first}..{first + count - 1}: {what}")
