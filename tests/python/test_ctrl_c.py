@@ -12,8 +12,6 @@ import sys
 import textwrap
 import time
 
-import pytest
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from servers import FaultServer  # noqa: E402  (the integration tests' HTTP server)
 
