@@ -41,8 +41,10 @@ def batch_digest(images, labels):
     changed after the loader made them (in Python, in serialisation, in
     transit), not a worker whose loader itself is patched (that one can
     compute the digest of what it sends). An integrity check, not a
-    signature; zlib's CRC is the fastest checksum at hand (20 ms for a
-    9.6 MB batch here, against ~450 ms to decode its 64 images)."""
+    signature. zlib's CRC-32 is the fastest checksum at hand: 2.5 ms for a
+    9.6 MB batch (64 images at 224), 0.26 CPU-s per GB, best of 7 on one
+    loaded core here (median 7.8 ms; adler32 was slower, 3.7 ms), against
+    0.35 CPU-s per GB to receive the batch and ~450 ms to decode it."""
     return zlib.crc32(labels, zlib.crc32(images))
 
 
