@@ -95,6 +95,7 @@ struct stk__resize_scratch {
     struct buf ring_row; /* size_t: the source row each slot holds, or SIZE_MAX */
     struct buf rows;     /* const uint8_t *: the source rows of one vertical window */
     struct buf acc;      /* uint32_t: vertical accumulators, one per byte of a row */
+    struct buf line;     /* uint8_t: the output row handed to a sink */
     size_t total;        /* bytes held by all buffers, at most the cap */
     bool simd;           /* use the AVX2 kernels */
 };
@@ -121,7 +122,7 @@ void stk__resize_scratch_free(struct stk__resize_scratch *s)
     if (s == NULL)
         return;
     struct buf *bufs[] = {&s->h.k,  &s->h.bounds, &s->h.kx,     &s->v.k,  &s->v.bounds,
-                          &s->v.kx, &s->ring,     &s->ring_row, &s->rows, &s->acc};
+                          &s->v.kx, &s->ring,     &s->ring_row, &s->rows, &s->acc, &s->line};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         stk__free(bufs[i]->p);
     stk__free(s);
@@ -621,22 +622,21 @@ static bool box_ok(double lo, double hi, size_t size, float *flo, float *fhi)
     return *flo < *fhi;
 }
 
-int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
-                     double y0, double x1, double y1, uint8_t *dst, size_t dst_w, size_t dst_h,
-                     size_t dst_stride, int flip, struct stk__resize_scratch *scratch)
+/* Hand output row y, just written at out, to the sink if there is one. */
+static inline void emit(const struct stk__resize_sink *sink, size_t y, const uint8_t *out)
 {
-    struct stk__resize_scratch *s = scratch;
-    if (src == NULL || dst == NULL || s == NULL)
-        return STK_EINVAL;
-    if (src_w == 0 || src_h == 0 || dst_w == 0 || dst_h == 0 || src_w > STK__RESIZE_MAX_DIM ||
-        src_h > STK__RESIZE_MAX_DIM || dst_w > STK__RESIZE_MAX_DIM || dst_h > STK__RESIZE_MAX_DIM)
-        return STK_EINVAL;
-    if (src_stride < src_w * 3 || dst_stride < dst_w * 3)
-        return STK_EINVAL;
-    float fx0, fx1, fy0, fy1;
-    if (!box_ok(x0, x1, src_w, &fx0, &fx1) || !box_ok(y0, y1, src_h, &fy0, &fy1))
-        return STK_EINVAL;
+    if (sink != NULL)
+        sink->row(sink->ctx, y, out);
+}
 
+/* stk__resize_rgb8 and stk__resize_rgb8_rows, arguments checked: rows go
+ * to dst (dst_stride apart), and each is then handed to sink if not NULL;
+ * the rows version passes a one-row dst with dst_stride 0. */
+static int resample(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, float fx0,
+                    float fy0, float fx1, float fy1, uint8_t *dst, size_t dst_w, size_t dst_h,
+                    size_t dst_stride, int flip, const struct stk__resize_sink *sink,
+                    struct stk__resize_scratch *s)
+{
     const size_t row_bytes = dst_w * 3;
     enum hmode hm = H_RESAMPLE;
     size_t hx = 0;
@@ -654,8 +654,10 @@ int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_
     if (axis_is_copy(fy0, fy1, dst_h)) {
         /* Rows map one to one: the horizontal pass writes dst directly. */
         const uint8_t *row = src + (size_t)fy0 * src_stride;
-        for (size_t y = 0; y < dst_h; y++, row += src_stride)
+        for (size_t y = 0; y < dst_h; y++, row += src_stride) {
             hpass(hm, &s->h, row, hx, dst + y * dst_stride, dst_w);
+            emit(sink, y, dst + y * dst_stride);
+        }
         return 0;
     }
 
@@ -711,12 +713,62 @@ int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_
         }
         uint8_t *out = dst + y * dst_stride;
 #if HAVE_AVX2_KERNELS
-        if (s->simd) {
+        if (s->simd)
             vpass_avx2(rows, vk + y * v->ksize, count, out, row_bytes);
-            continue;
-        }
+        else
 #endif
-        vpass(rows, vk + y * v->ksize, count, out, row_bytes, s->acc.p);
+            vpass(rows, vk + y * v->ksize, count, out, row_bytes, s->acc.p);
+        emit(sink, y, out);
     }
     return 0;
+}
+
+/* Checks shared by both entry points; the box as Pillow's floats. */
+static int check_args(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride,
+                      double x0, double y0, double x1, double y1, size_t dst_w, size_t dst_h,
+                      const struct stk__resize_scratch *s, float box[4])
+{
+    if (src == NULL || s == NULL)
+        return STK_EINVAL;
+    if (src_w == 0 || src_h == 0 || dst_w == 0 || dst_h == 0 || src_w > STK__RESIZE_MAX_DIM ||
+        src_h > STK__RESIZE_MAX_DIM || dst_w > STK__RESIZE_MAX_DIM || dst_h > STK__RESIZE_MAX_DIM)
+        return STK_EINVAL;
+    if (src_stride < src_w * 3)
+        return STK_EINVAL;
+    if (!box_ok(x0, x1, src_w, &box[0], &box[2]) || !box_ok(y0, y1, src_h, &box[1], &box[3]))
+        return STK_EINVAL;
+    return 0;
+}
+
+int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
+                     double y0, double x1, double y1, uint8_t *dst, size_t dst_w, size_t dst_h,
+                     size_t dst_stride, int flip, struct stk__resize_scratch *scratch)
+{
+    float b[4];
+    int rc = check_args(src, src_w, src_h, src_stride, x0, y0, x1, y1, dst_w, dst_h, scratch, b);
+    if (rc < 0)
+        return rc;
+    if (dst == NULL || dst_stride < dst_w * 3)
+        return STK_EINVAL;
+    return resample(src, src_w, src_h, src_stride, b[0], b[1], b[2], b[3], dst, dst_w, dst_h,
+                    dst_stride, flip, NULL, scratch);
+}
+
+int stk__resize_rgb8_rows(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride,
+                          double x0, double y0, double x1, double y1, size_t dst_w, size_t dst_h,
+                          int flip, const struct stk__resize_sink *sink,
+                          struct stk__resize_scratch *scratch)
+{
+    float b[4];
+    int rc = check_args(src, src_w, src_h, src_stride, x0, y0, x1, y1, dst_w, dst_h, scratch, b);
+    if (rc < 0)
+        return rc;
+    if (sink == NULL || sink->row == NULL)
+        return STK_EINVAL;
+    struct stk__resize_scratch *s = scratch;
+    rc = grow(s, &s->line, dst_w * 3);
+    if (rc < 0)
+        return rc;
+    return resample(src, src_w, src_h, src_stride, b[0], b[1], b[2], b[3], s->line.p, dst_w,
+                    dst_h, 0, flip, sink, s);
 }
