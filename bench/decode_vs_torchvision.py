@@ -36,12 +36,16 @@ first N cores (the whole process tree: DataLoader workers inherit the mask):
                leaving >= 224 px (libjpeg-turbo's own region + DCT-scaled
                decode: the floor), and at the scale stoker picks.
 The shards are read once first (page cache warm). Prints medians over the
-rounds and ratios (medians of the per-round ratios) and checks the targets:
-stoker train uint8, 1 thread pinned to one core, >= 0.80x libjpeg-turbo's
-region + DCT-scaled rate (issue 14), and stoker 2 threads >= 1.8x 1 thread.
+rounds and ratios (medians of the per-round ratios), the best round of
+stoker at 1 thread against the floor's best round, the N-thread ratios
+against torchvision, and checks the targets: stoker train uint8, 1 thread
+pinned to one core, >= 0.80x libjpeg-turbo's region + DCT-scaled rate
+(issues 14 and 23; best of the rounds, and the median of per-round ratios
+beside it), and stoker 2 threads >= 1.8x 1 thread. `make bench-decode` runs
+it on the sample set and on the small photos (--name says which).
 
 usage: bench/decode_vs_torchvision.py [--stoker build-rel/stoker] [--rounds 3]
-                                      [--floor build-rel/jpeg_floor]
+                                      [--floor build-rel/jpeg_floor] [--name SET]
                                       [--threads 1,2] [--quick] SHARD...
 """
 import argparse
