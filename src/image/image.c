@@ -417,14 +417,13 @@ static int render_rgb(struct stk__image_worker *w, const struct stk__image_confi
     const double x0 = fmax(0, bx0 - lo_x), y0 = fmax(0, by0 - lo_y);
     const double x1 = fmin(hi_x - lo_x, bx1 - lo_x), y1 = fmin(hi_y - lo_y, by1 - lo_y);
     if (sink != NULL) {
-        rc = stk__resize_rgb8_rows(src, src_w, src_h, img.stride, x0, y0, x1, y1,
-                                   (size_t)inner_w, (size_t)inner_h, crop->flip, sink,
-                                   w->scratch);
+        rc = stk__resize_rgb8_rows(src, src_w, src_h, img.stride, x0, y0, x1, y1, (size_t)inner_w,
+                                   (size_t)inner_h, crop->flip, sink, w->scratch);
     } else {
         size_t stride = (size_t)cfg->width * 3;
         if (inner_w != cfg->width || inner_h != cfg->height)
-            fill_padding(rgb, cfg->width, cfg->height, pad_left, crop->pad_top,
-                         pad_left + inner_w, crop->pad_top + inner_h);
+            fill_padding(rgb, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
+                         crop->pad_top + inner_h);
         rc = stk__resize_rgb8(src, src_w, src_h, img.stride, x0, y0, x1, y1,
                               rgb + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
                               (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);

@@ -121,8 +121,8 @@ void stk__resize_scratch_free(struct stk__resize_scratch *s)
 {
     if (s == NULL)
         return;
-    struct buf *bufs[] = {&s->h.k,  &s->h.bounds, &s->h.kx,     &s->v.k,  &s->v.bounds,
-                          &s->v.kx, &s->ring,     &s->ring_row, &s->rows, &s->acc, &s->line};
+    struct buf *bufs[] = {&s->h.k,  &s->h.bounds, &s->h.kx, &s->v.k, &s->v.bounds, &s->v.kx,
+                          &s->ring, &s->ring_row, &s->rows, &s->acc, &s->line};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         stk__free(bufs[i]->p);
     stk__free(s);
@@ -431,8 +431,8 @@ static inline TARGET_AVX2 void hpixel_avx2(const uint8_t *src, size_t first, con
 }
 
 static inline __attribute__((always_inline)) TARGET_AVX2 void
-hrow_avx2_quads(const uint8_t *restrict src, uint8_t *restrict out, const struct axis *a,
-                size_t n, size_t quads)
+hrow_avx2_quads(const uint8_t *restrict src, uint8_t *restrict out, const struct axis *a, size_t n,
+                size_t quads)
 {
     const uint8_t *kx = a->kx.p;
     const int32_t *bounds = a->bounds.p;
@@ -724,8 +724,8 @@ static int resample(const uint8_t *src, size_t src_w, size_t src_h, size_t src_s
 }
 
 /* Checks shared by both entry points; the box as Pillow's floats. */
-static int check_args(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride,
-                      double x0, double y0, double x1, double y1, size_t dst_w, size_t dst_h,
+static int check_args(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
+                      double y0, double x1, double y1, size_t dst_w, size_t dst_h,
                       const struct stk__resize_scratch *s, float box[4])
 {
     if (src == NULL || s == NULL)
@@ -769,6 +769,6 @@ int stk__resize_rgb8_rows(const uint8_t *src, size_t src_w, size_t src_h, size_t
     rc = grow(s, &s->line, dst_w * 3);
     if (rc < 0)
         return rc;
-    return resample(src, src_w, src_h, src_stride, b[0], b[1], b[2], b[3], s->line.p, dst_w,
-                    dst_h, 0, flip, sink, s);
+    return resample(src, src_w, src_h, src_stride, b[0], b[1], b[2], b[3], s->line.p, dst_w, dst_h,
+                    0, flip, sink, s);
 }

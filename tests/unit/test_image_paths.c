@@ -49,7 +49,8 @@ struct bench {
 };
 
 static void form_init(struct form *f, int out_w, int out_h, enum stk_dtype dtype,
-                      enum stk_layout layout) {
+                      enum stk_layout layout)
+{
     struct stk_options o;
     stk_options_init(&o);
     o.transform = STK_TRANSFORM_TRAIN;
@@ -64,7 +65,8 @@ static void form_init(struct form *f, int out_w, int out_h, enum stk_dtype dtype
     assert_non_null(f->w);
 }
 
-static void bench_init(struct bench *b, int out_w, int out_h) {
+static void bench_init(struct bench *b, int out_w, int out_h)
+{
     b->out_w = out_w;
     b->out_h = out_h;
     form_init(&b->truth, out_w, out_h, STK_DTYPE_UINT8, STK_LAYOUT_NHWC);
@@ -78,7 +80,8 @@ static void bench_init(struct bench *b, int out_w, int out_h) {
     assert_true(b->rgb != NULL && b->got != NULL && b->want != NULL);
 }
 
-static void bench_free(struct bench *b) {
+static void bench_free(struct bench *b)
+{
     stk__image_worker_free(b->truth.w);
     for (int i = 0; i < N_FORMS; i++)
         stk__image_worker_free(b->forms[i].w);
@@ -88,7 +91,8 @@ static void bench_free(struct bench *b) {
 }
 
 /* rgb, the truth, as cfg's dtype and layout would hold it. */
-static void expected(const struct stk__image_config *cfg, const uint8_t *rgb, uint8_t *out) {
+static void expected(const struct stk__image_config *cfg, const uint8_t *rgb, uint8_t *out)
+{
     const size_t n = (size_t)cfg->width * (size_t)cfg->height;
     for (size_t i = 0; i < n; i++)
         for (size_t c = 0; c < 3; c++) {
@@ -113,7 +117,8 @@ static const char *const dtype_names[] = {"uint8", "float32", "float16", "bfloat
 /* Render one crop on every form and path against the truth. Returns the
  * number of renders compared. */
 static int check_crop(struct bench *b, const uint8_t *jpeg, size_t size, int img_w, int img_h,
-                      const struct stk__crop *crop, int eval) {
+                      const struct stk__crop *crop, int eval)
+{
     struct stk__err err;
     int rc = stk__image_render(b->truth.w, &b->truth.cfg, jpeg, size, crop, eval, b->rgb, &err);
     if (rc != 0)
@@ -150,7 +155,8 @@ static int check_crop(struct bench *b, const uint8_t *jpeg, size_t size, int img
 /* One image: train crops starting at every column and at three rows, to
  * the image's edge and narrow ones, both flips, then its eval crop; each
  * output size in turn. */
-static int check_image(int img_w, int img_h, int h_samp, int v_samp, unsigned seed) {
+static int check_image(int img_w, int img_h, int h_samp, int v_samp, unsigned seed)
+{
     unsigned char *jpeg;
     size_t size;
     jpeg_fixture_sampled(img_w, img_h, seed, h_samp, v_samp, &jpeg, &size);
@@ -188,7 +194,8 @@ static int check_image(int img_w, int img_h, int h_samp, int v_samp, unsigned se
 }
 
 /* Widths 1 to 17 at heights from 1 to 17, in 4:2:0 and 4:4:4. */
-static void test_odd_sizes(void **state) {
+static void test_odd_sizes(void **state)
+{
     (void)state;
     static const int heights[] = {1, 2, 9, 17};
     int renders = 0;
@@ -202,13 +209,15 @@ static void test_odd_sizes(void **state) {
 
 /* Images wide enough for the AVX2 kernels' main loops (groups of four
  * outputs, 32-byte vertical blocks) with the odd output sizes. */
-static void test_wider_images(void **state) {
+static void test_wider_images(void **state)
+{
     (void)state;
     int renders = check_image(61, 45, 2, 2, 7) + check_image(100, 23, 1, 1, 8);
     print_message("%d renders agree\n", renders);
 }
 
-int main(void) {
+int main(void)
+{
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_odd_sizes),
         cmocka_unit_test(test_wider_images),
