@@ -4,6 +4,10 @@
 #   make test   install what is missing and run every test
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
+# Smaller photos (short side 250-500 px) for the figures that per-image fixed
+# costs dominate; built from the same Debian photos as DATA.
+SMALL_DATA ?= build-data/small-data
+PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster
 
@@ -17,7 +21,10 @@ build: deps build-rel/build.ninja
 	ninja -C build-rel
 
 $(DATA)/.complete: tools/make_sample_dataset.py
-	$(PYTHON) tools/make_sample_dataset.py --out $(DATA) --cache build-data/photos-cache
+	$(PYTHON) tools/make_sample_dataset.py --out $(DATA) --cache $(PHOTOS_CACHE)
+
+$(SMALL_DATA)/.complete: tools/make_sample_dataset.py
+	$(PYTHON) tools/make_sample_dataset.py --small --out $(SMALL_DATA) --cache $(PHOTOS_CACHE)
 
 demo: build $(DATA)/.complete
 	./build-rel/stoker ls $(DATA)/train-000000.tar | head -n 3
@@ -40,9 +47,11 @@ clean:
 bench-raw: build $(DATA)/.complete
 	$(PYTHON) bench/raw_read.py --copies 4 --rounds 5 $(DATA)/train-*.tar
 
-# Decode + train transform against torchvision DataLoader + PIL, pinned cores.
-bench-decode: build $(DATA)/.complete
-	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 $(DATA)/train-*.tar
+# Decode + train transform against torchvision DataLoader + PIL and
+# libjpeg-turbo alone, pinned cores, on the sample set and the small photos.
+bench-decode: build $(DATA)/.complete $(SMALL_DATA)/.complete
+	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 --name sample $(DATA)/train-*.tar
+	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 --name small $(SMALL_DATA)/train-*.tar
 
 # Python iteration (stoker.Loader) against the C benchmark, same threads.
 bench-python: build $(DATA)/.complete

@@ -703,8 +703,13 @@ struct stk_stats {
                                    and parsing shards (waits on the network
                                    included; not waits for a free buffer) */
     uint64_t image_decode_ns;   /* JPEG/PNG decoding (libjpeg-turbo, libspng) */
-    uint64_t image_resample_ns; /* antialiased resize of the crop */
-    uint64_t image_convert_ns;  /* layout and dtype conversion, normalization */
+    uint64_t image_resample_ns; /* antialiased resize of the crop, and the
+                                   conversion to the batch's dtype and layout
+                                   where it runs in the resize's last pass
+                                   (nothing between them: the usual case) */
+    uint64_t image_convert_ns;  /* layout and dtype conversion, normalization,
+                                   where it is a pass of its own (eval crops
+                                   with padding) */
     uint64_t wait_ns;           /* callers blocked in stk_loader_next(): when this
                                    is a large share of a training step, the run
                                    is input-bound */

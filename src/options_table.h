@@ -168,8 +168,8 @@
     X(resumes, "retries that continued a shard from a byte offset") \
     X(read_ns, "reader threads opening, fetching and parsing shards (ns)") \
     X(image_decode_ns, "JPEG/PNG decoding (ns)") \
-    X(image_resample_ns, "resizing crops (ns)") \
-    X(image_convert_ns, "layout and dtype conversion, normalization (ns)") \
+    X(image_resample_ns, "resizing crops, and the dtype/layout conversion fused into it (ns)") \
+    X(image_convert_ns, "dtype/layout conversion as a pass of its own (padded eval crops) (ns)") \
     X(wait_ns, "callers blocked waiting for a batch (ns)") \
     X(sequence_ns, "the thread that interleaves, shuffles and assembles batches (ns)") \
     X(wall_ns, "since the loader's first batch was asked for (ns)") \

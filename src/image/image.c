@@ -39,8 +39,19 @@ struct stk__image_worker {
     struct stk__decoder *decoder;
     struct stk__resize_scratch *scratch;
     uint8_t *rgb; /* height x width x 3 staging for layouts other than uint8 NHWC */
+    int simd;     /* AVX2 kernels (the CPU has them, unless a test said no) */
+    int fuse;     /* resample straight into the output form (see stk__image_render) */
     struct stk__stage_ns times;
 };
+
+static int cpu_has_avx2(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
 
 static uint16_t float_to_half(float f)
 {
@@ -162,6 +173,8 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
         stk__image_worker_free(w);
         return NULL;
     }
+    w->simd = cpu_has_avx2();
+    w->fuse = 1;
     return w;
 }
 
@@ -229,14 +242,14 @@ static const struct stk_member *find_image(const struct stk__sample *s)
     return NULL;
 }
 
-/* The n RGB pixels of rgb as three planes (uint8 NCHW). One loop over the
- * three channels, which gcc vectorises as one group of stride-3 loads
- * (the loop per channel it did not): 6 us against 75 us per 224x224
- * image compiled for AVX2, 45 us without. */
+/* The n RGB pixels of rgb as three planes `plane` elements apart (uint8
+ * NCHW). One loop over the three channels, which gcc vectorises as one
+ * group of stride-3 loads (the loop per channel it did not): 6 us against
+ * 75 us per 224x224 image compiled for AVX2, 45 us without. */
 static inline __attribute__((always_inline)) void
-planes_u8_loop(const uint8_t *restrict rgb, size_t n, uint8_t *restrict out)
+planes_u8_loop(const uint8_t *restrict rgb, size_t n, size_t plane, uint8_t *restrict out)
 {
-    uint8_t *restrict r = out, *restrict g = out + n, *restrict b = out + 2 * n;
+    uint8_t *restrict r = out, *restrict g = out + plane, *restrict b = out + 2 * plane;
     for (size_t i = 0; i < n; i++) {
         r[i] = rgb[3 * i];
         g[i] = rgb[3 * i + 1];
@@ -245,41 +258,34 @@ planes_u8_loop(const uint8_t *restrict rgb, size_t n, uint8_t *restrict out)
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_PLANES 1
 /* Compiled for AVX2 whatever the build's target, called only where the CPU
  * has it (as resize.c's kernels). Not target_clones: its load-time
  * resolver runs before ThreadSanitizer's runtime is up and crashes the
  * TSan build. */
 static __attribute__((target("avx2"))) void planes_u8_avx2(const uint8_t *restrict rgb, size_t n,
-                                                            uint8_t *restrict out)
+                                                            size_t plane, uint8_t *restrict out)
 {
-    planes_u8_loop(rgb, n, out);
+    planes_u8_loop(rgb, n, plane, out);
 }
+#else
+#define HAVE_AVX2_PLANES 0
 #endif
-
-static void planes_u8(const uint8_t *restrict rgb, size_t n, uint8_t *restrict out)
-{
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (__builtin_cpu_supports("avx2")) {
-        planes_u8_avx2(rgb, n, out);
-        return;
-    }
-#endif
-    planes_u8_loop(rgb, n, out);
-}
 
 /* The n pixels of rgb into out as element type T through the per-channel
- * table LUT (planar or interleaved), the three channels in one loop, as
- * planes_u8. Written once per type with the layout decided outside the
- * loop, so each loop is a plain load-and-store: the former per-element
- * layout test made the float32 conversion 1.2x slower. */
+ * table LUT (planar, planes `plane` elements apart, or interleaved), the
+ * three channels in one loop, as planes_u8. Written once per type with the
+ * layout decided outside the loop, so each loop is a plain load-and-store:
+ * the former per-element layout test made the float32 conversion 1.2x
+ * slower. */
 #define CONVERT_LUT(T, LUT)                                                                        \
     do {                                                                                           \
         T *restrict o_ = out;                                                                      \
         if (planar)                                                                                \
             for (size_t i = 0; i < n; i++) {                                                       \
                 o_[i] = LUT[0][rgb[3 * i]];                                                        \
-                o_[n + i] = LUT[1][rgb[3 * i + 1]];                                                \
-                o_[2 * n + i] = LUT[2][rgb[3 * i + 2]];                                            \
+                o_[plane + i] = LUT[1][rgb[3 * i + 1]];                                            \
+                o_[2 * plane + i] = LUT[2][rgb[3 * i + 2]];                                        \
             }                                                                                      \
         else                                                                                       \
             for (size_t i = 0; i < 3 * n; i += 3) {                                                \
@@ -289,17 +295,41 @@ static void planes_u8(const uint8_t *restrict rgb, size_t n, uint8_t *restrict o
             }                                                                                      \
     } while (0)
 
-/* Write the height x width RGB8 image rgb into out in the configured form
- * (any but uint8 NHWC, which the resampler writes directly). */
-static void convert(const struct stk__image_config *cfg, const uint8_t *restrict rgb, void *out)
+/* Write rows y .. y+rows-1 of the output, the RGB8 pixels rgb (rows packed,
+ * cfg->width pixels each), into the image out in the configured form (any
+ * but uint8 NHWC, which the resampler writes directly). Per pixel, so
+ * converting the image at once or row by row gives the same bytes. */
+static void convert_rows(const struct stk__image_config *cfg, int simd, const uint8_t *restrict rgb,
+                         size_t y, size_t rows, void *image)
 {
-    const size_t n = (size_t)cfg->height * (size_t)cfg->width;
+    const size_t plane = (size_t)cfg->height * (size_t)cfg->width;
+    const size_t first = y * (size_t)cfg->width, n = rows * (size_t)cfg->width;
     const int planar = cfg->layout == STK_LAYOUT_NCHW;
+    const size_t at = planar ? first : 3 * first; /* the rows' first element */
     switch (cfg->dtype) {
-    case STK_DTYPE_UINT8: planes_u8(rgb, n, out); break;
-    case STK_DTYPE_FLOAT32: CONVERT_LUT(float, cfg->lut_f32); break;
-    default: CONVERT_LUT(uint16_t, cfg->lut_u16); break;
+    case STK_DTYPE_UINT8: {
+        uint8_t *out = (uint8_t *)image + at;
+#if HAVE_AVX2_PLANES
+        if (simd) {
+            planes_u8_avx2(rgb, n, plane, out);
+            break;
+        }
+#endif
+        planes_u8_loop(rgb, n, plane, out);
+        break;
     }
+    case STK_DTYPE_FLOAT32: {
+        float *out = (float *)image + at;
+        CONVERT_LUT(float, cfg->lut_f32);
+        break;
+    }
+    default: {
+        uint16_t *out = (uint16_t *)image + at;
+        CONVERT_LUT(uint16_t, cfg->lut_u16);
+        break;
+    }
+    }
+    (void)simd;
 }
 
 /* Black (0) pad rows and columns around the inner x0..x1, y0..y1 of a
@@ -316,12 +346,31 @@ static void fill_padding(uint8_t *rgb, int width, int height, int x0, int y0, in
     }
 }
 
-/* Decode the image bytes, resample the crop to height x width (less the
- * crop's padding) and write it in the configured dtype and layout into
- * out. */
-int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+/* The fused path's sink: one resampled row straight into the batch slot. */
+struct row_target {
+    const struct stk__image_config *cfg;
+    int simd;
+    void *out;
+};
+
+static void convert_row(void *ctx, size_t y, const uint8_t *rgb)
+{
+    const struct row_target *t = ctx;
+    convert_rows(t->cfg, t->simd, rgb, y, 1, t->out);
+}
+
+static int has_padding(const struct stk__crop *crop)
+{
+    return (crop->pad_left | crop->pad_right | crop->pad_top | crop->pad_bottom) != 0;
+}
+
+/* Decode the image bytes and resample the crop to height x width, flipped
+ * where the draw says: into rgb (uint8 HWC, cfg->width x cfg->height, the
+ * crop's padding black) or, when sink is not NULL (a crop without
+ * padding), row by row into sink. */
+static int render_rgb(struct stk__image_worker *w, const struct stk__image_config *cfg,
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
-                      void *out, struct stk__err *err)
+                      uint8_t *rgb, const struct stk__resize_sink *sink, struct stk__err *err)
 {
     /* The box fills the output but for the padding (eval only), which a
      * flip mirrors. */
@@ -364,26 +413,60 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
     }
     const uint8_t *src = img.pixels + (size_t)(lo_y - img.origin_y) * img.stride +
                          (size_t)(lo_x - img.origin_x) * 3;
-    int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
-    uint8_t *dst = direct ? out : w->rgb;
-    size_t stride = (size_t)cfg->width * 3;
-    if (inner_w != cfg->width || inner_h != cfg->height)
-        fill_padding(dst, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
-                     crop->pad_top + inner_h);
-    rc = stk__resize_rgb8(src, (size_t)(hi_x - lo_x), (size_t)(hi_y - lo_y), img.stride,
-                          fmax(0, bx0 - lo_x), fmax(0, by0 - lo_y),
-                          fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y),
-                          dst + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
-                          (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);
-    uint64_t t2 = stk__now_ns();
-    w->times.resample += t2 - t1;
+    const size_t src_w = (size_t)(hi_x - lo_x), src_h = (size_t)(hi_y - lo_y);
+    const double x0 = fmax(0, bx0 - lo_x), y0 = fmax(0, by0 - lo_y);
+    const double x1 = fmin(hi_x - lo_x, bx1 - lo_x), y1 = fmin(hi_y - lo_y, by1 - lo_y);
+    if (sink != NULL) {
+        rc = stk__resize_rgb8_rows(src, src_w, src_h, img.stride, x0, y0, x1, y1, (size_t)inner_w,
+                                   (size_t)inner_h, crop->flip, sink, w->scratch);
+    } else {
+        size_t stride = (size_t)cfg->width * 3;
+        if (inner_w != cfg->width || inner_h != cfg->height)
+            fill_padding(rgb, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
+                         crop->pad_top + inner_h);
+        rc = stk__resize_rgb8(src, src_w, src_h, img.stride, x0, y0, x1, y1,
+                              rgb + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
+                              (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);
+    }
+    w->times.resample += stk__now_ns() - t1;
     if (rc < 0)
         return stk__errf(err, rc, "resampling %dx%d pixels failed", hi_x - lo_x, hi_y - lo_y);
-    if (!direct) {
-        convert(cfg, w->rgb, out);
-        w->times.convert += stk__now_ns() - t2;
-    }
     return 0;
+}
+
+/* Two steps, the seam where per-image ops on the uint8 HWC crop at output
+ * size go: render_rgb (decode + resample into w->rgb, or into out itself
+ * for uint8 NHWC), then convert_rows to the batch's dtype and layout. With
+ * nothing between them the two are fused (w->fuse): the resampler hands
+ * each output row to convert_row while it is in L1, so the crop is
+ * touched once after decoding; the conversion then counts as resampling
+ * in the stage times. */
+int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                      const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                      void *out, struct stk__err *err)
+{
+    const int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
+    if (direct)
+        return render_rgb(w, cfg, data, size, crop, eval, out, NULL, err);
+    if (w->fuse && !has_padding(crop)) {
+        struct row_target target = {cfg, w->simd, out};
+        const struct stk__resize_sink sink = {convert_row, &target};
+        return render_rgb(w, cfg, data, size, crop, eval, NULL, &sink, err);
+    }
+    int rc = render_rgb(w, cfg, data, size, crop, eval, w->rgb, NULL, err);
+    if (rc < 0)
+        return rc;
+    uint64_t t0 = stk__now_ns();
+    convert_rows(cfg, w->simd, w->rgb, 0, (size_t)cfg->height, out);
+    w->times.convert += stk__now_ns() - t0;
+    return 0;
+}
+
+void stk__image_worker_force_paths(struct stk__image_worker *w, int simd, int fuse)
+{
+    w->simd = simd && cpu_has_avx2();
+    w->fuse = fuse != 0;
+    stk__resize_scratch_set_simd(w->scratch, w->simd);
 }
 
 void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage_ns *out)

@@ -54,13 +54,22 @@ struct stk__image_worker;
 struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *cfg);
 void stk__image_worker_free(struct stk__image_worker *w);
 
-/* Time one worker spent in each stage of stk__image_render, in ns. */
+/* Time one worker spent in each stage of stk__image_render, in ns. convert
+ * is the conversion to the output dtype and layout where it runs as a pass
+ * of its own (eval crops with padding); elsewhere it runs inside the
+ * resampler's last pass and counts in resample. */
 struct stk__stage_ns {
     uint64_t decode, resample, convert;
 };
 
 /* The worker's stage times since the previous call; resets them. */
 void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage_ns *out);
+
+/* Test hook: simd = 0 takes the portable kernels for resampling and
+ * conversion (else AVX2 where the CPU has it), fuse = 0 converts the
+ * resampled image in a pass of its own (else row by row from the
+ * resampler). Every choice gives the same bytes. */
+void stk__image_worker_force_paths(struct stk__image_worker *w, int simd, int fuse);
 
 /* Decode image bytes and render the crop (eval: the box of a whole-image
  * resize, filter bounded by the image; train: the crop as its own image)

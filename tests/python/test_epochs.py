@@ -101,8 +101,10 @@ def test_stats_tell_where_time_goes(even_shards):
     s = ld.stats()
     ld.close()
     assert s["read_ns"] > 0
-    assert s["image_decode_ns"] > 0 and s["image_resample_ns"] > 0 and s["image_convert_ns"] > 0
-    assert s["image_decode_ns"] + s["image_resample_ns"] + s["image_convert_ns"] <= s["decode_ns"]
+    assert s["image_decode_ns"] > 0 and s["image_resample_ns"] > 0
+    # the conversion to float32 runs inside the resize's last pass and counts there
+    assert s["image_convert_ns"] == 0
+    assert s["image_decode_ns"] + s["image_resample_ns"] <= s["decode_ns"]
     assert 0 < s["wait_ns"] <= wall * 1e9
 
 
