@@ -4,6 +4,7 @@
 #include "source.h"
 
 #include <string.h>
+#include <time.h>
 
 #include "alloc.h"
 #include "redact.h"
@@ -86,6 +87,20 @@ int stk__source_seek(struct stk__source *src, uint64_t offset)
     }
     src->start_offset = offset;
     return 0;
+}
+
+int stk__source_backoff(const struct stk__source_config *cfg, uint64_t ms)
+{
+    const uint64_t slice_ms = 100;
+    for (uint64_t slept = 0; slept < ms; slept += slice_ms) {
+        if (cfg->cancel != NULL && atomic_load(cfg->cancel))
+            return 1;
+        uint64_t slice = ms - slept < slice_ms ? ms - slept : slice_ms;
+        struct timespec ts = {0, (long)slice * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+    return cfg->cancel != NULL && atomic_load(cfg->cancel);
 }
 
 ssize_t stk__source_read(struct stk__source *src, void *buf, size_t cap)

@@ -51,9 +51,9 @@ struct stk__source_stats {
  * an opener passes the loader's settings through without knowing which
  * backend a URL picks; zero means the default noted. */
 struct stk__source_config {
-    unsigned io_timeout_ms; /* connect timeout and stall window (0: 30 s) */
+    unsigned io_timeout_ms; /* connect timeout and stall window (0: STK__IO_TIMEOUT_MS) */
     unsigned io_retries;    /* failed attempts in a row retried (0: none) */
-    unsigned io_backoff_ms; /* first retry delay (0: 500 ms) */
+    unsigned io_backoff_ms; /* first retry delay (0: STK__IO_BACKOFF_MS) */
     unsigned io_min_rate;   /* bytes/s over each stall window of waiting (0: no check) */
     int allow_pipe;         /* accept pipe:COMMAND */
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
@@ -63,6 +63,15 @@ struct stk__source_config {
      * loader mid-shard never waits for a slow server or program. */
     const atomic_int *cancel;
 };
+
+/* What a zero io_timeout_ms and io_backoff_ms of stk__source_config mean. */
+#define STK__IO_TIMEOUT_MS 30000u
+#define STK__IO_BACKOFF_MS 500u
+
+/* Wait ms milliseconds before the next attempt of a stream, in slices of
+ * 100 ms so that a set cfg->cancel ends the wait at once: 0 after the whole
+ * wait, 1 when cancelled. Shared by every backend that retries. */
+int stk__source_backoff(const struct stk__source_config *cfg, uint64_t ms);
 
 /* Open the source for url: a plain path, file://, http://, https://,
  * s3://, gs:// or pipe:COMMAND. cfg NULL means every default (pipe: refused). url must
