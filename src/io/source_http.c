@@ -244,8 +244,14 @@ static int check_response(struct http_source *h)
         snprintf(detail, sizeof detail, "from %" PRId64 " to %" PRId64 " bytes", h->total, total);
         return fail_fatal(h, STK_EIO, "%s: changed size between requests %s", detail);
     }
-    if (total >= 0)
+    if (total >= 0) {
         h->total = total;
+        h->base.stamp.size = (uint64_t)total;
+        h->base.stamp.has_size = 1;
+    }
+    struct curl_header *etag = NULL;
+    if (curl_easy_header(e, "ETag", 0, CURLH_HEADER, -1, &etag) == CURLHE_OK)
+        snprintf(h->base.stamp.etag, sizeof h->base.stamp.etag, "%s", etag->value);
     return 0;
 }
 
@@ -404,7 +410,7 @@ static int schedule_retry(struct http_source *h, int code, const char *problem, 
         if (h->received > 0)
             atomic_fetch_add(&h->cfg.stats->resumes, 1);
     }
-    if (stk__source_backoff(&h->cfg, ms))
+    if (stk__sleep_unless(h->cfg.cancel, ms))
         return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);
     return 0;
 }

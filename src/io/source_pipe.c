@@ -204,7 +204,7 @@ static int retry(struct pipe_source *s, const char *problem)
         if (s->delivered > 0)
             atomic_fetch_add(&s->cfg.stats->resumes, 1);
     }
-    if (stk__source_backoff(&s->cfg, stk__backoff_ms(s->failures, base, 0, s->rng)))
+    if (stk__sleep_unless(s->cfg.cancel, stk__backoff_ms(s->failures, base, 0, s->rng)))
         return stk__errf(&s->base.err, STK_EIO, "%s: cancelled", s->shown);
     return spawn(s, &s->base.err);
 }
