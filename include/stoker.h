@@ -307,7 +307,12 @@ struct stk_options {
      * one shuffle window instead of the epoch's first part. Read once by
      * stk_loader_create(). The counts are what the loader itself delivers
      * (shards read with the same rules and on_error policy), so they stay
-     * exact for damaged shards too. */
+     * exact for damaged shards too. The index also records each shard's
+     * size and modification time (ETag for http/s3/gs): a local shard that
+     * changed since is refused here, any shard when its source answers,
+     * and a count that the shard does not hold when it ends, all with
+     * STK_EINDEX ("the index is stale for SHARD: run `stoker index`
+     * again"), never skipped as bad input. */
     const char *index_path;
 
     /* Node-local shard cache (default: off). With cache_dir set, remote

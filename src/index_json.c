@@ -70,7 +70,7 @@ static size_t at(const struct parse *p)
     return p->yajl != NULL ? yajl_get_bytes_consumed(p->yajl) : 0;
 }
 
-/* Stop the parse with STK_EINDEX: "PATH: <what> at byte N". */
+/* Stop the parse with STK_EINDEX: "PATH: <what> (byte N of the dataset index)". */
 static int refuse(struct parse *p, const char *what)
 {
     if (!p->failed)
