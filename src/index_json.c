@@ -417,7 +417,9 @@ static int check_whole(struct parse *p)
     uint64_t sum = 0;
     for (size_t i = 0; i < p->out->n; i++) {
         if (sum + p->out->entries[i].samples < sum)
-            break;
+            return stk__errf(p->err, STK_EINDEX,
+                             "%s: the dataset index counts more than 2^64 samples in all: run "
+                             "`stoker index` again", p->path);
         sum += p->out->entries[i].samples;
     }
     if ((p->seen & (1u << K_SAMPLES)) && sum != p->out->samples)
