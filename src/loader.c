@@ -20,6 +20,9 @@
  */
 #include <stddef.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 
 #include "abi.h"
 #include "alloc.h"
@@ -111,7 +114,8 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
  * equal batches per rank without the user counting samples. */
 static int use_index(stk_loader *l, struct stk__err *err)
 {
-    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names, &l->index, err);
+    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names,
+                             l->opts.max_samples_per_shard, &l->index, err);
     if (rc < 0)
         return rc;
     if (l->world_size > 1 && l->opts.samples_per_rank == 0) {
@@ -226,6 +230,7 @@ static int start_epoch(stk_loader *l)
         .batch_limit = l->batch_limit,
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
+        .shard_stamps = l->index.stamps,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
     };
@@ -247,7 +252,10 @@ static int start_epoch(stk_loader *l)
 }
 
 /* Stop the current epoch's pipeline, after unpublishing it for
- * stk_loader_interrupt(). */
+ * stk_loader_interrupt(). Then give back to the system the memory its
+ * threads freed: glibc keeps it in per-thread arenas, where decode buffers
+ * of every size fragment it, and RSS grew for about 25 epochs before it
+ * levelled (README, "Memory"); a trim once an epoch costs a few ms. */
 static void stop_epoch(stk_loader *l)
 {
     stk__mutex_lock(&l->wake_mutex);
@@ -255,6 +263,10 @@ static void stop_epoch(stk_loader *l)
     l->pipeline = NULL;
     stk__mutex_unlock(&l->wake_mutex);
     stk__pipeline_stop(p);
+#ifdef __GLIBC__
+    if (p != NULL)
+        malloc_trim(0);
+#endif
 }
 
 static int next_batch(stk_loader *l, struct stk_batch **out);
