@@ -11,21 +11,23 @@
 #                           tools/make_sample_dataset.py's --cache expects
 # usage: tools/pack_gpu.sh DEST PHOTOS_CACHE   (run from the repository root)
 set -eu
-dest=$1
+dest=$(mkdir -p "$1" && cd "$1" && pwd)
 cache=$2
 build=${BUILD:-build-gpu-pack}
 
 meson setup "$build" --buildtype=release -Dtests=false -Dpython=false >/dev/null 2>&1 ||
     meson setup --reconfigure "$build" --buildtype=release -Dtests=false -Dpython=false >/dev/null
-ninja -C "$build" -j2 libstoker_internal.a libstoker.so >/dev/null
+ninja -C "$build" -j2 libstoker_internal.a libstoker.so.0.1.0 >/dev/null
 
 rm -rf "$dest"
 mkdir -p "$dest/photos"
 git archive -o "$dest/src.tar" HEAD
-cp "$build/libstoker_internal.a" "$dest/"
+# meson's internal static library is a thin archive (paths to the objects):
+# the host needs the objects themselves.
+(cd "$build" && ar rcs "$dest/libstoker_internal.a" $(ar t libstoker_internal.a))
 
 libs=$(mktemp -d)
-ldd "$build/libstoker.so" | awk '/=> \//{print $3}' |
+ldd "$build/libstoker.so.0.1.0" | awk '/=> \//{print $3}' |
     grep -vE '/(libc|libm|libresolv|libstdc\+\+|libgcc_s|libpthread|libdl)\.so' |
     while read -r lib; do cp -L "$lib" "$libs/"; done
 tar -C "$libs" -cJf "$dest/libs.tar.xz" .
