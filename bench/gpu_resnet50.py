@@ -50,6 +50,7 @@ usage: bench/gpu_resnet50.py --data DIR [--imagefolder DIR] [--json FILE]
 """
 import argparse
 import glob
+import itertools
 import json
 import multiprocessing
 import os
@@ -338,6 +339,19 @@ def stage_stoker(setup, step, shards, threads, feed):
         loader.close()
 
 
+def stage_decode_only(setup, shards, threads):
+    """The loader alone: batches taken and dropped, nothing copied."""
+    loader = make_loader(setup, shards, threads)
+    try:
+        r = window(setup, lambda x, y: None, endless(loader), 4 * loader._max_batches + 4,
+                   setup.h2d_seconds)
+        r["report"] = loader.report()
+        r["threads"] = threads
+        return r
+    finally:
+        loader.close()
+
+
 def stage_dataloader(setup, step, root, workers):
     from torch.utils.data import DataLoader
     from torchvision.datasets import ImageFolder
@@ -472,19 +486,26 @@ def run(args, setup, res):
     res.data["batch"] = setup.batch
     res.data["image_size"] = setup.size
     log(f"host {res.data['host']}, data {res.data['data']}")
-    make_imagefolder(shards, args.imagefolder)
+    if not args.stages or any(s.startswith("dataloader") for s in args.stages):
+        make_imagefolder(shards, args.imagefolder)
     torch.backends.cudnn.benchmark = True
     step = make_step(setup)
     plan = [("ceiling", 60, lambda: stage_ceiling(setup, step, res)),
             ("h2d", 30, lambda: stage_h2d(setup, step, res)),
             ("race", 20, lambda: stage_race(setup, shards, res))]
-    for n in (12, 8, 4):
-        plan.append((f"stoker_{n}", 18,
-                     lambda n=n: stage_stoker(setup, step, shards, n, same_stream)))
-        plan.append((f"dataloader_{n}", 20,
-                     lambda n=n: stage_dataloader(setup, step, args.imagefolder, n)))
+    for n, w in itertools.zip_longest(args.threads, args.workers):
+        if n:
+            plan.append((f"stoker_{n}", 18,
+                         lambda n=n: stage_stoker(setup, step, shards, n, same_stream)))
+        if w:
+            plan.append((f"dataloader_{w}", 20,
+                         lambda w=w: stage_dataloader(setup, step, args.imagefolder, w)))
     plan.append(("stoker_12_side_stream", 18,
                  lambda: stage_stoker(setup, step, shards, 12, side_stream)))
+    for n in args.decode_only:
+        plan.append((f"decode_{n}", 10, lambda n=n: stage_decode_only(setup, shards, n)))
+    if args.stages:
+        plan = [p for p in plan if p[0] in args.stages]
     for name, needs, fn in plan:
         if res.left() < needs and name != "ceiling":
             res.data["skipped"].append(name)
@@ -506,7 +527,7 @@ def table(res):
     ceiling = st.get("ceiling", {}).get("images_per_s")
     rows = []
 
-    def row(label, r, cores_base=0.0):
+    def row(label, r):
         if not r:
             return
         frac = f"{r['images_per_s'] / ceiling:.1%}" if ceiling else "-"
@@ -518,12 +539,18 @@ def table(res):
     row("synthetic, pinned host, copy on a side stream ahead", h.get("loop_pinned_side_stream"))
     row("synthetic, pageable host, copy on the training stream",
         h.get("loop_pageable_same_stream"))
-    for n in (4, 8, 12):
-        row(f"stoker, {n} threads, pin_memory", st.get(f"stoker_{n}"))
+    def numbered(prefix):
+        return sorted((int(k[len(prefix):]), v) for k, v in st.items()
+                      if k.startswith(prefix) and k[len(prefix):].isdigit())
+
+    for n, r in numbered("stoker_"):
+        row(f"stoker, {n} threads, pin_memory", r)
     row("stoker, 12 threads, pin_memory, copy on a side stream ahead",
         st.get("stoker_12_side_stream"))
-    for n in (4, 8, 12):
-        row(f"DataLoader, {n} workers, pin_memory", st.get(f"dataloader_{n}"))
+    for n, r in numbered("dataloader_"):
+        row(f"DataLoader, {n} workers, pin_memory", r)
+    for n, r in numbered("decode_"):
+        row(f"stoker alone, {n} threads, no model", r)
     lines = ["| feeding | images/s | of ceiling | cores used |", "|---|---:|---:|---:|"] + rows
     for k in ("copy_pinned", "copy_pageable"):
         if k in h:
@@ -533,8 +560,7 @@ def table(res):
     for k, v in st.get("race", {}).items():
         lines.append(f"race check, {k}: {v['corrupted']} of {v['batches']} batches changed "
                      "before the GPU copied them")
-    for n in (4, 8, 12):
-        r = st.get(f"stoker_{n}")
+    for n, r in numbered("stoker_"):
         if r:
             verdict = [ln for ln in r["report"].splitlines() if ln.startswith(("verdict",
                                                                                 "input-bound"))]
@@ -548,6 +574,15 @@ def main():
     p.add_argument("--imagefolder", help="where the ImageFolder copy goes (default DATA-folder)")
     p.add_argument("--json", help="results file, rewritten after every stage")
     p.add_argument("--budget", type=float, default=380, help="seconds for all stages")
+    p.add_argument("--stages", type=lambda v: v.split(","),
+                   help="only these stages (comma-separated names, as in the JSON)")
+    numbers = lambda v: [int(n) for n in v.split(",") if n]  # noqa: E731
+    p.add_argument("--threads", type=numbers, default=[12, 8, 4], metavar="N,N",
+                   help="stoker's decode threads, one stage each (alternating with --workers)")
+    p.add_argument("--workers", type=numbers, default=[12, 8, 4], metavar="N,N",
+                   help="the DataLoader's workers, one stage each")
+    p.add_argument("--decode-only", type=numbers, default=[], metavar="N,N",
+                   help="also the loader alone (no model) with N threads")
     p.add_argument("--cpu-rehearsal", action="store_true",
                    help="run every stage on the CPU, small and short, to check the script")
     args = p.parse_args()

@@ -3,12 +3,13 @@
 # the dataset, run bench/gpu_resnet50.py (issue 25). CARRY is the folder
 # tools/pack_gpu.sh filled; results and the log go to OUT_DIR (a cut-off run
 # still leaves the log and the JSON of every stage done).
-# usage: bench/gpu_run.sh CARRY OUT_DIR [BUDGET_SECONDS] [--cpu-rehearsal]
+# usage: [COUNT=25000] bench/gpu_run.sh CARRY OUT_DIR [BUDGET_SECONDS [GPU_RESNET50_ARGS...]]
+# (e.g. COUNT=400 PER_SHARD=50 ... 200 --cpu-rehearsal on a machine without a GPU)
 set -u
 carry=$(cd "$1" && pwd)
 out=$2
 budget=${3:-380}
-rehearsal=${4:-}
+shift $(($# < 3 ? $# : 3))
 src=$(cd "$(dirname "$0")/.." && pwd)
 work=${WORK:-/tmp/stoker-gpu}
 start=$(date +%s)
@@ -21,6 +22,7 @@ elapsed() { echo $(($(date +%s) - start)); }
 echo "== probe ($(elapsed) s)"
 uname -srm
 nproc
+lscpu | grep -E '^(Model name|Thread|Core|Socket|CPU\(s\)|NUMA node\(s\))' 
 free -g | head -2
 command -v "$py" gcc cc nvcc
 gcc --version 2>&1 | head -1
@@ -59,9 +61,8 @@ export PYTHONPATH=$work/py
 "$py" -c 'import stoker; print("stoker", stoker._stoker.version, stoker.__file__)' || exit 1
 
 echo "== dataset ($(elapsed) s)"
-count=25000
-per_shard=250
-if [ -n "$rehearsal" ]; then count=400; per_shard=50; fi
+count=${COUNT:-25000}
+per_shard=${PER_SHARD:-250}
 t=$(date +%s)
 "$py" "$src/tools/make_sample_dataset.py" --out "$work/data" --cache "$carry/photos" \
     --count $count --per-shard $per_shard --grain 22 --jobs "$(nproc)" 2>&1 | grep -v "wrote train"
@@ -69,5 +70,5 @@ echo "dataset in $(($(date +%s) - t)) s"
 
 echo "== benchmark ($(elapsed) s)"
 "$py" "$src/bench/gpu_resnet50.py" --data "$work/data" --imagefolder "$work/folder" \
-    --json "$out/gpu_resnet50.json" --budget $((budget - $(elapsed))) $rehearsal
+    --json "$out/gpu_resnet50.json" --budget $((budget - $(elapsed))) "$@"
 echo "== done ($(elapsed) s)"
