@@ -37,9 +37,14 @@ class InFlight:
         event.record(torch.cuda.current_stream())
         self._held.append((event, buffer))
         while self._held and (len(self._held) > self._limit or self._held[0][0].query()):
-            self._held.popleft()[0].synchronize()
+            self._let_go_of_oldest()
 
     def drain(self):
         """Wait for every held buffer's copy (the loader is closing)."""
         while self._held:
-            self._held.popleft()[0].synchronize()
+            self._let_go_of_oldest()
+
+    def _let_go_of_oldest(self):
+        event, buffer = self._held.popleft()
+        event.synchronize()  # before the buffer goes: decoders write into it at once
+        del buffer
