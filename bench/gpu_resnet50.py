@@ -55,7 +55,6 @@ import json
 import multiprocessing
 import os
 import platform
-import resource
 import sys
 import tarfile
 import time
