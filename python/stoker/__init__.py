@@ -223,8 +223,10 @@ class Loader:
     equal shares by default, and load_state_dict() resumes by re-reading
     at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
-    true asynchronous copy; batch_allocator(nbytes) may supply any other
-    writable buffer. Every other keyword option is listed under
+    true asynchronous copy: the loader keeps a batch's buffer until the GPU
+    has passed the point of the current stream where the loop asked for the
+    next batch (queue the copy on the current stream before that);
+    batch_allocator(nbytes) may supply any other writable buffer. Every other keyword option is listed under
     "Options" below (shards_in_flight, shuffle_buffer, on_error,
     max_batches, cache_dir and cache_size for the node-local shard cache,
     ...). A wrong value raises stoker.OptionError (a ValueError; a
