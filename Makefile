@@ -9,7 +9,8 @@ DATA ?= build-data/sample-data
 SMALL_DATA ?= build-data/small-data
 PHOTOS_CACHE ?= build-data/photos-cache
 
-.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster
+.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster \
+	bench-gpu gpu-pack
 
 deps:
 	sh tools/install_deps.sh
@@ -65,3 +66,13 @@ bench-remote: build $(DATA)/.complete
 # A trainer on one core alone, then with one Dask worker on another core.
 bench-cluster: build $(DATA)/.complete
 	$(PYTHON) bench/cluster_offload.py --rounds 3 $(DATA)/train-*.tar
+
+# A compiled ResNet-50 fed by stoker and by the DataLoader against its ceiling,
+# on a machine with a CUDA GPU and torch >= 2 (README "On a GPU").
+bench-gpu: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/gpu_resnet50.py --data $(DATA)
+
+# For a GPU host without stoker's libraries: pack .gpu/ here, then run
+# `bash bench/gpu_run.sh .gpu OUT_DIR` there (it builds, makes 25,000 images, measures).
+gpu-pack: $(DATA)/.complete
+	sh tools/pack_gpu.sh .gpu build-data/photos-cache

@@ -14,7 +14,7 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _metrics, _ranks
+from . import _cluster, _metrics, _pinned, _ranks
 from ._fields import _Fields
 from ._metrics import prometheus_text
 from ._options_doc import _options_doc
@@ -97,8 +97,11 @@ class Loader:
     equal shares by default, and load_state_dict() resumes by re-reading
     at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
-    true asynchronous copy; batch_allocator(nbytes) may supply any other
-    writable buffer. Every other keyword option is listed under
+    true asynchronous copy: the loader keeps a batch's buffer until the GPU
+    has passed the point of the current stream where the loop asked for the
+    next batch (queue the copy on the current stream before that);
+    batch_allocator(nbytes) may supply any other writable buffer. Every other
+    keyword option is listed under
     "Options" below (shards_in_flight, shuffle_buffer, on_error,
     max_batches, cache_dir and cache_size for the node-local shard cache,
     ...). A wrong value raises stoker.OptionError (a ValueError; a
@@ -128,7 +131,7 @@ class Loader:
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
                  fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
-        self._c = self._offload = self._prometheus = None  # for close() if this fails
+        self._c = self._offload = self._prometheus = self._in_flight = None  # for close()
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
             warnings.warn("pin_memory=True, but torch finds no CUDA device: batches stay in "
@@ -197,6 +200,8 @@ class Loader:
         self._restored = False  # load_state_dict() set _resume_at for its epoch
         self._batch_size = batch_size
         self._max_batches = c_config.get("max_batches", 4)
+        if allocator is _pinned_buffer:
+            self._in_flight = _pinned.InFlight(self._max_batches)
         self._epoch_samples = info["epoch_samples"]
         self._drop_last = drop_last
         self._epoch = 0
@@ -314,9 +319,13 @@ class Loader:
                 out = self._tensors(batch.images, batch.labels, batch.size)
             else:
                 out = self._fields.batch(batch, self._images(batch.images, batch.size))
+            held = batch.images if self._in_flight is not None else None
             del batch  # the tensors keep the buffer alive
             yield out
             del out  # hold nothing while fetching the next batch
+            if held is not None:
+                self._in_flight.asked_next(held)  # until the GPU has copied it
+                del held
 
     def __iter__(self):
         if not self._iterating.acquire(blocking=False):
@@ -401,6 +410,8 @@ class Loader:
         if self._prometheus is not None:
             self._prometheus.close()
             self._prometheus = None
+        if self._in_flight is not None:
+            self._in_flight.drain()
         if self._c is not None:
             self._c.close()
         if self._offload is not None:
