@@ -53,9 +53,9 @@ cp "$src"/python/stoker/*.py "$work/py/stoker/"
 # the library built on the packing machine; DT_RPATH (not RUNPATH) so that the
 # carried libraries' own dependencies are found there too.
 gcc -O2 -shared -fPIC -std=c11 -D_GNU_SOURCE -I"$src/include" -I"$pyinc" \
-    "$src"/python/stoker/{_stoker,_log,_verify,_writer}.c "$carry/libstoker_internal.a" \
+    "$src"/python/stoker/*.c "$carry/libstoker_internal.a" \
     -L"$work/lib" -l:libarchive.so.13 -l:libjpeg.so.62 -l:libspng.so.0 -l:libcjson.so.1 \
-    -l:libcurl.so.4 -l:libexpat.so.1 -l:libz.so.1 -lm -lpthread \
+    -l:libyajl.so.2 -l:libcurl.so.4 -l:libexpat.so.1 -l:libz.so.1 -lm -lpthread \
     -Wl,--disable-new-dtags,-rpath,"$work/lib" -o "$work/py/stoker/_stoker$suffix" || exit 1
 export PYTHONPATH=$work/py
 "$py" -c 'import stoker; print("stoker", stoker._stoker.version, stoker.__file__)' || exit 1
