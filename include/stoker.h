@@ -125,6 +125,18 @@ enum stk_transform {
                                 (non-square: see image_height, image_width) */
 };
 
+/* Augmentation policy of the train transform, after the crop (the values
+ * of torchvision's classification reference's --auto-augment). */
+enum stk_auto_augment {
+    STK_AUTO_AUGMENT_NONE = 0,
+    STK_AUTO_AUGMENT_TA_WIDE = 1,  /* TrivialAugmentWide(augment_magnitude_bins) */
+    STK_AUTO_AUGMENT_RA = 2,       /* RandAugment(ra_num_ops, ra_magnitude, augment_magnitude_bins) */
+    STK_AUTO_AUGMENT_IMAGENET = 3  /* AutoAugment(AutoAugmentPolicy.IMAGENET) */
+};
+
+/* Interpolation of the geometric augmentations (grid_sample's modes). */
+enum stk_interpolation { STK_INTERPOLATION_NEAREST = 0, STK_INTERPOLATION_BILINEAR = 1 };
+
 /* Element type and layout of image batches. */
 enum stk_dtype { STK_DTYPE_UINT8 = 0, STK_DTYPE_FLOAT32 = 1, STK_DTYPE_FLOAT16 = 2, STK_DTYPE_BFLOAT16 = 3 };
 enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
@@ -430,6 +442,38 @@ struct stk_options {
      * figures" gives the measured differences); 8 always decodes at full
      * scale. */
     float dct_margin;
+
+    /* The augmentations of torchvision's classification recipes, train
+     * transform only, all drawn from the sample's own random stream (so
+     * batches stay bit-identical whatever the threads or hosts):
+     * auto_augment (default none) runs on the resized crop, in uint8,
+     * before the conversion to dtype; the geometric ops sample with
+     * augment_interpolation (default nearest, torchvision's default; the
+     * reference recipe uses bilinear) and fill with 0. random_erase
+     * (default 0) is RandomErasing(p=random_erase, value=0) after
+     * normalization: 0 in float outputs, round(255 * mean) in uint8.
+     * augment_magnitude_bins (default 31, 2 to 1000) is the bin count of
+     * TrivialAugmentWide and RandAugment; ra_num_ops (default 2, 1 to 16)
+     * and ra_magnitude (default 9, below the bin count) RandAugment's. */
+    enum stk_auto_augment auto_augment;
+    enum stk_interpolation augment_interpolation;
+    unsigned augment_magnitude_bins;
+    unsigned ra_num_ops;
+    unsigned ra_magnitude;
+    float random_erase;
+
+    /* Mixup and CutMix of whole batches (default 0: off), as the
+     * classification reference's RandomMixup/RandomCutmix behind
+     * RandomChoice: each batch is mixed with itself rolled by one sample,
+     * with weight lambda ~ Beta(alpha, alpha) for its own image. With both
+     * alphas set, a batch gets CutMix with probability
+     * mix_switch_probability (default 0.5), else Mixup. The draws are keyed
+     * by (seed, epoch, rank, batch index). stk_batch.mix_labels and
+     * mix_weight say what each image holds. Image dtype uint8, float32 or
+     * bfloat16. */
+    float mixup_alpha;
+    float cutmix_alpha;
+    float mix_switch_probability;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -728,6 +772,11 @@ struct stk_stats {
     uint64_t shuffle_sized_samples;
     uint64_t shuffle_sized_pairs;
     uint64_t shuffle_epoch_shards;
+    /* The recipe's augmentations (stk_options.auto_augment, random_erase,
+     * mixup_alpha, cutmix_alpha), summed over threads (ns): */
+    uint64_t image_augment_ns;  /* auto_augment operations on the crops */
+    uint64_t image_erase_ns;    /* random erasing */
+    uint64_t batch_mix_ns;      /* Mixup and CutMix of whole batches */
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any

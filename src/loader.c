@@ -404,6 +404,9 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     s->image_decode_ns = atomic_load(&m->counters.image_decode_ns);
     s->image_resample_ns = atomic_load(&m->counters.image_resample_ns);
     s->image_convert_ns = atomic_load(&m->counters.image_convert_ns);
+    s->image_augment_ns = atomic_load(&m->counters.image_augment_ns);
+    s->image_erase_ns = atomic_load(&m->counters.image_erase_ns);
+    s->batch_mix_ns = atomic_load(&m->counters.batch_mix_ns);
     s->wait_ns = atomic_load(&m->wait_ns);
     uint64_t first = atomic_load(&m->first_ns);
     s->wall_ns = first ? stk__now_ns() - first : 0;

@@ -117,6 +117,24 @@
     X(dct_margin, FLOAT, STK__BENCH, "0", 0, 0, "dct-margin", "X", \
       "decode JPEG crops at the smallest DCT scale keeping them X times the output " \
       "(1 to 8; 0: 1.25 train, 1.5 eval)") \
+    X(auto_augment, CHOICE, STK__BENCH, "none", 0, 0, "auto-augment", "none,ta_wide,ra,imagenet", \
+      "train: TrivialAugmentWide, RandAugment or AutoAugment's ImageNet policy on the crop") \
+    X(augment_interpolation, CHOICE, STK__BENCH, "nearest", 0, 0, "augment-interpolation", \
+      "nearest,bilinear", "sampling of the geometric augmentations") \
+    X(augment_magnitude_bins, UINT, STK__BENCH, "31", 2, 1000, "magnitude-bins", "N", \
+      "magnitude bins of TrivialAugmentWide and RandAugment") \
+    X(ra_num_ops, UINT, STK__BENCH, "2", 1, 16, "ra-num-ops", "N", \
+      "operations RandAugment applies per image") \
+    X(ra_magnitude, UINT, STK__BENCH, "9", 0, 999, "ra-magnitude", "N", \
+      "RandAugment's magnitude bin (below augment_magnitude_bins)") \
+    X(random_erase, FLOAT, STK__BENCH, "0", 0, 0, "random-erase", "P", \
+      "train: RandomErasing probability (value 0 after normalization)") \
+    X(mixup_alpha, FLOAT, STK__BENCH, "0", 0, 0, "mixup-alpha", "X", \
+      "Mixup of whole batches with lambda ~ Beta(X, X) (0: off)") \
+    X(cutmix_alpha, FLOAT, STK__BENCH, "0", 0, 0, "cutmix-alpha", "X", \
+      "CutMix of whole batches with lambda ~ Beta(X, X) (0: off)") \
+    X(mix_switch_probability, FLOAT, STK__BENCH, "0.5", 0, 0, "mix-switch-probability", "P", \
+      "with both alphas: probability a batch gets CutMix rather than Mixup") \
     X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \
       "dataset index from `stoker index`: equal shares per rank, fast resume") \
     X(cache_dir, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "cache-dir", "DIR", \
@@ -180,7 +198,10 @@
     X(shuffle_shards_sized, "shards taken whole, whose sample counts are known") \
     X(shuffle_sized_samples, "samples of those shards") \
     X(shuffle_sized_pairs, "sum of m(m-1) over those shards of m samples") \
-    X(shuffle_epoch_shards, "shards of this rank's epoch")
+    X(shuffle_epoch_shards, "shards of this rank's epoch") \
+    X(image_augment_ns, "auto_augment operations on the crops (ns)") \
+    X(image_erase_ns, "random erasing (ns)") \
+    X(batch_mix_ns, "Mixup and CutMix of batches (ns)")
 /* clang-format on */
 
 #endif

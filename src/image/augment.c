@@ -20,6 +20,12 @@ void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64
     d->counter = 0;
 }
 
+void stk__draws_fork(const struct stk__draws *d, uint64_t tag, struct stk__draws *out)
+{
+    out->key = stk__mix(d->key, tag);
+    out->counter = 0;
+}
+
 double stk__draw_uniform(struct stk__draws *d)
 {
     uint64_t bits = stk__mix(d->key, d->counter++);

@@ -37,6 +37,10 @@ struct stk__draws {
 
 void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
                      uint64_t pass, uint64_t position);
+/* A second stream of the same sample, independent of d's draws so far:
+ * the augmentations draw from one, so a sample's crop is the same with or
+ * without them. */
+void stk__draws_fork(const struct stk__draws *d, uint64_t tag, struct stk__draws *out);
 /* Uniform double in [0, 1). */
 double stk__draw_uniform(struct stk__draws *d);
 /* Uniform integer in [lo, hi) (Python's random.randint(lo, hi - 1)). */

@@ -35,10 +35,14 @@
 #define DCT_MARGIN_EVAL 1.5
 #define DCT_MARGIN_TRAIN 1.25
 
+/* Tag of the augmentations' stream, forked from the crop's. */
+#define AUGMENT_STREAM 0x6175676d656e74ull
+
 struct stk__image_worker {
     struct stk__decoder *decoder;
     struct stk__resize_scratch *scratch;
     uint8_t *rgb; /* height x width x 3 staging for layouts other than uint8 NHWC */
+    uint8_t *aug_scratch; /* height x width x 3 for the geometric augmentations */
     struct stk__stage_ns times;
 };
 
@@ -78,6 +82,36 @@ static uint16_t float_to_bfloat16(float f)
     return (uint16_t)(x >> 16);
 }
 
+static int augment_config_init(struct stk__image_config *cfg, const struct stk_options *o,
+                               struct stk__err *err)
+{
+    if ((unsigned)o->auto_augment > STK_AUTO_AUGMENT_IMAGENET ||
+        (unsigned)o->augment_interpolation > STK_INTERPOLATION_BILINEAR)
+        return stk__errf(err, STK_EINVAL, "unknown auto_augment or augment_interpolation");
+    if (o->ra_magnitude >= o->augment_magnitude_bins)
+        return stk__errf(err, STK_EINVAL, "ra_magnitude (%u) must be below "
+                                          "augment_magnitude_bins (%u)",
+                         o->ra_magnitude, o->augment_magnitude_bins);
+    if (!(o->random_erase >= 0 && o->random_erase <= 1))
+        return stk__errf(err, STK_EINVAL, "random_erase must be between 0 and 1");
+    int train = o->transform == STK_TRANSFORM_TRAIN;
+    cfg->augment = (struct stk__augment_params){
+        .policy = train ? o->auto_augment : STK_AUTO_AUGMENT_NONE,
+        .bins = (int)o->augment_magnitude_bins,
+        .num_ops = (int)o->ra_num_ops,
+        .magnitude = (int)o->ra_magnitude,
+        .bilinear = o->augment_interpolation == STK_INTERPOLATION_BILINEAR,
+        .erase_probability = train ? o->random_erase : 0,
+    };
+    /* RandomErasing's value 0 comes after normalization: 0 in the float
+     * outputs, the channel's mean in unnormalized uint8. */
+    for (int c = 0; c < 3; c++) {
+        double m = nearbyint(255.0 * o->mean[c]);
+        cfg->erase_u8[c] = (uint8_t)(m < 0 ? 0 : m > 255 ? 255 : m);
+    }
+    return 0;
+}
+
 int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
                            struct stk__err *err)
 {
@@ -102,6 +136,8 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                          "0 <= flip_probability <= 1");
     cfg->train = (struct stk__train_params){o->scale_min, o->scale_max, o->ratio_min,
                                             o->ratio_max, o->flip_probability};
+    if (augment_config_init(cfg, o, err) < 0)
+        return err->code;
     cfg->seed = o->seed;
     cfg->epoch = o->epoch;
     cfg->max_pixels = o->max_image_pixels;
@@ -158,7 +194,10 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
     w->decoder = stk__decoder_new(cfg->max_pixels);
     w->scratch = stk__resize_scratch_new();
     w->rgb = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
-    if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL) {
+    if (cfg->augment.policy != STK_AUTO_AUGMENT_NONE)
+        w->aug_scratch = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
+    if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL ||
+        (cfg->augment.policy != STK_AUTO_AUGMENT_NONE && w->aug_scratch == NULL)) {
         stk__image_worker_free(w);
         return NULL;
     }
@@ -172,6 +211,7 @@ void stk__image_worker_free(struct stk__image_worker *w)
     stk__decoder_free(w->decoder);
     stk__resize_scratch_free(w->scratch);
     stk__free(w->rgb);
+    stk__free(w->aug_scratch);
     stk__free(w);
 }
 
@@ -316,12 +356,54 @@ static void fill_padding(uint8_t *rgb, int width, int height, int x0, int y0, in
     }
 }
 
+/* The auto_augment operations drawn for this sample, on the RGB8 crop at
+ * output size. */
+static void augment_crop(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                         uint8_t *rgb, struct stk__draws *aug)
+{
+    uint64_t t0 = stk__now_ns();
+    struct stk__aug_step steps[STK__AUG_MAX_STEPS];
+    int n = stk__augment_draw(&cfg->augment, cfg->width, cfg->height, aug, steps);
+    const struct stk__aug_image img = {rgb, cfg->width, cfg->height, w->aug_scratch};
+    for (int i = 0; i < n; i++)
+        stk__aug_apply(&img, steps[i].op, steps[i].magnitude, cfg->augment.bilinear, NULL);
+    w->times.augment += stk__now_ns() - t0;
+}
+
+/* RandomErasing on the output in its dtype and layout: the box takes the
+ * value 0 after normalization (all bits zero in every float type), or the
+ * channel's mean in uint8. */
+static void erase(struct stk__image_worker *w, const struct stk__image_config *cfg, void *out,
+                  struct stk__draws *aug)
+{
+    uint64_t t0 = stk__now_ns();
+    int top, left, bh, bw;
+    if (!stk__augment_erase_box(cfg->augment.erase_probability, cfg->width, cfg->height, aug,
+                                &top, &left, &bh, &bw))
+        goto out;
+    size_t es = dtype_size(cfg->dtype), W = (size_t)cfg->width, H = (size_t)cfg->height;
+    for (int c = 0; c < 3; c++)
+        for (int y = top; y < top + bh; y++) {
+            for (int x = left; x < left + bw; x++) {
+                size_t at = cfg->layout == STK_LAYOUT_NCHW
+                                ? ((size_t)c * H + (size_t)y) * W + (size_t)x
+                                : ((size_t)y * W + (size_t)x) * 3 + (size_t)c;
+                if (es == 1)
+                    ((uint8_t *)out)[at] = cfg->erase_u8[c];
+                else
+                    memset((char *)out + at * es, 0, es);
+            }
+        }
+out:
+    w->times.erase += stk__now_ns() - t0;
+}
+
 /* Decode the image bytes, resample the crop to height x width (less the
- * crop's padding) and write it in the configured dtype and layout into
- * out. */
-int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                      const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
-                      void *out, struct stk__err *err)
+ * crop's padding), augment it from the stream aug (NULL: no augmentation)
+ * and write it in the configured dtype and layout into out. */
+static int render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                  const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                  struct stk__draws *aug, void *out, struct stk__err *err)
 {
     /* The box fills the output but for the padding (eval only), which a
      * flip mirrors. */
@@ -379,11 +461,24 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
     w->times.resample += t2 - t1;
     if (rc < 0)
         return stk__errf(err, rc, "resampling %dx%d pixels failed", hi_x - lo_x, hi_y - lo_y);
+    if (aug != NULL && cfg->augment.policy != STK_AUTO_AUGMENT_NONE) {
+        augment_crop(w, cfg, dst, aug);
+        t2 = stk__now_ns();
+    }
     if (!direct) {
         convert(cfg, w->rgb, out);
         w->times.convert += stk__now_ns() - t2;
     }
+    if (aug != NULL && cfg->augment.erase_probability > 0)
+        erase(w, cfg, out, aug);
     return 0;
+}
+
+int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                      const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                      void *out, struct stk__err *err)
+{
+    return render(w, cfg, data, size, crop, eval, NULL, out, err);
 }
 
 void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage_ns *out)
@@ -437,15 +532,16 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
     int rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
     if (rc == 0) {
         struct stk__crop crop;
+        struct stk__draws d, aug;
         int eval = cfg->transform == STK_TRANSFORM_EVAL;
         if (eval) {
             stk__crop_eval(width, height, cfg->height, cfg->width, &crop);
         } else {
-            struct stk__draws d;
             stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
             stk__crop_train(&cfg->train, width, height, &d, &crop);
+            stk__draws_fork(&d, AUGMENT_STREAM, &aug);
         }
-        rc = stk__image_render(w, cfg, m->data, m->size, &crop, eval, out, err);
+        rc = render(w, cfg, m->data, m->size, &crop, eval, eval ? NULL : &aug, out, err);
     }
     return rc < 0 ? name_member(rc, s, m, err) : 0;
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "augment.h"
+#include "augment_policy.h"
 #include "error.h"
 #include "members.h"
 #include "sample.h"
@@ -35,6 +36,8 @@ struct stk__image_config {
     int n_label_exts;
     char label_json_field[64]; /* "" when labels come from label_exts */
     struct stk__member_rules members; /* stk_options.require_members */
+    struct stk__augment_params augment; /* train only; policy NONE, erase 0: off */
+    uint8_t erase_u8[3]; /* RandomErasing's value in uint8 outputs */
     /* Output value of each 8-bit level per channel, in the output dtype
      * (float32, or the 16-bit pattern of float16/bfloat16). */
     float lut_f32[3][256];
@@ -56,7 +59,7 @@ void stk__image_worker_free(struct stk__image_worker *w);
 
 /* Time one worker spent in each stage of stk__image_render, in ns. */
 struct stk__stage_ns {
-    uint64_t decode, resample, convert;
+    uint64_t decode, resample, convert, augment, erase;
 };
 
 /* The worker's stage times since the previous call; resets them. */
@@ -64,7 +67,8 @@ void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage
 
 /* Decode image bytes and render the crop (eval: the box of a whole-image
  * resize, filter bounded by the image; train: the crop as its own image)
- * into out. */
+ * into out, without cfg->augment's augmentations (stk__image_transform
+ * applies them, from the sample's own stream). */
 int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
                       void *out, struct stk__err *err);
