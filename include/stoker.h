@@ -702,6 +702,14 @@ struct stk_batch {
     uint64_t samples_skipped;
     uint64_t images_replaced;
     uint64_t shards_failed;
+    /* Mixup/CutMix (stk_options.mixup_alpha, cutmix_alpha): image i holds
+     * mix_weight of its own label's image and 1 - mix_weight of the image
+     * labelled mix_labels[i] (the previous image of the batch, the last
+     * for image 0), so its soft target is mix_weight * onehot(labels[i]) +
+     * (1 - mix_weight) * onehot(mix_labels[i]). NULL and 1 without
+     * mixing. */
+    const int64_t *mix_labels;
+    double mix_weight;
 };
 
 /* Give a batch back. May be called from any thread, in any order, also after

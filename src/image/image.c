@@ -74,7 +74,7 @@ static uint16_t float_to_half(float f)
     return (uint16_t)half;
 }
 
-static uint16_t float_to_bfloat16(float f)
+uint16_t stk__float_to_bfloat16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -94,6 +94,13 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
                          o->ra_magnitude, o->augment_magnitude_bins);
     if (!(o->random_erase >= 0 && o->random_erase <= 1))
         return stk__errf(err, STK_EINVAL, "random_erase must be between 0 and 1");
+    if (!(o->mixup_alpha >= 0 && o->cutmix_alpha >= 0 && o->mix_switch_probability >= 0 &&
+          o->mix_switch_probability <= 1))
+        return stk__errf(err, STK_EINVAL, "mixup_alpha and cutmix_alpha must be >= 0 and "
+                                          "mix_switch_probability between 0 and 1");
+    if ((o->mixup_alpha > 0 || o->cutmix_alpha > 0) && o->dtype == STK_DTYPE_FLOAT16)
+        return stk__errf(err, STK_EINVAL, "Mixup and CutMix need dtype uint8, float32 or "
+                                          "bfloat16, not float16");
     int train = o->transform == STK_TRANSFORM_TRAIN;
     cfg->augment = (struct stk__augment_params){
         .policy = train ? o->auto_augment : STK_AUTO_AUGMENT_NONE,
@@ -154,7 +161,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
             float f = ((float)v / 255.0f - o->mean[c]) / o->std[c];
             cfg->lut_f32[c][v] = f;
             cfg->lut_u16[c][v] = o->dtype == STK_DTYPE_FLOAT16 ? float_to_half(f)
-                                                               : float_to_bfloat16(f);
+                                                               : stk__float_to_bfloat16(f);
         }
     }
     /* Not txt: a caption that happens to be a number is no label. */

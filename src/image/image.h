@@ -49,6 +49,9 @@ struct stk__image_config {
 int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
                            struct stk__err *err);
 
+/* The bfloat16 nearest to f (ties to even). */
+uint16_t stk__float_to_bfloat16(float f);
+
 /* Bytes of one output image. */
 size_t stk__image_bytes(const struct stk__image_config *cfg);
 
