@@ -11,6 +11,7 @@ applied) by a chi-square test, and RandomErasing's boxes with its
 get_params. The tool comes from $STOKER_BUILD_DIR (default build-asan).
 """
 import io
+import math
 import os
 import tarfile
 import subprocess
@@ -250,3 +251,61 @@ def test_erasing_boxes_follow_torchvision():
     for b in mine:
         if b is not None:
             assert 0 <= b[0] and b[0] + b[2] <= h and 0 <= b[1] and b[1] + b[3] <= w
+
+
+def reference_mix(mixup_alpha, cutmix_alpha, n, w, h):
+    """The draws of the classification reference's collate: RandomChoice of
+    RandomMixup(p=1) and RandomCutmix(p=1), with their lambda and box math
+    (pytorch/vision references/classification/transforms.py)."""
+    torch.manual_seed(5)
+    out = []
+    for _ in range(n):
+        cutmix = bool(torch.randint(2, (1,)).item())
+        alpha = cutmix_alpha if cutmix else mixup_alpha
+        lam = float(torch._sample_dirichlet(torch.tensor([alpha, alpha]))[0])
+        if not cutmix:
+            out.append((0, lam, 0, 0, 0, 0))
+            continue
+        r_x, r_y = int(torch.randint(w, (1,))), int(torch.randint(h, (1,)))
+        r = 0.5 * math.sqrt(1.0 - lam)
+        rw, rh = int(r * w), int(r * h)
+        x1, y1 = max(r_x - rw, 0), max(r_y - rh, 0)
+        x2, y2 = min(r_x + rw, w), min(r_y + rh, h)
+        out.append((1, 1.0 - (x2 - x1) * (y2 - y1) / (w * h), x1, y1, x2, y2))
+    return out
+
+
+def mix_features(draws, w, h):
+    feats = []
+    for kind, lam, x1, y1, x2, y2 in draws:
+        if kind == 0:
+            feats.append(("mixup", min(9, int(lam * 10))))
+        else:
+            feats.append(("cutmix", min(9, int(lam * 10)), min(4, x1 * 5 // w),
+                          min(4, (x2 - x1) * 5 // (w + 1))))
+    return feats
+
+
+def test_mix_draws_follow_the_reference():
+    n, w, h = 20000, 176, 176
+    ours_ = [tuple(float(v) if i == 1 else int(v) for i, v in enumerate(l.split()))
+             for l in run("mix", 0.2, 1.0, 0.5, n, 11, w, h).decode().splitlines()]
+    theirs_ = reference_mix(0.2, 1.0, n, w, h)
+    p, cells = chi_square_p(mix_features(ours_, w, h), mix_features(theirs_, w, h))
+    assert cells > 20 and p > 0.01, (p, cells)
+    # Mixup's lambda ~ Beta(0.2, 0.2): mean 1/2, variance 1/(4 * 1.4)
+    lams = np.array([d[1] for d in ours_ if d[0] == 0])
+    assert abs(lams.mean() - 0.5) < 0.02 and abs(lams.var() - 1 / 5.6) < 0.01
+    for kind, lam, x1, y1, x2, y2 in ours_:
+        if kind:
+            assert 0 <= x1 <= x2 <= w and 0 <= y1 <= y2 <= h
+            assert lam == pytest.approx(1 - (x2 - x1) * (y2 - y1) / (w * h))
+
+
+def test_mix_distribution_test_can_fail():
+    """Mixup alone (alpha 0.2) is told apart from the reference's choice."""
+    n, w, h = 20000, 176, 176
+    ours_ = [tuple(float(v) if i == 1 else int(v) for i, v in enumerate(l.split()))
+             for l in run("mix", 0.2, 0, 0.5, n, 11, w, h).decode().splitlines()]
+    p, _ = chi_square_p(mix_features(ours_, w, h), mix_features(reference_mix(0.2, 1.0, n, w, h), w, h))
+    assert p < 1e-6

@@ -6,13 +6,16 @@
  *   augment_tool draws POLICY N SEED BINS NUM_OPS MAGNITUDE WIDTH HEIGHT
  *   augment_tool table POLICY BINS WIDTH HEIGHT
  *   augment_tool erase PROBABILITY N SEED WIDTH HEIGHT
+ *   augment_tool mix MIXUP_ALPHA CUTMIX_ALPHA SWITCH N SEED WIDTH HEIGHT
  *
  * op: one operation (its enum stk__aug_op value) on a raw RGB8 image read
  * from stdin, written to stdout. draws: N lines, one per sample (seed,
  * epoch 0, shard 0, pass 0, position i, through the augmentation stream),
  * of "OP:MAGNITUDE" words (an empty line: no operation). table: a line
  * "OP BIN MAGNITUDE" per op and bin of the policy's space. erase: N lines
- * "TOP LEFT HEIGHT WIDTH", or "-" where nothing is erased. POLICY is the
+ * "TOP LEFT HEIGHT WIDTH", or "-" where nothing is erased. mix: N lines
+ * "CUTMIX LAMBDA X1 Y1 X2 Y2", the draws of batches 0 to N - 1 (epoch 0,
+ * rank 0). POLICY is the
  * value of enum stk_auto_augment. Exits 2 on bad usage.
  */
 #include <stdint.h>
@@ -23,6 +26,7 @@
 #include "augment.h"
 #include "augment_ops.h"
 #include "augment_policy.h"
+#include "mix.h"
 
 /* A decimal integer argument (bad text gives 0, which every caller refuses
  * or treats as a plain value). */
@@ -108,8 +112,26 @@ static int cmd_erase(char **argv)
     return 0;
 }
 
+static int cmd_mix(char **argv)
+{
+    struct stk__mix_params p = {.mixup_alpha = strtod(argv[0], NULL),
+                                .cutmix_alpha = strtod(argv[1], NULL),
+                                .switch_probability = strtod(argv[2], NULL),
+                                .seed = strtoull(argv[4], NULL, 10)};
+    long n = num(argv[3]);
+    int w = num(argv[5]), h = num(argv[6]);
+    for (long i = 0; i < n; i++) {
+        struct stk__mix_draw d;
+        stk__mix_draw(&p, (uint64_t)i, w, h, &d);
+        printf("%d %.17g %d %d %d %d\n", d.cutmix, d.lambda, d.x1, d.y1, d.x2, d.y2);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 9 && strcmp(argv[1], "mix") == 0)
+        return cmd_mix(argv + 2);
     if (argc == 7 && strcmp(argv[1], "op") == 0)
         return cmd_op(argv + 2);
     if (argc == 10 && strcmp(argv[1], "draws") == 0)
