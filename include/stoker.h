@@ -474,6 +474,9 @@ struct stk_options {
     float mixup_alpha;
     float cutmix_alpha;
     float mix_switch_probability;
+    /* Read by the Python Loader only: with mixing, yield soft one-hot
+     * targets of num_classes classes (default 0: the label pairs). */
+    unsigned num_classes;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

@@ -133,6 +133,8 @@
       "Mixup of whole batches with lambda ~ Beta(X, X) (0: off)") \
     X(cutmix_alpha, FLOAT, STK__BENCH, "0", 0, 0, "cutmix-alpha", "X", \
       "CutMix of whole batches with lambda ~ Beta(X, X) (0: off)") \
+    X(num_classes, UINT, 0, "0", 1, 1u << 24, NULL, "N", \
+      "Python, with Mixup/CutMix: soft one-hot targets of N classes (0: label pairs)") \
     X(mix_switch_probability, FLOAT, STK__BENCH, "0.5", 0, 0, "mix-switch-probability", "P", \
       "with both alphas: probability a batch gets CutMix rather than Mixup") \
     X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \

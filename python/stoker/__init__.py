@@ -306,6 +306,7 @@ class Loader:
                            index_path=None if index is None else os.fspath(index), **c_config)
         info = self._c.info()
         self._hw = (info["image_height"], info["image_width"])
+        self._num_classes = options.get("num_classes", 0)
         if cluster is not None:
             image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
             self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
@@ -420,6 +421,19 @@ class Loader:
         buffer."""
         return self._images(images, n), torch.frombuffer(labels, dtype=torch.int64).clone()
 
+    def _mixed_targets(self, labels, batch):
+        """Mixup/CutMix targets: soft one-hot rows of num_classes (as the
+        classification reference's collate), else (labels, mix_labels,
+        mix_weight)."""
+        partners = torch.frombuffer(batch.mix_labels, dtype=torch.int64).clone()
+        weight = batch.mix_weight
+        if not self._num_classes:
+            return labels, partners, weight
+        soft = torch.zeros(len(labels), self._num_classes, dtype=torch.float32)
+        soft.scatter_(1, labels.view(-1, 1), weight)
+        soft.scatter_add_(1, partners.view(-1, 1), torch.full((len(labels), 1), 1.0 - weight))
+        return soft
+
     def _local_batches(self, first):
         c = self._c
         c.seek(self._epoch, first)
@@ -438,6 +452,8 @@ class Loader:
                 break
             if self._fields is None:
                 out = self._tensors(batch.images, batch.labels, batch.size)
+                if batch.mix_labels is not None:
+                    out = (out[0], self._mixed_targets(out[1], batch))
             else:
                 out = self._fields.batch(batch, self._images(batch.images, batch.size))
             del batch  # the tensors keep the buffer alive

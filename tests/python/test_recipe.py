@@ -1,0 +1,86 @@
+"""The modern ImageNet recipe through stoker.Loader: TrivialAugmentWide,
+RandomErasing and Mixup/CutMix are the same bytes whatever the threads and
+after a resume; Mixup/CutMix batches are the un-mixed batch mixed with
+itself rolled by one, with soft targets that say so."""
+import pytest
+import torch
+
+import stoker
+
+RECIPE = dict(auto_augment="ta_wide", augment_interpolation="bilinear", random_erase=0.1,
+              mixup_alpha=0.2, cutmix_alpha=1.0)
+
+
+def batches(shards, n=None, state=None, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=40, transform="train",
+                           dtype="float32", seed=4, samples_per_rank=96, **options)
+    if state is not None:
+        loader.load_state_dict(state)
+    out, saved = [], None
+    for images, target in loader:
+        out.append((images.clone(), target))
+        if len(out) == n:
+            saved = loader.state_dict()
+            break
+    loader.close()
+    return out, saved
+
+
+def same(a, b):
+    def eq(x, y):
+        if isinstance(x, tuple):
+            return all(eq(p, q) for p, q in zip(x, y))
+        return torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+    return len(a) == len(b) and all(eq(p[0], q[0]) and eq(p[1], q[1]) for p, q in zip(a, b))
+
+
+def test_recipe_is_independent_of_threads(even_shards):
+    one, _ = batches(even_shards, threads=1, num_classes=10000, **RECIPE)
+    two, _ = batches(even_shards, threads=2, num_classes=10000, **RECIPE)
+    assert len(one) == 12 and same(one, two)
+    plain, _ = batches(even_shards, threads=2)
+    # the augmentations did something (the test can fail)
+    assert not torch.equal(one[0][0], plain[0][0])
+
+
+def test_recipe_resumes_exactly(even_shards):
+    whole, _ = batches(even_shards, threads=2, **RECIPE)
+    head, state = batches(even_shards, n=5, threads=2, **RECIPE)
+    tail, _ = batches(even_shards, state=state, threads=1, **RECIPE)
+    assert same(head + tail, whole)
+
+
+def test_mixed_batches_are_the_plain_batch_rolled(even_shards):
+    aug = dict(RECIPE, mixup_alpha=0, cutmix_alpha=0)
+    plain, _ = batches(even_shards, threads=2, **aug)
+    for alphas in (dict(mixup_alpha=0.2), dict(cutmix_alpha=1.0)):
+        mixed, _ = batches(even_shards, threads=2, **dict(aug, **alphas))
+        for (x, labels), (m, (own, partner, w)) in zip(plain, mixed):
+            assert torch.equal(own, labels) and torch.equal(partner, labels.roll(1, 0))
+            rolled = x.roll(1, 0)
+            if "mixup_alpha" in alphas:
+                assert torch.allclose(m, w * x + (1 - w) * rolled, atol=1e-5)
+            else:
+                from_partner = (m == rolled) & (m != x)
+                # what is not the image's own comes from the previous image,
+                # in one box whose area is 1 - w of the image
+                assert torch.all((m == x) | (m == rolled))
+                box = from_partner.any(0).any(0)
+                area = box.any(0).sum() * box.any(1).sum()
+                assert abs(float(1 - area / box.numel()) - w) < 0.2 or not box.any()
+
+
+def test_soft_targets(even_shards):
+    mixed, _ = batches(even_shards, threads=2, num_classes=200, **RECIPE)
+    pairs, _ = batches(even_shards, threads=2, **RECIPE)
+    for (_, soft), (_, (own, partner, w)) in zip(mixed, pairs):
+        assert soft.shape == (8, 200) and torch.allclose(soft.sum(1), torch.ones(8))
+        expect = torch.zeros(8, 200)
+        expect[torch.arange(8), own] += w
+        expect[torch.arange(8), partner] += 1 - w
+        assert torch.allclose(soft, expect)
+
+
+def test_float16_mixing_is_refused(even_shards):
+    with pytest.raises(stoker.OptionError, match="float16"):
+        stoker.Loader(even_shards, transform="train", dtype="float16", mixup_alpha=0.2)
