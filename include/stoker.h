@@ -452,9 +452,12 @@ struct stk_options {
      * reference recipe uses bilinear) and fill with 0. random_erase
      * (default 0) is RandomErasing(p=random_erase, value=0) after
      * normalization: 0 in float outputs, round(255 * mean) in uint8.
-     * augment_magnitude_bins (default 31, 2 to 1000) is the bin count of
-     * TrivialAugmentWide and RandAugment; ra_num_ops (default 2, 1 to 16)
-     * and ra_magnitude (default 9, below the bin count) RandAugment's. */
+     * augment_magnitude_bins (2 to 1000; default 0: 31) is the bin count
+     * of TrivialAugmentWide and RandAugment; ra_num_ops (1 to 16; default
+     * 0: 2) and ra_magnitude (1 to below the bin count; default 0: 9)
+     * RandAugment's. (0 stands for the default so that options of an
+     * older header, zero past their size, get torchvision's values; bin 0
+     * would make every RandAugment op an identity.) */
     enum stk_auto_augment auto_augment;
     enum stk_interpolation augment_interpolation;
     unsigned augment_magnitude_bins;
@@ -467,7 +470,7 @@ struct stk_options {
      * RandomChoice: each batch is mixed with itself rolled by one sample,
      * with weight lambda ~ Beta(alpha, alpha) for its own image. With both
      * alphas set, a batch gets CutMix with probability
-     * mix_switch_probability (default 0.5), else Mixup. The draws are keyed
+     * mix_switch_probability (default 0: 0.5, as RandomChoice), else Mixup. The draws are keyed
      * by (seed, epoch, rank, batch index). stk_batch.mix_labels and
      * mix_weight say what each image holds. Image dtype uint8, float32 or
      * bfloat16. */

@@ -121,12 +121,12 @@
       "train: TrivialAugmentWide, RandAugment or AutoAugment's ImageNet policy on the crop") \
     X(augment_interpolation, CHOICE, STK__BENCH, "nearest", 0, 0, "augment-interpolation", \
       "nearest,bilinear", "sampling of the geometric augmentations") \
-    X(augment_magnitude_bins, UINT, STK__BENCH, "31", 2, 1000, "magnitude-bins", "N", \
-      "magnitude bins of TrivialAugmentWide and RandAugment") \
-    X(ra_num_ops, UINT, STK__BENCH, "2", 1, 16, "ra-num-ops", "N", \
-      "operations RandAugment applies per image") \
-    X(ra_magnitude, UINT, STK__BENCH, "9", 0, 999, "ra-magnitude", "N", \
-      "RandAugment's magnitude bin (below augment_magnitude_bins)") \
+    X(augment_magnitude_bins, UINT, STK__BENCH, "0", 2, 1000, "magnitude-bins", "N", \
+      "magnitude bins of TrivialAugmentWide and RandAugment (0: 31)") \
+    X(ra_num_ops, UINT, STK__BENCH, "0", 1, 16, "ra-num-ops", "N", \
+      "operations RandAugment applies per image (0: 2)") \
+    X(ra_magnitude, UINT, STK__BENCH, "0", 1, 999, "ra-magnitude", "N", \
+      "RandAugment's magnitude bin, below augment_magnitude_bins (0: 9)") \
     X(random_erase, FLOAT, STK__BENCH, "0", 0, 0, "random-erase", "P", \
       "train: RandomErasing probability (value 0 after normalization)") \
     X(mixup_alpha, FLOAT, STK__BENCH, "0", 0, 0, "mixup-alpha", "X", \
@@ -135,8 +135,8 @@
       "CutMix of whole batches with lambda ~ Beta(X, X) (0: off)") \
     X(num_classes, UINT, 0, "0", 1, 1u << 24, NULL, "N", \
       "Python, with Mixup/CutMix: soft one-hot targets of N classes (0: label pairs)") \
-    X(mix_switch_probability, FLOAT, STK__BENCH, "0.5", 0, 0, "mix-switch-probability", "P", \
-      "with both alphas: probability a batch gets CutMix rather than Mixup") \
+    X(mix_switch_probability, FLOAT, STK__BENCH, "0", 0, 0, "mix-switch-probability", "P", \
+      "with both alphas: probability a batch gets CutMix rather than Mixup (0: 0.5)") \
     X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \
       "dataset index from `stoker index`: equal shares per rank, fast resume") \
     X(cache_dir, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "cache-dir", "DIR", \

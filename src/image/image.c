@@ -88,10 +88,13 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
     if ((unsigned)o->auto_augment > STK_AUTO_AUGMENT_IMAGENET ||
         (unsigned)o->augment_interpolation > STK_INTERPOLATION_BILINEAR)
         return stk__errf(err, STK_EINVAL, "unknown auto_augment or augment_interpolation");
-    if (o->ra_magnitude >= o->augment_magnitude_bins)
+    /* 0: torchvision's defaults (see stoker.h) */
+    unsigned bins = o->augment_magnitude_bins ? o->augment_magnitude_bins : 31;
+    unsigned magnitude = o->ra_magnitude ? o->ra_magnitude : 9;
+    if (magnitude >= bins)
         return stk__errf(err, STK_EINVAL, "ra_magnitude (%u) must be below "
                                           "augment_magnitude_bins (%u)",
-                         o->ra_magnitude, o->augment_magnitude_bins);
+                         magnitude, bins);
     if (!(o->random_erase >= 0 && o->random_erase <= 1))
         return stk__errf(err, STK_EINVAL, "random_erase must be between 0 and 1");
     if (!(o->mixup_alpha >= 0 && o->cutmix_alpha >= 0 && o->mix_switch_probability >= 0 &&
@@ -104,9 +107,9 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
     int train = o->transform == STK_TRANSFORM_TRAIN;
     cfg->augment = (struct stk__augment_params){
         .policy = train ? o->auto_augment : STK_AUTO_AUGMENT_NONE,
-        .bins = (int)o->augment_magnitude_bins,
-        .num_ops = (int)o->ra_num_ops,
-        .magnitude = (int)o->ra_magnitude,
+        .bins = (int)bins,
+        .num_ops = o->ra_num_ops ? (int)o->ra_num_ops : 2,
+        .magnitude = (int)magnitude,
         .bilinear = o->augment_interpolation == STK_INTERPOLATION_BILINEAR,
         .erase_probability = train ? o->random_erase : 0,
     };
