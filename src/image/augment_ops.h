@@ -34,8 +34,13 @@ enum stk__aug_op {
     STK__OP_COUNT
 };
 
-/* One RGB8 image, modified in place. scratch holds width * height * 3
- * bytes for the geometric operations (they read a copy of the input). */
+/* Bytes a scratch holds past the image: the vector kernel's 32-bit
+ * gathers read one byte past the last pixel. */
+#define STK__AUG_SCRATCH_SLACK 4
+
+/* One RGB8 image, modified in place. scratch holds width * height * 3 +
+ * STK__AUG_SCRATCH_SLACK bytes for the geometric operations (they read a
+ * copy of the input). */
 struct stk__aug_image {
     uint8_t *pixels;
     int width, height;

@@ -205,7 +205,8 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
     w->scratch = stk__resize_scratch_new();
     w->rgb = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
     if (cfg->augment.policy != STK_AUTO_AUGMENT_NONE)
-        w->aug_scratch = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
+        w->aug_scratch = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3 +
+                                     STK__AUG_SCRATCH_SLACK);
     if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL ||
         (cfg->augment.policy != STK_AUTO_AUGMENT_NONE && w->aug_scratch == NULL)) {
         stk__image_worker_free(w);

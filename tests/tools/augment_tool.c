@@ -41,7 +41,7 @@ static int cmd_op(char **argv)
     if (w < 1 || h < 1)
         return 2;
     size_t n = (size_t)w * (size_t)h * 3;
-    uint8_t *pix = malloc(n), *scratch = malloc(n);
+    uint8_t *pix = malloc(n), *scratch = malloc(n + STK__AUG_SCRATCH_SLACK);
     if (pix == NULL || scratch == NULL || fread(pix, 1, n, stdin) != n)
         return 2;
     const struct stk__aug_image img = {pix, w, h, scratch};

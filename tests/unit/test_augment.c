@@ -36,7 +36,7 @@ static void img_new(struct img *im, int w, int h, uint64_t seed)
 {
     im->n = (size_t)w * (size_t)h * 3;
     im->pix = stk__malloc(im->n);
-    im->scratch = stk__malloc(im->n);
+    im->scratch = stk__malloc(im->n + STK__AUG_SCRATCH_SLACK); /* the pixels end exactly */
     assert_non_null(im->pix);
     assert_non_null(im->scratch);
     struct stk__rng r;
