@@ -123,6 +123,71 @@ void stk__aug_contrast(const struct stk__aug_image *img, double factor)
     apply_lut(img, lut);
 }
 
+static const float BLUR_EDGE = 1.0f / 13.0f, BLUR_MID = 5.0f / 13.0f;
+
+/* Byte x of a row inside the border, blurred from the original rows above,
+ * row and below, then blended: the sum in torch's kernel order. */
+static inline uint8_t sharpen_at(const uint8_t *above, const uint8_t *row, const uint8_t *below,
+                                 size_t x, float f, float rest)
+{
+    const float e = BLUR_EDGE;
+    float s = e * (float)above[x - 3] + e * (float)above[x] + e * (float)above[x + 3] +
+              e * (float)row[x - 3] + BLUR_MID * (float)row[x] + e * (float)row[x + 3] +
+              e * (float)below[x - 3] + e * (float)below[x] + e * (float)below[x + 3];
+    return clamp_trunc(f * (float)row[x] + rest * (float)clamp_round(s));
+}
+
+#if HAVE_AVX2_KERNELS
+static __attribute__((target("avx2"))) __m256 load8(const uint8_t *p)
+{
+    return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p)));
+}
+
+/* sharpen_at for bytes x to x + 7, the same operations eight at a time
+ * (max/min clamp NaN to 0 as clamp_trunc does: maxps returns its second
+ * operand when either is NaN). */
+static __attribute__((target("avx2"))) void sharpen8_avx2(const uint8_t *above,
+                                                         const uint8_t *row,
+                                                         const uint8_t *below, size_t x,
+                                                         float f, float rest, uint8_t *out)
+{
+    const __m256 e = _mm256_set1_ps(BLUR_EDGE), zero = _mm256_setzero_ps();
+    const __m256 top = _mm256_set1_ps(255.0f);
+    __m256 center = load8(row + x);
+    __m256 s = _mm256_mul_ps(e, load8(above + x - 3));
+    s = _mm256_add_ps(s, _mm256_mul_ps(e, load8(above + x)));
+    s = _mm256_add_ps(s, _mm256_mul_ps(e, load8(above + x + 3)));
+    s = _mm256_add_ps(s, _mm256_mul_ps(e, load8(row + x - 3)));
+    s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(BLUR_MID), center));
+    s = _mm256_add_ps(s, _mm256_mul_ps(e, load8(row + x + 3)));
+    s = _mm256_add_ps(s, _mm256_mul_ps(e, load8(below + x - 3)));
+    s = _mm256_add_ps(s, _mm256_mul_ps(e, load8(below + x)));
+    s = _mm256_add_ps(s, _mm256_mul_ps(e, load8(below + x + 3)));
+    s = _mm256_min_ps(_mm256_max_ps(s, zero), top);
+    s = _mm256_round_ps(s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 v = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(f), center),
+                             _mm256_mul_ps(_mm256_set1_ps(rest), s));
+    v = _mm256_min_ps(_mm256_max_ps(v, zero), top);
+    __m256i i = _mm256_cvttps_epi32(v);
+    __m128i w16 = _mm_packus_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+    _mm_storel_epi64((__m128i *)(void *)(out + x), _mm_packus_epi16(w16, w16));
+}
+#endif
+
+/* One row of the sharpness blend inside the border: bytes 3 to n - 3. */
+static void sharpen_row(const uint8_t *above, const uint8_t *row, const uint8_t *below,
+                        uint8_t *out, size_t n, float f, float rest)
+{
+    size_t x = 3;
+#if HAVE_AVX2_KERNELS
+    if (__builtin_cpu_supports("avx2"))
+        for (; x + 8 <= n - 3; x += 8) /* the loads reach x + 3 + 7 < n */
+            sharpen8_avx2(above, row, below, x, f, rest, out);
+#endif
+    for (; x < n - 3; x++)
+        out[x] = sharpen_at(above, row, below, x, f, rest);
+}
+
 void stk__aug_sharpness(const struct stk__aug_image *img, double factor)
 {
     int w = img->width, h = img->height;
@@ -133,21 +198,11 @@ void stk__aug_sharpness(const struct stk__aug_image *img, double factor)
      * The blur reads the original, kept in scratch. */
     size_t stride = (size_t)w * 3;
     memcpy(img->scratch, img->pixels, n_bytes(img));
-    const float edge = 1.0f / 13.0f, mid = 5.0f / 13.0f;
     float f = (float)factor, rest = (float)(1.0 - factor);
     for (int y = 1; y < h - 1; y++) {
         const uint8_t *above = img->scratch + (size_t)(y - 1) * stride;
         const uint8_t *row = above + stride, *below = row + stride;
-        uint8_t *out = img->pixels + (size_t)y * stride;
-        for (size_t x = 3; x < stride - 3; x++) {
-            float s = edge * (float)above[x - 3] + edge * (float)above[x] +
-                      edge * (float)above[x + 3] + edge * (float)row[x - 3] +
-                      mid * (float)row[x] + edge * (float)row[x + 3] +
-                      edge * (float)below[x - 3] + edge * (float)below[x] +
-                      edge * (float)below[x + 3];
-            float blurred = (float)clamp_round(s);
-            out[x] = clamp_trunc(f * (float)row[x] + rest * blurred);
-        }
+        sharpen_row(above, row, below, img->pixels + (size_t)y * stride, stride, f, rest);
     }
     /* On the border the blurred image is the image: the blend of a value
      * with itself, which truncation can still lower by one. */
