@@ -464,6 +464,18 @@ struct stk_options {
     unsigned ra_num_ops;
     unsigned ra_magnitude;
     float random_erase;
+    /* After auto_augment, in this order (all train only, default 0: off):
+     * ColorJitter(brightness=contrast=saturation=color_jitter,
+     * hue=hue_jitter) with torchvision's random order of the four,
+     * RandomGrayscale(grayscale_probability), GaussianBlur(blur_kernel,
+     * sigma=(blur_sigma_min, blur_sigma_max)) (kernel odd, at most 63;
+     * sigma 0: 0.1 and 2.0). */
+    float color_jitter;
+    float hue_jitter;
+    float grayscale_probability;
+    unsigned blur_kernel;
+    float blur_sigma_min;
+    float blur_sigma_max;
 
     /* Mixup and CutMix of whole batches (default 0: off), as the
      * classification reference's RandomMixup/RandomCutmix behind

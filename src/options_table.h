@@ -37,6 +37,8 @@
 #define STK__SOURCE STK_OPTION_CLI_SOURCE
 #define STK__BYTES STK_OPTION_BYTES
 #define STK__SPEED STK_OPTION_SPEED_ONLY
+/* GaussianBlur's largest kernel (augment_ops.h says why it is bounded) */
+#define STK__AUG_BLUR_KERNEL_MAX 63
 
 /* clang-format off */
 #define STK__OPTIONS(X) \
@@ -127,6 +129,18 @@
       "operations RandAugment applies per image (0: 2)") \
     X(ra_magnitude, UINT, STK__BENCH, "0", 1, 999, "ra-magnitude", "N", \
       "RandAugment's magnitude bin, below augment_magnitude_bins (0: 9)") \
+    X(color_jitter, FLOAT, STK__BENCH, "0", 0, 0, "color-jitter", "X", \
+      "train: ColorJitter(brightness=contrast=saturation=X), torchvision's random order") \
+    X(hue_jitter, FLOAT, STK__BENCH, "0", 0, 0, "hue-jitter", "X", \
+      "train: ColorJitter's hue (0 to 0.5)") \
+    X(grayscale_probability, FLOAT, STK__BENCH, "0", 0, 0, "grayscale", "P", \
+      "train: RandomGrayscale probability") \
+    X(blur_kernel, UINT, STK__BENCH, "0", 1, STK__AUG_BLUR_KERNEL_MAX, "blur-kernel", "N", \
+      "train: GaussianBlur kernel size, odd (0: no blur)") \
+    X(blur_sigma_min, FLOAT, 0, "0", 0, 0, NULL, "X", \
+      "GaussianBlur's smallest sigma (0: 0.1)") \
+    X(blur_sigma_max, FLOAT, 0, "0", 0, 0, NULL, "X", \
+      "GaussianBlur's largest sigma (0: 2.0)") \
     X(random_erase, FLOAT, STK__BENCH, "0", 0, 0, "random-erase", "P", \
       "train: RandomErasing probability (value 0 after normalization)") \
     X(mixup_alpha, FLOAT, STK__BENCH, "0", 0, 0, "mixup-alpha", "X", \

@@ -537,6 +537,9 @@ void stk__aug_apply(const struct stk__aug_image *img, enum stk__aug_op op, doubl
     case STK__OP_AUTOCONTRAST: autocontrast(img); break;
     case STK__OP_EQUALIZE: equalize(img); break;
     case STK__OP_INVERT: invert(img); break;
+    case STK__OP_HUE: stk__aug_hue(img, magnitude); break;
+    case STK__OP_GRAYSCALE: stk__aug_grayscale(img); break;
+    case STK__OP_BLUR:
     case STK__OP_IDENTITY:
     case STK__OP_COUNT: break;
     }

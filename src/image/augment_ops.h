@@ -31,6 +31,9 @@ enum stk__aug_op {
     STK__OP_AUTOCONTRAST,
     STK__OP_EQUALIZE,
     STK__OP_INVERT, /* AutoAugment's policies only */
+    STK__OP_HUE,       /* ColorJitter: magnitude is the hue factor */
+    STK__OP_GRAYSCALE, /* RandomGrayscale */
+    STK__OP_BLUR,      /* GaussianBlur: magnitude is sigma (the kernel is a parameter) */
     STK__OP_COUNT
 };
 
@@ -50,7 +53,8 @@ struct stk__aug_image {
 /* Apply op with torchvision's _apply_op magnitude: shear (the tangent),
  * translate (pixels, truncated toward zero as int()), rotate (degrees,
  * counter-clockwise), brightness/color/contrast/sharpness (factor - 1),
- * posterize (bits kept), solarize (threshold); ignored by the others.
+ * posterize (bits kept), solarize (threshold), hue (the factor); ignored
+ * by the others (STK__OP_BLUR is stk__aug_gaussian_blur's).
  * bilinear selects grid_sample's bilinear mode instead of nearest; fill
  * is the value of pixels mapped from outside the image (NULL: zeros,
  * torchvision's fill=None). Any finite or infinite magnitude is safe:
@@ -67,6 +71,17 @@ void stk__aug_saturation(const struct stk__aug_image *img, double factor);
 void stk__aug_contrast(const struct stk__aug_image *img, double factor);
 void stk__aug_sharpness(const struct stk__aug_image *img, double factor);
 void stk__aug_grayscale(const struct stk__aug_image *img);
+
+/* ColorJitter's adjust_hue (factor in [-0.5, 0.5]), in augment_color.c. */
+void stk__aug_hue(const struct stk__aug_image *img, double factor);
+
+/* Largest GaussianBlur kernel size. */
+#define STK__AUG_MAX_BLUR_KERNEL 63 /* STK__AUG_BLUR_KERNEL_MAX of options_table.h */
+
+/* F.gaussian_blur(kernel x kernel, sigma) with reflect padding; kernel
+ * odd, 1 to STK__AUG_MAX_BLUR_KERNEL. -1 on a bad kernel or no memory
+ * (the image is then unchanged). */
+int stk__aug_gaussian_blur(const struct stk__aug_image *img, int kernel, double sigma);
 
 /* torchvision's _get_inverse_affine_matrix (angle and shear in degrees,
  * center and translate in pixels from the image center). */

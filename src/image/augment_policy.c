@@ -140,8 +140,8 @@ static void draw_one(const struct stk__augment_params *p, int bin, int width, in
     step->magnitude = m;
 }
 
-int stk__augment_draw(const struct stk__augment_params *p, int width, int height,
-                      struct stk__draws *d, struct stk__aug_step *steps)
+static int draw_policy(const struct stk__augment_params *p, int width, int height,
+                       struct stk__draws *d, struct stk__aug_step *steps)
 {
     switch (p->policy) {
     case STK_AUTO_AUGMENT_TA_WIDE: draw_one(p, -1, width, height, d, steps); return 1;
@@ -152,6 +152,75 @@ int stk__augment_draw(const struct stk__augment_params *p, int width, int height
     case STK_AUTO_AUGMENT_IMAGENET: return draw_imagenet(p, width, height, d, steps);
     default: return 0;
     }
+}
+
+/* ColorJitter.get_params: a random order of the four (torch.randperm),
+ * then a factor for each one that is on, in the order b, c, s, h. The
+ * steps come out in the drawn order; a factor f is the magnitude f - 1
+ * that stk__aug_apply turns back into f. */
+static int draw_jitter(const struct stk__augment_params *p, struct stk__draws *d,
+                       struct stk__aug_step *steps)
+{
+    int order[4] = {0, 1, 2, 3};
+    for (int i = 3; i > 0; i--) {
+        int j = (int)stk__draw_int(d, 0, i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    double factor[4];
+    int on[4] = {p->color_jitter > 0, p->color_jitter > 0, p->color_jitter > 0, p->hue_jitter > 0};
+    for (int k = 0; k < 4; k++) {
+        double lo = k < 3 ? fmax(0, 1 - p->color_jitter) : -p->hue_jitter;
+        double hi = k < 3 ? 1 + p->color_jitter : p->hue_jitter;
+        if (on[k])
+            factor[k] = lo + (hi - lo) * stk__draw_uniform(d);
+    }
+    static const enum stk__aug_op ops[4] = {STK__OP_BRIGHTNESS, STK__OP_CONTRAST, STK__OP_COLOR,
+                                            STK__OP_HUE};
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        int k = order[i];
+        if (!on[k])
+            continue;
+        steps[n].op = ops[k];
+        steps[n++].magnitude = k < 3 ? factor[k] - 1 : factor[k];
+    }
+    return n;
+}
+
+int stk__augment_any(const struct stk__augment_params *p)
+{
+    return p->policy != STK_AUTO_AUGMENT_NONE || p->color_jitter > 0 || p->hue_jitter > 0 ||
+           p->grayscale_probability > 0 || p->blur_kernel > 0;
+}
+
+int stk__augment_draw(const struct stk__augment_params *p, int width, int height,
+                      struct stk__draws *d, struct stk__aug_step *steps)
+{
+    int n = draw_policy(p, width, height, d, steps);
+    if (p->color_jitter > 0 || p->hue_jitter > 0)
+        n += draw_jitter(p, d, steps + n);
+    if (p->grayscale_probability > 0 && stk__draw_uniform(d) < p->grayscale_probability)
+        steps[n++] = (struct stk__aug_step){STK__OP_GRAYSCALE, 0};
+    if (p->blur_kernel > 0) {
+        double sigma =
+            p->blur_sigma_min + (p->blur_sigma_max - p->blur_sigma_min) * stk__draw_uniform(d);
+        steps[n++] = (struct stk__aug_step){STK__OP_BLUR, sigma};
+    }
+    return n;
+}
+
+int stk__augment_apply(const struct stk__augment_params *p, const struct stk__aug_image *img,
+                       const struct stk__aug_step *steps, int n)
+{
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        if (steps[i].op == STK__OP_BLUR)
+            rc |= stk__aug_gaussian_blur(img, p->blur_kernel, steps[i].magnitude);
+        else
+            stk__aug_apply(img, steps[i].op, steps[i].magnitude, p->bilinear, NULL);
+    }
+    return rc;
 }
 
 /* Python's int(round(x)) for the box sides (round half to even). */

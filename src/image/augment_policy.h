@@ -17,8 +17,9 @@
 #include "augment_ops.h"
 #include "stoker.h"
 
-/* Most operations one sample can get (RandAugment's num_ops bound). */
-#define STK__AUG_MAX_STEPS 16
+/* Most operations one sample can get: RandAugment's num_ops bound, then
+ * ColorJitter's four, RandomGrayscale and GaussianBlur. */
+#define STK__AUG_MAX_STEPS 24
 
 struct stk__augment_params {
     enum stk_auto_augment policy;
@@ -26,8 +27,18 @@ struct stk__augment_params {
     int num_ops;   /* RandAugment */
     int magnitude; /* RandAugment's bin, < bins */
     int bilinear;  /* geometric ops: bilinear, else nearest */
+    /* ColorJitter(brightness=contrast=saturation=color_jitter, hue), then
+     * RandomGrayscale, then GaussianBlur (kernel 0: off). */
+    double color_jitter, hue_jitter;
+    double grayscale_probability;
+    int blur_kernel;
+    double blur_sigma_min, blur_sigma_max;
     double erase_probability;
 };
+
+/* 1 when p applies any operation to the pixels of the crop (erasing
+ * aside). */
+int stk__augment_any(const struct stk__augment_params *p);
 
 struct stk__aug_step {
     enum stk__aug_op op;
@@ -38,6 +49,11 @@ struct stk__aug_step {
  * into steps, their count returned. */
 int stk__augment_draw(const struct stk__augment_params *p, int width, int height,
                       struct stk__draws *d, struct stk__aug_step *steps);
+
+/* Apply the n steps drawn for img. Returns -1 only when the blur found no
+ * memory (the image then lacks that step). */
+int stk__augment_apply(const struct stk__augment_params *p, const struct stk__aug_image *img,
+                       const struct stk__aug_step *steps, int n);
 
 /* Magnitude of bin `bin` of op in the policy's table (torchvision's
  * float32 linspace values); 0 for the operations without magnitudes. */

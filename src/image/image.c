@@ -95,8 +95,20 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
         return stk__errf(err, STK_EINVAL, "ra_magnitude (%u) must be below "
                                           "augment_magnitude_bins (%u)",
                          magnitude, bins);
-    if (!(o->random_erase >= 0 && o->random_erase <= 1))
-        return stk__errf(err, STK_EINVAL, "random_erase must be between 0 and 1");
+    if (!(o->random_erase >= 0 && o->random_erase <= 1) ||
+        !(o->grayscale_probability >= 0 && o->grayscale_probability <= 1))
+        return stk__errf(err, STK_EINVAL,
+                         "random_erase and grayscale_probability must be between 0 and 1");
+    if (!(o->color_jitter >= 0 && o->color_jitter < 1e6) ||
+        !(o->hue_jitter >= 0 && o->hue_jitter <= 0.5))
+        return stk__errf(err, STK_EINVAL, "need color_jitter >= 0 and 0 <= hue_jitter <= 0.5");
+    if (o->blur_kernel % 2 == 0 && o->blur_kernel != 0)
+        return stk__errf(err, STK_EINVAL, "blur_kernel must be odd (or 0: no blur)");
+    /* 0: GaussianBlur's default sigma range (0.1, 2.0) */
+    double sigma_min = o->blur_sigma_min ? o->blur_sigma_min : 0.1;
+    double sigma_max = o->blur_sigma_max ? o->blur_sigma_max : 2.0;
+    if (!(sigma_min > 0 && sigma_min <= sigma_max && sigma_max < 1e6))
+        return stk__errf(err, STK_EINVAL, "need 0 < blur_sigma_min <= blur_sigma_max");
     if (!(o->mixup_alpha >= 0 && o->cutmix_alpha >= 0 && o->mix_switch_probability >= 0 &&
           o->mix_switch_probability <= 1))
         return stk__errf(err, STK_EINVAL, "mixup_alpha and cutmix_alpha must be >= 0 and "
@@ -111,6 +123,12 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
         .num_ops = o->ra_num_ops ? (int)o->ra_num_ops : 2,
         .magnitude = (int)magnitude,
         .bilinear = o->augment_interpolation == STK_INTERPOLATION_BILINEAR,
+        .color_jitter = train ? o->color_jitter : 0,
+        .hue_jitter = train ? o->hue_jitter : 0,
+        .grayscale_probability = train ? o->grayscale_probability : 0,
+        .blur_kernel = train ? (int)o->blur_kernel : 0,
+        .blur_sigma_min = sigma_min,
+        .blur_sigma_max = sigma_max,
         .erase_probability = train ? o->random_erase : 0,
     };
     /* RandomErasing's value 0 comes after normalization: 0 in the float
@@ -204,11 +222,11 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
     w->decoder = stk__decoder_new(cfg->max_pixels);
     w->scratch = stk__resize_scratch_new();
     w->rgb = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
-    if (cfg->augment.policy != STK_AUTO_AUGMENT_NONE)
+    if (stk__augment_any(&cfg->augment))
         w->aug_scratch = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3 +
                                      STK__AUG_SCRATCH_SLACK);
     if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL ||
-        (cfg->augment.policy != STK_AUTO_AUGMENT_NONE && w->aug_scratch == NULL)) {
+        (stk__augment_any(&cfg->augment) && w->aug_scratch == NULL)) {
         stk__image_worker_free(w);
         return NULL;
     }
@@ -369,16 +387,16 @@ static void fill_padding(uint8_t *rgb, int width, int height, int x0, int y0, in
 
 /* The auto_augment operations drawn for this sample, on the RGB8 crop at
  * output size. */
-static void augment_crop(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                         uint8_t *rgb, struct stk__draws *aug)
+static int augment_crop(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                        uint8_t *rgb, struct stk__draws *aug)
 {
     uint64_t t0 = stk__now_ns();
     struct stk__aug_step steps[STK__AUG_MAX_STEPS];
     int n = stk__augment_draw(&cfg->augment, cfg->width, cfg->height, aug, steps);
     const struct stk__aug_image img = {rgb, cfg->width, cfg->height, w->aug_scratch};
-    for (int i = 0; i < n; i++)
-        stk__aug_apply(&img, steps[i].op, steps[i].magnitude, cfg->augment.bilinear, NULL);
+    int rc = stk__augment_apply(&cfg->augment, &img, steps, n);
     w->times.augment += stk__now_ns() - t0;
+    return rc < 0 ? STK_ENOMEM : 0;
 }
 
 /* RandomErasing on the output in its dtype and layout: the box takes the
@@ -472,8 +490,9 @@ static int render(struct stk__image_worker *w, const struct stk__image_config *c
     w->times.resample += t2 - t1;
     if (rc < 0)
         return stk__errf(err, rc, "resampling %dx%d pixels failed", hi_x - lo_x, hi_y - lo_y);
-    if (aug != NULL && cfg->augment.policy != STK_AUTO_AUGMENT_NONE) {
-        augment_crop(w, cfg, dst, aug);
+    if (aug != NULL && stk__augment_any(&cfg->augment)) {
+        if (augment_crop(w, cfg, dst, aug) < 0)
+            return stk__errf(err, STK_ENOMEM, "no memory for the Gaussian blur");
         t2 = stk__now_ns();
     }
     if (!direct) {

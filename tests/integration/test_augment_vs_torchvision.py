@@ -35,7 +35,7 @@ SAMPLE_DATA = Path(os.environ.get("STOKER_SAMPLE_DATA", REPO / "build-data" / "s
 
 OPS = ["Identity", "ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate", "Brightness",
        "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
-       "Invert"]
+       "Invert", "Hue", "Grayscale", "Blur"]
 POLICY = {"ta_wide": 1, "ra": 2, "imagenet": 3}
 
 
@@ -76,6 +76,11 @@ def ours(img, op, magnitude, bilinear):
 
 def theirs(img, op, magnitude, bilinear):
     t = torch.from_numpy(img.copy()).permute(2, 0, 1).contiguous()
+    if op in ("Hue", "Grayscale", "Blur"):
+        out = (F.adjust_hue(t, magnitude) if op == "Hue" else
+               F.rgb_to_grayscale(t, num_output_channels=3) if op == "Grayscale" else
+               F.gaussian_blur(t, [int(bilinear)] * 2, [magnitude] * 2))
+        return out.permute(1, 2, 0).numpy()
     mode = InterpolationMode.BILINEAR if bilinear else InterpolationMode.NEAREST
     out = autoaugment._apply_op(t, op, magnitude, interpolation=mode, fill=None)
     return out.permute(1, 2, 0).numpy()
@@ -93,7 +98,9 @@ for name in ("Brightness", "Color", "Contrast", "Sharpness"):
     CASES += [(name, m) for m in (0.99, -0.99, 0.5, -0.33, 0.9)]
 CASES += [("Posterize", b) for b in (8, 6, 4, 2, 1)]
 CASES += [("Solarize", t) for t in (255.0, 127.5, 0.0, 8.5)]
-CASES += [("AutoContrast", 0.0), ("Equalize", 0.0), ("Invert", 0.0)]
+CASES += [("AutoContrast", 0.0), ("Equalize", 0.0), ("Invert", 0.0), ("Grayscale", 0.0)]
+CASES += [("Hue", h) for h in (0.5, -0.5, 0.1, -0.27, 0.0)]
+BLURS = [(k, s) for k in (3, 9, 23) for s in (0.1, 0.8, 2.0)]
 GEOMETRIC = {"ShearX", "ShearY", "TranslateX", "TranslateY", "Rotate"}
 
 
@@ -118,6 +125,17 @@ def test_op_matches_torchvision(op, magnitude, size):
                 assert mean <= 0.5 and over <= 0.002, (op, magnitude, mean, worst, over)
             else:
                 assert mean <= 0.5 and worst <= 2, (op, magnitude, bilinear, mean, worst)
+
+
+@pytest.mark.parametrize("size", [(176, 176), (37, 53)])
+@pytest.mark.parametrize("kernel,sigma", BLURS)
+def test_blur_matches_torchvision(kernel, sigma, size):
+    """GaussianBlur: torch sums the 2-D kernel in its own order, we run two
+    1-D passes, so a value on a rounding boundary may move by one."""
+    w, h = size
+    for img in (photo(w, h), noise(w, h, 5)):
+        mean, worst, _ = compare(img, "Blur", sigma, kernel)
+        assert mean <= 0.5 and worst <= 2, (kernel, sigma, mean, worst)
 
 
 def test_magnitude_tables_match_torchvision():
@@ -309,3 +327,39 @@ def test_mix_distribution_test_can_fail():
              for l in run("mix", 0.2, 0, 0.5, n, 11, w, h).decode().splitlines()]
     p, _ = chi_square_p(mix_features(ours_, w, h), mix_features(reference_mix(0.2, 1.0, n, w, h), w, h))
     assert p < 1e-6
+
+
+def test_color_jitter_draws_follow_torchvision():
+    """ColorJitter(0.4, 0.4, 0.4, 0.1) then RandomGrayscale(0.2): the order
+    of the four, each factor's decile, and the grayscale share."""
+    from torchvision.transforms import ColorJitter
+    n = 20000
+    ours_ = []
+    for line in run("jitter", 0.4, 0.1, 0.2, n, 9).decode().split("\n")[:n]:
+        steps = [w.split(":") for w in line.split()]
+        ours_.append([(OPS[int(op)], float(m)) for op, m in steps])
+    torch.manual_seed(2)
+    jitter = ColorJitter(0.4, 0.4, 0.4, 0.1)
+    names = ["Brightness", "Contrast", "Color", "Hue"]
+    theirs_ = []
+    for _ in range(n):
+        order, *factors = jitter.get_params(jitter.brightness, jitter.contrast, jitter.saturation,
+                                            jitter.hue)
+        steps = [(names[i], factors[i] - 1 if i < 3 else factors[i]) for i in order.tolist()]
+        if torch.rand(1) < 0.2:
+            steps.append(("Grayscale", 0.0))
+        theirs_.append(steps)
+
+    def order(d):
+        return [tuple(s[0] for s in steps) for steps in d]
+
+    def deciles(d):
+        out = []
+        for steps in d:
+            for name, m in steps:
+                lo, hi = (-0.1, 0.1) if name == "Hue" else (-0.4, 0.4)
+                out.append((name, min(9, int((m - lo) / (hi - lo) * 10))))
+        return out
+    for feats in (order, deciles):
+        p, cells = chi_square_p(feats(ours_), feats(theirs_))
+        assert cells > 10 and p > 0.01, (feats.__name__, p, cells)

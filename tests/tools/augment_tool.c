@@ -7,15 +7,17 @@
  *   augment_tool table POLICY BINS WIDTH HEIGHT
  *   augment_tool erase PROBABILITY N SEED WIDTH HEIGHT
  *   augment_tool mix MIXUP_ALPHA CUTMIX_ALPHA SWITCH N SEED WIDTH HEIGHT
+ *   augment_tool jitter COLOR_JITTER HUE_JITTER GRAYSCALE N SEED
  *
  * op: one operation (its enum stk__aug_op value) on a raw RGB8 image read
- * from stdin, written to stdout. draws: N lines, one per sample (seed,
+ * from stdin, written to stdout (for STK__OP_BLUR, MAGNITUDE is sigma and
+ * BILINEAR the kernel size). draws: N lines, one per sample (seed,
  * epoch 0, shard 0, pass 0, position i, through the augmentation stream),
  * of "OP:MAGNITUDE" words (an empty line: no operation). table: a line
  * "OP BIN MAGNITUDE" per op and bin of the policy's space. erase: N lines
  * "TOP LEFT HEIGHT WIDTH", or "-" where nothing is erased. mix: N lines
  * "CUTMIX LAMBDA X1 Y1 X2 Y2", the draws of batches 0 to N - 1 (epoch 0,
- * rank 0). POLICY is the
+ * rank 0). jitter: as draws, for ColorJitter and RandomGrayscale alone. POLICY is the
  * value of enum stk_auto_augment. Exits 2 on bad usage.
  */
 #include <stdint.h>
@@ -45,8 +47,11 @@ static int cmd_op(char **argv)
     if (pix == NULL || scratch == NULL || fread(pix, 1, n, stdin) != n)
         return 2;
     const struct stk__aug_image img = {pix, w, h, scratch};
-    stk__aug_apply(&img, (enum stk__aug_op)num(argv[2]), strtod(argv[3], NULL), num(argv[4]),
-                   NULL);
+    enum stk__aug_op op = (enum stk__aug_op)num(argv[2]);
+    if (op == STK__OP_BLUR && stk__aug_gaussian_blur(&img, num(argv[4]), strtod(argv[3], NULL)) < 0)
+        return 2;
+    if (op != STK__OP_BLUR)
+        stk__aug_apply(&img, op, strtod(argv[3], NULL), num(argv[4]), NULL);
     int rc = fwrite(pix, 1, n, stdout) == n ? 0 : 2;
     free(pix);
     free(scratch);
@@ -61,23 +66,34 @@ static struct stk__augment_params params(char **argv)
                                         .magnitude = num(argv[3])};
 }
 
-static int cmd_draws(char **argv)
+static void print_draws(const struct stk__augment_params *p, long n, uint64_t seed, int w, int h)
 {
-    char *no_ops[] = {argv[0], argv[3], argv[4], argv[5]};
-    struct stk__augment_params p = params(no_ops);
-    long n = num(argv[1]);
-    uint64_t seed = strtoull(argv[2], NULL, 10);
-    int w = num(argv[6]), h = num(argv[7]);
     for (long i = 0; i < n; i++) {
         struct stk__draws d, aug;
         stk__draws_init(&d, seed, 0, 0, 0, (uint64_t)i);
         stk__draws_fork(&d, 1, &aug);
         struct stk__aug_step steps[STK__AUG_MAX_STEPS];
-        int k = stk__augment_draw(&p, w, h, &aug, steps);
+        int k = stk__augment_draw(p, w, h, &aug, steps);
         for (int j = 0; j < k; j++)
             printf("%s%d:%.9g", j ? " " : "", (int)steps[j].op, steps[j].magnitude);
         printf("\n");
     }
+}
+
+static int cmd_draws(char **argv)
+{
+    char *no_ops[] = {argv[0], argv[3], argv[4], argv[5]};
+    struct stk__augment_params p = params(no_ops);
+    print_draws(&p, num(argv[1]), strtoull(argv[2], NULL, 10), num(argv[6]), num(argv[7]));
+    return 0;
+}
+
+static int cmd_jitter(char **argv)
+{
+    struct stk__augment_params p = {.color_jitter = strtod(argv[0], NULL),
+                                    .hue_jitter = strtod(argv[1], NULL),
+                                    .grayscale_probability = strtod(argv[2], NULL)};
+    print_draws(&p, num(argv[3]), strtoull(argv[4], NULL, 10), 8, 8);
     return 0;
 }
 
@@ -130,6 +146,8 @@ static int cmd_mix(char **argv)
 
 int main(int argc, char **argv)
 {
+    if (argc == 7 && strcmp(argv[1], "jitter") == 0)
+        return cmd_jitter(argv + 2);
     if (argc == 9 && strcmp(argv[1], "mix") == 0)
         return cmd_mix(argv + 2);
     if (argc == 7 && strcmp(argv[1], "op") == 0)

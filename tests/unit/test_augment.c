@@ -73,6 +73,26 @@ static void test_every_op_on_extreme_magnitudes(void **state)
                 }
 }
 
+static void test_blur_on_any_size(void **state)
+{
+    (void)state;
+    const int kernels[] = {1, 3, 5, 63};
+    const double sigmas[] = {1e-30, 0.1, 2, 1e30};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++)
+            for (size_t g = 0; g < sizeof sigmas / sizeof sigmas[0]; g++) {
+                struct img im;
+                img_new(&im, sizes[s][0], sizes[s][1], s);
+                assert_int_equal(stk__aug_gaussian_blur(&im.view, kernels[k], sigmas[g]), 0);
+                img_free(&im);
+            }
+    struct img im;
+    img_new(&im, 3, 3, 1);
+    assert_int_equal(stk__aug_gaussian_blur(&im.view, 2, 1), -1);
+    assert_int_equal(stk__aug_gaussian_blur(&im.view, 65, 1), -1);
+    img_free(&im);
+}
+
 static void test_identities(void **state)
 {
     (void)state;
@@ -119,17 +139,23 @@ static void test_draws_stay_in_their_tables(void **state)
     (void)state;
     for (int policy = STK_AUTO_AUGMENT_TA_WIDE; policy <= STK_AUTO_AUGMENT_IMAGENET; policy++) {
         struct stk__augment_params p = {.policy = (enum stk_auto_augment)policy, .bins = 31,
-                                        .num_ops = 3, .magnitude = 30};
+                                        .num_ops = 16, .magnitude = 30, .color_jitter = 0.4,
+                                        .hue_jitter = 0.5, .grayscale_probability = 0.5,
+                                        .blur_kernel = 5, .blur_sigma_min = 0.1,
+                                        .blur_sigma_max = 2};
         for (uint64_t i = 0; i < 5000; i++) {
             struct stk__draws d;
             stk__draws_init(&d, 1, 2, 3, 0, i);
             struct stk__aug_step steps[STK__AUG_MAX_STEPS];
             int n = stk__augment_draw(&p, 176, 160, &d, steps);
-            assert_true(n >= 0 && n <= (policy == STK_AUTO_AUGMENT_RA ? 3 : 2));
+            assert_true(n >= 1 && n <= (policy == STK_AUTO_AUGMENT_RA ? 16 : 2) + 6);
+            assert_true(n <= STK__AUG_MAX_STEPS);
             for (int k = 0; k < n; k++) {
                 double m = fabs(steps[k].magnitude);
                 assert_true(steps[k].op >= STK__OP_IDENTITY && steps[k].op < STK__OP_COUNT);
                 assert_true(m <= 255.0 && isfinite(m));
+                if (steps[k].op == STK__OP_HUE)
+                    assert_true(m <= 0.5);
                 if (steps[k].op == STK__OP_POSTERIZE)
                     assert_true(m >= 2 && m <= 8 && m == floor(m));
             }
@@ -212,6 +238,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_op_on_extreme_magnitudes),
+        cmocka_unit_test(test_blur_on_any_size),
         cmocka_unit_test(test_identities),
         cmocka_unit_test(test_shift_out_leaves_fill),
         cmocka_unit_test(test_draws_stay_in_their_tables),
