@@ -134,6 +134,16 @@ enum stk_auto_augment {
     STK_AUTO_AUGMENT_IMAGENET = 3  /* AutoAugment(AutoAugmentPolicy.IMAGENET) */
 };
 
+/* Presets of augmentation options (stk_options.recipe). */
+enum stk_recipe {
+    STK_RECIPE_NONE = 0,
+    /* torchvision's classification reference, "new recipe" (2021):
+     * --auto-augment ta_wide --random-erase 0.1 --mixup-alpha 0.2
+     * --cutmix-alpha 1.0 --interpolation bilinear --val-resize-size 232
+     * (with image_size 176 to train and 224 to evaluate) */
+    STK_RECIPE_TORCHVISION_V2 = 1
+};
+
 /* Interpolation of the geometric augmentations (grid_sample's modes). */
 enum stk_interpolation { STK_INTERPOLATION_NEAREST = 0, STK_INTERPOLATION_BILINEAR = 1 };
 
@@ -458,6 +468,13 @@ struct stk_options {
      * RandAugment's. (0 stands for the default so that options of an
      * older header, zero past their size, get torchvision's values; bin 0
      * would make every RandAugment op an identity.) */
+    /* A preset (default none): each option of the recipe that is still at
+     * its default (0, none, nearest) takes the recipe's value when the
+     * loader is created; options set explicitly keep theirs. */
+    enum stk_recipe recipe;
+    /* Eval transform: the short side is resized to eval_resize before the
+     * center crop (default 0: int(min(height, width) / 0.875)). */
+    unsigned eval_resize;
     enum stk_auto_augment auto_augment;
     enum stk_interpolation augment_interpolation;
     unsigned augment_magnitude_bins;

@@ -136,8 +136,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     struct stk_options imported;
     const struct stk_options *opts = &imported;
     int rc = stk__options_import(&imported, caller_opts, &err);
-    if (rc == 0)
+    if (rc == 0) {
+        stk__options_apply_recipe(&imported);
         rc = check_options(opts, &err);
+    }
     if (rc < 0)
         goto fail;
     if (urls == NULL && n_urls > 0) {

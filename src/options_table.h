@@ -119,6 +119,10 @@
     X(dct_margin, FLOAT, STK__BENCH, "0", 0, 0, "dct-margin", "X", \
       "decode JPEG crops at the smallest DCT scale keeping them X times the output " \
       "(1 to 8; 0: 1.25 train, 1.5 eval)") \
+    X(recipe, CHOICE, STK__BENCH, "none", 0, 0, "recipe", "none,torchvision-v2", \
+      "preset: torchvision's reference recipe for the options left at 0/none (see stoker.h)") \
+    X(eval_resize, UINT, STK__BENCH, "0", 1, 8192, "eval-resize", "N", \
+      "eval: resize the short side to N before the center crop (0: size / 0.875)") \
     X(auto_augment, CHOICE, STK__BENCH, "none", 0, 0, "auto-augment", "none,ta_wide,ra,imagenet", \
       "train: TrivialAugmentWide, RandAugment or AutoAugment's ImageNet policy on the crop") \
     X(augment_interpolation, CHOICE, STK__BENCH, "nearest", 0, 0, "augment-interpolation", \

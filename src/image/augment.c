@@ -103,11 +103,19 @@ static void center_axis(double r, int out, double src, double *start, double *le
 
 void stk__crop_eval(int width, int height, int out_height, int out_width, struct stk__crop *out)
 {
+    stk__crop_eval_resized(width, height, 0, out_height, out_width, out);
+}
+
+void stk__crop_eval_resized(int width, int height, int short_side, int out_height, int out_width,
+                            struct stk__crop *out)
+{
     /* torchvision Resize(int): the short side becomes `resize`, the long
      * side int(resize * long / short) (truncated). */
     /* Doubles throughout: extreme aspect ratios (1 x 20,000,000) overflow
      * int, and floor/nearbyint are exact on these magnitudes. */
-    double resize = floor((out_height < out_width ? out_height : out_width) / 0.875);
+    double resize = short_side > 0
+                        ? short_side
+                        : floor((out_height < out_width ? out_height : out_width) / 0.875);
     double rw, rh;
     if (width <= height) {
         rw = resize;

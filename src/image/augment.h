@@ -56,5 +56,9 @@ void stk__crop_train(const struct stk__train_params *p, int width, int height,
  * the output: resampling that box to the output less the padding gives the
  * same pixels as resizing the whole image then cropping. */
 void stk__crop_eval(int width, int height, int out_height, int out_width, struct stk__crop *out);
+/* The same with the short side resized to short_side (0: as above), the
+ * reference recipe's --val-resize-size. */
+void stk__crop_eval_resized(int width, int height, int short_side, int out_height, int out_width,
+                            struct stk__crop *out);
 
 #endif

@@ -166,6 +166,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                                             o->ratio_max, o->flip_probability};
     if (augment_config_init(cfg, o, err) < 0)
         return err->code;
+    cfg->eval_resize = (int)o->eval_resize;
     cfg->seed = o->seed;
     cfg->epoch = o->epoch;
     cfg->max_pixels = o->max_image_pixels;
@@ -565,7 +566,8 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
         struct stk__draws d, aug;
         int eval = cfg->transform == STK_TRANSFORM_EVAL;
         if (eval) {
-            stk__crop_eval(width, height, cfg->height, cfg->width, &crop);
+            stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width,
+                                   &crop);
         } else {
             stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
             stk__crop_train(&cfg->train, width, height, &d, &crop);

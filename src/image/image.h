@@ -24,6 +24,7 @@
 struct stk__image_config {
     enum stk_transform transform;
     int height, width; /* of the output */
+    int eval_resize;   /* short side before the eval center crop (0: size / 0.875) */
     enum stk_dtype dtype;
     enum stk_layout layout;
     struct stk__train_params train;

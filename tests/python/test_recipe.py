@@ -84,3 +84,27 @@ def test_soft_targets(even_shards):
 def test_float16_mixing_is_refused(even_shards):
     with pytest.raises(stoker.OptionError, match="float16"):
         stoker.Loader(even_shards, transform="train", dtype="float16", mixup_alpha=0.2)
+
+
+def test_preset_is_the_reference_recipe(even_shards):
+    explicit, _ = batches(even_shards, threads=2, **RECIPE)
+    preset, _ = batches(even_shards, threads=2, recipe="torchvision-v2")
+    assert same(explicit, preset)
+    # an option set explicitly keeps its value
+    no_erase, _ = batches(even_shards, threads=2, **dict(RECIPE, random_erase=0.5))
+    preset_erase, _ = batches(even_shards, threads=2, recipe="torchvision-v2", random_erase=0.5)
+    assert same(no_erase, preset_erase) and not same(no_erase, explicit)
+
+
+def eval_images(shards, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=24, transform="eval", shuffle=False,
+                           samples_per_rank=16, **options)
+    out = torch.cat([images.clone() for images, _ in loader])
+    loader.close()
+    return out
+
+
+def test_eval_resize(even_shards):
+    default = eval_images(even_shards)
+    assert torch.equal(default, eval_images(even_shards, eval_resize=27))  # int(24 / 0.875)
+    assert not torch.equal(default, eval_images(even_shards, eval_resize=40))
