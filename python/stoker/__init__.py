@@ -415,18 +415,21 @@ class Loader:
         """The images tensor of n images: it shares the buffer's memory (zero copy)."""
         return torch.frombuffer(images, dtype=self._dtype).view(self._shape(n))
 
-    def _tensors(self, images, labels, n):
+    def _tensors(self, images, labels, n, mix=None):
         """The images share the buffer's memory (zero copy); the labels are
         copied (a few hundred bytes), so that holding them holds no image
-        buffer."""
-        return self._images(images, n), torch.frombuffer(labels, dtype=torch.int64).clone()
+        buffer. mix: (buffer of the partner labels, weight) of a batch
+        Mixup/CutMix mixed, whose targets then say so."""
+        labels = torch.frombuffer(labels, dtype=torch.int64).clone()
+        if mix is not None:
+            labels = self._mixed_targets(labels, *mix)
+        return self._images(images, n), labels
 
-    def _mixed_targets(self, labels, batch):
+    def _mixed_targets(self, labels, partners, weight):
         """Mixup/CutMix targets: soft one-hot rows of num_classes (as the
         classification reference's collate), else (labels, mix_labels,
         mix_weight)."""
-        partners = torch.frombuffer(batch.mix_labels, dtype=torch.int64).clone()
-        weight = batch.mix_weight
+        partners = torch.frombuffer(partners, dtype=torch.int64).clone()
         if not self._num_classes:
             return labels, partners, weight
         soft = torch.zeros(len(labels), self._num_classes, dtype=torch.float32)
@@ -451,9 +454,7 @@ class Loader:
             if batch is None:
                 break
             if self._fields is None:
-                out = self._tensors(batch.images, batch.labels, batch.size)
-                if batch.mix_labels is not None:
-                    out = (out[0], self._mixed_targets(out[1], batch))
+                out = self._tensors(batch.images, batch.labels, batch.size, _mix_of(batch))
             else:
                 out = self._fields.batch(batch, self._images(batch.images, batch.size))
             del batch  # the tensors keep the buffer alive
@@ -667,6 +668,11 @@ def _iteration_id(info, iterations):
     whose seed stays)."""
     text = f"{info.seed - info.id}:{iterations}".encode()
     return int.from_bytes(hashlib.blake2b(text, digest_size=4).digest(), "little") or 1
+
+
+def _mix_of(batch):
+    """(partner labels, weight) of a batch Mixup/CutMix mixed, else None."""
+    return None if batch.mix_labels is None else (batch.mix_labels, batch.mix_weight)
 
 
 class Samples(torch.utils.data.IterableDataset):

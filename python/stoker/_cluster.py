@@ -138,7 +138,8 @@ def _checkin(spec, loader):
 def make_range(spec, index_data, epoch, first, count):
     """Dask task: batches [first, first + count) of `epoch` for the loader
     described by spec. Returns the images and labels of every batch as two
-    arrays, the sizes and bad-input counts per batch, and, when the data
+    arrays (and the Mixup/CutMix partner labels and weights), the sizes and
+    bad-input counts per batch, and, when the data
     was bad under on_error="fail", the error that ended the range (the
     batches before it are kept, as a local loader delivers them)."""
     if spec["version"] != _stoker.version:
@@ -150,7 +151,8 @@ def make_range(spec, index_data, epoch, first, count):
         loader.seek_range(epoch, first, count)
         images = np.empty(count * spec["batch_bytes"], np.uint8)
         labels = np.empty(count * spec["batch_size"], np.int64)
-        sizes, skips, error = [], [], None
+        partners = np.empty(count * spec["batch_size"], np.int64)  # Mixup/CutMix
+        sizes, skips, weights, error = [], [], [], None
         image_end = label_end = 0
         try:
             while len(sizes) < count:
@@ -162,6 +164,9 @@ def make_range(spec, index_data, epoch, first, count):
                 image_end += data.size
                 n = b.size
                 labels[label_end:label_end + n] = np.frombuffer(b.labels, np.int64)
+                if b.mix_labels is not None:
+                    partners[label_end:label_end + n] = np.frombuffer(b.mix_labels, np.int64)
+                weights.append(None if b.mix_labels is None else b.mix_weight)
                 label_end += n
                 sizes.append(n)
                 skips.append(b.skips)
@@ -176,6 +181,7 @@ def make_range(spec, index_data, epoch, first, count):
     return {
         "first": first, "sizes": sizes, "skips": skips, "error": error,
         "images": images[:image_end], "labels": labels[:label_end],
+        "mix_labels": partners[:label_end], "mix_weights": weights,
         "samples_read": after["samples_read"] - before["samples_read"],
         "worker": _worker_address(),
     }
@@ -337,7 +343,8 @@ CHUNK_BYTES = 30 << 20
 class Run:
     """One iteration over batches [first, n) of an epoch: claims, the
     reorder buffer, the local thread and the tasks in flight. tensors(images,
-    labels, n) makes the training loop's tensors out of two buffers.
+    labels, n, mix) makes the training loop's tensors out of two buffers
+    (mix: the Mixup/CutMix partner labels and weight, or None).
 
     Claims are per range (batches_per_task batches); delivery is per batch:
     `ready` holds the batches made and not read yet by index, whoever made
@@ -558,7 +565,8 @@ class Run:
                 b = self.c.next()
                 if b is None:
                     break
-                images, labels = self.tensors(b.images, b.labels, b.size)
+                mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
+                images, labels = self.tensors(b.images, b.labels, b.size, mix)
                 made += 1
                 with self.cond:
                     self._put(index, (images, labels, b.skips, "local"))
@@ -623,7 +631,9 @@ class Run:
         kept = 0
         for k, (n, skips) in enumerate(zip(result["sizes"], result["skips"])):
             size = n * self.o.image_bytes
-            item = self.tensors(images[i:i + size], labels[j:j + n], n) + (skips, "cluster")
+            w = result["mix_weights"][k]
+            mix = None if w is None else (result["mix_labels"][j:j + n], w)
+            item = self.tensors(images[i:i + size], labels[j:j + n], n, mix) + (skips, "cluster")
             kept += self._put(result["first"] + k, item)
             i += size
             j += n
