@@ -89,31 +89,38 @@ int stk__aug_gaussian_blur(const struct stk__aug_image *img, int kernel, double 
     for (int i = 0; i < kernel; i++)
         k[i] /= sum;
     long w = img->width, h = img->height, r = kernel / 2;
-    float *tmp = stk__malloc((size_t)w * (size_t)h * 3 * sizeof *tmp);
+    /* the float image between the passes, then the reflected source
+     * column and row of every tap position (-r to size + r) */
+    size_t floats = (size_t)w * (size_t)h * 3, taps = (size_t)(w + h + 4 * r);
+    float *tmp = stk__malloc(floats * sizeof *tmp + taps * sizeof(size_t));
     if (tmp == NULL)
         return -1;
+    size_t *col = (size_t *)(void *)(tmp + floats), *row = col + w + 2 * r;
+    for (long i = -r; i < w + r; i++)
+        col[i + r] = reflect(i, w) * 3;
+    for (long i = -r; i < h + r; i++)
+        row[i + r] = reflect(i, h) * (size_t)w * 3;
     const uint8_t *src = img->pixels;
-    for (long y = 0; y < h; y++) /* horizontal pass into float */
+    for (long y = 0; y < h; y++) { /* horizontal pass into float */
+        const uint8_t *line = src + (size_t)y * (size_t)w * 3;
+        float *t = tmp + (size_t)y * (size_t)w * 3;
         for (long x = 0; x < w; x++)
             for (int c = 0; c < 3; c++) {
                 float acc = 0;
-                for (long j = -r; j <= r; j++)
-                    acc += k[j + r] * (float)src[((size_t)y * (size_t)w + reflect(x + j, w)) * 3 +
-                                                 (size_t)c];
-                tmp[((size_t)y * (size_t)w + (size_t)x) * 3 + (size_t)c] = acc;
+                for (long j = 0; j < kernel; j++)
+                    acc += k[j] * (float)line[col[x + j] + (size_t)c];
+                t[x * 3 + c] = acc;
             }
+    }
     uint8_t *out = img->pixels;
     for (long y = 0; y < h; y++) /* vertical pass, rounded */
-        for (long x = 0; x < w; x++)
-            for (int c = 0; c < 3; c++) {
-                float acc = 0;
-                for (long j = -r; j <= r; j++)
-                    acc += k[j + r] *
-                           tmp[(reflect(y + j, h) * (size_t)w + (size_t)x) * 3 + (size_t)c];
-                acc = acc >= 0.0f ? (acc > 255.0f ? 255.0f : acc) : 0.0f;
-                out[((size_t)y * (size_t)w + (size_t)x) * 3 + (size_t)c] =
-                    (uint8_t)nearbyintf(acc);
-            }
+        for (size_t i = 0; i < (size_t)w * 3; i++) {
+            float acc = 0;
+            for (long j = 0; j < kernel; j++)
+                acc += k[j] * tmp[row[y + j] + i];
+            acc = acc >= 0.0f ? (acc > 255.0f ? 255.0f : acc) : 0.0f;
+            out[(size_t)y * (size_t)w * 3 + i] = (uint8_t)nearbyintf(acc);
+        }
     stk__free(tmp);
     return 0;
 }
