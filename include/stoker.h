@@ -475,6 +475,17 @@ struct stk_options {
     /* Eval transform: the short side is resized to eval_resize before the
      * center crop (default 0: int(min(height, width) / 0.875)). */
     unsigned eval_resize;
+    /* Repeated augmentation (the reference's --ra-sampler --ra-reps;
+     * default 0: 1, off): ranks rank / ra_reps * ra_reps ... + ra_reps - 1
+     * read the same samples in the same order, each with its own crop,
+     * augmentations and mixing, so each sample is seen ra_reps times per
+     * epoch on ra_reps different ranks. world_size must be a multiple of
+     * ra_reps. With a dataset index each rank still yields total /
+     * world_size samples (as the reference's sampler), so an epoch covers
+     * 1 / ra_reps of the data, a different part each epoch when
+     * shuffling; without one and without samples_per_rank a rank yields
+     * its group's whole share. */
+    unsigned ra_reps;
     enum stk_auto_augment auto_augment;
     enum stk_interpolation augment_interpolation;
     unsigned augment_magnitude_bins;

@@ -29,6 +29,7 @@
 #include "cloud_list.h"
 #include "error.h"
 #include "options.h"
+#include "rng.h"
 #include "pipeline.h"
 #include "image.h"
 #include "plan.h"
@@ -45,6 +46,12 @@ struct stk_loader {
     struct stk__strlist names; /* urls redacted: samples point here until released */
     int rank;
     int world_size;
+    /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
+     * rank / reps among world_size / reps, so reps consecutive ranks read
+     * the same samples and draw their own augmentations. reps 1: the
+     * rank's own plan. */
+    int plan_rank;
+    int plan_world;
     struct stk__counters counters;
     atomic_uint_fast64_t samples;
     atomic_uint_fast64_t batches;
@@ -103,6 +110,19 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "set both alloc_batch_memory and free_batch_memory, or neither");
     if (o->cache_dir != NULL && o->cache_dir[0] != '\0' && o->cache_size == 0)
         return stk__errf(err, STK_EINVAL, "cache_dir %s needs a cache_size above 0", o->cache_dir);
+    return 0;
+}
+
+/* The plan's rank and world under repeated augmentation. */
+static int plan_ranks(stk_loader *l, struct stk__err *err)
+{
+    int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
+    if (l->world_size % reps != 0)
+        return stk__errf(err, STK_EINVAL, "ra_reps (%d) must divide world_size (%d): each "
+                                          "sample goes to ra_reps ranks",
+                         reps, l->world_size);
+    l->plan_rank = l->rank / reps;
+    l->plan_world = l->world_size / reps;
     return 0;
 }
 
@@ -167,7 +187,9 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
-        rc = stk__plan_check(l->urls.count, l->world_size, &err);
+        rc = plan_ranks(l, &err);
+    if (rc == 0)
+        rc = stk__plan_check(l->urls.count, l->plan_world, &err);
     if (rc == 0 && opts->index_path != NULL)
         rc = use_index(l, &err);
     /* A local shard that is missing fails now, not when its turn comes (a
@@ -180,6 +202,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
         rc = stk__image_config_init(&l->image, opts, &err);
         if (rc < 0)
             goto fail;
+        /* Repeated augmentation: the ranks that share a plan draw their
+         * own crops, augmentations and mixing. */
+        if (l->plan_world != l->world_size)
+            l->image.seed = stk__mix(opts->seed, (uint64_t)l->rank);
         l->has_ring = 1; /* destroyable even when its init fails */
         if (stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
                                  stk__image_bytes(&l->image), opts->alloc_batch_memory,
@@ -220,8 +246,8 @@ static int start_epoch(stk_loader *l)
     const struct stk_options *o = &l->opts;
     struct stk__pipeline_config cfg = {
         .opts = *o,
-        .rank = l->rank,
-        .world_size = l->world_size,
+        .rank = l->plan_rank,
+        .world_size = l->plan_world,
         .urls = &l->urls,
         .names = &l->names,
         .first_batch = l->first_batch,
@@ -369,8 +395,8 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
     if (l->index.counts == NULL)
         return 0;
     struct stk__plan_cursor c;
-    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->rank,
-                              l->world_size, l->opts.shuffle, 0) < 0)
+    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->plan_rank,
+                              l->plan_world, l->opts.shuffle, 0) < 0)
         return 0;
     uint64_t total = 0;
     size_t shard;

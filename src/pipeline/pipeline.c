@@ -845,10 +845,13 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
 static int mix_batch(struct stk__pipeline *p, struct stk__batch *b, struct stk__err *err)
 {
     const struct stk_options *o = &p->cfg.opts;
+    if (p->cfg.image == NULL)
+        return 0;
     double cutmix_share = o->mix_switch_probability ? o->mix_switch_probability : 0.5;
-    const struct stk__mix_params mp = {o->mixup_alpha, o->cutmix_alpha, cutmix_share, o->seed,
-                                       o->epoch, p->cfg.rank};
-    if (p->cfg.image == NULL || o->transform != STK_TRANSFORM_TRAIN || !stk__mix_enabled(&mp))
+    /* the image's seed: the option's, or a repeated-augmentation copy's */
+    const struct stk__mix_params mp = {o->mixup_alpha, o->cutmix_alpha, cutmix_share,
+                                       p->cfg.image->seed, o->epoch, p->cfg.rank};
+    if (o->transform != STK_TRANSFORM_TRAIN || !stk__mix_enabled(&mp))
         return 0;
     uint64_t t0 = stk__now_ns();
     size_t n = b->pub.n_samples;

@@ -108,3 +108,32 @@ def test_eval_resize(even_shards):
     default = eval_images(even_shards)
     assert torch.equal(default, eval_images(even_shards, eval_resize=27))  # int(24 / 0.875)
     assert not torch.equal(default, eval_images(even_shards, eval_resize=40))
+
+
+def test_repeated_augmentation(even_shards, stoker_bin, tmp_path):
+    """ra_reps 2 over 4 ranks: each sample of the epoch comes exactly twice,
+    on two different ranks, with different pixels; every rank yields the
+    same number of batches."""
+    import subprocess
+    index = tmp_path / "index.json"
+    subprocess.run([stoker_bin, "index", "-o", str(index), *even_shards], check=True,
+                   capture_output=True, timeout=120)
+    seen, pixels, lengths = {}, {}, []
+    for rank in range(4):
+        loader = stoker.Loader(even_shards, batch_size=6, image_size=32, transform="train",
+                               seed=9, rank=rank, world_size=4, ra_reps=2, index=str(index),
+                               fields=("jpg", "__key__"), auto_augment="ta_wide")
+        n = 0
+        for images, keys in loader:
+            n += 1
+            for k, img in zip(keys, images):
+                seen.setdefault(k, []).append(rank)
+                pixels.setdefault(k, []).append(img.clone())
+        lengths.append(n)
+        loader.close()
+    assert len(set(lengths)) == 1
+    assert all(len(r) == 2 and r[0] // 2 == r[1] // 2 and r[0] != r[1] for r in seen.values())
+    assert len(seen) == 120 // 2  # each rank 30 samples, 2 copies: half the data per epoch
+    assert all(not torch.equal(*p) for p in pixels.values())
+    with pytest.raises(stoker.OptionError, match="ra_reps"):
+        stoker.Loader(even_shards, transform="train", rank=0, world_size=3, ra_reps=2)
