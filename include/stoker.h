@@ -828,7 +828,7 @@ struct stk_stats {
     uint64_t shuffle_epoch_shards;
     /* The recipe's augmentations (stk_options.auto_augment, random_erase,
      * mixup_alpha, cutmix_alpha), summed over threads (ns): */
-    uint64_t image_augment_ns;  /* auto_augment operations on the crops */
+    uint64_t image_augment_ns;  /* auto_augment, ColorJitter, grayscale, blur on the crops */
     uint64_t image_erase_ns;    /* random erasing */
     uint64_t batch_mix_ns;      /* Mixup and CutMix of whole batches */
 };

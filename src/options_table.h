@@ -221,7 +221,7 @@
     X(shuffle_sized_samples, "samples of those shards") \
     X(shuffle_sized_pairs, "sum of m(m-1) over those shards of m samples") \
     X(shuffle_epoch_shards, "shards of this rank's epoch") \
-    X(image_augment_ns, "auto_augment operations on the crops (ns)") \
+    X(image_augment_ns, "auto_augment, ColorJitter, grayscale and blur on the crops (ns)") \
     X(image_erase_ns, "random erasing (ns)") \
     X(batch_mix_ns, "Mixup and CutMix of batches (ns)")
 /* clang-format on */

@@ -150,7 +150,7 @@ size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats
             ms_per(s->image_convert_ns, s->images_decoded));
     if (s->image_augment_ns + s->image_erase_ns + s->batch_mix_ns > 0)
         put(&o,
-            "augmentations: per image %.3f ms auto_augment, %.3f ms random erasing, %.3f ms "
+            "augmentations: per image %.3f ms crop ops, %.3f ms random erasing, %.3f ms "
             "Mixup/CutMix (on the caller's thread)\n",
             ms_per(s->image_augment_ns, s->images_decoded),
             ms_per(s->image_erase_ns, s->images_decoded), ms_per(s->batch_mix_ns, s->samples));

@@ -104,7 +104,7 @@ static void test_decode_bound(void **state)
     s.image_erase_ns = 6400ull * 10000;
     s.batch_mix_ns = 6400ull * 50000;
     report(&s, buf, sizeof buf);
-    assert_contains(buf, "augmentations: per image 0.300 ms auto_augment, 0.010 ms random "
+    assert_contains(buf, "augmentations: per image 0.300 ms crop ops, 0.010 ms random "
                          "erasing, 0.050 ms Mixup/CutMix");
 }
 
