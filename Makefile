@@ -10,7 +10,7 @@ SMALL_DATA ?= build-data/small-data
 PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster \
-	bench-gpu gpu-pack
+	bench-gpu gpu-pack bench-recipe
 
 deps:
 	sh tools/install_deps.sh
@@ -62,6 +62,11 @@ bench-python: build $(DATA)/.complete
 bench-remote: build $(DATA)/.complete
 	$(PYTHON) bench/remote_vs_local.py --pin --threads 1 --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar
 	$(PYTHON) bench/remote_vs_local.py --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar
+
+# The torchvision reference recipe (TrivialAugmentWide, RandomErasing,
+# Mixup/CutMix, crop 176): stoker against DataLoader(2 workers), pinned.
+bench-recipe: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/recipe_vs_torchvision.py --rounds 3 $(DATA)/train-*.tar
 
 # A trainer on one core alone, then with one Dask worker on another core.
 bench-cluster: build $(DATA)/.complete

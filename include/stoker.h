@@ -129,6 +129,28 @@ enum stk_transform {
                                 (non-square: see image_height, image_width) */
 };
 
+/* Augmentation policy of the train transform, after the crop (the values
+ * of torchvision's classification reference's --auto-augment). */
+enum stk_auto_augment {
+    STK_AUTO_AUGMENT_NONE = 0,
+    STK_AUTO_AUGMENT_TA_WIDE = 1,  /* TrivialAugmentWide(augment_magnitude_bins) */
+    STK_AUTO_AUGMENT_RA = 2,       /* RandAugment(ra_num_ops, ra_magnitude, augment_magnitude_bins) */
+    STK_AUTO_AUGMENT_IMAGENET = 3  /* AutoAugment(AutoAugmentPolicy.IMAGENET) */
+};
+
+/* Presets of augmentation options (stk_options.recipe). */
+enum stk_recipe {
+    STK_RECIPE_NONE = 0,
+    /* torchvision's classification reference, "new recipe" (2021):
+     * --auto-augment ta_wide --random-erase 0.1 --mixup-alpha 0.2
+     * --cutmix-alpha 1.0 --interpolation bilinear --val-resize-size 232
+     * (with image_size 176 to train and 224 to evaluate) */
+    STK_RECIPE_TORCHVISION_V2 = 1
+};
+
+/* Interpolation of the geometric augmentations (grid_sample's modes). */
+enum stk_interpolation { STK_INTERPOLATION_NEAREST = 0, STK_INTERPOLATION_BILINEAR = 1 };
+
 /* Element type and layout of image batches. */
 enum stk_dtype { STK_DTYPE_UINT8 = 0, STK_DTYPE_FLOAT32 = 1, STK_DTYPE_FLOAT16 = 2, STK_DTYPE_BFLOAT16 = 3 };
 enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
@@ -439,6 +461,74 @@ struct stk_options {
      * figures" gives the measured differences); 8 always decodes at full
      * scale. */
     float dct_margin;
+
+    /* The augmentations of torchvision's classification recipes, train
+     * transform only, all drawn from the sample's own random stream (so
+     * batches stay bit-identical whatever the threads or hosts):
+     * auto_augment (default none) runs on the resized crop, in uint8,
+     * before the conversion to dtype; the geometric ops sample with
+     * augment_interpolation (default nearest, torchvision's default; the
+     * reference recipe uses bilinear) and fill with 0. random_erase
+     * (default 0) is RandomErasing(p=random_erase, value=0) after
+     * normalization: 0 in float outputs, round(255 * mean) in uint8.
+     * augment_magnitude_bins (2 to 1000; default 0: 31) is the bin count
+     * of TrivialAugmentWide and RandAugment; ra_num_ops (1 to 16; default
+     * 0: 2) and ra_magnitude (1 to below the bin count; default 0: 9)
+     * RandAugment's. (0 stands for the default so that options of an
+     * older header, zero past their size, get torchvision's values; bin 0
+     * would make every RandAugment op an identity.) */
+    /* A preset (default none): each option of the recipe that is still at
+     * its default (0, none, nearest) takes the recipe's value when the
+     * loader is created; options set explicitly keep theirs. */
+    enum stk_recipe recipe;
+    /* Eval transform: the short side is resized to eval_resize before the
+     * center crop (default 0: int(min(height, width) / 0.875)). */
+    unsigned eval_resize;
+    /* Repeated augmentation (the reference's --ra-sampler --ra-reps;
+     * default 0: 1, off): ranks rank / ra_reps * ra_reps ... + ra_reps - 1
+     * read the same samples in the same order, each with its own crop,
+     * augmentations and mixing, so each sample is seen ra_reps times per
+     * epoch on ra_reps different ranks. world_size must be a multiple of
+     * ra_reps. With a dataset index each rank still yields total /
+     * world_size samples (as the reference's sampler), so an epoch covers
+     * 1 / ra_reps of the data, a different part each epoch when
+     * shuffling; without one and without samples_per_rank a rank yields
+     * its group's whole share. */
+    unsigned ra_reps;
+    enum stk_auto_augment auto_augment;
+    enum stk_interpolation augment_interpolation;
+    unsigned augment_magnitude_bins;
+    unsigned ra_num_ops;
+    unsigned ra_magnitude;
+    float random_erase;
+    /* After auto_augment, in this order (all train only, default 0: off):
+     * ColorJitter(brightness=contrast=saturation=color_jitter,
+     * hue=hue_jitter) with torchvision's random order of the four,
+     * RandomGrayscale(grayscale_probability), GaussianBlur(blur_kernel,
+     * sigma=(blur_sigma_min, blur_sigma_max)) (kernel odd, at most 63;
+     * sigma 0: 0.1 and 2.0). */
+    float color_jitter;
+    float hue_jitter;
+    float grayscale_probability;
+    unsigned blur_kernel;
+    float blur_sigma_min;
+    float blur_sigma_max;
+
+    /* Mixup and CutMix of whole batches (default 0: off), as the
+     * classification reference's RandomMixup/RandomCutmix behind
+     * RandomChoice: each batch is mixed with itself rolled by one sample,
+     * with weight lambda ~ Beta(alpha, alpha) for its own image. With both
+     * alphas set, a batch gets CutMix with probability
+     * mix_switch_probability (default 0: 0.5, as RandomChoice), else Mixup. The draws are keyed
+     * by (seed, epoch, rank, batch index). stk_batch.mix_labels and
+     * mix_weight say what each image holds. Image dtype uint8, float32 or
+     * bfloat16. */
+    float mixup_alpha;
+    float cutmix_alpha;
+    float mix_switch_probability;
+    /* Read by the Python Loader only: with mixing, yield soft one-hot
+     * targets of num_classes classes (default 0: the label pairs). */
+    unsigned num_classes;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -667,6 +757,14 @@ struct stk_batch {
     uint64_t samples_skipped;
     uint64_t images_replaced;
     uint64_t shards_failed;
+    /* Mixup/CutMix (stk_options.mixup_alpha, cutmix_alpha): image i holds
+     * mix_weight of its own label's image and 1 - mix_weight of the image
+     * labelled mix_labels[i] (the previous image of the batch, the last
+     * for image 0), so its soft target is mix_weight * onehot(labels[i]) +
+     * (1 - mix_weight) * onehot(mix_labels[i]). NULL and 1 without
+     * mixing. */
+    const int64_t *mix_labels;
+    double mix_weight;
 };
 
 /* Give a batch back. May be called from any thread, in any order, also after
@@ -742,6 +840,11 @@ struct stk_stats {
     uint64_t shuffle_sized_samples;
     uint64_t shuffle_sized_pairs;
     uint64_t shuffle_epoch_shards;
+    /* The recipe's augmentations (stk_options.auto_augment, random_erase,
+     * mixup_alpha, cutmix_alpha), summed over threads (ns): */
+    uint64_t image_augment_ns;  /* auto_augment, ColorJitter, grayscale, blur on the crops */
+    uint64_t image_erase_ns;    /* random erasing */
+    uint64_t batch_mix_ns;      /* Mixup and CutMix of whole batches */
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any

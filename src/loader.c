@@ -32,6 +32,7 @@
 #include "cloud_list.h"
 #include "error.h"
 #include "options.h"
+#include "rng.h"
 #include "pipeline.h"
 #include "image.h"
 #include "plan.h"
@@ -48,6 +49,12 @@ struct stk_loader {
     struct stk__strlist names; /* urls redacted: samples point here until released */
     int rank;
     int world_size;
+    /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
+     * rank / reps among world_size / reps, so reps consecutive ranks read
+     * the same samples and draw their own augmentations. reps 1: the
+     * rank's own plan. */
+    int plan_rank;
+    int plan_world;
     struct stk__counters counters;
     atomic_uint_fast64_t samples;
     atomic_uint_fast64_t batches;
@@ -109,6 +116,19 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
     return 0;
 }
 
+/* The plan's rank and world under repeated augmentation. */
+static int plan_ranks(stk_loader *l, struct stk__err *err)
+{
+    int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
+    if (l->world_size % reps != 0)
+        return stk__errf(err, STK_EINVAL, "ra_reps (%d) must divide world_size (%d): each "
+                                          "sample goes to ra_reps ranks",
+                         reps, l->world_size);
+    l->plan_rank = l->rank / reps;
+    l->plan_world = l->world_size / reps;
+    return 0;
+}
+
 /* Load the dataset index. With several ranks and no samples_per_rank, each
  * rank then yields the same share of the dataset, floor(total / world):
  * equal batches per rank without the user counting samples. */
@@ -140,8 +160,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     struct stk_options imported;
     const struct stk_options *opts = &imported;
     int rc = stk__options_import(&imported, caller_opts, &err);
-    if (rc == 0)
+    if (rc == 0) {
+        stk__options_apply_recipe(&imported);
         rc = check_options(opts, &err);
+    }
     if (rc < 0)
         goto fail;
     if (urls == NULL && n_urls > 0) {
@@ -169,7 +191,9 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
-        rc = stk__plan_check(l->urls.count, l->world_size, &err);
+        rc = plan_ranks(l, &err);
+    if (rc == 0)
+        rc = stk__plan_check(l->urls.count, l->plan_world, &err);
     if (rc == 0 && opts->index_path != NULL)
         rc = use_index(l, &err);
     /* A local shard that is missing fails now, not when its turn comes (a
@@ -182,6 +206,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
         rc = stk__image_config_init(&l->image, opts, &err);
         if (rc < 0)
             goto fail;
+        /* Repeated augmentation: the ranks that share a plan draw their
+         * own crops, augmentations and mixing. */
+        if (l->plan_world != l->world_size)
+            l->image.seed = stk__mix(opts->seed, (uint64_t)l->rank);
         l->has_ring = 1; /* destroyable even when its init fails */
         if (stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
                                  stk__image_bytes(&l->image), opts->alloc_batch_memory,
@@ -222,8 +250,8 @@ static int start_epoch(stk_loader *l)
     const struct stk_options *o = &l->opts;
     struct stk__pipeline_config cfg = {
         .opts = *o,
-        .rank = l->rank,
-        .world_size = l->world_size,
+        .rank = l->plan_rank,
+        .world_size = l->plan_world,
         .urls = &l->urls,
         .names = &l->names,
         .first_batch = l->first_batch,
@@ -379,8 +407,8 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
     if (l->index.counts == NULL)
         return 0;
     struct stk__plan_cursor c;
-    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->rank,
-                              l->world_size, l->opts.shuffle, 0) < 0)
+    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->plan_rank,
+                              l->plan_world, l->opts.shuffle, 0) < 0)
         return 0;
     uint64_t total = 0;
     size_t shard;
@@ -416,6 +444,9 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     s->image_decode_ns = atomic_load(&m->counters.image_decode_ns);
     s->image_resample_ns = atomic_load(&m->counters.image_resample_ns);
     s->image_convert_ns = atomic_load(&m->counters.image_convert_ns);
+    s->image_augment_ns = atomic_load(&m->counters.image_augment_ns);
+    s->image_erase_ns = atomic_load(&m->counters.image_erase_ns);
+    s->batch_mix_ns = atomic_load(&m->counters.batch_mix_ns);
     s->wait_ns = atomic_load(&m->wait_ns);
     uint64_t first = atomic_load(&m->first_ns);
     s->wall_ns = first ? stk__now_ns() - first : 0;

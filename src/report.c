@@ -148,6 +148,12 @@ size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats
             100 * decode, ms_per(s->image_decode_ns, s->images_decoded),
             ms_per(s->image_resample_ns, s->images_decoded),
             ms_per(s->image_convert_ns, s->images_decoded));
+    if (s->image_augment_ns + s->image_erase_ns + s->batch_mix_ns > 0)
+        put(&o,
+            "augmentations: per image %.3f ms crop ops, %.3f ms random erasing, %.3f ms "
+            "Mixup/CutMix (on the caller's thread)\n",
+            ms_per(s->image_augment_ns, s->images_decoded),
+            ms_per(s->image_erase_ns, s->images_decoded), ms_per(s->batch_mix_ns, s->samples));
     put(&o, "batching (interleave, shuffle, assemble): 1 thread %.0f%% busy\n", 100 * batching);
     if (s->shuffle_pairs > 0) {
         if (isinf(r.shuffle_k_eff))

@@ -203,8 +203,9 @@ CHUNK_BYTES = 30 << 20
 class Run:
     """One iteration over batches [first, n) of an epoch: the claims and
     reorder buffer (_claims.Claims), the local thread and the tasks in
-    flight. tensors(images, labels, n) makes the training loop's tensors
-    out of two buffers.
+    flight. tensors(images, labels, n, mix) makes the training loop's tensors
+    out of two buffers (mix: the Mixup/CutMix partner labels and weight, or
+    None).
 
     Claims are per range (batches_per_task batches); delivery is per batch:
     the claims' `ready` holds the batches made and not read yet by index,
@@ -313,7 +314,8 @@ class Run:
                 b = self.c.next()
                 if b is None:
                     break
-                images, labels = self.tensors(b.images, b.labels, b.size)
+                mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
+                images, labels = self.tensors(b.images, b.labels, b.size, mix)
                 made += 1
                 with self.cond:
                     self._put(index, (images, labels, b.skips, "local"))
@@ -368,7 +370,9 @@ class Run:
         kept = 0
         for k, (n, skips) in enumerate(zip(result["sizes"], result["skips"])):
             size = n * self.o.image_bytes
-            item = self.tensors(images[i:i + size], labels[j:j + n], n) + (skips, "cluster")
+            w = result["mix_weights"][k]
+            mix = None if w is None else (result["mix_labels"][j:j + n], w)
+            item = self.tensors(images[i:i + size], labels[j:j + n], n, mix) + (skips, "cluster")
             kept += self._put(result["first"] + k, item)
             i += size
             j += n

@@ -101,7 +101,8 @@ def _checkin(spec, loader):
 def make_range(spec, index_data, epoch, first, count):
     """Dask task: batches [first, first + count) of `epoch` for the loader
     described by spec. Returns the images and labels of every batch as two
-    arrays, the sizes and bad-input counts per batch, and, when the data
+    arrays (and the Mixup/CutMix partner labels and weights), the sizes and
+    bad-input counts per batch, and, when the data
     was bad under on_error="fail", the error that ended the range (the
     batches before it are kept, as a local loader delivers them)."""
     if spec["version"] != _stoker.version:
@@ -113,7 +114,8 @@ def make_range(spec, index_data, epoch, first, count):
         loader.seek_range(epoch, first, count)
         images = np.empty(count * spec["batch_bytes"], np.uint8)
         labels = np.empty(count * spec["batch_size"], np.int64)
-        sizes, skips, error = [], [], None
+        partners = np.empty(count * spec["batch_size"], np.int64)  # Mixup/CutMix
+        sizes, skips, weights, error = [], [], [], None
         image_end = label_end = 0
         try:
             while len(sizes) < count:
@@ -125,6 +127,9 @@ def make_range(spec, index_data, epoch, first, count):
                 image_end += data.size
                 n = b.size
                 labels[label_end:label_end + n] = np.frombuffer(b.labels, np.int64)
+                if b.mix_labels is not None:
+                    partners[label_end:label_end + n] = np.frombuffer(b.mix_labels, np.int64)
+                weights.append(None if b.mix_labels is None else b.mix_weight)
                 label_end += n
                 sizes.append(n)
                 skips.append(b.skips)
@@ -139,6 +144,7 @@ def make_range(spec, index_data, epoch, first, count):
     return {
         "first": first, "sizes": sizes, "skips": skips, "error": error,
         "images": images[:image_end], "labels": labels[:label_end],
+        "mix_labels": partners[:label_end], "mix_weights": weights,
         "samples_read": after["samples_read"] - before["samples_read"],
         "worker": _worker_address(),
     }

@@ -183,6 +183,7 @@ class Loader:
                            index_path=None if index is None else os.fspath(index), **c_config)
         info = self._c.info()
         self._hw = (info["image_height"], info["image_width"])
+        self._num_classes = options.get("num_classes", 0)
         if cluster is not None:
             image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
             self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
@@ -293,11 +294,27 @@ class Loader:
         """The images tensor of n images: it shares the buffer's memory (zero copy)."""
         return torch.frombuffer(images, dtype=self._dtype).view(self._shape(n))
 
-    def _tensors(self, images, labels, n):
+    def _tensors(self, images, labels, n, mix=None):
         """The images share the buffer's memory (zero copy); the labels are
         copied (a few hundred bytes), so that holding them holds no image
-        buffer."""
-        return self._images(images, n), torch.frombuffer(labels, dtype=torch.int64).clone()
+        buffer. mix: (buffer of the partner labels, weight) of a batch
+        Mixup/CutMix mixed, whose targets then say so."""
+        labels = torch.frombuffer(labels, dtype=torch.int64).clone()
+        if mix is not None:
+            labels = self._mixed_targets(labels, *mix)
+        return self._images(images, n), labels
+
+    def _mixed_targets(self, labels, partners, weight):
+        """Mixup/CutMix targets: soft one-hot rows of num_classes (as the
+        classification reference's collate), else (labels, mix_labels,
+        mix_weight)."""
+        partners = torch.frombuffer(partners, dtype=torch.int64).clone()
+        if not self._num_classes:
+            return labels, partners, weight
+        soft = torch.zeros(len(labels), self._num_classes, dtype=torch.float32)
+        soft.scatter_(1, labels.view(-1, 1), weight)
+        soft.scatter_add_(1, partners.view(-1, 1), torch.full((len(labels), 1), 1.0 - weight))
+        return soft
 
     def _local_batches(self, first):
         c = self._c
@@ -316,7 +333,7 @@ class Loader:
             if batch is None:
                 break
             if self._fields is None:
-                out = self._tensors(batch.images, batch.labels, batch.size)
+                out = self._tensors(batch.images, batch.labels, batch.size, _mix_of(batch))
             else:
                 out = self._fields.batch(batch, self._images(batch.images, batch.size))
             held = batch.images if self._in_flight is not None else None
@@ -421,3 +438,8 @@ class Loader:
 Loader.__doc__ += _options_doc(Loader.__init__)
 Loader.stats.__doc__ += "\n\n        Keys:\n\n" + "".join(
     f"        {name}: {doc}\n" for name, doc in _stoker.stats_fields())
+
+
+def _mix_of(batch):
+    """(partner labels, weight) of a batch Mixup/CutMix mixed, else None."""
+    return None if batch.mix_labels is None else (batch.mix_labels, batch.mix_weight)

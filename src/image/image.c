@@ -35,12 +35,16 @@
 #define DCT_MARGIN_EVAL 1.5
 #define DCT_MARGIN_TRAIN 1.25
 
+/* Tag of the augmentations' stream, forked from the crop's. */
+#define AUGMENT_STREAM 0x6175676d656e74ull
+
 struct stk__image_worker {
     struct stk__decoder *decoder;
     struct stk__resize_scratch *scratch;
     uint8_t *rgb; /* height x width x 3 staging for layouts other than uint8 NHWC */
     int simd;     /* AVX2 kernels (the CPU has them, unless a test said no) */
     int fuse;     /* resample straight into the output form (see stk__image_render) */
+    uint8_t *aug_scratch; /* height x width x 3 for the geometric augmentations */
     struct stk__stage_ns times;
 };
 
@@ -81,12 +85,70 @@ static uint16_t float_to_half(float f)
     return (uint16_t)half;
 }
 
-static uint16_t float_to_bfloat16(float f)
+uint16_t stk__float_to_bfloat16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
     x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even */
     return (uint16_t)(x >> 16);
+}
+
+static int augment_config_init(struct stk__image_config *cfg, const struct stk_options *o,
+                               struct stk__err *err)
+{
+    if ((unsigned)o->auto_augment > STK_AUTO_AUGMENT_IMAGENET ||
+        (unsigned)o->augment_interpolation > STK_INTERPOLATION_BILINEAR)
+        return stk__errf(err, STK_EINVAL, "unknown auto_augment or augment_interpolation");
+    /* 0: torchvision's defaults (see stoker.h) */
+    unsigned bins = o->augment_magnitude_bins ? o->augment_magnitude_bins : 31;
+    unsigned magnitude = o->ra_magnitude ? o->ra_magnitude : 9;
+    if (magnitude >= bins)
+        return stk__errf(err, STK_EINVAL, "ra_magnitude (%u) must be below "
+                                          "augment_magnitude_bins (%u)",
+                         magnitude, bins);
+    if (!(o->random_erase >= 0 && o->random_erase <= 1) ||
+        !(o->grayscale_probability >= 0 && o->grayscale_probability <= 1))
+        return stk__errf(err, STK_EINVAL,
+                         "random_erase and grayscale_probability must be between 0 and 1");
+    if (!(o->color_jitter >= 0 && o->color_jitter < 1e6) ||
+        !(o->hue_jitter >= 0 && o->hue_jitter <= 0.5))
+        return stk__errf(err, STK_EINVAL, "need color_jitter >= 0 and 0 <= hue_jitter <= 0.5");
+    if (o->blur_kernel % 2 == 0 && o->blur_kernel != 0)
+        return stk__errf(err, STK_EINVAL, "blur_kernel must be odd (or 0: no blur)");
+    /* 0: GaussianBlur's default sigma range (0.1, 2.0) */
+    double sigma_min = o->blur_sigma_min ? o->blur_sigma_min : 0.1;
+    double sigma_max = o->blur_sigma_max ? o->blur_sigma_max : 2.0;
+    if (!(sigma_min > 0 && sigma_min <= sigma_max && sigma_max < 1e6))
+        return stk__errf(err, STK_EINVAL, "need 0 < blur_sigma_min <= blur_sigma_max");
+    if (!(o->mixup_alpha >= 0 && o->cutmix_alpha >= 0 && o->mix_switch_probability >= 0 &&
+          o->mix_switch_probability <= 1))
+        return stk__errf(err, STK_EINVAL, "mixup_alpha and cutmix_alpha must be >= 0 and "
+                                          "mix_switch_probability between 0 and 1");
+    if ((o->mixup_alpha > 0 || o->cutmix_alpha > 0) && o->dtype == STK_DTYPE_FLOAT16)
+        return stk__errf(err, STK_EINVAL, "Mixup and CutMix need dtype uint8, float32 or "
+                                          "bfloat16, not float16");
+    int train = o->transform == STK_TRANSFORM_TRAIN;
+    cfg->augment = (struct stk__augment_params){
+        .policy = train ? o->auto_augment : STK_AUTO_AUGMENT_NONE,
+        .bins = (int)bins,
+        .num_ops = o->ra_num_ops ? (int)o->ra_num_ops : 2,
+        .magnitude = (int)magnitude,
+        .bilinear = o->augment_interpolation == STK_INTERPOLATION_BILINEAR,
+        .color_jitter = train ? o->color_jitter : 0,
+        .hue_jitter = train ? o->hue_jitter : 0,
+        .grayscale_probability = train ? o->grayscale_probability : 0,
+        .blur_kernel = train ? (int)o->blur_kernel : 0,
+        .blur_sigma_min = sigma_min,
+        .blur_sigma_max = sigma_max,
+        .erase_probability = train ? o->random_erase : 0,
+    };
+    /* RandomErasing's value 0 comes after normalization: 0 in the float
+     * outputs, the channel's mean in unnormalized uint8. */
+    for (int c = 0; c < 3; c++) {
+        double m = nearbyint(255.0 * o->mean[c]);
+        cfg->erase_u8[c] = (uint8_t)(m < 0 ? 0 : m > 255 ? 255 : m);
+    }
+    return 0;
 }
 
 int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
@@ -113,6 +175,9 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                          "0 <= flip_probability <= 1");
     cfg->train = (struct stk__train_params){o->scale_min, o->scale_max, o->ratio_min,
                                             o->ratio_max, o->flip_probability};
+    if (augment_config_init(cfg, o, err) < 0)
+        return err->code;
+    cfg->eval_resize = (int)o->eval_resize;
     cfg->seed = o->seed;
     cfg->epoch = o->epoch;
     cfg->max_pixels = o->max_image_pixels;
@@ -129,7 +194,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
             float f = ((float)v / 255.0f - o->mean[c]) / o->std[c];
             cfg->lut_f32[c][v] = f;
             cfg->lut_u16[c][v] = o->dtype == STK_DTYPE_FLOAT16 ? float_to_half(f)
-                                                               : float_to_bfloat16(f);
+                                                               : stk__float_to_bfloat16(f);
         }
     }
     /* Not txt: a caption that happens to be a number is no label. */
@@ -169,7 +234,11 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
     w->decoder = stk__decoder_new(cfg->max_pixels);
     w->scratch = stk__resize_scratch_new();
     w->rgb = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
-    if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL) {
+    if (stk__augment_any(&cfg->augment))
+        w->aug_scratch = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3 +
+                                     STK__AUG_SCRATCH_SLACK);
+    if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL ||
+        (stk__augment_any(&cfg->augment) && w->aug_scratch == NULL)) {
         stk__image_worker_free(w);
         return NULL;
     }
@@ -185,6 +254,7 @@ void stk__image_worker_free(struct stk__image_worker *w)
     stk__decoder_free(w->decoder);
     stk__resize_scratch_free(w->scratch);
     stk__free(w->rgb);
+    stk__free(w->aug_scratch);
     stk__free(w);
 }
 
@@ -364,6 +434,48 @@ static int has_padding(const struct stk__crop *crop)
     return (crop->pad_left | crop->pad_right | crop->pad_top | crop->pad_bottom) != 0;
 }
 
+/* The auto_augment operations drawn for this sample, on the RGB8 crop at
+ * output size. */
+static int augment_crop(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                        uint8_t *rgb, struct stk__draws *aug)
+{
+    uint64_t t0 = stk__now_ns();
+    struct stk__aug_step steps[STK__AUG_MAX_STEPS];
+    int n = stk__augment_draw(&cfg->augment, cfg->width, cfg->height, aug, steps);
+    const struct stk__aug_image img = {rgb, cfg->width, cfg->height, w->aug_scratch};
+    int rc = stk__augment_apply(&cfg->augment, &img, steps, n);
+    w->times.augment += stk__now_ns() - t0;
+    return rc < 0 ? STK_ENOMEM : 0;
+}
+
+/* RandomErasing on the output in its dtype and layout: the box takes the
+ * value 0 after normalization (all bits zero in every float type), or the
+ * channel's mean in uint8. */
+static void erase(struct stk__image_worker *w, const struct stk__image_config *cfg, void *out,
+                  struct stk__draws *aug)
+{
+    uint64_t t0 = stk__now_ns();
+    int top, left, bh, bw;
+    if (!stk__augment_erase_box(cfg->augment.erase_probability, cfg->width, cfg->height, aug,
+                                &top, &left, &bh, &bw))
+        goto out;
+    size_t es = dtype_size(cfg->dtype), W = (size_t)cfg->width, H = (size_t)cfg->height;
+    for (int c = 0; c < 3; c++)
+        for (int y = top; y < top + bh; y++) {
+            for (int x = left; x < left + bw; x++) {
+                size_t at = cfg->layout == STK_LAYOUT_NCHW
+                                ? ((size_t)c * H + (size_t)y) * W + (size_t)x
+                                : ((size_t)y * W + (size_t)x) * 3 + (size_t)c;
+                if (es == 1)
+                    ((uint8_t *)out)[at] = cfg->erase_u8[c];
+                else
+                    memset((char *)out + at * es, 0, es);
+            }
+        }
+out:
+    w->times.erase += stk__now_ns() - t0;
+}
+
 /* Decode the image bytes and resample the crop to height x width, flipped
  * where the draw says: into rgb (uint8 HWC, cfg->width x cfg->height, the
  * crop's padding black) or, when sink is not NULL (a crop without
@@ -434,32 +546,46 @@ static int render_rgb(struct stk__image_worker *w, const struct stk__image_confi
     return 0;
 }
 
-/* Two steps, the seam where per-image ops on the uint8 HWC crop at output
- * size go: render_rgb (decode + resample into w->rgb, or into out itself
- * for uint8 NHWC), then convert_rows to the batch's dtype and layout. With
- * nothing between them the two are fused (w->fuse): the resampler hands
- * each output row to convert_row while it is in L1, so the crop is
- * touched once after decoding; the conversion then counts as resampling
- * in the stage times. */
+/* The seam where per-image ops on the uint8 HWC crop at output size go:
+ * render_rgb (decode + resample into w->rgb, or into out itself for uint8
+ * NHWC), the auto_augment ops drawn from the stream aug (NULL: none), then
+ * convert_rows to the batch's dtype and layout, and RandomErasing on the
+ * output. With no op between them the resample and the conversion are
+ * fused (w->fuse): the resampler hands each output row to convert_row
+ * while it is in L1, so the crop is touched once after decoding; the
+ * conversion then counts as resampling in the stage times. */
+static int render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                  const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                  struct stk__draws *aug, void *out, struct stk__err *err)
+{
+    const int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
+    const int ops = aug != NULL && stk__augment_any(&cfg->augment);
+    int rc;
+    if (!direct && !ops && w->fuse && !has_padding(crop)) {
+        struct row_target target = {cfg, w->simd, out};
+        const struct stk__resize_sink sink = {convert_row, &target};
+        rc = render_rgb(w, cfg, data, size, crop, eval, NULL, &sink, err);
+    } else {
+        uint8_t *rgb = direct ? out : w->rgb;
+        rc = render_rgb(w, cfg, data, size, crop, eval, rgb, NULL, err);
+        if (rc == 0 && ops && augment_crop(w, cfg, rgb, aug) < 0)
+            rc = stk__errf(err, STK_ENOMEM, "no memory for the Gaussian blur");
+        if (rc == 0 && !direct) {
+            uint64_t t0 = stk__now_ns();
+            convert_rows(cfg, w->simd, w->rgb, 0, (size_t)cfg->height, out);
+            w->times.convert += stk__now_ns() - t0;
+        }
+    }
+    if (rc == 0 && aug != NULL && cfg->augment.erase_probability > 0)
+        erase(w, cfg, out, aug);
+    return rc;
+}
+
 int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
                       void *out, struct stk__err *err)
 {
-    const int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
-    if (direct)
-        return render_rgb(w, cfg, data, size, crop, eval, out, NULL, err);
-    if (w->fuse && !has_padding(crop)) {
-        struct row_target target = {cfg, w->simd, out};
-        const struct stk__resize_sink sink = {convert_row, &target};
-        return render_rgb(w, cfg, data, size, crop, eval, NULL, &sink, err);
-    }
-    int rc = render_rgb(w, cfg, data, size, crop, eval, w->rgb, NULL, err);
-    if (rc < 0)
-        return rc;
-    uint64_t t0 = stk__now_ns();
-    convert_rows(cfg, w->simd, w->rgb, 0, (size_t)cfg->height, out);
-    w->times.convert += stk__now_ns() - t0;
-    return 0;
+    return render(w, cfg, data, size, crop, eval, NULL, out, err);
 }
 
 void stk__image_worker_force_paths(struct stk__image_worker *w, int simd, int fuse)
@@ -520,15 +646,17 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
     int rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
     if (rc == 0) {
         struct stk__crop crop;
+        struct stk__draws d, aug;
         int eval = cfg->transform == STK_TRANSFORM_EVAL;
         if (eval) {
-            stk__crop_eval(width, height, cfg->height, cfg->width, &crop);
+            stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width,
+                                   &crop);
         } else {
-            struct stk__draws d;
             stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
             stk__crop_train(&cfg->train, width, height, &d, &crop);
+            stk__draws_fork(&d, AUGMENT_STREAM, &aug);
         }
-        rc = stk__image_render(w, cfg, m->data, m->size, &crop, eval, out, err);
+        rc = render(w, cfg, m->data, m->size, &crop, eval, eval ? NULL : &aug, out, err);
     }
     return rc < 0 ? name_member(rc, s, m, err) : 0;
 }

@@ -32,6 +32,7 @@
 
 #include "alloc.h"
 #include "interleave.h"
+#include "mix.h"
 #include "mixing.h"
 #include "plan.h"
 #include "rng.h"
@@ -847,6 +848,38 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
     return 0;
 }
 
+/* Mixup or CutMix of a settled batch, on the caller's thread outside the
+ * pipeline's lock, keyed by the batch index (mix.h). */
+static int mix_batch(struct stk__pipeline *p, struct stk__batch *b, struct stk__err *err)
+{
+    const struct stk_options *o = &p->cfg.opts;
+    if (p->cfg.image == NULL)
+        return 0;
+    double cutmix_share = o->mix_switch_probability ? o->mix_switch_probability : 0.5;
+    /* the image's seed: the option's, or a repeated-augmentation copy's */
+    const struct stk__mix_params mp = {o->mixup_alpha, o->cutmix_alpha, cutmix_share,
+                                       p->cfg.image->seed, o->epoch, p->cfg.rank};
+    if (o->transform != STK_TRANSFORM_TRAIN || !stk__mix_enabled(&mp))
+        return 0;
+    uint64_t t0 = stk__now_ns();
+    size_t n = b->pub.n_samples;
+    b->mix_labels = stk__malloc((n ? n : 1) * sizeof *b->mix_labels);
+    void *scratch = stk__malloc(b->ring->image_bytes);
+    if (b->mix_labels == NULL || scratch == NULL) {
+        stk__free(scratch);
+        return stk__errf(err, STK_ENOMEM, "no memory to mix batch %llu",
+                         (unsigned long long)b->pub.index);
+    }
+    struct stk__mix_draw d;
+    stk__mix_draw(&mp, b->pub.index, p->cfg.image->width, p->cfg.image->height, &d);
+    stk__mix_apply(&d, p->cfg.image, b->buffer, n, b->pub.labels, b->mix_labels, scratch);
+    stk__free(scratch);
+    b->pub.mix_labels = b->mix_labels;
+    b->pub.mix_weight = d.lambda;
+    atomic_fetch_add(&p->cfg.shard.counters->batch_mix_ns, stk__now_ns() - t0);
+    return 0;
+}
+
 int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err)
 {
     *out = NULL;
@@ -893,6 +926,12 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
     }
 out:
     stk__mutex_unlock(&p->mutex);
+    if (*out != NULL && mix_batch(p, *out, err) < 0) {
+        atomic_fetch_sub(&p->cfg.budget->held_by_caller, 1);
+        stk__batch_free(*out);
+        *out = NULL;
+        return err->code;
+    }
     return rc;
 }
 

@@ -38,6 +38,9 @@ struct stk__counters {
     atomic_uint_fast64_t image_decode_ns;
     atomic_uint_fast64_t image_resample_ns;
     atomic_uint_fast64_t image_convert_ns;
+    atomic_uint_fast64_t image_augment_ns;
+    atomic_uint_fast64_t image_erase_ns;
+    atomic_uint_fast64_t batch_mix_ns;
     atomic_uint_fast64_t read_threads; /* of the epoch last started */
     atomic_uint_fast64_t sequence_ns;  /* sequencer threads' CPU time */
     atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */

@@ -99,6 +99,13 @@ static void test_decode_bound(void **state)
     assert_contains(buf, "reading: 2 threads 60% busy, 1.875 ms per sample");
     assert_contains(buf, "per image 1.000 ms decode, 0.200 ms resample, 0.100 ms convert");
     assert_contains(buf, "verdict: image decoding is the limit");
+    assert_true(strstr(buf, "augmentations") == NULL); /* none ran */
+    s.image_augment_ns = 6400ull * 300000;
+    s.image_erase_ns = 6400ull * 10000;
+    s.batch_mix_ns = 6400ull * 50000;
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "augmentations: per image 0.300 ms crop ops, 0.010 ms random "
+                         "erasing, 0.050 ms Mixup/CutMix");
 }
 
 static void test_read_bound(void **state)
