@@ -1,0 +1,111 @@
+"""Shuffle quality on class-sorted shards (issue 19): an ImageFolder tree of
+34 classes packed `--sorted` into 8 shards of 200 (each shard holds about
+four classes), read with stoker.Loader's default order options. Distinct
+classes per batch of 64 over each epoch, the first batch included, must
+reach 0.9x a uniform permutation's and at least what WebDataset's
+`shardshuffle=8` + `.shuffle(1000)` reaches on the same shards (its
+algorithm, from its source, in bench/mixing.py: it is not in Debian).
+
+image_size is small to keep the test fast; it does not change the order.
+"""
+import importlib.util
+import io
+import subprocess
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import stoker
+
+CLASSES, PER_CLASS, PER_SHARD, BATCH = 34, 47, 200, 64
+spec = importlib.util.spec_from_file_location(
+    "mixing", Path(__file__).resolve().parents[2] / "bench" / "mixing.py")
+mixing = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mixing)
+
+
+def pack(stoker_bin, tree, out, *extra):
+    out.mkdir()
+    proc = subprocess.run([stoker_bin, "pack", "-q", "--max-samples", str(PER_SHARD), *extra,
+                           "-o", str(out / "train-%04d.tar"), str(tree)],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return sorted(str(p) for p in out.glob("train-*.tar"))
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory, stoker_bin):
+    """{"sorted": shard paths, "mixed": shard paths} of one ImageFolder tree."""
+    d = tmp_path_factory.mktemp("mixing")
+    tree = d / "tree"
+    rng = np.random.default_rng(0)
+    for c in range(CLASSES):
+        (tree / f"class{c:02d}").mkdir(parents=True)
+        for i in range(PER_CLASS):
+            buf = io.BytesIO()
+            pixels = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(buf, "JPEG", quality=50)
+            (tree / f"class{c:02d}" / f"{i:03d}.jpg").write_bytes(buf.getvalue())
+    return {"sorted": pack(stoker_bin, tree, d / "sorted", "--sorted"),
+            "mixed": pack(stoker_bin, tree, d / "mixed")}
+
+
+def shard_labels(paths):
+    out = []
+    for path in paths:
+        with tarfile.open(path) as tf:
+            out.append([int(tf.extractfile(m).read()) for m in tf.getmembers()
+                        if m.name.endswith(".cls")])
+    return out
+
+
+def epoch_labels(paths, epoch, **options):
+    loader = stoker.Loader(paths, image_size=8, **options)
+    loader.set_epoch(epoch)
+    labels = [int(x) for _, batch in loader for x in batch]
+    report = loader.report()
+    loader.close()
+    return labels, report
+
+
+def test_sorted_shards_are_sorted(packed):
+    """The fixture is what the test claims: each sorted shard holds few
+    classes, each mixed one nearly all."""
+    assert max(len(set(s)) for s in shard_labels(packed["sorted"])) <= 6
+    assert min(len(set(s)) for s in shard_labels(packed["mixed"])) >= 30
+
+
+def test_default_loader_mixes_sorted_shards_like_a_permutation(packed):
+    per_shard = shard_labels(packed["sorted"])
+    everything = [x for s in per_shard for x in s]
+    uniform = mixing.uniform_classes_per_batch(everything, BATCH)
+    wds = [mixing.classes_per_batch(mixing.webdataset_order(per_shard, seed), BATCH)
+           for seed in range(5)]
+    wds_mean = mixing.mean([mixing.mean(w) for w in wds])
+    wds_first = mixing.mean([w[0] for w in wds])
+    for epoch in range(2):
+        labels, _ = epoch_labels(packed["sorted"], epoch)
+        assert sorted(labels) == sorted(everything)
+        got = mixing.classes_per_batch(labels, BATCH)
+        print(f"epoch {epoch}: mean {mixing.mean(got):.1f} first {got[:3]} min {min(got)}; "
+              f"uniform {uniform:.1f}; webdataset {wds_mean:.1f} first {wds_first:.1f}")
+        assert mixing.mean(got) >= 0.9 * uniform
+        assert mixing.mean(got) >= wds_mean
+        # The first batch of the epoch: no ramp from a few samples.
+        assert got[0] >= 0.7 * uniform and got[0] > wds_first
+
+
+def test_mixed_shards_stay_mixed(packed):
+    everything = [x for s in shard_labels(packed["mixed"]) for x in s]
+    uniform = mixing.uniform_classes_per_batch(everything, BATCH)
+    labels, _ = epoch_labels(packed["mixed"], 0)
+    assert mixing.mean(mixing.classes_per_batch(labels, BATCH)) >= 0.95 * uniform
+
+
+def test_order_on_sorted_shards_is_the_same_on_any_thread_count(packed):
+    one, _ = epoch_labels(packed["sorted"], 3, threads=1)
+    two, _ = epoch_labels(packed["sorted"], 3, threads=2)
+    assert one == two
