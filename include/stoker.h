@@ -728,6 +728,18 @@ struct stk_stats {
     uint64_t shuffle_sized_samples;
     uint64_t shuffle_sized_pairs;
     uint64_t shuffle_epoch_shards;
+    /* Label mixing, the same way, over the batches delivered with labels
+     * (a transform): label_pairs sums b(b-1), label_same_pairs n_c(n_c-1)
+     * for n_c samples of label c in a batch, label_distinct the distinct
+     * labels of each of the label_batches batches; label_samples (N) and
+     * label_sample_pairs (sum N_c(N_c-1) over the labels seen so far) give
+     * what a uniform permutation would mix. */
+    uint64_t label_pairs;
+    uint64_t label_same_pairs;
+    uint64_t label_distinct;
+    uint64_t label_batches;
+    uint64_t label_samples;
+    uint64_t label_sample_pairs;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any
@@ -783,6 +795,14 @@ struct stk_rates {
      * one ends). */
     double shuffle_k_eff;
     double shuffle_k_perfect;
+    /* Labels mixed per batch, the same ratio over labels (L_eff; INFINITY
+     * when no two samples of a batch shared a label), its value for a
+     * uniform permutation of the labels seen since the start (not the
+     * interval: it needs many batches), and the mean distinct labels per
+     * batch over the interval. 0 without labels. */
+    double label_mix_eff;
+    double label_mix_perfect;
+    double labels_per_batch;
 };
 
 /*

@@ -180,7 +180,13 @@
     X(shuffle_shards_sized, "shards taken whole, whose sample counts are known") \
     X(shuffle_sized_samples, "samples of those shards") \
     X(shuffle_sized_pairs, "sum of m(m-1) over those shards of m samples") \
-    X(shuffle_epoch_shards, "shards of this rank's epoch")
+    X(shuffle_epoch_shards, "shards of this rank's epoch") \
+    X(label_pairs, "sum of b(b-1) over batches delivered with labels (label mixing)") \
+    X(label_same_pairs, "sum of n(n-1) over the samples n a batch has of one label") \
+    X(label_distinct, "distinct labels of each batch, summed") \
+    X(label_batches, "batches whose labels were counted") \
+    X(label_samples, "labels counted (N)") \
+    X(label_sample_pairs, "sum of N_c(N_c-1) over the labels c seen, N_c samples each")
 /* clang-format on */
 
 #endif

@@ -109,3 +109,38 @@ def test_order_on_sorted_shards_is_the_same_on_any_thread_count(packed):
     one, _ = epoch_labels(packed["sorted"], 3, threads=1)
     two, _ = epoch_labels(packed["sorted"], 3, threads=2)
     assert one == two
+
+
+POOR = dict(shards_in_flight=1, shuffle_buffer=64)  # little memory for mixing
+
+
+def test_label_hint_tells_sorted_from_mixed_shards(packed):
+    """With the same poor mixing options, the report's label line sees that
+    sorted shards give batches of few classes and names the fix; mixed
+    shards get no hint. Shard mixing (k_eff) alone could not tell them apart."""
+    _, on_sorted = epoch_labels(packed["sorted"], 0, **POOR)
+    _, on_mixed = epoch_labels(packed["mixed"], 0, **POOR)
+    print(on_sorted, on_mixed, sep="\n")
+    assert "hint: batches mix labels poorly" in on_sorted
+    assert "stoker reshard --shuffle" in on_sorted
+    assert "labels: " in on_mixed and "hint: batches mix labels" not in on_mixed
+    # the default options mix sorted shards well enough for no hint
+    _, default_sorted = epoch_labels(packed["sorted"], 0)
+    assert "labels: " in default_sorted and "hint: batches mix labels" not in default_sorted
+
+
+def test_label_counters_against_the_batches(packed):
+    loader = stoker.Loader(packed["sorted"], image_size=8, **POOR)
+    labels = [batch.tolist() for _, batch in loader]
+    s = loader.stats()
+    loader.close()
+    assert s["label_batches"] == len(labels)
+    assert s["label_samples"] == sum(map(len, labels))
+    assert s["label_distinct"] == sum(len(set(b)) for b in labels)
+    assert s["label_pairs"] == sum(len(b) * (len(b) - 1) for b in labels)
+    assert s["label_same_pairs"] == sum(b.count(c) * (b.count(c) - 1) for b in labels
+                                        for c in set(b))
+    r = stoker.rates(s)
+    assert r["labels_per_batch"] == s["label_distinct"] / s["label_batches"]
+    n = s["label_samples"]
+    assert abs(r["label_mix_perfect"] - n * (n - 1) / s["label_sample_pairs"]) < 1e-9

@@ -207,10 +207,18 @@ static void test_same_shard_pairs_brute_force(void **state)
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < n; j++)
                 brute += i != j && shards[i] == shards[j];
-        assert_int_equal(stk__same_shard_pairs(copy, n), brute);
+        uint64_t distinct, kinds_seen = 0;
+        assert_int_equal(stk__same_shard_pairs(copy, n, &distinct), brute);
+        for (size_t i = 0; i < n; i++) {
+            size_t j = 0;
+            while (j < i && shards[j] != shards[i])
+                j++;
+            kinds_seen += j == i;
+        }
+        assert_int_equal(distinct, kinds_seen);
     }
     uint64_t one = 7;
-    assert_int_equal(stk__same_shard_pairs(&one, 1), 0);
+    assert_int_equal(stk__same_shard_pairs(&one, 1, NULL), 0);
 }
 
 int main(void)
