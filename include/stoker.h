@@ -811,7 +811,8 @@ struct stk_rates {
  * Sampling stk_loader_stats() every second or every step and passing the
  * previous snapshot shows a stall as a dip, where the cumulative counters
  * only show it as a lower average. A pure function; an interval without
- * wall time gives zeros.
+ * wall time gives zeros but for the label mixing (counts alone: also
+ * stk_verify()'s, where each shard counts as one batch).
  */
 STK_API void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
                                    size_t stats_size, struct stk_rates *out, size_t rates_size);

@@ -58,6 +58,23 @@ static double ratio(uint64_t num, uint64_t den)
     return den ? (double)num / (double)den : num ? INFINITY : 0;
 }
 
+/* Labels per batch over the interval, against a uniform permutation of the
+ * labels seen since the start (it needs many batches of counts). */
+static void label_mixing(const struct stk_stats *now, const struct stk_stats *b,
+                         struct stk_rates *out)
+{
+    out->label_mix_eff = ratio(now->label_pairs - b->label_pairs,
+                               now->label_same_pairs - b->label_same_pairs);
+    double labels = (double)now->label_samples;
+    if (now->label_sample_pairs > 0)
+        out->label_mix_perfect = labels * (labels - 1) / (double)now->label_sample_pairs;
+    else if (labels > 1)
+        out->label_mix_perfect = INFINITY;
+    if (now->label_batches > b->label_batches)
+        out->labels_per_batch = (double)(now->label_distinct - b->label_distinct) /
+                                (double)(now->label_batches - b->label_batches);
+}
+
 /* The rates themselves, on this library's structs. */
 static void rates(const struct stk_stats *now, const struct stk_stats *before,
                   struct stk_rates *out)
@@ -66,6 +83,7 @@ static void rates(const struct stk_stats *now, const struct stk_stats *before,
     memset(&zero, 0, sizeof zero);
     const struct stk_stats *b = before != NULL ? before : &zero;
     memset(out, 0, sizeof *out);
+    label_mixing(now, b, out); /* counts, not times: also without wall time (verify) */
     /* Thread counts and shard sizes describe the loader, not the interval. */
     if (now->wall_ns <= b->wall_ns)
         return;
@@ -89,16 +107,6 @@ static void rates(const struct stk_stats *now, const struct stk_stats *before,
         double pairs = per * (double)now->shuffle_sized_pairs;
         out->shuffle_k_perfect = pairs > 0 ? n * (n - 1) / pairs : n > 1 ? INFINITY : 0;
     }
-    out->label_mix_eff = ratio(now->label_pairs - b->label_pairs,
-                               now->label_same_pairs - b->label_same_pairs);
-    double labels = (double)now->label_samples;
-    if (now->label_sample_pairs > 0)
-        out->label_mix_perfect = labels * (labels - 1) / (double)now->label_sample_pairs;
-    else if (labels > 1)
-        out->label_mix_perfect = INFINITY;
-    if (now->label_batches > b->label_batches)
-        out->labels_per_batch = (double)(now->label_distinct - b->label_distinct) /
-                                (double)(now->label_batches - b->label_batches);
 }
 
 void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,

@@ -163,8 +163,17 @@ static int64_t count_label(struct stk__label_mixing *m, int64_t label)
 
 void stk__label_mixing_batch(struct stk__label_mixing *m, const int64_t *labels, size_t n)
 {
-    if (m->stopped || n > m->capacity)
+    if (m->stopped)
         return;
+    if (n > m->capacity) { /* a shard's labels (verify) */
+        uint64_t *bigger = stk__realloc(m->scratch, n * sizeof *bigger);
+        if (bigger == NULL) {
+            m->stopped = 1;
+            return;
+        }
+        m->scratch = bigger;
+        m->capacity = n;
+    }
     uint64_t sample_pairs = 0;
     for (size_t i = 0; i < n; i++) {
         int64_t before = count_label(m, labels[i]);

@@ -76,7 +76,8 @@ struct stk__label_mixing {
 int stk__label_mixing_init(struct stk__label_mixing *m, size_t batch_size);
 void stk__label_mixing_free(struct stk__label_mixing *m);
 
-/* Count one delivered batch's n labels. */
+/* Count one delivered batch's n labels (or one shard's, for verify: the
+ * scratch grows to n). */
 void stk__label_mixing_batch(struct stk__label_mixing *m, const int64_t *labels, size_t n);
 
 #endif

@@ -144,3 +144,15 @@ def test_label_counters_against_the_batches(packed):
     assert r["labels_per_batch"] == s["label_distinct"] / s["label_batches"]
     n = s["label_samples"]
     assert abs(r["label_mix_perfect"] - n * (n - 1) / s["label_sample_pairs"]) < 1e-9
+
+
+def test_verify_says_when_shards_look_sorted(packed, stoker_bin):
+    def verify(paths):
+        proc = subprocess.run([stoker_bin, "verify", "-q", *paths], capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr  # not bad data
+        return proc.stdout
+    out = verify(packed["sorted"])
+    assert "note: the shards look sorted by class" in out, out
+    assert "stoker reshard --shuffle" in out
+    assert "sorted by class" not in verify(packed["mixed"])
