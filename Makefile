@@ -5,7 +5,8 @@
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
 
-.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster
+.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster \
+	bench-shuffle bench-shuffle-sim
 
 deps:
 	sh tools/install_deps.sh
@@ -56,3 +57,14 @@ bench-remote: build $(DATA)/.complete
 # A trainer on one core alone, then with one Dask worker on another core.
 bench-cluster: build $(DATA)/.complete
 	$(PYTHON) bench/cluster_offload.py --rounds 3 $(DATA)/train-*.tar
+
+# A small CNN trained on class-sorted vs mixed shards of the sample set
+# (same seed and epochs): validation accuracy within 2 points (issue 19).
+bench-shuffle: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python taskset -c 0,1 $(PYTHON) bench/shuffle_training.py \
+	  --stoker build-rel/stoker --epochs 5 $(DATA)/train-*.tar
+
+# ImageNet-shaped: 1,000 classes x 1,281 tiny samples in class order, shards
+# of 10,000: classes per batch of 256 and peak RSS (writes ~1.3 GB in /tmp).
+bench-shuffle-sim: build
+	PYTHONPATH=build-rel/python $(PYTHON) bench/shuffle_mixing.py --stoker build-rel/stoker
