@@ -23,6 +23,7 @@
 
 #include "alloc.h"
 #include "interleave.h"
+#include "mixing.h"
 #include "plan.h"
 #include "rng.h"
 #include "seek_plan.h"
@@ -258,6 +259,38 @@ static void test_shuffle_finishes_a_pass_first(void **state)
     stk__interleave_free(&il);
 }
 
+/* Slots whose lists differ in length (9 shards on 4 slots: one slot has
+ * three) still end together: the epoch's last samples come from several
+ * shards, not from the longer slot's last shard alone. */
+static void test_slots_end_together(void **state)
+{
+    (void)state;
+    struct dataset d = {.n_shards = 9};
+    for (size_t i = 0; i < d.n_shards; i++)
+        d.total += d.sizes[i] = 39;
+    const unsigned k = 4;
+    for (uint64_t seed = 0; seed < 20; seed++) {
+        struct stk__plan_cursor cursor;
+        assert_int_equal(stk__plan_cursor_init(&cursor, d.n_shards, seed, 0, 0, 1, 1, 0), 0);
+        struct stk__interleave il;
+        assert_int_equal(stk__interleave_init(&il, k, cursor.count, 1, seed), 0);
+        struct slots s = {{0}, {0}};
+        for (unsigned j = 0; j < k; j++)
+            s.position[j] = j;
+        static uint64_t out[MAX_SAMPLES];
+        long n = run(&il, &s, &cursor, &d, k, out);
+        assert_int_equal(n, (long)d.total);
+        uint64_t shards[32];
+        for (int i = 0; i < 32; i++)
+            shards[i] = out[n - 32 + i] / 1000;
+        uint64_t distinct;
+        stk__same_shard_pairs(shards, 32, &distinct);
+        assert_true(distinct >= 3);
+        stk__interleave_free(&il);
+        stk__plan_cursor_free(&cursor);
+    }
+}
+
 /* Shard ends without a sample between them, over more than two passes of
  * the rank's shards, mean the rank cannot progress. */
 static void test_no_progress_detected(void **state)
@@ -338,6 +371,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seek_plan_equals_replayed_interleave),
         cmocka_unit_test(test_storage_order),
+        cmocka_unit_test(test_slots_end_together),
         cmocka_unit_test(test_shuffle_finishes_a_pass_first),
         cmocka_unit_test(test_no_progress_detected),
         cmocka_unit_test(test_copy_continues_the_same),
