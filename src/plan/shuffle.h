@@ -17,17 +17,31 @@
  * batches are as mixed as its middle.
  *
  * Alternatives weighed (classes per batch of 64 on 1,600 class-sorted
- * samples of 34 classes in 8 shards; a uniform permutation gives 29.0;
- * bench/shuffle_mixing.py):
- *   - disjoint windows of W, ramping from 64:     13.0 (4 shards in flight)
- *   - the same without the ramp:                  19.7
- *   - WebDataset's reservoir (shardshuffle=8, .shuffle(1000)): 22.7,
- *     first batch 5; its output depends on everything read before, so a
- *     resume must re-read the epoch from its start;
- *   - this sliding key, W = 1000, 8 shards:       27.9, first batch ~23.
+ * samples of 34 classes in 8 shards; a uniform permutation gives 29.2;
+ * bench/shuffle_designs.py models each):
+ *   - disjoint windows of W = 1000 ramping from 64, 4 shards in flight
+ *     (what this replaced): 13.1, first batch 5.3;
+ *   - the same without the ramp: 19.8;
+ *   - WebDataset's reservoir (shardshuffle=8, .shuffle(1000)): 22.5, first
+ *     batch 5.8; its output depends on everything read before, so a resume
+ *     must re-read the epoch from its start;
+ *   - these sliding keys, W = 1000, 8 shards in flight: 27.9, first 23.2.
  * Memory: the samples held, W/2 on average once past the first window, W
  * at the epoch's start, 2W the hard bound (the first window's stragglers
  * and a full window after it). shuffle_buffer_bytes bounds their bytes.
+ *
+ * What a stream cannot do: with each shard read front to back, the classes
+ * within reach are about (shards in flight) + W / (samples of a class in a
+ * shard). ImageNet in class order (1,281 per class, shards of 10,000) gets
+ * 16.8 classes per batch of 256 at the defaults and 112.7 with all 129
+ * shards in flight and W = 10,000, where a permutation gets 226
+ * (bench/shuffle_mixing.py). Not built here, the one design that reaches a
+ * permutation on such data: with an index and local or cached shards, a
+ * seeded permutation of all the rank's samples read at their offsets
+ * (random access: no shuffle memory, resume re-reads nothing, but a seek
+ * and a tar header per sample, and a request per sample remotely). Today
+ * such data is fixed once by rewriting it (stoker reshard: 0.93 of a
+ * permutation after one pass: 210.1), and pack no longer writes it sorted.
  *
  * Resume: the output depends only on (seed, W, input count), never on
  * sample contents, so stk__shuffle_locate() replays it on positions alone
