@@ -25,8 +25,8 @@ static void help(void)
            "options:\n"
            "  --shuffle-buffer N     reach of the sample shuffle (default 10000)\n"
            "  --shuffle-buffer-bytes SIZE  member bytes it may hold (default 2G; a\n"
-           "                         window of samples that hold more fails: for samples\n"
-           "                         of S bytes keep N * S below it)\n"
+           "                         shuffle holding more fails: for samples of S bytes\n"
+           "                         keep 2 * N * S below it)\n"
            "  --shards-in-flight N   shards interleaved (default 64)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
            CLI_PROGRESS_HELP

@@ -399,7 +399,9 @@ static int window_too_big(struct stk__pipeline *p, const struct stk__shuffle *sh
 {
     const double mib = 1024.0 * 1024.0;
     uint64_t bytes = sh->bytes + s->bytes, budget = p->cfg.opts.shuffle_buffer_bytes;
-    uint64_t each = bytes / (sh->count + 1), fit = each > 0 ? budget / each : sh->count;
+    /* The shuffle may hold twice its reach (shuffle.h): the reach that fits
+     * is half the samples that do. */
+    uint64_t each = bytes / (sh->count + 1), fit = each > 0 ? budget / each / 2 : sh->count;
     char key[STK__SHOWN_MAX];
     struct stk__err err;
     stk__errf(&err, STK_ELIMIT,
