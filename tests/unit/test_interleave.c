@@ -77,6 +77,19 @@ static long run(struct stk__interleave *il, struct slots *s, struct stk__plan_cu
     }
 }
 
+/* Pop what the shuffle lets go into out (after dropping *drop of it). */
+static void take_ready(struct stk__shuffle *sh, uint64_t *drop, uint64_t *out, long *got)
+{
+    struct stk__sample *x;
+    while ((x = stk__shuffle_pop(sh)) != NULL) {
+        if (*drop > 0)
+            (*drop)--;
+        else
+            out[(*got)++] = x->position;
+        stk__sample_free(x);
+    }
+}
+
 /* in[0..n) through a shuffle of reach `window` started at `start` (NULL:
  * the epoch's start), dropping its first `drop` outputs; returns the count
  * written to out. */
@@ -86,32 +99,17 @@ static long shuffled(size_t window, uint64_t seed, const uint64_t *in, long n,
     struct stk__shuffle sh;
     assert_int_equal(stk__shuffle_init(&sh, window, seed, start), 0);
     long got = 0;
-    for (long i = 0;; i++) {
-        struct stk__sample *x;
-        while ((x = stk__shuffle_pop(&sh)) != NULL) {
-            if (drop > 0)
-                drop--;
-            else
-                out[got++] = x->position;
-            stk__sample_free(x);
-        }
-        if (i == n)
-            break;
-        x = stk__sample_new("k", 1, "mem://", 0, NULL);
+    for (long i = 0; i < n; i++) {
+        take_ready(&sh, &drop, out, &got);
+        struct stk__sample *x = stk__sample_new("k", 1, "mem://", 0, NULL);
         assert_non_null(x);
         x->position = in[i];
         stk__shuffle_push(&sh, x);
         assert_true(sh.count <= 2 * window + 1); /* the documented hard bound */
     }
+    take_ready(&sh, &drop, out, &got);
     stk__shuffle_finish(&sh);
-    struct stk__sample *x;
-    while ((x = stk__shuffle_pop(&sh)) != NULL) {
-        if (drop > 0)
-            drop--;
-        else
-            out[got++] = x->position;
-        stk__sample_free(x);
-    }
+    take_ready(&sh, &drop, out, &got);
     stk__shuffle_free(&sh);
     return got;
 }
