@@ -93,7 +93,7 @@ def main():
         line("WebDataset shardshuffle=8 + shuffle(1000)", wds, uniform)
         best = dict(shards_in_flight=args.best_in_flight or len(shards),
                     shuffle_buffer=args.best_buffer)
-        runs = [("stoker defaults (16 in flight, buffer 1000)", shards, {}),
+        runs = [("stoker defaults (16 in flight, buffer 2000)", shards, {}),
                 (f"stoker {best['shards_in_flight']} in flight, buffer "
                  f"{best['shuffle_buffer']}", shards, best)]
         resharded = os.path.join(tmp, "resharded")

@@ -156,7 +156,7 @@ struct stk_options {
      * shards). Part of the sample sequence: changing it changes the order.
      * More mix shards written in class order better. */
     unsigned shards_in_flight;
-    /* Reach of the sample shuffle (default 1000): each sample of the
+    /* Reach of the sample shuffle (default 2000): each sample of the
      * interleaved shards goes out within a sliding window of this many
      * inputs (a random sort key within it), so the shuffle holds about
      * half as many samples, this many at an epoch's start and at most

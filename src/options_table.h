@@ -48,7 +48,7 @@
       "reader and decode threads: they change the speed, never the samples") \
     X(shards_in_flight, UINT, STK__BENCH, "16", 1, 4096, "shards-in-flight", "N", \
       "shards read and interleaved at once (part of the sample order; more mix sorted shards better)") \
-    X(shuffle_buffer, SIZE, STK__BENCH, "1000", 0, 1u << 24, "shuffle-buffer", "N", \
+    X(shuffle_buffer, SIZE, STK__BENCH, "2000", 0, 1u << 24, "shuffle-buffer", "N", \
       "reach of the sample shuffle: each sample goes out within this many inputs (0 or 1: none)") \
     X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2G", 1, SIZE_MAX, \
       "shuffle-buffer-bytes", "SIZE", \

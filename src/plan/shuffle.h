@@ -16,16 +16,19 @@
  * emitted in a random order instead of key order, so the epoch's last
  * batches are as mixed as its middle.
  *
- * Alternatives weighed (classes per batch of 64 on 1,600 class-sorted
- * samples of 34 classes in 8 shards; a uniform permutation gives 29.2;
- * bench/shuffle_designs.py models each):
- *   - disjoint windows of W = 1000 ramping from 64, 4 shards in flight
- *     (what this replaced): 13.1, first batch 5.3;
- *   - the same without the ramp: 19.8;
- *   - WebDataset's reservoir (shardshuffle=8, .shuffle(1000)): 22.5, first
- *     batch 5.8; its output depends on everything read before, so a resume
+ * Alternatives weighed (bench/shuffle_designs.py models each): classes
+ * per batch of 64 on 3,200 class-sorted samples of 34 classes in 16
+ * shards of 200, where a uniform permutation gives 29.1:
+ *   - disjoint windows of 1000 ramping from 64, 4 shards in flight (what
+ *     this replaced): 12.6, first batch 4.5;
+ *   - disjoint windows of 2000, no ramp, 16 shards in flight: 25.2;
+ *   - WebDataset's reservoir (shardshuffle=8, .shuffle(1000)): 20.4, first
+ *     batch 3.5; its output depends on everything read before, so a resume
  *     must re-read the epoch from its start;
- *   - these sliding keys, W = 1000, 8 shards in flight: 27.9, first 23.2.
+ *   - these sliding keys, 16 shards in flight: 22.7 with W = 1000, 28.6
+ *     with W = 2000 (the default), first batch 27.4.
+ * A disjoint window and the sliding keys hold W/2 samples on average for
+ * the same W; the sliding keys mix better at every W.
  * Memory: the samples held, W/2 on average once past the first window, W
  * at the epoch's start, 2W the hard bound (the first window's stragglers
  * and a full window after it). shuffle_buffer_bytes bounds their bytes.
@@ -33,7 +36,7 @@
  * What a stream cannot do: with each shard read front to back, the classes
  * within reach are about (shards in flight) + W / (samples of a class in a
  * shard). ImageNet in class order (1,281 per class, shards of 10,000) gets
- * 16.8 classes per batch of 256 at the defaults and 112.7 with all 129
+ * 17.5 classes per batch of 256 at the defaults and 112.7 with all 129
  * shards in flight and W = 10,000, where a permutation gets 226
  * (bench/shuffle_mixing.py). Not built here, the one design that reaches a
  * permutation on such data: with an index and local or cached shards, a
@@ -41,7 +44,7 @@
  * (random access: no shuffle memory, resume re-reads nothing, but a seek
  * and a tar header per sample, and a request per sample remotely). Today
  * such data is fixed once by rewriting it (stoker reshard: 0.93 of a
- * permutation after one pass: 210.1), and pack no longer writes it sorted.
+ * permutation after one pass: 210.0), and pack no longer writes it sorted.
  *
  * Resume: the output depends only on (seed, W, input count), never on
  * sample contents, so stk__shuffle_locate() replays it on positions alone

@@ -1,6 +1,7 @@
 """Shuffle quality on class-sorted shards (issue 19): an ImageFolder tree of
-34 classes packed `--sorted` into 8 shards of 200 (each shard holds about
-four classes), read with stoker.Loader's default order options. Distinct
+34 classes packed `--sorted` into 16 shards of 200 (each shard holds two or
+three classes; the epoch, 3,196 samples, is longer than the shuffle's
+default reach), read with stoker.Loader's default order options. Distinct
 classes per batch of 64 over each epoch, the first batch included, must
 reach 0.9x a uniform permutation's and at least what WebDataset's
 `shardshuffle=8` + `.shuffle(1000)` reaches on the same shards (its
@@ -20,7 +21,7 @@ from PIL import Image
 
 import stoker
 
-CLASSES, PER_CLASS, PER_SHARD, BATCH = 34, 47, 200, 64
+CLASSES, PER_CLASS, PER_SHARD, BATCH = 34, 94, 200, 64
 spec = importlib.util.spec_from_file_location(
     "mixing", Path(__file__).resolve().parents[2] / "bench" / "mixing.py")
 mixing = importlib.util.module_from_spec(spec)
@@ -74,7 +75,7 @@ def epoch_labels(paths, epoch, **options):
 def test_sorted_shards_are_sorted(packed):
     """The fixture is what the test claims: each sorted shard holds few
     classes, each mixed one nearly all."""
-    assert max(len(set(s)) for s in shard_labels(packed["sorted"])) <= 6
+    assert max(len(set(s)) for s in shard_labels(packed["sorted"])) <= 4
     assert min(len(set(s)) for s in shard_labels(packed["mixed"])) >= 30
 
 
