@@ -35,15 +35,18 @@ static void help(void)
            "With --flat, the files of DIR (at any depth) are grouped into samples by\n"
            "key: the path up to the first dot of the file name (a/b/x.jpg and\n"
            "a/b/x.json are sample a/b/x), each file a member named by the rest.\n"
-           "Files are taken in sorted order; other files (and FIFOs, sockets, devices)\n"
-           "are counted and listed on standard error, never dropped silently. File\n"
-           "names are bytes and are kept as they are in the keys, whatever the locale.\n\n"
+           "Samples are written in a seeded random order (--sorted: in sorted file\n"
+           "order, each shard then holding a few classes: a streaming loader mixes\n"
+           "those poorly). Other files (and FIFOs, sockets, devices) are counted and\n"
+           "listed on standard error, never dropped silently. File names are bytes\n"
+           "and are kept as they are in the keys, whatever the locale.\n\n"
            "options:\n"
            "  --flat                 group files by key instead of by class directory\n"
            "  --classes FILE         write the class names, one per line in label order\n"
            CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
-    cli_output_help("write the samples in a seeded random order");
+    cli_output_help("write the samples in a seeded random order",
+                    "write them in sorted file order (classes one after another)");
 }
 
 /* Paths relative to DIR, collected by a walk. */

@@ -178,23 +178,25 @@ struct stk_options {
      * sequence does not depend on this value. Values above shards_in_flight
      * add nothing. */
     unsigned threads;
-    /* Shards read at once and interleaved (default 4). Part of the sample
-     * sequence: changing it changes the order. */
+    /* Shards read at once and interleaved (default 16; at most the rank's
+     * shards). Part of the sample sequence: changing it changes the order.
+     * More mix shards written in class order better. */
     unsigned shards_in_flight;
-    /* Shuffle window (default 1000): each run of this many consecutive
-     * samples of the interleaved shards is delivered in a random order, so
-     * it is also the samples held in memory for shuffling. The first
-     * windows of an epoch are smaller (64, 128, ... samples) so the first
-     * batch comes quickly. 0 or 1 disables sample shuffling. */
+    /* Reach of the sample shuffle (default 2000): each sample of the
+     * interleaved shards goes out within a sliding window of this many
+     * inputs (a random sort key within it), so the shuffle holds about
+     * half as many samples, this many at an epoch's start and at most
+     * twice as many. The first batch waits for the first window. 0 or 1
+     * disables sample shuffling. */
     size_t shuffle_buffer;
-    /* Member bytes a shuffle window may hold (default 2 GiB). Windows are
+    /* Member bytes the shuffle may hold (default 2 GiB). Its reach is
      * counted in samples so that the sequence depends on sample counts
-     * alone (stk_loader_seek plans them from a dataset index); a window
-     * whose samples would hold more fails the epoch with STK_ELIMIT and a
-     * message giving the shuffle_buffer that fits (also under
-     * STK_ON_ERROR_SKIP: the data is fine, the configuration is not). For
-     * samples of S bytes, keep shuffle_buffer * S below it. A window of
-     * one sample (shuffle_buffer 0 or 1) is never refused. */
+     * alone (stk_loader_seek plans it from a dataset index); samples that
+     * would hold more fail the epoch with STK_ELIMIT and a message giving
+     * the shuffle_buffer that fits (also under STK_ON_ERROR_SKIP: the data
+     * is fine, the configuration is not). For samples of S bytes, keep
+     * 2 * shuffle_buffer * S below it. A reach of one sample
+     * (shuffle_buffer 0 or 1) is never refused. */
     size_t shuffle_buffer_bytes;
     /* Shuffle shard order, interleave shards and shuffle samples (default 1).
      * With 0 the samples come in exact storage order: shard by shard in the
@@ -226,7 +228,7 @@ struct stk_options {
      * + shards_in_flight * prefetch_bytes_per_shard
      * + shards_in_flight * the tags of the keys seen in a shard (about 32
      *   bytes per sample of the shard, see max_samples_per_shard)
-     * + the shuffle window: shuffle_buffer samples, at most
+     * + the shuffle: up to 2 * shuffle_buffer samples, at most
      *   shuffle_buffer_bytes of member data (or one sample)
      * + max_batches * batch_size * (largest sample): for large samples
      *   set batch_size (and max_batches) for them, this term is not capped
@@ -239,7 +241,7 @@ struct stk_options {
      *   scratch. */
     size_t read_buffer_bytes;        /* per shard read size (default 256 KiB: the block
                                         stays in L2 between the read and the copy out) */
-    size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
+    size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 2 MiB) */
     size_t max_batches;              /* batches queued or held by the caller (default 4) */
     uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB).
                                         Members with holes (GNU tar --sparse files, or
@@ -326,7 +328,7 @@ struct stk_options {
      * stk_loader_epoch_samples() is known; with several ranks and no
      * samples_per_rank each rank yields floor(total / world_size) samples
      * (equal batches everywhere); and stk_loader_seek() re-reads at most
-     * one shuffle window instead of the epoch's first part. Read once by
+     * 2 * shuffle_buffer samples instead of the epoch's first part. Read once by
      * stk_loader_create(). The counts are what the loader itself delivers
      * (shards read with the same rules and on_error policy), so they stay
      * exact for damaged shards too. The index also records each shard's
@@ -671,10 +673,10 @@ STK_API int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
  * Stop the current epoch and make the next stk_loader_next() deliver batch
  * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
  * deliver there (resume after a restart). With a dataset index the readers
- * jump to the shuffle window holding that batch and open their shards at
- * the byte offset of their first sample (reading up to it only in
- * compressed shards), so at most one window (shuffle_buffer samples) is
- * read again; without one the samples of the batches before it are read
+ * jump to the oldest sample the shuffle holds at that batch and open their
+ * shards at the byte offset of their first sample (reading up to it only in
+ * compressed shards), so at most 2 * shuffle_buffer samples are read
+ * again; without one the samples of the batches before it are read
  * again and dropped. Either way nothing before it is decoded.
  */
 STK_API int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
@@ -845,6 +847,18 @@ struct stk_stats {
     uint64_t image_augment_ns;  /* auto_augment, ColorJitter, grayscale, blur on the crops */
     uint64_t image_erase_ns;    /* random erasing */
     uint64_t batch_mix_ns;      /* Mixup and CutMix of whole batches */
+    /* Label mixing, the same way, over the batches delivered with labels
+     * (a transform): label_pairs sums b(b-1), label_same_pairs n_c(n_c-1)
+     * for n_c samples of label c in a batch, label_distinct the distinct
+     * labels of each of the label_batches batches; label_samples (N) and
+     * label_sample_pairs (sum N_c(N_c-1) over the labels seen so far) give
+     * what a uniform permutation would mix. */
+    uint64_t label_pairs;
+    uint64_t label_same_pairs;
+    uint64_t label_distinct;
+    uint64_t label_batches;
+    uint64_t label_samples;
+    uint64_t label_sample_pairs;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any
@@ -900,6 +914,14 @@ struct stk_rates {
      * one ends). */
     double shuffle_k_eff;
     double shuffle_k_perfect;
+    /* Labels mixed per batch, the same ratio over labels (L_eff; INFINITY
+     * when no two samples of a batch shared a label), its value for a
+     * uniform permutation of the labels seen since the start (not the
+     * interval: it needs many batches), and the mean distinct labels per
+     * batch over the interval. 0 without labels. */
+    double label_mix_eff;
+    double label_mix_perfect;
+    double labels_per_batch;
 };
 
 /*
@@ -908,7 +930,8 @@ struct stk_rates {
  * Sampling stk_loader_stats() every second or every step and passing the
  * previous snapshot shows a stall as a dip, where the cumulative counters
  * only show it as a lower average. A pure function; an interval without
- * wall time gives zeros.
+ * wall time gives zeros but for the label mixing (counts alone: also
+ * stk_verify()'s, where each shard counts as one batch).
  */
 STK_API void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
                                    size_t stats_size, struct stk_rates *out, size_t rates_size);

@@ -35,6 +35,7 @@
 #include "rng.h"
 #include "pipeline.h"
 #include "image.h"
+#include "mixing.h"
 #include "plan.h"
 #include "buffer_pool.h"
 #include "shard_reader.h"
@@ -74,6 +75,8 @@ struct stk_loader {
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
     uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
     struct stk__dataset_index index; /* counts NULL without one */
+    struct stk__label_mixing labels; /* of delivered batches (with a transform) */
+    int counts_labels;
     /* Copies of the caller's option strings, which need only outlive
      * stk_loader_create(): every string field of opts points here. */
     char *strings[STK__N_OPTION_STRINGS];
@@ -181,6 +184,11 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     atomic_init(&l->interrupt, 0);
     l->batch_limit = UINT64_MAX;
     l->opts = *opts;
+    if (stk__label_mixing_init(&l->labels, opts->batch_size) < 0) {
+        rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+        goto fail;
+    }
+    l->counts_labels = opts->transform != STK_TRANSFORM_NONE;
     if (own_strings(l) < 0) {
         rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
         goto fail;
@@ -336,6 +344,8 @@ static int next_batch(stk_loader *l, struct stk_batch **out)
         for (size_t i = 0; i < b->pub.n_samples; i++)
             bytes += b->samples[i]->bytes;
         atomic_fetch_add(&l->member_bytes, bytes);
+        if (l->counts_labels)
+            stk__label_mixing_batch(&l->labels, b->pub.labels, b->pub.n_samples);
         *out = &b->pub;
         return 0;
     }
@@ -461,6 +471,12 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     s->shuffle_sized_samples = atomic_load(&m->counters.shuffle_sized_samples);
     s->shuffle_sized_pairs = atomic_load(&m->counters.shuffle_sized_pairs);
     s->shuffle_epoch_shards = atomic_load(&m->counters.shuffle_epoch_shards);
+    s->label_pairs = atomic_load(&m->labels.pairs);
+    s->label_same_pairs = atomic_load(&m->labels.same_pairs);
+    s->label_distinct = atomic_load(&m->labels.distinct);
+    s->label_batches = atomic_load(&m->labels.batches);
+    s->label_samples = atomic_load(&m->labels.samples);
+    s->label_sample_pairs = atomic_load(&m->labels.sample_pairs);
     struct stk__cache_counts cc = {0};
     if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);
@@ -487,6 +503,7 @@ void stk_loader_destroy(stk_loader *l)
     stk__strlist_free(&l->urls);
     stk__strlist_free(&l->names);
     stk__index_free(&l->index);
+    stk__label_mixing_free(&l->labels);
     free_strings(l);
     stk__free(l);
 }

@@ -48,13 +48,13 @@
       "drop a final batch smaller than batch_size") \
     X(threads, UINT, STK__BENCH | STK__SPEED, "2", 1, 1024, "threads", "N", \
       "reader and decode threads: they change the speed, never the samples") \
-    X(shards_in_flight, UINT, STK__BENCH, "4", 1, 4096, "shards-in-flight", "N", \
-      "shards read and interleaved at once (part of the sample order)") \
-    X(shuffle_buffer, SIZE, STK__BENCH, "1000", 0, 1u << 24, "shuffle-buffer", "N", \
-      "samples shuffled together in one window (0 or 1: no sample shuffling)") \
+    X(shards_in_flight, UINT, STK__BENCH, "16", 1, 4096, "shards-in-flight", "N", \
+      "shards read and interleaved at once (part of the sample order; more mix sorted shards better)") \
+    X(shuffle_buffer, SIZE, STK__BENCH, "2000", 0, 1u << 24, "shuffle-buffer", "N", \
+      "reach of the sample shuffle: each sample goes out within this many inputs (0 or 1: none)") \
     X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2G", 1, SIZE_MAX, \
       "shuffle-buffer-bytes", "SIZE", \
-      "member bytes a shuffle window may hold; a window of samples holding more fails") \
+      "member bytes the shuffle may hold; samples holding more fail") \
     X(shuffle, BOOL, STK__BENCH, "1", 0, 1, "shuffle", NULL, \
       "shuffle shard order and samples (0: storage order)") \
     X(seed, U64, STK__BENCH, "0", 0, UINT64_MAX, "seed", "N", \
@@ -72,7 +72,7 @@
     X(read_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "256K", 512, 256u << 20, \
       "read-buffer-bytes", "SIZE", \
       "read size per shard") \
-    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "8M", 0, SIZE_MAX, \
+    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2M", 0, SIZE_MAX, \
       "prefetch-bytes-per-shard", "SIZE", \
       "samples read ahead per shard, in bytes") \
     X(max_batches, SIZE, STK__BENCH | STK__SPEED, "4", 1, 4096, "max-batches", "N", \
@@ -223,7 +223,13 @@
     X(shuffle_epoch_shards, "shards of this rank's epoch") \
     X(image_augment_ns, "auto_augment, ColorJitter, grayscale and blur on the crops (ns)") \
     X(image_erase_ns, "random erasing (ns)") \
-    X(batch_mix_ns, "Mixup and CutMix of batches (ns)")
+    X(batch_mix_ns, "Mixup and CutMix of batches (ns)") \
+    X(label_pairs, "sum of b(b-1) over batches delivered with labels (label mixing)") \
+    X(label_same_pairs, "sum of n(n-1) over the samples n a batch has of one label") \
+    X(label_distinct, "distinct labels of each batch, summed") \
+    X(label_batches, "batches whose labels were counted") \
+    X(label_samples, "labels counted (N)") \
+    X(label_sample_pairs, "sum of N_c(N_c-1) over the labels c seen, N_c samples each")
 /* clang-format on */
 
 #endif

@@ -662,10 +662,9 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
 }
 
 int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                     const struct stk__sample *s, struct stk__err *err)
+                     const struct stk__sample *s, int64_t *label, struct stk__err *err)
 {
-    int64_t label;
-    const struct stk_member *m = checked_image(cfg, s, &label, err);
+    const struct stk_member *m = checked_image(cfg, s, label, err);
     if (m == NULL)
         return err->code;
     const struct stk__decode_request whole = {.full = 1};

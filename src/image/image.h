@@ -94,9 +94,9 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
                          struct stk__err *err);
 
 /* Check sample s as a training run would use it, without transforming it:
- * its label (as cfg asks), its required members and its image member,
- * decoded whole. Errors name the shard, key and member. */
+ * its label (as cfg asks; into *label), its required members and its image
+ * member, decoded whole. Errors name the shard, key and member. */
 int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                     const struct stk__sample *s, struct stk__err *err);
+                     const struct stk__sample *s, int64_t *label, struct stk__err *err);
 
 #endif

@@ -87,7 +87,7 @@ def test_image_folder(run, image_folder, tmp_path):
     root, files = image_folder
     out = tmp_path / "out"
     out.mkdir()
-    proc = run(["pack", "-o", str(out / "train-%04d.tar"), "--max-samples", "2",
+    proc = run(["pack", "-o", str(out / "train-%04d.tar"), "--max-samples", "2", "--sorted",
                 "--classes", str(out / "classes.txt"), str(root)])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == f"5 samples in 3 shards: {out}/train-0000.tar .. {out}/train-0002.tar\n"
@@ -120,8 +120,11 @@ def test_same_input_same_bytes_and_seeded_shuffle(run, image_folder, tmp_path):
 
     plain, again = pack("a"), pack("b")
     assert plain == again
+    # shuffled by default (seed 0); --sorted asks for the file order
+    assert plain == pack("f", "--shuffle", "--seed", "0")
+    assert plain != pack("g", "--sorted") == pack("h", "--sorted", "--seed", "7")
     shuffled = pack("c", "--shuffle", "--seed", "7")
-    assert shuffled == pack("d", "--shuffle", "--seed", "7")
+    assert shuffled == pack("d", "--seed", "7")
     assert shuffled != plain and shuffled != pack("e", "--shuffle", "--seed", "8")
 
     def contents(data):
@@ -154,7 +157,7 @@ def test_flat(run, tmp_path):
     (root / "b.txt").write_bytes(b"text")
     out = tmp_path / "out"
     out.mkdir()
-    proc = run(["pack", "--flat", "-o", str(out / "f-%d.tar"), str(root)])
+    proc = run(["pack", "--flat", "--sorted", "-o", str(out / "f-%d.tar"), str(root)])
     assert proc.returncode == 0, proc.stderr
     samples = read_samples([out / "f-0.tar"])
     assert samples == [("a/x-1", {"jpg": jpeg(2)}),
