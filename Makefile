@@ -4,8 +4,14 @@
 #   make test   install what is missing and run every test
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
+# Smaller photos (short side 250-500 px) for the figures that per-image fixed
+# costs dominate; built from the same Debian photos as DATA.
+SMALL_DATA ?= build-data/small-data
+PHOTOS_CACHE ?= build-data/photos-cache
 
-.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster
+.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster \
+	bench-gpu gpu-pack bench-recipe \
+	bench-shuffle bench-shuffle-sim
 
 deps:
 	sh tools/install_deps.sh
@@ -17,7 +23,10 @@ build: deps build-rel/build.ninja
 	ninja -C build-rel
 
 $(DATA)/.complete: tools/make_sample_dataset.py
-	$(PYTHON) tools/make_sample_dataset.py --out $(DATA) --cache build-data/photos-cache
+	$(PYTHON) tools/make_sample_dataset.py --out $(DATA) --cache $(PHOTOS_CACHE)
+
+$(SMALL_DATA)/.complete: tools/make_sample_dataset.py
+	$(PYTHON) tools/make_sample_dataset.py --small --out $(SMALL_DATA) --cache $(PHOTOS_CACHE)
 
 demo: build $(DATA)/.complete
 	./build-rel/stoker ls $(DATA)/train-000000.tar | head -n 3
@@ -40,9 +49,11 @@ clean:
 bench-raw: build $(DATA)/.complete
 	$(PYTHON) bench/raw_read.py --copies 4 --rounds 5 $(DATA)/train-*.tar
 
-# Decode + train transform against torchvision DataLoader + PIL, pinned cores.
-bench-decode: build $(DATA)/.complete
-	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 $(DATA)/train-*.tar
+# Decode + train transform against torchvision DataLoader + PIL and
+# libjpeg-turbo alone, pinned cores, on the sample set and the small photos.
+bench-decode: build $(DATA)/.complete $(SMALL_DATA)/.complete
+	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 --name sample $(DATA)/train-*.tar
+	$(PYTHON) bench/decode_vs_torchvision.py --rounds 3 --name small $(SMALL_DATA)/train-*.tar
 
 # Python iteration (stoker.Loader) against the C benchmark, same threads.
 bench-python: build $(DATA)/.complete
@@ -53,6 +64,32 @@ bench-remote: build $(DATA)/.complete
 	$(PYTHON) bench/remote_vs_local.py --pin --threads 1 --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar
 	$(PYTHON) bench/remote_vs_local.py --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar
 
+# The torchvision reference recipe (TrivialAugmentWide, RandomErasing,
+# Mixup/CutMix, crop 176): stoker against DataLoader(2 workers), pinned.
+bench-recipe: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/recipe_vs_torchvision.py --rounds 3 $(DATA)/train-*.tar
+
 # A trainer on one core alone, then with one Dask worker on another core.
 bench-cluster: build $(DATA)/.complete
 	$(PYTHON) bench/cluster_offload.py --rounds 3 $(DATA)/train-*.tar
+
+# A compiled ResNet-50 fed by stoker and by the DataLoader against its ceiling,
+# on a machine with a CUDA GPU and torch >= 2 (README "On a GPU").
+bench-gpu: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/gpu_resnet50.py --data $(DATA)
+
+# For a GPU host without stoker's libraries: pack .gpu/ here, then run
+# `bash bench/gpu_run.sh .gpu OUT_DIR` there (it builds, makes 25,000 images, measures).
+gpu-pack: $(DATA)/.complete
+	sh tools/pack_gpu.sh .gpu build-data/photos-cache
+
+# A small CNN trained on class-sorted vs mixed shards of the sample set
+# (same seed and epochs): validation accuracy within 2 points (issue 19).
+bench-shuffle: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python taskset -c 0,1 $(PYTHON) bench/shuffle_training.py \
+	  --stoker build-rel/stoker --epochs 5 $(DATA)/train-*.tar
+
+# ImageNet-shaped: 1,000 classes x 1,281 tiny samples in class order, shards
+# of 10,000: classes per batch of 256 and peak RSS (writes ~1.3 GB in /tmp).
+bench-shuffle-sim: build
+	PYTHONPATH=build-rel/python $(PYTHON) bench/shuffle_mixing.py --stoker build-rel/stoker

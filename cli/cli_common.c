@@ -232,7 +232,7 @@ void cli_table_help(unsigned scope)
 
 struct cli_output cli_output_defaults(void)
 {
-    return (struct cli_output){.max_samples = 10000, .max_bytes = (uint64_t)1 << 30};
+    return (struct cli_output){.max_samples = 10000, .max_bytes = (uint64_t)1 << 30, .shuffle = 1};
 }
 
 int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_output *out)
@@ -245,6 +245,7 @@ int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_
         break;
     case CLI_O_MAX_SIZE: bad = cli_parse_size(cmd, "--max-size", arg, &out->max_bytes); break;
     case CLI_O_SHUFFLE: out->shuffle = 1; break;
+    case CLI_O_SORTED: out->shuffle = 0; break;
     case CLI_O_SEED: bad = cli_parse_u64(cmd, "--seed", arg, 0, UINT64_MAX, &out->seed); break;
     case CLI_O_FORCE: out->force = 1; break;
     default: return 0;
@@ -252,13 +253,14 @@ int cli_parse_output_option(const char *cmd, int c, const char *arg, struct cli_
     return bad < 0 ? -1 : 1;
 }
 
-void cli_output_help(const char *shuffle_help)
+void cli_output_help(const char *shuffle_help, const char *sorted_help)
 {
     printf("output:\n"
            "  -o, --output PATTERN   shard names, a printf pattern with one %%d (required)\n"
            "  --max-samples N        samples per shard (default 10000)\n"
            "  --max-size BYTES       member bytes per shard (default 1G; K, M, G, T)\n"
-           "  --shuffle              %s\n"
+           "  --shuffle              %s (the default)\n"
+           "  --sorted               %s\n"
            "  --seed N               shuffle seed (default 0)\n"
            "  --force                replace the shards of an earlier run: every file in the\n"
            "                         output directory named like this run's shards (same\n"
@@ -267,7 +269,7 @@ void cli_output_help(const char *shuffle_help)
            "                         they are. Other files are never touched.\n"
            "The output directory is created if missing. The shards appear together when\n"
            "the run ends; a run that fails leaves none (and no directory it made).\n\n",
-           shuffle_help);
+           shuffle_help, sorted_help);
 }
 
 int cli_output_fail(const char *cmd, int rc, const char *message)

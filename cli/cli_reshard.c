@@ -17,20 +17,21 @@ static void help(void)
            "Read the samples of the shards and write them into new shards named by\n"
            "PATTERN (a printf pattern with one %%d, e.g. out/train-%%06d.tar), keys and\n"
            "member bytes unchanged (extensions lower-cased, as the loader reads\n"
-           "them). Storage order by default; --shuffle mixes them as the loader\n"
-           "shuffles an epoch: shards in a seeded order, --shards-in-flight of them\n"
-           "interleaved, then a window of --shuffle-buffer samples. The same seed\n"
-           "gives the same shards.\n\n"
+           "them). Shuffled by default, as the loader shuffles an epoch: shards in a\n"
+           "seeded order, --shards-in-flight of them interleaved, then a sliding\n"
+           "window of --shuffle-buffer samples; --sorted keeps the input order. The\n"
+           "same seed gives the same shards. Class-sorted input is mixed best with\n"
+           "every shard in flight and a buffer of a few samples per class or more.\n\n"
            "options:\n"
-           "  --shuffle-buffer N     samples in the shuffle window (default 10000)\n"
+           "  --shuffle-buffer N     reach of the sample shuffle (default 10000)\n"
            "  --shuffle-buffer-bytes SIZE  member bytes it may hold (default 2G; a\n"
-           "                         window of samples that hold more fails: for samples\n"
-           "                         of S bytes keep N * S below it)\n"
-           "  --shards-in-flight N   shards interleaved (default 8)\n"
+           "                         shuffle holding more fails: for samples of S bytes\n"
+           "                         keep 2 * N * S below it)\n"
+           "  --shards-in-flight N   shards interleaved (default 64)\n"
            "  --on-error MODE        fail (default) or skip bad samples and shards\n"
            CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
-    cli_output_help("shuffle as the loader does (default: storage order)");
+    cli_output_help("shuffle as the loader does", "keep the input order");
     cli_source_help();
 }
 
@@ -72,7 +73,7 @@ int cmd_reshard(int argc, char **argv)
     o.log = cli_log_stderr;
     o.log_data = (void *)CMD;
     o.shuffle_buffer = 10000;
-    unsigned shards_in_flight = 8;
+    unsigned shards_in_flight = 64;
     struct cli_output out = cli_output_defaults();
     uint64_t v;
     int c, quiet = 0;

@@ -108,5 +108,15 @@ int cmd_verify(int argc, char **argv)
     if (s.shards_empty)
         printf(", %llu shards without samples", (unsigned long long)s.shards_empty);
     putchar('\n');
+    /* Each shard's labels were counted as one batch: the label mixing of
+     * the report, with its rule that below half of a uniform shuffle's is
+     * poor. Not bad data, so the exit status stays. */
+    struct stk_rates r;
+    stk_stats_rates(&s, NULL, &r);
+    if (s.label_batches > 0 && r.label_mix_eff < 0.5 * r.label_mix_perfect)
+        printf("note: the shards look sorted by class: each mixes %.1f labels (effective), "
+               "%.1f distinct, where shuffled shards would mix %.1f; a streaming loader "
+               "mixes such shards poorly: rewrite them shuffled (stoker reshard --shuffle)\n",
+               r.label_mix_eff, r.labels_per_batch, r.label_mix_perfect);
     return s.samples_skipped || s.shards_failed || s.shards_empty ? EXIT_ERROR : EXIT_OK;
 }

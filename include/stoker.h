@@ -99,8 +99,12 @@ enum stk_error {
     STK_ECACHE = -1010,  /* the node cache cannot hold or store a shard (cache_size too
                             small, cache disk full or unwritable); never skipped as bad input */
     STK_EHTTP = -1011,   /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
-    STK_EMEMBER = -1012  /* a sample lacks a member that stk_options.require_members names,
+    STK_EMEMBER = -1012, /* a sample lacks a member that stk_options.require_members names,
                             or the member does not parse as its extension says */
+    STK_EINDEX = -1013   /* the dataset index (index_path) is not a stoker index, is
+                            malformed, lacks a shard, or is stale: a shard's size, time,
+                            ETag or sample count differs from what it records. Never
+                            skipped as bad input: run `stoker index` again */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -133,6 +137,28 @@ enum stk_transform {
                                 (non-square: see image_height, image_width) */
 };
 
+/* Augmentation policy of the train transform, after the crop (the values
+ * of torchvision's classification reference's --auto-augment). */
+enum stk_auto_augment {
+    STK_AUTO_AUGMENT_NONE = 0,
+    STK_AUTO_AUGMENT_TA_WIDE = 1,  /* TrivialAugmentWide(augment_magnitude_bins) */
+    STK_AUTO_AUGMENT_RA = 2,       /* RandAugment(ra_num_ops, ra_magnitude, augment_magnitude_bins) */
+    STK_AUTO_AUGMENT_IMAGENET = 3  /* AutoAugment(AutoAugmentPolicy.IMAGENET) */
+};
+
+/* Presets of augmentation options (stk_options.recipe). */
+enum stk_recipe {
+    STK_RECIPE_NONE = 0,
+    /* torchvision's classification reference, "new recipe" (2021):
+     * --auto-augment ta_wide --random-erase 0.1 --mixup-alpha 0.2
+     * --cutmix-alpha 1.0 --interpolation bilinear --val-resize-size 232
+     * (with image_size 176 to train and 224 to evaluate) */
+    STK_RECIPE_TORCHVISION_V2 = 1
+};
+
+/* Interpolation of the geometric augmentations (grid_sample's modes). */
+enum stk_interpolation { STK_INTERPOLATION_NEAREST = 0, STK_INTERPOLATION_BILINEAR = 1 };
+
 /* Element type and layout of image batches. */
 enum stk_dtype { STK_DTYPE_UINT8 = 0, STK_DTYPE_FLOAT32 = 1, STK_DTYPE_FLOAT16 = 2, STK_DTYPE_BFLOAT16 = 3 };
 enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
@@ -160,23 +186,25 @@ struct stk_options {
      * sequence does not depend on this value. Values above shards_in_flight
      * add nothing. */
     unsigned threads;
-    /* Shards read at once and interleaved (default 4). Part of the sample
-     * sequence: changing it changes the order. */
+    /* Shards read at once and interleaved (default 16; at most the rank's
+     * shards). Part of the sample sequence: changing it changes the order.
+     * More mix shards written in class order better. */
     unsigned shards_in_flight;
-    /* Shuffle window (default 1000): each run of this many consecutive
-     * samples of the interleaved shards is delivered in a random order, so
-     * it is also the samples held in memory for shuffling. The first
-     * windows of an epoch are smaller (64, 128, ... samples) so the first
-     * batch comes quickly. 0 or 1 disables sample shuffling. */
+    /* Reach of the sample shuffle (default 2000): each sample of the
+     * interleaved shards goes out within a sliding window of this many
+     * inputs (a random sort key within it), so the shuffle holds about
+     * half as many samples, this many at an epoch's start and at most
+     * twice as many. The first batch waits for the first window. 0 or 1
+     * disables sample shuffling. */
     size_t shuffle_buffer;
-    /* Member bytes a shuffle window may hold (default 2 GiB). Windows are
+    /* Member bytes the shuffle may hold (default 2 GiB). Its reach is
      * counted in samples so that the sequence depends on sample counts
-     * alone (stk_loader_seek plans them from a dataset index); a window
-     * whose samples would hold more fails the epoch with STK_ELIMIT and a
-     * message giving the shuffle_buffer that fits (also under
-     * STK_ON_ERROR_SKIP: the data is fine, the configuration is not). For
-     * samples of S bytes, keep shuffle_buffer * S below it. A window of
-     * one sample (shuffle_buffer 0 or 1) is never refused. */
+     * alone (stk_loader_seek plans it from a dataset index); samples that
+     * would hold more fail the epoch with STK_ELIMIT and a message giving
+     * the shuffle_buffer that fits (also under STK_ON_ERROR_SKIP: the data
+     * is fine, the configuration is not). For samples of S bytes, keep
+     * 2 * shuffle_buffer * S below it. A reach of one sample
+     * (shuffle_buffer 0 or 1) is never refused. */
     size_t shuffle_buffer_bytes;
     /* Shuffle shard order, interleave shards and shuffle samples (default 1).
      * With 0 the samples come in exact storage order: shard by shard in the
@@ -208,7 +236,7 @@ struct stk_options {
      * + shards_in_flight * prefetch_bytes_per_shard
      * + shards_in_flight * the tags of the keys seen in a shard (about 32
      *   bytes per sample of the shard, see max_samples_per_shard)
-     * + the shuffle window: shuffle_buffer samples, at most
+     * + the shuffle: up to 2 * shuffle_buffer samples, at most
      *   shuffle_buffer_bytes of member data (or one sample)
      * + max_batches * batch_size * (largest sample): for large samples
      *   set batch_size (and max_batches) for them, this term is not capped
@@ -221,7 +249,7 @@ struct stk_options {
      *   scratch. */
     size_t read_buffer_bytes;        /* per shard read size (default 256 KiB: the block
                                         stays in L2 between the read and the copy out) */
-    size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 8 MiB) */
+    size_t prefetch_bytes_per_shard; /* samples read ahead per shard (default 2 MiB) */
     size_t max_batches;              /* batches queued or held by the caller (default 4) */
     uint64_t max_member_bytes;       /* larger members are bad input (default 256 MiB).
                                         Members with holes (GNU tar --sparse files, or
@@ -308,10 +336,15 @@ struct stk_options {
      * stk_loader_epoch_samples() is known; with several ranks and no
      * samples_per_rank each rank yields floor(total / world_size) samples
      * (equal batches everywhere); and stk_loader_seek() re-reads at most
-     * one shuffle window instead of the epoch's first part. Read once by
+     * 2 * shuffle_buffer samples instead of the epoch's first part. Read once by
      * stk_loader_create(). The counts are what the loader itself delivers
      * (shards read with the same rules and on_error policy), so they stay
-     * exact for damaged shards too. */
+     * exact for damaged shards too. The index also records each shard's
+     * size and modification time (ETag for http/s3/gs): a local shard that
+     * changed since is refused here, any shard when its source answers,
+     * and a count that the shard does not hold when it ends, all with
+     * STK_EINDEX ("the index is stale for SHARD: run `stoker index`
+     * again"), never skipped as bad input. */
     const char *index_path;
 
     /* Node-local shard cache (default: off). With cache_dir set, remote
@@ -438,6 +471,74 @@ struct stk_options {
      * figures" gives the measured differences); 8 always decodes at full
      * scale. */
     float dct_margin;
+
+    /* The augmentations of torchvision's classification recipes, train
+     * transform only, all drawn from the sample's own random stream (so
+     * batches stay bit-identical whatever the threads or hosts):
+     * auto_augment (default none) runs on the resized crop, in uint8,
+     * before the conversion to dtype; the geometric ops sample with
+     * augment_interpolation (default nearest, torchvision's default; the
+     * reference recipe uses bilinear) and fill with 0. random_erase
+     * (default 0) is RandomErasing(p=random_erase, value=0) after
+     * normalization: 0 in float outputs, round(255 * mean) in uint8.
+     * augment_magnitude_bins (2 to 1000; default 0: 31) is the bin count
+     * of TrivialAugmentWide and RandAugment; ra_num_ops (1 to 16; default
+     * 0: 2) and ra_magnitude (1 to below the bin count; default 0: 9)
+     * RandAugment's. (0 stands for the default so that options of an
+     * older header, zero past their size, get torchvision's values; bin 0
+     * would make every RandAugment op an identity.) */
+    /* A preset (default none): each option of the recipe that is still at
+     * its default (0, none, nearest) takes the recipe's value when the
+     * loader is created; options set explicitly keep theirs. */
+    enum stk_recipe recipe;
+    /* Eval transform: the short side is resized to eval_resize before the
+     * center crop (default 0: int(min(height, width) / 0.875)). */
+    unsigned eval_resize;
+    /* Repeated augmentation (the reference's --ra-sampler --ra-reps;
+     * default 0: 1, off): ranks rank / ra_reps * ra_reps ... + ra_reps - 1
+     * read the same samples in the same order, each with its own crop,
+     * augmentations and mixing, so each sample is seen ra_reps times per
+     * epoch on ra_reps different ranks. world_size must be a multiple of
+     * ra_reps. With a dataset index each rank still yields total /
+     * world_size samples (as the reference's sampler), so an epoch covers
+     * 1 / ra_reps of the data, a different part each epoch when
+     * shuffling; without one and without samples_per_rank a rank yields
+     * its group's whole share. */
+    unsigned ra_reps;
+    enum stk_auto_augment auto_augment;
+    enum stk_interpolation augment_interpolation;
+    unsigned augment_magnitude_bins;
+    unsigned ra_num_ops;
+    unsigned ra_magnitude;
+    float random_erase;
+    /* After auto_augment, in this order (all train only, default 0: off):
+     * ColorJitter(brightness=contrast=saturation=color_jitter,
+     * hue=hue_jitter) with torchvision's random order of the four,
+     * RandomGrayscale(grayscale_probability), GaussianBlur(blur_kernel,
+     * sigma=(blur_sigma_min, blur_sigma_max)) (kernel odd, at most 63;
+     * sigma 0: 0.1 and 2.0). */
+    float color_jitter;
+    float hue_jitter;
+    float grayscale_probability;
+    unsigned blur_kernel;
+    float blur_sigma_min;
+    float blur_sigma_max;
+
+    /* Mixup and CutMix of whole batches (default 0: off), as the
+     * classification reference's RandomMixup/RandomCutmix behind
+     * RandomChoice: each batch is mixed with itself rolled by one sample,
+     * with weight lambda ~ Beta(alpha, alpha) for its own image. With both
+     * alphas set, a batch gets CutMix with probability
+     * mix_switch_probability (default 0: 0.5, as RandomChoice), else Mixup. The draws are keyed
+     * by (seed, epoch, rank, batch index). stk_batch.mix_labels and
+     * mix_weight say what each image holds. Image dtype uint8, float32 or
+     * bfloat16. */
+    float mixup_alpha;
+    float cutmix_alpha;
+    float mix_switch_probability;
+    /* Read by the Python Loader only: with mixing, yield soft one-hot
+     * targets of num_classes classes (default 0: the label pairs). */
+    unsigned num_classes;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -592,10 +693,10 @@ STK_API int stk_loader_set_epoch(stk_loader *loader, uint64_t epoch);
  * Stop the current epoch and make the next stk_loader_next() deliver batch
  * `batch` of epoch `epoch`: exactly the batch an uninterrupted run would
  * deliver there (resume after a restart). With a dataset index the readers
- * jump to the shuffle window holding that batch and open their shards at
- * the byte offset of their first sample (reading up to it only in
- * compressed shards), so at most one window (shuffle_buffer samples) is
- * read again; without one the samples of the batches before it are read
+ * jump to the oldest sample the shuffle holds at that batch and open their
+ * shards at the byte offset of their first sample (reading up to it only in
+ * compressed shards), so at most 2 * shuffle_buffer samples are read
+ * again; without one the samples of the batches before it are read
  * again and dropped. Either way nothing before it is decoded.
  */
 STK_API int stk_loader_seek(stk_loader *loader, uint64_t epoch, uint64_t batch);
@@ -678,6 +779,14 @@ struct stk_batch {
     uint64_t samples_skipped;
     uint64_t images_replaced;
     uint64_t shards_failed;
+    /* Mixup/CutMix (stk_options.mixup_alpha, cutmix_alpha): image i holds
+     * mix_weight of its own label's image and 1 - mix_weight of the image
+     * labelled mix_labels[i] (the previous image of the batch, the last
+     * for image 0), so its soft target is mix_weight * onehot(labels[i]) +
+     * (1 - mix_weight) * onehot(mix_labels[i]). NULL and 1 without
+     * mixing. */
+    const int64_t *mix_labels;
+    double mix_weight;
 };
 
 /* Give a batch back. May be called from any thread, in any order, also after
@@ -723,8 +832,13 @@ struct stk_stats {
                                    and parsing shards (waits on the network
                                    included; not waits for a free buffer) */
     uint64_t image_decode_ns;   /* JPEG/PNG decoding (libjpeg-turbo, libspng) */
-    uint64_t image_resample_ns; /* antialiased resize of the crop */
-    uint64_t image_convert_ns;  /* layout and dtype conversion, normalization */
+    uint64_t image_resample_ns; /* antialiased resize of the crop, and the
+                                   conversion to the batch's dtype and layout
+                                   where it runs in the resize's last pass
+                                   (nothing between them: the usual case) */
+    uint64_t image_convert_ns;  /* layout and dtype conversion, normalization,
+                                   where it is a pass of its own (eval crops
+                                   with padding) */
     uint64_t wait_ns;           /* callers blocked in stk_loader_next(): when this
                                    is a large share of a training step, the run
                                    is input-bound */
@@ -748,6 +862,23 @@ struct stk_stats {
     uint64_t shuffle_sized_samples;
     uint64_t shuffle_sized_pairs;
     uint64_t shuffle_epoch_shards;
+    /* The recipe's augmentations (stk_options.auto_augment, random_erase,
+     * mixup_alpha, cutmix_alpha), summed over threads (ns): */
+    uint64_t image_augment_ns;  /* auto_augment, ColorJitter, grayscale, blur on the crops */
+    uint64_t image_erase_ns;    /* random erasing */
+    uint64_t batch_mix_ns;      /* Mixup and CutMix of whole batches */
+    /* Label mixing, the same way, over the batches delivered with labels
+     * (a transform): label_pairs sums b(b-1), label_same_pairs n_c(n_c-1)
+     * for n_c samples of label c in a batch, label_distinct the distinct
+     * labels of each of the label_batches batches; label_samples (N) and
+     * label_sample_pairs (sum N_c(N_c-1) over the labels seen so far) give
+     * what a uniform permutation would mix. */
+    uint64_t label_pairs;
+    uint64_t label_same_pairs;
+    uint64_t label_distinct;
+    uint64_t label_batches;
+    uint64_t label_samples;
+    uint64_t label_sample_pairs;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any
@@ -803,6 +934,14 @@ struct stk_rates {
      * one ends). */
     double shuffle_k_eff;
     double shuffle_k_perfect;
+    /* Labels mixed per batch, the same ratio over labels (L_eff; INFINITY
+     * when no two samples of a batch shared a label), its value for a
+     * uniform permutation of the labels seen since the start (not the
+     * interval: it needs many batches), and the mean distinct labels per
+     * batch over the interval. 0 without labels. */
+    double label_mix_eff;
+    double label_mix_perfect;
+    double labels_per_batch;
 };
 
 /*
@@ -811,7 +950,8 @@ struct stk_rates {
  * Sampling stk_loader_stats() every second or every step and passing the
  * previous snapshot shows a stall as a dip, where the cumulative counters
  * only show it as a lower average. A pure function; an interval without
- * wall time gives zeros.
+ * wall time gives zeros but for the label mixing (counts alone: also
+ * stk_verify()'s, where each shard counts as one batch).
  */
 STK_API void stk_stats_rates_sized(const struct stk_stats *now, const struct stk_stats *before,
                                    size_t stats_size, struct stk_rates *out, size_t rates_size);
@@ -849,6 +989,23 @@ STK_API int stk_index_build_sized(const struct stk_options *opts, const char *co
 #define stk_index_build(opts, patterns, n, path, flags, stats, errbuf, errbuf_size)            \
     stk_index_build_sized((opts), (patterns), (n), (path), (flags), (stats),                   \
                           sizeof(struct stk_stats), (errbuf), (errbuf_size))
+
+/*
+ * Check the dataset index at path against the shards the patterns name, as
+ * stk_loader_create() with opts->index_path = path does before reading
+ * (for a process that receives an index from elsewhere, such as a Dask
+ * worker, before it trusts it): the file is a well-formed index of this
+ * version, holds every shard, counts no shard above
+ * opts->max_samples_per_shard, and every local shard still has the size
+ * and modification time it records. Remote shards are compared (ETag,
+ * size) and every count is checked by the loader as it reads them.
+ * Returns 0, STK_EINDEX (malformed, incomplete or stale; the message names
+ * the shard and says to run `stoker index` again), STK_ENOENT or STK_EIO
+ * (the file), STK_EINVAL (options, patterns) or STK_ENOMEM, with a message
+ * in errbuf. Thread-safe; reads no shard.
+ */
+STK_API int stk_index_check(const struct stk_options *opts, const char *const *patterns,
+                            size_t n, const char *path, char *errbuf, size_t errbuf_size);
 
 /*
  * Read every sample of every shard named by the patterns (expanded as

@@ -20,6 +20,9 @@
  */
 #include <stddef.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 
 #include "abi.h"
 #include "alloc.h"
@@ -29,8 +32,10 @@
 #include "cloud_list.h"
 #include "error.h"
 #include "options.h"
+#include "rng.h"
 #include "pipeline.h"
 #include "image.h"
+#include "mixing.h"
 #include "plan.h"
 #include "buffer_pool.h"
 #include "shard_reader.h"
@@ -45,6 +50,12 @@ struct stk_loader {
     struct stk__strlist names; /* urls redacted: samples point here until released */
     int rank;
     int world_size;
+    /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
+     * rank / reps among world_size / reps, so reps consecutive ranks read
+     * the same samples and draw their own augmentations. reps 1: the
+     * rank's own plan. */
+    int plan_rank;
+    int plan_world;
     struct stk__counters counters;
     atomic_uint_fast64_t samples;
     atomic_uint_fast64_t batches;
@@ -64,6 +75,8 @@ struct stk_loader {
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
     uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
     struct stk__dataset_index index; /* counts NULL without one */
+    struct stk__label_mixing labels; /* of delivered batches (with a transform) */
+    int counts_labels;
     /* Copies of the caller's option strings, which need only outlive
      * stk_loader_create(): every string field of opts points here. */
     char *strings[STK__N_OPTION_STRINGS];
@@ -106,12 +119,26 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
     return 0;
 }
 
+/* The plan's rank and world under repeated augmentation. */
+static int plan_ranks(stk_loader *l, struct stk__err *err)
+{
+    int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
+    if (l->world_size % reps != 0)
+        return stk__errf(err, STK_EINVAL, "ra_reps (%d) must divide world_size (%d): each "
+                                          "sample goes to ra_reps ranks",
+                         reps, l->world_size);
+    l->plan_rank = l->rank / reps;
+    l->plan_world = l->world_size / reps;
+    return 0;
+}
+
 /* Load the dataset index. With several ranks and no samples_per_rank, each
  * rank then yields the same share of the dataset, floor(total / world):
  * equal batches per rank without the user counting samples. */
 static int use_index(stk_loader *l, struct stk__err *err)
 {
-    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names, &l->index, err);
+    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names,
+                             l->opts.max_samples_per_shard, &l->index, err);
     if (rc < 0)
         return rc;
     if (l->world_size > 1 && l->opts.samples_per_rank == 0) {
@@ -136,8 +163,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     struct stk_options imported;
     const struct stk_options *opts = &imported;
     int rc = stk__options_import(&imported, caller_opts, &err);
-    if (rc == 0)
+    if (rc == 0) {
+        stk__options_apply_recipe(&imported);
         rc = check_options(opts, &err);
+    }
     if (rc < 0)
         goto fail;
     if (urls == NULL && n_urls > 0) {
@@ -155,6 +184,11 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     atomic_init(&l->interrupt, 0);
     l->batch_limit = UINT64_MAX;
     l->opts = *opts;
+    if (stk__label_mixing_init(&l->labels, opts->batch_size) < 0) {
+        rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
+        goto fail;
+    }
+    l->counts_labels = opts->transform != STK_TRANSFORM_NONE;
     if (own_strings(l) < 0) {
         rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
         goto fail;
@@ -165,7 +199,9 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     if (rc == 0)
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
-        rc = stk__plan_check(l->urls.count, l->world_size, &err);
+        rc = plan_ranks(l, &err);
+    if (rc == 0)
+        rc = stk__plan_check(l->urls.count, l->plan_world, &err);
     if (rc == 0 && opts->index_path != NULL)
         rc = use_index(l, &err);
     /* A local shard that is missing fails now, not when its turn comes (a
@@ -178,6 +214,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
         rc = stk__image_config_init(&l->image, opts, &err);
         if (rc < 0)
             goto fail;
+        /* Repeated augmentation: the ranks that share a plan draw their
+         * own crops, augmentations and mixing. */
+        if (l->plan_world != l->world_size)
+            l->image.seed = stk__mix(opts->seed, (uint64_t)l->rank);
         l->has_ring = 1; /* destroyable even when its init fails */
         if (stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
                                  stk__image_bytes(&l->image), opts->alloc_batch_memory,
@@ -218,14 +258,15 @@ static int start_epoch(stk_loader *l)
     const struct stk_options *o = &l->opts;
     struct stk__pipeline_config cfg = {
         .opts = *o,
-        .rank = l->rank,
-        .world_size = l->world_size,
+        .rank = l->plan_rank,
+        .world_size = l->plan_world,
         .urls = &l->urls,
         .names = &l->names,
         .first_batch = l->first_batch,
         .batch_limit = l->batch_limit,
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
+        .shard_stamps = l->index.stamps,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
     };
@@ -247,7 +288,10 @@ static int start_epoch(stk_loader *l)
 }
 
 /* Stop the current epoch's pipeline, after unpublishing it for
- * stk_loader_interrupt(). */
+ * stk_loader_interrupt(). Then give back to the system the memory its
+ * threads freed: glibc keeps it in per-thread arenas, where decode buffers
+ * of every size fragment it, and RSS grew for about 25 epochs before it
+ * levelled (README, "Memory"); a trim once an epoch costs a few ms. */
 static void stop_epoch(stk_loader *l)
 {
     stk__mutex_lock(&l->wake_mutex);
@@ -255,6 +299,10 @@ static void stop_epoch(stk_loader *l)
     l->pipeline = NULL;
     stk__mutex_unlock(&l->wake_mutex);
     stk__pipeline_stop(p);
+#ifdef __GLIBC__
+    if (p != NULL)
+        malloc_trim(0);
+#endif
 }
 
 static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms);
@@ -301,6 +349,8 @@ static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms
         for (size_t i = 0; i < b->pub.n_samples; i++)
             bytes += b->samples[i]->bytes;
         atomic_fetch_add(&l->member_bytes, bytes);
+        if (l->counts_labels)
+            stk__label_mixing_batch(&l->labels, b->pub.labels, b->pub.n_samples);
         *out = &b->pub;
         return 0;
     }
@@ -372,8 +422,8 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
     if (l->index.counts == NULL)
         return 0;
     struct stk__plan_cursor c;
-    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->rank,
-                              l->world_size, l->opts.shuffle, 0) < 0)
+    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->plan_rank,
+                              l->plan_world, l->opts.shuffle, 0) < 0)
         return 0;
     uint64_t total = 0;
     size_t shard;
@@ -409,6 +459,9 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     s->image_decode_ns = atomic_load(&m->counters.image_decode_ns);
     s->image_resample_ns = atomic_load(&m->counters.image_resample_ns);
     s->image_convert_ns = atomic_load(&m->counters.image_convert_ns);
+    s->image_augment_ns = atomic_load(&m->counters.image_augment_ns);
+    s->image_erase_ns = atomic_load(&m->counters.image_erase_ns);
+    s->batch_mix_ns = atomic_load(&m->counters.batch_mix_ns);
     s->wait_ns = atomic_load(&m->wait_ns);
     uint64_t first = atomic_load(&m->first_ns);
     s->wall_ns = first ? stk__now_ns() - first : 0;
@@ -423,6 +476,12 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     s->shuffle_sized_samples = atomic_load(&m->counters.shuffle_sized_samples);
     s->shuffle_sized_pairs = atomic_load(&m->counters.shuffle_sized_pairs);
     s->shuffle_epoch_shards = atomic_load(&m->counters.shuffle_epoch_shards);
+    s->label_pairs = atomic_load(&m->labels.pairs);
+    s->label_same_pairs = atomic_load(&m->labels.same_pairs);
+    s->label_distinct = atomic_load(&m->labels.distinct);
+    s->label_batches = atomic_load(&m->labels.batches);
+    s->label_samples = atomic_load(&m->labels.samples);
+    s->label_sample_pairs = atomic_load(&m->labels.sample_pairs);
     struct stk__cache_counts cc = {0};
     if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);
@@ -449,6 +508,7 @@ void stk_loader_destroy(stk_loader *l)
     stk__strlist_free(&l->urls);
     stk__strlist_free(&l->names);
     stk__index_free(&l->index);
+    stk__label_mixing_free(&l->labels);
     free_strings(l);
     stk__free(l);
 }

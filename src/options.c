@@ -384,3 +384,23 @@ const struct stk_stats_field *stk_stats_field_at(size_t i)
 {
     return i < sizeof stats_rows / sizeof stats_rows[0] ? &stats_rows[i] : NULL;
 }
+
+void stk__options_apply_recipe(struct stk_options *o)
+{
+    if (o->recipe != STK_RECIPE_TORCHVISION_V2)
+        return;
+    /* pytorch/vision references/classification/README.md, the recipe of
+     * the 2021 "How to train state-of-the-art models" weights */
+    if (o->auto_augment == STK_AUTO_AUGMENT_NONE)
+        o->auto_augment = STK_AUTO_AUGMENT_TA_WIDE;
+    if (o->augment_interpolation == STK_INTERPOLATION_NEAREST)
+        o->augment_interpolation = STK_INTERPOLATION_BILINEAR;
+    if (o->random_erase == 0)
+        o->random_erase = 0.1f;
+    if (o->mixup_alpha == 0)
+        o->mixup_alpha = 0.2f;
+    if (o->cutmix_alpha == 0)
+        o->cutmix_alpha = 1.0f;
+    if (o->eval_resize == 0)
+        o->eval_resize = 232;
+}

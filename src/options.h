@@ -34,4 +34,8 @@ const char **stk__option_string(struct stk_options *o, size_t i);
  * accepts. */
 int stk__options_check(const struct stk_options *o, struct stk__err *err);
 
+/* Fill the options o->recipe names that are still at their defaults
+ * (stk_options.recipe). */
+void stk__options_apply_recipe(struct stk_options *o);
+
 #endif

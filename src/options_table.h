@@ -37,6 +37,8 @@
 #define STK__SOURCE STK_OPTION_CLI_SOURCE
 #define STK__BYTES STK_OPTION_BYTES
 #define STK__SPEED STK_OPTION_SPEED_ONLY
+/* GaussianBlur's largest kernel (augment_ops.h says why it is bounded) */
+#define STK__AUG_BLUR_KERNEL_MAX 63
 
 /* clang-format off */
 #define STK__OPTIONS(X) \
@@ -46,13 +48,13 @@
       "drop a final batch smaller than batch_size") \
     X(threads, UINT, STK__BENCH | STK__SPEED, "2", 1, 1024, "threads", "N", \
       "reader and decode threads: they change the speed, never the samples") \
-    X(shards_in_flight, UINT, STK__BENCH, "4", 1, 4096, "shards-in-flight", "N", \
-      "shards read and interleaved at once (part of the sample order)") \
-    X(shuffle_buffer, SIZE, STK__BENCH, "1000", 0, 1u << 24, "shuffle-buffer", "N", \
-      "samples shuffled together in one window (0 or 1: no sample shuffling)") \
+    X(shards_in_flight, UINT, STK__BENCH, "16", 1, 4096, "shards-in-flight", "N", \
+      "shards read and interleaved at once (part of the sample order; more mix sorted shards better)") \
+    X(shuffle_buffer, SIZE, STK__BENCH, "2000", 0, 1u << 24, "shuffle-buffer", "N", \
+      "reach of the sample shuffle: each sample goes out within this many inputs (0 or 1: none)") \
     X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2G", 1, SIZE_MAX, \
       "shuffle-buffer-bytes", "SIZE", \
-      "member bytes a shuffle window may hold; a window of samples holding more fails") \
+      "member bytes the shuffle may hold; samples holding more fail") \
     X(shuffle, BOOL, STK__BENCH, "1", 0, 1, "shuffle", NULL, \
       "shuffle shard order and samples (0: storage order)") \
     X(seed, U64, STK__BENCH, "0", 0, UINT64_MAX, "seed", "N", \
@@ -70,7 +72,7 @@
     X(read_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "256K", 512, 256u << 20, \
       "read-buffer-bytes", "SIZE", \
       "read size per shard") \
-    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "8M", 0, SIZE_MAX, \
+    X(prefetch_bytes_per_shard, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2M", 0, SIZE_MAX, \
       "prefetch-bytes-per-shard", "SIZE", \
       "samples read ahead per shard, in bytes") \
     X(max_batches, SIZE, STK__BENCH | STK__SPEED, "4", 1, 4096, "max-batches", "N", \
@@ -117,6 +119,44 @@
     X(dct_margin, FLOAT, STK__BENCH, "0", 0, 0, "dct-margin", "X", \
       "decode JPEG crops at the smallest DCT scale keeping them X times the output " \
       "(1 to 8; 0: 1.25 train, 1.5 eval)") \
+    X(recipe, CHOICE, STK__BENCH, "none", 0, 0, "recipe", "none,torchvision-v2", \
+      "preset: torchvision's reference recipe for the options left at 0/none (see stoker.h)") \
+    X(eval_resize, UINT, STK__BENCH, "0", 1, 8192, "eval-resize", "N", \
+      "eval: resize the short side to N before the center crop (0: size / 0.875)") \
+    X(ra_reps, UINT, STK__BENCH, "0", 1, 64, "ra-reps", "N", \
+      "repeated augmentation: each sample on N ranks per epoch, own draws (0: 1)") \
+    X(auto_augment, CHOICE, STK__BENCH, "none", 0, 0, "auto-augment", "none,ta_wide,ra,imagenet", \
+      "train: TrivialAugmentWide, RandAugment or AutoAugment's ImageNet policy on the crop") \
+    X(augment_interpolation, CHOICE, STK__BENCH, "nearest", 0, 0, "augment-interpolation", \
+      "nearest,bilinear", "sampling of the geometric augmentations") \
+    X(augment_magnitude_bins, UINT, STK__BENCH, "0", 2, 1000, "magnitude-bins", "N", \
+      "magnitude bins of TrivialAugmentWide and RandAugment (0: 31)") \
+    X(ra_num_ops, UINT, STK__BENCH, "0", 1, 16, "ra-num-ops", "N", \
+      "operations RandAugment applies per image (0: 2)") \
+    X(ra_magnitude, UINT, STK__BENCH, "0", 1, 999, "ra-magnitude", "N", \
+      "RandAugment's magnitude bin, below augment_magnitude_bins (0: 9)") \
+    X(color_jitter, FLOAT, STK__BENCH, "0", 0, 0, "color-jitter", "X", \
+      "train: ColorJitter(brightness=contrast=saturation=X), torchvision's random order") \
+    X(hue_jitter, FLOAT, STK__BENCH, "0", 0, 0, "hue-jitter", "X", \
+      "train: ColorJitter's hue (0 to 0.5)") \
+    X(grayscale_probability, FLOAT, STK__BENCH, "0", 0, 0, "grayscale", "P", \
+      "train: RandomGrayscale probability") \
+    X(blur_kernel, UINT, STK__BENCH, "0", 1, STK__AUG_BLUR_KERNEL_MAX, "blur-kernel", "N", \
+      "train: GaussianBlur kernel size, odd (0: no blur)") \
+    X(blur_sigma_min, FLOAT, 0, "0", 0, 0, NULL, "X", \
+      "GaussianBlur's smallest sigma (0: 0.1)") \
+    X(blur_sigma_max, FLOAT, 0, "0", 0, 0, NULL, "X", \
+      "GaussianBlur's largest sigma (0: 2.0)") \
+    X(random_erase, FLOAT, STK__BENCH, "0", 0, 0, "random-erase", "P", \
+      "train: RandomErasing probability (value 0 after normalization)") \
+    X(mixup_alpha, FLOAT, STK__BENCH, "0", 0, 0, "mixup-alpha", "X", \
+      "Mixup of whole batches with lambda ~ Beta(X, X) (0: off)") \
+    X(cutmix_alpha, FLOAT, STK__BENCH, "0", 0, 0, "cutmix-alpha", "X", \
+      "CutMix of whole batches with lambda ~ Beta(X, X) (0: off)") \
+    X(num_classes, UINT, 0, "0", 1, 1u << 24, NULL, "N", \
+      "Python, with Mixup/CutMix: soft one-hot targets of N classes (0: label pairs)") \
+    X(mix_switch_probability, FLOAT, STK__BENCH, "0", 0, 0, "mix-switch-probability", "P", \
+      "with both alphas: probability a batch gets CutMix rather than Mixup (0: 0.5)") \
     X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \
       "dataset index from `stoker index`: equal shares per rank, fast resume") \
     X(cache_dir, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "cache-dir", "DIR", \
@@ -168,8 +208,8 @@
     X(resumes, "retries that continued a shard from a byte offset") \
     X(read_ns, "reader threads opening, fetching and parsing shards (ns)") \
     X(image_decode_ns, "JPEG/PNG decoding (ns)") \
-    X(image_resample_ns, "resizing crops (ns)") \
-    X(image_convert_ns, "layout and dtype conversion, normalization (ns)") \
+    X(image_resample_ns, "resizing crops, and the dtype/layout conversion fused into it (ns)") \
+    X(image_convert_ns, "dtype/layout conversion as a pass of its own (padded eval crops) (ns)") \
     X(wait_ns, "callers blocked waiting for a batch (ns)") \
     X(sequence_ns, "the thread that interleaves, shuffles and assembles batches (ns)") \
     X(wall_ns, "since the loader's first batch was asked for (ns)") \
@@ -180,7 +220,16 @@
     X(shuffle_shards_sized, "shards taken whole, whose sample counts are known") \
     X(shuffle_sized_samples, "samples of those shards") \
     X(shuffle_sized_pairs, "sum of m(m-1) over those shards of m samples") \
-    X(shuffle_epoch_shards, "shards of this rank's epoch")
+    X(shuffle_epoch_shards, "shards of this rank's epoch") \
+    X(image_augment_ns, "auto_augment, ColorJitter, grayscale and blur on the crops (ns)") \
+    X(image_erase_ns, "random erasing (ns)") \
+    X(batch_mix_ns, "Mixup and CutMix of batches (ns)") \
+    X(label_pairs, "sum of b(b-1) over batches delivered with labels (label mixing)") \
+    X(label_same_pairs, "sum of n(n-1) over the samples n a batch has of one label") \
+    X(label_distinct, "distinct labels of each batch, summed") \
+    X(label_batches, "batches whose labels were counted") \
+    X(label_samples, "labels counted (N)") \
+    X(label_sample_pairs, "sum of N_c(N_c-1) over the labels c seen, N_c samples each")
 /* clang-format on */
 
 #endif

@@ -58,6 +58,23 @@ static double ratio(uint64_t num, uint64_t den)
     return den ? (double)num / (double)den : num ? INFINITY : 0;
 }
 
+/* Labels per batch over the interval, against a uniform permutation of the
+ * labels seen since the start (it needs many batches of counts). */
+static void label_mixing(const struct stk_stats *now, const struct stk_stats *b,
+                         struct stk_rates *out)
+{
+    out->label_mix_eff = ratio(now->label_pairs - b->label_pairs,
+                               now->label_same_pairs - b->label_same_pairs);
+    double labels = (double)now->label_samples;
+    if (now->label_sample_pairs > 0)
+        out->label_mix_perfect = labels * (labels - 1) / (double)now->label_sample_pairs;
+    else if (labels > 1)
+        out->label_mix_perfect = INFINITY;
+    if (now->label_batches > b->label_batches)
+        out->labels_per_batch = (double)(now->label_distinct - b->label_distinct) /
+                                (double)(now->label_batches - b->label_batches);
+}
+
 /* The rates themselves, on this library's structs. */
 static void rates(const struct stk_stats *now, const struct stk_stats *before,
                   struct stk_rates *out)
@@ -66,6 +83,7 @@ static void rates(const struct stk_stats *now, const struct stk_stats *before,
     memset(&zero, 0, sizeof zero);
     const struct stk_stats *b = before != NULL ? before : &zero;
     memset(out, 0, sizeof *out);
+    label_mixing(now, b, out); /* counts, not times: also without wall time (verify) */
     /* Thread counts and shard sizes describe the loader, not the interval. */
     if (now->wall_ns <= b->wall_ns)
         return;
@@ -148,6 +166,12 @@ size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats
             100 * decode, ms_per(s->image_decode_ns, s->images_decoded),
             ms_per(s->image_resample_ns, s->images_decoded),
             ms_per(s->image_convert_ns, s->images_decoded));
+    if (s->image_augment_ns + s->image_erase_ns + s->batch_mix_ns > 0)
+        put(&o,
+            "augmentations: per image %.3f ms crop ops, %.3f ms random erasing, %.3f ms "
+            "Mixup/CutMix (on the caller's thread)\n",
+            ms_per(s->image_augment_ns, s->images_decoded),
+            ms_per(s->image_erase_ns, s->images_decoded), ms_per(s->batch_mix_ns, s->samples));
     put(&o, "batching (interleave, shuffle, assemble): 1 thread %.0f%% busy\n", 100 * batching);
     if (s->shuffle_pairs > 0) {
         if (isinf(r.shuffle_k_eff))
@@ -161,6 +185,22 @@ size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats
         if (r.shuffle_k_eff < POOR_MIXING_SHARE * r.shuffle_k_perfect)
             put(&o, "hint: batches mix shards poorly: raise shards_in_flight (shards "
                     "interleaved) or shuffle_buffer (samples shuffled together)\n");
+    }
+    if (s->label_pairs > 0 && s->label_samples > 1) {
+        /* Shards can be mixed perfectly and batches still hold few classes:
+         * shards written in class order. */
+        put(&o, "labels: %.1f distinct per batch; batches mix ", r.labels_per_batch);
+        if (isinf(r.label_mix_eff))
+            put(&o, "labels without repeats");
+        else
+            put(&o, "%.1f labels (L_eff)", r.label_mix_eff);
+        if (!isinf(r.label_mix_perfect))
+            put(&o, "; a uniform shuffle of the labels seen: %.1f", r.label_mix_perfect);
+        put(&o, "\n");
+        if (r.label_mix_eff < POOR_MIXING_SHARE * r.label_mix_perfect)
+            put(&o, "hint: batches mix labels poorly: the shards look sorted by class; "
+                    "rewrite them shuffled (stoker reshard --shuffle) or raise "
+                    "shards_in_flight and shuffle_buffer\n");
     }
 
     /* The busiest stage, and what would relieve it. */

@@ -9,6 +9,11 @@
  * verifies clean trains without a skipped sample. A shard that reads
  * cleanly but holds no sample is reported too. Shards are
  * independent jobs on opts->threads threads.
+ *
+ * The labels of each shard are counted as one batch of the label mixing
+ * statistic (mixing.h): shards of a few classes each, against what
+ * shuffled shards would hold, is how class-sorted data shows.
+ * labels_mutex guards v->labels (jobs add a whole shard at a time).
  */
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -22,8 +27,10 @@
 #include "options.h"
 #include "sample.h"
 #include "jobs.h"
+#include "mixing.h"
 #include "shard_reader.h"
 #include "stoker.h"
+#include "threads.h"
 
 struct verify {
     const struct stk__strlist *urls;
@@ -33,7 +40,30 @@ struct verify {
     struct stk__counters *counters;
     atomic_uint_fast64_t samples;    /* returned by the readers */
     atomic_uint_fast64_t bad_images; /* of those, failing stk__image_check */
+    pthread_mutex_t labels_mutex;
+    struct stk__label_mixing labels;
 };
+
+/* The labels of the good samples of one shard. */
+struct shard_labels {
+    int64_t *items;
+    size_t n, capacity;
+};
+
+/* 0, or STK_ENOMEM. */
+static int add_label(struct shard_labels *sl, int64_t label)
+{
+    if (sl->n == sl->capacity) {
+        size_t capacity = sl->capacity ? 2 * sl->capacity : 1024;
+        int64_t *items = stk__realloc(sl->items, capacity * sizeof *items);
+        if (items == NULL)
+            return STK_ENOMEM;
+        sl->items = items;
+        sl->capacity = capacity;
+    }
+    sl->items[sl->n++] = label;
+    return 0;
+}
 
 static void warn(const struct verify *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void warn(const struct verify *v, const char *fmt, ...)
@@ -50,13 +80,14 @@ static void warn(const struct verify *v, const char *fmt, ...)
 
 /* Check one sample; 0 whether good or bad, <0 only when out of memory. */
 static int check_sample(struct verify *v, struct stk__image_worker *w,
-                        const struct stk__sample *s)
+                        const struct stk__sample *s, struct shard_labels *labels)
 {
     atomic_fetch_add(&v->samples, 1);
     if (v->image == NULL)
         return 0;
     struct stk__err err;
-    int rc = stk__image_check(w, v->image, s, &err);
+    int64_t label;
+    int rc = stk__image_check(w, v->image, s, &label, &err);
     if (rc == STK_ENOMEM)
         return rc;
     if (rc < 0) {
@@ -65,7 +96,8 @@ static int check_sample(struct verify *v, struct stk__image_worker *w,
         return 0;
     }
     atomic_fetch_add(&v->counters->images_decoded, 1);
-    return 0;
+    int labelled = v->image->n_label_exts > 0 || v->image->label_json_field[0] != '\0';
+    return labelled ? add_label(labels, label) : 0;
 }
 
 static int verify_job(void *ctx, size_t i, struct stk__err *err)
@@ -75,13 +107,14 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
     if (v->image != NULL && (w = stk__image_worker_new(v->image)) == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory for an image decoder");
     struct stk__shard_reader *r = NULL;
+    struct shard_labels labels = {0};
     int rc = stk__shard_open(v->urls->items[i], v->names->items[i], i, &v->shard, &r, err);
     while (rc == 0) {
         struct stk__sample *s;
         rc = stk__shard_next(r, &s, err);
         if (rc <= 0)
             break;
-        rc = check_sample(v, w, s);
+        rc = check_sample(v, w, s, &labels);
         stk__sample_free(s);
         if (rc == STK_ENOMEM)
             stk__errf(err, rc, "out of memory checking the images of %s", v->names->items[i]);
@@ -101,6 +134,10 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
     }
     stk__shard_close(r);
     stk__image_worker_free(w);
+    stk__mutex_lock(&v->labels_mutex);
+    stk__label_mixing_batch(&v->labels, labels.items, labels.n);
+    stk__mutex_unlock(&v->labels_mutex);
+    stk__free(labels.items);
     if (rc == STK_ENOMEM || rc >= 0)
         return rc;
     /* The reader skips what it can; what is left cut the shard short. */
@@ -129,6 +166,9 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
         rc = stk__image_config_init(&image, &o, &err);
         v.image = &image;
     }
+    stk__mutex_init(&v.labels_mutex);
+    if (stk__label_mixing_init(&v.labels, 1) < 0 && rc == 0)
+        rc = stk__errf(&err, STK_ENOMEM, "out of memory starting to verify");
     if (rc == 0)
         rc = stk__expand_and_list(&o, patterns, n, &urls, &names, &err);
     if (rc == 0 && urls.count == 0)
@@ -150,8 +190,16 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
         stats->members_ignored = atomic_load(&counters.members_ignored);
         stats->bytes_read = atomic_load(&counters.bytes_read);
         stats->images_decoded = atomic_load(&counters.images_decoded);
+        stats->label_pairs = atomic_load(&v.labels.pairs);
+        stats->label_same_pairs = atomic_load(&v.labels.same_pairs);
+        stats->label_distinct = atomic_load(&v.labels.distinct);
+        stats->label_batches = atomic_load(&v.labels.batches);
+        stats->label_samples = atomic_load(&v.labels.samples);
+        stats->label_sample_pairs = atomic_load(&v.labels.sample_pairs);
         stk__struct_copy(stats_out, stats_size, &full, sizeof full);
     }
+    stk__label_mixing_free(&v.labels);
+    stk__mutex_destroy(&v.labels_mutex);
     stk__strlist_free(&urls);
     stk__strlist_free(&names);
     stk__err_ensure(&err, rc);

@@ -93,9 +93,18 @@ SampleSpec = collections.namedtuple(
 # Augmentation ranges (see plan_sample).
 CROP_AREA = (0.10, 1.00)           # fraction of the source area
 CROP_ASPECT = (3 / 4, 4 / 3)       # width / height of the crop
-SHORT_SIDE = (300, 500)            # output short side in pixels
 LONG_SIDE_MAX = 600                # output long side cap in pixels
-QUALITY = (75, 95)                 # JPEG quality
+
+# Output short side, JPEG quality and default grain (see --grain), per set.
+# The default set is ImageNet-like; --small makes smaller photos (like
+# ImageNet's lower half: fewer pixels, fewer bytes), on which the per-image
+# fixed costs of a loader (resampling, conversion, set-up) weigh more than
+# decoding does.
+Profile = collections.namedtuple("Profile", "short_side quality grain")
+PROFILES = {
+    "sample": Profile(short_side=(300, 500), quality=(75, 95), grain=16.0),
+    "small": Profile(short_side=(250, 500), quality=(80, 95), grain=6.0),
+}
 FULL_CHROMA_QUALITY = 90           # 4:4:4 chroma from this quality up
 PROGRESSIVE_FRACTION = 0.05
 GRAYSCALE_FRACTION = 0.02
@@ -152,17 +161,25 @@ def parse_args(argv):
         "--seed", metavar="S", type=int, default=0,
         help="random seed; the same arguments give byte-identical output")
     parser.add_argument(
-        "--grain", metavar="SIGMA", type=float, default=16.0,
+        "--grain", metavar="SIGMA", type=float, default=None,
         help="maximum standard deviation (in 8-bit levels) of the per-pixel, "
         "per-channel Gaussian sensor noise added to each image; each sample "
         "draws its own level uniformly in [SIGMA/2, SIGMA]. The wallpaper "
         "photos are much smoother than typical ImageNet photos (about 38 KiB "
         "mean JPEG size without noise); the noise brings the mean up to "
-        "ImageNet-like sizes. 0 disables it")
+        "ImageNet-like sizes (default %g: 87 KiB mean), or for --small to "
+        "that of a set of small photos (default %g: 55 KiB mean). 0 disables "
+        "it" % (PROFILES["sample"].grain, PROFILES["small"].grain))
     parser.add_argument(
         "--jobs", metavar="N", type=int, default=os.cpu_count() or 1,
         help="worker processes used to render images (does not change the "
         "output)")
+    parser.add_argument(
+        "--small", action="store_true",
+        help="make the small-photo set: short side %d..%d px, JPEG quality "
+        "%d..%d (default set: %d..%d px, quality %d..%d)"
+        % (PROFILES["small"].short_side + PROFILES["small"].quality
+           + PROFILES["sample"].short_side + PROFILES["sample"].quality))
     parser.add_argument(
         "--force", action="store_true",
         help="regenerate even if DIR already holds a complete dataset")
@@ -173,6 +190,8 @@ def parse_args(argv):
         parser.error("--per-shard must be at least 1")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.grain is None:
+        args.grain = PROFILES["small" if args.small else "sample"].grain
     if not 0 <= args.grain <= 64:
         parser.error("--grain must be between 0 and 64")
     return args
@@ -184,9 +203,12 @@ def parse_args(argv):
 
 def stamp_record(args):
     """The arguments that determine the output bytes, as stored in the stamp."""
-    return {"version": GENERATOR_VERSION, "count": args.count,
-            "seed": args.seed, "per_shard": args.per_shard,
-            "grain": args.grain}
+    record = {"version": GENERATOR_VERSION, "count": args.count,
+              "seed": args.seed, "per_shard": args.per_shard,
+              "grain": args.grain}
+    if args.small:  # absent for the default set, whose stamps predate it
+        record["small"] = True
+    return record
 
 
 def shard_names(count, per_shard):
@@ -389,21 +411,21 @@ def random_crop(rng, width, height):
     return (left, top, left + w, top + h)
 
 
-def output_size(rng, crop):
+def output_size(rng, crop, profile):
     """Output (width, height): random short side, long side capped."""
     w, h = crop[2] - crop[0], crop[3] - crop[1]
-    scale = rng.randint(*SHORT_SIDE) / min(w, h)
+    scale = rng.randint(*profile.short_side) / min(w, h)
     scale = min(scale, LONG_SIDE_MAX / max(w, h))
     return (max(1, round(w * scale)), max(1, round(h * scale)))
 
 
-def plan_sample(rng, index, source_sizes, grain_max):
+def plan_sample(rng, index, source_sizes, grain_max, profile):
     """Draw every random decision for sample `index`."""
     label = rng.randrange(len(source_sizes))
     crop = random_crop(rng, *source_sizes[label])
-    size = output_size(rng, crop)
+    size = output_size(rng, crop, profile)
     flip = rng.random() < 0.5
-    quality = rng.randint(*QUALITY)
+    quality = rng.randint(*profile.quality)
     progressive = rng.random() < PROGRESSIVE_FRACTION
     grayscale = rng.random() < GRAYSCALE_FRACTION
     grain = rng.uniform(grain_max / 2, grain_max)
@@ -413,14 +435,15 @@ def plan_sample(rng, index, source_sizes, grain_max):
                       grayscale, grain, grain_offset)
 
 
-def plan_samples(seed, count, sources, grain_max):
+def plan_samples(seed, count, sources, grain_max, profile):
     """Plan all samples from random.Random(seed), in index order."""
     sizes = []
     for source in sources:
         with open_source(source.path) as image:
             sizes.append(image.size)
     rng = random.Random(seed)
-    return [plan_sample(rng, i, sizes, grain_max) for i in range(count)]
+    return [plan_sample(rng, i, sizes, grain_max, profile)
+            for i in range(count)]
 
 
 # ---------------------------------------------------------------------------
@@ -610,7 +633,8 @@ def main(argv=None):
     sources = collect_sources(args.cache)
     log("%d source photos (classes) from %s"
         % (len(sources), ", ".join(sorted({s.package for s in sources}))))
-    specs = plan_samples(args.seed, args.count, sources, args.grain)
+    profile = PROFILES["small" if args.small else "sample"]
+    specs = plan_samples(args.seed, args.count, sources, args.grain, profile)
     prepare_out_dir(args.out, args)
     write_labels(args.out, sources)
     stats = Stats()

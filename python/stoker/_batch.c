@@ -91,6 +91,21 @@ static PyObject *batch_labels(BatchObject *self, void *closure)
     return make_view(self, (void *)self->batch->labels, self->batch->n_samples * sizeof(int64_t));
 }
 
+static PyObject *batch_mix_labels(BatchObject *self, void *closure)
+{
+    (void)closure;
+    if (self->batch->mix_labels == NULL)
+        Py_RETURN_NONE;
+    return make_view(self, (void *)self->batch->mix_labels,
+                     self->batch->n_samples * sizeof(int64_t));
+}
+
+static PyObject *batch_mix_weight(BatchObject *self, void *closure)
+{
+    (void)closure;
+    return PyFloat_FromDouble(self->batch->mix_weight);
+}
+
 static PyObject *batch_len(BatchObject *self, void *closure)
 {
     (void)closure;
@@ -282,6 +297,10 @@ static PyObject *batch_samples(BatchObject *self, PyObject *unused)
 static PyGetSetDef batch_getset[] = {
     {"images", (getter)batch_images, NULL, "buffer of the images (None for raw batches)", NULL},
     {"labels", (getter)batch_labels, NULL, "buffer of the int64 labels (None for raw batches)", NULL},
+    {"mix_labels", (getter)batch_mix_labels, NULL,
+     "buffer of the int64 Mixup/CutMix partner labels (None without mixing)", NULL},
+    {"mix_weight", (getter)batch_mix_weight, NULL,
+     "weight of each image's own label under Mixup/CutMix (1.0 without)", NULL},
     {"size", (getter)batch_len, NULL, "number of samples", NULL},
     {"index", (getter)batch_index, NULL, "batch number in the epoch", NULL},
     {"skips", (getter)batch_skips, NULL,

@@ -291,6 +291,12 @@ def check_result(result, first, count, batch_size, image_bytes, n):
     need(isinstance(labels, np.ndarray) and labels.dtype == np.int64 and labels.ndim == 1 and
          labels.size == total, f"{getattr(labels, 'size', '?')} labels for {total} samples")
     need(total == 0 or int(labels.min()) >= -1, f"a label of {int(labels.min())}")
+    mix_labels, mix_weights = result.get("mix_labels"), result.get("mix_weights")
+    need(isinstance(mix_labels, np.ndarray) and mix_labels.dtype == np.int64 and
+         mix_labels.ndim == 1 and mix_labels.size == total and
+         isinstance(mix_weights, list) and len(mix_weights) == len(sizes) and
+         all(w is None or (isinstance(w, float) and 0.0 <= w <= 1.0) for w in mix_weights),
+         "Mixup/CutMix partner labels or weights that do not fit the batches")
     error = result.get("error")
     need(error is None or (isinstance(error, (tuple, list)) and len(error) == 2 and
                            all(isinstance(v, str) for v in error)), f"error {error!r}")
@@ -298,7 +304,9 @@ def check_result(result, first, count, batch_size, image_bytes, n):
          f"samples_read {result.get('samples_read')!r}")
     i = j = 0
     for k, size in enumerate(sizes):
-        need(batch_digest(images[i:i + size * image_bytes], labels[j:j + size]) == digests[k],
+        w = mix_weights[k]
+        need(batch_digest(images[i:i + size * image_bytes], labels[j:j + size],
+                          None if w is None else mix_labels[j:j + size], w) == digests[k],
              f"the bytes of batch {first + k} do not match the digest its worker took")
         i += size * image_bytes
         j += size
@@ -307,8 +315,9 @@ def check_result(result, first, count, batch_size, image_bytes, n):
 class Run:
     """One iteration over batches [first, n) of an epoch: the claims and
     reorder buffer (_claims.Claims), the local thread and the tasks in
-    flight. tensors(images, labels, n) makes the training loop's tensors
-    out of two buffers.
+    flight. tensors(images, labels, n, mix) makes the training loop's tensors
+    out of two buffers (mix: the Mixup/CutMix partner labels and weight, or
+    None).
 
     Claims are per range (batches_per_task batches); delivery is per batch:
     the claims' `ready` holds the batches made and not read yet by index,
@@ -417,7 +426,8 @@ class Run:
                 b = self.c.next()
                 if b is None:
                     break
-                images, labels = self.tensors(b.images, b.labels, b.size)
+                mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
+                images, labels = self.tensors(b.images, b.labels, b.size, mix)
                 made += 1
                 with self.cond:
                     self._put(index, (images, labels, b.skips, "local"))
@@ -494,7 +504,9 @@ class Run:
         kept = 0
         for k, (n, skips) in enumerate(zip(result["sizes"], result["skips"])):
             size = n * self.o.image_bytes
-            item = self.tensors(images[i:i + size], labels[j:j + n], n) + (skips, "cluster")
+            w = result["mix_weights"][k]
+            mix = None if w is None else (result["mix_labels"][j:j + n], w)
+            item = self.tensors(images[i:i + size], labels[j:j + n], n, mix) + (skips, "cluster")
             kept += self._put(result["first"] + k, item)
             i += size
             j += n

@@ -29,7 +29,8 @@ static struct error_class {
 } error_classes[] = {
     {"Error", &stk_py_error, NULL, 0, "Base class of every stoker error; .code is its STK_E* code."},
     {"DataError", &stk_py_data_error, NULL, STK_EFORMAT,
-     "A shard, sample, image or label is bad input (the message names shard and key)."},
+     "A shard, sample, image, label or the dataset index is bad input (the message names "
+     "shard and key, or the index and what in it)."},
     {"PlanError", &PlanError, NULL, STK_EPLAN, "The shards cannot be split as asked."},
     {"BusyError", &BusyError, NULL, STK_EBUSY, "The caller holds every batch the loader may have."},
     {"OptionError", &OptionError, &PyExc_ValueError, STK_EINVAL,
@@ -59,7 +60,8 @@ static PyObject *error_type(int code)
     case STK_EDUPKEY:
     case STK_EDECODE:
     case STK_ELABEL:
-    case STK_EMEMBER: return stk_py_data_error;
+    case STK_EMEMBER:
+    case STK_EINDEX: return stk_py_data_error;
     default: break;
     }
     for (size_t i = 1; i < N_ERROR_CLASSES; i++)

@@ -14,7 +14,7 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _metrics, _ranks
+from . import _cluster, _metrics, _pinned, _ranks
 from ._fields import _Fields
 from ._metrics import prometheus_text
 from ._options_doc import _options_doc
@@ -99,8 +99,11 @@ class Loader:
     equal shares by default, and load_state_dict() resumes by re-reading
     at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
-    true asynchronous copy; batch_allocator(nbytes) may supply any other
-    writable buffer. Every other keyword option is listed under
+    true asynchronous copy: the loader keeps a batch's buffer until the GPU
+    has passed the point of the current stream where the loop asked for the
+    next batch (queue the copy on the current stream before that);
+    batch_allocator(nbytes) may supply any other writable buffer. Every other
+    keyword option is listed under
     "Options" below (shards_in_flight, shuffle_buffer, on_error,
     max_batches, cache_dir and cache_size for the node-local shard cache,
     ...). A wrong value raises stoker.OptionError (a ValueError; a
@@ -130,7 +133,7 @@ class Loader:
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
                  fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
-        self._c = self._offload = self._prometheus = None  # for close() if this fails
+        self._c = self._offload = self._prometheus = self._in_flight = None  # for close()
         self._pid = os.getpid()
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
@@ -183,6 +186,7 @@ class Loader:
                            index_path=None if index is None else os.fspath(index), **c_config)
         info = self._c.info()
         self._hw = (info["image_height"], info["image_width"])
+        self._num_classes = options.get("num_classes", 0)
         if cluster is not None:
             image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
             self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
@@ -200,6 +204,8 @@ class Loader:
         self._restored = False  # load_state_dict() set _resume_at for its epoch
         self._batch_size = batch_size
         self._max_batches = c_config.get("max_batches", 4)
+        if allocator is _pinned_buffer:
+            self._in_flight = _pinned.InFlight(self._max_batches)
         self._epoch_samples = info["epoch_samples"]
         self._drop_last = drop_last
         self._epoch = 0
@@ -291,11 +297,27 @@ class Loader:
         """The images tensor of n images: it shares the buffer's memory (zero copy)."""
         return torch.frombuffer(images, dtype=self._dtype).view(self._shape(n))
 
-    def _tensors(self, images, labels, n):
+    def _tensors(self, images, labels, n, mix=None):
         """The images share the buffer's memory (zero copy); the labels are
         copied (a few hundred bytes), so that holding them holds no image
-        buffer."""
-        return self._images(images, n), torch.frombuffer(labels, dtype=torch.int64).clone()
+        buffer. mix: (buffer of the partner labels, weight) of a batch
+        Mixup/CutMix mixed, whose targets then say so."""
+        labels = torch.frombuffer(labels, dtype=torch.int64).clone()
+        if mix is not None:
+            labels = self._mixed_targets(labels, *mix)
+        return self._images(images, n), labels
+
+    def _mixed_targets(self, labels, partners, weight):
+        """Mixup/CutMix targets: soft one-hot rows of num_classes (as the
+        classification reference's collate), else (labels, mix_labels,
+        mix_weight)."""
+        partners = torch.frombuffer(partners, dtype=torch.int64).clone()
+        if not self._num_classes:
+            return labels, partners, weight
+        soft = torch.zeros(len(labels), self._num_classes, dtype=torch.float32)
+        soft.scatter_(1, labels.view(-1, 1), weight)
+        soft.scatter_add_(1, partners.view(-1, 1), torch.full((len(labels), 1), 1.0 - weight))
+        return soft
 
     def _local_batches(self, first):
         c = self._c
@@ -314,12 +336,16 @@ class Loader:
             if batch is None:
                 break
             if self._fields is None:
-                out = self._tensors(batch.images, batch.labels, batch.size)
+                out = self._tensors(batch.images, batch.labels, batch.size, _mix_of(batch))
             else:
                 out = self._fields.batch(batch, self._images(batch.images, batch.size))
+            held = batch.images if self._in_flight is not None else None
             del batch  # the tensors keep the buffer alive
             yield out
             del out  # hold nothing while fetching the next batch
+            if held is not None:
+                self._in_flight.asked_next(held)  # until the GPU has copied it
+                del held
 
     def __iter__(self):
         if not self._iterating.acquire(blocking=False):
@@ -414,6 +440,8 @@ class Loader:
         if self._prometheus is not None:
             self._prometheus.close()
             self._prometheus = None
+        if self._in_flight is not None:
+            self._in_flight.drain()
         if self._c is not None:
             self._c.close()
         if self._offload is not None:
@@ -423,3 +451,8 @@ class Loader:
 Loader.__doc__ += _options_doc(Loader.__init__)
 Loader.stats.__doc__ += "\n\n        Keys:\n\n" + "".join(
     f"        {name}: {doc}\n" for name, doc in _stoker.stats_fields())
+
+
+def _mix_of(batch):
+    """(partner labels, weight) of a batch Mixup/CutMix mixed, else None."""
+    return None if batch.mix_labels is None else (batch.mix_labels, batch.mix_weight)

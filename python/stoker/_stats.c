@@ -79,12 +79,14 @@ PyObject *stk_py_rates(PyObject *module, PyObject *args)
         return NULL;
     struct stk_rates r;
     stk_stats_rates(&now, before_d != Py_None ? &before : NULL, &r);
-    return Py_BuildValue("{sdsdsdsdsdsdsdsdsdsd}", "seconds", r.seconds, "samples_per_s",
+    return Py_BuildValue("{sdsdsdsdsdsdsdsdsdsdsdsdsd}", "seconds", r.seconds, "samples_per_s",
                          r.samples_per_s, "images_per_s", r.images_per_s, "read_bytes_per_s",
                          r.read_bytes_per_s, "wait_share", r.wait_share, "read_busy",
                          r.read_busy, "decode_busy", r.decode_busy, "batching_busy",
                          r.batching_busy, "shuffle_k_eff", r.shuffle_k_eff,
-                         "shuffle_k_perfect", r.shuffle_k_perfect);
+                         "shuffle_k_perfect", r.shuffle_k_perfect, "label_mix_eff",
+                         r.label_mix_eff, "label_mix_perfect", r.label_mix_perfect,
+                         "labels_per_batch", r.labels_per_batch);
 }
 
 /* stats_fields() -> [(name, doc)]: the keys of Loader.stats(). */

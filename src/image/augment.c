@@ -20,6 +20,12 @@ void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64
     d->counter = 0;
 }
 
+void stk__draws_fork(const struct stk__draws *d, uint64_t tag, struct stk__draws *out)
+{
+    out->key = stk__mix(d->key, tag);
+    out->counter = 0;
+}
+
 double stk__draw_uniform(struct stk__draws *d)
 {
     uint64_t bits = stk__mix(d->key, d->counter++);
@@ -97,11 +103,19 @@ static void center_axis(double r, int out, double src, double *start, double *le
 
 void stk__crop_eval(int width, int height, int out_height, int out_width, struct stk__crop *out)
 {
+    stk__crop_eval_resized(width, height, 0, out_height, out_width, out);
+}
+
+void stk__crop_eval_resized(int width, int height, int short_side, int out_height, int out_width,
+                            struct stk__crop *out)
+{
     /* torchvision Resize(int): the short side becomes `resize`, the long
      * side int(resize * long / short) (truncated). */
     /* Doubles throughout: extreme aspect ratios (1 x 20,000,000) overflow
      * int, and floor/nearbyint are exact on these magnitudes. */
-    double resize = floor((out_height < out_width ? out_height : out_width) / 0.875);
+    double resize = short_side > 0
+                        ? short_side
+                        : floor((out_height < out_width ? out_height : out_width) / 0.875);
     double rw, rh;
     if (width <= height) {
         rw = resize;

@@ -37,6 +37,10 @@ struct stk__draws {
 
 void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
                      uint64_t pass, uint64_t position);
+/* A second stream of the same sample, independent of d's draws so far:
+ * the augmentations draw from one, so a sample's crop is the same with or
+ * without them. */
+void stk__draws_fork(const struct stk__draws *d, uint64_t tag, struct stk__draws *out);
 /* Uniform double in [0, 1). */
 double stk__draw_uniform(struct stk__draws *d);
 /* Uniform integer in [lo, hi) (Python's random.randint(lo, hi - 1)). */
@@ -52,5 +56,9 @@ void stk__crop_train(const struct stk__train_params *p, int width, int height,
  * the output: resampling that box to the output less the padding gives the
  * same pixels as resizing the whole image then cropping. */
 void stk__crop_eval(int width, int height, int out_height, int out_width, struct stk__crop *out);
+/* The same with the short side resized to short_side (0: as above), the
+ * reference recipe's --val-resize-size. */
+void stk__crop_eval_resized(int width, int height, int short_side, int out_height, int out_width,
+                            struct stk__crop *out);
 
 #endif

@@ -35,12 +35,27 @@
 #define DCT_MARGIN_EVAL 1.5
 #define DCT_MARGIN_TRAIN 1.25
 
+/* Tag of the augmentations' stream, forked from the crop's. */
+#define AUGMENT_STREAM 0x6175676d656e74ull
+
 struct stk__image_worker {
     struct stk__decoder *decoder;
     struct stk__resize_scratch *scratch;
     uint8_t *rgb; /* height x width x 3 staging for layouts other than uint8 NHWC */
+    int simd;     /* AVX2 kernels (the CPU has them, unless a test said no) */
+    int fuse;     /* resample straight into the output form (see stk__image_render) */
+    uint8_t *aug_scratch; /* height x width x 3 for the geometric augmentations */
     struct stk__stage_ns times;
 };
+
+static int cpu_has_avx2(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    return __builtin_cpu_supports("avx2");
+#else
+    return 0;
+#endif
+}
 
 static uint16_t float_to_half(float f)
 {
@@ -70,12 +85,70 @@ static uint16_t float_to_half(float f)
     return (uint16_t)half;
 }
 
-static uint16_t float_to_bfloat16(float f)
+uint16_t stk__float_to_bfloat16(float f)
 {
     uint32_t x;
     memcpy(&x, &f, 4);
     x += 0x7fffu + ((x >> 16) & 1u); /* round to nearest even */
     return (uint16_t)(x >> 16);
+}
+
+static int augment_config_init(struct stk__image_config *cfg, const struct stk_options *o,
+                               struct stk__err *err)
+{
+    if ((unsigned)o->auto_augment > STK_AUTO_AUGMENT_IMAGENET ||
+        (unsigned)o->augment_interpolation > STK_INTERPOLATION_BILINEAR)
+        return stk__errf(err, STK_EINVAL, "unknown auto_augment or augment_interpolation");
+    /* 0: torchvision's defaults (see stoker.h) */
+    unsigned bins = o->augment_magnitude_bins ? o->augment_magnitude_bins : 31;
+    unsigned magnitude = o->ra_magnitude ? o->ra_magnitude : 9;
+    if (magnitude >= bins)
+        return stk__errf(err, STK_EINVAL, "ra_magnitude (%u) must be below "
+                                          "augment_magnitude_bins (%u)",
+                         magnitude, bins);
+    if (!(o->random_erase >= 0 && o->random_erase <= 1) ||
+        !(o->grayscale_probability >= 0 && o->grayscale_probability <= 1))
+        return stk__errf(err, STK_EINVAL,
+                         "random_erase and grayscale_probability must be between 0 and 1");
+    if (!(o->color_jitter >= 0 && o->color_jitter < 1e6) ||
+        !(o->hue_jitter >= 0 && o->hue_jitter <= 0.5))
+        return stk__errf(err, STK_EINVAL, "need color_jitter >= 0 and 0 <= hue_jitter <= 0.5");
+    if (o->blur_kernel % 2 == 0 && o->blur_kernel != 0)
+        return stk__errf(err, STK_EINVAL, "blur_kernel must be odd (or 0: no blur)");
+    /* 0: GaussianBlur's default sigma range (0.1, 2.0) */
+    double sigma_min = o->blur_sigma_min ? o->blur_sigma_min : 0.1;
+    double sigma_max = o->blur_sigma_max ? o->blur_sigma_max : 2.0;
+    if (!(sigma_min > 0 && sigma_min <= sigma_max && sigma_max < 1e6))
+        return stk__errf(err, STK_EINVAL, "need 0 < blur_sigma_min <= blur_sigma_max");
+    if (!(o->mixup_alpha >= 0 && o->cutmix_alpha >= 0 && o->mix_switch_probability >= 0 &&
+          o->mix_switch_probability <= 1))
+        return stk__errf(err, STK_EINVAL, "mixup_alpha and cutmix_alpha must be >= 0 and "
+                                          "mix_switch_probability between 0 and 1");
+    if ((o->mixup_alpha > 0 || o->cutmix_alpha > 0) && o->dtype == STK_DTYPE_FLOAT16)
+        return stk__errf(err, STK_EINVAL, "Mixup and CutMix need dtype uint8, float32 or "
+                                          "bfloat16, not float16");
+    int train = o->transform == STK_TRANSFORM_TRAIN;
+    cfg->augment = (struct stk__augment_params){
+        .policy = train ? o->auto_augment : STK_AUTO_AUGMENT_NONE,
+        .bins = (int)bins,
+        .num_ops = o->ra_num_ops ? (int)o->ra_num_ops : 2,
+        .magnitude = (int)magnitude,
+        .bilinear = o->augment_interpolation == STK_INTERPOLATION_BILINEAR,
+        .color_jitter = train ? o->color_jitter : 0,
+        .hue_jitter = train ? o->hue_jitter : 0,
+        .grayscale_probability = train ? o->grayscale_probability : 0,
+        .blur_kernel = train ? (int)o->blur_kernel : 0,
+        .blur_sigma_min = sigma_min,
+        .blur_sigma_max = sigma_max,
+        .erase_probability = train ? o->random_erase : 0,
+    };
+    /* RandomErasing's value 0 comes after normalization: 0 in the float
+     * outputs, the channel's mean in unnormalized uint8. */
+    for (int c = 0; c < 3; c++) {
+        double m = nearbyint(255.0 * o->mean[c]);
+        cfg->erase_u8[c] = (uint8_t)(m < 0 ? 0 : m > 255 ? 255 : m);
+    }
+    return 0;
 }
 
 int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
@@ -102,6 +175,9 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                          "0 <= flip_probability <= 1");
     cfg->train = (struct stk__train_params){o->scale_min, o->scale_max, o->ratio_min,
                                             o->ratio_max, o->flip_probability};
+    if (augment_config_init(cfg, o, err) < 0)
+        return err->code;
+    cfg->eval_resize = (int)o->eval_resize;
     cfg->seed = o->seed;
     cfg->epoch = o->epoch;
     cfg->max_pixels = o->max_image_pixels;
@@ -118,7 +194,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
             float f = ((float)v / 255.0f - o->mean[c]) / o->std[c];
             cfg->lut_f32[c][v] = f;
             cfg->lut_u16[c][v] = o->dtype == STK_DTYPE_FLOAT16 ? float_to_half(f)
-                                                               : float_to_bfloat16(f);
+                                                               : stk__float_to_bfloat16(f);
         }
     }
     /* Not txt: a caption that happens to be a number is no label. */
@@ -158,10 +234,16 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
     w->decoder = stk__decoder_new(cfg->max_pixels);
     w->scratch = stk__resize_scratch_new();
     w->rgb = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3);
-    if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL) {
+    if (stk__augment_any(&cfg->augment))
+        w->aug_scratch = stk__malloc((size_t)cfg->height * (size_t)cfg->width * 3 +
+                                     STK__AUG_SCRATCH_SLACK);
+    if (w->decoder == NULL || w->scratch == NULL || w->rgb == NULL ||
+        (stk__augment_any(&cfg->augment) && w->aug_scratch == NULL)) {
         stk__image_worker_free(w);
         return NULL;
     }
+    w->simd = cpu_has_avx2();
+    w->fuse = 1;
     return w;
 }
 
@@ -172,6 +254,7 @@ void stk__image_worker_free(struct stk__image_worker *w)
     stk__decoder_free(w->decoder);
     stk__resize_scratch_free(w->scratch);
     stk__free(w->rgb);
+    stk__free(w->aug_scratch);
     stk__free(w);
 }
 
@@ -229,14 +312,14 @@ static const struct stk_member *find_image(const struct stk__sample *s)
     return NULL;
 }
 
-/* The n RGB pixels of rgb as three planes (uint8 NCHW). One loop over the
- * three channels, which gcc vectorises as one group of stride-3 loads
- * (the loop per channel it did not): 6 us against 75 us per 224x224
- * image compiled for AVX2, 45 us without. */
+/* The n RGB pixels of rgb as three planes `plane` elements apart (uint8
+ * NCHW). One loop over the three channels, which gcc vectorises as one
+ * group of stride-3 loads (the loop per channel it did not): 6 us against
+ * 75 us per 224x224 image compiled for AVX2, 45 us without. */
 static inline __attribute__((always_inline)) void
-planes_u8_loop(const uint8_t *restrict rgb, size_t n, uint8_t *restrict out)
+planes_u8_loop(const uint8_t *restrict rgb, size_t n, size_t plane, uint8_t *restrict out)
 {
-    uint8_t *restrict r = out, *restrict g = out + n, *restrict b = out + 2 * n;
+    uint8_t *restrict r = out, *restrict g = out + plane, *restrict b = out + 2 * plane;
     for (size_t i = 0; i < n; i++) {
         r[i] = rgb[3 * i];
         g[i] = rgb[3 * i + 1];
@@ -245,41 +328,34 @@ planes_u8_loop(const uint8_t *restrict rgb, size_t n, uint8_t *restrict out)
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_PLANES 1
 /* Compiled for AVX2 whatever the build's target, called only where the CPU
  * has it (as resize.c's kernels). Not target_clones: its load-time
  * resolver runs before ThreadSanitizer's runtime is up and crashes the
  * TSan build. */
 static __attribute__((target("avx2"))) void planes_u8_avx2(const uint8_t *restrict rgb, size_t n,
-                                                            uint8_t *restrict out)
+                                                            size_t plane, uint8_t *restrict out)
 {
-    planes_u8_loop(rgb, n, out);
+    planes_u8_loop(rgb, n, plane, out);
 }
+#else
+#define HAVE_AVX2_PLANES 0
 #endif
-
-static void planes_u8(const uint8_t *restrict rgb, size_t n, uint8_t *restrict out)
-{
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    if (__builtin_cpu_supports("avx2")) {
-        planes_u8_avx2(rgb, n, out);
-        return;
-    }
-#endif
-    planes_u8_loop(rgb, n, out);
-}
 
 /* The n pixels of rgb into out as element type T through the per-channel
- * table LUT (planar or interleaved), the three channels in one loop, as
- * planes_u8. Written once per type with the layout decided outside the
- * loop, so each loop is a plain load-and-store: the former per-element
- * layout test made the float32 conversion 1.2x slower. */
+ * table LUT (planar, planes `plane` elements apart, or interleaved), the
+ * three channels in one loop, as planes_u8. Written once per type with the
+ * layout decided outside the loop, so each loop is a plain load-and-store:
+ * the former per-element layout test made the float32 conversion 1.2x
+ * slower. */
 #define CONVERT_LUT(T, LUT)                                                                        \
     do {                                                                                           \
         T *restrict o_ = out;                                                                      \
         if (planar)                                                                                \
             for (size_t i = 0; i < n; i++) {                                                       \
                 o_[i] = LUT[0][rgb[3 * i]];                                                        \
-                o_[n + i] = LUT[1][rgb[3 * i + 1]];                                                \
-                o_[2 * n + i] = LUT[2][rgb[3 * i + 2]];                                            \
+                o_[plane + i] = LUT[1][rgb[3 * i + 1]];                                            \
+                o_[2 * plane + i] = LUT[2][rgb[3 * i + 2]];                                        \
             }                                                                                      \
         else                                                                                       \
             for (size_t i = 0; i < 3 * n; i += 3) {                                                \
@@ -289,17 +365,41 @@ static void planes_u8(const uint8_t *restrict rgb, size_t n, uint8_t *restrict o
             }                                                                                      \
     } while (0)
 
-/* Write the height x width RGB8 image rgb into out in the configured form
- * (any but uint8 NHWC, which the resampler writes directly). */
-static void convert(const struct stk__image_config *cfg, const uint8_t *restrict rgb, void *out)
+/* Write rows y .. y+rows-1 of the output, the RGB8 pixels rgb (rows packed,
+ * cfg->width pixels each), into the image out in the configured form (any
+ * but uint8 NHWC, which the resampler writes directly). Per pixel, so
+ * converting the image at once or row by row gives the same bytes. */
+static void convert_rows(const struct stk__image_config *cfg, int simd, const uint8_t *restrict rgb,
+                         size_t y, size_t rows, void *image)
 {
-    const size_t n = (size_t)cfg->height * (size_t)cfg->width;
+    const size_t plane = (size_t)cfg->height * (size_t)cfg->width;
+    const size_t first = y * (size_t)cfg->width, n = rows * (size_t)cfg->width;
     const int planar = cfg->layout == STK_LAYOUT_NCHW;
+    const size_t at = planar ? first : 3 * first; /* the rows' first element */
     switch (cfg->dtype) {
-    case STK_DTYPE_UINT8: planes_u8(rgb, n, out); break;
-    case STK_DTYPE_FLOAT32: CONVERT_LUT(float, cfg->lut_f32); break;
-    default: CONVERT_LUT(uint16_t, cfg->lut_u16); break;
+    case STK_DTYPE_UINT8: {
+        uint8_t *out = (uint8_t *)image + at;
+#if HAVE_AVX2_PLANES
+        if (simd) {
+            planes_u8_avx2(rgb, n, plane, out);
+            break;
+        }
+#endif
+        planes_u8_loop(rgb, n, plane, out);
+        break;
     }
+    case STK_DTYPE_FLOAT32: {
+        float *out = (float *)image + at;
+        CONVERT_LUT(float, cfg->lut_f32);
+        break;
+    }
+    default: {
+        uint16_t *out = (uint16_t *)image + at;
+        CONVERT_LUT(uint16_t, cfg->lut_u16);
+        break;
+    }
+    }
+    (void)simd;
 }
 
 /* Black (0) pad rows and columns around the inner x0..x1, y0..y1 of a
@@ -316,12 +416,73 @@ static void fill_padding(uint8_t *rgb, int width, int height, int x0, int y0, in
     }
 }
 
-/* Decode the image bytes, resample the crop to height x width (less the
- * crop's padding) and write it in the configured dtype and layout into
- * out. */
-int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+/* The fused path's sink: one resampled row straight into the batch slot. */
+struct row_target {
+    const struct stk__image_config *cfg;
+    int simd;
+    void *out;
+};
+
+static void convert_row(void *ctx, size_t y, const uint8_t *rgb)
+{
+    const struct row_target *t = ctx;
+    convert_rows(t->cfg, t->simd, rgb, y, 1, t->out);
+}
+
+static int has_padding(const struct stk__crop *crop)
+{
+    return (crop->pad_left | crop->pad_right | crop->pad_top | crop->pad_bottom) != 0;
+}
+
+/* The auto_augment operations drawn for this sample, on the RGB8 crop at
+ * output size. */
+static int augment_crop(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                        uint8_t *rgb, struct stk__draws *aug)
+{
+    uint64_t t0 = stk__now_ns();
+    struct stk__aug_step steps[STK__AUG_MAX_STEPS];
+    int n = stk__augment_draw(&cfg->augment, cfg->width, cfg->height, aug, steps);
+    const struct stk__aug_image img = {rgb, cfg->width, cfg->height, w->aug_scratch};
+    int rc = stk__augment_apply(&cfg->augment, &img, steps, n);
+    w->times.augment += stk__now_ns() - t0;
+    return rc < 0 ? STK_ENOMEM : 0;
+}
+
+/* RandomErasing on the output in its dtype and layout: the box takes the
+ * value 0 after normalization (all bits zero in every float type), or the
+ * channel's mean in uint8. */
+static void erase(struct stk__image_worker *w, const struct stk__image_config *cfg, void *out,
+                  struct stk__draws *aug)
+{
+    uint64_t t0 = stk__now_ns();
+    int top, left, bh, bw;
+    if (!stk__augment_erase_box(cfg->augment.erase_probability, cfg->width, cfg->height, aug,
+                                &top, &left, &bh, &bw))
+        goto out;
+    size_t es = dtype_size(cfg->dtype), W = (size_t)cfg->width, H = (size_t)cfg->height;
+    for (int c = 0; c < 3; c++)
+        for (int y = top; y < top + bh; y++) {
+            for (int x = left; x < left + bw; x++) {
+                size_t at = cfg->layout == STK_LAYOUT_NCHW
+                                ? ((size_t)c * H + (size_t)y) * W + (size_t)x
+                                : ((size_t)y * W + (size_t)x) * 3 + (size_t)c;
+                if (es == 1)
+                    ((uint8_t *)out)[at] = cfg->erase_u8[c];
+                else
+                    memset((char *)out + at * es, 0, es);
+            }
+        }
+out:
+    w->times.erase += stk__now_ns() - t0;
+}
+
+/* Decode the image bytes and resample the crop to height x width, flipped
+ * where the draw says: into rgb (uint8 HWC, cfg->width x cfg->height, the
+ * crop's padding black) or, when sink is not NULL (a crop without
+ * padding), row by row into sink. */
+static int render_rgb(struct stk__image_worker *w, const struct stk__image_config *cfg,
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
-                      void *out, struct stk__err *err)
+                      uint8_t *rgb, const struct stk__resize_sink *sink, struct stk__err *err)
 {
     /* The box fills the output but for the padding (eval only), which a
      * flip mirrors. */
@@ -364,26 +525,74 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
     }
     const uint8_t *src = img.pixels + (size_t)(lo_y - img.origin_y) * img.stride +
                          (size_t)(lo_x - img.origin_x) * 3;
-    int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
-    uint8_t *dst = direct ? out : w->rgb;
-    size_t stride = (size_t)cfg->width * 3;
-    if (inner_w != cfg->width || inner_h != cfg->height)
-        fill_padding(dst, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
-                     crop->pad_top + inner_h);
-    rc = stk__resize_rgb8(src, (size_t)(hi_x - lo_x), (size_t)(hi_y - lo_y), img.stride,
-                          fmax(0, bx0 - lo_x), fmax(0, by0 - lo_y),
-                          fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y),
-                          dst + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
-                          (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);
-    uint64_t t2 = stk__now_ns();
-    w->times.resample += t2 - t1;
+    const size_t src_w = (size_t)(hi_x - lo_x), src_h = (size_t)(hi_y - lo_y);
+    const double x0 = fmax(0, bx0 - lo_x), y0 = fmax(0, by0 - lo_y);
+    const double x1 = fmin(hi_x - lo_x, bx1 - lo_x), y1 = fmin(hi_y - lo_y, by1 - lo_y);
+    if (sink != NULL) {
+        rc = stk__resize_rgb8_rows(src, src_w, src_h, img.stride, x0, y0, x1, y1, (size_t)inner_w,
+                                   (size_t)inner_h, crop->flip, sink, w->scratch);
+    } else {
+        size_t stride = (size_t)cfg->width * 3;
+        if (inner_w != cfg->width || inner_h != cfg->height)
+            fill_padding(rgb, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
+                         crop->pad_top + inner_h);
+        rc = stk__resize_rgb8(src, src_w, src_h, img.stride, x0, y0, x1, y1,
+                              rgb + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
+                              (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);
+    }
+    w->times.resample += stk__now_ns() - t1;
     if (rc < 0)
         return stk__errf(err, rc, "resampling %dx%d pixels failed", hi_x - lo_x, hi_y - lo_y);
-    if (!direct) {
-        convert(cfg, w->rgb, out);
-        w->times.convert += stk__now_ns() - t2;
-    }
     return 0;
+}
+
+/* The seam where per-image ops on the uint8 HWC crop at output size go:
+ * render_rgb (decode + resample into w->rgb, or into out itself for uint8
+ * NHWC), the auto_augment ops drawn from the stream aug (NULL: none), then
+ * convert_rows to the batch's dtype and layout, and RandomErasing on the
+ * output. With no op between them the resample and the conversion are
+ * fused (w->fuse): the resampler hands each output row to convert_row
+ * while it is in L1, so the crop is touched once after decoding; the
+ * conversion then counts as resampling in the stage times. */
+static int render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                  const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                  struct stk__draws *aug, void *out, struct stk__err *err)
+{
+    const int direct = cfg->dtype == STK_DTYPE_UINT8 && cfg->layout == STK_LAYOUT_NHWC;
+    const int ops = aug != NULL && stk__augment_any(&cfg->augment);
+    int rc;
+    if (!direct && !ops && w->fuse && !has_padding(crop)) {
+        struct row_target target = {cfg, w->simd, out};
+        const struct stk__resize_sink sink = {convert_row, &target};
+        rc = render_rgb(w, cfg, data, size, crop, eval, NULL, &sink, err);
+    } else {
+        uint8_t *rgb = direct ? out : w->rgb;
+        rc = render_rgb(w, cfg, data, size, crop, eval, rgb, NULL, err);
+        if (rc == 0 && ops && augment_crop(w, cfg, rgb, aug) < 0)
+            rc = stk__errf(err, STK_ENOMEM, "no memory for the Gaussian blur");
+        if (rc == 0 && !direct) {
+            uint64_t t0 = stk__now_ns();
+            convert_rows(cfg, w->simd, w->rgb, 0, (size_t)cfg->height, out);
+            w->times.convert += stk__now_ns() - t0;
+        }
+    }
+    if (rc == 0 && aug != NULL && cfg->augment.erase_probability > 0)
+        erase(w, cfg, out, aug);
+    return rc;
+}
+
+int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                      const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
+                      void *out, struct stk__err *err)
+{
+    return render(w, cfg, data, size, crop, eval, NULL, out, err);
+}
+
+void stk__image_worker_force_paths(struct stk__image_worker *w, int simd, int fuse)
+{
+    w->simd = simd && cpu_has_avx2();
+    w->fuse = fuse != 0;
+    stk__resize_scratch_set_simd(w->scratch, w->simd);
 }
 
 void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage_ns *out)
@@ -437,24 +646,25 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
     int rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
     if (rc == 0) {
         struct stk__crop crop;
+        struct stk__draws d, aug;
         int eval = cfg->transform == STK_TRANSFORM_EVAL;
         if (eval) {
-            stk__crop_eval(width, height, cfg->height, cfg->width, &crop);
+            stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width,
+                                   &crop);
         } else {
-            struct stk__draws d;
             stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
             stk__crop_train(&cfg->train, width, height, &d, &crop);
+            stk__draws_fork(&d, AUGMENT_STREAM, &aug);
         }
-        rc = stk__image_render(w, cfg, m->data, m->size, &crop, eval, out, err);
+        rc = render(w, cfg, m->data, m->size, &crop, eval, eval ? NULL : &aug, out, err);
     }
     return rc < 0 ? name_member(rc, s, m, err) : 0;
 }
 
 int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                     const struct stk__sample *s, struct stk__err *err)
+                     const struct stk__sample *s, int64_t *label, struct stk__err *err)
 {
-    int64_t label;
-    const struct stk_member *m = checked_image(cfg, s, &label, err);
+    const struct stk_member *m = checked_image(cfg, s, label, err);
     if (m == NULL)
         return err->code;
     const struct stk__decode_request whole = {.full = 1};

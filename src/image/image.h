@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "augment.h"
+#include "augment_policy.h"
 #include "error.h"
 #include "members.h"
 #include "sample.h"
@@ -23,6 +24,7 @@
 struct stk__image_config {
     enum stk_transform transform;
     int height, width; /* of the output */
+    int eval_resize;   /* short side before the eval center crop (0: size / 0.875) */
     enum stk_dtype dtype;
     enum stk_layout layout;
     struct stk__train_params train;
@@ -35,6 +37,8 @@ struct stk__image_config {
     int n_label_exts;
     char label_json_field[64]; /* "" when labels come from label_exts */
     struct stk__member_rules members; /* stk_options.require_members */
+    struct stk__augment_params augment; /* train only; policy NONE, erase 0: off */
+    uint8_t erase_u8[3]; /* RandomErasing's value in uint8 outputs */
     /* Output value of each 8-bit level per channel, in the output dtype
      * (float32, or the 16-bit pattern of float16/bfloat16). */
     float lut_f32[3][256];
@@ -46,6 +50,9 @@ struct stk__image_config {
 int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
                            struct stk__err *err);
 
+/* The bfloat16 nearest to f (ties to even). */
+uint16_t stk__float_to_bfloat16(float f);
+
 /* Bytes of one output image. */
 size_t stk__image_bytes(const struct stk__image_config *cfg);
 
@@ -54,17 +61,27 @@ struct stk__image_worker;
 struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *cfg);
 void stk__image_worker_free(struct stk__image_worker *w);
 
-/* Time one worker spent in each stage of stk__image_render, in ns. */
+/* Time one worker spent in each stage of stk__image_render, in ns. convert
+ * is the conversion to the output dtype and layout where it runs as a pass
+ * of its own (eval crops with padding); elsewhere it runs inside the
+ * resampler's last pass and counts in resample. */
 struct stk__stage_ns {
-    uint64_t decode, resample, convert;
+    uint64_t decode, resample, convert, augment, erase;
 };
 
 /* The worker's stage times since the previous call; resets them. */
 void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage_ns *out);
 
+/* Test hook: simd = 0 takes the portable kernels for resampling and
+ * conversion (else AVX2 where the CPU has it), fuse = 0 converts the
+ * resampled image in a pass of its own (else row by row from the
+ * resampler). Every choice gives the same bytes. */
+void stk__image_worker_force_paths(struct stk__image_worker *w, int simd, int fuse);
+
 /* Decode image bytes and render the crop (eval: the box of a whole-image
  * resize, filter bounded by the image; train: the crop as its own image)
- * into out. */
+ * into out, without cfg->augment's augmentations (stk__image_transform
+ * applies them, from the sample's own stream). */
 int stk__image_render(struct stk__image_worker *w, const struct stk__image_config *cfg,
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
                       void *out, struct stk__err *err);
@@ -77,9 +94,9 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
                          struct stk__err *err);
 
 /* Check sample s as a training run would use it, without transforming it:
- * its label (as cfg asks), its required members and its image member,
- * decoded whole. Errors name the shard, key and member. */
+ * its label (as cfg asks; into *label), its required members and its image
+ * member, decoded whole. Errors name the shard, key and member. */
 int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                     const struct stk__sample *s, struct stk__err *err);
+                     const struct stk__sample *s, int64_t *label, struct stk__err *err);
 
 #endif

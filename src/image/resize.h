@@ -58,4 +58,25 @@ int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_
                      double y0, double x1, double y1, uint8_t *dst, size_t dst_w, size_t dst_h,
                      size_t dst_stride, int flip, struct stk__resize_scratch *scratch);
 
+/* Where stk__resize_rgb8_rows puts the output: row(ctx, y, rgb) for
+ * y = 0 .. dst_h-1 in order, rgb the dst_w RGB8 pixels of row y, valid
+ * during the call only. */
+struct stk__resize_sink {
+    void (*row)(void *ctx, size_t y, const uint8_t *rgb);
+    void *ctx;
+};
+
+/*
+ * stk__resize_rgb8 with each output row handed to sink as soon as it is
+ * final instead of stored, from a row buffer in the scratch that stays in
+ * L1: a caller that converts the rows to another form (dtype, layout)
+ * touches each once. The same bytes as stk__resize_rgb8; the same errors,
+ * STK_EINVAL too for a NULL sink. Nothing is passed to sink after an
+ * error.
+ */
+int stk__resize_rgb8_rows(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride,
+                          double x0, double y0, double x1, double y1, size_t dst_w, size_t dst_h,
+                          int flip, const struct stk__resize_sink *sink,
+                          struct stk__resize_scratch *scratch);
+
 #endif

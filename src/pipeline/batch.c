@@ -154,6 +154,7 @@ struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__b
         b->pub.image_bytes = ring->image_bytes;
         b->pub.labels = (const int64_t *)((char *)b->buffer + ring->labels_offset);
     }
+    b->pub.mix_weight = 1.0;
     b->capacity = capacity;
     b->budget = budget;
     b->pub.index = index;
@@ -180,6 +181,7 @@ void stk__batch_free(struct stk__batch *b)
     if (b->buffer != NULL)
         ring_put(b->ring, b->buffer);
     stk__free(b->failed);
+    stk__free(b->mix_labels);
     struct stk__batch_budget *budget = b->budget;
     stk__free(b);
     budget_release(budget);

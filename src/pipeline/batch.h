@@ -61,6 +61,7 @@ struct stk__batch {
     struct stk__err error;            /* failure of the lowest failed slot (code 0: none) */
     size_t error_slot;
     int out_of_memory;                /* some slot failed for lack of memory */
+    int64_t *mix_labels;              /* Mixup/CutMix partners (pub.mix_labels), or NULL */
 };
 
 void stk__budget_init(struct stk__batch_budget *b, size_t limit);

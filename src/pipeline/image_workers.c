@@ -55,6 +55,8 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
     atomic_fetch_add(&c->image_decode_ns, stages.decode);
     atomic_fetch_add(&c->image_resample_ns, stages.resample);
     atomic_fetch_add(&c->image_convert_ns, stages.convert);
+    atomic_fetch_add(&c->image_augment_ns, stages.augment);
+    atomic_fetch_add(&c->image_erase_ns, stages.erase);
     if (rc == 0) {
         atomic_fetch_add(&c->images_decoded, 1);
         return;

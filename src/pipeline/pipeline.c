@@ -32,6 +32,7 @@
 
 #include "alloc.h"
 #include "interleave.h"
+#include "mix.h"
 #include "mixing.h"
 #include "plan.h"
 #include "rng.h"
@@ -167,6 +168,13 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     }
     int rc = stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard,
                                 &p->cfg.shard, at, position, &s->reader, &rt->err);
+    if (rc == 0 && p->cfg.shard_samples != NULL) {
+        struct stk__shard_expect e = {
+            .stamp = p->cfg.shard_stamps != NULL ? &p->cfg.shard_stamps[shard] : NULL,
+            .samples = p->cfg.shard_samples[shard],
+        };
+        stk__shard_expect(s->reader, &e);
+    }
     if (rc == 0 && s->skip > position) {
         atomic_fetch_add(&p->cfg.shard.counters->samples_passed_over, s->skip - position);
         rc = stk__shard_skip(s->reader, s->skip - position, &rt->err);
@@ -178,9 +186,10 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     s->skip = 0;
     if (rc == 0)
         return 1;
-    /* Out of memory and a cache that cannot take the shard are not bad
-     * input: skipping would drop good shards for a configuration problem. */
-    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE)
+    /* Out of memory, a cache that cannot take the shard and a stale index
+     * are not bad input: skipping would drop good shards for a
+     * configuration problem. */
+    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE || rc == STK_EINDEX)
         return rc;
     char msg[STK__ERRMSG_MAX + 32];
     snprintf(msg, sizeof msg, "%s (shard skipped)", rt->err.msg);
@@ -336,10 +345,10 @@ static int no_progress(struct stk__pipeline *p)
 /* Charge a shard end's bad input to the sample taken from the input just
  * before it, which is still in hand, or at the epoch's start to the first
  * sample. That sample is the same in every run that delivers it (a resumed
- * run starts reading at a shuffle window, and the sample before the window
- * is output before it too), so per-batch counts do not depend on where a
- * run started; a resumed run drops what belongs to samples before its
- * window. */
+ * run starts reading at the oldest input its shuffle holds, and every
+ * sample before that one is output before it too), so per-batch counts do
+ * not depend on where a run started; a resumed run drops what belongs to
+ * samples before its first batch. */
 static void charge(struct sequencer *sq, const struct item *it)
 {
     if (sq->held != NULL) {
@@ -388,10 +397,10 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
     }
 }
 
-/* The next sample would take the open shuffle window past
- * shuffle_buffer_bytes. Windows are counted in samples so that the sequence
- * depends on sample counts alone (seek_plan.c finds a resumed epoch's
- * windows from the index's counts); one that cannot be held fails instead,
+/* The next sample would take the samples the shuffle holds past
+ * shuffle_buffer_bytes. Its reach is counted in samples so that the sequence
+ * depends on sample counts alone (seek_plan.c finds where a resumed epoch
+ * starts from the index's counts); samples that cannot be held fail instead,
  * whatever the error policy: the samples are fine, the budget is not. Frees
  * s; returns STK_ELIMIT. */
 static int window_too_big(struct stk__pipeline *p, const struct stk__shuffle *sh,
@@ -399,7 +408,9 @@ static int window_too_big(struct stk__pipeline *p, const struct stk__shuffle *sh
 {
     const double mib = 1024.0 * 1024.0;
     uint64_t bytes = sh->bytes + s->bytes, budget = p->cfg.opts.shuffle_buffer_bytes;
-    uint64_t each = bytes / (sh->count + 1), fit = each > 0 ? budget / each : sh->count;
+    /* The shuffle may hold twice its reach (shuffle.h): the reach that fits
+     * is half the samples that do. */
+    uint64_t each = bytes / (sh->count + 1), fit = each > 0 ? budget / each / 2 : sh->count;
     char key[STK__SHOWN_MAX];
     struct stk__err err;
     stk__errf(&err, STK_ELIMIT,
@@ -505,7 +516,7 @@ static void publish_cpu(struct stk__pipeline *p, uint64_t *published)
 #define CPU_PUBLISH_EVERY 64
 
 /* Interleave, shuffle and batch the input. A resumed epoch starts at the
- * input window of its first batch when it could seek there (the readers
+ * oldest input its first batch's shuffle holds when it could seek there (the readers
  * skipped to it), else at the epoch's start; the samples before its first
  * batch go through the same interleave and shuffle and are dropped, never
  * decoded. */
@@ -526,13 +537,20 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
         }
         struct stk__sample *s = stk__shuffle_pop(sh);
         if (s == NULL) {
-            if (input_done || failed)
+            if (failed || (input_done && sh->draining))
                 break;
+            if (input_done) {
+                /* What the key order let go after the last push went
+                 * first; the rest drains (shuffle.h). */
+                stk__shuffle_finish(sh);
+                continue;
+            }
             rc = sq->pulled == target ? 0 : next_input(sq, &s);
             if (rc == 2)
                 goto out;
             /* The sample in hand goes into the shuffle once the next one is
-             * taken or the input is over: the window it closes is the same. */
+             * taken or the input is over, so a shard end after it can still
+             * charge its bad input to it (charge()). */
             struct stk__sample *held = sq->held;
             sq->held = NULL;
             if (held != NULL && sh->count > 0 &&
@@ -545,12 +563,11 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
                 stk__shuffle_push(sh, held);
             if (rc < 0) {
                 /* The input failed: what the samples before it completed
-                 * (a closed window, every sample without shuffling) is
+                 * (what the shuffle may let go, every sample without shuffling) is
                  * still delivered, then the error. */
                 failed = rc;
             } else if (rc == 0) {
                 input_done = 1;
-                stk__shuffle_finish(sh);
             } else {
                 sq->pulled++;
                 sq->held = s;
@@ -603,7 +620,7 @@ static void *sequencer_main(void *arg)
     struct stk__shuffle sh;
     int rc = stk__shuffle_init(&sh, shuffle_window(&p->cfg.opts),
                                sequencer_seed(&p->cfg, SHUFFLE_SEED),
-                               p->seeking ? p->seek.first_window : 0);
+                               p->seeking ? &p->seek.start : NULL);
     if (rc == 0)
         rc = stk__mixing_init(&sq.mix, p->cfg.opts.batch_size, p->n_slots, p->seeking);
     if (rc == 0)
@@ -694,6 +711,7 @@ static int plan_slots(struct stk__pipeline *p)
         .n_slots = p->n_slots,
         .shuffle = o->shuffle,
         .interleave_seed = sequencer_seed(&p->cfg, INTERLEAVE_SEED),
+        .shuffle_seed = sequencer_seed(&p->cfg, SHUFFLE_SEED),
         .window = shuffle_window(o),
         .output_position = p->cfg.first_batch * o->batch_size,
         .target = o->samples_per_rank ? o->samples_per_rank : UINT64_MAX,
@@ -718,7 +736,11 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     p->cfg = *cfg;
     p->rank_shards = stk__plan_rank_count(cfg->urls->count, cfg->rank, cfg->world_size);
+    /* More slots than the rank has shards would only read its next pass
+     * early. */
     p->n_slots = cfg->opts.shards_in_flight;
+    if (p->rank_shards > 0 && p->n_slots > p->rank_shards)
+        p->n_slots = (unsigned)p->rank_shards;
     p->n_readers = cfg->opts.threads < p->n_slots ? cfg->opts.threads : p->n_slots;
     /* A remote stream blocks its reader for a round trip at every shard
      * start and stall: one reader per slot keeps the others flowing (and
@@ -839,6 +861,38 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
     return 0;
 }
 
+/* Mixup or CutMix of a settled batch, on the caller's thread outside the
+ * pipeline's lock, keyed by the batch index (mix.h). */
+static int mix_batch(struct stk__pipeline *p, struct stk__batch *b, struct stk__err *err)
+{
+    const struct stk_options *o = &p->cfg.opts;
+    if (p->cfg.image == NULL)
+        return 0;
+    double cutmix_share = o->mix_switch_probability ? o->mix_switch_probability : 0.5;
+    /* the image's seed: the option's, or a repeated-augmentation copy's */
+    const struct stk__mix_params mp = {o->mixup_alpha, o->cutmix_alpha, cutmix_share,
+                                       p->cfg.image->seed, o->epoch, p->cfg.rank};
+    if (o->transform != STK_TRANSFORM_TRAIN || !stk__mix_enabled(&mp))
+        return 0;
+    uint64_t t0 = stk__now_ns();
+    size_t n = b->pub.n_samples;
+    b->mix_labels = stk__malloc((n ? n : 1) * sizeof *b->mix_labels);
+    void *scratch = stk__malloc(b->ring->image_bytes);
+    if (b->mix_labels == NULL || scratch == NULL) {
+        stk__free(scratch);
+        return stk__errf(err, STK_ENOMEM, "no memory to mix batch %llu",
+                         (unsigned long long)b->pub.index);
+    }
+    struct stk__mix_draw d;
+    stk__mix_draw(&mp, b->pub.index, p->cfg.image->width, p->cfg.image->height, &d);
+    stk__mix_apply(&d, p->cfg.image, b->buffer, n, b->pub.labels, b->mix_labels, scratch);
+    stk__free(scratch);
+    b->pub.mix_labels = b->mix_labels;
+    b->pub.mix_weight = d.lambda;
+    atomic_fetch_add(&p->cfg.shard.counters->batch_mix_ns, stk__now_ns() - t0);
+    return 0;
+}
+
 int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, unsigned timeout_ms,
                        struct stk__err *err)
 {
@@ -897,6 +951,12 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, unsigne
     }
 out:
     stk__mutex_unlock(&p->mutex);
+    if (*out != NULL && mix_batch(p, *out, err) < 0) {
+        atomic_fetch_sub(&p->cfg.budget->held_by_caller, 1);
+        stk__batch_free(*out);
+        *out = NULL;
+        return err->code;
+    }
     return rc;
 }
 

@@ -4,7 +4,10 @@
  * Slot j of K streams the shards at positions j, j+K, j+2K, ... of the
  * rank's list. Without shuffle the slots take turns one shard at a time
  * (storage order); with shuffle each sample comes from a random slot among
- * those reading the lowest pass. The choices depend only on the seed and on
+ * those reading the lowest pass, weighted by the samples it has left in
+ * the pass (its shards left times the mean shard size seen, less what it
+ * took from the current one), so that every slot reaches its list's end at
+ * about the same time. The choices depend only on the seed and on
  * where each slot's shards end, so the same state machine drives the live
  * sequencer and the replay that finds where a resumed epoch starts
  * (seek_plan.c) from per-shard sample counts, without reading any data.
@@ -26,6 +29,9 @@ struct stk__interleave {
     unsigned n_active;
     unsigned picked;         /* index into active of the last pick */
     uint64_t *slot_position; /* position of the shard each slot delivers now */
+    uint64_t *taken;         /* samples each slot took from its current shard */
+    uint64_t ended_samples;  /* samples of the shards ended so far ... */
+    uint64_t ended_shards;   /* ... and their number: the mean shard size */
     unsigned *candidates;    /* scratch: active slots in the lowest pass */
     uint64_t position;       /* shard ends so far (storage-order mode) */
     uint64_t empty_ends;     /* shard ends since the last sample */

@@ -8,8 +8,14 @@
 #include "mixing.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
+#include "rng.h"
+
+/* Distinct labels the table follows: ImageNet-21k has 21,841 classes; a
+ * label per sample (an id, not a class) would grow it with the dataset. */
+#define MAX_LABELS ((size_t)1 << 20)
 
 int stk__mixing_init(struct stk__mixing *m, size_t batch_size, unsigned n_slots, int partial)
 {
@@ -56,17 +62,19 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-uint64_t stk__same_shard_pairs(uint64_t *shards, size_t n)
+uint64_t stk__same_shard_pairs(uint64_t *shards, size_t n, uint64_t *distinct)
 {
     qsort(shards, n, sizeof *shards, cmp_u64);
-    uint64_t pairs = 0;
-    for (size_t i = 0; i < n;) {
+    uint64_t pairs = 0, runs = 0;
+    for (size_t i = 0; i < n; runs++) {
         size_t run = 1;
         while (i + run < n && shards[i + run] == shards[i])
             run++;
         pairs += (uint64_t)run * (run - 1);
         i += run;
     }
+    if (distinct != NULL)
+        *distinct = runs;
     return pairs;
 }
 
@@ -76,5 +84,112 @@ void stk__mixing_batch(struct stk__mixing *m, const struct stk__batch *b, struct
     for (size_t i = 0; i < n; i++)
         m->shards[i] = b->samples[i]->pub.shard_index;
     atomic_fetch_add(&c->shuffle_pairs, (uint64_t)n * (n > 0 ? n - 1 : 0));
-    atomic_fetch_add(&c->shuffle_shard_pairs, stk__same_shard_pairs(m->shards, n));
+    atomic_fetch_add(&c->shuffle_shard_pairs, stk__same_shard_pairs(m->shards, n, NULL));
+}
+
+int stk__label_mixing_init(struct stk__label_mixing *m, size_t batch_size)
+{
+    memset(m, 0, sizeof *m);
+    atomic_init(&m->pairs, 0);
+    atomic_init(&m->same_pairs, 0);
+    atomic_init(&m->distinct, 0);
+    atomic_init(&m->batches, 0);
+    atomic_init(&m->samples, 0);
+    atomic_init(&m->sample_pairs, 0);
+    m->capacity = batch_size;
+    m->scratch = stk__calloc(batch_size, sizeof *m->scratch);
+    return m->scratch == NULL ? STK_ENOMEM : 0;
+}
+
+void stk__label_mixing_free(struct stk__label_mixing *m)
+{
+    stk__free(m->scratch);
+    stk__free(m->keys);
+    stk__free(m->counts);
+    m->scratch = m->keys = NULL;
+    m->counts = NULL;
+}
+
+static size_t slot_of(const struct stk__label_mixing *m, int64_t label)
+{
+    size_t i = (size_t)stk__mix((uint64_t)label, 0x4c6162656cull) & (m->slots - 1);
+    while (m->counts[i] != 0 && m->keys[i] != label)
+        i = (i + 1) & (m->slots - 1);
+    return i;
+}
+
+/* Double the table (or make the first); 0, or -1 when it may not grow. */
+static int grow(struct stk__label_mixing *m)
+{
+    size_t slots = m->slots ? 2 * m->slots : 256;
+    if (slots > 2 * MAX_LABELS)
+        return -1;
+    int64_t *keys = stk__calloc(slots, sizeof *keys);
+    uint64_t *counts = stk__calloc(slots, sizeof *counts);
+    if (keys == NULL || counts == NULL) {
+        stk__free(keys);
+        stk__free(counts);
+        return -1;
+    }
+    struct stk__label_mixing old = *m;
+    m->keys = keys;
+    m->counts = counts;
+    m->slots = slots;
+    for (size_t i = 0; i < old.slots; i++) {
+        if (old.counts[i] == 0)
+            continue;
+        size_t j = slot_of(m, old.keys[i]);
+        m->keys[j] = old.keys[i];
+        m->counts[j] = old.counts[i];
+    }
+    stk__free(old.keys);
+    stk__free(old.counts);
+    return 0;
+}
+
+/* Count one sample of label; returns the label's count before it, or -1
+ * when the table cannot take a new label. */
+static int64_t count_label(struct stk__label_mixing *m, int64_t label)
+{
+    if ((m->used + 1) * 2 > m->slots && grow(m) < 0)
+        return -1;
+    size_t i = slot_of(m, label);
+    if (m->counts[i] == 0) {
+        m->keys[i] = label;
+        m->used++;
+    }
+    return (int64_t)m->counts[i]++;
+}
+
+void stk__label_mixing_batch(struct stk__label_mixing *m, const int64_t *labels, size_t n)
+{
+    if (m->stopped)
+        return;
+    if (n > m->capacity) { /* a shard's labels (verify) */
+        uint64_t *bigger = stk__realloc(m->scratch, n * sizeof *bigger);
+        if (bigger == NULL) {
+            m->stopped = 1;
+            return;
+        }
+        m->scratch = bigger;
+        m->capacity = n;
+    }
+    uint64_t sample_pairs = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t before = count_label(m, labels[i]);
+        if (before < 0) {
+            m->stopped = 1;
+            return;
+        }
+        sample_pairs += 2 * (uint64_t)before; /* N(N-1) grows by 2N */
+    }
+    for (size_t i = 0; i < n; i++)
+        m->scratch[i] = (uint64_t)labels[i]; /* equal labels, equal words */
+    uint64_t distinct, same = stk__same_shard_pairs(m->scratch, n, &distinct);
+    atomic_fetch_add(&m->pairs, (uint64_t)n * (n > 0 ? n - 1 : 0));
+    atomic_fetch_add(&m->same_pairs, same);
+    atomic_fetch_add(&m->distinct, distinct);
+    atomic_fetch_add(&m->batches, 1);
+    atomic_fetch_add(&m->samples, n);
+    atomic_fetch_add(&m->sample_pairs, sample_pairs);
 }

@@ -13,10 +13,19 @@
  * counts both as it assembles batches, from what it already holds: the
  * shard index of each sample of a batch, and each shard's sample count once
  * its end goes by.
+ *
+ * Shards are a proxy: class-sorted shards mixed perfectly still give
+ * batches of few classes. So the labels are counted the same way, once a
+ * batch is delivered with them: L_eff = sum b(b-1) / sum n_c(n_c-1) over
+ * batches (n_c samples of label c), the effective number of labels per
+ * batch, against a uniform permutation's N(N-1) / sum N_c(N_c-1) from the
+ * N_c samples of each label seen so far, and the mean number of distinct
+ * labels per batch for people to read.
  */
 #ifndef STK_MIXING_H
 #define STK_MIXING_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,7 +54,30 @@ void stk__mixing_shard_end(struct stk__mixing *m, unsigned j, struct stk__counte
 /* Count the pairs of one assembled batch into c. */
 void stk__mixing_batch(struct stk__mixing *m, const struct stk__batch *b, struct stk__counters *c);
 
-/* sum over shards of n_s(n_s-1) for n shard indices; sorts them in place. */
-uint64_t stk__same_shard_pairs(uint64_t *shards, size_t n);
+/* sum over shards of n_s(n_s-1) for n shard indices (or labels); sorts them
+ * in place. distinct (may be NULL): the number of different values. */
+uint64_t stk__same_shard_pairs(uint64_t *shards, size_t n, uint64_t *distinct);
+
+/* Label mixing of delivered batches. One thread counts (the loader's
+ * owner); any thread may read the counters. The table of labels seen
+ * grows to at most MAX_LABELS (mixing.c) distinct labels; past that, or
+ * out of memory, counting stops (counting is advice, never a failure). */
+struct stk__label_mixing {
+    uint64_t *scratch; /* a batch's labels, sorted (batch_size) */
+    size_t capacity;
+    int64_t *keys;     /* open addressing table of labels seen */
+    uint64_t *counts;
+    size_t slots, used;
+    int stopped;
+    atomic_uint_fast64_t pairs, same_pairs, distinct, batches, samples, sample_pairs;
+};
+
+/* 0 or STK_ENOMEM. */
+int stk__label_mixing_init(struct stk__label_mixing *m, size_t batch_size);
+void stk__label_mixing_free(struct stk__label_mixing *m);
+
+/* Count one delivered batch's n labels (or one shard's, for verify: the
+ * scratch grows to n). */
+void stk__label_mixing_batch(struct stk__label_mixing *m, const int64_t *labels, size_t n);
 
 #endif

@@ -12,10 +12,24 @@
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
 {
     memset(sp, 0, sizeof *sp);
-    uint64_t first_window, input_start;
-    stk__shuffle_window_at(req->window, req->output_position, &first_window, &input_start);
-    if (input_start >= req->target)
-        return 0;
+    /* The inputs of the epoch: the target, or the pass over the rank's
+     * shards that a rank without one makes. */
+    uint64_t total = req->target;
+    if (total == UINT64_MAX) {
+        total = 0;
+        for (size_t g = 0; g < req->cursor->count; g++) {
+            size_t shard;
+            if (stk__plan_cursor_shard(req->cursor, g, &shard))
+                total += req->shard_samples[shard];
+        }
+    }
+    struct stk__shuffle_start start;
+    uint64_t drop;
+    int found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position, total,
+                                    &start, &drop);
+    if (found <= 0)
+        return found;
+    uint64_t input_start = start.input;
     uint64_t *left = stk__calloc(req->n_slots, sizeof *left); /* of each opened shard */
     unsigned char *opened = stk__calloc(req->n_slots, 1);
     sp->slot_skip = stk__calloc(req->n_slots, sizeof *sp->slot_skip);
@@ -64,8 +78,8 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
         return 0;
     }
     sp->input_start = input_start;
-    sp->first_window = first_window;
-    sp->drop = req->output_position - input_start;
+    sp->start = start;
+    sp->drop = drop;
     return 1;
 }
 

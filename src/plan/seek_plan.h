@@ -2,11 +2,12 @@
  * seek_plan.h - where a resumed epoch starts reading.
  *
  * To deliver batch k of an epoch exactly as an uninterrupted run would,
- * the sequencer must start with the shuffle window that holds output
- * position k * batch_size, with every shard slot at the shard and sample
- * the interleave had reached by then. Given the number of samples of every
- * shard (a dataset index), this replays the interleave (interleave.c) on
- * counts alone, so a resume reads no data before that window: readers open
+ * the sequencer must start reading at the oldest input the shuffle still
+ * holds when it delivers output position k * batch_size (shuffle.h), with
+ * every shard slot at the shard and sample the interleave had reached by
+ * then. Given the number of samples of every shard (a dataset index), this
+ * replays the shuffle on positions and the interleave (interleave.c) on
+ * counts alone, so a resume reads no data before that input: readers open
  * their shards and pass over the consumed samples without decoding them.
  */
 #ifndef STK_SEEK_PLAN_H
@@ -17,10 +18,11 @@
 
 #include "interleave.h"
 #include "plan.h"
+#include "shuffle.h"
 
 struct stk__seek_plan {
-    uint64_t input_start;  /* interleaved samples before the resumed window */
-    uint64_t first_window; /* number of that window */
+    uint64_t input_start;  /* interleaved samples before the resumed input */
+    struct stk__shuffle_start start; /* the shuffle's state there */
     uint64_t drop;         /* samples of its output before the first batch */
     uint64_t *slot_skip;   /* per slot: samples of its current shard consumed */
     struct stk__interleave il; /* the sequencer's state at input_start */
@@ -32,7 +34,8 @@ struct stk__seek_request {
     unsigned n_slots;
     int shuffle;
     uint64_t interleave_seed;
-    size_t window;                   /* shuffle capacity, 1 without shuffle */
+    uint64_t shuffle_seed;
+    size_t window;                   /* shuffle reach, 1 without shuffle */
     uint64_t output_position;        /* first sample to deliver */
     uint64_t target;                 /* samples the rank yields (UINT64_MAX: all) */
 };

@@ -38,6 +38,9 @@ struct stk__counters {
     atomic_uint_fast64_t image_decode_ns;
     atomic_uint_fast64_t image_resample_ns;
     atomic_uint_fast64_t image_convert_ns;
+    atomic_uint_fast64_t image_augment_ns;
+    atomic_uint_fast64_t image_erase_ns;
+    atomic_uint_fast64_t batch_mix_ns;
     atomic_uint_fast64_t read_threads; /* of the epoch last started */
     atomic_uint_fast64_t sequence_ns;  /* sequencer threads' CPU time */
     atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
@@ -140,6 +143,22 @@ int stk__shard_seekable(const struct stk__shard_reader *r);
  * (no sample accounts for them) and whether the rest of the shard was
  * skipped as unreadable. */
 void stk__shard_tail(const struct stk__shard_reader *r, uint64_t *skipped, int *failed);
+
+/* What the dataset index records of the shard a reader reads (index_json.h):
+ * its stamp, compared once the source has answered (before the first
+ * sample is returned), and its good samples, compared when the shard ends
+ * cleanly (from where the reader was opened: stk__shard_open_at's
+ * position). A difference is STK_EINDEX, "the index is stale for SHARD",
+ * never skipped as bad input. */
+struct stk__shard_expect {
+    const struct stk__shard_stamp *stamp; /* NULL: not compared */
+    uint64_t samples;
+};
+void stk__shard_expect(struct stk__shard_reader *r, const struct stk__shard_expect *e);
+
+/* The shard's stamp as its source tells it: complete once a sample was
+ * read (what `stoker index` records). */
+const struct stk__shard_stamp *stk__shard_stamp(const struct stk__shard_reader *r);
 
 void stk__shard_close(struct stk__shard_reader *r);
 

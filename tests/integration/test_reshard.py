@@ -37,7 +37,7 @@ def reshard(run, out_dir, sources, *extra):
 
 
 def test_storage_order(run, sources, tmp_path):
-    shards = reshard(run, tmp_path / "o", sources, "--max-samples", "4")
+    shards = reshard(run, tmp_path / "o", sources, "--max-samples", "4", "--sorted")
     assert [p.name for p in shards] == ["r-00.tar", "r-01.tar", "r-02.tar"]
     assert read(shards) == read(sources)
     assert [len(read([p])) for p in shards] == [4, 4, 1]
@@ -48,7 +48,10 @@ def test_seeded_shuffle(run, sources, tmp_path):
     again = read(reshard(run, tmp_path / "s2", sources, "--shuffle", "--seed", "5"))
     other = read(reshard(run, tmp_path / "s3", sources, "--shuffle", "--seed", "6"))
     original = read(sources)
-    assert first == again
+    assert first == again == read(reshard(run, tmp_path / "s4", sources, "--seed", "5"))
+    # shuffled by default, with seed 0
+    assert read(reshard(run, tmp_path / "s5", sources)) == read(
+        reshard(run, tmp_path / "s6", sources, "--shuffle", "--seed", "0")) != original
     assert sorted(first) == sorted(other) == sorted(original)
     assert first != original and first != other
 
@@ -59,10 +62,10 @@ def test_bad_input_follows_on_error(run, sources, tmp_path, make_shard):
     cut.write_bytes(whole[: len(whole) // 2 + 100])
     out = tmp_path / "fail"
     out.mkdir()
-    proc = run(["reshard", "-o", str(out / "r-%d.tar"), str(sources[0]), str(cut)])
+    proc = run(["reshard", "--sorted", "-o", str(out / "r-%d.tar"), str(sources[0]), str(cut)])
     assert proc.returncode == 1 and str(cut) in proc.stderr
     assert not list(out.glob("*.tmp"))  # no half-written shard left behind
-    shards = reshard(run, tmp_path / "skip", [sources[0], cut], "--on-error", "skip")
+    shards = reshard(run, tmp_path / "skip", [sources[0], cut], "--on-error", "skip", "--sorted")
     assert "bad samples" in run(["reshard", "-o", str(tmp_path / "x-%d.tar"), "--on-error",
                                  "skip", str(sources[0]), str(cut)]).stdout
     got = read(shards)
@@ -76,13 +79,14 @@ def test_usage(run, sources, tmp_path):
 
 def test_existing_output_is_refused_and_force_replaces_it(run, sources, tmp_path):
     out = tmp_path / "o"
-    assert len(reshard(run, out, sources, "--max-samples", "2")) == 5
+    assert len(reshard(run, out, sources, "--max-samples", "2", "--sorted")) == 5
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     pattern = str(out / "r-%02d.tar")
     proc = run(["reshard", "-o", pattern, "--max-samples", "4", *map(str, sources)])
     assert proc.returncode == 1 and "r-00.tar" in proc.stderr and "--force" in proc.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
-    proc = run(["reshard", "-o", pattern, "--max-samples", "4", "--force", *map(str, sources)])
+    proc = run(["reshard", "-o", pattern, "--max-samples", "4", "--force", "--sorted",
+                *map(str, sources)])
     assert proc.returncode == 0, proc.stderr
     assert "removed 2 shard(s) of an earlier run" in proc.stderr
     shards = sorted(out.iterdir())

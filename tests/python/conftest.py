@@ -16,6 +16,7 @@ that directory itself. Every data file is generated in pytest's tmp dirs:
                   UNEVEN_SIZES samples (WebDataset TarWriter layout);
   uneven_dataset  their samples in storage order;
   write_shard     a function writing Sample tuples as a shard;
+  noise_shard     one shard of 40 small random-pixel JPEGs;
   transform_tool  tests/tools/transform_tool of the build (see its docstring);
   clean_env_factory  environments for subprocesses (no launcher rank
                   variables, PYTHONPATH reaching the stoker under test).
@@ -143,6 +144,24 @@ def write_shard(path, samples):
                 ti.size, ti.mtime, ti.mode = len(data), TAR_MTIME, 0o444
                 ti.uname = ti.gname = "bigdata"
                 tf.addfile(ti, io.BytesIO(data))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def noise_shard(tmp_path_factory):
+    """One shard of 40 small JPEGs of random pixels (KEY.jpg + KEY.cls, labels 0..39)."""
+    import numpy as np
+    from PIL import Image
+    path = tmp_path_factory.mktemp("noise") / "shard.tar"
+    rng = np.random.default_rng(1)
+    with tarfile.open(path, "w") as tar:
+        for n in range(40):
+            buf = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(buf, "JPEG")
+            for ext, data in (("jpg", buf.getvalue()), ("cls", str(n).encode())):
+                info = tarfile.TarInfo(f"{n:04d}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
     return str(path)
 
 

@@ -2,33 +2,20 @@
 every batch lives in a buffer the allocator returned, buffers are reused,
 and they are released when the loader goes away."""
 import gc
-import io
 import subprocess
 import sys
-import tarfile
 import weakref
 
 import numpy as np
 import pytest
 import torch
-from PIL import Image
 
 import stoker
 
 
-@pytest.fixture(scope="module")
-def shard(tmp_path_factory):
-    path = tmp_path_factory.mktemp("alloc") / "shard.tar"
-    rng = np.random.default_rng(1)
-    with tarfile.open(path, "w") as tar:
-        for n in range(40):
-            buf = io.BytesIO()
-            Image.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(buf, "JPEG")
-            for ext, data in (("jpg", buf.getvalue()), ("cls", str(n).encode())):
-                info = tarfile.TarInfo(f"{n:04d}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
-    return str(path)
+@pytest.fixture(name="shard")
+def shard_fixture(noise_shard):
+    return noise_shard
 
 
 def test_batches_live_in_allocator_buffers(shard):

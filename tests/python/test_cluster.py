@@ -381,6 +381,19 @@ def test_no_worker_at_start(cluster, indexed):
     loader.close()
 
 
+def test_the_recipe_through_the_cluster_equals_a_local_epoch(cluster, indexed):
+    """TrivialAugmentWide, RandomErasing and Mixup/CutMix with soft targets:
+    the batches Dask workers make equal the local ones, targets included."""
+    shards, index = indexed
+    cluster.add_worker("w1")
+    kw = dict(OPTIONS, index=index, dtype="float32", recipe="torchvision-v2", num_classes=300)
+    want = local_digests(shards, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    got = [digest(i, l) for i, l in loader]
+    assert got == want
+    assert loader.stats()["cluster"]["batches_cluster"] > 0
+
+
 STOPPED_CHILD = """
 import faulthandler, json, os, signal, sys, time, hashlib
 import stoker

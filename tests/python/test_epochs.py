@@ -70,7 +70,7 @@ def test_set_epoch_reshuffles_and_reproduces(uneven_shards):
 
 def test_threads_do_not_change_the_sequence(uneven_shards):
     a = epoch(train_loader(uneven_shards, seed=1, threads=1))
-    b = epoch(train_loader(uneven_shards, seed=1, threads=2, shards_in_flight=4))
+    b = epoch(train_loader(uneven_shards, seed=1, threads=2))
     assert torch.equal(a[1], b[1]) and torch.equal(a[0], b[0])
 
 
@@ -101,14 +101,19 @@ def test_stats_tell_where_time_goes(even_shards):
     s = ld.stats()
     ld.close()
     assert s["read_ns"] > 0
-    assert s["image_decode_ns"] > 0 and s["image_resample_ns"] > 0 and s["image_convert_ns"] > 0
-    assert s["image_decode_ns"] + s["image_resample_ns"] + s["image_convert_ns"] <= s["decode_ns"]
+    assert s["image_decode_ns"] > 0 and s["image_resample_ns"] > 0
+    # the conversion to float32 runs inside the resize's last pass and counts there
+    assert s["image_convert_ns"] == 0
+    assert s["image_decode_ns"] + s["image_resample_ns"] <= s["decode_ns"]
     assert 0 < s["wait_ns"] <= wall * 1e9
 
 
 def test_report_tells_input_bound_from_consumer_bound(even_shards):
     """A loop that takes its batches as fast as they come is input-bound and
-    image decoding limits it; one that sleeps 0.25 s per batch is not."""
+    image decoding limits it; one that sleeps 0.4 s per batch is not. (Its
+    first batch waits for the shuffle's first window, here the whole epoch
+    of 120 photos read: about 0.1 s on a loaded machine, a few percent of
+    nine steps.)"""
     import time
     kw = dict(batch_size=8, image_size=32, transform="train", threads=1)
     fast = stoker.Loader(even_shards, **kw)
@@ -121,7 +126,7 @@ def test_report_tells_input_bound_from_consumer_bound(even_shards):
 
     slow = stoker.Loader(even_shards, **kw)
     for step, _ in enumerate(slow):
-        time.sleep(0.25)
+        time.sleep(0.4)
         if step == 8:
             break
     text = slow.report()

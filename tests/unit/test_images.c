@@ -236,7 +236,9 @@ static void test_float_outputs_follow_uint8(void **state)
 }
 
 /* The stage times add up: every stage of an image epoch took some time,
- * the image stages fit in decode_ns, and the caller waited. */
+ * the image stages fit in decode_ns, and the caller waited. The conversion
+ * to float32 runs inside the resampler's last pass (no op between them)
+ * and counts there. */
 static void test_stage_times(void **state)
 {
     (void)state;
@@ -249,8 +251,9 @@ static void test_stage_times(void **state)
     uint64_t wall = stk__now_ns() - start;
     assert_int_equal(st.images_decoded, N_SHARDS * PER_SHARD);
     assert_true(st.read_ns > 0);
-    assert_true(st.image_decode_ns > 0 && st.image_resample_ns > 0 && st.image_convert_ns > 0);
-    assert_true(st.image_decode_ns + st.image_resample_ns + st.image_convert_ns <= st.decode_ns);
+    assert_true(st.image_decode_ns > 0 && st.image_resample_ns > 0);
+    assert_int_equal(st.image_convert_ns, 0);
+    assert_true(st.image_decode_ns + st.image_resample_ns <= st.decode_ns);
     assert_true(st.wait_ns > 0 && st.wait_ns <= wall);
     free(e.images);
 

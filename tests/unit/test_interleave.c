@@ -8,8 +8,9 @@
  * slot of every step as in pipeline.c. The property tested is the one a
  * resume depends on: for any output position, the run started from the seek
  * plan (interleave state, slot positions, samples passed over in each open
- * shard) delivers exactly the rest of the uninterrupted run from the start
- * of the plan's shuffle window.
+ * shard) delivers exactly the rest of the uninterrupted run from the input
+ * the plan starts at, and through the shuffle (started where the plan says)
+ * exactly the rest of its output.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 
 #include "alloc.h"
 #include "interleave.h"
+#include "mixing.h"
 #include "plan.h"
 #include "rng.h"
 #include "seek_plan.h"
@@ -75,6 +77,43 @@ static long run(struct stk__interleave *il, struct slots *s, struct stk__plan_cu
     }
 }
 
+/* Pop what the shuffle lets go into out (after dropping *drop of it). */
+static void take_ready(struct stk__shuffle *sh, uint64_t *drop, uint64_t *out, long *got)
+{
+    struct stk__sample *x;
+    while ((x = stk__shuffle_pop(sh)) != NULL) {
+        if (*drop > 0)
+            (*drop)--;
+        else
+            out[(*got)++] = x->position;
+        stk__sample_free(x);
+    }
+}
+
+/* in[0..n) through a shuffle of reach `window` started at `start` (NULL:
+ * the epoch's start), dropping its first `drop` outputs; returns the count
+ * written to out. */
+static long shuffled(size_t window, uint64_t seed, const uint64_t *in, long n,
+                     const struct stk__shuffle_start *start, uint64_t drop, uint64_t *out)
+{
+    struct stk__shuffle sh;
+    assert_int_equal(stk__shuffle_init(&sh, window, seed, start), 0);
+    long got = 0;
+    for (long i = 0; i < n; i++) {
+        take_ready(&sh, &drop, out, &got);
+        struct stk__sample *x = stk__sample_new("k", 1, "mem://", 0, NULL);
+        assert_non_null(x);
+        x->position = in[i];
+        stk__shuffle_push(&sh, x);
+        assert_true(sh.count <= 2 * window + 1); /* the documented hard bound */
+    }
+    take_ready(&sh, &drop, out, &got);
+    stk__shuffle_finish(&sh);
+    take_ready(&sh, &drop, out, &got);
+    stk__shuffle_free(&sh);
+    return got;
+}
+
 static void random_dataset(struct stk__rng *r, struct dataset *d)
 {
     d->n_shards = 1 + (size_t)stk__rng_below(r, MAX_SHARDS);
@@ -110,6 +149,8 @@ static void check_resumes(uint64_t seed)
     stk__interleave_free(&il);
     if (d.total > 0)
         assert_int_equal(n, (long)d.total); /* every sample exactly once */
+    static uint64_t out_full[MAX_SAMPLES], out_resumed[MAX_SAMPLES];
+    assert_int_equal(shuffled(window, il_seed, full, n, NULL, 0, out_full), n);
 
     for (int t = 0; t < 8; t++) {
         uint64_t position = stk__rng_below(&r, d.total + 2);
@@ -119,22 +160,23 @@ static void check_resumes(uint64_t seed)
             .n_slots = k,
             .shuffle = shuffle,
             .interleave_seed = il_seed,
+            .shuffle_seed = il_seed,
             .window = window,
             .output_position = position,
             .target = UINT64_MAX,
         };
         struct stk__seek_plan sp;
         int rc = stk__seek_plan_compute(&sp, &req);
-        uint64_t first_window, input_start;
-        stk__shuffle_window_at(window, position, &first_window, &input_start);
-        if (input_start > d.total) { /* past the end: the epoch has no such window */
+        if (position >= d.total) { /* past the end: the epoch has no such position */
             assert_int_equal(rc, 0);
             continue;
         }
         assert_int_equal(rc, 1);
-        assert_int_equal(sp.input_start, input_start);
-        assert_int_equal(sp.first_window, first_window);
-        assert_int_equal(sp.drop, position - input_start);
+        uint64_t input_start = sp.input_start;
+        assert_true(input_start <= position); /* never starts after its output */
+        /* The resume reads at most the shuffle's hard bound (2W) before
+         * its first output's own input. */
+        assert_true(input_start + 2 * window + 1 >= position || d.total - input_start <= 2 * window);
         struct slots from = {{0}, {0}};
         for (unsigned j = 0; j < k; j++) {
             from.position[j] = sp.il.slot_position[j];
@@ -147,6 +189,12 @@ static void check_resumes(uint64_t seed)
                      "%llu gives %ld samples, the uninterrupted run %ld from there",
                      (unsigned long long)seed, d.n_shards, k, shuffle, window,
                      (unsigned long long)input_start, m, n - (long)input_start);
+        /* Through the shuffle: the resumed output is the rest of the full one. */
+        long got = shuffled(window, il_seed, resumed, m, &sp.start, sp.drop, out_resumed);
+        if (got != n - (long)position ||
+            memcmp(out_resumed, out_full + position, (size_t)got * sizeof *out_resumed) != 0)
+            fail_msg("seed %llu (window %zu): output from %llu differs after a resume",
+                     (unsigned long long)seed, window, (unsigned long long)position);
         stk__seek_plan_free(&sp);
     }
     stk__plan_cursor_free(&cursor);
@@ -207,6 +255,38 @@ static void test_shuffle_finishes_a_pass_first(void **state)
     }
     assert_true(picks[1] > 50 && picks[2] > 50);
     stk__interleave_free(&il);
+}
+
+/* Slots whose lists differ in length (9 shards on 4 slots: one slot has
+ * three) still end together: the epoch's last samples come from several
+ * shards, not from the longer slot's last shard alone. */
+static void test_slots_end_together(void **state)
+{
+    (void)state;
+    struct dataset d = {.n_shards = 9};
+    for (size_t i = 0; i < d.n_shards; i++)
+        d.total += d.sizes[i] = 39;
+    const unsigned k = 4;
+    for (uint64_t seed = 0; seed < 20; seed++) {
+        struct stk__plan_cursor cursor;
+        assert_int_equal(stk__plan_cursor_init(&cursor, d.n_shards, seed, 0, 0, 1, 1, 0), 0);
+        struct stk__interleave il;
+        assert_int_equal(stk__interleave_init(&il, k, cursor.count, 1, seed), 0);
+        struct slots s = {{0}, {0}};
+        for (unsigned j = 0; j < k; j++)
+            s.position[j] = j;
+        static uint64_t out[MAX_SAMPLES];
+        long n = run(&il, &s, &cursor, &d, k, out);
+        assert_int_equal(n, (long)d.total);
+        uint64_t shards[32];
+        for (int i = 0; i < 32; i++)
+            shards[i] = out[n - 32 + i] / 1000;
+        uint64_t distinct;
+        stk__same_shard_pairs(shards, 32, &distinct);
+        assert_true(distinct >= 3);
+        stk__interleave_free(&il);
+        stk__plan_cursor_free(&cursor);
+    }
 }
 
 /* Shard ends without a sample between them, over more than two passes of
@@ -289,6 +369,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seek_plan_equals_replayed_interleave),
         cmocka_unit_test(test_storage_order),
+        cmocka_unit_test(test_slots_end_together),
         cmocka_unit_test(test_shuffle_finishes_a_pass_first),
         cmocka_unit_test(test_no_progress_detected),
         cmocka_unit_test(test_copy_continues_the_same),

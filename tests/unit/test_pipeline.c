@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -354,8 +356,8 @@ static void test_missing_shard(void **state)
 
 /* Seek to each batch of starts and check the rest of the epoch equals an
  * uninterrupted run's, with any thread count. With a dataset index the
- * readers jump to the shuffle window of the batch: at most one window of
- * samples before it is read again. */
+ * readers jump to the oldest input the shuffle holds at the batch: at most
+ * twice its reach of samples before it is read again (shuffle.h). */
 static void check_resume(struct stk_options o, const char *index_path)
 {
     struct epoch full;
@@ -390,7 +392,7 @@ static void check_resume(struct stk_options o, const char *index_path)
          * (prefetch_bytes_per_shard = 1), also past the rank's last sample. */
         size_t read_ahead = 2 * o.shards_in_flight;
         if (index_path != NULL)
-            assert_true(st.samples_read <= delivered + window + read_ahead);
+            assert_true(st.samples_read <= delivered + 2 * window + read_ahead);
         else
             assert_true(st.samples_read >= (uint64_t)full.n || start >= (uint64_t)full.batches);
         /* The index locates every sample: a slot passes over at most the
@@ -411,6 +413,40 @@ static void build_index(char *path)
     if (stk_index_build(&o, urls, 1, path, 0, &st, msg, sizeof msg) < 0)
         fail_msg("stk_index_build: %s", msg);
     assert_int_equal(st.samples, (uint64_t)total_samples);
+}
+
+/* stk_index_check: what a process given an index checks before trusting
+ * it. A shard touched after indexing (another time, same bytes) is stale,
+ * as is a malformed file; the same checks fail a loader's creation. */
+static void test_index_check(void **state)
+{
+    (void)state;
+    char path[128], shard[160], msg[512];
+    build_index(path);
+    struct stk_options o = base_options();
+    const char *urls[] = {pattern};
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), 0);
+    snprintf(shard, sizeof shard, "%s/shard-01.tar", dir);
+    struct stat st;
+    assert_int_equal(stat(shard, &st), 0);
+    struct timespec times[2] = {st.st_atim, {st.st_mtim.tv_sec + 5, st.st_mtim.tv_nsec}};
+    assert_int_equal(utimensat(AT_FDCWD, shard, times, 0), 0);
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), STK_EINDEX);
+    assert_non_null(strstr(msg, "the index is stale for "));
+    assert_non_null(strstr(msg, "shard-01.tar: run `stoker index` again"));
+    stk_loader *l;
+    o.index_path = path;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), STK_EINDEX);
+    times[1] = st.st_mtim;
+    assert_int_equal(utimensat(AT_FDCWD, shard, times, 0), 0);
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), 0);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"format\": \"stoker-index\", \"version\": 2, \"extra\": 1}", f);
+    fclose(f);
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), STK_EINDEX);
+    assert_non_null(strstr(msg, "unknown key \"extra\""));
+    unlink(path);
 }
 
 /* The index is an output like the shards: a link planted at the name it
@@ -506,7 +542,7 @@ static void test_index_equal_shares(void **state)
     /* A shard missing from the index is named. */
     const char *more[] = {pattern, "/nonexistent/extra.tar"};
     char msg[512];
-    assert_int_equal(stk_loader_create(&o, more, 2, &l, msg, sizeof msg), STK_EINVAL);
+    assert_int_equal(stk_loader_create(&o, more, 2, &l, msg, sizeof msg), STK_EINDEX);
     assert_non_null(strstr(msg, "/nonexistent/extra.tar"));
     unlink(index_path);
 }
@@ -748,6 +784,7 @@ int main(void)
         cmocka_unit_test(test_seek_resumes_exactly),
         cmocka_unit_test(test_index_equal_shares),
         cmocka_unit_test(test_index_output),
+        cmocka_unit_test(test_index_check),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_interrupt_wakes_a_waiting_next),
         cmocka_unit_test(test_next_timed_returns_after_its_timeout),

@@ -99,6 +99,13 @@ static void test_decode_bound(void **state)
     assert_contains(buf, "reading: 2 threads 60% busy, 1.875 ms per sample");
     assert_contains(buf, "per image 1.000 ms decode, 0.200 ms resample, 0.100 ms convert");
     assert_contains(buf, "verdict: image decoding is the limit");
+    assert_true(strstr(buf, "augmentations") == NULL); /* none ran */
+    s.image_augment_ns = 6400ull * 300000;
+    s.image_erase_ns = 6400ull * 10000;
+    s.batch_mix_ns = 6400ull * 50000;
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "augmentations: per image 0.300 ms crop ops, 0.010 ms random "
+                         "erasing, 0.050 ms Mixup/CutMix");
 }
 
 static void test_read_bound(void **state)
@@ -218,6 +225,48 @@ static void test_shuffle_quality(void **state)
     assert_contains(buf, "no two samples of a batch came from the same shard");
 }
 
+/* Label mixing: the pair ratio over labels against a uniform permutation
+ * of the labels seen; shards mixed perfectly can still be class-sorted, and
+ * the hint says so and names the fix. */
+static void test_label_mixing(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    s.shuffle_pairs = 100 * 64 * 63; /* shards: mixed perfectly */
+    s.shuffle_shard_pairs = s.shuffle_pairs / 100;
+    s.shuffle_epoch_shards = 100;
+    s.shuffle_shards_sized = 10;
+    s.shuffle_sized_samples = 640;
+    s.shuffle_sized_pairs = 10 * 64 * 63;
+    char buf[2048];
+    report(&s, buf, sizeof buf);
+    assert_true(strstr(buf, "labels:") == NULL); /* no labels counted: no line */
+    /* 100 batches of 64, each of 4 labels evenly (16 each); 6400 samples of
+     * 32 labels, 200 each: a uniform shuffle mixes 6400*6399/(32*200*199). */
+    s.label_pairs = 100 * 64 * 63;
+    s.label_same_pairs = 100 * 4 * 16 * 15;
+    s.label_distinct = 100 * 4;
+    s.label_batches = 100;
+    s.label_samples = 6400;
+    s.label_sample_pairs = 32 * 200 * 199;
+    struct stk_rates r;
+    stk_stats_rates(&s, NULL, &r);
+    assert_true(fabs(r.label_mix_eff - 64.0 * 63 / (4.0 * 16 * 15)) < 1e-9);
+    assert_true(fabs(r.label_mix_perfect - 6400.0 * 6399 / (32.0 * 200 * 199)) < 1e-9);
+    assert_true(r.labels_per_batch == 4.0);
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "labels: 4.0 distinct per batch; batches mix 4.2 labels (L_eff); a "
+                         "uniform shuffle of the labels seen: 32.2");
+    assert_contains(buf, "hint: batches mix labels poorly");
+    assert_contains(buf, "stoker reshard --shuffle");
+    /* Mixed like a permutation: no hint. */
+    s.label_same_pairs = (uint64_t)(100 * 64 * 63 / 31.0);
+    s.label_distinct = 100 * 28;
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "labels: 28.0 distinct per batch");
+    assert_true(strstr(buf, "hint:") == NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -226,7 +275,7 @@ int main(void)
         cmocka_unit_test(test_bad_input_line),
         cmocka_unit_test(test_decode_bound),   cmocka_unit_test(test_read_bound),
         cmocka_unit_test(test_batching_bound), cmocka_unit_test(test_starved),
-        cmocka_unit_test(test_small_buffers),
+        cmocka_unit_test(test_small_buffers),   cmocka_unit_test(test_label_mixing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

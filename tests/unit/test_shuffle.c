@@ -1,5 +1,6 @@
 /*
- * test_shuffle.c - the windowed shuffle: windows, permutations, uniformity.
+ * test_shuffle.c - the sliding-key shuffle: reach, first and last batches,
+ * uniformity, resume.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,41 +17,11 @@
 #include "shuffle.h"
 #include "stoker.h"
 
-/* Window sizes as documented: 64, 128, ... doubling up to the capacity. */
-static size_t expected_size(size_t capacity, uint64_t k)
-{
-    size_t size = 64;
-    for (; k > 0 && size < capacity; k--)
-        size *= 2;
-    return size < capacity ? size : capacity;
-}
-
-/* stk__shuffle_window_at agrees with walking the windows one by one. */
-static void test_window_at_matches_the_schedule(void **state)
-{
-    (void)state;
-    static const size_t capacities[] = {1, 2, 20, 63, 64, 65, 100, 1000, 4096, 5000};
-    for (size_t c = 0; c < sizeof capacities / sizeof capacities[0]; c++) {
-        size_t cap = capacities[c];
-        uint64_t k = 0, start = 0;
-        for (uint64_t p = 0; p < 30000; p++) {
-            if (p == start + expected_size(cap, k)) {
-                start = p;
-                k++;
-            }
-            uint64_t window, first;
-            stk__shuffle_window_at(cap, p, &window, &first);
-            assert_int_equal(window, k);
-            assert_int_equal(first, start);
-        }
-    }
-}
-
 /* Push n numbered samples through a shuffle; out receives their order. */
 static void run_shuffle(size_t capacity, uint64_t seed, int n, int *out)
 {
     struct stk__shuffle sh;
-    assert_int_equal(stk__shuffle_init(&sh, capacity, seed, 0), 0);
+    assert_int_equal(stk__shuffle_init(&sh, capacity, seed, NULL), 0);
     int got = 0;
     for (int i = 0; i <= n; i++) {
         struct stk__sample *s;
@@ -79,35 +50,131 @@ static void run_shuffle(size_t capacity, uint64_t seed, int n, int *out)
     assert_int_equal(got, n);
 }
 
-/* Each window is a permutation of its own input, and over many seeds every
- * sample lands in every position of its window about equally often. */
-static void test_windows_are_uniform_permutations(void **state)
+/* Every input goes out exactly once, within 2W positions of where it came
+ * in, and the shuffle never holds more than its hard bound. */
+static void test_permutation_within_reach(void **state)
 {
     (void)state;
-    enum { CAP = 100, N = 64 + 100 + 37, SEEDS = 4000 };
+    static const size_t reaches[] = {2, 3, 20, 64, 100, 1000};
+    enum { N = 3000 };
+    static int out[N];
+    for (size_t c = 0; c < sizeof reaches / sizeof reaches[0]; c++) {
+        for (uint64_t seed = 0; seed < 5; seed++) {
+            int n = (int)(seed * 700 + 1) % N + 1;
+            run_shuffle(reaches[c], seed, n, out);
+            static char seen[N];
+            memset(seen, 0, sizeof seen);
+            for (int p = 0; p < n; p++) {
+                assert_false(seen[out[p]]);
+                seen[out[p]] = 1;
+                long gap = (long)p - out[p];
+                assert_true(gap <= 2 * (long)reaches[c] && -gap <= 2 * (long)reaches[c]);
+            }
+        }
+    }
+}
+
+/* The first batch draws from the whole first window, not from its first
+ * 64 inputs (the ramp this shuffle replaced), and the last batch from the
+ * held tail, not from the last few inputs. */
+static void test_first_and_last_batches_span_the_window(void **state)
+{
+    (void)state;
+    enum { W = 1000, N = 5000, B = 64, SEEDS = 20 };
+    static int out[N];
+    for (uint64_t seed = 0; seed < SEEDS; seed++) {
+        run_shuffle(W, seed, N, out);
+        double first = 0, last = 0;
+        int first_max = 0, last_min = N;
+        for (int p = 0; p < B; p++) {
+            first += out[p];
+            first_max = out[p] > first_max ? out[p] : first_max;
+            last += out[N - 1 - p];
+            last_min = out[N - 1 - p] < last_min ? out[N - 1 - p] : last_min;
+        }
+        first /= B;
+        last /= B;
+        assert_true(first > 0.3 * W && first < 0.7 * W);
+        assert_true(first_max > W / 2);
+        assert_true(last < N - 0.15 * W && last_min < N - W / 2);
+    }
+}
+
+/* An epoch shorter than the reach is one uniform permutation: every input
+ * lands in every position about equally often. */
+static void test_short_epoch_is_a_uniform_permutation(void **state)
+{
+    (void)state;
+    enum { CAP = 100, N = 60, SEEDS = 6000 };
     static int counts[N][N];
     memset(counts, 0, sizeof counts);
     int out[N];
     for (uint64_t seed = 0; seed < SEEDS; seed++) {
         run_shuffle(CAP, seed, N, out);
-        for (int p = 0; p < N; p++) {
-            uint64_t w_out, s_out, w_in, s_in;
-            stk__shuffle_window_at(CAP, (uint64_t)p, &w_out, &s_out);
-            stk__shuffle_window_at(CAP, (uint64_t)out[p], &w_in, &s_in);
-            assert_int_equal(w_out, w_in); /* never leaves its window */
+        for (int p = 0; p < N; p++)
             counts[out[p]][p]++;
-        }
     }
-    /* Windows [0,64) [64,164) and the last, partial [164,201): each cell of
-     * a window of size m expects SEEDS/m; allow 5 standard deviations. */
-    for (int i = 0; i < N; i++) {
-        uint64_t w, first;
-        stk__shuffle_window_at(CAP, (uint64_t)i, &w, &first);
-        int m = w == 0 ? 64 : w == 1 ? 100 : N - 164;
-        double expect = (double)SEEDS / m;
-        double tolerance = 5.0 * __builtin_sqrt(expect * (1.0 - 1.0 / m));
-        for (int p = (int)first; p < (int)first + m; p++)
+    double expect = (double)SEEDS / N;
+    double tolerance = 5.0 * __builtin_sqrt(expect * (1.0 - 1.0 / N));
+    for (int i = 0; i < N; i++)
+        for (int p = 0; p < N; p++)
             assert_true(counts[i][p] > expect - tolerance && counts[i][p] < expect + tolerance);
+}
+
+/* stk__shuffle_locate: a shuffle started where it says, dropping what it
+ * says, delivers exactly the rest of the uninterrupted output, for
+ * positions in the key-ordered part and in the final drain. */
+static void test_locate_resumes_exactly(void **state)
+{
+    (void)state;
+    enum { N = 700 };
+    static int full[N];
+    static const size_t reaches[] = {1, 2, 50, 300, 1000};
+    for (size_t c = 0; c < sizeof reaches / sizeof reaches[0]; c++) {
+        size_t reach = reaches[c];
+        run_shuffle(reach, 42, N, full);
+        for (uint64_t output = 0; output < N; output += 37) {
+            struct stk__shuffle_start start;
+            uint64_t drop;
+            assert_int_equal(stk__shuffle_locate(reach, 42, output, N, &start, &drop), 1);
+            assert_true(start.input <= output);
+            struct stk__shuffle sh;
+            assert_int_equal(stk__shuffle_init(&sh, reach, 42, &start), 0);
+            uint64_t p = output;
+            for (uint64_t i = start.input;; i++) {
+                struct stk__sample *s;
+                while ((s = stk__shuffle_pop(&sh)) != NULL) {
+                    if (drop > 0) {
+                        drop--;
+                    } else {
+                        assert_true(p < N);
+                        assert_int_equal(s->position, full[p++]);
+                    }
+                    stk__sample_free(s);
+                }
+                if (i == N)
+                    break;
+                s = stk__sample_new("k", 1, "mem://", 0, NULL);
+                assert_non_null(s);
+                s->position = i;
+                stk__shuffle_push(&sh, s);
+            }
+            stk__shuffle_finish(&sh);
+            struct stk__sample *s;
+            while ((s = stk__shuffle_pop(&sh)) != NULL) {
+                if (drop > 0) {
+                    drop--;
+                } else {
+                    assert_int_equal(s->position, full[p++]);
+                }
+                stk__sample_free(s);
+            }
+            assert_int_equal(p, N);
+            stk__shuffle_free(&sh);
+        }
+        struct stk__shuffle_start start;
+        uint64_t drop;
+        assert_int_equal(stk__shuffle_locate(reach, 42, N, N, &start, &drop), 0);
     }
 }
 
@@ -140,18 +207,28 @@ static void test_same_shard_pairs_brute_force(void **state)
         for (size_t i = 0; i < n; i++)
             for (size_t j = 0; j < n; j++)
                 brute += i != j && shards[i] == shards[j];
-        assert_int_equal(stk__same_shard_pairs(copy, n), brute);
+        uint64_t distinct, kinds_seen = 0;
+        assert_int_equal(stk__same_shard_pairs(copy, n, &distinct), brute);
+        for (size_t i = 0; i < n; i++) {
+            size_t j = 0;
+            while (j < i && shards[j] != shards[i])
+                j++;
+            kinds_seen += j == i;
+        }
+        assert_int_equal(distinct, kinds_seen);
     }
     uint64_t one = 7;
-    assert_int_equal(stk__same_shard_pairs(&one, 1), 0);
+    assert_int_equal(stk__same_shard_pairs(&one, 1, NULL), 0);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_same_shard_pairs_brute_force),
-        cmocka_unit_test(test_window_at_matches_the_schedule),
-        cmocka_unit_test(test_windows_are_uniform_permutations),
+        cmocka_unit_test(test_permutation_within_reach),
+        cmocka_unit_test(test_first_and_last_batches_span_the_window),
+        cmocka_unit_test(test_short_epoch_is_a_uniform_permutation),
+        cmocka_unit_test(test_locate_resumes_exactly),
         cmocka_unit_test(test_pass_through),
     };
     return cmocka_run_group_tests_name("shuffle", tests, NULL, NULL);

@@ -1,0 +1,139 @@
+"""The modern ImageNet recipe through stoker.Loader: TrivialAugmentWide,
+RandomErasing and Mixup/CutMix are the same bytes whatever the threads and
+after a resume; Mixup/CutMix batches are the un-mixed batch mixed with
+itself rolled by one, with soft targets that say so."""
+import pytest
+import torch
+
+import stoker
+
+RECIPE = dict(auto_augment="ta_wide", augment_interpolation="bilinear", random_erase=0.1,
+              mixup_alpha=0.2, cutmix_alpha=1.0)
+
+
+def batches(shards, n=None, state=None, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=40, transform="train",
+                           dtype="float32", seed=4, samples_per_rank=96, **options)
+    if state is not None:
+        loader.load_state_dict(state)
+    out, saved = [], None
+    for images, target in loader:
+        out.append((images.clone(), target))
+        if len(out) == n:
+            saved = loader.state_dict()
+            break
+    loader.close()
+    return out, saved
+
+
+def same(a, b):
+    def eq(x, y):
+        if isinstance(x, tuple):
+            return all(eq(p, q) for p, q in zip(x, y))
+        return torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y
+    return len(a) == len(b) and all(eq(p[0], q[0]) and eq(p[1], q[1]) for p, q in zip(a, b))
+
+
+def test_recipe_is_independent_of_threads(even_shards):
+    one, _ = batches(even_shards, threads=1, num_classes=10000, **RECIPE)
+    two, _ = batches(even_shards, threads=2, num_classes=10000, **RECIPE)
+    assert len(one) == 12 and same(one, two)
+    plain, _ = batches(even_shards, threads=2)
+    # the augmentations did something (the test can fail)
+    assert not torch.equal(one[0][0], plain[0][0])
+
+
+def test_recipe_resumes_exactly(even_shards):
+    whole, _ = batches(even_shards, threads=2, **RECIPE)
+    head, state = batches(even_shards, n=5, threads=2, **RECIPE)
+    tail, _ = batches(even_shards, state=state, threads=1, **RECIPE)
+    assert same(head + tail, whole)
+
+
+def test_mixed_batches_are_the_plain_batch_rolled(even_shards):
+    aug = dict(RECIPE, mixup_alpha=0, cutmix_alpha=0)
+    plain, _ = batches(even_shards, threads=2, **aug)
+    for alphas in (dict(mixup_alpha=0.2), dict(cutmix_alpha=1.0)):
+        mixed, _ = batches(even_shards, threads=2, **dict(aug, **alphas))
+        for (x, labels), (m, (own, partner, w)) in zip(plain, mixed):
+            assert torch.equal(own, labels) and torch.equal(partner, labels.roll(1, 0))
+            rolled = x.roll(1, 0)
+            if "mixup_alpha" in alphas:
+                assert torch.allclose(m, w * x + (1 - w) * rolled, atol=1e-5)
+            else:
+                from_partner = (m == rolled) & (m != x)
+                # what is not the image's own comes from the previous image,
+                # in one box whose area is 1 - w of the image
+                assert torch.all((m == x) | (m == rolled))
+                box = from_partner.any(0).any(0)
+                area = box.any(0).sum() * box.any(1).sum()
+                assert abs(float(1 - area / box.numel()) - w) < 0.2 or not box.any()
+
+
+def test_soft_targets(even_shards):
+    mixed, _ = batches(even_shards, threads=2, num_classes=200, **RECIPE)
+    pairs, _ = batches(even_shards, threads=2, **RECIPE)
+    for (_, soft), (_, (own, partner, w)) in zip(mixed, pairs):
+        assert soft.shape == (8, 200) and torch.allclose(soft.sum(1), torch.ones(8))
+        expect = torch.zeros(8, 200)
+        expect[torch.arange(8), own] += w
+        expect[torch.arange(8), partner] += 1 - w
+        assert torch.allclose(soft, expect)
+
+
+def test_float16_mixing_is_refused(even_shards):
+    with pytest.raises(stoker.OptionError, match="float16"):
+        stoker.Loader(even_shards, transform="train", dtype="float16", mixup_alpha=0.2)
+
+
+def test_preset_is_the_reference_recipe(even_shards):
+    explicit, _ = batches(even_shards, threads=2, **RECIPE)
+    preset, _ = batches(even_shards, threads=2, recipe="torchvision-v2")
+    assert same(explicit, preset)
+    # an option set explicitly keeps its value
+    no_erase, _ = batches(even_shards, threads=2, **dict(RECIPE, random_erase=0.5))
+    preset_erase, _ = batches(even_shards, threads=2, recipe="torchvision-v2", random_erase=0.5)
+    assert same(no_erase, preset_erase) and not same(no_erase, explicit)
+
+
+def eval_images(shards, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=24, transform="eval", shuffle=False,
+                           samples_per_rank=16, **options)
+    out = torch.cat([images.clone() for images, _ in loader])
+    loader.close()
+    return out
+
+
+def test_eval_resize(even_shards):
+    default = eval_images(even_shards)
+    assert torch.equal(default, eval_images(even_shards, eval_resize=27))  # int(24 / 0.875)
+    assert not torch.equal(default, eval_images(even_shards, eval_resize=40))
+
+
+def test_repeated_augmentation(even_shards, stoker_bin, tmp_path):
+    """ra_reps 2 over 4 ranks: each sample of the epoch comes exactly twice,
+    on two different ranks, with different pixels; every rank yields the
+    same number of batches."""
+    import subprocess
+    index = tmp_path / "index.json"
+    subprocess.run([stoker_bin, "index", "-o", str(index), *even_shards], check=True,
+                   capture_output=True, timeout=120)
+    seen, pixels, lengths = {}, {}, []
+    for rank in range(4):
+        loader = stoker.Loader(even_shards, batch_size=6, image_size=32, transform="train",
+                               seed=9, rank=rank, world_size=4, ra_reps=2, index=str(index),
+                               fields=("jpg", "__key__"), auto_augment="ta_wide")
+        n = 0
+        for images, keys in loader:
+            n += 1
+            for k, img in zip(keys, images):
+                seen.setdefault(k, []).append(rank)
+                pixels.setdefault(k, []).append(img.clone())
+        lengths.append(n)
+        loader.close()
+    assert len(set(lengths)) == 1
+    assert all(len(r) == 2 and r[0] // 2 == r[1] // 2 and r[0] != r[1] for r in seen.values())
+    assert len(seen) == 120 // 2  # each rank 30 samples, 2 copies: half the data per epoch
+    assert all(not torch.equal(*p) for p in pixels.values())
+    with pytest.raises(stoker.OptionError, match="ra_reps"):
+        stoker.Loader(even_shards, transform="train", rank=0, world_size=3, ra_reps=2)
