@@ -113,6 +113,14 @@ STK_API const char *stk_strerror(int code);
 /* Version as a string, e.g. "0.1.0". */
 STK_API const char *stk_version(void);
 
+/* What decides the bytes this build delivers, as one line: the version, the
+ * source commit it was built from ("-dirty" when the tree had changes,
+ * "unknown" outside git) and the versions of libjpeg-turbo, libspng and zlib.
+ * Two processes with the same line make the same batches of the same range
+ * (the Python package refuses Dask workers whose line differs). Static;
+ * thread-safe. */
+STK_API const char *stk_build_id(void);
+
 /* What the loader does with a shard or sample it cannot read. */
 enum stk_on_error {
     STK_ON_ERROR_FAIL = 0, /* stk_loader_next() returns the error (default) */
@@ -640,6 +648,18 @@ STK_API int stk_loader_create(const struct stk_options *opts, const char *const 
  * batch is ready, or until stk_loader_interrupt() (then STK_EINTR).
  */
 STK_API int stk_loader_next(stk_loader *loader, struct stk_batch **out);
+
+/*
+ * stk_loader_next() that waits at most timeout_ms milliseconds for a batch
+ * (0: as long as it takes), then returns STK_EINTR as an interrupt does:
+ * nothing is lost, the epoch goes on, and the next call delivers the batch
+ * this one would have. For a caller that must look at something else while
+ * it waits: the Python extension waits in slices of 100 ms and checks for
+ * Ctrl-C between them. Time spent starting an epoch (opening an index,
+ * starting threads) is not bounded by it.
+ */
+STK_API int stk_loader_next_timed(stk_loader *loader, struct stk_batch **out,
+                                  unsigned timeout_ms);
 
 /*
  * Make stk_loader_next() return STK_EINTR (and no batch) instead of

@@ -305,19 +305,24 @@ static void stop_epoch(stk_loader *l)
 #endif
 }
 
-static int next_batch(stk_loader *l, struct stk_batch **out);
+static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms);
 
 int stk_loader_next(stk_loader *l, struct stk_batch **out)
 {
+    return stk_loader_next_timed(l, out, 0);
+}
+
+int stk_loader_next_timed(stk_loader *l, struct stk_batch **out, unsigned timeout_ms)
+{
     uint64_t start = stk__now_ns(), unset = 0;
     atomic_compare_exchange_strong(&l->first_ns, &unset, start);
-    int rc = next_batch(l, out);
+    int rc = next_batch(l, out, timeout_ms);
     atomic_fetch_add(&l->wait_ns, stk__now_ns() - start);
     stk__err_ensure(&l->err, rc);
     return rc;
 }
 
-static int next_batch(stk_loader *l, struct stk_batch **out)
+static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms)
 {
     *out = NULL;
     stk__err_clear(&l->err);
@@ -336,7 +341,7 @@ static int next_batch(stk_loader *l, struct stk_batch **out)
         }
     }
     struct stk__batch *b;
-    int rc = stk__pipeline_next(l->pipeline, &b, &l->err);
+    int rc = stk__pipeline_next(l->pipeline, &b, timeout_ms, &l->err);
     if (rc == 0) {
         atomic_fetch_add(&l->samples, b->pub.n_samples);
         atomic_fetch_add(&l->batches, 1);

@@ -9,11 +9,13 @@
 #include "_stoker.h"
 
 #include <string.h>
+#include <unistd.h>
 
 typedef struct {
     PyObject_HEAD
     struct stk_batch *batch;
     PyObject *loader; /* keeps the loader alive while batches exist */
+    pid_t pid;        /* the process that took it from the loader */
     int skip_bad;      /* the loader's on_error is "skip" */
     /* The loader's count of samples left out here as bad (alive with it),
      * and whether samples() added this batch's already. */
@@ -30,7 +32,11 @@ typedef struct {
 
 static void batch_dealloc(BatchObject *self)
 {
-    stk_batch_release(self->batch);
+    /* In a child of fork() the batch belongs to the parent's loader, whose
+     * threads (and the locks they held) are not here: it is left unreleased,
+     * as its loader is (_loader.c, loader_dealloc). */
+    if (self->pid == getpid())
+        stk_batch_release(self->batch);
     Py_XDECREF(self->loader);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -332,5 +338,6 @@ PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader, int skip_b
     self->skipped_in_python = skipped_in_python;
     self->skips_counted = 0;
     self->loader = Py_NewRef(loader);
+    self->pid = getpid();
     return (PyObject *)self;
 }

@@ -28,6 +28,7 @@ class Claims:
         self.held_local = set()  # the batches of ready made by the local thread
         self.futures = {}      # range -> {chunk: worker}, its chunks not finished
         self.submitted = {}    # range -> when its chunks were submitted
+        self.local_only = set()  # ranges a worker sent bad data for: made here
         self.next = first      # the batch the loop reads next
         self.local_range = None  # the range the local thread is making
         self.last_local = None
@@ -78,8 +79,8 @@ class Claims:
                 return None
             # The range after the local thread's is left to it: its pipeline
             # continues there without reading anything again.
-            if self.state[r] != PENDING or (self.local_range is not None and
-                                            r == self.local_range + 1):
+            if self.state[r] != PENDING or r in self.local_only or (
+                    self.local_range is not None and r == self.local_range + 1):
                 continue
             start = self.missing_from(r)
             worker, held = self._pick_worker(), index()
@@ -99,9 +100,12 @@ class Claims:
         in flight)."""
         return self.futures.get(r, {}).pop(chunk, None) is not None
 
-    def range_failed(self, r):
+    def range_failed(self, r, local_only=False):
         """A chunk of range r failed or was lost: whoever is free makes the
-        range again. Returns its other chunks, to be dropped."""
+        range again (with local_only, the local thread). Returns its other
+        chunks, to be dropped."""
+        if local_only:
+            self.local_only.add(r)
         chunks = self.futures.pop(r)
         self.submitted.pop(r, None)
         self.state[r] = PENDING

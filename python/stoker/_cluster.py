@@ -23,8 +23,19 @@ result is taken, so results never pile up on workers or here.
 Threads in the trainer: the training loop (consumer), one thread driving
 the local C loader (it waits in C with the GIL released), and Dask's
 callback thread, which fetches each finished task's result straight from
-its worker (direct=True: not through the scheduler). One condition
-variable guards a run's state; nothing blocks while holding it.
+its worker (direct=True: the data does not pass through the scheduler).
+One condition variable guards a run's state; nothing blocks while holding
+it: no call under it waits for the scheduler (submit and release only queue
+a message on the client's event loop).
+
+The scheduler. Every round trip to it has a time limit (SCHEDULER_TIMEOUT_S)
+and none is made under a Run's lock: one thread per Offload
+("stoker-scheduler") asks it for its workers once a second and keeps the
+answer; the claims read that copy. A scheduler that has not answered for
+SCHEDULER_TIMEOUT_S (paused, overloaded, behind a partition that sends no
+reset) is treated as a dead one: nothing is submitted, the local thread
+takes back what was in flight, and a warning says so once. close() does
+not wait for it either.
 
 Files: this one is the trainer's side (the client, the tasks, the local
 thread, the counters); _claims.py decides which side makes which range,
@@ -36,12 +47,24 @@ import logging
 import os
 import threading
 import time
+import weakref
+
+import numpy as np
 
 from . import _stoker
 from ._claims import PENDING, Claims
-from ._cluster_worker import WorkerMismatch, make_range
+from ._cluster_worker import WorkerMismatch, batch_digest, build_identity, make_range
 
 log = logging.getLogger("stoker.cluster")
+
+# The longest any call to the scheduler may take; one that has not answered
+# for this long is treated as gone until it answers again.
+SCHEDULER_TIMEOUT_S = 5.0
+# How often the scheduler is asked for its workers.
+POLL_S = 1.0
+# Fetching one task's result (at most CHUNK_BYTES) from its worker; the
+# client asks the scheduler where the result is first.
+GATHER_TIMEOUT_S = 60.0
 
 # Ranges of batches made by the local thread that may wait for the loop at
 # once: one read while the thread makes the next, and one taken back from a
@@ -100,7 +123,7 @@ class Offload:
         worker_options["max_batches"] = 2
         key = hashlib.sha256(repr((urls, sorted(worker_options.items()), digest)).encode())
         self.spec = {
-            "key": key.hexdigest()[:32], "version": _stoker.version, "urls": list(urls),
+            "key": key.hexdigest()[:32], "identity": build_identity(), "urls": list(urls),
             "options": worker_options, "index_digest": digest,
             "batch_bytes": image_bytes * batch_size, "batch_size": batch_size,
         }
@@ -118,8 +141,15 @@ class Offload:
         self.per_worker = {}  # worker address -> batches it made that were used
         self.lock = threading.Lock()  # counters, per_worker and the index's scatter state
         self.warned = set()
-        self._worker_threads, self._workers_at = {}, -1.0
         self.started_ns = 0  # when the loop first asked for a batch
+        # What the scheduler said last (under lock): worker address ->
+        # threads, and when it answered (connecting was an answer).
+        self._worker_threads, self._answered_at = {}, time.monotonic()
+        self._stop = threading.Event()
+        # The thread holds the Offload weakly: a Loader dropped without
+        # close() is still collected, and the thread then ends.
+        threading.Thread(target=_poll_scheduler, args=(weakref.ref(self), self._stop),
+                         name="stoker-scheduler", daemon=True).start()
 
     def add(self, **deltas):
         with self.lock:
@@ -135,29 +165,31 @@ class Offload:
             self.warned.add(what)
             log.warning("%s", message)
 
-    def _refresh_workers(self):
-        """Client.scheduler_info() is a round trip to the scheduler: the
-        workers are looked up at most once a second."""
-        now = time.monotonic()
-        if not self.usable():  # a dead scheduler would make the lookup wait
-            self._worker_threads = {}
-        elif now - self._workers_at >= 1.0:
-            self._workers_at = now
-            try:
-                self._worker_threads = {
-                    address: w.get("nthreads", 1)
-                    for address, w in self.client.scheduler_info().get("workers", {}).items()}
-            except Exception:  # the client lost its scheduler
-                self._worker_threads = {}
+    def ask_scheduler(self):
+        """Ask the scheduler for its workers (stoker-scheduler thread)."""
+        if self.client.status != "running":
+            return  # closed, or reconnecting by itself
+        try:
+            identity = self.client.sync(self.client.scheduler.identity,
+                                        callback_timeout=SCHEDULER_TIMEOUT_S)
+        except Exception as e:  # no answer in time, or the connection is gone
+            if time.monotonic() - self._answered_at >= SCHEDULER_TIMEOUT_S:
+                self.warn_once("scheduler", "stoker: the Dask scheduler has not answered for "
+                               f"{SCHEDULER_TIMEOUT_S:.0f} s ({e!r}); decoding batches here "
+                               "until it does")
+            return
+        workers = {address: w.get("nthreads", 1)
+                   for address, w in identity.get("workers", {}).items()}
+        with self.lock:
+            self._worker_threads, self._answered_at = workers, time.monotonic()
 
     def workers(self):
-        """Worker threads the scheduler knows of."""
-        self._refresh_workers()
-        return sum(self._worker_threads.values())
+        """Worker threads the scheduler knew of when it last answered (0
+        while it does not answer)."""
+        return sum(self._worker_threads.values()) if self.usable() else 0
 
     def worker_addresses(self):
-        self._refresh_workers()
-        return list(self._worker_threads)
+        return list(self._worker_threads) if self.usable() else []
 
     def index(self):
         """The dataset index as a future held by the workers, or None while
@@ -185,11 +217,33 @@ class Offload:
                 self._scatter_after = time.monotonic() + 2.0
 
     def usable(self):
-        return self.client.status == "running"
+        """The client is connected and the scheduler answered lately."""
+        with self.lock:
+            answered = self._answered_at
+        return (self.client.status == "running" and
+                time.monotonic() - answered < SCHEDULER_TIMEOUT_S)
 
     def close(self):
+        """Stop asking the scheduler; close the client if it is ours, in at
+        most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
+        self._stop.set()
         if self._owns_client:
-            self.client.close()
+            try:
+                self.client.close(timeout=SCHEDULER_TIMEOUT_S)
+            except Exception:  # timed out: the scheduler does not answer
+                pass
+
+
+def _poll_scheduler(offload_ref, stop):
+    """The stoker-scheduler thread: the workers, once a second, each ask
+    bounded by SCHEDULER_TIMEOUT_S, until close() or the Offload is gone."""
+    while not stop.is_set():
+        offload = offload_ref()
+        if offload is None:
+            return
+        offload.ask_scheduler()
+        del offload
+        stop.wait(POLL_S)
 
 
 # A task's result crosses the network as one message, which Dask receives
@@ -198,6 +252,64 @@ class Offload:
 # 0.77 CPU-s per GB received in 154 MB messages, 0.35 in 29 MB ones). So a
 # range goes to its worker as tasks ("chunks") of at most this much.
 CHUNK_BYTES = 30 << 20
+
+
+class BadResult(ValueError):
+    """A task's result does not have the structure of what it was asked for."""
+
+
+def check_result(result, first, count, batch_size, image_bytes, n):
+    """Raise BadResult unless result is make_range's answer for batches
+    [first, first + count) of an epoch of n batches: at most count batches,
+    each of 1..batch_size samples (fewer only in the epoch's last batch),
+    image and label arrays of exactly the bytes the sizes say, labels of -1
+    or more, and each batch's bytes matching the digest the worker took
+    from its loader (_cluster_worker.batch_digest says what that catches)."""
+    def need(ok, what):
+        if not ok:
+            raise BadResult(f"batches {first}..{first + count - 1}: {what}")
+
+    need(isinstance(result, dict), f"a {type(result).__name__}, not a dict")
+    need(result.get("first") == first, f"it says it starts at batch {result.get('first')!r}")
+    sizes, skips, digests = (result.get(k) for k in ("sizes", "skips", "digests"))
+    need(all(isinstance(v, list) for v in (sizes, skips, digests)) and
+         len(sizes) == len(skips) == len(digests) <= count,
+         "sizes, skips and digests are not lists of one entry per batch, at most "
+         f"{count}")
+    for k, size in enumerate(sizes):
+        full = first + k < n - 1
+        need(isinstance(size, int) and 0 < size <= batch_size and (size == batch_size or not full),
+             f"batch {first + k} holds {size!r} samples (batch_size {batch_size})")
+        need(isinstance(skips[k], (tuple, list)) and len(skips[k]) == 3 and
+             all(isinstance(v, int) and v >= 0 for v in skips[k]),
+             f"batch {first + k} has bad-input counts {skips[k]!r}")
+    images, labels = result.get("images"), result.get("labels")
+    total = sum(sizes)
+    need(isinstance(images, np.ndarray) and images.dtype == np.uint8 and images.ndim == 1 and
+         images.size == total * image_bytes,
+         f"{getattr(images, 'nbytes', '?')} image bytes for {total} images of {image_bytes}")
+    need(isinstance(labels, np.ndarray) and labels.dtype == np.int64 and labels.ndim == 1 and
+         labels.size == total, f"{getattr(labels, 'size', '?')} labels for {total} samples")
+    need(total == 0 or int(labels.min()) >= -1, f"a label of {int(labels.min())}")
+    mix_labels, mix_weights = result.get("mix_labels"), result.get("mix_weights")
+    need(isinstance(mix_labels, np.ndarray) and mix_labels.dtype == np.int64 and
+         mix_labels.ndim == 1 and mix_labels.size == total and
+         isinstance(mix_weights, list) and len(mix_weights) == len(sizes) and
+         all(w is None or (isinstance(w, float) and 0.0 <= w <= 1.0) for w in mix_weights),
+         "Mixup/CutMix partner labels or weights that do not fit the batches")
+    error = result.get("error")
+    need(error is None or (isinstance(error, (tuple, list)) and len(error) == 2 and
+                           all(isinstance(v, str) for v in error)), f"error {error!r}")
+    need(isinstance(result.get("samples_read"), int) and result["samples_read"] >= 0,
+         f"samples_read {result.get('samples_read')!r}")
+    i = j = 0
+    for k, size in enumerate(sizes):
+        w = mix_weights[k]
+        need(batch_digest(images[i:i + size * image_bytes], labels[j:j + size],
+                          None if w is None else mix_labels[j:j + size], w) == digests[k],
+             f"the bytes of batch {first + k} do not match the digest its worker took")
+        i += size * image_bytes
+        j += size
 
 
 class Run:
@@ -248,7 +360,7 @@ class Run:
                                                count, key=key, pure=False, workers=[worker],
                                                allow_other_workers=True, priority=-b)
                     chunks[fut] = worker
-                    fut.add_done_callback(lambda f, r=r: self._on_done(r, f))
+                    fut.add_done_callback(lambda f, r=r, b=b, n=count: self._on_done(r, f, b, n))
             except Exception as e:  # the client is closed or lost its scheduler
                 self.o.warn_once("submit", f"stoker: cannot submit to the Dask cluster ({e}); "
                                  "decoding locally")
@@ -335,32 +447,54 @@ class Run:
 
     # -- cluster results (Dask's callback thread) --
 
-    def _on_done(self, r, fut):
+    def _on_done(self, r, fut, first, count):
         result = failure = None
+        client = self.o.client
         try:
-            result = self.o.client.gather(fut, direct=True)  # not through the scheduler
-        except Exception as e:  # lost, cancelled, or the worker refused
+            # Straight from the worker (direct=True: the data does not pass
+            # through the scheduler), within GATHER_TIMEOUT_S: Client.gather
+            # has no time limit of its own, and this is Dask's one callback
+            # thread. gather(asynchronous=True) gives the coroutine that
+            # sync() runs with the limit.
+            result = client.sync(lambda: client.gather(fut, direct=True, asynchronous=True),
+                                 callback_timeout=GATHER_TIMEOUT_S)
+        except Exception as e:  # lost, cancelled, timed out, or the worker refused
             failure = e
         try:
             fut.release()
         except Exception:  # the client is gone
             pass
+        bad = None
+        if result is not None:
+            try:
+                check_result(result, first, count, self.o.spec["batch_size"],
+                             self.o.image_bytes, self.n)
+            except BadResult as e:
+                result, bad = None, e
         with self.cond:
             mine = self.claims.chunk_done(r, fut)
             if self.closing or not mine:
                 return  # dropped: the range was taken back or is over
-            if result is not None:
-                self._take_chunk(result)
-            elif isinstance(failure, WorkerMismatch):
-                self.errors.setdefault(self.claims.ranges[r][0], ClusterError(str(failure)))
-            else:
-                self.o.add(tasks_failed=1)
-                self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); its "
-                                 "batches are made again")
-                self._drop_chunks(self.claims.range_failed(r))
-            self.claims.chunks_settled(r)
-            self._submit_more()
-            self.cond.notify_all()
+            try:
+                if result is not None:
+                    self._take_chunk(result)
+                elif isinstance(failure, WorkerMismatch):
+                    self.errors.setdefault(self.claims.ranges[r][0], ClusterError(str(failure)))
+                else:
+                    self.o.add(tasks_failed=1)
+                    if bad is not None:
+                        self.o.warn_once("bad", f"stoker: a Dask worker sent a result that is not "
+                                         f"valid ({bad}); its batches are made here")
+                    else:
+                        self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); "
+                                         "its batches are made again")
+                    # A worker that sends bad data may send it again: the
+                    # range is made here.
+                    self._drop_chunks(self.claims.range_failed(r, local_only=bad is not None))
+            finally:  # nothing leaves the range half claimed
+                self.claims.chunks_settled(r)
+                self._submit_more()
+                self.cond.notify_all()
 
     def _take_chunk(self, result):
         self.o.add(tasks_done=1, samples_read_cluster=result["samples_read"],

@@ -1,10 +1,14 @@
 """The part of Loader(cluster=...) that runs inside Dask worker processes:
 make_range, the task that makes a run of batches with a stoker loader kept
 per worker process (_cluster.py has the design)."""
+import hashlib
 import os
+import stat
+import struct
 import tempfile
 import threading
 import time
+import zlib
 
 import numpy as np
 
@@ -19,7 +23,34 @@ _TEST_TASK_DELAY_S = int(os.environ.get("STOKER_TEST_TASK_DELAY_MS", "0")) / 100
 
 
 class WorkerMismatch(RuntimeError):
-    """A worker runs another stoker version than the trainer."""
+    """A worker runs another stoker build than the trainer."""
+
+
+def build_identity():
+    """What must be equal in the trainer and a Dask worker for their batches
+    of one range to be equal, as a dict compared whole: the C library's
+    build identity (version, commit, libjpeg-turbo, libspng and zlib
+    versions: _stoker.build_id). Whatever else shapes the batches (user
+    hooks: torch and numpy versions, the hooks' digest) is added here as
+    more keys, so one comparison covers it all."""
+    return {"stoker": _stoker.build_id}
+
+
+def batch_digest(images, labels, mix_labels=None, mix_weight=None):
+    """CRC-32 of a batch's image and label bytes (and its Mixup/CutMix
+    partner labels and weight, when mixed), taken by the worker from
+    the C loader's buffers and checked by the trainer: it catches bytes
+    changed after the loader made them (in Python, in serialisation, in
+    transit), not a worker whose loader itself is patched (that one can
+    compute the digest of what it sends). An integrity check, not a
+    signature. zlib's CRC-32 is the fastest checksum at hand: 2.5 ms for a
+    9.6 MB batch (64 images at 224), 0.26 CPU-s per GB, best of 7 on one
+    loaded core here (median 7.8 ms; adler32 was slower, 3.7 ms), against
+    0.35 CPU-s per GB to receive the batch and ~450 ms to decode it."""
+    crc = zlib.crc32(labels, zlib.crc32(images))
+    if mix_labels is not None:
+        crc = zlib.crc32(struct.pack("<d", mix_weight), zlib.crc32(mix_labels, crc))
+    return crc
 
 
 def _read(path):
@@ -67,14 +98,49 @@ def _worker_address():
         return None
 
 
+def _index_digest(data):
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _private_dir():
+    """$TMPDIR/stoker-UID, made 0700 and checked to be this user's own
+    directory (not a link, not writable by others): nothing another user
+    plants can be in it."""
+    path = os.path.join(tempfile.gettempdir(), f"stoker-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise OSError(f"{path} is not a private directory of user {os.getuid()} (a link, "
+                      f"another owner or mode {stat.S_IMODE(st.st_mode):o}): remove it")
+    return path
+
+
+def _read_nofollow(path):
+    """The file's bytes, or None when it is missing or a link."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # missing, or a link (ELOOP)
+        return None
+    with os.fdopen(fd, "rb") as f:
+        return f.read()
+
+
 def _index_file(digest, data):
-    """The dataset index as a file on this host, written once per digest."""
-    path = os.path.join(tempfile.gettempdir(), f"stoker-index-{os.getuid()}-{digest}.json")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".stoker-index-")
+    """The dataset index as a file on this host, in a private directory,
+    written once per digest: a file found there is used only when its
+    bytes have that digest (else, or when it is a link, it is replaced)."""
+    if _index_digest(data) != digest:
+        raise ValueError(f"the dataset index received does not have digest {digest}")
+    path = os.path.join(_private_dir(), f"index-{digest}.json")
+    found = _read_nofollow(path)
+    if found is None or _index_digest(found) != digest:
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".index-")
         with os.fdopen(fd, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
+        os.replace(tmp, path)  # replaces a link itself, never its target
     return path
 
 
@@ -105,9 +171,13 @@ def make_range(spec, index_data, epoch, first, count):
     bad-input counts per batch, and, when the data
     was bad under on_error="fail", the error that ended the range (the
     batches before it are kept, as a local loader delivers them)."""
-    if spec["version"] != _stoker.version:
-        raise WorkerMismatch(f"worker {_worker_address()} runs stoker {_stoker.version} and the "
-                             f"trainer {spec['version']}: their batches could differ")
+    mine = build_identity()
+    if spec["identity"] != mine:
+        differ = "; ".join(f"{k}: worker {mine.get(k)!r}, trainer {spec['identity'].get(k)!r}"
+                           for k in sorted(set(mine) | set(spec["identity"]))
+                           if mine.get(k) != spec["identity"].get(k))
+        raise WorkerMismatch(f"worker {_worker_address()} runs another build than the trainer "
+                             f"({differ}): their batches could differ")
     loader = _checkout(spec, index_data)
     try:
         before = loader.stats()
@@ -115,7 +185,7 @@ def make_range(spec, index_data, epoch, first, count):
         images = np.empty(count * spec["batch_bytes"], np.uint8)
         labels = np.empty(count * spec["batch_size"], np.int64)
         partners = np.empty(count * spec["batch_size"], np.int64)  # Mixup/CutMix
-        sizes, skips, weights, error = [], [], [], None
+        sizes, skips, weights, digests, error = [], [], [], [], None
         image_end = label_end = 0
         try:
             while len(sizes) < count:
@@ -131,6 +201,7 @@ def make_range(spec, index_data, epoch, first, count):
                     partners[label_end:label_end + n] = np.frombuffer(b.mix_labels, np.int64)
                 weights.append(None if b.mix_labels is None else b.mix_weight)
                 label_end += n
+                digests.append(batch_digest(b.images, b.labels, b.mix_labels, b.mix_weight))
                 sizes.append(n)
                 skips.append(b.skips)
                 del b, data
@@ -142,7 +213,7 @@ def make_range(spec, index_data, epoch, first, count):
     if _TEST_TASK_DELAY_S:
         time.sleep(_TEST_TASK_DELAY_S)
     return {
-        "first": first, "sizes": sizes, "skips": skips, "error": error,
+        "first": first, "sizes": sizes, "skips": skips, "digests": digests, "error": error,
         "images": images[:image_end], "labels": labels[:label_end],
         "mix_labels": partners[:label_end], "mix_weights": weights,
         "samples_read": after["samples_read"] - before["samples_read"],

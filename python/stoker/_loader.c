@@ -6,6 +6,12 @@
 #include "_stoker.h"
 
 #include <string.h>
+#include <unistd.h>
+
+/* next() waits in slices this long and checks for signals between them, so
+ * that Ctrl-C raises KeyboardInterrupt within a slice (the C loader's
+ * threads keep running: the epoch goes on). */
+#define SIGNAL_SLICE_MS 100
 
 typedef struct {
     PyObject_HEAD
@@ -16,6 +22,11 @@ typedef struct {
      * taken without the GIL when another thread has it (enter()). */
     PyThread_type_lock lock;
     int closed; /* close() began: set before it interrupts a waiting next() */
+    /* The process that made the loader: only its threads exist there. After
+     * fork() the child has the memory but none of the threads, and mutexes
+     * they held stay locked, so every method refuses there and dealloc
+     * frees nothing (foreign()). */
+    pid_t pid;
     struct stk_options opts;
     PyObject *keep; /* strings the options point to (label_exts, label_json_field, index_path,
                        ca_bundle, cache_dir, require_members) */
@@ -224,6 +235,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
     }
     if (!PyArg_ParseTuple(args, "O", &urls_arg))
         return -1;
+    self->pid = getpid();
     if ((self->lock == NULL && (self->lock = PyThread_allocate_lock()) == NULL) ||
         (self->log == NULL && (self->log = stk_py_log_new()) == NULL)) {
         PyErr_NoMemory();
@@ -267,9 +279,29 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
     return rc;
 }
 
+/* Whether the loader was made in another process (this is a child that
+ * fork() made since): its threads do not exist here. */
+static int foreign(const LoaderObject *self)
+{
+    return self->loader != NULL && self->pid != getpid();
+}
+
+static int check_process(const LoaderObject *self)
+{
+    if (!foreign(self))
+        return 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "this stoker Loader was created in process %ld: make a new Loader after fork "
+                 "(its threads do not exist in process %ld)",
+                 (long)self->pid, (long)getpid());
+    return -1;
+}
+
 static PyObject *loader_take_log(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
+    if (check_process(self) < 0)
+        return NULL;
     if (self->log == NULL)
         return PyList_New(0);
     return stk_py_log_take(self->log);
@@ -277,6 +309,8 @@ static PyObject *loader_take_log(LoaderObject *self, PyObject *unused)
 
 static int check_open(LoaderObject *self)
 {
+    if (check_process(self) < 0)
+        return -1;
     if (self->loader != NULL && !self->closed)
         return 0;
     PyErr_SetString(PyExc_ValueError, "the loader is closed");
@@ -304,17 +338,26 @@ static int enter(LoaderObject *self)
 static PyObject *loader_next(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
-    if (enter(self) < 0)
-        return NULL;
     struct stk_batch *b;
     int rc;
     char msg[1024];
-    Py_BEGIN_ALLOW_THREADS
-    rc = stk_loader_next(self->loader, &b);
-    if (rc < 0) /* valid until the next call, maybe another thread's */
-        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
-    PyThread_release_lock(self->lock);
-    Py_END_ALLOW_THREADS
+    for (;;) {
+        if (enter(self) < 0)
+            return NULL;
+        Py_BEGIN_ALLOW_THREADS
+        rc = stk_loader_next_timed(self->loader, &b, SIGNAL_SLICE_MS);
+        if (rc < 0) /* valid until the next call, maybe another thread's */
+            snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+        PyThread_release_lock(self->lock);
+        Py_END_ALLOW_THREADS
+        /* Only close() interrupts the loader; any other STK_EINTR is the
+         * end of a slice. A signal handler that raises (Ctrl-C) ends the
+         * wait; the batch waited for is the next call's. */
+        if (rc != STK_EINTR || self->closed)
+            break;
+        if (PyErr_CheckSignals() < 0)
+            return NULL;
+    }
     if (rc == STK_EOF)
         Py_RETURN_NONE;
     if (rc == STK_EINTR && self->closed) {
@@ -389,6 +432,8 @@ static PyObject *loader_report(LoaderObject *self, PyObject *unused)
 static PyObject *loader_close(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
+    if (check_process(self) < 0)
+        return NULL;
     /* Batches still alive hold a reference to this object and release into
      * the loader, so close() only stops the threads; the loader itself is
      * freed with the object, after the last batch. A next() waiting in
@@ -429,6 +474,18 @@ static PyObject *loader_info(LoaderObject *self, PyObject *unused)
 
 static void loader_dealloc(LoaderObject *self)
 {
+    if (foreign(self)) {
+        /* A child of fork(): the loader's threads, and whatever mutex they
+         * held at the fork, are the parent's. Destroying it here would join
+         * threads that do not exist and may wait on a mutex no one will
+         * unlock, so the loader, its lock and its log are left as they are:
+         * the memory is a copy the child never uses again, and the kernel
+         * takes it back when the child exits. The Python objects are the
+         * child's own and go as usual. */
+        self->loader = NULL;
+        self->lock = NULL;
+        self->log = NULL;
+    }
     if (self->loader != NULL) {
         Py_BEGIN_ALLOW_THREADS
         stk_loader_destroy(self->loader);

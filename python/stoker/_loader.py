@@ -91,7 +91,9 @@ class Loader:
     transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
     torch.float32/float16/bfloat16 (normalized with mean/std); layout:
-    "nchw" or "nhwc". samples_per_rank makes every rank yield the same
+    "nchw" or "nhwc". threads: reader and decode threads; threads=None or 0
+    (the default) is this rank's share of the cores it may run on (those
+    of its CPU affinity over the ranks on this node). samples_per_rank makes every rank yield the same
     number of batches. index names a dataset index written by
     `stoker index` for the same URLs: with it len() is known, ranks get
     equal shares by default, and load_state_dict() resumes by re-reading
@@ -132,6 +134,7 @@ class Loader:
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
                  fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
         self._c = self._offload = self._prometheus = self._in_flight = None  # for close()
+        self._pid = os.getpid()
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
             warnings.warn("pin_memory=True, but torch finds no CUDA device: batches stay in "
@@ -361,7 +364,16 @@ class Loader:
         for level, message in self._c.take_log():
             log.log(_LOG_LEVELS[level], "%s", message)
 
+    def _refuse_after_fork(self):
+        """In a child of fork() the loader's threads (the C loader's, the
+        Dask client's, the Prometheus server's) do not exist: raise the C
+        loader's RuntimeError ("created in process N: make a new Loader
+        after fork") before anything waits on one of them."""
+        if os.getpid() != self._pid and self._c is not None:
+            self._c.close()  # refuses in another process, whatever its state
+
     def _epoch_batches(self):
+        self._refuse_after_fork()
         first = self._resume_at
         self._batch = first
         self._resume_at = 0
@@ -424,6 +436,7 @@ class Loader:
         May be called from another thread: a next() waiting there for a batch
         raises ValueError, as does any later use of the loader. Also done at
         the end of a `with` block."""
+        self._refuse_after_fork()
         if self._prometheus is not None:
             self._prometheus.close()
             self._prometheus = None

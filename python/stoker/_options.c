@@ -11,7 +11,7 @@
 int stk_py_integer(PyObject *value, const char *name, long long min, unsigned long long max,
                    unsigned long long *out)
 {
-    if (!PyIndex_Check(value)) {
+    if (!PyIndex_Check(value) || PyBool_Check(value)) { /* True is no count */
         stk_py_option_error(1, "%s must be an int, not %.100s", name, Py_TYPE(value)->tp_name);
         return -1;
     }
@@ -94,13 +94,18 @@ static PyObject *option_text(const struct stk_option_info *info, PyObject *value
     switch (info->type) {
     case STK_OPTION_BOOL:
     case STK_OPTION_INTEGER:
-        if (PyIndex_Check(value)) {
+        /* True is an int to Python, but batch_size=True is a mistake, not 1. */
+        if (PyIndex_Check(value) && !(info->type == STK_OPTION_INTEGER && PyBool_Check(value))) {
             PyObject *n = PyNumber_Index(value);
             text = n != NULL ? PyObject_Str(n) : NULL;
             Py_XDECREF(n);
             return text;
         }
-        wanted = "an int";
+        /* "4G" as the CLI takes it: stk_options_set() parses the units, so
+         * the rule has one home. */
+        if ((info->flags & STK_OPTION_BYTES) && PyUnicode_Check(value))
+            return Py_NewRef(value);
+        wanted = (info->flags & STK_OPTION_BYTES) ? "an int or a str such as \"4G\"" : "an int";
         break;
     case STK_OPTION_FLOAT:
         if ((text = number_text(value)) != NULL || PyErr_Occurred())

@@ -40,7 +40,8 @@ PyMODINIT_FUNC PyInit__stoker(void)
     if (stk_py_add_error_classes(m) < 0 ||
         PyModule_AddObjectRef(m, "Loader", (PyObject *)&stk_py_loader_type) < 0 ||
         PyModule_AddObjectRef(m, "ShardWriter", (PyObject *)&stk_py_writer_type) < 0 ||
-        PyModule_AddStringConstant(m, "version", stk_version()) < 0) {
+        PyModule_AddStringConstant(m, "version", stk_version()) < 0 ||
+        PyModule_AddStringConstant(m, "build_id", stk_build_id()) < 0) {
         Py_DECREF(m);
         return NULL;
     }

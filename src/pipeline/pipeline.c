@@ -893,10 +893,12 @@ static int mix_batch(struct stk__pipeline *p, struct stk__batch *b, struct stk__
     return 0;
 }
 
-int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err)
+int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, unsigned timeout_ms,
+                       struct stk__err *err)
 {
     *out = NULL;
     int rc = 0;
+    const uint64_t deadline = stk__now_ns() + (uint64_t)timeout_ms * 1000000u;
     stk__mutex_lock(&p->mutex);
     while (p->next_index < p->limit &&
            ((p->queue_head == NULL && !p->finished) ||
@@ -913,7 +915,17 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct 
                            "for a batch; the epoch goes on");
             goto out;
         }
-        stk__cond_wait(&p->batch_cond, &p->mutex);
+        if (timeout_ms == 0) {
+            stk__cond_wait(&p->batch_cond, &p->mutex);
+            continue;
+        }
+        const uint64_t now = stk__now_ns();
+        if (now >= deadline) {
+            rc = stk__errf(err, STK_EINTR, "no batch within %u ms; the epoch goes on", timeout_ms);
+            goto out;
+        }
+        stk__cond_timedwait_ms(&p->batch_cond, &p->mutex,
+                               (unsigned)((deadline - now + 999999u) / 1000000u));
     }
     if (p->next_index >= p->limit) {
         rc = STK_EOF; /* the range is over; batches made past it stay queued */

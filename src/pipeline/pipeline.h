@@ -62,9 +62,10 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
                         struct stk__err *err);
 
 /* Next batch: 0 (*out set), STK_EOF, STK_EBUSY, STK_EINTR (cfg.interrupt
- * was set, before or while it waited; the epoch goes on) or an error with
- * err set. */
-int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, struct stk__err *err);
+ * was set, before or while it waited, or timeout_ms passed without a batch;
+ * 0: no timeout; the epoch goes on either way) or an error with err set. */
+int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, unsigned timeout_ms,
+                       struct stk__err *err);
 
 /* Index of the batch the next stk__pipeline_next() delivers, or UINT64_MAX
  * once the pipeline failed. */

@@ -8,6 +8,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -66,11 +67,12 @@ class DaskCluster:
     def _log(self, name):
         return (self.tmp / f"{name}.log").read_text(errors="replace")[-3000:]
 
-    def add_worker(self, name, **extra_env):
+    def add_worker(self, name, preload=(), **extra_env):
         before = len(self.client.scheduler_info()["workers"])
+        preloads = [a for p in ("stoker", *preload) for a in ("--preload", str(p))]
         self.workers[name] = self._spawn(name, [DASK_WORKER, self.address, "--nthreads", "1",
                                                 "--no-nanny", "--no-dashboard", "--name", name,
-                                                "--memory-limit", "0", "--preload", "stoker"],
+                                                "--memory-limit", "0", *preloads],
                                   **extra_env)
         deadline = time.monotonic() + START_TIMEOUT_S
         while len(self.client.scheduler_info()["workers"]) <= before:
@@ -312,12 +314,19 @@ def test_two_trainer_ranks_share_the_workers(cluster, indexed, clean_env_factory
     assert results[0]["cluster"] + results[1]["cluster"] > 0
 
 
-def test_a_worker_of_another_version_is_an_error(cluster, indexed):
+def test_a_worker_of_another_build_is_an_error(cluster, indexed):
+    """The same version ("0.1.0", which every commit carries) from another
+    commit is another build: refused, naming both."""
     shards, index = indexed
     cluster.add_worker("w1")
     loader = stoker.Loader(shards, cluster=cluster.client, index=index, **OPTIONS)
-    loader._offload.spec["version"] = "0.0.0-other"  # as a trainer of another version sends it
-    with pytest.raises(stoker.ClusterError, match=r"runs stoker .* and the trainer 0\.0\.0-other"):
+    mine = loader._offload.spec["identity"]["stoker"]
+    assert f"stoker {stoker._stoker.version} commit " in mine and "libjpeg-turbo" in mine
+    older = re.sub(r"commit \S+", "commit 0123456789abcdef0123456789abcdef01234567", mine)
+    assert older != mine
+    loader._offload.spec["identity"] = {"stoker": older}  # as an older trainer sends it
+    with pytest.raises(stoker.ClusterError, match=r"runs another build than the trainer "
+                       r"\(stoker: worker .* trainer .*0123456789abcdef"):
         for _ in loader:
             pass
     loader.close()
@@ -383,4 +392,113 @@ def test_the_recipe_through_the_cluster_equals_a_local_epoch(cluster, indexed):
     got = [digest(i, l) for i, l in loader]
     assert got == want
     assert loader.stats()["cluster"]["batches_cluster"] > 0
+
+
+STOPPED_CHILD = """
+import faulthandler, json, os, signal, sys, time, hashlib
+import stoker
+faulthandler.dump_traceback_later(90)  # where it hangs, if it does
+import logging; logging.basicConfig()
+shards, index, address, scheduler_pid, options = json.loads(sys.argv[1])
+loader = stoker.Loader(shards, index=index, cluster=address, **options)
+out, stopped = [], None
+for images, labels in loader:
+    out.append(hashlib.sha1(images.numpy().tobytes() + labels.numpy().tobytes()).hexdigest())
+    if stopped is None and loader.stats()["cluster"]["batches_cluster"]:
+        os.kill(scheduler_pid, signal.SIGSTOP)  # paused: no answer, no reset
+        stopped = time.monotonic()
+after = time.monotonic() - stopped
+t = time.monotonic()
+loader.close()
+print(json.dumps({"digests": out, "after_stop_s": after, "close_s": time.monotonic() - t}))
+"""
+
+
+def test_scheduler_stopped_mid_epoch(cluster, indexed, clean_env_factory):
+    """A scheduler that stops answering (SIGSTOP) mid-epoch: the epoch
+    finishes here with the batches of a local run, within a bound, and
+    close() returns promptly. Before, the loop hung for ever in a scheduler
+    round trip made under the run's lock. The trainer is a child process,
+    so that a hang fails this test instead of the run."""
+    shards, index = indexed
+    cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="300")
+    options = dict(OPTIONS, samples_per_rank=600)  # 100 batches: it outlasts the time limit
+    want = local_digests(shards, index=index, **options)
+    arg = json.dumps([shards, index, cluster.address, cluster.scheduler.pid, options])
+    proc = subprocess.Popen([sys.executable, "-c", STOPPED_CHILD, arg],
+                            env=clean_env_factory(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"the trainer hung with the scheduler stopped:\n{err[-3000:]}")
+    finally:
+        cluster.scheduler.send_signal(signal.SIGCONT)
+    assert proc.returncode == 0, err[-3000:]
+    res = json.loads(out)
+    assert res["digests"] == want
+    assert res["after_stop_s"] < 60, res   # SCHEDULER_TIMEOUT_S, then local decoding
+    assert res["close_s"] < 10, res        # at most SCHEDULER_TIMEOUT_S for the client
+    assert "has not answered" in err or "unreachable" in err, err[-3000:]  # said once
+
+
+# A worker patched after its loader made the batches (what the red team did):
+# STOKER_TEST_PATCH says how its results go wrong.
+PATCHED_WORKER = """
+import os
+import numpy as np
+import stoker._cluster_worker as w
+
+# Dask may run a preload file twice: patch the honest function once.
+honest = getattr(w.make_range, "honest", w.make_range)
+
+def make_range(*args, **kwargs):
+    r = honest(*args, **kwargs)
+    how = os.environ["STOKER_TEST_PATCH"]
+    if how == "pixels" and r["images"].size:
+        r["images"] = r["images"].copy()
+        r["images"][::4093] ^= 0x55
+    elif how == "labels" and r["labels"].size:
+        r["labels"] = r["labels"] + 1000
+    elif how == "sizes" and r["sizes"]:
+        r["sizes"] = r["sizes"] + [r["sizes"][0]]  # one batch more than the bytes hold
+        r["skips"] = r["skips"] + [r["skips"][0]]
+        if "digests" in r:  # (a build without digests: the test shows what it delivers)
+            r["digests"] = r["digests"] + [r["digests"][0]]
+    return r
+
+make_range.honest = honest
+w.make_range = make_range
+"""
+
+
+@pytest.mark.parametrize("how", ["pixels", "labels", "sizes"])
+def test_a_worker_sending_bad_results(cluster, indexed, tmp_path, how, caplog):
+    """Every result of the patched worker is refused before use (counted as
+    a failed task) and its range made here at once: the epoch equals a
+    local one, batch for batch, with no stall. Before, 18 of 50 batches
+    came through changed, and a result whose sizes disagreed with its bytes
+    gave batches of the wrong size, then raised in Dask's callback thread
+    with its range half claimed."""
+    shards, index = indexed
+    patch = tmp_path / "patched_worker.py"
+    patch.write_text(PATCHED_WORKER)
+    cluster.add_worker("w1", preload=[patch], STOKER_TEST_PATCH=how)
+    kw = dict(OPTIONS, index=index, samples_per_rank=240)  # 40 batches
+    want = local_digests(shards, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
+        got = [digest(i, l) for i, l in loader]
+    assert got == want
+    assert time.monotonic() - t0 < 60
+    c = loader.stats()["cluster"]
+    assert c["batches_cluster"] == 0 and c["batches_local"] == len(want), c
+    assert c["tasks_failed"] > 0, c
+    assert "a Dask worker sent a result that is not valid" in caplog.text, caplog.text
+    expected = {"pixels": "do not match the digest", "labels": "do not match the digest",
+                "sizes": "sizes, skips and digests|image bytes for"}[how]
+    assert re.search(expected, caplog.text), caplog.text
     loader.close()

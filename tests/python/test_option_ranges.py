@@ -108,3 +108,36 @@ def test_seek_refuses_negative_and_huge(even_shards):
             c.seek(epoch, batch)
     c.seek(U64 - 1, 0)
     c.close()
+
+
+def test_byte_options_take_the_units_the_cli_takes(even_shards):
+    """max_member_bytes="1K" is 1024 bytes, as `--max-member-bytes 1K` is:
+    the C parser reads the text, so Python and the CLI share one rule."""
+    loader = c_loader(even_shards, max_member_bytes="1K", transform="eval", image_size=32)
+    with pytest.raises(stoker.DataError, match="above the limit of 1024 "):
+        loader.next()
+    c_loader(even_shards, shuffle_buffer_bytes="4G").close()
+    with pytest.raises(stoker.OptionError, match="K, M, G, T"):
+        c_loader(even_shards, shuffle_buffer_bytes="4X")
+    with pytest.raises(TypeError, match="batch_size must be an int"):
+        c_loader(even_shards, batch_size="4K")  # units are for byte counts only
+
+
+@pytest.mark.parametrize("name", ["batch_size", "threads", "max_batches", "cache_size"])
+def test_integer_options_refuse_bools(even_shards, name):
+    """batch_size=True is a mistake, not a batch of 1."""
+    with pytest.raises(TypeError, match=f"{name} must be an int.*not bool True"):
+        c_loader(even_shards, **{name: True})
+    with pytest.raises(TypeError, match="image_size must be an int, not bool"):
+        c_loader(even_shards, image_size=(True, True))
+
+
+def test_threads_0_means_the_default(even_shards):
+    """stoker.Loader(threads=0) is threads=None, as documented: this rank's
+    share of the cores; the C loader itself refuses 0."""
+    assert "threads=None or 0" in stoker.Loader.__doc__
+    with stoker.Loader(even_shards, threads=0, batch_size=8, image_size=32) as loader:
+        images, _ = next(iter(loader))
+        assert images.shape[0] == 8
+    with pytest.raises(stoker.OptionError, match="threads must be between 1"):
+        c_loader(even_shards, threads=0)

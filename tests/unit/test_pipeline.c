@@ -576,6 +576,26 @@ static stk_loader *pipe_loader(const char *url)
     return l;
 }
 
+/* The batches of shard-00 in storage order from the loader's position to
+ * STK_EOF, nothing lost or doubled (timeout_ms as stk_loader_next_timed
+ * takes it: a slice that ends first just calls again). */
+static void read_shard_00_to_the_end(stk_loader *l, unsigned timeout_ms)
+{
+    struct stk_batch *b;
+    int rc, n = -1;
+    while ((rc = stk_loader_next_timed(l, &b, timeout_ms)) == 0 || rc == STK_EINTR) {
+        if (rc == STK_EINTR)
+            continue;
+        if (n < 0)
+            n = (int)b->index * 7; /* the batches of 7 before it were read */
+        assert_int_equal(b->index, (uint64_t)(n / 7));
+        n += (int)b->n_samples;
+        stk_batch_release(b);
+    }
+    assert_int_equal(rc, STK_EOF);
+    assert_int_equal(n, shard_sizes[0]);
+}
+
 static void test_interrupt_wakes_a_waiting_next(void **state)
 {
     (void)state;
@@ -596,15 +616,7 @@ static void test_interrupt_wakes_a_waiting_next(void **state)
     assert_int_equal(c.rc, STK_EINTR);
     assert_null(c.b);
     assert_non_null(strstr(stk_loader_errmsg(l), "interrupt"));
-    int n = 0, rc;
-    struct stk_batch *b;
-    while ((rc = stk_loader_next(l, &b)) == 0) {
-        assert_int_equal(b->index, (uint64_t)(n / 7));
-        n += (int)b->n_samples;
-        stk_batch_release(b);
-    }
-    assert_int_equal(rc, STK_EOF);
-    assert_int_equal(n, shard_sizes[0]);
+    read_shard_00_to_the_end(l, 0);
     stk_loader_destroy(l);
 
     /* A shard that never comes: interrupt, then destroy stops the command
@@ -619,6 +631,30 @@ static void test_interrupt_wakes_a_waiting_next(void **state)
     assert_int_equal(c.rc, STK_EINTR);
     stk_loader_destroy(l);
     assert_true(now_ms() - start < 5000);
+}
+
+static void test_next_timed_returns_after_its_timeout(void **state)
+{
+    (void)state;
+    /* The shard arrives after 1 s: calls with a 100 ms timeout return
+     * STK_EINTR after about that long each, and then the batches come, in
+     * order, nothing lost (the Python binding checks for Ctrl-C between). */
+    char url[256];
+    snprintf(url, sizeof url, "pipe:sh -c 'sleep 1; exec cat %s/shard-00.tar'", dir);
+    stk_loader *l = pipe_loader(url);
+    struct stk_batch *b;
+    int rc, timeouts = 0;
+    uint64_t start = now_ms();
+    while ((rc = stk_loader_next_timed(l, &b, 100)) == STK_EINTR) {
+        assert_null(b);
+        assert_non_null(strstr(stk_loader_errmsg(l), "no batch within 100 ms"));
+        assert_true(now_ms() - start >= 100u * (unsigned)++timeouts - 5);
+    }
+    assert_true(timeouts >= 3);
+    assert_int_equal(rc, 0);
+    stk_batch_release(b);
+    read_shard_00_to_the_end(l, 100);
+    stk_loader_destroy(l);
 }
 
 static void test_interrupt_pending_for_the_next_call(void **state)
@@ -751,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_index_check),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_interrupt_wakes_a_waiting_next),
+        cmocka_unit_test(test_next_timed_returns_after_its_timeout),
         cmocka_unit_test(test_interrupt_pending_for_the_next_call),
         cmocka_unit_test(test_interrupts_at_any_time_lose_nothing),
     };
