@@ -160,13 +160,15 @@ def test_cluster_needs_an_index(cluster, indexed):
         stoker.Loader(shards, cluster=cluster.client, samples_per_rank=60)
 
 
-def run_with_event(loader, after, event):
+def run_with_event(loader, after, event, step_s=0):
     """Iterate loader; call event() once `after` batches were read, and, when
     after is "first cluster batch", once the first batch from the cluster was
-    read (its worker then holds more tasks)."""
+    read (its worker then holds more tasks). step_s: a training step's time
+    after each batch."""
     out, done = [], False
     for step, (images, labels) in enumerate(loader):
         out.append(digest(images, labels))
+        time.sleep(step_s)
         if not done and (step + 1 == after or (
                 after == "first cluster batch" and loader.stats()["cluster"]["batches_cluster"])):
             event()
@@ -374,8 +376,12 @@ def test_no_worker_at_start(cluster, indexed):
     kw = dict(OPTIONS, index=index, samples_per_rank=600)
     want = local_digests(shards, **kw)
     loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    # Steps of 50 ms: the workers' poller (once a second) sees the new worker
+    # while the loop still has most of the epoch to go, however fast the
+    # local thread decodes these small images.
     got = run_with_event(loader, 1, lambda: cluster.add_worker("w1",
-                                                               STOKER_TEST_TASK_DELAY_MS="100"))
+                                                               STOKER_TEST_TASK_DELAY_MS="100"),
+                         step_s=0.05)
     assert got == want
     assert loader.stats()["cluster"]["batches_cluster"] > 0
     loader.close()
