@@ -35,9 +35,9 @@ static void help(void)
            "With --flat, the files of DIR (at any depth) are grouped into samples by\n"
            "key: the path up to the first dot of the file name (a/b/x.jpg and\n"
            "a/b/x.json are sample a/b/x), each file a member named by the rest.\n"
-           "Files are taken in sorted order; other files are counted and listed on\n"
-           "standard error, never dropped silently. File names are bytes and are kept\n"
-           "as they are in the keys, whatever the locale.\n\n"
+           "Files are taken in sorted order; other files (and FIFOs, sockets, devices)\n"
+           "are counted and listed on standard error, never dropped silently. File\n"
+           "names are bytes and are kept as they are in the keys, whatever the locale.\n\n"
            "options:\n"
            "  --flat                 group files by key instead of by class directory\n"
            "  --classes FILE         write the class names, one per line in label order\n"
@@ -84,8 +84,10 @@ static int compare_strings(const void *a, const void *b)
 /* Every regular file under root/rel (symbolic links followed, names
  * starting with '.' left out, as torchvision does) into files; when dirs is
  * not NULL, only this directory's own files, and its subdirectories into
- * dirs. */
-static int walk(const char *root, const char *rel, struct paths *files, struct paths *dirs)
+ * dirs. Anything else (a FIFO, a socket, a device) is listed as left out
+ * and counted in *ignored: nothing is dropped silently. */
+static int walk(const char *root, const char *rel, struct paths *files, struct paths *dirs,
+                size_t *ignored)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s%s%s", root, rel[0] ? "/" : "", rel);
@@ -109,8 +111,14 @@ static int walk(const char *root, const char *rel, struct paths *files, struct p
             if (dirs != NULL && push(dirs, child) < 0)
                 rc = cli_fail(CMD, "out of memory");
             else if (dirs == NULL)
-                rc = walk(root, child, files, NULL);
-        } else if (S_ISREG(st.st_mode) && push(files, child) < 0) {
+                rc = walk(root, child, files, NULL, ignored);
+        } else if (!S_ISREG(st.st_mode)) {
+            if ((*ignored)++ < 10)
+                cli_fail(CMD, "not a regular file (%s), left out: %s",
+                         S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket"
+                                                                                 : "a device",
+                         child);
+        } else if (push(files, child) < 0) {
             rc = cli_fail(CMD, "out of memory");
         }
     }
@@ -236,9 +244,16 @@ static int write_items(const struct pack_args *a, stk_writer *w, const struct pa
     uint64_t shards = 0, samples = 0;
     if (rc == EXIT_OK)
         rc = cli_close_writer(CMD, w, &shards, &samples);
-    if (rc == EXIT_OK)
-        printf("%llu samples in %llu shards: %s\n", (unsigned long long)samples,
-               (unsigned long long)shards, a->out.pattern);
+    if (rc == EXIT_OK) {
+        /* The names written, not the pattern (which the writer checked: one
+         * %d); the first and last when there are several. */
+        char first[4096], last[4096];
+        snprintf(first, sizeof first, a->out.pattern, 0);
+        snprintf(last, sizeof last, a->out.pattern, (int)(shards - 1));
+        printf("%llu samples in %llu shards: %s%s%s\n", (unsigned long long)samples,
+               (unsigned long long)shards, first, shards > 1 ? " .. " : "",
+               shards > 1 ? last : "");
+    }
     return rc;
 }
 
@@ -248,7 +263,7 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
                              size_t *ignored)
 {
     struct paths loose = {0}; /* files beside the class directories */
-    int rc = walk(a->dir, "", &loose, classes);
+    int rc = walk(a->dir, "", &loose, classes, ignored);
     for (size_t i = 0; i < loose.count; i++)
         if ((*ignored)++ < 10)
             cli_fail(CMD, "not in a class directory, left out: %s", loose.items[i]);
@@ -264,7 +279,7 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
         return cli_fail(CMD, "out of memory");
     for (size_t c = 0; rc == EXIT_OK && c < classes->count; c++) {
         first[c] = files->count;
-        rc = walk(a->dir, classes->items[c], files, NULL);
+        rc = walk(a->dir, classes->items[c], files, NULL, ignored);
         if (files->count > first[c]) /* items is NULL while nothing was found */
             qsort(files->items + first[c], files->count - first[c], sizeof *files->items,
                   compare_strings);
@@ -291,9 +306,9 @@ static int imagefolder_items(const struct pack_args *a, struct paths *classes,
 
 /* --flat: one item per key, its files the members. */
 static int flat_items(const struct pack_args *a, struct paths *files, struct item **out,
-                      size_t *n)
+                      size_t *n, size_t *ignored)
 {
-    int rc = walk(a->dir, "", files, NULL);
+    int rc = walk(a->dir, "", files, NULL, ignored);
     if (rc != EXIT_OK)
         return rc;
     qsort(files->items, files->count, sizeof *files->items, compare_strings);
@@ -387,7 +402,7 @@ int cmd_pack(int argc, char **argv)
     struct paths classes = {0}, files = {0};
     struct item *items = NULL;
     size_t n = 0, ignored = 0;
-    int rc = a.flat ? flat_items(&a, &files, &items, &n)
+    int rc = a.flat ? flat_items(&a, &files, &items, &n, &ignored)
                     : imagefolder_items(&a, &classes, &files, &items, &n, &ignored);
     if (rc == EXIT_OK && n == 0)
         rc = cli_fail(CMD, "%s: no %s to pack", a.dir, a.flat ? "files" : "images");

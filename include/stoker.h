@@ -99,8 +99,12 @@ enum stk_error {
     STK_ECACHE = -1010,  /* the node cache cannot hold or store a shard (cache_size too
                             small, cache disk full or unwritable); never skipped as bad input */
     STK_EHTTP = -1011,   /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
-    STK_EMEMBER = -1012  /* a sample lacks a member that stk_options.require_members names,
+    STK_EMEMBER = -1012, /* a sample lacks a member that stk_options.require_members names,
                             or the member does not parse as its extension says */
+    STK_EINDEX = -1013   /* the dataset index (index_path) is not a stoker index, is
+                            malformed, lacks a shard, or is stale: a shard's size, time,
+                            ETag or sample count differs from what it records. Never
+                            skipped as bad input: run `stoker index` again */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */

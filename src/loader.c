@@ -111,7 +111,8 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
  * equal batches per rank without the user counting samples. */
 static int use_index(stk_loader *l, struct stk__err *err)
 {
-    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names, &l->index, err);
+    int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names,
+                             l->opts.max_samples_per_shard, &l->index, err);
     if (rc < 0)
         return rc;
     if (l->world_size > 1 && l->opts.samples_per_rank == 0) {
@@ -226,6 +227,7 @@ static int start_epoch(stk_loader *l)
         .batch_limit = l->batch_limit,
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
+        .shard_stamps = l->index.stamps,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
     };

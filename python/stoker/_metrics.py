@@ -16,6 +16,7 @@ port to manage for three numbers any loader on the node can read.
 import http.server
 import math
 import os
+import socket
 import threading
 
 from ._stoker import rates
@@ -118,6 +119,65 @@ def _directory_size(path):
     return files, size
 
 
+class _BoundedServer(http.server.ThreadingHTTPServer):
+    """ThreadingHTTPServer with at most max_connections handler threads (a
+    connection beyond them is answered 503 and closed at once, holding no
+    thread) and a list of the connections open, so that close_connections()
+    can end them: an idle client must not keep a thread and a descriptor
+    after the server is closed."""
+
+    daemon_threads = True
+    block_on_close = False  # close_connections() joins the handlers itself
+    request_queue_size = 64  # a burst waits in the backlog instead of retrying SYNs
+
+    def __init__(self, address, handler, max_connections):
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._lock = threading.Lock()
+        self._open = {}  # socket -> its handler thread
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):
+            try:  # best effort: a full socket buffer must not block the accept loop
+                request.setblocking(False)
+                request.send(b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n")
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        t = threading.Thread(target=self._serve, args=(request, client_address),
+                             name="stoker-prometheus-conn", daemon=True)
+        with self._lock:
+            self._open[request] = t
+        t.start()
+
+    def _serve(self, request, client_address):
+        try:
+            self.finish_request(request, client_address)
+        except OSError:
+            pass  # the client went away, or close() ended the connection
+        except Exception:  # noqa: BLE001 - as socketserver does: one bad client is not fatal
+            self.handle_error(request, client_address)
+        finally:
+            with self._lock:
+                self._open.pop(request, None)
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def close_connections(self, timeout):
+        """Shut down every open connection (its handler then sees the end
+        of the stream) and wait up to timeout seconds for the handlers."""
+        with self._lock:
+            open_now = list(self._open.items())
+        for sock, _ in open_now:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # its handler closed it meanwhile
+        for _, t in open_now:
+            t.join(timeout)
+
+
 class PrometheusServer:
     """GET /metrics on (host, port), answered from a callable that returns
     the exposition text.
@@ -129,9 +189,16 @@ class PrometheusServer:
     have to configure or turn off. Bound to 127.0.0.1 unless told
     otherwise: the figures name nothing secret, but a port open to the
     network is the operator's choice. port 0 takes a free port
-    (self.port says which)."""
+    (self.port says which).
 
-    def __init__(self, text, port, host="127.0.0.1"):
+    A scraper needs one short connection at a time, so clients are held to
+    that: each connection gets timeout seconds for every read and write
+    (an idle or stuck client is closed then), at most max_connections are
+    served at once (the rest get 503 and are closed at once, so a burst of
+    idle connections cannot use up the process's threads or descriptors),
+    and close() ends the connections still open."""
+
+    def __init__(self, text, port, host="127.0.0.1", timeout=5.0, max_connections=8):
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):
                 if self.path.split("?")[0] != "/metrics":
@@ -151,8 +218,9 @@ class PrometheusServer:
             def log_message(self, *args):
                 pass  # one line per scrape on stderr would drown the training log
 
-        self._server = http.server.ThreadingHTTPServer((host, port), Handler)
-        self._server.daemon_threads = True
+        Handler.timeout = timeout  # applied to each connection's socket by StreamRequestHandler
+        self._timeout = timeout
+        self._server = _BoundedServer((host, port), Handler, max_connections)
         self.host, self.port = self._server.server_address[:2]
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         name="stoker-prometheus", daemon=True)
@@ -161,4 +229,5 @@ class PrometheusServer:
     def close(self):
         self._server.shutdown()
         self._server.server_close()
+        self._server.close_connections(self._timeout)
         self._thread.join()

@@ -32,6 +32,7 @@ const char *stk_strerror(int code)
     case STK_ECACHE: return "node cache cannot hold or store the shard";
     case STK_EHTTP: return "HTTP request failed";
     case STK_EMEMBER: return "sample lacks a required member, or it does not parse";
+    case STK_EINDEX: return "the dataset index is malformed or stale: run `stoker index` again";
     default: return "unknown error";
     }
 }

@@ -60,3 +60,17 @@ static uint64_t clock_ns(clockid_t clock)
 
 uint64_t stk__now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
 uint64_t stk__thread_cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
+
+int stk__sleep_unless(const atomic_int *flag, uint64_t ms)
+{
+    const uint64_t slice_ms = 100;
+    for (uint64_t slept = 0; slept < ms; slept += slice_ms) {
+        if (flag != NULL && atomic_load(flag))
+            return 1;
+        uint64_t slice = ms - slept < slice_ms ? ms - slept : slice_ms;
+        struct timespec ts = {0, (long)slice * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+    return flag != NULL && atomic_load(flag);
+}

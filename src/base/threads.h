@@ -10,6 +10,7 @@
 #define STK_THREADS_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 void stk__mutex_init(pthread_mutex_t *m);
@@ -28,6 +29,11 @@ void stk__cond_broadcast(pthread_cond_t *c);
 /* 0 or a negative errno. */
 int stk__thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 void stk__thread_join(pthread_t t);
+
+/* Sleep ms milliseconds in slices of 100 ms, ending early once flag (may be
+ * NULL) is set, so that a stopping loader is not kept waiting: 0 after the
+ * whole wait, 1 when the flag ended it. */
+int stk__sleep_unless(const atomic_int *flag, uint64_t ms);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t stk__now_ns(void);

@@ -130,6 +130,9 @@ static int cached_source_new(const char *name, int fd, struct stk__source **out,
     }
     cs->base.ops = &cached_ops;
     cs->base.url = name;
+    /* The copy's size is the shard's; its time is the copy's own. */
+    cs->base.stamp.size = cs->file->stamp.size;
+    cs->base.stamp.has_size = cs->file->stamp.has_size;
     *out = &cs->base;
     return 0;
 }

@@ -170,6 +170,10 @@ static void *filler_main(void *arg)
             break;
         written += (uint64_t)n;
         stk__mutex_lock(&f->mutex);
+        /* The origin has answered: its stamp is the shard's. The caller
+         * reads it only after seeing bytes, under this mutex. */
+        if (written == (uint64_t)n)
+            f->base.stamp = f->up->stamp;
         f->written = written;
         stk__cond_broadcast(&f->cond);
         stk__mutex_unlock(&f->mutex);

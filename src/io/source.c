@@ -3,6 +3,7 @@
  */
 #include "source.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -62,6 +63,13 @@ int stk__source_check(const char *url, const char *shown, struct stk__err *err)
     return stk__source_file_check(shown, strncmp(url, "file://", 7) == 0 ? url + 7 : url, err);
 }
 
+int stk__source_local_stamp(const char *url, struct stk__shard_stamp *out)
+{
+    if (!stk__source_is_local(url))
+        return 0;
+    return stk__source_file_stamp(strncmp(url, "file://", 7) == 0 ? url + 7 : url, out);
+}
+
 int stk__source_seek(struct stk__source *src, uint64_t offset)
 {
     uint64_t done = 0;
@@ -86,6 +94,27 @@ int stk__source_seek(struct stk__source *src, uint64_t offset)
     }
     src->start_offset = offset;
     return 0;
+}
+
+int stk__stamp_differs(const struct stk__shard_stamp *recorded, const struct stk__shard_stamp *now,
+                       char *why, size_t cap)
+{
+    if (recorded->has_size && now->has_size && recorded->size != now->size)
+        snprintf(why, cap, "the shard has %llu bytes, the index records %llu",
+                 (unsigned long long)now->size, (unsigned long long)recorded->size);
+    else if (recorded->mtime_ns != 0 && now->mtime_ns != 0 && recorded->mtime_ns != now->mtime_ns)
+        snprintf(why, cap, "the shard was modified at %llu.%09llu, the index records %llu.%09llu "
+                 "(seconds since 1970; a copy that keeps times, cp -p or rsync -t, keeps it valid)",
+                 (unsigned long long)(now->mtime_ns / 1000000000u),
+                 (unsigned long long)(now->mtime_ns % 1000000000u),
+                 (unsigned long long)(recorded->mtime_ns / 1000000000u),
+                 (unsigned long long)(recorded->mtime_ns % 1000000000u));
+    else if (recorded->etag[0] != '\0' && now->etag[0] != '\0' &&
+             strcmp(recorded->etag, now->etag) != 0)
+        snprintf(why, cap, "its ETag is %s, the index records %s", now->etag, recorded->etag);
+    else
+        return 0;
+    return 1;
 }
 
 ssize_t stk__source_read(struct stk__source *src, void *buf, size_t cap)

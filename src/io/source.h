@@ -18,6 +18,23 @@
 
 struct stk__source;
 
+/* What a backend can tell of the version of the shard it reads, recorded
+ * by the dataset index and compared with it when the shard is read again
+ * (dataset_index.h): a rewritten shard must not be read with another's
+ * counts and offsets. Zero fields are unknown. */
+#define STK__ETAG_MAX 128
+struct stk__shard_stamp {
+    uint64_t size;     /* bytes of the whole shard, when has_size */
+    int has_size;
+    uint64_t mtime_ns; /* local files: modification time, ns since the epoch; 0 unknown */
+    char etag[STK__ETAG_MAX]; /* http(s), s3, gs: the ETag header as sent; "" unknown */
+};
+
+/* 1 if a recorded stamp and the shard's now differ in what both know,
+ * with why (e.g. "size 51200 bytes, the index records 20480"); else 0. */
+int stk__stamp_differs(const struct stk__shard_stamp *recorded, const struct stk__shard_stamp *now,
+                       char *why, size_t cap);
+
 struct stk__source_ops {
     /* Read up to cap bytes into buf. Returns the count, 0 at end of stream,
      * or a negative STK_E* code with a message in src->err. */
@@ -38,6 +55,9 @@ struct stk__source {
     const char *url;
     uint64_t bytes_read;      /* maintained by stk__source_read() */
     uint64_t start_offset;    /* where in the shard the stream starts (stk__source_seek) */
+    /* Filled by the backend at open, or before the first read returns
+     * bytes (once a server has answered); never changed afterwards. */
+    struct stk__shard_stamp stamp;
     struct stk__err err;
 };
 
@@ -51,9 +71,9 @@ struct stk__source_stats {
  * an opener passes the loader's settings through without knowing which
  * backend a URL picks; zero means the default noted. */
 struct stk__source_config {
-    unsigned io_timeout_ms; /* connect timeout and stall window (0: 30 s) */
+    unsigned io_timeout_ms; /* connect timeout and stall window (0: STK__IO_TIMEOUT_MS) */
     unsigned io_retries;    /* failed attempts in a row retried (0: none) */
-    unsigned io_backoff_ms; /* first retry delay (0: 500 ms) */
+    unsigned io_backoff_ms; /* first retry delay (0: STK__IO_BACKOFF_MS) */
     unsigned io_min_rate;   /* bytes/s over each stall window of waiting (0: no check) */
     int allow_pipe;         /* accept pipe:COMMAND */
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
@@ -63,6 +83,10 @@ struct stk__source_config {
      * loader mid-shard never waits for a slow server or program. */
     const atomic_int *cancel;
 };
+
+/* What a zero io_timeout_ms and io_backoff_ms of stk__source_config mean. */
+#define STK__IO_TIMEOUT_MS 30000u
+#define STK__IO_BACKOFF_MS 500u
 
 /* Open the source for url: a plain path, file://, http://, https://,
  * s3://, gs:// or pipe:COMMAND. cfg NULL means every default (pipe: refused). url must
@@ -83,6 +107,11 @@ int stk__source_is_local(const char *url);
  * (0, or STK_ENOENT / STK_EINVAL with a message naming `shown`); 0 for the
  * others, which only a request can tell. */
 int stk__source_check(const char *url, const char *shown, struct stk__err *err);
+
+/* For a plain path or file:// URL, its stamp now (1); 0 for the others,
+ * which only a request can tell, and for a file that cannot be stat'ed
+ * (opening it says why). */
+int stk__source_local_stamp(const char *url, struct stk__shard_stamp *out);
 
 /* Before the first read: start the stream at byte offset of the shard,
  * through the backend's skip where it has one (a seek, a Range request),

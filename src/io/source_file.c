@@ -106,6 +106,24 @@ int stk__source_file_check(const char *url, const char *path, struct stk__err *e
     return S_ISDIR(st.st_mode) ? not_a_shard(url, err) : 0;
 }
 
+static void set_stamp(const struct stat *st, struct stk__shard_stamp *out)
+{
+    *out = (struct stk__shard_stamp){
+        .size = (uint64_t)st->st_size,
+        .has_size = 1,
+        .mtime_ns = (uint64_t)st->st_mtim.tv_sec * 1000000000u + (uint64_t)st->st_mtim.tv_nsec,
+    };
+}
+
+int stk__source_file_stamp(const char *path, struct stk__shard_stamp *out)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+        return 0;
+    set_stamp(&st, out);
+    return 1;
+}
+
 int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
                            struct stk__err *err)
 {
@@ -124,6 +142,7 @@ int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
     if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
         f->regular = 1;
         f->size = (uint64_t)st.st_size;
+        set_stamp(&st, &f->base.stamp);
     }
     *out = &f->base;
     return 0;

@@ -19,4 +19,8 @@ int stk__source_file_check(const char *url, const char *path, struct stk__err *e
 int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
                            struct stk__err *err);
 
+/* The stamp of the regular file at path now: 1, or 0 when it cannot be
+ * stat'ed or is no regular file (opening it will say why). */
+int stk__source_file_stamp(const char *path, struct stk__shard_stamp *out);
+
 #endif

@@ -67,7 +67,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "alloc.h"
 #include "curl_shared.h"
@@ -82,8 +81,6 @@
 /* What the write callback may hold beyond the caller's buffer before it
  * pauses the transfer. */
 #define SPILL_MAX (4 * CURL_BUFFER_BYTES)
-#define DEFAULT_TIMEOUT_MS 30000u
-#define DEFAULT_BACKOFF_MS 500u
 /* How often a waiting read looks at the cancel flag. */
 #define POLL_MS 100
 /* Shorter jumps are read through: a new request costs a round trip. */
@@ -247,8 +244,14 @@ static int check_response(struct http_source *h)
         snprintf(detail, sizeof detail, "from %" PRId64 " to %" PRId64 " bytes", h->total, total);
         return fail_fatal(h, STK_EIO, "%s: changed size between requests %s", detail);
     }
-    if (total >= 0)
+    if (total >= 0) {
         h->total = total;
+        h->base.stamp.size = (uint64_t)total;
+        h->base.stamp.has_size = 1;
+    }
+    struct curl_header *etag = NULL;
+    if (curl_easy_header(e, "ETag", 0, CURLH_HEADER, -1, &etag) == CURLHE_OK)
+        snprintf(h->base.stamp.etag, sizeof h->base.stamp.etag, "%s", etag->value);
     return 0;
 }
 
@@ -287,7 +290,7 @@ static size_t on_body(char *data, size_t size, size_t n, void *userp)
 static int set_options(struct http_source *h, CURLSH *share)
 {
     CURL *e = h->pair->easy;
-    unsigned timeout = h->cfg.io_timeout_ms ? h->cfg.io_timeout_ms : DEFAULT_TIMEOUT_MS;
+    unsigned timeout = h->cfg.io_timeout_ms ? h->cfg.io_timeout_ms : STK__IO_TIMEOUT_MS;
     const char *ca = h->cfg.ca_bundle;
     if (ca == NULL || ca[0] == '\0')
         ca = getenv("STOKER_CA_BUNDLE");
@@ -349,7 +352,7 @@ static int start_attempt(struct http_source *h)
     h->reason[0] = '\0';
     h->errbuf[0] = '\0';
     h->paused = 0;
-    unsigned timeout = h->cfg.io_timeout_ms ? h->cfg.io_timeout_ms : DEFAULT_TIMEOUT_MS;
+    unsigned timeout = h->cfg.io_timeout_ms ? h->cfg.io_timeout_ms : STK__IO_TIMEOUT_MS;
     stk__rate_init(&h->rate, (uint64_t)timeout * 1000000u, h->cfg.io_min_rate);
     h->rated_bytes = h->wire_bytes;
     h->slow = 0;
@@ -399,7 +402,7 @@ static int schedule_retry(struct http_source *h, int code, const char *problem, 
                          h->failures, h->failures == 1 ? "" : "s");
     curl_off_t retry_after = 0;
     curl_easy_getinfo(h->pair->easy, CURLINFO_RETRY_AFTER, &retry_after);
-    unsigned base = h->cfg.io_backoff_ms ? h->cfg.io_backoff_ms : DEFAULT_BACKOFF_MS;
+    unsigned base = h->cfg.io_backoff_ms ? h->cfg.io_backoff_ms : STK__IO_BACKOFF_MS;
     uint64_t ms = stk__backoff_ms(h->failures, base, retry_after > 0 ? (uint64_t)retry_after * 1000 : 0,
                                   next_random(h));
     if (h->cfg.stats != NULL) {
@@ -407,15 +410,8 @@ static int schedule_retry(struct http_source *h, int code, const char *problem, 
         if (h->received > 0)
             atomic_fetch_add(&h->cfg.stats->resumes, 1);
     }
-    /* Sleep in slices so that a stopping loader is not kept waiting. */
-    for (uint64_t slept = 0; slept < ms; slept += POLL_MS) {
-        if (h->cfg.cancel != NULL && atomic_load(h->cfg.cancel))
-            return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);
-        uint64_t slice = ms - slept < POLL_MS ? ms - slept : POLL_MS;
-        struct timespec ts = {0, (long)slice * 1000000L};
-        while (nanosleep(&ts, &ts) != 0)
-            ;
-    }
+    if (stk__sleep_unless(h->cfg.cancel, ms))
+        return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);
     return 0;
 }
 

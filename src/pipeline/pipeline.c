@@ -167,6 +167,13 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     }
     int rc = stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard,
                                 &p->cfg.shard, at, position, &s->reader, &rt->err);
+    if (rc == 0 && p->cfg.shard_samples != NULL) {
+        struct stk__shard_expect e = {
+            .stamp = p->cfg.shard_stamps != NULL ? &p->cfg.shard_stamps[shard] : NULL,
+            .samples = p->cfg.shard_samples[shard],
+        };
+        stk__shard_expect(s->reader, &e);
+    }
     if (rc == 0 && s->skip > position) {
         atomic_fetch_add(&p->cfg.shard.counters->samples_passed_over, s->skip - position);
         rc = stk__shard_skip(s->reader, s->skip - position, &rt->err);
@@ -178,9 +185,10 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     s->skip = 0;
     if (rc == 0)
         return 1;
-    /* Out of memory and a cache that cannot take the shard are not bad
-     * input: skipping would drop good shards for a configuration problem. */
-    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE)
+    /* Out of memory, a cache that cannot take the shard and a stale index
+     * are not bad input: skipping would drop good shards for a
+     * configuration problem. */
+    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE || rc == STK_EINDEX)
         return rc;
     char msg[STK__ERRMSG_MAX + 32];
     snprintf(msg, sizeof msg, "%s (shard skipped)", rt->err.msg);

@@ -40,6 +40,9 @@ struct stk__pipeline_config {
     /* With it, per shard the byte offset of each sample (NULL for
      * compressed shards): a resumed reader opens its shard right there. */
     const uint64_t *const *shard_offsets;
+    /* With it, per shard the stamp the index recorded: every shard opened
+     * is checked against it and against its count (stk__shard_expect). */
+    const struct stk__shard_stamp *shard_stamps;
     struct stk__shard_config shard;
     struct stk__batch_budget *budget;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */

@@ -18,6 +18,10 @@
 
 struct stk__shard_reader {
     struct stk__tar *tar;
+    const struct stk__source *src; /* the shard's own source (tar owns it), for its stamp */
+    struct stk__shard_expect expect;
+    int expecting;     /* expect was given */
+    int stamp_checked; /* once, when the source has answered */
     const char *url; /* the owner's redacted name: samples point at it */
     uint64_t shard_index;
     struct stk__shard_config cfg;
@@ -99,6 +103,7 @@ int stk__shard_open_source(struct stk__source *src, const char *name, uint64_t s
     r->shard_index = shard_index;
     r->cfg = *cfg;
     atomic_fetch_add(&cfg->counters->shards_opened, 1);
+    r->src = src;
     int rc = stk__tar_open(src, cfg->block_size, &r->tar, err);
     if (rc < 0) {
         stk__free(r);
@@ -199,7 +204,7 @@ static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code
 {
     /* A cache that cannot take the shard is a configuration problem, not
      * bad input (a miss meets it while the shard streams). */
-    if (!r->cfg.skip_bad || code == STK_ENOMEM || code == STK_ECACHE)
+    if (!r->cfg.skip_bad || code == STK_ENOMEM || code == STK_ECACHE || code == STK_EINDEX)
         return code;
     char msg[STK__ERRMSG_MAX + 64];
     snprintf(msg, sizeof msg, "%s (rest of shard skipped)", err->msg);
@@ -330,12 +335,46 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
     return 0;
 }
 
+void stk__shard_expect(struct stk__shard_reader *r, const struct stk__shard_expect *e)
+{
+    r->expect = *e;
+    r->expecting = 1;
+}
+
+const struct stk__shard_stamp *stk__shard_stamp(const struct stk__shard_reader *r)
+{
+    return &r->src->stamp;
+}
+
+static int stale(struct stk__shard_reader *r, struct stk__err *err, const char *why)
+{
+    return stk__errf(err, STK_EINDEX, "the index is stale for %s: run `stoker index` again (%s)",
+                     r->url, why);
+}
+
+/* Once the source has answered: is this the shard the index counted? */
+static int check_stamp(struct stk__shard_reader *r, struct stk__err *err)
+{
+    char why[STK__ERRMSG_MAX / 2];
+    r->stamp_checked = 1;
+    if (r->expect.stamp != NULL && stk__stamp_differs(r->expect.stamp, &r->src->stamp, why,
+                                                      sizeof why))
+        return stale(r, err, why);
+    return 0;
+}
+
 /* Read the next header with a key into the pending slot. 1 pending, 0 end. */
 static int read_header(struct stk__shard_reader *r, struct stk__err *err)
 {
     for (;;) {
         struct stk__tar_member m;
         int rc = stk__tar_next(r->tar, &m, err);
+        /* Before rc: a shard rewritten as something else is stale, not bad. */
+        if (r->expecting && !r->stamp_checked) {
+            int stale_rc = check_stamp(r, err);
+            if (stale_rc < 0)
+                return stale_rc;
+        }
         if (rc < 0)
             return bad_shard(r, err, rc);
         if (rc == 0) {
@@ -406,6 +445,12 @@ static int end_of_shard(struct stk__shard_reader *r, struct stk__err *err)
     r->empty = r->started == 0;
     if (r->empty)
         atomic_fetch_add(&r->cfg.counters->shards_empty, 1);
+    if (r->expecting && r->next_position != r->expect.samples) {
+        char why[96];
+        snprintf(why, sizeof why, "it counts %llu samples, the shard holds %llu",
+                 (unsigned long long)r->expect.samples, (unsigned long long)r->next_position);
+        return stale(r, err, why);
+    }
     return 0;
 }
 
@@ -474,11 +519,12 @@ int stk__shard_skip(struct stk__shard_reader *r, uint64_t n, struct stk__err *er
 {
     uint64_t passed;
     int rc = pass_over(r, n, &passed, NULL, err);
-    if (rc == 0 && passed < n)
-        rc = stk__errf(err, STK_EPLAN,
-                       "%s: the shard ended after %llu of the %llu samples a resume skips; "
-                       "the dataset index is stale (rebuild it with stoker index)",
-                       r->url, (unsigned long long)passed, (unsigned long long)n);
+    if (rc == 0 && passed < n) {
+        char why[96];
+        snprintf(why, sizeof why, "the shard ended after %llu of the %llu samples a resume skips",
+                 (unsigned long long)passed, (unsigned long long)n);
+        rc = stale(r, err, why);
+    }
     return rc;
 }
 

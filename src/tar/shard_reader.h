@@ -141,6 +141,22 @@ int stk__shard_seekable(const struct stk__shard_reader *r);
  * skipped as unreadable. */
 void stk__shard_tail(const struct stk__shard_reader *r, uint64_t *skipped, int *failed);
 
+/* What the dataset index records of the shard a reader reads (index_json.h):
+ * its stamp, compared once the source has answered (before the first
+ * sample is returned), and its good samples, compared when the shard ends
+ * cleanly (from where the reader was opened: stk__shard_open_at's
+ * position). A difference is STK_EINDEX, "the index is stale for SHARD",
+ * never skipped as bad input. */
+struct stk__shard_expect {
+    const struct stk__shard_stamp *stamp; /* NULL: not compared */
+    uint64_t samples;
+};
+void stk__shard_expect(struct stk__shard_reader *r, const struct stk__shard_expect *e);
+
+/* The shard's stamp as its source tells it: complete once a sample was
+ * read (what `stoker index` records). */
+const struct stk__shard_stamp *stk__shard_stamp(const struct stk__shard_reader *r);
+
 void stk__shard_close(struct stk__shard_reader *r);
 
 #endif

@@ -74,7 +74,7 @@ def assert_no_crash(proc):
 def run(stoker):
     """run(args, text=True, env=None, **kw) -> CompletedProcess.
 
-    Runs `stoker *args` with a 60 s timeout, stdout and stderr captured unless
+    Runs `stoker *args` with a 60 s timeout (timeout= to change it), stdout and stderr captured unless
     kw redirects them, checks that it did not crash, and returns the result
     (output as str unless text=False). env adds to a copy of the environment
     without rank variables.
@@ -88,8 +88,8 @@ def run(stoker):
         kw.setdefault("stdout", subprocess.PIPE)
         kw.setdefault("stderr", subprocess.PIPE)
         kw.setdefault("stdin", subprocess.DEVNULL)
-        proc = subprocess.run([str(stoker), *map(str, args)], text=text, env=full_env,
-                              timeout=TIMEOUT_S, **kw)
+        kw.setdefault("timeout", TIMEOUT_S)
+        proc = subprocess.run([str(stoker), *map(str, args)], text=text, env=full_env, **kw)
         assert_no_crash(proc)
         return proc
     return _run

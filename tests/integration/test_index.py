@@ -4,6 +4,8 @@ import os
 
 import pytest
 
+from conftest import write_shard
+
 
 def test_index_counts_every_shard(run, dataset, tmp_path):
     shards = [str(p) for p in dataset([10, 7, 13])]
@@ -12,9 +14,14 @@ def test_index_counts_every_shard(run, dataset, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "30 samples in 3 shards" in proc.stdout
     index = json.loads(out.read_text())
-    assert index["format"] == "stoker-index" and index["version"] == 1
+    assert index["format"] == "stoker-index" and index["version"] == 2
     assert index["samples"] == 30
     assert [(s["url"], s["samples"]) for s in index["shards"]] == list(zip(shards, [10, 7, 13]))
+    # Each shard's stamp: its size and modification time in ns, exactly.
+    for entry, shard in zip(index["shards"], shards):
+        st = os.stat(shard)
+        assert (entry["size"], entry["mtime_ns"]) == (st.st_size, st.st_mtime_ns)
+        assert "etag" not in entry
 
 
 def test_index_counts_what_the_loader_delivers_under_skip(run, make_shard, samples_factory,
@@ -50,20 +57,56 @@ def test_bench_with_index_shares_equally_and_resumes(bench_json, run, dataset, t
     assert part["samples_read"] <= 51 - 40
 
 
-@pytest.mark.parametrize("content, message", [
-    ("not json", "not valid JSON"),
+V2 = '{"format": "stoker-index", "version": 2, '
+
+
+@pytest.mark.parametrize("content, message", ids=lambda v: v[:40], argvalues=[
+    ("not json", "the dataset index is not valid JSON (lexical error"),
     ('{"format": "other", "shards": []}', "not a stoker dataset index"),
-    ('{"format": "stoker-index", "version": 9, "shards": []}', "version 9 is not supported"),
-    ('{"format": "stoker-index", "version": 1, "shards": [{"url": 3}]}', "needs a url"),
-    ('{"format": "stoker-index", "version": 1, "shards": []}', "is not in the dataset index"),
+    ('{"format": "stoker-index", "version": 9, "shards": []}',
+     "version 9 is not supported (2 is): run `stoker index` again"),
+    ('{"format": "stoker-index", "version": 1, "shards": []}',
+     "written by an older stoker (version 1, which records no shard sizes to check it "
+     "against): run `stoker index` again"),
+    (V2 + '"shards": [{"samples": 3}]}', "shard entry 0 needs a url and a sample count"),
+    (V2 + '"shards": [{"url": 3}]}', 'a number as the value of "url"'),
+    (V2 + '"shards": []}', "is not in the dataset index"),
+    (V2 + '"shards": [], "comment": "x"}',
+     'unknown key "comment" (an index holds format, version, samples, shards) (byte 64 of the '
+     'dataset index)'),
+    (V2 + '"shards": [{"url": "a", "samples": 1.5}]}',
+     "1.5 where a count or offset (an unsigned integer) goes"),
+    (V2 + '"shards": [{"url": "a", "samples": -1}]}', "-1 where a count or offset"),
+    (V2 + '"shards": [{"url": "a", "samples": true}]}', 'a boolean as the value of "samples"'),
+    (V2 + '"samples": 5, "shards": [{"url": "a", "samples": 3}]}',
+     "counts 5 samples in all, but its shards add up to 3"),
+    (V2 + '"shards": [{"url": "a", "samples": 2, "size": 4096, "offsets": [0, 100]}]}',
+     "shard a has a bad offset (number 1, 100)"),
+    (V2 + '"shards": [{"url": "a", "samples": 2, "size": 1024, "offsets": [0, 1024]}]}',
+     "shard a has a bad offset (number 1, 1024)"),
+    (V2 + '"shards": [{"url": "a", "samples": 1, "offsets": [0, 512]}]}',
+     "shard a has more offsets than its 1 samples"),
+    (V2 + '"shards": [{"url": "a", "offsets": [], "samples": 0}]}',
+     "offsets before the shard's sample count"),
+    (V2 + '"shards": [{"url": "a", "samples": 2, "offsets": [0]}]}',
+     "shard a has offsets that do not match its samples"),
+    (V2 + '"shards": [{"url": "a", "url": "b", "samples": 1}]}', 'key "url" twice'),
+    ('[' * 100000, "not a stoker dataset index: its top level is a list, not an object"),
+    (V2 + '"shards": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}',
+     "a list nested too deep (an index nests four levels"),
+    (V2 + '"shards": [{"url": "a", "samples": 1, "offsets": [[[[[[[[[[]]]]]]]]]]}]}',
+     "a list nested too deep"),
 ])
 def test_bad_index_is_a_clear_error(run, dataset, tmp_path, content, message):
+    """Each index error has an index's wording (never tar's "not a readable
+    tar shard"), the file's name, and one error code (STK_EINDEX)."""
     shards = [str(p) for p in dataset([3])]
     bad = tmp_path / "bad.json"
     bad.write_text(content)
     proc = run(["bench", "--index", str(bad), *shards])
     assert proc.returncode == 1
-    assert message in proc.stderr and str(bad) in proc.stderr
+    assert message in proc.stderr and str(bad) in proc.stderr, proc.stderr
+    assert "tar shard" not in proc.stderr
 
 
 def test_index_messages_never_show_credentials(run, tmp_path):
@@ -72,7 +115,7 @@ def test_index_messages_never_show_credentials(run, tmp_path):
     url = "http://user:s3cr3tpass@127.0.0.1:1/shard-0.tar?sig=deadbeef"
     bad = tmp_path / "bad.json"
     for shards in ([], [{"url": url, "samples": 2, "offsets": [512, 0]}]):
-        bad.write_text(json.dumps({"format": "stoker-index", "version": 1, "shards": shards}))
+        bad.write_text(json.dumps({"format": "stoker-index", "version": 2, "shards": shards}))
         proc = run(["bench", "--index", str(bad), url])
         assert proc.returncode == 1
         assert "http://***@127.0.0.1:1/shard-0.tar?sig=***" in proc.stderr, proc.stderr
@@ -90,6 +133,7 @@ def test_stale_index_is_detected_on_resume(bench_json, run, dataset, tmp_path):
     assert run(["index", "-o", str(out), *shards]).returncode == 0
     index = json.loads(out.read_text())
     index["shards"][0]["samples"] = 60  # claims more than the shard holds
+    index["samples"] = 66
     out.write_text(json.dumps(index))
     proc = run(["bench", "--index", str(out), *shards])
     assert proc.returncode == 1 and "offsets that do not match its samples" in proc.stderr
@@ -162,3 +206,139 @@ def test_index_never_writes_through_a_planted_link(run, dataset, tmp_path):
     assert run(["index", "-o", str(out), *shards]).returncode == 1
     assert run(["index", "--force", "-o", str(out), *shards]).returncode == 0
     assert victim.read_text() == "precious" and not out.is_symlink()
+
+
+# ---------------------------------------------- an index checked against its shards
+
+STALE = "the index is stale for {}: run `stoker index` again"
+
+
+def rewrite_keeping_stamp(path, samples):
+    """Rewrite the shard at path with other samples but the same size
+    (zeros after the archive's end, which readers accept) and the same
+    modification time: only reading it tells it changed."""
+    st = os.stat(path)
+    write_shard(path, samples)
+    assert os.path.getsize(path) <= st.st_size
+    with open(path, "r+b") as f:
+        f.truncate(st.st_size)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_rewritten_shard_is_refused_when_the_index_is_loaded(run, dataset, samples_factory,
+                                                             tmp_path):
+    """A shard rewritten from 50 to 20 samples after `stoker index`: its
+    size and time differ from the index's, found by one stat at load."""
+    shards = [str(p) for p in dataset([50, 50])]
+    out = tmp_path / "index.json"
+    assert run(["index", "-o", str(out), *shards]).returncode == 0
+    write_shard(shards[0], samples_factory(20))
+    size = os.path.getsize(shards[0])
+    for args in (["bench"], ["bench", "--rank", "0", "--world-size", "2"]):
+        proc = run([*args, "--index", str(out), *shards])
+        assert proc.returncode == 1
+        assert STALE.format(shards[0]) in proc.stderr, proc.stderr
+        assert f"the shard has {size} bytes" in proc.stderr
+    # Touched but not rewritten: the time alone says it may have changed.
+    assert run(["index", "--force", "-o", str(out), *shards]).returncode == 0
+    os.utime(shards[1], ns=(0, 1_000_000_000))
+    proc = run(["bench", "--index", str(out), *shards])
+    assert proc.returncode == 1 and STALE.format(shards[1]) in proc.stderr, proc.stderr
+    assert "the shard was modified at 1.000000000" in proc.stderr
+
+
+@pytest.mark.parametrize("on_error", ["fail", "skip"])
+def test_rewritten_shard_with_the_same_stamp_fails_at_its_end(run, dataset, samples_factory,
+                                                              tmp_path, on_error):
+    """Same size and time, 20 samples instead of 50: the count is checked
+    when the shard ends, on 1 and 2 ranks and under either policy (a stale
+    index is never skipped as bad input). Before, one rank's 100 samples
+    held 30 repeats, without a word."""
+    shards = [str(p) for p in dataset([50, 50])]
+    out = tmp_path / "index.json"
+    assert run(["index", "-o", str(out), *shards]).returncode == 0
+    rewrite_keeping_stamp(shards[0], samples_factory(20, prefix="new-"))
+    for ranks in (["--world-size", "1"], ["--rank", "1", "--world-size", "2"]):  # rank 1 reads it
+        proc = run(["bench", "--on-error", on_error, "--index", str(out), *ranks, *shards])
+        assert proc.returncode == 1, proc.stdout
+        assert STALE.format(shards[0]) + " (it counts 50 samples, the shard holds 20)" \
+            in proc.stderr, proc.stderr
+
+
+def test_a_count_of_10_15_is_refused(run, dataset, tmp_path):
+    """A count of 10^15 (offsets left out, as for a compressed shard) made
+    endless epochs on 2 ranks and a wrong len(): no reader gets past
+    max_samples_per_shard, so no index may count more. A count below it
+    that is still wrong is found at the shard's end."""
+    shards = [str(p) for p in dataset([50, 50])]
+    out = tmp_path / "index.json"
+    assert run(["index", "-o", str(out), *shards]).returncode == 0
+    index = json.loads(out.read_text())
+    del index["shards"][0]["offsets"]
+    for count in (10 ** 15, 1000):
+        index["shards"][0]["samples"] = count
+        index["samples"] = count + 50
+        out.write_text(json.dumps(index))
+        # Both ranks refuse 10^15 when loading; 1000 fails the rank that reads the shard.
+        for rank in ("0", "1") if count > 10000 else ("1",):
+            proc = run(["bench", "--index", str(out), "--rank", rank, "--world-size", "2",
+                        "--max-samples-per-shard", "10000", *shards], timeout=30)
+            assert proc.returncode == 1
+            if count > 10000:
+                assert (f"shard {shards[0]} counts 1000000000000000 samples in the dataset "
+                        "index, more than max_samples_per_shard (10000)") in proc.stderr, \
+                    proc.stderr
+            else:
+                assert STALE.format(shards[0]) + " (it counts 1000 samples, the shard holds 50)" \
+                    in proc.stderr, proc.stderr
+
+
+def test_offsets_shifted_by_one_sample_are_found(run, bench_json, dataset, tmp_path):
+    """Offsets shifted by one sample (shard unchanged): a resume opened the
+    shard one sample late and delivered other batches; the count from there
+    to the shard's end gives it away."""
+    shards = [str(p) for p in dataset([30, 30])]
+    out = tmp_path / "index.json"
+    assert run(["index", "-o", str(out), *shards]).returncode == 0
+    args = ["--no-shuffle", "--shards-in-flight", "1", "--batch-size", "2", "--start-batch", "5",
+            *shards]
+    assert bench_json(["--index", str(out), *args])["samples"] == 60 - 10
+    index = json.loads(out.read_text())
+    offsets = index["shards"][0]["offsets"]
+    index["shards"][0]["offsets"] = offsets[1:] + [offsets[-1] + 512]
+    out.write_text(json.dumps(index))
+    proc = run(["bench", "--index", str(out), *args])
+    assert proc.returncode == 1
+    assert STALE.format(shards[0]) + " (it counts 30 samples, the shard holds 29)" \
+        in proc.stderr, proc.stderr
+
+
+def big_index(path, head, filler, count, tail):
+    with open(path, "wb") as f:
+        f.write(head)
+        chunk = filler * 1_000_000
+        for _ in range(count // 1_000_000):
+            f.write(chunk)
+        f.write(tail)
+
+
+@pytest.mark.parametrize("what", ["unknown key", "offsets"])
+def test_100mb_index_is_refused_quickly_in_bounded_memory(run_measured, dataset, tmp_path, what):
+    """A 100 MB index holding 50 million zeros, under an unknown key or as
+    the offsets of a 3-sample shard, took 4.0 GB and 30 s to load: it is
+    refused at the first value an index cannot hold, read as a stream."""
+    shard = str(dataset([3])[0])
+    path = tmp_path / "big.json"
+    head = b'{"format": "stoker-index", "version": 2, "samples": 3, '
+    if what == "unknown key":
+        head += b'"junk": ['
+        message = 'unknown key "junk"'
+    else:
+        head += b'"shards": [{"url": "' + shard.encode() + b'", "samples": 3, "offsets": ['
+        message = f"shard {shard} has a bad offset (number 1, 0)"
+    big_index(path, head, b"0,", 50_000_000, b"0]}]}")
+    assert path.stat().st_size > 100_000_000
+    result = run_measured(["bench", "--index", str(path), shard])
+    assert result.returncode == 1 and message in result.stderr, result.stderr
+    assert result.wall_s < 5, result.wall_s
+    assert result.peak_mib < 64, result.peak_mib

@@ -39,6 +39,36 @@ def image_folder(tmp_path):
     return root, files
 
 
+def test_fifo_and_socket_listed_not_dropped(run, image_folder, tmp_path):
+    """A FIFO (and a socket) in the tree is not a file to pack: it is listed
+    as left out and counted, in both layouts, and never opened (which
+    would block on the FIFO). One shard: the summary names it."""
+    import socket
+    root, _ = image_folder
+    os.mkfifo(root / "b_dog/pipe.jpg")
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(root / "a_cat/sock.jpg"))
+    try:
+        out = tmp_path / "out"
+        proc = run(["pack", "-o", str(out / "train-%04d.tar"), str(root)], timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        assert "not a regular file (a FIFO), left out: b_dog/pipe.jpg" in proc.stderr
+        assert "not a regular file (a socket), left out: a_cat/sock.jpg" in proc.stderr
+        assert "4 files left out (listed above)" in proc.stderr
+        assert proc.stdout == f"5 samples in 1 shards: {out}/train-0000.tar\n"
+        tree = tmp_path / "flat"
+        tree.mkdir()
+        (tree / "a.jpg").write_bytes(jpeg(1))
+        os.mkfifo(tree / "b.jpg")
+        flat = run(["pack", "--flat", "-o", str(tmp_path / "flat-%d.tar"), str(tree)], timeout=30)
+        assert flat.returncode == 0, flat.stderr
+        assert "not a regular file (a FIFO), left out: b.jpg" in flat.stderr
+        assert "1 files left out (listed above)" in flat.stderr
+        assert flat.stdout == f"1 samples in 1 shards: {tmp_path}/flat-0.tar\n"
+    finally:
+        sock.close()
+
+
 def read_samples(paths):
     """[(key, {ext: bytes})] in storage order, as WebDataset groups them."""
     samples = []
@@ -60,7 +90,7 @@ def test_image_folder(run, image_folder, tmp_path):
     proc = run(["pack", "-o", str(out / "train-%04d.tar"), "--max-samples", "2",
                 "--classes", str(out / "classes.txt"), str(root)])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout == f"5 samples in 3 shards: {out}/train-%04d.tar\n"
+    assert proc.stdout == f"5 samples in 3 shards: {out}/train-0000.tar .. {out}/train-0002.tar\n"
     assert "not an image (jpg, jpeg, png), left out: b_dog/readme.txt" in proc.stderr
     assert "not in a class directory, left out: LICENSE" in proc.stderr
     assert "2 files left out (listed above)" in proc.stderr

@@ -1,5 +1,6 @@
 """pipe:COMMAND shards: off unless allowed, run without a shell, exit status
 checked, the command killed when the reader stops early."""
+import os
 import time
 
 import pytest
@@ -114,3 +115,66 @@ def test_pipe_secrets_never_shown(run, dataset, tmp_path):
     proc = run(["ls", "--allow-pipe", "pipe:cat --password=hunter2 'unterminated"])
     assert proc.returncode == 1 and "unterminated" in proc.stderr, proc.stderr
     assert "hunter2" not in proc.stderr
+
+
+def _running(marker):
+    """Processes whose command line holds marker (the test's own sleep)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.parametrize("retries", [0, 1])
+def test_pipe_stall_killed_within_limit(run, retries):
+    """A command that neither writes nor exits is killed after io_timeout_ms
+    of silence, run again io_retries times, then fails naming the command
+    (redacted); no sleep is left behind."""
+    marker = f"600.{os.getpid()}{retries}"  # GNU sleep takes fractions: a unique command line
+    url = f"pipe:env API_TOKEN=hunter2 sleep {marker}"
+    t = time.monotonic()
+    proc = run(["ls", "--allow-pipe", "--io-timeout-ms", "2000", "--io-retries", str(retries),
+                "--io-backoff-ms", "100", url], timeout=30)
+    took = time.monotonic() - t
+    assert proc.returncode == 1, proc.stderr
+    assert f"pipe:env API_TOKEN=*** sleep {marker}: no output for 2.0 s (io_timeout_ms)" \
+        in proc.stderr, proc.stderr
+    assert f"the command was killed ({retries + 1} attempt" in proc.stderr, proc.stderr
+    assert "hunter2" not in proc.stderr
+    # (retries + 1) stall limits and the backoffs between them, plus start-up.
+    assert 2.0 * (retries + 1) <= took < 2.0 * (retries + 1) + 6, took
+    assert _running(marker) == []
+
+
+def test_pipe_stall_then_rerun_delivers_every_byte_once(run, dataset, tmp_path):
+    """The first run writes part of the shard and stalls; the second run is
+    read from where the first stopped (its first bytes dropped), so the
+    samples are those of the local shard, none lost or repeated."""
+    shard = dataset([6])[0]
+    flag = tmp_path / "ran-once"
+    script = (f'if [ -e {flag} ]; then cat {shard}; '
+              f'else touch {flag}; head -c 5000 {shard}; exec sleep 600; fi')
+    local = run(["ls", shard])
+    proc = run(["ls", "--allow-pipe", "--io-timeout-ms", "1500", "--io-retries", "1",
+                "--io-backoff-ms", "50", f"pipe:sh -c '{script}'"], timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == local.stdout
+
+
+def test_pipe_drip_fails_below_min_rate(run):
+    """A command that writes a byte every 0.2 s never stalls, but brings far
+    less than io_min_rate while the reader waits: too slow."""
+    drip = "import sys,time\nwhile True:\n    sys.stdout.buffer.write(b'x'); sys.stdout.flush(); time.sleep(0.2)"
+    t = time.monotonic()
+    proc = run(["ls", "--allow-pipe", "--io-timeout-ms", "1000", "--io-min-rate", "4K",
+                "--io-retries", "0", f'pipe:/usr/bin/python3 -c "{drip}"'], timeout=30)
+    assert proc.returncode == 1, proc.stderr
+    assert "too slow:" in proc.stderr and "below io_min_rate 4096 bytes/s" in proc.stderr, \
+        proc.stderr
+    assert time.monotonic() - t < 10

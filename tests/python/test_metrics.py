@@ -4,7 +4,11 @@ Prometheus endpoint scraped over HTTP and parsed with prometheus_client."""
 import io
 import math
 import re
+import socket
+import subprocess
+import sys
 import tarfile
+import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -198,3 +202,111 @@ def test_prometheus_endpoint_serves_metrics_only_on_localhost(even_shards):
         with pytest.raises(urllib.error.HTTPError) as e:
             scrape(loader.prometheus_port, "/other")
         assert e.value.code == 404
+
+
+# A Prometheus endpoint in a process of its own, so that its threads and
+# descriptors are counted without the test's 200 client sockets. Prints the
+# port and its (threads, fds), then its counts again for every line read,
+# after closing the endpoint for a line "close".
+ENDPOINT_PROCESS = r"""
+import os, sys
+import stoker
+from stoker import _metrics
+
+
+def counts():
+    return len(os.listdir("/proc/self/task")), len(os.listdir("/proc/self/fd"))
+
+
+if sys.argv[1] == "loader":
+    loader = stoker.Loader(sys.argv[2:], batch_size=10, image_size=32, prometheus_port=0)
+    port, close = loader.prometheus_port, loader.close
+else:
+    server = _metrics.PrometheusServer(lambda: "x 1\n", 0, timeout=float(sys.argv[1]))
+    port, close = server.port, server.close
+print(port, *counts(), flush=True)
+for line in sys.stdin:
+    if line.strip() == "close":
+        close()
+    print(*counts(), flush=True)
+"""
+
+IDLE_CONNECTIONS = 200
+MAX_HANDLERS = 8  # PrometheusServer's default max_connections
+
+
+class Endpoint:
+    def __init__(self, args, env):
+        self.proc = subprocess.Popen([sys.executable, "-c", ENDPOINT_PROCESS, *args], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        port, threads, fds = map(int, self.proc.stdout.readline().split())
+        self.port, self.base = port, (threads, fds)
+
+    def counts(self, command="count"):
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        return tuple(map(int, self.proc.stdout.readline().split()))
+
+    def stop(self):
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def open_idle(port):
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=10)
+             for _ in range(IDLE_CONNECTIONS)]
+    time.sleep(0.5)  # let the endpoint accept them all
+    return socks
+
+
+def seconds_until_all_closed(socks, limit):
+    """Wait for the end of every connection (EOF, a reset, or the refusal's
+    503 then EOF); the seconds that took, or fail after limit."""
+    start = time.monotonic()
+    for s in socks:
+        while True:
+            left = limit - (time.monotonic() - start)
+            assert left > 0, "a connection is still open"
+            s.settimeout(left)
+            try:
+                if not s.recv(4096):
+                    break
+            except ConnectionError:
+                break
+        s.close()
+    return time.monotonic() - start
+
+
+def test_prometheus_idle_connections_bounded_and_timed_out(clean_env_factory):
+    """200 idle connections hold at most MAX_HANDLERS threads and
+    descriptors; each is closed by the per-connection timeout (1 s here),
+    after which the endpoint is back to its threads and fds and serves a
+    scrape."""
+    ep = Endpoint(["1.0"], clean_env_factory())
+    try:
+        socks = open_idle(ep.port)
+        threads, fds = ep.counts()
+        assert threads <= ep.base[0] + MAX_HANDLERS, (threads, ep.base)
+        assert fds <= ep.base[1] + MAX_HANDLERS, (fds, ep.base)
+        assert seconds_until_all_closed(socks, 1.0 + 3) < 1.0 + 3
+        assert ep.counts() == ep.base
+        assert scrape(ep.port) == "x 1\n"
+    finally:
+        ep.stop()
+
+
+def test_prometheus_close_ends_open_connections(clean_env_factory, even_shards):
+    """Loader.close() ends the connections still open (well before their
+    5 s timeout) and leaves no handler thread or descriptor behind."""
+    ep = Endpoint(["loader", *even_shards], clean_env_factory())
+    try:
+        socks = open_idle(ep.port)
+        threads, fds = ep.counts()
+        assert threads <= ep.base[0] + MAX_HANDLERS and fds <= ep.base[1] + MAX_HANDLERS, \
+            (threads, fds, ep.base)
+        t = time.monotonic()
+        threads, fds = ep.counts("close")
+        assert seconds_until_all_closed(socks, 3.0) + (time.monotonic() - t) < 3.0
+        assert threads <= ep.base[0] and fds <= ep.base[1], (threads, fds, ep.base)
+    finally:
+        ep.stop()

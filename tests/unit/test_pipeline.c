@@ -506,7 +506,7 @@ static void test_index_equal_shares(void **state)
     /* A shard missing from the index is named. */
     const char *more[] = {pattern, "/nonexistent/extra.tar"};
     char msg[512];
-    assert_int_equal(stk_loader_create(&o, more, 2, &l, msg, sizeof msg), STK_EINVAL);
+    assert_int_equal(stk_loader_create(&o, more, 2, &l, msg, sizeof msg), STK_EINDEX);
     assert_non_null(strstr(msg, "/nonexistent/extra.tar"));
     unlink(index_path);
 }
