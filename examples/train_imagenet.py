@@ -34,6 +34,7 @@ the same batches as without them (examples/cluster/ starts such workers
 under Slurm or Kubernetes).
 """
 import argparse
+import contextlib
 import os
 import time
 
@@ -54,6 +55,9 @@ def parse_args():
     ap.add_argument("--samples", type=int, default=None,
                     help="samples in the dataset (optional: fixes the steps per epoch)")
     ap.add_argument("--index", default=None, help="dataset index from `stoker index`")
+    ap.add_argument("--val-data", default=None,
+                    help="validation shard URL pattern(s), comma-separated: evaluated after each "
+                         "epoch, every sample once across the ranks")
     ap.add_argument("--cluster", default=None,
                     help="Dask scheduler address: CPU-only workers decode too (needs --index)")
     ap.add_argument("--batches-per-task", type=int, default=None,
@@ -99,6 +103,43 @@ def wrap(model, args, device):
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=None if args.cpu else [device])
 
 
+def val_loader(urls, image_size, batch_size, threads=None, index=None):
+    """The validation set as torchvision's reference evaluates it with
+    DistributedSampler(shuffle=False): resize + center crop, and with
+    even=False every sample exactly once across the ranks (each rank reads
+    its own shards; ranks may take different numbers of batches)."""
+    return stoker.Loader(urls, batch_size=batch_size, image_size=image_size, transform="eval",
+                         shuffle=False, even=False, threads=threads, index=index)
+
+
+def evaluate(model, loader, device):
+    """Top-1 accuracy over the whole validation set and the number of
+    samples it counts. Each rank evaluates the samples its loader gives it
+    (even=False: a different number of batches per rank), so nothing inside
+    the loop may be a collective: the forward runs on the module DDP wraps
+    (DDP's own forward may broadcast buffers), FSDP's parameters are
+    gathered once before the loop. The counts are summed over the ranks
+    after it, in one all_reduce."""
+    module = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    gathered = contextlib.nullcontext()
+    if type(model).__name__ == "FullyShardedDataParallel":
+        gathered = model.summon_full_params(model)
+    mean = MEAN.view(1, 3, 1, 1).to(device)
+    std = STD.view(1, 3, 1, 1).to(device)
+    counts = torch.zeros(2, dtype=torch.int64, device=device)  # correct, seen
+    model.eval()
+    with gathered, torch.inference_mode():
+        for images, labels in loader:
+            x = ((images.to(device).float() - mean) / std).contiguous(memory_format=torch.channels_last)
+            labels = labels.to(device)
+            counts[0] += (module(x).argmax(1) == labels).sum()
+            counts[1] += labels.numel()
+    if dist.is_initialized():
+        dist.all_reduce(counts)
+    correct, seen = counts.tolist()
+    return correct / max(seen, 1), seen
+
+
 def tensorboard(args, rank):
     if args.logdir is None or rank != 0:
         return None
@@ -122,6 +163,8 @@ def main():
                            drop_last=True, seed=1234,
                            prometheus_port=None if args.prometheus_port is None
                            else args.prometheus_port + rank)
+    val = None if args.val_data is None else val_loader(
+        args.val_data.split(","), args.image_size, args.batch_size, args.threads)
     model = torchvision.models.__dict__[args.model](num_classes=args.classes).to(device)
     model = model.to(memory_format=torch.channels_last)
     model = wrap(model, args, device)
@@ -187,8 +230,14 @@ def main():
                   f"{seen * world / elapsed:.0f} images/s, "
                   f"waiting for data {100 * waited / elapsed:.1f}% of the time")
             print(loader.report(), end="")  # input-bound? which stage limits?
+        if val is not None:
+            acc1, seen = evaluate(model, val, device)
+            if rank == 0:
+                print(f"epoch {epoch}: validation accuracy {acc1:.4f} over {seen} samples")
         save(epoch_done=True)
     loader.close()
+    if val is not None:
+        val.close()
     if dist.is_initialized():
         dist.destroy_process_group()
 

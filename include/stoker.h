@@ -434,6 +434,16 @@ struct stk_options {
      * figures" gives the measured differences); 8 always decodes at full
      * scale. */
     float dct_margin;
+
+    /* 1 (default): with several ranks every rank yields the same number of
+     * samples when the loader can know it (a dataset index gives each rank
+     * floor(total / world_size), re-reading or leaving out a few samples).
+     * 0, for evaluation: each rank yields every sample of its own shards
+     * once and no other, so the ranks together deliver every sample of
+     * the dataset exactly once; ranks then yield different numbers of
+     * batches (no gradient is synchronised in evaluation). samples_per_rank
+     * asks for equal shares and is refused with it. */
+    int even;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

@@ -92,7 +92,12 @@ class Loader:
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
     torch.float32/float16/bfloat16 (normalized with mean/std); layout:
     "nchw" or "nhwc". samples_per_rank makes every rank yield the same
-    number of batches. index names a dataset index written by
+    number of batches. even=False is for evaluation under DDP, as
+    DistributedSampler(shuffle=False) is: every sample of the dataset is
+    delivered exactly once across the ranks (each rank reads its own
+    shards once), so ranks may yield different numbers of batches; sum the
+    metrics over ranks after the loop (torch.distributed.all_reduce), with
+    no collective inside it. index names a dataset index written by
     `stoker index` for the same URLs: with it len() is known, ranks get
     equal shares by default, and load_state_dict() resumes by re-reading
     at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
@@ -159,6 +164,10 @@ class Loader:
                 options.setdefault("label_exts", "")  # labels are not asked for: not needed
         rank, world_size = _rank_and_world(rank, world_size)
         urls = _as_list(urls)
+        even = options.get("even", True)
+        if not even and cluster is not None:
+            raise OptionError("even=False does not work with cluster= yet: Dask workers make "
+                              "batch ranges of equal shares")
         allocator = options.pop("batch_allocator", None)
         config = dict(batch_size=batch_size, image_size=image_size, transform=transform,
                       dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
@@ -204,7 +213,7 @@ class Loader:
         # flight, so a second iterator would take every other batch of it.
         self._iterating = threading.Lock()
         self._agree = None
-        if world_size > 1 and not self._epoch_samples:
+        if world_size > 1 and not self._epoch_samples and even:
             # Ranks may hold different numbers of samples: make them agree
             # on each step, or refuse rather than let DDP hang.
             if not _ranks.distributed():
