@@ -405,7 +405,8 @@ struct stk_options {
      * parse as its extension says, is bad input (STK_EMEMBER: the epoch's
      * error, or under STK_ON_ERROR_SKIP a replaced sample, see stk_batch).
      * An extension ending in '?' may be missing, but must parse when
-     * present. How a member parses depends on the last '.'-separated part
+     * present. Alternatives separated by ';' ("jpg;png", as WebDataset
+     * writes them) ask for either: the first one the sample has counts. How a member parses depends on the last '.'-separated part
      * of its extension (WebDataset's decoding rule, so "en.txt" is text):
      *   cls, cls2, class, count, index, inx, id: a decimal integer that
      *       fits int64, blanks around it allowed (as labels);

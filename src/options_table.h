@@ -140,7 +140,8 @@
     X(image_width, UINT, 0, "0", 1, 8192, NULL, "N", \
       "output width of a non-square image (0: image_size)") \
     X(require_members, STRING, 0, NULL, 0, 0, NULL, "EXTS", \
-      "other members every sample must hold, e.g. \"txt,json?\" ('?': optional)") \
+      "other members every sample must hold, e.g. \"txt,json?\" ('?': optional; " \
+      "\"txt;json\": either)") \
     X(even, BOOL, 0, "1", 0, 1, NULL, NULL, \
       "equal samples on every rank (an index's equal shares); 0: each rank its own shards " \
       "once, every sample exactly once across ranks (evaluation)")

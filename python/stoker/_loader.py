@@ -14,7 +14,8 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _metrics, _ranks
+from . import _cluster, _metrics, _ranks, _scope
+from ._classes import find_classes
 from ._fields import _Fields
 from ._metrics import prometheus_text
 from ._options_doc import _options_doc
@@ -51,6 +52,8 @@ def verify(urls, images=True, labels=True, threads=None, **options):
     label_json_field, max_image_pixels, io_*) and require_members="txt,json?"
     to check the members a Loader's fields= would need. Same as
     `stoker verify`."""
+    _scope.refuse_unused("verify", options, _scope.VERIFY_USES, _scope.VERIFY_WHY)
+    _scope.refuse_unpaired("verify", options)
     if images:
         options["transform"] = "eval"
     if not labels:
@@ -86,7 +89,10 @@ class Loader:
     or under on_error="skip" replaced by a copy of its batch's first good
     sample, every field and the key included); a name ending in "?" may be
     missing: None there (an optional int field is then a list, not a
-    tensor). Only the members named are copied; images stay zero-copy.
+    tensor). A name may list alternatives as WebDataset does, "jpg;png" or
+    "txt;json": the first of those members the sample has, each parsed by
+    its own extension. require_members= asks for members beyond fields=
+    (both are required). Only the members named are copied; images stay zero-copy.
 
     transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
@@ -120,6 +126,12 @@ class Loader:
     from every worker. batches_per_task sets a task's size (default: two
     shuffle windows' worth, at least 256 samples).
 
+    classes: the class names, label order (what torchvision's datasets
+    call dataset.classes): a file of one name per line, a sequence of str,
+    or by default the classes.txt beside the first local shard, as `stoker
+    pack --classes DIR/classes.txt` writes it (None when there is none;
+    remote shards: give classes=). The classes attribute holds them.
+
     prometheus_port: serve stats() as Prometheus metrics at
     http://prometheus_host:PORT/metrics (names: docs/metrics.md) until
     close(); 0 takes a free port (the prometheus_port attribute says
@@ -132,7 +144,8 @@ class Loader:
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
-                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
+                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", classes=None,
+                 **options):
         self._c = self._offload = self._prometheus = None  # for close() if this fails
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
@@ -143,6 +156,16 @@ class Loader:
         if transform not in ("train", "eval"):
             raise OptionError(f"transform must be 'train' or 'eval' (for raw samples use "
                               f"stoker.Samples), not {transform!r}")
+        _scope.refuse_unpaired("Loader", options)
+        if transform == "eval":
+            _scope.refuse("Loader(transform='eval')", options, _scope.TRAIN_ONLY,
+                          "it draws no random crop or flip (only transform='train' does)")
+        if batches_per_task is not None and cluster is None:
+            raise OptionError("batches_per_task= sizes the tasks of Dask workers: it needs "
+                              "cluster= too")
+        if prometheus_host != "127.0.0.1" and prometheus_port is None:
+            raise OptionError("prometheus_host= is where the metrics are served: it needs "
+                              "prometheus_port= too")
         name = _DTYPES.get(dtype, dtype)
         if name not in _TORCH_DTYPES:
             raise OptionError(f"dtype must be one of {', '.join(map(str, _DTYPES))} (or their "
@@ -159,7 +182,9 @@ class Loader:
             if cluster is not None:
                 raise OptionError("fields= does not work with cluster= yet: Dask workers send "
                                  "images and labels only")
-            options["require_members"] = self._fields.require_members
+            # The members fields= needs and those the caller asks for besides.
+            options["require_members"] = ",".join(
+                r for r in (options.get("require_members"), self._fields.require_members) if r)
             if not self._fields.wants_label and "label_json_field" not in options:
                 options.setdefault("label_exts", "")  # labels are not asked for: not needed
         rank, world_size = _rank_and_world(rank, world_size)
@@ -201,6 +226,7 @@ class Loader:
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._seed = seed
         self._urls = urls
+        self.classes = find_classes(urls, classes)
         self._batch = 0      # batches of the current epoch already yielded
         self._resume_at = 0  # first batch of the next iteration
         self._restored = False  # load_state_dict() set _resume_at for its epoch
@@ -208,7 +234,7 @@ class Loader:
         self._max_batches = c_config.get("max_batches", 4)
         self._epoch_samples = info["epoch_samples"]
         self._drop_last = drop_last
-        self._epoch = 0
+        self._epoch = int(options.get("epoch", 0))  # as set_epoch() before the first iteration
         # Held by the one open iterator: the C loader has one epoch in
         # flight, so a second iterator would take every other batch of it.
         self._iterating = threading.Lock()
