@@ -20,8 +20,13 @@ All ranks run the same number of steps, so DDP/FSDP never waits on a rank
 that ran out of data, with no option: the loader sees torch.distributed
 initialised and its ranks agree on every step (the first rank out of
 batches ends the epoch for all). --samples (samples_per_rank = samples //
-world_size) or --index (`stoker index` counts them) fix the steps in advance
-and give len(loader). A checkpoint holding the model, optimizer and the
+world_size) or --index (a dataset index, built at that path on first use)
+fix the steps in advance; len(loader) needs neither (the loader counts the
+shards once and remembers the index for every later process). The number
+of classes is len(loader.classes), the classes.txt that `stoker pack
+--classes` writes beside the shards, as the reference reads dataset.classes.
+--val-data evaluates after each epoch with every validation sample exactly
+once across the ranks (even=False) and one all_reduce of the counts. A checkpoint holding the model, optimizer and the
 loader's state is written every --checkpoint-every steps and at each
 epoch's end; --resume continues mid-epoch with exactly the batches an
 uninterrupted run would have seen, through the usual epoch loop:
@@ -63,9 +68,11 @@ def parse_args():
     ap.add_argument("--batches-per-task", type=int, default=None,
                     help="batches a Dask task makes (default: two shuffle windows' worth)")
     ap.add_argument("--checkpoint-every", type=int, default=1000, help="steps")
+    ap.add_argument("--print-every", type=int, default=100, help="steps")
     ap.add_argument("--max-steps", type=int, default=None,
                     help="stop after this many steps in all (checkpointed), e.g. to test --resume")
-    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--classes", type=int, default=None,
+                    help="number of classes (default: len(loader.classes), else 1000)")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--batch-size", type=int, default=256, help="per rank")
@@ -165,7 +172,10 @@ def main():
                            else args.prometheus_port + rank)
     val = None if args.val_data is None else val_loader(
         args.val_data.split(","), args.image_size, args.batch_size, args.threads)
-    model = torchvision.models.__dict__[args.model](num_classes=args.classes).to(device)
+    num_classes = args.classes or (len(loader.classes) if loader.classes else 1000)
+    model = torchvision.models.__dict__[args.model](num_classes=num_classes).to(device)
+    if rank == 0:
+        print(f"{args.model}, {num_classes} classes, {len(loader)} steps per epoch")
     model = model.to(memory_format=torch.channels_last)
     model = wrap(model, args, device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
@@ -194,6 +204,7 @@ def main():
     writer = tensorboard(args, rank)
     for epoch in range(start_epoch, args.epochs):
         loader.set_epoch(epoch)
+        steps = len(loader)  # as the reference's logger asks on the first step
         model.train()
         waited = 0.0
         seen = 0
@@ -212,6 +223,8 @@ def main():
             opt.step()
             seen += images.shape[0]
             step += 1
+            if rank == 0 and step % args.print_every == 0:
+                print(f"epoch {epoch} [{loader.state_dict()['batch']}/{steps}] loss {loss.item():.3f}")
             if writer is not None and step % 10 == 0:
                 writer.add_scalar("train/loss", loss.item(), step)
                 # images/s, the share of time this loop waited for batches and

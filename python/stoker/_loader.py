@@ -14,7 +14,7 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _metrics, _ranks, _scope
+from . import _cluster, _index, _metrics, _ranks, _scope
 from ._classes import find_classes
 from ._fields import _Fields
 from ._metrics import prometheus_text
@@ -104,7 +104,9 @@ class Loader:
     shards once), so ranks may yield different numbers of batches; sum the
     metrics over ranks after the loop (torch.distributed.all_reduce), with
     no collective inside it. index names a dataset index written by
-    `stoker index` for the same URLs: with it len() is known, ranks get
+    `stoker index` for the same URLs (built there on first use when the
+    file does not exist; len() builds and remembers one itself when no
+    index is given): with it len() is known, ranks get
     equal shares by default, and load_state_dict() resumes by re-reading
     at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
@@ -209,7 +211,10 @@ class Loader:
             # late task, and the loop holds its own few (_cluster.Run).
             c_config = dict(config, max_batches=_cluster.LOCAL_RANGES * batches_per_task +
                             config.get("max_batches", 4))
-        self._c = _CLoader(urls, threads=threads or _default_threads(),
+        threads = threads or _default_threads()
+        if index is not None and not os.path.exists(index):
+            _index.build(os.fspath(index), urls, c_config, threads)  # once; then remembered
+        self._c = _CLoader(urls, threads=threads,
                            batch_allocator=allocator,
                            index_path=None if index is None else os.fspath(index), **c_config)
         info = self._c.info()
@@ -233,6 +238,8 @@ class Loader:
         self._batch_size = batch_size
         self._max_batches = c_config.get("max_batches", 4)
         self._epoch_samples = info["epoch_samples"]
+        self._counting = (c_config, threads, rank, world_size)  # for len() without an index
+        self._lengths = {}  # len() by epoch, from the remembered index
         self._drop_last = drop_last
         self._epoch = int(options.get("epoch", 0))  # as set_epoch() before the first iteration
         # Held by the one open iterator: the C loader has one epoch in
@@ -307,13 +314,36 @@ class Loader:
         self._restored = True
 
     def __len__(self):
+        """Batches of the epoch on this rank. Without samples_per_rank or
+        index= the first call builds the dataset index (a header scan of
+        local shards; a whole read of remote ones) and remembers it in
+        $STOKER_INDEX_DIR or ~/.cache/stoker/index for every later process
+        on these shards and options."""
         n = self._epoch_samples
         if not n:
-            raise TypeError("the number of batches is known only with samples_per_rank or "
-                            "a dataset index (index=)")
+            if self._epoch not in self._lengths:
+                config, threads, rank, world = self._counting
+                path = self._remembered_index(config, threads)
+                self._lengths[self._epoch] = _index.batches(
+                    self._urls, config, path, self._epoch, rank, world, self._batch_size,
+                    self._drop_last, self._agree is not None)
+            return self._lengths[self._epoch]
         if self._drop_last:
             return n // self._batch_size
         return math.ceil(n / self._batch_size)
+
+    def _remembered_index(self, config, threads):
+        if any(_index.remote(u) for u in self._urls):
+            raise TypeError("len() of remote shards needs a dataset index: pass index=PATH "
+                            "(built there once, reading every byte of every shard once, then "
+                            "reused by every process) or samples_per_rank=")
+        try:
+            return _index.ensure(self._urls, config, threads)
+        except (_stoker.Error, OSError) as e:
+            # TypeError, as len() of an object without one: list(loader) goes
+            # on and the iteration reports the bad input itself.
+            raise TypeError(f"len() needs the dataset index, and counting the samples "
+                            f"failed: {e}") from e
 
     def _shape(self, n):
         h, w = self._hw

@@ -85,6 +85,9 @@ PyObject *stk_py_stats_fields(PyObject *module, PyObject *unused);
 /* stoker._stoker.verify(urls, **options) (_verify.c). */
 PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs);
 
+/* stoker._stoker.index_build(path, urls, overwrite=False, **options) (_index.c). */
+PyObject *stk_py_index_build(PyObject *module, PyObject *args, PyObject *kwargs);
+
 /* The loader's log messages, queued from its threads (_log.c):
  * stk_py_log_push is a stk_options.log callback (any thread, no GIL);
  * stk_py_log_take returns and clears them as a list of (level, message)

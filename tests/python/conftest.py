@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections import namedtuple
 from pathlib import Path
 
@@ -48,6 +49,10 @@ TAR_MTIME = 946684800
 # torchrun/Slurm/MPI must not change what the tests see.
 RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
+
+# The indexes len() builds and remembers go to a directory of this run (and
+# its subprocesses), not ~/.cache/stoker.
+os.environ.setdefault("STOKER_INDEX_DIR", tempfile.mkdtemp(prefix="stoker-index-"))
 
 if importlib.util.find_spec("stoker") is None:
     sys.path.insert(0, str(BUILD_DIR / "python"))

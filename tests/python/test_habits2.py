@@ -1,6 +1,7 @@
 """As users write it, round 2 (issue 26): an index found by the files it
 names, not how they were spelled; class names; WebDataset's "jpg;png";
-options that act or are refused; the member a skipped sample lacks."""
+options that act or are refused; the member a skipped sample lacks; len()
+with no prior command, its index built once per dataset."""
 import os
 import subprocess
 
@@ -211,3 +212,69 @@ def test_classes_from_pack_beside_the_shards(tmp_path, dataset, stoker_bin):
     assert stoker.Loader(urls, classes=out / "classes.txt", **SMALL).classes == ["cat", "dog", "emu"]
     (out / "classes.txt").unlink()
     assert stoker.Loader(urls, **SMALL).classes is None
+
+
+LEN_CHILD = r'''
+import json, os, sys, stoker
+loader = stoker.Loader(json.loads(sys.argv[1]), batch_size=8, image_size=16, threads=1)
+print(json.dumps({"len": len(loader), "batches": sum(1 for _ in loader)}))
+'''
+
+
+def index_files(directory):
+    return sorted(p for p in directory.iterdir()) if directory.exists() else []
+
+
+def test_len_builds_the_index_once_per_dataset(uneven_shards, clean_env_factory, tmp_path):
+    """len() on a fresh dataset with no prior command; the second process
+    reuses the first one's index; two processes building at once leave one
+    whole index and agree."""
+    import json
+    import sys
+    where = tmp_path / "indexes"
+    env = clean_env_factory(STOKER_INDEX_DIR=where)
+
+    def start():
+        return subprocess.Popen([sys.executable, "-c", LEN_CHILD, json.dumps(uneven_shards)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)
+
+    def result(proc):
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        return json.loads(out)
+
+    first = result(start())
+    assert first == {"len": 120 // 8, "batches": 120 // 8}
+    made, = index_files(where)
+    stamp = made.stat()
+    assert result(start()) == first
+    again = made.stat()
+    assert (again.st_ino, again.st_mtime_ns) == (stamp.st_ino, stamp.st_mtime_ns)  # reused
+    made.unlink()
+    both = [start(), start()]
+    assert [result(p) for p in both] == [first, first]
+    assert [p.name for p in index_files(where)] == [made.name]  # one, no temporary left
+
+
+def test_len_rebuilds_a_stale_remembered_index(tmp_path, dataset, monkeypatch):
+    from conftest import write_shard
+    monkeypatch.setenv("STOKER_INDEX_DIR", str(tmp_path / "indexes"))
+    shard = tmp_path / "s.tar"
+    write_shard(shard, dataset[:10])
+    assert len(stoker.Loader(str(shard), **SMALL)) == 2
+    write_shard(shard, dataset[:20])
+    assert len(stoker.Loader(str(shard), **SMALL)) == 3
+
+
+def test_index_path_is_built_when_missing(even_shards, tmp_path):
+    path = tmp_path / "sub" / "train.idx"
+    with stoker.Loader(even_shards, index=path, **SMALL) as loader:
+        assert len(loader) == 15
+    assert path.is_file()
+
+
+def test_len_of_remote_shards_says_what_it_costs():
+    loader = stoker.Loader("http://127.0.0.1:9/a.tar", on_error="skip", **SMALL)
+    with pytest.raises(TypeError, match="index=PATH.*every byte"):
+        len(loader)
