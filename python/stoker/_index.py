@@ -3,10 +3,14 @@ builds one on first use and remembers it, once per dataset and options
 (not per process: the next process, rank or run finds the same file), and
 Loader(index=PATH) builds PATH when it does not exist yet.
 
-Building is `stoker index`'s count: local shards are scanned header by
-header, seeking over member data (libarchive's skip, an lseek), so it costs
-a 512-byte read per member; a remote shard has no seek, and its count reads
-every byte of it once. Several processes may build the same index at once:
+Building is `stoker index`'s count, with the loader's own grouping and
+bad-input rules: it reads every shard once, sequentially, without decoding
+(the sample dataset's 173 MB in 8 shards: 0.04 s from the page cache, on 2
+threads), so for remote shards it costs one download of the dataset, which
+is why len() asks for index=PATH there instead of doing it unasked. It does
+not seek over member data: a member's first data block is read to tell a
+stored member from one whose header claims bytes the shard lacks (a hole),
+which the loader refuses. Several processes may build the same index at once:
 each writes a temporary file of its own and publishes it by an atomic
 rename that never replaces (src/base/atomic_file.c); the ones that lose
 find the winner's file and use it."""
