@@ -26,7 +26,7 @@ shards once and remembers the index for every later process). The number
 of classes is len(loader.classes), the classes.txt that `stoker pack
 --classes` writes beside the shards, as the reference reads dataset.classes.
 --val-data evaluates after each epoch with every validation sample exactly
-once across the ranks (even=False) and one all_reduce of the counts. A checkpoint holding the model, optimizer and the
+once across the ranks (uneven=True) and one all_reduce of the counts. A checkpoint holding the model, optimizer and the
 loader's state is written every --checkpoint-every steps and at each
 epoch's end; --resume continues mid-epoch with exactly the batches an
 uninterrupted run would have seen, through the usual epoch loop:
@@ -113,16 +113,16 @@ def wrap(model, args, device):
 def val_loader(urls, image_size, batch_size, threads=None, index=None):
     """The validation set as torchvision's reference evaluates it with
     DistributedSampler(shuffle=False): resize + center crop, and with
-    even=False every sample exactly once across the ranks (each rank reads
+    uneven=True every sample exactly once across the ranks (each rank reads
     its own shards; ranks may take different numbers of batches)."""
     return stoker.Loader(urls, batch_size=batch_size, image_size=image_size, transform="eval",
-                         shuffle=False, even=False, threads=threads, index=index)
+                         shuffle=False, uneven=True, threads=threads, index=index)
 
 
 def evaluate(model, loader, device):
     """Top-1 accuracy over the whole validation set and the number of
     samples it counts. Each rank evaluates the samples its loader gives it
-    (even=False: a different number of batches per rank), so nothing inside
+    (uneven=True: a different number of batches per rank), so nothing inside
     the loop may be a collective: the forward runs on the module DDP wraps
     (DDP's own forward may broadcast buffers), FSDP's parameters are
     gathered once before the loop. The counts are summed over the ranks

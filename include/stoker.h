@@ -436,15 +436,15 @@ struct stk_options {
      * scale. */
     float dct_margin;
 
-    /* 1 (default): with several ranks every rank yields the same number of
+    /* 0 (default): with several ranks every rank yields the same number of
      * samples when the loader can know it (a dataset index gives each rank
      * floor(total / world_size), re-reading or leaving out a few samples).
-     * 0, for evaluation: each rank yields every sample of its own shards
+     * 1, for evaluation: each rank yields every sample of its own shards
      * once and no other, so the ranks together deliver every sample of
-     * the dataset exactly once; ranks then yield different numbers of
-     * batches (no gradient is synchronised in evaluation). samples_per_rank
-     * asks for equal shares and is refused with it. */
-    int even;
+     * the dataset exactly once; ranks then yield uneven numbers of batches
+     * (no gradient is synchronised in evaluation). samples_per_rank asks
+     * for equal shares and is refused with it. */
+    int uneven;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

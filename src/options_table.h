@@ -142,9 +142,9 @@
     X(require_members, STRING, 0, NULL, 0, 0, NULL, "EXTS", \
       "other members every sample must hold, e.g. \"txt,json?\" ('?': optional; " \
       "\"txt;json\": either)") \
-    X(even, BOOL, 0, "1", 0, 1, NULL, NULL, \
-      "equal samples on every rank (an index's equal shares); 0: each rank its own shards " \
-      "once, every sample exactly once across ranks (evaluation)")
+    X(uneven, BOOL, 0, "0", 0, 1, NULL, NULL, \
+      "each rank its own shards once: every sample exactly once across ranks, their batch " \
+      "counts uneven (evaluation; 0: equal samples per rank, an index's equal shares)")
 
 /* Every field of struct stk_stats (all uint64_t), in order: stats() keys,
  * `stoker bench --json` and report() read them through this list.

@@ -27,7 +27,7 @@ STK_EINDEX = -1013  # include/stoker.h
 # bad-input rules); the others (batching, order, speed) leave counts alone.
 _NOT_COUNTING = frozenset((
     "threads", "batch_size", "seed", "shuffle", "rank", "world_size", "epoch", "drop_last",
-    "samples_per_rank", "even", "dtype", "layout", "image_size", "image_height", "image_width",
+    "samples_per_rank", "uneven", "dtype", "layout", "image_size", "image_height", "image_width",
     "mean", "std", "scale_min", "scale_max", "ratio_min", "ratio_max", "flip_probability",
     "full_decode", "dct_margin", "max_batches", "shards_in_flight", "shuffle_buffer",
     "shuffle_buffer_bytes"))
@@ -87,7 +87,7 @@ def ensure(urls, config, threads):
 
 def _probe(config, rank):
     """A loader that only tells rank's own count: no images, no equal shares."""
-    return dict(config, transform="none", even=0, rank=rank, samples_per_rank=0, batch_size=1,
+    return dict(config, transform="none", uneven=1, rank=rank, samples_per_rank=0, batch_size=1,
                 max_batches=1)
 
 

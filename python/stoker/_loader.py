@@ -98,7 +98,7 @@ class Loader:
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
     torch.float32/float16/bfloat16 (normalized with mean/std); layout:
     "nchw" or "nhwc". samples_per_rank makes every rank yield the same
-    number of batches. even=False is for evaluation under DDP, as
+    number of batches. uneven=True is for evaluation under DDP, as
     DistributedSampler(shuffle=False) is: every sample of the dataset is
     delivered exactly once across the ranks (each rank reads its own
     shards once), so ranks may yield different numbers of batches; sum the
@@ -191,9 +191,9 @@ class Loader:
                 options.setdefault("label_exts", "")  # labels are not asked for: not needed
         rank, world_size = _rank_and_world(rank, world_size)
         urls = _as_list(urls)
-        even = options.get("even", True)
-        if not even and cluster is not None:
-            raise OptionError("even=False does not work with cluster= yet: Dask workers make "
+        uneven = options.get("uneven", False)
+        if uneven and cluster is not None:
+            raise OptionError("uneven=True does not work with cluster= yet: Dask workers make "
                               "batch ranges of equal shares")
         allocator = options.pop("batch_allocator", None)
         config = dict(batch_size=batch_size, image_size=image_size, transform=transform,
@@ -246,7 +246,7 @@ class Loader:
         # flight, so a second iterator would take every other batch of it.
         self._iterating = threading.Lock()
         self._agree = None
-        if world_size > 1 and not self._epoch_samples and even:
+        if world_size > 1 and not self._epoch_samples and not uneven:
             # Ranks may hold different numbers of samples: make them agree
             # on each step, or refuse rather than let DDP hang.
             if not _ranks.distributed():

@@ -1,4 +1,4 @@
-"""Exact evaluation under DDP (issue 26 item 1): with even=False two gloo
+"""Exact evaluation under DDP (issue 26 item 1): with uneven=True two gloo
 ranks over shards of 300, 300 and 29 samples see every sample once between
 them, with and without an index, and the example's accuracy (summed over
 the ranks after the loop) equals a single process's."""
@@ -27,7 +27,7 @@ if world > 1:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=world)
 keys = stoker.Loader(shards, batch_size=32, image_size=16, transform="eval", shuffle=False,
-                     even=False, threads=1, index=index, fields=("jpg", "__key__"))
+                     uneven=True, threads=1, index=index, fields=("jpg", "__key__"))
 seen = [k for _, batch_keys in keys for k in batch_keys]
 torch.manual_seed(0)
 model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 3))
@@ -101,5 +101,5 @@ def test_two_ranks_evaluate_every_sample_once(val_shards, stoker_bin, clean_env_
 
 
 def test_even_false_refuses_samples_per_rank(val_shards):
-    with pytest.raises(stoker.OptionError, match="samples_per_rank.*even"):
-        stoker.Loader(val_shards, batch_size=8, image_size=16, even=False, samples_per_rank=10)
+    with pytest.raises(stoker.OptionError, match="samples_per_rank.*uneven"):
+        stoker.Loader(val_shards, batch_size=8, image_size=16, uneven=True, samples_per_rank=10)
