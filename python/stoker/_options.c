@@ -175,6 +175,18 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
     return rc < 0 ? -1 : 0;
 }
 
+int stk_py_set_options(struct stk_options *o, PyObject *keep, PyObject *kwargs)
+{
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kwargs != NULL && PyDict_Next(kwargs, &pos, &key, &value)) {
+        const char *name = PyUnicode_AsUTF8(key);
+        if (name == NULL || stk_py_set_option(o, keep, name, value) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* options() -> the option table as a list of dicts (name, type, default,
  * min, max, bytes, choices, cli, cli_scope, speed_only, accepts, doc): what
  * stoker.Loader's help is made of. */

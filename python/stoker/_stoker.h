@@ -46,6 +46,9 @@ int stk_py_integer(PyObject *value, const char *name, long long min, unsigned lo
  * exception set. */
 int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value);
 
+/* stk_py_set_option for every item of a keyword dict (NULL: none). */
+int stk_py_set_options(struct stk_options *o, PyObject *keep, PyObject *kwargs);
+
 /* stoker._stoker.options(): the option table as a list of dicts. */
 PyObject *stk_py_options(PyObject *module, PyObject *unused);
 

@@ -77,13 +77,10 @@ PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *keep = PyList_New(0);
     if (keep == NULL)
         return NULL;
-    PyObject *key, *value, *out = NULL, *seq = NULL;
-    Py_ssize_t pos = 0, n = 0;
-    while (kwargs != NULL && PyDict_Next(kwargs, &pos, &key, &value)) {
-        const char *name = PyUnicode_AsUTF8(key);
-        if (name == NULL || stk_py_set_option(&o, keep, name, value) < 0)
-            goto done;
-    }
+    PyObject *out = NULL, *seq = NULL;
+    Py_ssize_t n = 0;
+    if (stk_py_set_options(&o, keep, kwargs) < 0)
+        goto done;
     const char **urls = stk_py_urls(urls_arg, &n, &seq);
     if (urls == NULL)
         goto done;

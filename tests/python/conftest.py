@@ -27,7 +27,9 @@ never see a Python-level timeout), and subprocesses get timeouts.
 import faulthandler
 import importlib.util
 import io
+import json
 import os
+import socket
 import subprocess
 import sys
 import tarfile
@@ -81,6 +83,33 @@ def _clean_env(**extra):
                                                        if p])
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(script, world, args, env, timeout=180):
+    """Run `python -c script RANK WORLD PORT *args` once per rank at the same
+    time (a free port for their process group) and return each rank's
+    stdout parsed as JSON, in rank order."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(r), str(world), str(port),
+                               *map(str, args)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+             for r in range(world)]
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            assert p.returncode == 0, stderr
+            out.append(json.loads(stdout))
+    finally:
+        for p in procs:
+            p.kill()
+    return out
 
 
 @pytest.fixture(scope="session")

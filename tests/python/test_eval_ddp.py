@@ -3,15 +3,13 @@ ranks over shards of 300, 300 and 29 samples see every sample once between
 them, with and without an index, and the example's accuracy (summed over
 the ranks after the loop) equals a single process's."""
 import json
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import stoker
-from conftest import Sample, write_shard
+from conftest import Sample, run_ranks, write_shard
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 SIZES = (300, 300, 29)
@@ -39,12 +37,6 @@ print(json.dumps({"keys": seen, "acc1": acc1, "n": n, "batches": len(val) if ind
 '''
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def val_shards(tmp_path_factory, dataset):
     out = tmp_path_factory.mktemp("val")
@@ -60,21 +52,8 @@ def val_shards(tmp_path_factory, dataset):
 
 
 def run(world, shards, index, env):
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-c", RANK, str(r), str(world), str(port),
-                               json.dumps(shards), str(EXAMPLES), index or ""],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-             for r in range(world)]
-    out = []
-    try:
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=RUN_TIMEOUT_S)
-            assert p.returncode == 0, stderr
-            out.append(json.loads(stdout))
-    finally:
-        for p in procs:
-            p.kill()
-    return out
+    return run_ranks(RANK, world, [json.dumps(shards), EXAMPLES, index or ""], env,
+                     RUN_TIMEOUT_S)
 
 
 @pytest.mark.parametrize("with_index", [False, True], ids=["no-index", "index"])
