@@ -15,32 +15,22 @@ PyObject *stk_py_index_build(PyObject *module, PyObject *args, PyObject *kwargs)
     int overwrite = 0;
     if (!PyArg_ParseTuple(args, "sO|p", &path, &urls_arg, &overwrite))
         return NULL;
-    struct stk_options o;
-    stk_options_init(&o);
-    PyObject *keep = PyList_New(0);
-    if (keep == NULL)
-        return NULL;
-    PyObject *out = NULL, *seq = NULL;
-    Py_ssize_t n = 0;
-    if (stk_py_set_options(&o, keep, kwargs) < 0)
-        goto done;
-    const char **urls = stk_py_urls(urls_arg, &n, &seq);
-    if (urls == NULL)
+    struct stk_py_call c;
+    PyObject *out = NULL;
+    if (stk_py_call_init(&c, urls_arg, kwargs) < 0)
         goto done;
     struct stk_stats s;
     char msg[1024];
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = stk_index_build(&o, urls, (size_t)n, path, overwrite ? STK_OUTPUT_OVERWRITE : 0, &s, msg,
-                         sizeof msg);
+    rc = stk_index_build(&c.opts, c.urls, (size_t)c.n, path,
+                         overwrite ? STK_OUTPUT_OVERWRITE : 0, &s, msg, sizeof msg);
     Py_END_ALLOW_THREADS
-    PyMem_Free(urls);
     if (rc < 0)
         stk_py_raise(rc, msg);
     else
         out = PyLong_FromUnsignedLongLong(s.samples);
 done:
-    Py_XDECREF(seq);
-    Py_DECREF(keep);
+    stk_py_call_free(&c);
     return out;
 }
