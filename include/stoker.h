@@ -307,7 +307,12 @@ struct stk_options {
      * one shuffle window instead of the epoch's first part. Read once by
      * stk_loader_create(). The counts are what the loader itself delivers
      * (shards read with the same rules and on_error policy), so they stay
-     * exact for damaged shards too. */
+     * exact for damaged shards too. The index also records each shard's
+     * size and modification time (ETag for http/s3/gs): a local shard that
+     * changed since is refused here, any shard when its source answers,
+     * and a count that the shard does not hold when it ends, all with
+     * STK_EINDEX ("the index is stale for SHARD: run `stoker index`
+     * again"), never skipped as bad input. */
     const char *index_path;
 
     /* Node-local shard cache (default: off). With cache_dir set, remote
@@ -844,6 +849,23 @@ STK_API int stk_index_build_sized(const struct stk_options *opts, const char *co
 #define stk_index_build(opts, patterns, n, path, flags, stats, errbuf, errbuf_size)            \
     stk_index_build_sized((opts), (patterns), (n), (path), (flags), (stats),                   \
                           sizeof(struct stk_stats), (errbuf), (errbuf_size))
+
+/*
+ * Check the dataset index at path against the shards the patterns name, as
+ * stk_loader_create() with opts->index_path = path does before reading
+ * (for a process that receives an index from elsewhere, such as a Dask
+ * worker, before it trusts it): the file is a well-formed index of this
+ * version, holds every shard, counts no shard above
+ * opts->max_samples_per_shard, and every local shard still has the size
+ * and modification time it records. Remote shards are compared (ETag,
+ * size) and every count is checked by the loader as it reads them.
+ * Returns 0, STK_EINDEX (malformed, incomplete or stale; the message names
+ * the shard and says to run `stoker index` again), STK_ENOENT or STK_EIO
+ * (the file), STK_EINVAL (options, patterns) or STK_ENOMEM, with a message
+ * in errbuf. Thread-safe; reads no shard.
+ */
+STK_API int stk_index_check(const struct stk_options *opts, const char *const *patterns,
+                            size_t n, const char *path, char *errbuf, size_t errbuf_size);
 
 /*
  * Read every sample of every shard named by the patterns (expanded as

@@ -300,6 +300,31 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
     return rc;
 }
 
+int stk_index_check(const struct stk_options *caller_opts, const char *const *patterns,
+                    size_t n, const char *path, char *errbuf, size_t errbuf_size)
+{
+    struct stk__err err;
+    stk__err_clear(&err);
+    struct stk__strlist urls = {0}, names = {0};
+    struct stk__dataset_index idx = {0};
+    struct stk_options opts;
+    int rc = stk__options_import(&opts, caller_opts, &err);
+    if (rc == 0)
+        rc = stk__options_check(&opts, &err);
+    if (rc == 0 && path == NULL)
+        rc = stk__errf(&err, STK_EINVAL, "no dataset index to check");
+    if (rc == 0)
+        rc = stk__expand_and_list(&opts, patterns, n, &urls, &names, &err);
+    if (rc == 0)
+        rc = stk__index_load(path, &urls, &names, opts.max_samples_per_shard, &idx, &err);
+    stk__index_free(&idx);
+    stk__strlist_free(&urls);
+    stk__strlist_free(&names);
+    stk__err_ensure(&err, rc);
+    stk__copy_msg(errbuf, errbuf_size, err.msg);
+    return rc;
+}
+
 void stk__index_free(struct stk__dataset_index *idx)
 {
     for (size_t i = 0; idx->offsets != NULL && i < idx->n; i++)

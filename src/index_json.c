@@ -70,7 +70,7 @@ static size_t at(const struct parse *p)
     return p->yajl != NULL ? yajl_get_bytes_consumed(p->yajl) : 0;
 }
 
-/* Stop the parse with STK_EINDEX: "PATH: <what> at byte N". */
+/* Stop the parse with STK_EINDEX: "PATH: <what> (byte N of the dataset index)". */
 static int refuse(struct parse *p, const char *what)
 {
     if (!p->failed)
@@ -417,7 +417,9 @@ static int check_whole(struct parse *p)
     uint64_t sum = 0;
     for (size_t i = 0; i < p->out->n; i++) {
         if (sum + p->out->entries[i].samples < sum)
-            break;
+            return stk__errf(p->err, STK_EINDEX,
+                             "%s: the dataset index counts more than 2^64 samples in all: run "
+                             "`stoker index` again", p->path);
         sum += p->out->entries[i].samples;
     }
     if ((p->seen & (1u << K_SAMPLES)) && sum != p->out->samples)

@@ -5,8 +5,9 @@ Usage: make_corpus.py [--stamp FILE] DIR
 
 Creates DIR/shard/ (inputs of fuzz_shard: one configuration byte, then a
 shard), DIR/urls/ (inputs of fuzz_urls: a brace pattern), DIR/list_xml/
-(inputs of fuzz_list_xml: ListObjectsV2 response pages) and DIR/gzip/
-(inputs of fuzz_gzip). The seeds are
+(inputs of fuzz_list_xml: ListObjectsV2 response pages), DIR/gzip/
+(inputs of fuzz_gzip) and DIR/index/ (inputs of fuzz_index: dataset index
+files). The seeds are
 small and deterministic (no timestamps, no randomness) and are regenerated
 by the build; only inputs that once crashed are committed, in
 tests/fuzz/regressions/. With --stamp, FILE is written last so a build
@@ -491,6 +492,26 @@ LIST_XML_SEEDS = [
 ]
 
 
+_V2 = '{"format": "stoker-index", "version": 2, '
+# Dataset index files (index_json.h): valid ones of each shape, and the
+# refusals an index meets (unknown keys, wrong types, nesting, offsets).
+INDEX_SEEDS = [
+    _V2 + '"samples": 3, "shards": [{"url": "a.tar", "samples": 3, "size": 4096, '
+    '"mtime_ns": 1700000000123456789, "offsets": [0, 1024, 2048]}]}',
+    _V2 + '"samples": 5, "shards": [{"url": "http://h/b.tar.gz", "samples": 5, "size": 99, '
+    '"etag": "\\"abc-1\\""}, {"url": "pipe:cat x", "samples": 0, "offsets": []}]}',
+    _V2 + '"shards": []}',
+    '{"format": "stoker-index", "version": 1, "shards": []}',
+    _V2 + '"shards": [], "junk": [0, 0, 0]}',
+    _V2 + '"shards": [[[[]]]]}',
+    _V2 + '"shards": [{"url": "a", "samples": 2, "size": 1024, "offsets": [0, 1024]}]}',
+    _V2 + '"shards": [{"url": "a", "samples": 1.5}]}',
+    _V2 + '"samples": 18446744073709551615, "shards": [{"url": "a", "samples": '
+    '18446744073709551615}, {"url": "b", "samples": 1}]}',
+    '[' * 64,
+]
+
+
 def main(argv):
     args = argv[1:]
     stamp = None
@@ -501,7 +522,7 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     out = args[0]
-    for sub in ("shard", "urls", "list_xml", "gzip"):
+    for sub in ("shard", "urls", "list_xml", "gzip", "index"):
         path = os.path.join(out, sub)
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -519,6 +540,9 @@ def main(argv):
     for i, page in enumerate(LIST_XML_SEEDS):
         with open(os.path.join(out, "list_xml", "seed%03d" % i), "wb") as f:
             f.write(page.encode())
+    for i, text in enumerate(INDEX_SEEDS):
+        with open(os.path.join(out, "index", "seed%03d" % i), "wb") as f:
+            f.write(text.encode())
     images, sources = write_image_seeds(out)
     if stamp is not None:
         with open(stamp, "w") as f:

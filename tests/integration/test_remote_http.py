@@ -258,6 +258,31 @@ def test_resume_opens_the_shard_at_the_sample_with_a_range_request(run, bench_js
     assert remote["member_bytes"] == local["member_bytes"] and local["samples"] == 12
 
 
+def test_index_records_the_etag_and_a_rewritten_shard_is_stale(run, bench_json, tmp_path):
+    """Over http the index records the shard's size and ETag; a shard
+    rewritten on the server after indexing (same size, new time: nginx's
+    ETag changes) is refused when its server answers, not read with the
+    old counts."""
+    import json
+    root = tmp_path / "www"
+    root.mkdir()
+    shard = write_shard(root / "s-0.tar", make_samples(30))
+    with Nginx(root, tmp_path / "nginx") as server:
+        url = server.url(shard.name)
+        index = tmp_path / "index.json"
+        assert run(["index", "-o", str(index), url]).returncode == 0
+        entry = json.loads(index.read_text())["shards"][0]
+        assert entry["size"] == shard.stat().st_size and entry["etag"].startswith('"')
+        assert "mtime_ns" not in entry
+        assert bench_json(["--index", str(index), url])["samples"] == 30
+        st = shard.stat()
+        os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 10 ** 9))
+        proc = run(["bench", "--index", str(index), url])
+    assert proc.returncode == 1
+    assert f"the index is stale for {url}: run `stoker index` again (its ETag is" \
+        in proc.stderr, proc.stderr
+
+
 # ------------------------------------------------------- sample URLs (__url__)
 
 def secret_url(port, name):

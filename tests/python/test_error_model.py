@@ -12,7 +12,7 @@ import stoker
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from servers import FaultServer  # noqa: E402  (the integration tests' HTTP server)
 
-STK_EINVAL, STK_ENOENT, STK_EBUSY, STK_EHTTP = -22, -2, -1006, -1011
+STK_EINVAL, STK_ENOENT, STK_EBUSY, STK_EHTTP, STK_EINDEX = -22, -2, -1006, -1011, -1013
 DATA_CODES = {-1001, -1002, -1003, -1004, -1008, -1009, -1012}
 
 
@@ -76,6 +76,38 @@ def test_corrupt_data(dataset, write_shard, tmp_path):
     path = write_shard(tmp_path / "corrupt-000000.tar", samples)
     e = caught(lambda: list(eval_loader([path], on_error="fail")), stoker.DataError)
     assert e.code in DATA_CODES and path in str(e) and samples[1].key in str(e), (e.code, str(e))
+
+
+def test_index_errors_are_one_class_with_their_own_wording(even_shards, stoker_bin, tmp_path):
+    """A malformed index, one that lacks a shard and a stale one were
+    DataError or OptionError by case, worded as tar errors: now one code
+    (STK_EINDEX), one class, an index's words."""
+    import json
+    import subprocess
+    path = tmp_path / "index.json"
+    subprocess.run([stoker_bin, "index", "-o", str(path), *even_shards[:2]], check=True,
+                   capture_output=True, timeout=60)
+    good = json.loads(path.read_text())
+    bad = tmp_path / "bad.json"
+    cases = [('{"format": "stoker-index", "version": 2, "shards": [[[[]]]]}', "nested too deep"),
+             ("{not json", "not valid JSON"),
+             (json.dumps(good), "is not in the dataset index")]  # for 3 shards
+    errors = []
+    for content, words in cases:
+        bad.write_text(content)
+        e = caught(lambda: eval_loader(even_shards[:3], index=str(bad)), stoker.Error)
+        assert e.code == STK_EINDEX and words in str(e), (e.code, str(e))
+        errors.append(e)
+    os.utime(even_shards[1], ns=(0, 10 ** 9))  # touched after indexing
+    try:
+        e = caught(lambda: eval_loader(even_shards[:2], index=str(path)), stoker.Error)
+    finally:
+        os.utime(even_shards[1], ns=(good["shards"][1]["mtime_ns"],) * 2)
+    assert e.code == STK_EINDEX
+    assert f"the index is stale for {even_shards[1]}: run `stoker index` again" in str(e)
+    errors.append(e)
+    assert len({type(e) for e in errors}) == 1, [type(e) for e in errors]
+    assert not any("tar shard" in str(e) for e in errors)
 
 
 def test_busy(even_shards):

@@ -14,6 +14,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -413,6 +415,40 @@ static void build_index(char *path)
     assert_int_equal(st.samples, (uint64_t)total_samples);
 }
 
+/* stk_index_check: what a process given an index checks before trusting
+ * it. A shard touched after indexing (another time, same bytes) is stale,
+ * as is a malformed file; the same checks fail a loader's creation. */
+static void test_index_check(void **state)
+{
+    (void)state;
+    char path[128], shard[160], msg[512];
+    build_index(path);
+    struct stk_options o = base_options();
+    const char *urls[] = {pattern};
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), 0);
+    snprintf(shard, sizeof shard, "%s/shard-01.tar", dir);
+    struct stat st;
+    assert_int_equal(stat(shard, &st), 0);
+    struct timespec times[2] = {st.st_atim, {st.st_mtim.tv_sec + 5, st.st_mtim.tv_nsec}};
+    assert_int_equal(utimensat(AT_FDCWD, shard, times, 0), 0);
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), STK_EINDEX);
+    assert_non_null(strstr(msg, "the index is stale for "));
+    assert_non_null(strstr(msg, "shard-01.tar: run `stoker index` again"));
+    stk_loader *l;
+    o.index_path = path;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), STK_EINDEX);
+    times[1] = st.st_mtim;
+    assert_int_equal(utimensat(AT_FDCWD, shard, times, 0), 0);
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), 0);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"format\": \"stoker-index\", \"version\": 2, \"extra\": 1}", f);
+    fclose(f);
+    assert_int_equal(stk_index_check(&o, urls, 1, path, msg, sizeof msg), STK_EINDEX);
+    assert_non_null(strstr(msg, "unknown key \"extra\""));
+    unlink(path);
+}
+
 /* The index is an output like the shards: a link planted at the name it
  * used to be written through (PATH.tmp.PID) is not followed, an existing
  * index is refused before any shard is read, and replaced when asked. */
@@ -712,6 +748,7 @@ int main(void)
         cmocka_unit_test(test_seek_resumes_exactly),
         cmocka_unit_test(test_index_equal_shares),
         cmocka_unit_test(test_index_output),
+        cmocka_unit_test(test_index_check),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_interrupt_wakes_a_waiting_next),
         cmocka_unit_test(test_interrupt_pending_for_the_next_call),
