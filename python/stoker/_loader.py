@@ -53,7 +53,6 @@ def verify(urls, images=True, labels=True, threads=None, **options):
     to check the members a Loader's fields= would need. Same as
     `stoker verify`."""
     _scope.refuse_unused("verify", options, _scope.VERIFY_USES, _scope.VERIFY_WHY)
-    _scope.refuse_unpaired("verify", options)
     if images:
         options["transform"] = "eval"
     if not labels:
@@ -158,16 +157,10 @@ class Loader:
         if transform not in ("train", "eval"):
             raise OptionError(f"transform must be 'train' or 'eval' (for raw samples use "
                               f"stoker.Samples), not {transform!r}")
-        _scope.refuse_unpaired("Loader", options)
-        if transform == "eval":
-            _scope.refuse("Loader(transform='eval')", options, _scope.TRAIN_ONLY,
-                          "it draws no random crop or flip (only transform='train' does)")
-        if batches_per_task is not None and cluster is None:
-            raise OptionError("batches_per_task= sizes the tasks of Dask workers: it needs "
-                              "cluster= too")
-        if prometheus_host != "127.0.0.1" and prometheus_port is None:
-            raise OptionError("prometheus_host= is where the metrics are served: it needs "
-                              "prometheus_port= too")
+        # Options that act only beside another (the train crop under
+        # transform="eval", batches_per_task without cluster=, ...) are
+        # taken: one set of keyword arguments serves both settings of the
+        # other, as scripts toggle it.
         name = _DTYPES.get(dtype, dtype)
         if name not in _TORCH_DTYPES:
             raise OptionError(f"dtype must be one of {', '.join(map(str, _DTYPES))} (or their "

@@ -111,7 +111,6 @@ class Samples(torch.utils.data.IterableDataset):
                  samples_per_rank=None, decode_cls=False, classes=None, **options):
         super().__init__()
         _scope.refuse("Samples", options, _scope.SAMPLES_REFUSES, _scope.SAMPLES_WHY)
-        _scope.refuse_unpaired("Samples", options)
         self._urls = _as_list(urls)
         self.classes = find_classes(self._urls, classes)  # as for stoker.Loader
         self._rank, self._world = _rank_and_world(rank, world_size)

@@ -14,8 +14,6 @@ IMAGE_BATCH = frozenset((
     "dct_margin", "max_image_pixels", "batch_size", "drop_last", "max_batches"))
 # Labels are read into image batches only.
 LABELS = frozenset(("label_exts", "label_json_field"))
-# The train transform's draws: an eval loader has none.
-TRAIN_ONLY = frozenset(("scale_min", "scale_max", "ratio_min", "ratio_max", "flip_probability"))
 
 # stoker.Samples yields every member of every sample as bytes, one epoch
 # per iteration; require_members is checked where images are decoded.
@@ -46,9 +44,3 @@ def refuse_unused(where, given, uses, why):
     table = {o["name"] for o in options()}
     refuse(where, given, table - uses, why)
 
-
-def refuse_unpaired(where, given):
-    """Options that act only beside another one."""
-    if given.get("cache_size") and not given.get("cache_dir"):
-        raise OptionError(f"{where}: cache_size= bounds the node cache, which needs cache_dir= "
-                          "too (without it nothing is cached)")

@@ -126,18 +126,6 @@ def test_samples_refuses_image_options(even_shards):
         stoker.Samples(even_shards, require_members="txt")
 
 
-def test_loader_refuses_options_it_would_ignore(even_shards):
-    cases = [
-        (dict(transform="eval", flip_probability=0.0), "flip_probability"),
-        (dict(batches_per_task=4), "cluster="),
-        (dict(prometheus_host="0.0.0.0"), "prometheus_port="),
-        (dict(cache_size=1 << 20), "cache_dir="),
-    ]
-    for options, named in cases:
-        with pytest.raises(stoker.OptionError, match=named):
-            stoker.Loader(even_shards, **SMALL, **options)
-
-
 def test_loader_epoch_option_acts(even_shards):
     """epoch= was taken and ignored: the first iteration was epoch 0."""
     def first_labels(loader):

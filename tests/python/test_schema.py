@@ -44,9 +44,7 @@ def test_python_takes_and_documents_every_option(even_shards, o):
     name = py_name(o)
     assert f"\n    {name}=" in stoker.Loader.__doc__, name
     value = INIT[name].default if name in INIT else stoker._options_doc._default_value(o)
-    # The train transform's own options are refused by an eval loader.
-    transform = "train" if name in stoker._scope.TRAIN_ONLY else "eval"
-    kw = dict(batch_size=4, image_size=16, transform=transform, rank=0, world_size=1)
+    kw = dict(batch_size=4, image_size=16, transform="eval", rank=0, world_size=1)
     kw[name] = value
     if name in ("rank", "world_size") and value is None:
         del kw["rank"], kw["world_size"]  # both or neither
