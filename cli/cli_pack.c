@@ -42,7 +42,9 @@ static void help(void)
            "and are kept as they are in the keys, whatever the locale.\n\n"
            "options:\n"
            "  --flat                 group files by key instead of by class directory\n"
-           "  --classes FILE         write the class names, one per line in label order\n"
+           "  --classes FILE         write the class names, one per line in label order;\n"
+           "                         as classes.txt beside the shards, stoker.Loader and\n"
+           "                         stoker.Samples read it (their .classes)\n"
            CLI_PROGRESS_HELP
            "  -h, --help             this help\n\n");
     cli_output_help("write the samples in a seeded random order",

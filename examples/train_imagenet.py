@@ -20,8 +20,13 @@ All ranks run the same number of steps, so DDP/FSDP never waits on a rank
 that ran out of data, with no option: the loader sees torch.distributed
 initialised and its ranks agree on every step (the first rank out of
 batches ends the epoch for all). --samples (samples_per_rank = samples //
-world_size) or --index (`stoker index` counts them) fix the steps in advance
-and give len(loader). A checkpoint holding the model, optimizer and the
+world_size) or --index (a dataset index, built at that path on first use)
+fix the steps in advance; len(loader) needs neither (the loader counts the
+shards once and remembers the index for every later process). The number
+of classes is len(loader.classes), the classes.txt that `stoker pack
+--classes` writes beside the shards, as the reference reads dataset.classes.
+--val-data evaluates after each epoch with every validation sample exactly
+once across the ranks (uneven=True) and one all_reduce of the counts. A checkpoint holding the model, optimizer and the
 loader's state is written every --checkpoint-every steps and at each
 epoch's end; --resume continues mid-epoch with exactly the batches an
 uninterrupted run would have seen, through the usual epoch loop:
@@ -34,6 +39,7 @@ the same batches as without them (examples/cluster/ starts such workers
 under Slurm or Kubernetes).
 """
 import argparse
+import contextlib
 import os
 import time
 
@@ -54,14 +60,19 @@ def parse_args():
     ap.add_argument("--samples", type=int, default=None,
                     help="samples in the dataset (optional: fixes the steps per epoch)")
     ap.add_argument("--index", default=None, help="dataset index from `stoker index`")
+    ap.add_argument("--val-data", default=None,
+                    help="validation shard URL pattern(s), comma-separated: evaluated after each "
+                         "epoch, every sample once across the ranks")
     ap.add_argument("--cluster", default=None,
                     help="Dask scheduler address: CPU-only workers decode too (needs --index)")
     ap.add_argument("--batches-per-task", type=int, default=None,
                     help="batches a Dask task makes (default: two shuffle windows' worth)")
     ap.add_argument("--checkpoint-every", type=int, default=1000, help="steps")
+    ap.add_argument("--print-every", type=int, default=100, help="steps")
     ap.add_argument("--max-steps", type=int, default=None,
                     help="stop after this many steps in all (checkpointed), e.g. to test --resume")
-    ap.add_argument("--classes", type=int, default=1000)
+    ap.add_argument("--classes", type=int, default=None,
+                    help="number of classes (default: len(loader.classes), else 1000)")
     ap.add_argument("--model", default="resnet50")
     ap.add_argument("--image-size", type=int, default=224)
     ap.add_argument("--batch-size", type=int, default=256, help="per rank")
@@ -99,6 +110,43 @@ def wrap(model, args, device):
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=None if args.cpu else [device])
 
 
+def val_loader(urls, image_size, batch_size, threads=None, index=None):
+    """The validation set as torchvision's reference evaluates it with
+    DistributedSampler(shuffle=False): resize + center crop, and with
+    uneven=True every sample exactly once across the ranks (each rank reads
+    its own shards; ranks may take different numbers of batches)."""
+    return stoker.Loader(urls, batch_size=batch_size, image_size=image_size, transform="eval",
+                         shuffle=False, uneven=True, threads=threads, index=index)
+
+
+def evaluate(model, loader, device):
+    """Top-1 accuracy over the whole validation set and the number of
+    samples it counts. Each rank evaluates the samples its loader gives it
+    (uneven=True: a different number of batches per rank), so nothing inside
+    the loop may be a collective: the forward runs on the module DDP wraps
+    (DDP's own forward may broadcast buffers), FSDP's parameters are
+    gathered once before the loop. The counts are summed over the ranks
+    after it, in one all_reduce."""
+    module = model.module if isinstance(model, torch.nn.parallel.DistributedDataParallel) else model
+    gathered = contextlib.nullcontext()
+    if type(model).__name__ == "FullyShardedDataParallel":
+        gathered = model.summon_full_params(model)
+    mean = MEAN.view(1, 3, 1, 1).to(device)
+    std = STD.view(1, 3, 1, 1).to(device)
+    counts = torch.zeros(2, dtype=torch.int64, device=device)  # correct, seen
+    model.eval()
+    with gathered, torch.inference_mode():
+        for images, labels in loader:
+            x = ((images.to(device).float() - mean) / std).contiguous(memory_format=torch.channels_last)
+            labels = labels.to(device)
+            counts[0] += (module(x).argmax(1) == labels).sum()
+            counts[1] += labels.numel()
+    if dist.is_initialized():
+        dist.all_reduce(counts)
+    correct, seen = counts.tolist()
+    return correct / max(seen, 1), seen
+
+
 def tensorboard(args, rank):
     if args.logdir is None or rank != 0:
         return None
@@ -122,7 +170,12 @@ def main():
                            drop_last=True, seed=1234,
                            prometheus_port=None if args.prometheus_port is None
                            else args.prometheus_port + rank)
-    model = torchvision.models.__dict__[args.model](num_classes=args.classes).to(device)
+    val = None if args.val_data is None else val_loader(
+        args.val_data.split(","), args.image_size, args.batch_size, args.threads)
+    num_classes = args.classes or (len(loader.classes) if loader.classes else 1000)
+    model = torchvision.models.__dict__[args.model](num_classes=num_classes).to(device)
+    if rank == 0:
+        print(f"{args.model}, {num_classes} classes, {len(loader)} steps per epoch")
     model = model.to(memory_format=torch.channels_last)
     model = wrap(model, args, device)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
@@ -151,6 +204,7 @@ def main():
     writer = tensorboard(args, rank)
     for epoch in range(start_epoch, args.epochs):
         loader.set_epoch(epoch)
+        steps = len(loader)  # as the reference's logger asks on the first step
         model.train()
         waited = 0.0
         seen = 0
@@ -169,6 +223,8 @@ def main():
             opt.step()
             seen += images.shape[0]
             step += 1
+            if rank == 0 and step % args.print_every == 0:
+                print(f"epoch {epoch} [{loader.state_dict()['batch']}/{steps}] loss {loss.item():.3f}")
             if writer is not None and step % 10 == 0:
                 writer.add_scalar("train/loss", loss.item(), step)
                 # images/s, the share of time this loop waited for batches and
@@ -187,8 +243,14 @@ def main():
                   f"{seen * world / elapsed:.0f} images/s, "
                   f"waiting for data {100 * waited / elapsed:.1f}% of the time")
             print(loader.report(), end="")  # input-bound? which stage limits?
+        if val is not None:
+            acc1, seen = evaluate(model, val, device)
+            if rank == 0:
+                print(f"epoch {epoch}: validation accuracy {acc1:.4f} over {seen} samples")
         save(epoch_done=True)
     loader.close()
+    if val is not None:
+        val.close()
     if dist.is_initialized():
         dist.destroy_process_group()
 

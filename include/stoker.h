@@ -442,7 +442,8 @@ struct stk_options {
      * parse as its extension says, is bad input (STK_EMEMBER: the epoch's
      * error, or under STK_ON_ERROR_SKIP a replaced sample, see stk_batch).
      * An extension ending in '?' may be missing, but must parse when
-     * present. How a member parses depends on the last '.'-separated part
+     * present. Alternatives separated by ';' ("jpg;png", as WebDataset
+     * writes them) ask for either: the first one the sample has counts. How a member parses depends on the last '.'-separated part
      * of its extension (WebDataset's decoding rule, so "en.txt" is text):
      *   cls, cls2, class, count, index, inx, id: a decimal integer that
      *       fits int64, blanks around it allowed (as labels);
@@ -539,6 +540,15 @@ struct stk_options {
     /* Read by the Python Loader only: with mixing, yield soft one-hot
      * targets of num_classes classes (default 0: the label pairs). */
     unsigned num_classes;
+    /* 0 (default): with several ranks every rank yields the same number of
+     * samples when the loader can know it (a dataset index gives each rank
+     * floor(total / world_size), re-reading or leaving out a few samples).
+     * 1, for evaluation: each rank yields every sample of its own shards
+     * once and no other, so the ranks together deliver every sample of
+     * the dataset exactly once; ranks then yield uneven numbers of batches
+     * (no gradient is synchronised in evaluation). samples_per_rank asks
+     * for equal shares and is refused with it. */
+    int uneven;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

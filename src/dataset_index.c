@@ -3,6 +3,7 @@
  */
 #include "dataset_index.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,93 @@ static int compare_entries(const void *a, const void *b)
                   ((const struct stk__index_entry *)b)->url);
 }
 
+/* The file a local URL names, as an absolute path without links, "." or
+ * "..", so that an index written with relative paths finds the shards a
+ * loader names by absolute ones and the other way round. A relative URL is
+ * taken from the working directory, else (base_dir not NULL: an index
+ * entry) from the index file's directory. NULL for a remote URL or a file
+ * that does not exist. */
+static char *resolve_local(const char *url, const char *base_dir)
+{
+    if (!stk__source_is_local(url))
+        return NULL;
+    const char *path = strncmp(url, "file://", 7) == 0 ? url + 7 : url;
+    char buf[PATH_MAX], joined[PATH_MAX];
+    if (realpath(path, buf) == NULL &&
+        (base_dir == NULL || path[0] == '/' ||
+         (size_t)snprintf(joined, sizeof joined, "%s/%s", base_dir, path) >= sizeof joined ||
+         realpath(joined, buf) == NULL))
+        return NULL;
+    return stk__strdup(buf);
+}
+
+/* Index entries by the file they name (resolve_local), made when a URL is
+ * not in the index as written. */
+struct file_entry {
+    char *file;
+    size_t k; /* its entry in the index file */
+};
+struct by_file {
+    struct file_entry *items;
+    size_t n;
+};
+
+static int compare_files(const void *a, const void *b)
+{
+    return strcmp(((const struct file_entry *)a)->file, ((const struct file_entry *)b)->file);
+}
+
+static int by_file_make(const char *path, const struct stk__index_file *f, struct by_file *out,
+                        struct stk__err *err)
+{
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL)
+        snprintf(dir, sizeof dir, ".");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    out->items = stk__calloc(f->n + 1, sizeof *out->items);
+    if (out->items == NULL)
+        return stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
+    for (size_t k = 0; k < f->n; k++) {
+        char *file = resolve_local(f->entries[k].url, dir);
+        if (file != NULL)
+            out->items[out->n++] = (struct file_entry){.file = file, .k = k};
+    }
+    if (out->n > 0)
+        qsort(out->items, out->n, sizeof *out->items, compare_files);
+    return 0;
+}
+
+static void by_file_free(struct by_file *b)
+{
+    for (size_t k = 0; k < b->n; k++)
+        stk__free(b->items[k].file);
+    stk__free(b->items);
+}
+
+/* The entry of url: by its name as written, else by the file it names.
+ * NULL when there is none (or *rc < 0: out of memory). */
+static struct stk__index_entry *find_entry(const char *path, struct stk__index_file *f,
+                                           const char *url, struct by_file *b,
+                                           struct stk__err *err, int *rc)
+{
+    struct stk__index_entry key = {.url = (char *)url};
+    struct stk__index_entry *e =
+        f->n > 0 ? bsearch(&key, f->entries, f->n, sizeof *f->entries, compare_entries) : NULL;
+    if (e != NULL || !stk__source_is_local(url))
+        return e;
+    if (b->items == NULL && (*rc = by_file_make(path, f, b, err)) < 0)
+        return NULL;
+    struct file_entry want = {.file = resolve_local(url, NULL)};
+    if (want.file == NULL)
+        return NULL;
+    struct file_entry *found =
+        b->n > 0 ? bsearch(&want, b->items, b->n, sizeof *b->items, compare_files) : NULL;
+    stk__free(want.file);
+    return found == NULL ? NULL : &f->entries[found->k];
+}
+
 int stk__index_load(const char *path, const struct stk__strlist *urls,
                     const struct stk__strlist *names, uint64_t max_samples,
                     struct stk__dataset_index *idx, struct stk__err *err)
@@ -154,6 +242,7 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
     if (f.n > 0)
         qsort(f.entries, f.n, sizeof *f.entries, compare_entries);
     idx->n = urls->count;
+    struct by_file files = {0};
     unsigned char *taken = stk__calloc(f.n + 1, 1); /* entries whose offsets moved to idx */
     if (taken == NULL ||
         (idx->counts = stk__calloc(urls->count + 1, sizeof *idx->counts)) == NULL ||
@@ -161,12 +250,12 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
         (idx->stamps = stk__calloc(urls->count + 1, sizeof *idx->stamps)) == NULL)
         rc = stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
     for (size_t i = 0; rc == 0 && i < urls->count; i++) {
-        struct stk__index_entry key = {.url = urls->items[i]};
-        struct stk__index_entry *e =
-            f.n > 0 ? bsearch(&key, f.entries, f.n, sizeof *f.entries, compare_entries) : NULL;
+        struct stk__index_entry *e = find_entry(path, &f, urls->items[i], &files, err, &rc);
         struct stk__shard_stamp now;
         char why[STK__ERRMSG_MAX / 2];
-        if (e == NULL) {
+        if (rc < 0) {
+            break;
+        } else if (e == NULL) {
             rc = stk__errf(err, STK_EINDEX,
                            "%s: shard %s is not in the dataset index (index the same URLs the "
                            "loader reads)",
@@ -206,6 +295,7 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
     if (rc < 0)
         stk__index_free(idx);
     stk__index_file_free(&f);
+    by_file_free(&files);
     stk__free(taken);
     return rc;
 }

@@ -32,8 +32,11 @@ struct stk__dataset_index {
     struct stk__shard_stamp *stamps; /* as recorded */
 };
 
-/* Read the index at path for the URLs of urls; every URL must be in it,
- * count at most max_samples samples (max_samples_per_shard: a reader
+/* Read the index at path for the URLs of urls; every URL must be in it
+ * (by its name as written or, for a local file, by the file it names: a
+ * relative name in the index is taken from the working directory, else
+ * from the index file's directory, so "a.tar" and "/data/a.tar" are one
+ * shard), count at most max_samples samples (max_samples_per_shard: a reader
  * never gets past it; 0: no limit), and every local shard must still have
  * the stamp it records (else STK_EINDEX: "the index is stale for SHARD:
  * run `stoker index` again"). names: the same URLs redacted

@@ -114,6 +114,11 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
         return rc;
     if ((o->alloc_batch_memory == NULL) != (o->free_batch_memory == NULL))
         return stk__errf(err, STK_EINVAL, "set both alloc_batch_memory and free_batch_memory, or neither");
+    if (o->uneven && o->samples_per_rank != 0)
+        return stk__errf(err, STK_EINVAL,
+                         "samples_per_rank=%llu asks every rank for an equal count, uneven=1 for "
+                         "each rank's own shards once: give one of them",
+                         (unsigned long long)o->samples_per_rank);
     if (o->cache_dir != NULL && o->cache_dir[0] != '\0' && o->cache_size == 0)
         return stk__errf(err, STK_EINVAL, "cache_dir %s needs a cache_size above 0", o->cache_dir);
     return 0;
@@ -132,16 +137,18 @@ static int plan_ranks(stk_loader *l, struct stk__err *err)
     return 0;
 }
 
-/* Load the dataset index. With several ranks and no samples_per_rank, each
- * rank then yields the same share of the dataset, floor(total / world):
- * equal batches per rank without the user counting samples. */
+/* Load the dataset index. With several ranks, no samples_per_rank and
+ * equal shares (uneven=0, the default), each rank then yields the same share of
+ * the dataset, floor(total / world): equal batches per rank without the
+ * user counting samples. uneven=1 (evaluation) keeps each rank to its own
+ * shards, once. */
 static int use_index(stk_loader *l, struct stk__err *err)
 {
     int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names,
                              l->opts.max_samples_per_shard, &l->index, err);
     if (rc < 0)
         return rc;
-    if (l->world_size > 1 && l->opts.samples_per_rank == 0) {
+    if (l->world_size > 1 && l->opts.samples_per_rank == 0 && !l->opts.uneven) {
         uint64_t total = 0;
         for (size_t i = 0; i < l->urls.count; i++)
             total += l->index.counts[i];

@@ -180,7 +180,11 @@
     X(image_width, UINT, 0, "0", 1, 8192, NULL, "N", \
       "output width of a non-square image (0: image_size)") \
     X(require_members, STRING, 0, NULL, 0, 0, NULL, "EXTS", \
-      "other members every sample must hold, e.g. \"txt,json?\" ('?': optional)")
+      "other members every sample must hold, e.g. \"txt,json?\" ('?': optional; " \
+      "\"txt;json\": either)") \
+    X(uneven, BOOL, 0, "0", 0, 1, NULL, NULL, \
+      "each rank its own shards once: every sample exactly once across ranks, their batch " \
+      "counts uneven (evaluation; 0: equal samples per rank, an index's equal shares)")
 
 /* Every field of struct stk_stats (all uint64_t), in order: stats() keys,
  * `stoker bench --json` and report() read them through this list.

@@ -220,10 +220,28 @@ static PyObject *member_value(const struct stk_sample *s, const struct stk_membe
     return v;
 }
 
+/* The sample's member of the first of the ';'-separated extensions of
+ * exts that it has ("jpg;png", as WebDataset writes alternatives), and
+ * *alt its position; NULL when it has none. */
+static const struct stk_member *first_member(const struct stk_sample *s, const char *exts,
+                                             size_t *alt)
+{
+    for (*alt = 0; *exts != '\0'; (*alt)++) {
+        size_t len = strcspn(exts, ";");
+        for (size_t k = 0; k < s->n_members; k++)
+            if (strncmp(s->members[k].ext, exts, len) == 0 && s->members[k].ext[len] == '\0')
+                return &s->members[k];
+        exts += len + (exts[len] == ';');
+    }
+    return NULL;
+}
+
 /* columns(spec, loads) -> one list per (ext, kind) of spec, one value per
  * sample: kind 'k' the key and 'u' the URL (str); else the sample's member
  * of that extension, None where it has none: 'b' bytes, 'i' int, 's' str
- * (UTF-8), 'j' loads(bytes). Only the members asked for are copied. A
+ * (UTF-8), 'j' loads(bytes). An ext "a;b" takes the first of those members
+ * the sample has, parsed by the kind at its position in kind ("sj": a as
+ * str, b as JSON). Only the members asked for are copied. A
  * member that does not parse raises DataError naming the sample. */
 static PyObject *batch_columns(BatchObject *self, PyObject *args)
 {
@@ -247,11 +265,10 @@ static PyObject *batch_columns(BatchObject *self, PyObject *args)
             if (kind == 'k' || kind == 'u') {
                 v = PyUnicode_DecodeFSDefault(kind == 'k' ? s->key : s->url);
             } else {
-                const struct stk_member *m = NULL;
-                for (size_t k = 0; m == NULL && k < s->n_members; k++)
-                    if (strcmp(s->members[k].ext, ext) == 0)
-                        m = &s->members[k];
-                v = m != NULL ? member_value(s, m, kind, loads) : Py_NewRef(Py_None);
+                size_t alt = 0;
+                const struct stk_member *m = first_member(s, ext, &alt);
+                char alt_kind = alt < strlen(kind_text) ? kind_text[alt] : kind;
+                v = m != NULL ? member_value(s, m, alt_kind, loads) : Py_NewRef(Py_None);
             }
             if (v == NULL)
                 Py_CLEAR(col);

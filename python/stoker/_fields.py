@@ -35,10 +35,21 @@ class _Fields:
             ext = (name[:-1] if optional else name).lower()  # stoker lower-cases extensions
             if not ext:
                 raise OptionError(f"fields: {name!r} is an empty name")
-            if ext in seen:
-                raise OptionError(f"fields names {ext!r} twice")
-            seen.add(ext)
-            if ext in _IMAGE_FIELDS and ("image",) not in self.plan:
+            # "jpg;png": the first of these members the sample has, as in WebDataset.
+            alts = ext.split(";")
+            if "" in alts:
+                raise OptionError(f"fields: {name!r} has an empty alternative (write e.g. "
+                                  "'jpg;png': either member)")
+            for alt in alts:
+                if alt in seen:
+                    raise OptionError(f"fields names {alt!r} twice")
+                seen.add(alt)
+            images = [a for a in alts if a in _IMAGE_FIELDS]
+            if images and len(images) != len(alts):
+                raise OptionError(f"fields: {name!r} mixes the image ({', '.join(images)}) with "
+                                  "other members: alternatives of the image must all be images "
+                                  "(jpg, jpeg or png)")
+            if images and ("image",) not in self.plan:
                 if optional:
                     raise OptionError(f"fields: the image {ext!r} cannot be optional ('?'): "
                                      "every sample must have one")
@@ -56,10 +67,10 @@ class _Fields:
                     self.plan.append(("column", len(self.columns)))
                     self.columns.append((ext, _META_FIELDS[ext]))
             else:
-                kind = _KINDS.get(ext.rsplit(".", 1)[-1], "b")
+                kind = "".join(_KINDS.get(a.rsplit(".", 1)[-1], "b") for a in alts)
                 # A required int field has no holes: a tensor; optional ones a list.
-                self.plan.append(("ints" if kind == "i" and not optional else "column",
-                                  len(self.columns)))
+                ints = set(kind) == {"i"} and not optional
+                self.plan.append(("ints" if ints else "column", len(self.columns)))
                 self.columns.append((ext, kind))
                 required.append(ext + "?" * optional)
         if ("image",) not in self.plan:

@@ -14,7 +14,8 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _metrics, _pinned, _ranks
+from . import _cluster, _index, _metrics, _pinned, _ranks, _scope
+from ._classes import find_classes
 from ._fields import _Fields
 from ._metrics import prometheus_text
 from ._options_doc import _options_doc
@@ -51,6 +52,7 @@ def verify(urls, images=True, labels=True, threads=None, **options):
     label_json_field, max_image_pixels, io_*) and require_members="txt,json?"
     to check the members a Loader's fields= would need. Same as
     `stoker verify`."""
+    _scope.refuse_unused("verify", options, _scope.VERIFY_USES, _scope.VERIFY_WHY)
     if images:
         options["transform"] = "eval"
     if not labels:
@@ -86,7 +88,10 @@ class Loader:
     or under on_error="skip" replaced by a copy of its batch's first good
     sample, every field and the key included); a name ending in "?" may be
     missing: None there (an optional int field is then a list, not a
-    tensor). Only the members named are copied; images stay zero-copy.
+    tensor). A name may list alternatives as WebDataset does, "jpg;png" or
+    "txt;json": the first of those members the sample has, each parsed by
+    its own extension. require_members= asks for members beyond fields=
+    (both are required). Only the members named are copied; images stay zero-copy.
 
     transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
     center crop); dtype: torch.uint8 (default; normalize on the GPU),
@@ -94,8 +99,15 @@ class Loader:
     "nchw" or "nhwc". threads: reader and decode threads; threads=None or 0
     (the default) is this rank's share of the cores it may run on (those
     of its CPU affinity over the ranks on this node). samples_per_rank makes every rank yield the same
-    number of batches. index names a dataset index written by
-    `stoker index` for the same URLs: with it len() is known, ranks get
+    number of batches. uneven=True is for evaluation under DDP, as
+    DistributedSampler(shuffle=False) is: every sample of the dataset is
+    delivered exactly once across the ranks (each rank reads its own
+    shards once), so ranks may yield different numbers of batches; sum the
+    metrics over ranks after the loop (torch.distributed.all_reduce), with
+    no collective inside it. index names a dataset index written by
+    `stoker index` for the same URLs (built there on first use when the
+    file does not exist; len() builds and remembers one itself when no
+    index is given): with it len() is known, ranks get
     equal shares by default, and load_state_dict() resumes by re-reading
     at most one shuffle window. pin_memory=True puts the batch ring in CUDA-pinned
     host memory (torch allocates it), so images.cuda(non_blocking=True) is a
@@ -120,6 +132,12 @@ class Loader:
     from every worker. batches_per_task sets a task's size (default: two
     shuffle windows' worth, at least 256 samples).
 
+    classes: the class names, label order (what torchvision's datasets
+    call dataset.classes): a file of one name per line, a sequence of str,
+    or by default the classes.txt beside the first local shard, as `stoker
+    pack --classes DIR/classes.txt` writes it (None when there is none;
+    remote shards: give classes=). The classes attribute holds them.
+
     prometheus_port: serve stats() as Prometheus metrics at
     http://prometheus_host:PORT/metrics (names: docs/metrics.md) until
     close(); 0 takes a free port (the prometheus_port attribute says
@@ -132,7 +150,8 @@ class Loader:
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
-                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
+                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", classes=None,
+                 **options):
         self._c = self._offload = self._prometheus = self._in_flight = None  # for close()
         self._pid = os.getpid()
         if pin_memory and not torch.cuda.is_available():
@@ -144,6 +163,10 @@ class Loader:
         if transform not in ("train", "eval"):
             raise OptionError(f"transform must be 'train' or 'eval' (for raw samples use "
                               f"stoker.Samples), not {transform!r}")
+        # Options that act only beside another (the train crop under
+        # transform="eval", batches_per_task without cluster=, ...) are
+        # taken: one set of keyword arguments serves both settings of the
+        # other, as scripts toggle it.
         name = _DTYPES.get(dtype, dtype)
         if name not in _TORCH_DTYPES:
             raise OptionError(f"dtype must be one of {', '.join(map(str, _DTYPES))} (or their "
@@ -160,11 +183,17 @@ class Loader:
             if cluster is not None:
                 raise OptionError("fields= does not work with cluster= yet: Dask workers send "
                                  "images and labels only")
-            options["require_members"] = self._fields.require_members
+            # The members fields= needs and those the caller asks for besides.
+            options["require_members"] = ",".join(
+                r for r in (options.get("require_members"), self._fields.require_members) if r)
             if not self._fields.wants_label and "label_json_field" not in options:
                 options.setdefault("label_exts", "")  # labels are not asked for: not needed
         rank, world_size = _rank_and_world(rank, world_size)
         urls = _as_list(urls)
+        uneven = options.get("uneven", False)
+        if uneven and cluster is not None:
+            raise OptionError("uneven=True does not work with cluster= yet: Dask workers make "
+                              "batch ranges of equal shares")
         allocator = options.pop("batch_allocator", None)
         config = dict(batch_size=batch_size, image_size=image_size, transform=transform,
                       dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
@@ -181,7 +210,10 @@ class Loader:
             # late task, and the loop holds its own few (_cluster.Run).
             c_config = dict(config, max_batches=_cluster.LOCAL_RANGES * batches_per_task +
                             config.get("max_batches", 4))
-        self._c = _CLoader(urls, threads=threads or _default_threads(),
+        threads = threads or _default_threads()
+        if index is not None and not os.path.exists(index):
+            _index.build(os.fspath(index), urls, c_config, threads)  # once; then remembered
+        self._c = _CLoader(urls, threads=threads,
                            batch_allocator=allocator,
                            index_path=None if index is None else os.fspath(index), **c_config)
         info = self._c.info()
@@ -199,6 +231,7 @@ class Loader:
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._seed = seed
         self._urls = urls
+        self.classes = find_classes(urls, classes)
         self._batch = 0      # batches of the current epoch already yielded
         self._resume_at = 0  # first batch of the next iteration
         self._restored = False  # load_state_dict() set _resume_at for its epoch
@@ -207,13 +240,15 @@ class Loader:
         if allocator is _pinned_buffer:
             self._in_flight = _pinned.InFlight(self._max_batches)
         self._epoch_samples = info["epoch_samples"]
+        self._counting = (c_config, threads, rank, world_size)  # for len() without an index
+        self._lengths = {}  # len() by epoch, from the remembered index
         self._drop_last = drop_last
-        self._epoch = 0
+        self._epoch = int(options.get("epoch", 0))  # as set_epoch() before the first iteration
         # Held by the one open iterator: the C loader has one epoch in
         # flight, so a second iterator would take every other batch of it.
         self._iterating = threading.Lock()
         self._agree = None
-        if world_size > 1 and not self._epoch_samples:
+        if world_size > 1 and not self._epoch_samples and not uneven:
             # Ranks may hold different numbers of samples: make them agree
             # on each step, or refuse rather than let DDP hang.
             if not _ranks.distributed():
@@ -281,13 +316,36 @@ class Loader:
         self._restored = True
 
     def __len__(self):
+        """Batches of the epoch on this rank. Without samples_per_rank or
+        index= the first call builds the dataset index (a header scan of
+        local shards; a whole read of remote ones) and remembers it in
+        $STOKER_INDEX_DIR or ~/.cache/stoker/index for every later process
+        on these shards and options."""
         n = self._epoch_samples
         if not n:
-            raise TypeError("the number of batches is known only with samples_per_rank or "
-                            "a dataset index (index=)")
+            if self._epoch not in self._lengths:
+                config, threads, rank, world = self._counting
+                path = self._remembered_index(config, threads)
+                self._lengths[self._epoch] = _index.batches(
+                    self._urls, config, path, self._epoch, rank, world, self._batch_size,
+                    self._drop_last, self._agree is not None)
+            return self._lengths[self._epoch]
         if self._drop_last:
             return n // self._batch_size
         return math.ceil(n / self._batch_size)
+
+    def _remembered_index(self, config, threads):
+        if any(_index.remote(u) for u in self._urls):
+            raise TypeError("len() of remote shards needs a dataset index: pass index=PATH "
+                            "(built there once, reading every byte of every shard once, then "
+                            "reused by every process) or samples_per_rank=")
+        try:
+            return _index.ensure(self._urls, config, threads)
+        except (_stoker.Error, OSError) as e:
+            # TypeError, as len() of an object without one: list(loader) goes
+            # on and the iteration reports the bad input itself.
+            raise TypeError(f"len() needs the dataset index, and counting the samples "
+                            f"failed: {e}") from e
 
     def _shape(self, n):
         h, w = self._hw

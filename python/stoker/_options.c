@@ -180,6 +180,30 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
     return rc < 0 ? -1 : 0;
 }
 
+int stk_py_call_init(struct stk_py_call *c, PyObject *urls, PyObject *kwargs)
+{
+    *c = (struct stk_py_call){0};
+    stk_options_init(&c->opts);
+    if ((c->keep = PyList_New(0)) == NULL)
+        return -1;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kwargs != NULL && PyDict_Next(kwargs, &pos, &key, &value)) {
+        const char *name = PyUnicode_AsUTF8(key);
+        if (name == NULL || stk_py_set_option(&c->opts, c->keep, name, value) < 0)
+            return -1;
+    }
+    c->urls = stk_py_urls(urls, &c->n, &c->seq);
+    return c->urls == NULL ? -1 : 0;
+}
+
+void stk_py_call_free(struct stk_py_call *c)
+{
+    PyMem_Free(c->urls);
+    Py_XDECREF(c->seq);
+    Py_XDECREF(c->keep);
+}
+
 /* options() -> the option table as a list of dicts (name, type, default,
  * min, max, bytes, choices, cli, cli_scope, speed_only, accepts, doc): what
  * stoker.Loader's help is made of. */

@@ -11,6 +11,8 @@ from ._stoker import DataError, PlanError
 from ._stoker import Loader as _CLoader
 from ._ranks import rank_and_world as _rank_and_world
 from ._urls import _as_list
+from ._classes import find_classes
+from . import _scope
 
 log = logging.getLogger("stoker")
 
@@ -94,6 +96,8 @@ class Samples(torch.utils.data.IterableDataset):
     again if they hold fewer), so with shards of equal size no sample
     repeats while the rank's shards hold enough.
 
+    classes: the class names, as for stoker.Loader (the classes attribute).
+
     Each new iteration of the object is a new epoch (0, 1, 2, ...: a new
     shuffle), whether it is iterated here or by DataLoader workers,
     persistent or not. set_epoch(e) makes the next iteration epoch e (the
@@ -104,9 +108,11 @@ class Samples(torch.utils.data.IterableDataset):
     """
 
     def __init__(self, urls, shuffle=True, seed=0, rank=None, world_size=None, threads=1,
-                 samples_per_rank=None, decode_cls=False, **options):
+                 samples_per_rank=None, decode_cls=False, classes=None, **options):
         super().__init__()
+        _scope.refuse("Samples", options, _scope.SAMPLES_REFUSES, _scope.SAMPLES_WHY)
         self._urls = _as_list(urls)
+        self.classes = find_classes(self._urls, classes)  # as for stoker.Loader
         self._rank, self._world = _rank_and_world(rank, world_size)
         self._options = dict(options, shuffle=int(bool(shuffle)), seed=seed, threads=threads)
         self._per_rank = samples_per_rank or 0

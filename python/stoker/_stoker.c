@@ -3,7 +3,7 @@
  * over include/stoker.h. Its parts, one file each: _errors.c (exceptions),
  * _options.c (keyword options), _loader.c (Loader), _batch.c (Batch and its
  * zero-copy buffer views), _stats.c (counters), _log.c (the loader threads'
- * log), _verify.c (verify) and _writer.c (ShardWriter); _stoker.h declares
+ * log), _verify.c (verify), _index.c (index_build) and _writer.c (ShardWriter); _stoker.h declares
  * what they share.
  */
 #include "_stoker.h"
@@ -20,6 +20,9 @@ static PyMethodDef module_methods[] = {
      "stats() dicts"},
     {"verify", (PyCFunction)(void (*)(void))stk_py_verify, METH_VARARGS | METH_KEYWORDS,
      "verify(urls, **options) -> dict: read every sample once, collect every problem"},
+    {"index_build", (PyCFunction)(void (*)(void))stk_py_index_build, METH_VARARGS | METH_KEYWORDS,
+     "index_build(path, urls, overwrite=False, **options) -> int: write the dataset index of "
+     "the shards to path; the samples counted"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -46,6 +46,20 @@ int stk_py_integer(PyObject *value, const char *name, long long min, unsigned lo
  * exception set. */
 int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, PyObject *value);
 
+/* What a call such as verify(urls, **options) hands the C library: the
+ * options of the keywords and the URLs (a str or a sequence), their
+ * strings kept alive until stk_py_call_free(). */
+struct stk_py_call {
+    struct stk_options opts;
+    const char **urls;
+    Py_ssize_t n;
+    PyObject *keep, *seq;
+};
+
+/* 0, or -1 with an exception set; stk_py_call_free() it either way. */
+int stk_py_call_init(struct stk_py_call *c, PyObject *urls, PyObject *kwargs);
+void stk_py_call_free(struct stk_py_call *c);
+
 /* stoker._stoker.options(): the option table as a list of dicts. */
 PyObject *stk_py_options(PyObject *module, PyObject *unused);
 
@@ -84,6 +98,9 @@ PyObject *stk_py_stats_fields(PyObject *module, PyObject *unused);
 
 /* stoker._stoker.verify(urls, **options) (_verify.c). */
 PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs);
+
+/* stoker._stoker.index_build(path, urls, overwrite=False, **options) (_index.c). */
+PyObject *stk_py_index_build(PyObject *module, PyObject *args, PyObject *kwargs);
 
 /* The loader's log messages, queued from its threads (_log.c):
  * stk_py_log_push is a stk_options.log callback (any thread, no GIL);

@@ -5,7 +5,7 @@ import os
 
 
 def _has_scheme(url):
-    return url.startswith("pipe:") or "://" in url.split("/", 1)[0] + "/"
+    return url.startswith("pipe:") or "://" in url.split("/", 1)[0] + "//"
 
 
 def _expand_glob(url):

@@ -72,29 +72,18 @@ PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *urls_arg;
     if (!PyArg_ParseTuple(args, "O", &urls_arg))
         return NULL;
-    struct stk_options o;
-    stk_options_init(&o);
-    PyObject *keep = PyList_New(0);
-    if (keep == NULL)
-        return NULL;
-    PyObject *key, *value, *out = NULL, *seq = NULL;
-    Py_ssize_t pos = 0, n = 0;
-    while (kwargs != NULL && PyDict_Next(kwargs, &pos, &key, &value)) {
-        const char *name = PyUnicode_AsUTF8(key);
-        if (name == NULL || stk_py_set_option(&o, keep, name, value) < 0)
-            goto done;
-    }
-    const char **urls = stk_py_urls(urls_arg, &n, &seq);
-    if (urls == NULL)
+    struct stk_py_call c;
+    PyObject *out = NULL;
+    if (stk_py_call_init(&c, urls_arg, kwargs) < 0)
         goto done;
     struct problems p = {.mutex = PTHREAD_MUTEX_INITIALIZER};
-    o.log = collect;
-    o.log_data = &p;
+    c.opts.log = collect;
+    c.opts.log_data = &p;
     struct stk_stats s;
     char msg[1024];
     int rc;
     Py_BEGIN_ALLOW_THREADS
-    rc = stk_verify(&o, urls, (size_t)n, &s, msg, sizeof msg);
+    rc = stk_verify(&c.opts, c.urls, (size_t)c.n, &s, msg, sizeof msg);
     Py_END_ALLOW_THREADS
     if (rc < 0)
         stk_py_raise(rc, msg);
@@ -105,9 +94,7 @@ PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs)
     for (size_t i = 0; i < p.count; i++)
         PyMem_RawFree(p.items[i]);
     PyMem_RawFree(p.items);
-    PyMem_Free(urls);
 done:
-    Py_XDECREF(seq);
-    Py_DECREF(keep);
+    stk_py_call_free(&c);
     return out;
 }

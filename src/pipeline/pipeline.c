@@ -841,8 +841,8 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
         *err = b->error;
         return b->error.code;
     }
-    if (good == n)
-        return stk__errf(err, STK_EDECODE, "every image of batch %llu failed; the last: %s",
+    if (good == n) /* nothing to copy: the last sample's own error, naming what it lacks */
+        return stk__errf(err, b->error.code, "every sample of batch %llu is bad; the last: %s",
                          (unsigned long long)b->pub.index, b->error.msg);
     size_t bytes = b->ring->image_bytes, replaced = 0;
     int64_t *labels = (int64_t *)((char *)b->buffer + b->ring->labels_offset);

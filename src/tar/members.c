@@ -11,6 +11,7 @@
 #include "members.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +29,11 @@ int stk__member_rules_init(struct stk__member_rules *r, const char *spec, struct
                              "to %d bytes, each optionally followed by '?'",
                              STK__MAX_REQUIRED_MEMBERS, STK__MEMBER_EXT_MAX - 1);
         memcpy(r->items[r->n].ext, spec, len);
-        r->items[r->n].kind = stk__member_kind(r->items[r->n].ext);
+        const char *ext = r->items[r->n].ext;
+        if (ext[0] == ';' || ext[len - 1] == ';' || strstr(ext, ";;") != NULL)
+            return stk__errf(err, STK_EINVAL,
+                             "require_members: '%s' has an empty alternative (write e.g. "
+                             "\"jpg;png\": either member)", ext);
         r->items[r->n].optional = optional;
         r->n++;
         spec += n + (spec[n] == ',');
@@ -275,22 +280,39 @@ static int json_valid(const uint8_t *p, size_t size)
     }
 }
 
+/* The sample's member of the first of the ';'-separated extensions of
+ * exts that it has (WebDataset's "jpg;png"), or NULL. */
+static const struct stk_member *first_member(const struct stk__sample *s, const char *exts)
+{
+    char one[STK__MEMBER_EXT_MAX];
+    while (*exts != '\0') {
+        size_t len = strcspn(exts, ";");
+        snprintf(one, sizeof one, "%.*s", (int)len, exts);
+        const struct stk_member *m = stk__sample_member(s, one);
+        if (m != NULL)
+            return m;
+        exts += len + (exts[len] == ';');
+    }
+    return NULL;
+}
+
 int stk__members_check(const struct stk__member_rules *r, const struct stk__sample *s,
                        struct stk__err *err)
 {
     char shown[STK__SHOWN_MAX]; /* the key, for messages */
     for (int i = 0; i < r->n; i++) {
         const char *ext = r->items[i].ext;
-        const struct stk_member *m = stk__sample_member(s, ext);
+        const struct stk_member *m = first_member(s, ext);
         if (m == NULL) {
             if (r->items[i].optional)
                 continue;
-            return stk__errf(err, STK_EMEMBER, "%s: sample '%s' has no %s member", s->pub.url,
-                             stk__shown(shown, sizeof shown, s->pub.key), ext);
+            return stk__errf(err, STK_EMEMBER, "%s: sample '%s' has no %s member%s", s->pub.url,
+                             stk__shown(shown, sizeof shown, s->pub.key), ext,
+                             strchr(ext, ';') != NULL ? " (none of these)" : "");
         }
         const char *problem = NULL;
         int64_t v;
-        switch (r->items[i].kind) {
+        switch (stk__member_kind(m->ext)) {
         case STK__MEMBER_INT:
             problem = stk__member_int(m, &v) < 0 ? "is not an integer" : NULL;
             break;

@@ -30,8 +30,7 @@ enum stk__member_kind {
 
 struct stk__member_rules {
     struct {
-        char ext[STK__MEMBER_EXT_MAX];
-        enum stk__member_kind kind;
+        char ext[STK__MEMBER_EXT_MAX]; /* "txt", or alternatives "jpg;png": the first found */
         int optional; /* may be missing ("ext?") */
     } items[STK__MAX_REQUIRED_MEMBERS];
     int n;

@@ -28,10 +28,13 @@ never see a Python-level timeout), and subprocesses get timeouts.
 import faulthandler
 import importlib.util
 import io
+import json
 import os
+import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections import namedtuple
 from pathlib import Path
 
@@ -49,6 +52,10 @@ TAR_MTIME = 946684800
 # torchrun/Slurm/MPI must not change what the tests see.
 RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
+
+# The indexes len() builds and remembers go to a directory of this run (and
+# its subprocesses), not ~/.cache/stoker.
+os.environ.setdefault("STOKER_INDEX_DIR", tempfile.mkdtemp(prefix="stoker-index-"))
 
 if importlib.util.find_spec("stoker") is None:
     sys.path.insert(0, str(BUILD_DIR / "python"))
@@ -77,6 +84,33 @@ def _clean_env(**extra):
                                                        if p])
     env.update({k: str(v) for k, v in extra.items()})
     return env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(script, world, args, env, timeout=180):
+    """Run `python -c script RANK WORLD PORT *args` once per rank at the same
+    time (a free port for their process group) and return each rank's
+    stdout parsed as JSON, in rank order."""
+    port = free_port()
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(r), str(world), str(port),
+                               *map(str, args)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+             for r in range(world)]
+    out = []
+    try:
+        for p in procs:
+            stdout, stderr = p.communicate(timeout=timeout)
+            assert p.returncode == 0, stderr
+            out.append(json.loads(stdout))
+    finally:
+        for p in procs:
+            p.kill()
+    return out
 
 
 @pytest.fixture(scope="session")

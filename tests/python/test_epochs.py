@@ -41,9 +41,11 @@ def test_len_matches_batches_yielded(uneven_shards, samples_per_rank, drop_last)
             assert ld.stats()["samples"] == total * (ep + 1)
 
 
-def test_len_without_samples_per_rank_is_a_type_error(even_shards):
-    with pytest.raises(TypeError):
-        len(train_loader(even_shards))
+def test_len_without_samples_per_rank_counts_the_shards(even_shards):
+    """It was a TypeError: len() now builds and remembers the index itself
+    (test_habits2.py checks that it is built once)."""
+    ld = train_loader(even_shards)
+    assert len(ld) == 120 // 8 == sum(1 for _ in ld)
 
 
 def test_set_epoch_reshuffles_and_reproduces(uneven_shards):

@@ -39,3 +39,23 @@ def test_train_checkpoint_and_resume_mid_epoch(even_shards, stoker_bin, clean_en
     # each epoch ends with the loader's report
     assert len(re.findall(r"^(?:not )?input-bound: the caller waited", rest, re.M)) == 2, rest
     assert rest.count("verdict: ") == 2, rest
+
+
+def test_classes_len_and_validation_as_the_reference(even_shards, uneven_shards,
+                                                     clean_env_factory, tmp_path):
+    """No --classes, --samples or --index: the classes come from classes.txt
+    beside the shards, len() from the loader itself, and --val-data
+    evaluates every validation sample once."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for shard in even_shards:
+        (data / Path(shard).name).symlink_to(shard)
+    (data / "classes.txt").write_text("".join(f"class{i}\n" for i in range(999)))
+    out = train(["--data", ",".join(str(data / Path(s).name) for s in even_shards),
+                 "--val-data", ",".join(uneven_shards), "--model", "resnet18",
+                 "--image-size", "32", "--batch-size", "8", "--epochs", "1", "--cpu",
+                 "--print-every", "5", "--checkpoint", str(tmp_path / "ckpt.pt"),
+                 "--threads", "1"], tmp_path, clean_env_factory())
+    assert "resnet18, 999 classes, 15 steps per epoch" in out, out
+    assert "epoch 0 [5/15]" in out and "epoch 0 [15/15]" in out, out
+    assert re.search(r"epoch 0: validation accuracy \d\.\d{4} over 120 samples", out), out

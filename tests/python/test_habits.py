@@ -6,14 +6,12 @@ shard at construction, and skipped input in the `stoker` logger."""
 import json
 import logging
 import os
-import socket
-import subprocess
-import sys
 
 import pytest
 import torch
 
 import stoker
+from conftest import run_ranks
 
 RUN_TIMEOUT_S = 180
 SMALL = dict(batch_size=8, image_size=16, threads=1)
@@ -38,30 +36,12 @@ print(json.dumps({"steps": steps, "agreements": loader._agree.steps}))
 '''
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.parametrize("world", [2, 3])
 def test_ddp_needs_no_option_for_equal_steps(uneven_shards, clean_env_factory, world):
     """Shards of 3 to 40 samples: without samples_per_rank or an index the
     ranks hold different numbers of batches, and used to hang in DDP."""
-    port = free_port()
-    procs = [subprocess.Popen([sys.executable, "-c", DDP_RANK, str(r), str(world), str(port),
-                               json.dumps(uneven_shards)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=clean_env_factory())
-             for r in range(world)]
-    out = []
-    try:
-        for p in procs:
-            stdout, stderr = p.communicate(timeout=RUN_TIMEOUT_S)
-            assert p.returncode == 0, stderr
-            out.append(json.loads(stdout))
-    finally:
-        for p in procs:
-            p.kill()
+    out = run_ranks(DDP_RANK, world, [json.dumps(uneven_shards)], clean_env_factory(),
+                    RUN_TIMEOUT_S)
     steps = [o["steps"] for o in out]
     assert all(s == steps[0] for s in steps), steps
     assert all(n > 0 for n in steps[0])

@@ -1,0 +1,76 @@
+"""`pip install --no-build-isolation .`, as the README says, on a fresh copy
+of the repository (the files git would check out, no build directory), in a
+fresh venv with the system's packages; and a wheel (`pip wheel`) that a Dask
+worker or GPU host with the same Debian libraries installs with no compiler
+on its PATH. Needs python3-mesonpy and patchelf (tools/install_deps.sh)."""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO
+
+BUILD_TIMEOUT_S = 900  # a whole build of the library and extension, on a loaded machine
+PYTHON = "/usr/bin/python3"
+USE = r'''
+import sys, stoker
+samples = stoker.Samples(sys.argv[1:], shuffle=False)  # the C extension reading the shards
+print(stoker.__file__, sum(1 for _ in samples))
+'''
+
+
+def fresh_copy(dest):
+    """The tracked files (and new ones git would add) of the working tree."""
+    names = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           cwd=REPO, capture_output=True, check=True).stdout.split(b"\0")
+    for name in filter(None, names):
+        source = REPO / os.fsdecode(name)
+        if source.is_file():
+            target = dest / os.fsdecode(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return dest
+
+
+def venv(path):
+    subprocess.run([PYTHON, "-m", "venv", "--system-site-packages", str(path)], check=True,
+                   timeout=120)
+    return path / "bin" / "python"
+
+
+def run(args, **kw):
+    proc = subprocess.run([str(a) for a in args], capture_output=True, text=True, **kw)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    for tool in ("patchelf",):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is missing: run tools/install_deps.sh", pytrace=False)
+    return fresh_copy(tmp_path_factory.mktemp("clone"))
+
+
+def test_pip_install_in_a_fresh_venv(source, tmp_path, dataset):
+    python = venv(tmp_path / "venv")
+    run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "-q", "."],
+        cwd=source, timeout=BUILD_TIMEOUT_S)
+    out = run([python, "-c", USE, *dataset([5, 3])], cwd=tmp_path, timeout=120)
+    assert out.startswith(str(tmp_path / "venv")) and out.split()[-1] == "8", out
+
+
+def test_wheel_installs_without_a_compiler(source, tmp_path, dataset):
+    builder = venv(tmp_path / "builder")
+    run([builder, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q",
+         "-w", tmp_path / "dist", "."], cwd=source, timeout=BUILD_TIMEOUT_S)
+    wheel, = (tmp_path / "dist").glob("stoker-*.whl")
+    python = venv(tmp_path / "host")
+    bare = {"HOME": str(tmp_path), "PATH": "/nonexistent"}  # no cc, gcc, meson or ninja
+    run([python, "-m", "pip", "install", "--no-index", "--no-deps", "-q", wheel], env=bare,
+        timeout=300)
+    out = run([python, "-c", USE, *dataset([5, 3])], cwd=tmp_path, env=bare, timeout=120)
+    assert out.startswith(str(tmp_path / "host")) and out.split()[-1] == "8", out
+    version = run([tmp_path / "host" / "bin" / "stoker", "--version"], env=bare, timeout=60)
+    assert version == "stoker 0.1.0\n"
