@@ -186,9 +186,11 @@ def test_classes_from_pack_beside_the_shards(tmp_path, dataset, stoker_bin):
             (root / name / f"{i}.jpg").write_bytes(dataset[c * 2 + i].jpg)
     out = tmp_path / "shards"
     out.mkdir()
-    subprocess.run([stoker_bin, "pack", "-q", "-o", str(out / "train-%06d.tar"), "--classes",
-                    str(out / "classes.txt"), str(root)], check=True, capture_output=True,
-                   timeout=60)
+    # --sorted: the shard's order is the folder's, so each label can be
+    # checked against the folder it came from
+    subprocess.run([stoker_bin, "pack", "-q", "--sorted", "-o", str(out / "train-%06d.tar"),
+                    "--classes", str(out / "classes.txt"), str(root)], check=True,
+                   capture_output=True, timeout=60)
     urls = str(out / "train-000000.tar")
     with stoker.Loader(urls, shuffle=False, **SMALL) as loader:
         assert loader.classes == ["cat", "dog", "emu"]
