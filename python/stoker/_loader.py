@@ -14,7 +14,7 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _metrics, _ranks
+from . import _cluster, _hook_batches, _metrics, _ranks
 from ._fields import _Fields
 from ._metrics import prometheus_text
 from ._options_doc import _options_doc
@@ -127,8 +127,10 @@ class Loader:
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
-                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", **options):
-        self._c = self._offload = self._prometheus = None  # for close() if this fails
+                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", map=None,
+                 batch_map=None, hook_processes=None, hook_timeout=None, **options):
+        # for close() if this fails
+        self._c = self._offload = self._prometheus = self._hooks = None
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
             warnings.warn("pin_memory=True, but torch finds no CUDA device: batches stay in "
@@ -175,6 +177,16 @@ class Loader:
             # late task, and the loop holds its own few (_cluster.Run).
             c_config = dict(config, max_batches=_cluster.LOCAL_RANGES * batches_per_task +
                             config.get("max_batches", 4))
+        if map is not None or batch_map is not None:
+            if cluster is not None:
+                raise OptionError("map= and batch_map= do not work with cluster= yet: Dask "
+                                  "workers run stoker's own transform only")
+            self._hooks = _hook_batches.make(
+                map, batch_map, hook_processes or threads or _default_threads(), hook_timeout,
+                seed, rank, options.get("on_error") == "skip",
+                config.get("max_batches", 4))
+        elif hook_processes is not None or hook_timeout is not None:
+            raise OptionError("hook_processes= and hook_timeout= need map= or batch_map=")
         self._c = _CLoader(urls, threads=threads or _default_threads(),
                            batch_allocator=allocator,
                            index_path=None if index is None else os.fspath(index), **c_config)
@@ -295,6 +307,16 @@ class Loader:
         return self._images(images, n), torch.frombuffer(labels, dtype=torch.int64).clone()
 
     def _local_batches(self, first):
+        for batch in self._c_batches(first):
+            if self._fields is None:
+                out = self._tensors(batch.images, batch.labels, batch.size)
+            else:
+                out = self._fields.batch(batch, self._images(batch.images, batch.size))
+            del batch  # the tensors keep the buffer alive
+            yield out
+            del out  # hold nothing while fetching the next batch
+
+    def _c_batches(self, first):
         c = self._c
         c.seek(self._epoch, first)
         while True:
@@ -310,13 +332,8 @@ class Loader:
                 self._forward_log()
             if batch is None:
                 break
-            if self._fields is None:
-                out = self._tensors(batch.images, batch.labels, batch.size)
-            else:
-                out = self._fields.batch(batch, self._images(batch.images, batch.size))
-            del batch  # the tensors keep the buffer alive
-            yield out
-            del out  # hold nothing while fetching the next batch
+            yield batch
+            del batch
 
     def __iter__(self):
         if not self._iterating.acquire(blocking=False):
@@ -344,6 +361,10 @@ class Loader:
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
                                self._tensors)
             source = run.batches()
+        elif self._hooks is not None:
+            source = self._hooks.batches(
+                _hook_batches.samples(self._c_batches(first), self._images, self._fields),
+                self._epoch)
         else:
             source = self._local_batches(first)
         agree = self._agree
@@ -378,6 +399,9 @@ class Loader:
         input counts cover every batch delivered, from wherever it came, and
         "cluster" says how many came from where."""
         stats = self._c.stats()
+        if self._hooks is not None:
+            stats["hook_samples_skipped"] = self._hooks.skipped
+            stats["hook_processes_restarted"] = self._hooks.pool.restarts
         if self._offload is not None:
             _cluster.merge_stats(stats, self._offload)
         return stats
@@ -401,6 +425,8 @@ class Loader:
         if self._prometheus is not None:
             self._prometheus.close()
             self._prometheus = None
+        if self._hooks is not None:
+            self._hooks.pool.close()
         if self._c is not None:
             self._c.close()
         if self._offload is not None:
