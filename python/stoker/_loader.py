@@ -182,7 +182,9 @@ class Loader:
                 raise OptionError("map= and batch_map= do not work with cluster= yet: Dask "
                                   "workers run stoker's own transform only")
             self._hooks = _hook_batches.make(
-                map, batch_map, hook_processes or threads or _default_threads(), hook_timeout,
+                map, batch_map,
+                hook_processes if hook_processes is not None else threads or _default_threads(),
+                hook_timeout,
                 seed, rank, options.get("on_error") == "skip",
                 config.get("max_batches", 4))
         elif hook_processes is not None or hook_timeout is not None:
