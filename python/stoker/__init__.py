@@ -23,8 +23,8 @@ from ._metrics import prometheus_text, rates, tensorboard
 from ._samples import Samples
 
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
-           "BusyError", "ClusterError", "HookError", "OptionError", "OptionTypeError", "NotFound", "ReadError",
-           "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version",
+           "BusyError", "ClusterError", "HookError", "OptionError", "OptionTypeError", "NotFound",
+           "ReadError", "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version",
            "rates", "tensorboard", "prometheus_text"]
 
 # Named as the package's own, as before the split: help(), reprs and pickles

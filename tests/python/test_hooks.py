@@ -239,3 +239,30 @@ def test_hook_options_are_checked(even_shards):
         stoker.Loader(even_shards, hook_processes=2, **SMALL)
     with pytest.raises(stoker.OptionTypeError, match="map must be a callable"):
         stoker.Loader(even_shards, map="augment", **SMALL)
+
+
+@pytest.fixture(scope="module")
+def captioned(tmp_path_factory, dataset):
+    from test_fields import write_rows
+    rows = [(s.key, {"jpg": s.jpg, "cls": s.cls, "txt": f"a photo of thing {i}".encode()})
+            for i, s in enumerate(dataset[:40])]
+    out = tmp_path_factory.mktemp("hook-captions")
+    return [write_rows(out / "c-0.tar", rows[:20]), write_rows(out / "c-1.tar", rows[20:])]
+
+
+def test_a_caption_tokenizer_over_fields(captioned):
+    options = dict(SMALL, fields=("jpg", "txt", "__key__"), map=hook_fns.tokenize)
+    with stoker.Loader(captioned, hook_processes=2, **options) as loader:
+        batches = [b for b in loader]
+    with stoker.Loader(captioned, hook_processes=1, threads=1, **options) as loader:
+        again = [b for b in loader]
+    with stoker.Loader(captioned, fields=("jpg", "txt"), **SMALL) as plain:
+        captions = [c for _, txt in plain for c in txt]
+    first = batches[0]
+    assert set(first) == {"image", "tokens", "caption"}
+    assert first["image"].shape == (8, 3, 32, 32) and first["tokens"].shape == (8, 16)
+    assert [c for b in batches for c in b["caption"]] == captions
+    assert first["tokens"][0, :4].tolist() == [sum(w.encode()) % 1000
+                                               for w in first["caption"][0].split()[:4]]
+    for a, b in zip(batches, again):
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["tokens"], b["tokens"])
