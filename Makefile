@@ -5,7 +5,7 @@
 PYTHON ?= /usr/bin/python3
 DATA ?= build-data/sample-data
 
-.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster
+.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster bench-hooks
 
 deps:
 	sh tools/install_deps.sh
@@ -52,6 +52,10 @@ bench-python: build $(DATA)/.complete
 bench-remote: build $(DATA)/.complete
 	$(PYTHON) bench/remote_vs_local.py --pin --threads 1 --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar
 	$(PYTHON) bench/remote_vs_local.py --rounds 5 --samples-per-rank 8000 $(DATA)/train-*.tar
+
+# User hooks: 2 hook processes against 1, and against DataLoader + the same Compose.
+bench-hooks: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/hooks_vs_dataloader.py --rounds 3 $(DATA)/train-00000[0-3].tar
 
 # A trainer on one core alone, then with one Dask worker on another core.
 bench-cluster: build $(DATA)/.complete

@@ -28,17 +28,25 @@ def main(conn):
             fd = reduction.recv_handle(conn)
             inputs = _shm.Arena(fd, message[1])
             continue
-        _, task, which, key, packed = message
-        try:
-            arg = _shm.unpack(packed, inputs, copy=False)
-            result = hooks[which](arg, _rng.seeded(key))
-            if outputs.ensure(_shm.packed_size(result)):
-                conn.send(("arena", outputs.size))
-                reduction.send_handle(conn, outputs.fd, os.getppid())
-            reply = ("ok", task, _shm.pack(result, outputs))
-            conn.send(reply)
-        except Exception as e:  # the hook's own error goes back to the trainer as its cause
-            conn.send(("error", task, _picklable(e), traceback.format_exc()))
+        # A chunk of samples, answered one by one (its results stay in
+        # the arena until the trainer has read them: the next chunk comes
+        # only after).
+        _, calls, packed = message
+        args = _shm.unpack(packed, inputs, copy=False)
+        end = 0
+        for (which, key), arg in zip(calls, args):
+            try:
+                result = hooks[which](arg, _rng.seeded(key))
+                size = _shm.packed_size(result)
+                if end + size > outputs.size:
+                    outputs.ensure(max(size, 2 * outputs.size))
+                    conn.send(("arena", outputs.size))
+                    reduction.send_handle(conn, outputs.fd, os.getppid())
+                    end = 0  # the trainer has copied what the old arena held
+                reply, end = _shm.pack(result, outputs, end)
+                conn.send(("ok", reply))
+            except Exception as e:  # the hook's error goes back to the trainer as its cause
+                conn.send(("error", _picklable(e), traceback.format_exc()))
 
 
 def _picklable(e):

@@ -36,6 +36,7 @@ except ImportError:  # plain pickle: hooks must then be importable module-level 
 
 log = logging.getLogger("stoker")
 MAX_ATTEMPTS = 3  # a sample whose hook kills its process this often is an error
+MAX_CHUNK = 16  # samples sent to a hook process at once
 
 
 class HookError(Error):
@@ -91,8 +92,8 @@ class _Worker:
         self.conn = connection.Connection(ours.detach())
         self.conn.send_bytes(hooks_bytes)
         self.inputs, self.outputs = _shm.Arena(), _shm.Arena()
-        self.task = None
-        self.since = 0.0
+        self.tasks = []  # sent, not answered yet, in order
+        self.since = 0.0  # when it was sent its chunk or last answered
 
     def stop(self):
         self.conn.close()
@@ -143,14 +144,19 @@ class Pool:
 
     def step(self, timeout):
         """Hand queued tasks to idle processes and wait up to `timeout`
-        seconds for one to finish; returns the tasks finished (results
-        copied out of the arenas)."""
+        seconds for results; returns the tasks finished (results copied out
+        of the arenas)."""
         while len(self._workers) < self._n:
             self._workers.append(_Worker(self._bytes))
-        for w in self._workers:
-            if w.task is None and self._queue:
-                self._send(w, self._queue.popleft())
-        busy = [w for w in self._workers if w.task is not None]
+        idle = [w for w in self._workers if not w.tasks]
+        for w in idle:
+            if not self._queue:
+                break
+            # Several samples per message: one wake-up of each side per
+            # chunk, not per sample, which matters on a loaded machine.
+            chunk = min(MAX_CHUNK, -(-len(self._queue) // len(idle)))
+            self._send(w, [self._queue.popleft() for _ in range(min(chunk, len(self._queue)))])
+        busy = [w for w in self._workers if w.tasks]
         if not busy:
             return []
         if self._timeout:
@@ -160,12 +166,16 @@ class Pool:
         finished = []
         for ready in connection.wait(list(waiting), timeout):
             w = waiting[ready]
-            if not self._receive(w, finished):
-                self._died(w, finished)
+            while w.tasks and w.conn.poll():
+                if not self._receive(w, finished):
+                    self._died(w, finished)
+                    break
         now = time.monotonic()
         for w in busy:
-            if w.task is not None and self._timeout and now - w.since >= self._timeout:
-                task = w.task
+            if w.tasks and self._timeout and now - w.since >= self._timeout and w in self._workers:
+                task = w.tasks.pop(0)
+                self._queue.extendleft(reversed(w.tasks))
+                w.tasks = []
                 self._replace(w)
                 task.error = (None, None, f"did not return within hook_timeout="
                               f"{self._timeout:g} s (its process was killed)")
@@ -173,19 +183,20 @@ class Pool:
                 finished.append(task)
         return finished
 
-    def _send(self, w, task):
-        if w.inputs.ensure(_shm.packed_size(task.arg)):
+    def _send(self, w, tasks):
+        args = [t.arg for t in tasks]
+        if w.inputs.ensure(_shm.packed_size(args)):
             w.conn.send(("arena", w.inputs.size))
             reduction.send_handle(w.conn, w.inputs.fd, w.process.pid)
-        packed = _shm.pack(task.arg, w.inputs)
-        w.task, w.since = task, time.monotonic()
+        packed, _ = _shm.pack(args, w.inputs)
+        w.tasks, w.since = tasks, time.monotonic()
         try:
-            w.conn.send(("task", id(task), task.which, task.key, packed))
+            w.conn.send(("task", [(t.which, t.key) for t in tasks], packed))
         except OSError:
             pass  # the process died: the end of its socket says so next
 
     def _receive(self, w, finished):
-        """Read what w sent; False when it is gone."""
+        """Read one message of w; False when it is gone."""
         try:
             message = w.conn.recv()
             while message[0] == "arena":
@@ -194,18 +205,22 @@ class Pool:
                 message = w.conn.recv()
         except (EOFError, OSError):
             return False
-        task = w.task
-        w.task = None
+        task = w.tasks.pop(0)
+        w.since = time.monotonic()  # hook_timeout counts per sample
         if message[0] == "ok":
-            task.result = _shm.unpack(message[2], w.outputs, copy=True)
+            task.result = _shm.unpack(message[1], w.outputs, copy=True)
         else:
-            task.error = (message[2], message[3], None)
+            task.error = (message[1], message[2], None)
         task.done = True
         finished.append(task)
         return True
 
     def _died(self, w, finished):
-        task = w.task
+        """w's process is gone: the sample it was on is charged with it, the
+        rest of its chunk goes back to the queue."""
+        task = w.tasks.pop(0)
+        self._queue.extendleft(reversed(w.tasks))
+        w.tasks = []
         try:
             code = w.process.wait(1)
         except subprocess.TimeoutExpired:
@@ -218,7 +233,7 @@ class Pool:
             task.done = True
             finished.append(task)
         else:
-            log.warning("stoker: a hook process died (exit code %s); its sample is computed "
+            log.warning("stoker: a hook process died (exit code %s); its samples are computed "
                         "again in a new process", code)
             self._queue.appendleft(task)
 

@@ -92,9 +92,10 @@ def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def pack(value, arena):
-    """value with its arrays copied into arena (which must hold packed_size)."""
-    offset = [0]
+def pack(value, arena, start=0):
+    """(value with its arrays copied into arena from byte `start` on, the
+    end of what it took); the arena must hold start + packed_size(value)."""
+    offset = [start]
 
     def walk(v):
         if isinstance(v, (torch.Tensor, numpy.ndarray)):
@@ -114,7 +115,8 @@ def pack(value, arena):
             return {k: walk(x) for k, x in v.items()}
         return v
 
-    return walk(value)
+    packed = walk(value)
+    return packed, offset[0]
 
 
 def unpack(value, arena, copy):
