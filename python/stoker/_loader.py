@@ -115,6 +115,18 @@ class Loader:
     from every worker. batches_per_task sets a task's size (default: two
     shuffle windows' worth, at least 256 samples).
 
+    map: fn(sample, rng) run on every sample after stoker's decode and
+    crop (sample: the crop as a tensor; with fields= a dict of the named
+    fields), in hook_processes processes (default: threads); its results
+    are stacked into the batch in order. batch_map: fn(batch, rng) on each
+    assembled batch. rng.torch / rng.numpy / rng.key are keyed by the
+    sample (by the batch index for batch_map), and the global torch, numpy
+    and random generators are re-seeded from the key before each call, so
+    batches are the same with any number of processes or threads. A hook's
+    failure is a stoker.HookError naming the hook and sample (under
+    on_error="skip" the sample is replaced and counted); hook_timeout=S
+    limits each call. See README "Your own preprocessing: hooks".
+
     prometheus_port: serve stats() as Prometheus metrics at
     http://prometheus_host:PORT/metrics (names: docs/metrics.md) until
     close(); 0 takes a free port (the prometheus_port attribute says
