@@ -26,7 +26,7 @@ from multiprocessing import connection, reduction
 
 import torch
 
-from ._stoker import Error, OptionError, OptionTypeError
+from ._stoker import Error, OptionTypeError
 from . import _shm
 
 try:
