@@ -266,3 +266,18 @@ def test_a_caption_tokenizer_over_fields(captioned):
                                                for w in first["caption"][0].split()[:4]]
     for a, b in zip(batches, again):
         assert torch.equal(a["image"], b["image"]) and torch.equal(a["tokens"], b["tokens"])
+
+
+def test_the_torchvision_example_gives_the_same_batches_with_1_and_3_processes(
+        even_shards, clean_env_factory, tmp_path):
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                           "hooks_torchvision.py")
+    outputs = []
+    for processes in ("1", "3"):
+        proc = subprocess.run([sys.executable, example, *even_shards, "--batches", "2",
+                               "--hook-processes", processes], capture_output=True, text=True,
+                              timeout=180, cwd=tmp_path, env=clean_env_factory())
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout)
+    assert outputs[0] == outputs[1] and outputs[0].count("sha256") == 2
+    assert "images (32, 3, 224, 224) torch.float32, targets (32, 1000)" in outputs[0]
