@@ -74,15 +74,27 @@ def children(pid):
     return out
 
 
+def cpu_s(pids):
+    """User + system CPU seconds of the processes so far."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(") ", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 def timed(batches, pids_of):
     it = iter(batches)
     next(it)
     next(it)
-    n, start = 0, time.perf_counter()
+    pids = pids_of()
+    n, start, cpu = 0, time.perf_counter(), cpu_s(pids)
     for batch in it:
         n += len(batch[0])
     seconds = time.perf_counter() - start
-    return {"images_per_s": n / seconds, "pss_mib": pss_kib(pids_of()) / 1024}
+    return {"images_per_s": n / seconds, "pss_mib": pss_kib(pids) / 1024,
+            "images_per_cpu_s": n / (cpu_s(pids) - cpu)}
 
 
 def child(kind, shards):
@@ -129,9 +141,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cores", default="0,1")
+    parser.add_argument("--only", choices=("python", "blur"), help="one pair of contenders")
     parser.add_argument("shards", nargs="+")
     args = parser.parse_args()
     pairs = [("python-2", "python-1"), ("stoker", "dataloader")]
+    pairs = [p for p in pairs if args.only in (None, "python" if "python-1" in p else "blur")]
     results = {k: [] for pair in pairs for k in pair}
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for r in range(args.rounds):
@@ -147,10 +161,18 @@ def main():
         print(f"  {kind:11s} {statistics.median(x['images_per_s'] for x in runs):8.1f} images/s"
               f"   PSS {statistics.median(x['pss_mib'] for x in runs):7.0f} MiB")
     for a, b, target in (("python-2", "python-1", 1.8), ("stoker", "dataloader", 1.0)):
+        if a not in results:
+            continue
         ratio = statistics.median(x["images_per_s"] / y["images_per_s"]
                                   for x, y in zip(results[a], results[b]))
         verdict = "met" if ratio >= target else "NOT met"
         print(f"  {a} / {b}: {ratio:.2f}x (target >= {target}x: {verdict})")
+    if "stoker" not in results:
+        return
+    cpu = statistics.median(x["images_per_cpu_s"] / y["images_per_cpu_s"]
+                            for x, y in zip(results["stoker"], results["dataloader"]))
+    print(f"  images per CPU second (trainer + hook processes, main + workers): stoker / "
+          f"DataLoader {cpu:.2f}x (less sensitive than images/s to other load on the cores)")
     pss = statistics.median(x["pss_mib"] / y["pss_mib"]
                             for x, y in zip(results["stoker"], results["dataloader"]))
     print(f"  PSS stoker (trainer + hook processes) / DataLoader (main + workers): {pss:.2f}x")
