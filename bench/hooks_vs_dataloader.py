@@ -33,7 +33,7 @@ import sys
 import time
 
 BATCH = 64
-SPIN = 20000
+SPIN = 100000  # about 8 ms a sample on one core: a ColorJitter-sized hook (TRANSFORMS.md 1B)
 
 
 def spin(image, rng):
