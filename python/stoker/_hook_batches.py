@@ -50,20 +50,24 @@ class HookedBatches:
         stop = threading.Event()
         done = object()
 
+        def put(item):
+            """False when the loop has gone (it takes nothing more)."""
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=_STEP_S)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
         def produce():
             try:
                 for batch in self._run(source, epoch, stop):
-                    while not stop.is_set():
-                        try:
-                            out.put((batch, None), timeout=_STEP_S)
-                            break
-                        except queue.Full:
-                            pass
-                    if stop.is_set():
+                    if not put((batch, None)):
                         return
-                out.put((done, None))
+                put((done, None))
             except BaseException as e:  # handed to the loop, raised there
-                out.put((done, e))
+                put((done, e))
 
         thread = threading.Thread(target=produce, name="stoker-hooks", daemon=True)
         thread.start()
