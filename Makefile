@@ -11,7 +11,7 @@ PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster \
 	bench-gpu gpu-pack bench-recipe \
-	bench-shuffle bench-shuffle-sim
+	bench-shuffle bench-shuffle-sim bench-hooks
 
 deps:
 	sh tools/install_deps.sh
@@ -68,6 +68,10 @@ bench-remote: build $(DATA)/.complete
 # Mixup/CutMix, crop 176): stoker against DataLoader(2 workers), pinned.
 bench-recipe: build $(DATA)/.complete
 	PYTHONPATH=build-rel/python $(PYTHON) bench/recipe_vs_torchvision.py --rounds 3 $(DATA)/train-*.tar
+
+# User hooks: 2 hook processes against 1, and against DataLoader + the same Compose.
+bench-hooks: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/hooks_vs_dataloader.py --rounds 3 $(DATA)/train-00000[0-1].tar
 
 # A trainer on one core alone, then with one Dask worker on another core.
 bench-cluster: build $(DATA)/.complete

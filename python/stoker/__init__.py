@@ -17,13 +17,14 @@ from ._stoker import (BusyError, CacheError, DataError, Error, HTTPError, Interr
                       OptionError, OptionTypeError, OutOfMemory, OutputExists, PlanError,
                       ReadError, ShardWriter, version)
 from ._cluster import ClusterError
+from ._hooks import HookError
 from ._loader import Loader, log, verify  # log: the "stoker" logger, as before
 from ._metrics import prometheus_text, rates, tensorboard
 from ._samples import Samples
 
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
-           "BusyError", "ClusterError", "OptionError", "OptionTypeError", "NotFound", "ReadError",
-           "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version",
+           "BusyError", "ClusterError", "HookError", "OptionError", "OptionTypeError", "NotFound",
+           "ReadError", "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version",
            "rates", "tensorboard", "prometheus_text"]
 
 # Named as the package's own, as before the split: help(), reprs and pickles

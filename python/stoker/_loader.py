@@ -14,7 +14,7 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _index, _metrics, _pinned, _ranks, _scope
+from . import _cluster, _hook_batches, _index, _metrics, _pinned, _ranks, _scope
 from ._classes import find_classes
 from ._fields import _Fields
 from ._metrics import prometheus_text
@@ -137,6 +137,17 @@ class Loader:
     or by default the classes.txt beside the first local shard, as `stoker
     pack --classes DIR/classes.txt` writes it (None when there is none;
     remote shards: give classes=). The classes attribute holds them.
+    map: fn(sample, rng) run on every sample after stoker's decode and
+    crop (sample: the crop as a tensor; with fields= a dict of the named
+    fields), in hook_processes processes (default: threads); its results
+    are stacked into the batch in order. batch_map: fn(batch, rng) on each
+    assembled batch. rng.torch / rng.numpy / rng.key are keyed by the
+    sample (by the batch index for batch_map), and the global torch, numpy
+    and random generators are re-seeded from the key before each call, so
+    batches are the same with any number of processes or threads. A hook's
+    failure is a stoker.HookError naming the hook and sample (under
+    on_error="skip" the sample is replaced and counted); hook_timeout=S
+    limits each call. See README "Your own preprocessing: hooks".
 
     prometheus_port: serve stats() as Prometheus metrics at
     http://prometheus_host:PORT/metrics (names: docs/metrics.md) until
@@ -151,8 +162,9 @@ class Loader:
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
                  fields=None, prometheus_port=None, prometheus_host="127.0.0.1", classes=None,
-                 **options):
-        self._c = self._offload = self._prometheus = self._in_flight = None  # for close()
+                 map=None, batch_map=None, hook_processes=None, hook_timeout=None, **options):
+        # for close() if this fails
+        self._c = self._offload = self._prometheus = self._in_flight = self._hooks = None
         self._pid = os.getpid()
         if pin_memory and not torch.cuda.is_available():
             # As torch's DataLoader does: the same script runs on a CPU box.
@@ -211,6 +223,23 @@ class Loader:
             c_config = dict(config, max_batches=_cluster.LOCAL_RANGES * batches_per_task +
                             config.get("max_batches", 4))
         threads = threads or _default_threads()
+        if map is not None or batch_map is not None:
+            if cluster is not None:
+                raise OptionError("map= and batch_map= do not work with cluster= yet: Dask "
+                                  "workers run stoker's own transform only")
+            if options.get("mixup_alpha") or options.get("cutmix_alpha") or options.get("recipe"):
+                raise OptionError("map= sees samples after stoker's own augmentations and "
+                                  "before batches exist: Mixup/CutMix in C (mixup_alpha, "
+                                  "cutmix_alpha, recipe) would mix before the hook; mix in "
+                                  "batch_map= instead")
+            self._hooks = _hook_batches.make(
+                map, batch_map,
+                hook_processes if hook_processes is not None else threads,
+                hook_timeout,
+                seed, rank, options.get("on_error") == "skip",
+                config.get("max_batches", 4))
+        elif hook_processes is not None or hook_timeout is not None:
+            raise OptionError("hook_processes= and hook_timeout= need map= or batch_map=")
         if index is not None and not os.path.exists(index):
             _index.build(os.fspath(index), urls, c_config, threads)  # once; then remembered
         self._c = _CLoader(urls, threads=threads,
@@ -378,6 +407,20 @@ class Loader:
         return soft
 
     def _local_batches(self, first):
+        for batch in self._c_batches(first):
+            if self._fields is None:
+                out = self._tensors(batch.images, batch.labels, batch.size, _mix_of(batch))
+            else:
+                out = self._fields.batch(batch, self._images(batch.images, batch.size))
+            held = batch.images if self._in_flight is not None else None
+            del batch  # the tensors keep the buffer alive
+            yield out
+            del out  # hold nothing while fetching the next batch
+            if held is not None:
+                self._in_flight.asked_next(held)  # until the GPU has copied it
+                del held
+
+    def _c_batches(self, first):
         c = self._c
         c.seek(self._epoch, first)
         while True:
@@ -393,17 +436,8 @@ class Loader:
                 self._forward_log()
             if batch is None:
                 break
-            if self._fields is None:
-                out = self._tensors(batch.images, batch.labels, batch.size, _mix_of(batch))
-            else:
-                out = self._fields.batch(batch, self._images(batch.images, batch.size))
-            held = batch.images if self._in_flight is not None else None
-            del batch  # the tensors keep the buffer alive
-            yield out
-            del out  # hold nothing while fetching the next batch
-            if held is not None:
-                self._in_flight.asked_next(held)  # until the GPU has copied it
-                del held
+            yield batch
+            del batch
 
     def __iter__(self):
         if not self._iterating.acquire(blocking=False):
@@ -440,6 +474,10 @@ class Loader:
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
                                self._tensors)
             source = run.batches()
+        elif self._hooks is not None:
+            source = self._hooks.batches(
+                _hook_batches.samples(self._c_batches(first), self._images, self._fields),
+                self._epoch)
         else:
             source = self._local_batches(first)
         agree = self._agree
@@ -474,6 +512,9 @@ class Loader:
         input counts cover every batch delivered, from wherever it came, and
         "cluster" says how many came from where."""
         stats = self._c.stats()
+        if self._hooks is not None:
+            stats["hook_samples_skipped"] = self._hooks.skipped
+            stats["hook_processes_restarted"] = self._hooks.pool.restarts
         if self._offload is not None:
             _cluster.merge_stats(stats, self._offload)
         return stats
@@ -500,6 +541,8 @@ class Loader:
             self._prometheus = None
         if self._in_flight is not None:
             self._in_flight.drain()
+        if self._hooks is not None:
+            self._hooks.pool.close()
         if self._c is not None:
             self._c.close()
         if self._offload is not None:

@@ -1,0 +1,239 @@
+"""The batches of a Loader with hooks: the C loader's batches, each sample
+through map= in the hook processes, reassembled in order, then batch_map=;
+made by a thread of their own so the hook processes keep working while
+the training loop runs."""
+import collections
+import json
+import logging
+import queue
+import threading
+
+import torch
+
+from . import _rng
+from ._hooks import (HookError, Pool, RemoteTraceback, Task, collate, describe, dumps, hook_name,
+                     signature)
+from ._stoker import OptionError, OptionTypeError
+
+log = logging.getLogger("stoker")
+_STEP_S = 0.1  # how often the thread looks at its stop flag while hooks run
+
+
+class _Job:
+    """One batch on its way through the hooks."""
+
+    def __init__(self, index, tasks, labels, names, direct):
+        self.index, self.tasks, self.labels, self.names = index, tasks, labels, names
+        self.direct = direct  # the batch as it stands when map= is not given
+        self.remaining = len(tasks)
+        self.batch_task = None
+        self.out = None
+        self.ready = False
+
+
+class HookedBatches:
+    """Runs the hooks of one loader; counters survive epochs."""
+
+    def __init__(self, pool, map_fn, batch_fn, seed, rank, skip, depth):
+        self.pool, self.skip, self.depth = pool, skip, depth
+        self.map_name = map_fn and hook_name(map_fn)
+        self.batch_name = batch_fn and hook_name(batch_fn)
+        self.has_map, self.has_batch = map_fn is not None, batch_fn is not None
+        self.seed, self.rank = seed, rank
+        self.spec = None  # signature of map='s result, from the first sample
+        self.skipped = 0
+
+    def batches(self, source, epoch):
+        """Yield the hooked batches of source's (index, samples, labels,
+        names, batch) items, made by a thread; closing the generator stops it."""
+        out = queue.Queue(maxsize=self.depth)
+        stop = threading.Event()
+        done = object()
+
+        def put(item):
+            """False when the loop has gone (it takes nothing more)."""
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=_STEP_S)
+                    return True
+                except queue.Full:
+                    pass
+            return False
+
+        def produce():
+            try:
+                for batch in self._run(source, epoch, stop):
+                    if not put((batch, None)):
+                        return
+                put((done, None))
+            except BaseException as e:  # handed to the loop, raised there
+                put((done, e))
+
+        thread = threading.Thread(target=produce, name="stoker-hooks", daemon=True)
+        thread.start()
+        try:
+            while True:
+                batch, error = out.get()
+                if batch is done:
+                    if error is not None:
+                        raise error
+                    return
+                yield batch
+                del batch
+        finally:
+            stop.set()
+            thread.join()
+            source.close()
+
+    def _run(self, source, epoch, stop):
+        jobs = collections.deque()
+        exhausted = False
+        while not stop.is_set():
+            while not exhausted and len(jobs) < self.depth:
+                item = next(source, None)
+                if item is None:
+                    exhausted = True
+                else:
+                    jobs.append(self._start(epoch, *item))
+            self._advance(jobs, epoch)
+            while jobs and jobs[0].ready:
+                job = jobs.popleft()
+                out = job.out
+                # Its tasks point back at it: break the cycle now, so the C
+                # loader's buffer goes back without waiting for the collector.
+                job.tasks = job.direct = job.batch_task = job.out = None
+                yield out
+                del out, job
+            if exhausted and not jobs:
+                return
+            for task in self.pool.step(_STEP_S):
+                task.arg = None  # drop the view of the C loader's buffer
+                job = task.owner
+                if task is job.batch_task:
+                    if task.error is not None:
+                        raise self._error(task, self.batch_name, f"batch {job.index}")
+                    job.out, job.ready = task.result, True
+                else:
+                    job.remaining -= 1
+
+    def _start(self, epoch, index, samples, labels, names, direct):
+        tasks = []
+        job = _Job(index, tasks, labels, names, direct)
+        if self.has_map:
+            for i, (sample, (url, key)) in enumerate(zip(samples, names)):
+                k = _rng.sample_key(self.seed, epoch, self.rank, index, i, url, key)
+                task = Task("map", k, sample, job)
+                tasks.append(task)
+                self.pool.submit(task)
+            job.remaining = len(tasks)
+        return job
+
+    def _advance(self, jobs, epoch):
+        """Assemble, in order, each batch whose samples are all back."""
+        for job in jobs:
+            if job.remaining:
+                return  # a later batch waits: errors and the spec go in order
+            if job.out is not None or job.batch_task is not None or job.ready:
+                continue
+            batch = self._assemble(job) if self.has_map else job.direct
+            if self.has_batch:
+                k = _rng.batch_key(self.seed, epoch, self.rank, job.index)
+                job.batch_task = Task("batch_map", k, batch, job)
+                self.pool.submit(job.batch_task)
+            else:
+                job.out, job.ready = batch, True
+
+    def _assemble(self, job):
+        results, good = [], None
+        for i, task in enumerate(job.tasks):
+            url, key = job.names[i]
+            if task.error is None:
+                sig = signature(task.result)
+                if self.spec is None:
+                    self.spec = sig
+                elif sig != self.spec:
+                    raise HookError(
+                        f"hook map={self.map_name} returned {describe(sig)} for sample {key!r} of "
+                        f"{url}, but the first sample gave {describe(self.spec)}: every sample "
+                        "must give the same shapes and dtypes to make a batch")
+                if good is None:
+                    good = task.result
+                results.append(task.result)
+                continue
+            error = self._error(task, self.map_name, f"sample {key!r} of {url}")
+            if not self.skip:
+                raise error
+            self.skipped += 1
+            log.warning("%s; skipped (on_error=skip), replaced by its batch's first good sample",
+                        error)
+            results.append(None)
+        if good is None:
+            raise HookError(f"hook map={self.map_name} failed on every sample of batch "
+                            f"{job.index}: nothing to replace them with")
+        results = [good if r is None else r for r in results]
+        out = collate(results)
+        return out if job.labels is None else (out, job.labels)
+
+    @staticmethod
+    def _error(task, name, what):
+        exc, text, reason = task.error
+        which = "map" if task.which == "map" else "batch_map"
+        if reason is not None:
+            return HookError(f"hook {which}={name} on {what} (key {task.key}) {reason}")
+        if exc is None:
+            exc = RemoteTraceback(text)
+        else:
+            exc.__cause__ = RemoteTraceback(text)
+        error = HookError(f"hook {which}={name} failed on {what} (rng key {task.key}): "
+                          f"{type(exc).__name__}: {exc}")
+        error.__cause__ = exc
+        return error
+
+
+def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches):
+    """The HookedBatches of Loader(map=, batch_map=, hook_processes=, hook_timeout=)."""
+    for name, fn in (("map", map_fn), ("batch_map", batch_fn)):
+        if fn is not None and not callable(fn):
+            raise OptionTypeError(f"{name} must be a callable fn(sample, rng), not "
+                                  f"{type(fn).__name__} {fn!r}")
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise OptionError(f"hook_processes must be an int >= 1, not {processes!r}")
+    if timeout is not None and (isinstance(timeout, bool) or
+                                not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise OptionError(f"hook_timeout must be seconds > 0 (or None: no limit), not {timeout!r}")
+    hooks = {k: fn for k, fn in (("map", map_fn), ("batch_map", batch_fn)) if fn is not None}
+    pool = Pool(dumps(hooks), processes, timeout)
+    # Batches in flight: enough to keep every process busy across a batch's
+    # end, fewer than the C loader's buffers (the samples are views of them).
+    depth = max(1, min(2, max_batches - 1))
+    return HookedBatches(pool, map_fn, batch_fn, seed, rank, skip, depth)
+
+
+def samples(c_batches, images_of, fields):
+    """What the hooks get from each C batch: (index, one sample per image,
+    labels or None with fields=, (url, key) per sample, the whole batch)."""
+    spec = (("__url__", "u"), ("__key__", "k"))
+    for batch in c_batches:
+        n = batch.size
+        images = images_of(batch.images, n)
+        urls, keys = batch.columns(spec, json.loads)
+        if fields is None:
+            labels = torch.frombuffer(batch.labels, dtype=torch.int64).clone()
+            whole = (images, labels)
+            each = [images[i] for i in range(n)]
+        else:
+            labels = None
+            whole = fields.batch(batch, images)
+            each = [{name: _pick(value, i) for name, value in zip(fields.names, whole)}
+                    for i in range(n)]
+        index = batch.index
+        del batch
+        yield index, each, labels, list(zip(urls, keys)), whole
+
+
+def _pick(value, i):
+    """Sample i of one field of a batch: an image tensor, a label as int, a value."""
+    item = value[i]
+    if isinstance(item, torch.Tensor) and item.dim() == 0:
+        return item.item()
+    return item

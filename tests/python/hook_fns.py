@@ -1,0 +1,83 @@
+"""Hooks for test_hooks.py: module-level, so hook processes import them by
+name (as plain pickle would); their behaviour depends on the sample's key
+where a test needs one sample to misbehave."""
+import os
+import random
+import time
+
+import numpy
+import torch
+import torchvision.transforms as T
+
+AUGMENT = T.Compose([
+    T.ColorJitter(0.4, 0.4, 0.4, 0.1),
+    T.GaussianBlur(5, sigma=(0.1, 2.0)),
+    T.RandomRotation(15),
+    T.RandomErasing(p=0.5, value=0),
+])
+
+
+def augment(image, rng):
+    """torchvision's classic transforms: they draw from the global torch generator."""
+    return AUGMENT(image)
+
+
+def mixup(batch, rng):
+    images, labels = batch
+    lam = float(rng.numpy.beta(0.4, 0.4))
+    perm = torch.randperm(len(labels), generator=rng.torch)
+    mixed = lam * images.float() + (1 - lam) * images.float()[perm]
+    onehot = torch.nn.functional.one_hot(labels.clamp(min=0), 1000).float()
+    return mixed, lam * onehot + (1 - lam) * onehot[perm]
+
+
+def draws(image, rng):
+    """Every generator a hook may use, side by side."""
+    return torch.tensor([
+        float(torch.rand(1, generator=rng.torch)), float(rng.numpy.random()),
+        float(torch.rand(1)), float(numpy.random.rand()), random.random(),
+        float(image.float().mean())], dtype=torch.float64)
+
+
+def slow_identity(image, rng):
+    time.sleep(0.02)
+    return image + 1
+
+
+def picked(image):
+    """The images a misbehaving hook picks (a hook sees pixels, not keys)."""
+    return int(image.sum()) % 7 == 3
+
+
+def fail_on_picked(image, rng):
+    if picked(image):
+        raise ValueError(f"pixel sum {int(image.sum())} is 3 mod 7")
+    return image
+
+
+def wrong_shape_on_picked(image, rng):
+    if picked(image):
+        return image[:, :-1]
+    return image
+
+
+def hang_on_picked(image, rng):
+    if picked(image):
+        time.sleep(3600)
+    return image
+
+
+def die_on_picked(image, rng):
+    if picked(image):
+        os._exit(9)
+    return image
+
+
+def tokenize(sample, rng):
+    """A caption tokenizer over fields=("jpg", "txt"): bytes of the words,
+    padded to 16, plus the image flipped at random."""
+    ids = [sum(w.encode()) % 1000 for w in sample["txt"].split()][:16]
+    flip = bool(torch.rand(1) < 0.5)
+    image = sample["jpg"].flip(-1) if flip else sample["jpg"]
+    return {"image": image, "tokens": torch.tensor(ids + [0] * (16 - len(ids))),
+            "caption": sample["txt"]}

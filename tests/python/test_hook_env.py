@@ -1,0 +1,24 @@
+"""The environment fingerprint of hook processes: what it holds and the
+message naming a difference (a Dask worker with another one is refused)."""
+import torch
+
+from stoker import _hook_env
+
+
+def test_fingerprint_names_versions_cpu_capability_and_the_hook():
+    mine = _hook_env.fingerprint("abc")
+    assert mine["torch"] == torch.__version__ and mine["hooks"] == "abc"
+    assert mine["cpu_capability"] not in ("", "unknown")  # torch reports it
+    assert _hook_env.compare(mine, _hook_env.fingerprint("abc")) == ""
+
+
+def test_a_difference_is_named_with_both_values():
+    mine = _hook_env.fingerprint("abc")
+    theirs = dict(mine, torch="2.9.0", hooks="def", cpu_capability="AVX512")
+    message = _hook_env.compare(mine, theirs)
+    assert f"torch {torch.__version__} on the trainer, 2.9.0 on the worker" in message
+    assert "hooks abc on the trainer, def on the worker" in message
+    assert "cpu_capability" in message and "AVX512" in message
+    assert "numpy" not in message
+    assert "cv2 absent on the trainer" in _hook_env.compare(dict(mine, cv2=None),
+                                                              dict(mine, cv2="4.6.0"))

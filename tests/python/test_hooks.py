@@ -1,0 +1,297 @@
+"""Loader(map=, batch_map=): user hooks in hook processes.
+
+The promises under test: an epoch is byte-identical whatever the number of
+hook processes and decode threads, and after a resume, because every
+sample's random stream is keyed by its identity; a hook's failure (an
+exception, a wrong shape, a hang, its process killed) is named or repaired;
+closing the loader, Ctrl-C and interpreter exit leave no hook process.
+"""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import torch
+
+import stoker
+import hook_fns
+
+SMALL = dict(batch_size=8, image_size=32, shuffle_buffer=16, seed=5)
+
+
+def epoch(loader):
+    return [tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in b) for b in loader]
+
+
+def same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        for u, v in zip(x, y):
+            assert torch.equal(u, v) if isinstance(u, torch.Tensor) else u == v
+
+
+def gone(pids, within_s):
+    """True when none of pids is alive (or a zombie of ours) within_s from now."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        alive = []
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    if f.read().split(") ")[1][0] != "Z":
+                        alive.append(pid)
+            except FileNotFoundError:
+                pass
+        if not alive:
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.fixture(scope="module")
+def reference(even_shards):
+    """One hook process, one decode thread: the epoch every other run must equal."""
+    with stoker.Loader(even_shards, map=hook_fns.augment, batch_map=hook_fns.mixup,
+                       hook_processes=1, threads=1, **SMALL) as loader:
+        return epoch(loader)
+
+
+@pytest.mark.parametrize("processes,threads", [(2, 2), (3, 1)])
+def test_epoch_is_the_same_whatever_processes_and_threads(even_shards, reference, processes,
+                                                          threads):
+    with stoker.Loader(even_shards, map=hook_fns.augment, batch_map=hook_fns.mixup,
+                       hook_processes=processes, threads=threads, **SMALL) as loader:
+        same(epoch(loader), reference)
+
+
+def test_hooks_change_the_batch_and_follow_the_seed(even_shards, reference):
+    with stoker.Loader(even_shards, threads=1, **SMALL) as plain:
+        plain_epoch = epoch(plain)
+    assert len(plain_epoch) == len(reference) == 15
+    assert reference[0][0].dtype == torch.float32 and reference[0][1].shape == (8, 1000)
+    assert not torch.equal(reference[0][0], plain_epoch[0][0].float())
+    other = dict(SMALL, seed=6)
+    with stoker.Loader(even_shards, map=hook_fns.augment, hook_processes=1, **other) as a, \
+            stoker.Loader(even_shards, **other) as b:
+        hooked, raw = next(iter(a))[0], next(iter(b))[0]
+    assert hooked.shape == raw.shape and not torch.equal(hooked, raw)
+
+
+def test_resume_mid_epoch_gives_the_rest_of_the_epoch(even_shards, reference):
+    with stoker.Loader(even_shards, map=hook_fns.augment, batch_map=hook_fns.mixup,
+                       hook_processes=2, **SMALL) as loader:
+        for i, _ in enumerate(loader):
+            if i == 5:
+                break
+        state = loader.state_dict()
+    with stoker.Loader(even_shards, map=hook_fns.augment, batch_map=hook_fns.mixup,
+                       hook_processes=2, **SMALL) as loader:
+        loader.load_state_dict(state)
+        same(epoch(loader), reference[6:])
+
+
+def test_every_generator_is_keyed_per_sample_and_epoch(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.draws, hook_processes=2, **SMALL) as loader:
+        first, second = torch.cat([b[0] for b in loader]), torch.cat([b[0] for b in loader])
+    with stoker.Loader(even_shards, map=hook_fns.draws, hook_processes=1, **SMALL) as loader:
+        again = torch.cat([b[0] for b in loader])
+    assert torch.equal(first, again)
+    for column in range(5):  # each generator differs from sample to sample and across epochs
+        assert len(set(first[:, column].tolist())) == len(first)
+        assert not torch.equal(first[:, column], second[:, column])
+
+
+def test_hook_exception_names_the_sample_and_hook_with_its_traceback(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.fail_on_picked, hook_processes=2,
+                       **SMALL) as loader:
+        with pytest.raises(stoker.HookError) as info:
+            epoch(loader)
+    message = str(info.value)
+    assert "map=fail_on_picked" in message and "is 3 mod 7" in message
+    assert ".tar" in message and "sample '" in message
+    cause = info.value.__cause__
+    assert isinstance(cause, ValueError)
+    assert "hook_fns.py" in str(cause.__cause__) and "fail_on_picked" in str(cause.__cause__)
+
+
+def test_skip_counts_and_replaces_a_failed_sample(even_shards, caplog):
+    with stoker.Loader(even_shards, map=hook_fns.fail_on_picked, hook_processes=2,
+                       on_error="skip", **SMALL) as loader:
+        batches = epoch(loader)
+        skipped = loader.stats()["hook_samples_skipped"]
+    with stoker.Loader(even_shards, **SMALL) as plain:
+        images = torch.cat([b[0].clone() for b in plain])
+    picked = sum(hook_fns.picked(image) for image in images)
+    assert picked >= 1 and skipped == picked
+    assert sum(len(b[0]) for b in batches) == len(images)  # replaced, not dropped
+    assert not any(hook_fns.picked(image) for b in batches for image in b[0])
+    assert "skipped (on_error=skip)" in caplog.text
+
+
+def test_wrong_shape_names_the_sample_got_and_expected(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.wrong_shape_on_picked, hook_processes=1,
+                       **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=r"returned tensor of shape \[3, 31, 32\] and "
+                           r"dtype torch.uint8 for sample '.*' of .*\.tar, but the first sample "
+                           r"gave tensor of shape \[3, 32, 32\]"):
+            epoch(loader)
+
+
+def test_a_hang_ends_at_hook_timeout(even_shards):
+    started = time.monotonic()
+    with stoker.Loader(even_shards, map=hook_fns.hang_on_picked, hook_processes=2,
+                       hook_timeout=1.5, **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=r"did not return within hook_timeout=1.5 s"):
+            epoch(loader)
+    assert time.monotonic() - started < 30
+
+
+def test_a_killed_hook_process_changes_nothing(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.slow_identity, hook_processes=2,
+                       threads=1, **SMALL) as loader:
+        reference = epoch(loader)
+    with stoker.Loader(even_shards, map=hook_fns.slow_identity, hook_processes=2,
+                       threads=1, **SMALL) as loader:
+        got = []
+        for i, batch in enumerate(loader):
+            got.append(tuple(x.clone() for x in batch))
+            if i == 3:
+                os.kill(loader._hooks.pool.pids()[0], signal.SIGKILL)
+        assert loader.stats()["hook_processes_restarted"] >= 1
+    same(got, reference)
+
+
+def test_a_sample_that_kills_its_process_every_time_is_an_error(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.die_on_picked, hook_processes=2,
+                       **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=r"killed its hook process 3 times"):
+            epoch(loader)
+
+
+def test_close_stops_the_hook_processes_at_once(even_shards):
+    loader = stoker.Loader(even_shards, map=hook_fns.slow_identity, hook_processes=3, **SMALL)
+    it = iter(loader)
+    next(it)
+    pids = loader._hooks.pool.pids()
+    assert len(pids) == 3
+    started = time.monotonic()
+    loader.close()
+    assert gone(pids, 1.0) and time.monotonic() - started < 1.0
+
+
+EXIT_SCRIPT = """
+import os, sys, threading, time
+import stoker
+sys.path.insert(0, {tests!r})
+import hook_fns
+loader = stoker.Loader({shards!r}, map=hook_fns.hang_on_picked, hook_processes=2,
+                       batch_size=8, image_size=32)
+it = iter(loader)
+
+
+def drain():
+    for batch in it:  # a seventh of the images hang: it waits on one of them
+        pass
+
+
+def show_pids():  # the hook processes start with the first samples sent
+    while len(loader._hooks.pool.pids()) < 2:
+        time.sleep(0.02)
+    print(*loader._hooks.pool.pids(), flush=True)
+
+
+if sys.argv[1] == "exit":  # interpreter exit while a hook hangs in another thread
+    threading.Thread(target=drain, daemon=True).start()
+    show_pids()
+    time.sleep(0.5)
+    sys.exit(0)
+threading.Thread(target=show_pids, daemon=True).start()
+drain()  # until Ctrl-C
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "ctrl-c"])
+def test_exit_and_ctrl_c_leave_no_hook_process(even_shards, clean_env_factory, how):
+    script = EXIT_SCRIPT.format(tests=os.path.dirname(__file__), shards=even_shards)
+    proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), how],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env_factory())
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2, proc.stderr.read()
+        if how == "ctrl-c":
+            time.sleep(0.5)
+            started = time.monotonic()
+            proc.send_signal(signal.SIGINT)
+        else:
+            started = time.monotonic()
+        proc.wait(20)
+        assert gone(pids, 1.0), f"hook processes alive {time.monotonic() - started:.1f} s later"
+    finally:
+        proc.kill()
+        proc.wait()
+    if how == "ctrl-c":
+        assert "KeyboardInterrupt" in proc.stderr.read()
+
+
+def test_a_hook_that_cannot_be_pickled_is_refused_at_construction(even_shards):
+    import threading
+    lock = threading.Lock()
+    with pytest.raises(stoker.OptionTypeError, match=r"map=.*cannot be sent to hook processes"):
+        stoker.Loader(even_shards, map=lambda image, rng: (lock, image), **SMALL)
+
+
+def test_hook_options_are_checked(even_shards):
+    with pytest.raises(stoker.OptionError, match="hook_processes must be an int >= 1"):
+        stoker.Loader(even_shards, map=hook_fns.augment, hook_processes=0, **SMALL)
+    with pytest.raises(stoker.OptionError, match="hook_timeout must be seconds > 0"):
+        stoker.Loader(even_shards, map=hook_fns.augment, hook_timeout=-1, **SMALL)
+    with pytest.raises(stoker.OptionError, match="need map= or batch_map="):
+        stoker.Loader(even_shards, hook_processes=2, **SMALL)
+    with pytest.raises(stoker.OptionTypeError, match="map must be a callable"):
+        stoker.Loader(even_shards, map="augment", **SMALL)
+
+
+@pytest.fixture(scope="module")
+def captioned(tmp_path_factory, dataset):
+    from test_fields import write_rows
+    rows = [(s.key, {"jpg": s.jpg, "cls": s.cls, "txt": f"a photo of thing {i}".encode()})
+            for i, s in enumerate(dataset[:40])]
+    out = tmp_path_factory.mktemp("hook-captions")
+    return [write_rows(out / "c-0.tar", rows[:20]), write_rows(out / "c-1.tar", rows[20:])]
+
+
+def test_a_caption_tokenizer_over_fields(captioned):
+    options = dict(SMALL, fields=("jpg", "txt", "__key__"), map=hook_fns.tokenize)
+    with stoker.Loader(captioned, hook_processes=2, **options) as loader:
+        batches = [b for b in loader]
+    with stoker.Loader(captioned, hook_processes=1, threads=1, **options) as loader:
+        again = [b for b in loader]
+    with stoker.Loader(captioned, fields=("jpg", "txt"), **SMALL) as plain:
+        captions = [c for _, txt in plain for c in txt]
+    first = batches[0]
+    assert set(first) == {"image", "tokens", "caption"}
+    assert first["image"].shape == (8, 3, 32, 32) and first["tokens"].shape == (8, 16)
+    assert [c for b in batches for c in b["caption"]] == captions
+    assert first["tokens"][0, :4].tolist() == [sum(w.encode()) % 1000
+                                               for w in first["caption"][0].split()[:4]]
+    for a, b in zip(batches, again):
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["tokens"], b["tokens"])
+
+
+def test_the_torchvision_example_gives_the_same_batches_with_1_and_3_processes(
+        even_shards, clean_env_factory, tmp_path):
+    example = os.path.join(os.path.dirname(__file__), "..", "..", "examples",
+                           "hooks_torchvision.py")
+    outputs = []
+    for processes in ("1", "3"):
+        proc = subprocess.run([sys.executable, example, *even_shards, "--batches", "2",
+                               "--hook-processes", processes], capture_output=True, text=True,
+                              timeout=180, cwd=tmp_path, env=clean_env_factory())
+        assert proc.returncode == 0, proc.stderr
+        outputs.append(proc.stdout)
+    assert outputs[0] == outputs[1] and outputs[0].count("sha256") == 2
+    assert "images (32, 3, 224, 224) torch.float32, targets (32, 1000)" in outputs[0]
