@@ -26,7 +26,7 @@ from multiprocessing import connection, reduction
 
 import torch
 
-from ._stoker import Error, OptionTypeError
+from ._stoker import Error, OptionTypeError, ReadError
 from . import _shm
 
 try:
@@ -42,7 +42,10 @@ MAX_CHUNK = 16  # samples sent to a hook process at once
 class HookError(Error):
     """A user hook (map= or batch_map=) failed on a sample or a batch: the
     message names the hook and the sample (shard URL and key); the hook's
-    own exception, with its traceback, is the __cause__."""
+    own exception, with its traceback, is the __cause__. Its code is
+    ReadError's (STK_EIO): the sample could not be made."""
+
+    code = ReadError.code
 
 
 class RemoteTraceback(Exception):

@@ -181,7 +181,7 @@ class Loader:
         # other, as scripts toggle it.
         name = _DTYPES.get(dtype, dtype)
         if name not in _TORCH_DTYPES:
-            raise OptionError(f"dtype must be one of {', '.join(map(str, _DTYPES))} (or their "
+            raise OptionError(f"dtype must be one of {', '.join(str(t) for t in _DTYPES)} (or their "
                               f"names {', '.join(_TORCH_DTYPES)}), not {dtype!r}")
         self._dtype = _TORCH_DTYPES[name]
         self._layout = layout
