@@ -21,11 +21,10 @@ that directory itself. Every data file is generated in pytest's tmp dirs:
   clean_env_factory  environments for subprocesses (no launcher rank
                   variables, PYTHONPATH reaching the stoker under test).
 
-No test may hang: an autouse watchdog dumps every thread's stack and ends the
-run if one test takes longer than WATCHDOG_S (a thread blocked in C would
-never see a Python-level timeout), and subprocesses get timeouts.
+No test may hang: the watchdog plugin (watchdog.py) names a test that runs
+too long, dumps every thread's stack where the terminal sees it and ends the
+run; subprocesses get timeouts.
 """
-import faulthandler
 import importlib.util
 import io
 import json
@@ -39,12 +38,12 @@ from collections import namedtuple
 from pathlib import Path
 
 import pytest
+from watchdog import _watchdog  # noqa: F401  (an autouse fixture: importing registers it)
 
 REPO = Path(__file__).resolve().parents[2]
 BUILD_DIR = Path(os.environ.get("STOKER_BUILD_DIR", REPO / "build-rel"))
 PHOTO_CACHE = REPO / "build-data" / "photos-cache"
 DATASET_TIMEOUT_S = 600  # the first run may download the photo packages
-WATCHDOG_S = 240
 UNEVEN_SIZES = (3, 17, 5, 40, 9, 26, 20)
 TAR_MTIME = 946684800
 
@@ -61,13 +60,6 @@ if importlib.util.find_spec("stoker") is None:
     sys.path.insert(0, str(BUILD_DIR / "python"))
 
 Sample = namedtuple("Sample", "key url jpg cls label")
-
-
-@pytest.fixture(autouse=True)
-def _watchdog():
-    faulthandler.dump_traceback_later(WATCHDOG_S, exit=True)
-    yield
-    faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(autouse=True)
