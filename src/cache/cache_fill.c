@@ -32,7 +32,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -76,15 +75,6 @@ struct fill {
     enum fill_state state;
     struct stk__err fill_err; /* why it failed, before state becomes FAILED */
 };
-
-/* Sleep ms (the test hook), returning early once the fill is cancelled. */
-static void sleep_unless_cancelled(struct fill *f, unsigned ms)
-{
-    for (unsigned slept = 0; slept < ms && !atomic_load(&f->cancel); slept += 10) {
-        struct timespec ts = {0, 10 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-}
 
 /* Append n bytes of f->buf at offset written, reserving room first. */
 static int append(struct fill *f, uint64_t written, size_t n, struct stk__err *err)
@@ -145,7 +135,7 @@ static void *filler_main(void *arg)
     uint64_t written = 0;
     int rc = 0, abandoned = 0;
     if (f->c->fill_delay_ms)
-        sleep_unless_cancelled(f, f->c->fill_delay_ms);
+        (void)stk__sleep_unless(&f->cancel, f->c->fill_delay_ms);
     for (;;) {
         if (atomic_load(&f->cancel)) {
             abandoned = 1;
