@@ -1,5 +1,5 @@
 /*
- * _loader.c - _stoker.Loader, a thin layer over stk_loader: next() releases
+ * _loader.c - _stoker.Loader, stk_loader for Python: next() releases
  * the GIL while it waits and returns a Batch, or None at the end of the
  * epoch; batch_allocator= supplies the batch memory from Python.
  */

@@ -1,6 +1,8 @@
 /*
- * _stoker.c - the CPython extension's module stoker._stoker: a thin layer
- * over include/stoker.h. Its parts, one file each: _errors.c (exceptions),
+ * _stoker.c - the CPython extension's module stoker._stoker: include/stoker.h
+ * for Python (its errors as exception classes, its options as keywords, its
+ * batches as zero-copy buffers, the GIL released wherever it waits). Its
+ * parts, one file each: _errors.c (exceptions),
  * _options.c (keyword options), _loader.c (Loader), _batch.c (Batch and its
  * zero-copy buffer views), _stats.c (counters), _log.c (the loader threads'
  * log), _verify.c (verify), _index.c (index_build) and _writer.c (ShardWriter); _stoker.h declares
