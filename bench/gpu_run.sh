@@ -5,6 +5,11 @@
 # still leaves the log and the JSON of every stage done).
 # usage: [COUNT=25000] bench/gpu_run.sh CARRY OUT_DIR [BUDGET_SECONDS [GPU_RESNET50_ARGS...]]
 # (e.g. COUNT=400 PER_SHARD=50 ... 200 --cpu-rehearsal on a machine without a GPU)
+# With BENCH_CMD set, the stoker command is built too and BENCH_CMD runs
+# instead of the GPU benchmark (DATA, STOKER and PY name the dataset, the
+# command and the interpreter): the host's idle cores, pinned with taskset,
+# give a CPU benchmark a quiet machine, e.g.
+#   BENCH_CMD='$PY bench/recipe_vs_torchvision.py --stoker $STOKER $DATA/*.tar'
 set -u
 carry=$(cd "$1" && pwd)
 out=$2
@@ -58,6 +63,12 @@ gcc -O2 -shared -fPIC -std=c11 -D_GNU_SOURCE -I"$src/include" -I"$pyinc" \
     -l:libyajl.so.2 -l:libcurl.so.4 -l:libexpat.so.1 -l:libz.so.1 -lm -lpthread \
     -Wl,--disable-new-dtags,-rpath,"$work/lib" -o "$work/py/stoker/_stoker$suffix" || exit 1
 export PYTHONPATH=$work/py
+if [ -n "${BENCH_CMD:-}" ]; then
+    gcc -O2 -std=c11 -D_GNU_SOURCE -I"$src/include" "$src"/cli/*.c "$carry/libstoker_internal.a" \
+        -L"$work/lib" -l:libarchive.so.13 -l:libjpeg.so.62 -l:libspng.so.0 -l:libcjson.so.1 \
+        -l:libyajl.so.2 -l:libcurl.so.4 -l:libexpat.so.1 -l:libz.so.1 -lm -lpthread \
+        -Wl,--disable-new-dtags,-rpath,"$work/lib" -o "$work/stoker" || exit 1
+fi
 "$py" -c 'import stoker; print("stoker", stoker._stoker.version, stoker.__file__)' || exit 1
 
 echo "== dataset ($(elapsed) s)"
@@ -69,6 +80,11 @@ t=$(date +%s)
 echo "dataset in $(($(date +%s) - t)) s"
 
 echo "== benchmark ($(elapsed) s)"
+if [ -n "${BENCH_CMD:-}" ]; then
+    cd "$src" && DATA=$work/data STOKER=$work/stoker PY=$py bash -c "$BENCH_CMD" 2>&1
+    echo "== done ($(elapsed) s)"
+    exit 0
+fi
 "$py" "$src/bench/gpu_resnet50.py" --data "$work/data" --imagefolder "$work/folder" \
     --json "$out/gpu_resnet50.json" --budget $((budget - $(elapsed))) "$@"
 echo "== done ($(elapsed) s)"
