@@ -9,6 +9,7 @@
 # instead of the GPU benchmark (DATA, STOKER and PY name the dataset, the
 # command and the interpreter): the host's idle cores, pinned with taskset,
 # give a CPU benchmark a quiet machine, e.g.
+#   COUNT=2000 PER_SHARD=250 GRAIN=16 (the sample set make demo builds)
 #   BENCH_CMD='$PY bench/recipe_vs_torchvision.py --stoker $STOKER $DATA/*.tar'
 set -u
 carry=$(cd "$1" && pwd)
@@ -76,7 +77,7 @@ count=${COUNT:-25000}
 per_shard=${PER_SHARD:-250}
 t=$(date +%s)
 "$py" "$src/tools/make_sample_dataset.py" --out "$work/data" --cache "$carry/photos" \
-    --count $count --per-shard $per_shard --grain 22 --jobs "$(nproc)" 2>&1 | grep -v "wrote train"
+    --count $count --per-shard $per_shard --grain ${GRAIN:-22} --jobs "$(nproc)" 2>&1 | grep -v "wrote train"
 echo "dataset in $(($(date +%s) - t)) s"
 
 echo "== benchmark ($(elapsed) s)"
