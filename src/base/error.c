@@ -1,5 +1,6 @@
 /*
- * error.c - error codes to text, and per-handle detailed messages.
+ * error.c - error codes to text and kind (from errors_table.h), and per-handle
+ * detailed messages.
  */
 #include "error.h"
 
@@ -7,34 +8,47 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors_table.h"
 #include "stoker.h"
+
+enum error_kind { KIND_NONE, KIND_INPUT, KIND_CONFIG, KIND_SYSTEM };
+
+struct error_row {
+    enum error_kind kind;
+    const char *text;
+};
+
+#define ROW(name, kind, python_class, text) {KIND_##kind, (text)},
+static const struct error_row rows[] = {STK__ERRORS(ROW)};
+#undef ROW
+#define INDEX(name, kind, python_class, text) ROW_##name,
+enum { STK__ERRORS(INDEX) N_ROWS };
+#undef INDEX
+
+/* The row of code, NULL for none. A switch over the enum with no default:
+ * -Wswitch (an error under werror) names a code of stoker.h without a row,
+ * and a row naming a code that stoker.h lacks does not compile. */
+static const struct error_row *row_of(int code)
+{
+#define CASE(name, kind, python_class, text)                                                      \
+    case STK_##name: return &rows[ROW_##name];
+    switch ((enum stk_error)code) {
+        STK__ERRORS(CASE)
+    }
+#undef CASE
+    return NULL;
+}
 
 const char *stk_strerror(int code)
 {
-    switch (code) {
-    case STK_OK: return "success";
-    case STK_ENOMEM: return "out of memory";
-    case STK_EINVAL: return "invalid argument";
-    case STK_ENOENT: return "no such shard or member";
-    case STK_EIO: return "I/O error";
-    case STK_EINTR: return "interrupted";
-    case STK_EEXIST: return "output exists";
-    case STK_EOF: return "end of epoch";
-    case STK_EFORMAT: return "not a readable tar shard";
-    case STK_ETRUNC: return "shard is truncated";
-    case STK_ELIMIT: return "size or count above the configured limit";
-    case STK_EDUPKEY: return "sample key reappears later in the shard";
-    case STK_EPLAN: return "cannot split the shards as asked";
-    case STK_EBUSY: return "caller holds every batch the loader may have";
-    case STK_EINTERNAL: return "internal error in stoker";
-    case STK_EDECODE: return "image cannot be decoded";
-    case STK_ELABEL: return "sample has no usable label";
-    case STK_ECACHE: return "node cache cannot hold or store the shard";
-    case STK_EHTTP: return "HTTP request failed";
-    case STK_EMEMBER: return "sample lacks a required member, or it does not parse";
-    case STK_EINDEX: return "the dataset index is malformed or stale: run `stoker index` again";
-    default: return "unknown error";
-    }
+    const struct error_row *r = row_of(code);
+    return r != NULL ? r->text : "unknown error";
+}
+
+int stk__error_is_bad_input(int code)
+{
+    const struct error_row *r = row_of(code);
+    return r != NULL && r->kind == KIND_INPUT;
 }
 
 const char *stk_version(void)

@@ -27,6 +27,13 @@ int stk__errf(struct stk__err *err, int code, const char *fmt, ...)
 
 void stk__err_clear(struct stk__err *err);
 
+/* Whether code is bad input (a shard, sample, image or label, or a shard
+ * that cannot be reached: kind INPUT in errors_table.h), which
+ * on_error=skip skips and counts. Out of memory, configuration (a cache
+ * that cannot take a shard, a stale index, options) and bugs are not:
+ * skipping them would drop good shards. The one place that decides. */
+int stk__error_is_bad_input(int code);
+
 /* At the exit of a public call that returns code: a failure (code < 0)
  * whose path left no message gets the code's text, so that every failing
  * call of the API has one and callers print it without a fallback. */

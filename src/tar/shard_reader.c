@@ -204,7 +204,7 @@ static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code
 {
     /* A cache that cannot take the shard is a configuration problem, not
      * bad input (a miss meets it while the shard streams). */
-    if (!r->cfg.skip_bad || code == STK_ENOMEM || code == STK_ECACHE || code == STK_EINDEX)
+    if (!r->cfg.skip_bad || !stk__error_is_bad_input(code))
         return code;
     char msg[STK__ERRMSG_MAX + 64];
     snprintf(msg, sizeof msg, "%s (rest of shard skipped)", err->msg);
