@@ -572,10 +572,20 @@ enum stk_option_type {
     STK_OPTION_STRING = 5   /* the pointer is stored, not copied (NULL: none) */
 };
 enum stk_option_flags {
-    STK_OPTION_BYTES = 1,      /* a byte count: K, M, G, T (binary) suffixes too */
-    STK_OPTION_CLI_BENCH = 2,  /* `stoker bench` takes it as --cli_name */
-    STK_OPTION_CLI_SOURCE = 4, /* every command that reads shards takes it */
-    STK_OPTION_SPEED_ONLY = 8  /* changes speed or limits, never which batches come */
+    STK_OPTION_BYTES = 1,         /* a byte count: K, M, G, T (binary) suffixes too */
+    STK_OPTION_SPEED_ONLY = 8,    /* changes speed or limits, never which batches come */
+    /* The commands of the stoker program that take it as --cli_name, one
+     * bit each (4 is no longer used). */
+    STK_OPTION_CLI_BENCH = 2,     /* stoker bench */
+    STK_OPTION_CLI_LS = 16,       /* stoker ls */
+    STK_OPTION_CLI_CAT = 32,      /* stoker cat */
+    STK_OPTION_CLI_INDEX = 64,    /* stoker index */
+    STK_OPTION_CLI_VERIFY = 128,  /* stoker verify */
+    STK_OPTION_CLI_RESHARD = 256, /* stoker reshard */
+    /* Every command that reads shards: an option whose flags hold all of
+     * these bits is one of the shard-reading options they all share. */
+    STK_OPTION_CLI_SOURCE = STK_OPTION_CLI_BENCH | STK_OPTION_CLI_LS | STK_OPTION_CLI_CAT |
+                            STK_OPTION_CLI_INDEX | STK_OPTION_CLI_VERIFY | STK_OPTION_CLI_RESHARD
 };
 struct stk_option_info {
     const char *name;          /* the field's name, e.g. "batch_size" */
