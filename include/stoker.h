@@ -612,6 +612,16 @@ STK_API const struct stk_option_info *stk_option_find(const char *name);
 STK_API size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t size);
 
 /*
+ * Read a count as the option table reads its unsigned options: decimal
+ * digits (no sign, no blanks) and, where bytes is nonzero, a binary K, M, G
+ * or T suffix (KiB and KB alike): "4G" is 4 << 30. Returns 0 with the value
+ * in *out, or STK_EINVAL (and *out unchanged) when text is no such number
+ * or the value does not fit 64 bits. The one reader of sizes such as "4G":
+ * the stoker command's own (--max-size) and Python's use it too.
+ */
+STK_API int stk_parse_count(const char *text, int bytes, uint64_t *out);
+
+/*
  * Set option `name` of opts from text, as stk_option_info describes it. A
  * value that is no such number, that is out of range, or does not fit the
  * field's C type changes nothing and returns STK_EINVAL with a message
