@@ -10,24 +10,10 @@
 
 void cli_put_escaped(FILE *f, const char *s, int backslash)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
-        if (*p == '\n')
-            fputs("\\n", f);
-        else if (*p == '\t')
-            fputs("\\t", f);
-        else if (*p == '\r')
-            fputs("\\r", f);
-        else if (*p == '\\' && backslash)
-            fputs("\\\\", f);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\x%02x", *p);
-        else if (c1) {
-            fprintf(f, "\\xc2\\x%02x", p[1]);
-            p++;
-        } else
-            fputc(*p, f);
-    }
+    char esc[STK_ESCAPED_MAX];
+    size_t used;
+    for (; *s != '\0'; s += used)
+        fwrite(esc, 1, stk_escape_char(s, backslash, esc, &used), f);
 }
 
 void cli_put_line(FILE *f, const char *prefix, const char *text)

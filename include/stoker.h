@@ -1172,6 +1172,51 @@ STK_API const char *stk_writer_errmsg(const stk_writer *w);
  */
 STK_API void stk_redact_url(const char *url, char *buf, size_t size);
 
+/*
+ * The rules stoker reads shards by, for tools and bindings that must agree
+ * with it (the stoker command and the Python module use these, not copies).
+ */
+
+/* Split a member path into its sample key and extension as WebDataset
+ * does: the key is the path up to the first '.' of its last part, the
+ * extension what follows ("a/b/x.seg.png": key "a/b/x", extension
+ * "seg.png"). Returns 1 with the key's length in *key_len and *ext
+ * pointing into name, or 0 when the member has no key and a reader
+ * ignores it: no '.' in the last part, a last part starting with '.', or
+ * a top-level "__NAME__" file. */
+STK_API int stk_split_name(const char *name, size_t *key_len, const char **ext);
+
+/* How stoker reads a member, by the last '.'-separated part of its
+ * (lower-case) extension, as WebDataset's default decoders do. */
+enum stk_member_kind {
+    STK_MEMBER_BYTES = 0, /* anything else: bytes */
+    STK_MEMBER_INT = 1,   /* cls, cls2, class, count, index, inx, id: a decimal integer */
+    STK_MEMBER_TEXT = 2,  /* txt, text, transcript: UTF-8 text */
+    STK_MEMBER_JSON = 3,  /* json, jsn: a JSON document */
+    STK_MEMBER_IMAGE = 4  /* jpg, jpeg, png: the image a loader decodes */
+};
+STK_API int stk_member_kind(const char *ext); /* an enum stk_member_kind */
+
+/* One character of text as stoker shows names that come from shards:
+ * newline, tab and CR as \n \t \r, other control characters (C0, DEL, and
+ * U+0080..U+009F in UTF-8) as \xHH per byte, with backslash nonzero also a
+ * backslash as \\ (text that has been escaped once keeps its escapes with
+ * backslash 0), anything else as it is. Writes the escaped form of the
+ * character at s (not at its NUL) into out (not NUL-terminated) and
+ * returns its length; *used gets the bytes of s it stands for. */
+#define STK_ESCAPED_MAX 8
+STK_API size_t stk_escape_char(const char *s, int backslash, char out[STK_ESCAPED_MAX],
+                               size_t *used);
+
+/* The rank and world size a loader runs as (stk_options.rank and
+ * world_size): each one given (>= 0) as it is, and each -1 from the first
+ * pair of environment variables set among RANK/WORLD_SIZE,
+ * SLURM_PROCID/SLURM_NTASKS and OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE,
+ * else rank 0 of 1. Returns 0, or STK_EINVAL with a message in errbuf (a
+ * variable that is no number, a rank not below the world size). */
+STK_API int stk_resolve_rank(int rank, int world_size, int *rank_out, int *world_out,
+                             char *errbuf, size_t errbuf_size);
+
 #ifdef __cplusplus
 }
 #endif

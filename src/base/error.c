@@ -79,15 +79,14 @@ void stk__copy_msg(char *dst, size_t dst_size, const char *msg)
     snprintf(dst, dst_size, "%s", msg);
 }
 
-/* The escaped form of the character at p into esc (at most 8 bytes); its
- * length, and in *used the bytes of p it stands for. */
-static size_t escape_one(const unsigned char *p, char *esc, size_t *used)
+size_t stk_escape_char(const char *s, int backslash, char esc[STK_ESCAPED_MAX], size_t *used)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
     size_t len = 0;
     int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f; /* UTF-8 of U+0080..U+009F */
     *used = 1 + (size_t)c1;
-    if (*p == '\\' || *p == '\n' || *p == '\t' || *p == '\r') {
+    if ((*p == '\\' && backslash) || *p == '\n' || *p == '\t' || *p == '\r') {
         esc[len++] = '\\';
         esc[len++] = *p == '\\' ? '\\' : *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
     } else if (*p < 0x20 || *p == 0x7f || c1) {
@@ -105,17 +104,17 @@ static size_t escape_one(const unsigned char *p, char *esc, size_t *used)
 
 const char *stk__shown(char *buf, size_t size, const char *s)
 {
-    char esc[8];
+    char esc[STK_ESCAPED_MAX];
     size_t used, total = 0, n = 0;
     /* Does it fit? (Looking no further than size: names can be long.) */
     const unsigned char *p = (const unsigned char *)s;
     for (; *p != '\0' && total < size; p += used)
-        total += escape_one(p, esc, &used);
+        total += stk_escape_char((const char *)p, 1, esc, &used);
     int fits = *p == '\0' && total < size;
     /* All of it, or as much as leaves room for "...". */
     size_t limit = fits ? size : size - 3;
     for (p = (const unsigned char *)s; *p != '\0'; p += used) {
-        size_t len = escape_one(p, esc, &used);
+        size_t len = stk_escape_char((const char *)p, 1, esc, &used);
         if (n + len >= limit)
             break;
         memcpy(buf + n, esc, len);
