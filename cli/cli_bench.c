@@ -39,7 +39,7 @@ static void help(void)
            "                         stage's busy share over time into FILE (SVG)\n"
            CLI_PROGRESS_HELP
            "  -h, --help             this help\n");
-    cli_table_help(STK_OPTION_CLI_BENCH);
+    cli_table_help(STK_OPTION_CLI_BENCH, NULL);
     putchar('\n');
     cli_source_help();
 }
@@ -96,7 +96,7 @@ static int parse(int argc, char **argv, struct bench_args *a)
         {NULL, 0, NULL, 0},
     };
     struct option longopts[CLI_MAX_LONGOPTS];
-    cli_longopts(own, STK_OPTION_CLI_BENCH | STK_OPTION_CLI_SOURCE, longopts);
+    cli_longopts(own, STK_OPTION_CLI_BENCH, longopts);
     int c;
     while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
         int bad = 0;

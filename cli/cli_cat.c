@@ -17,7 +17,9 @@ static void help(void)
            "The key is the member path up to the first dot of its basename,\n"
            "as in WebDataset. Exit status 1 when no such member exists.\n\n"
            "options:\n"
-           "  -h, --help             this help\n\n");
+           "  -h, --help             this help\n");
+    cli_table_help(STK_OPTION_CLI_CAT, NULL);
+    putchar('\n');
     cli_source_help();
 }
 
@@ -57,7 +59,7 @@ int cmd_cat(int argc, char **argv)
     cli_storage_order_options(&o);
     int c;
     struct option longopts[CLI_MAX_LONGOPTS];
-    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
+    cli_longopts(own, STK_OPTION_CLI_CAT, longopts);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         if (c == 'h') {
             help();

@@ -3,33 +3,17 @@
  */
 #include "cli_common.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 void cli_put_escaped(FILE *f, const char *s, int backslash)
 {
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-        int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
-        if (*p == '\n')
-            fputs("\\n", f);
-        else if (*p == '\t')
-            fputs("\\t", f);
-        else if (*p == '\r')
-            fputs("\\r", f);
-        else if (*p == '\\' && backslash)
-            fputs("\\\\", f);
-        else if (*p < 0x20 || *p == 0x7f)
-            fprintf(f, "\\x%02x", *p);
-        else if (c1) {
-            fprintf(f, "\\xc2\\x%02x", p[1]);
-            p++;
-        } else
-            fputc(*p, f);
-    }
+    char esc[STK_ESCAPED_MAX];
+    size_t used;
+    for (; *s != '\0'; s += used)
+        fwrite(esc, 1, stk_escape_char(s, backslash, esc, &used), f);
 }
 
 void cli_put_line(FILE *f, const char *prefix, const char *text)
@@ -76,10 +60,8 @@ int cli_usage_error(const char *cmd, const char *fmt, ...)
 int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_t min,
                   uint64_t max, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (text[0] == '\0' || text[0] == '-' || *end != '\0' || errno != 0 || v < min || v > max) {
+    uint64_t v;
+    if (stk_parse_count(text, 0, &v) < 0 || v < min || v > max) {
         cli_usage_error(cmd, "%s expects a number from %llu to %llu, not '%s'", option,
                         (unsigned long long)min, (unsigned long long)max, text);
         return -1;
@@ -90,26 +72,13 @@ int cli_parse_u64(const char *cmd, const char *option, const char *text, uint64_
 
 int cli_parse_size(const char *cmd, const char *option, const char *text, uint64_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    unsigned shift = 0;
-    switch (*end) {
-    case 'K': case 'k': shift = 10; end++; break;
-    case 'M': case 'm': shift = 20; end++; break;
-    case 'G': case 'g': shift = 30; end++; break;
-    case 'T': case 't': shift = 40; end++; break;
-    default: break;
-    }
-    if (shift && (*end == 'i' || *end == 'B')) /* accept KiB, KB, MiB, ... as the same */
-        end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-    if (text[0] == '\0' || text[0] == '-' || end == text || *end != '\0' || errno != 0 ||
-        v == 0 || v > (UINT64_MAX >> shift)) {
+    uint64_t v;
+    if (stk_parse_count(text, 1, &v) < 0 || v == 0) {
         cli_usage_error(cmd, "%s expects a size above 0 in bytes, optionally with K, M, G or T "
                         "(binary), not '%s'", option, text);
         return -1;
     }
-    *out = (uint64_t)v << shift;
+    *out = v;
     return 0;
 }
 
@@ -151,19 +120,25 @@ static const char *flag_name(size_t i)
     return names[i];
 }
 
-static int in_scope(const struct stk_option_info *info, unsigned scope)
+static int in_scope(const struct stk_option_info *info, unsigned command)
 {
-    return info->cli_name != NULL && (info->flags & scope) != 0;
+    return info->cli_name != NULL && (info->flags & command) != 0;
 }
 
-void cli_longopts(const struct option *own, unsigned scope, struct option *out)
+/* Every command that reads shards takes it: shown in cli_source_help(). */
+static int shared(const struct stk_option_info *info)
+{
+    return (info->flags & STK_OPTION_CLI_SOURCE) == STK_OPTION_CLI_SOURCE;
+}
+
+void cli_longopts(const struct option *own, unsigned command, struct option *out)
 {
     size_t n = 0;
     for (; own[n].name != NULL; n++)
         out[n] = own[n];
     const struct stk_option_info *info;
     for (size_t i = 0; (info = stk_option_at(i)) != NULL && n + 1 < CLI_MAX_LONGOPTS; i++)
-        if (in_scope(info, scope))
+        if (in_scope(info, command))
             out[n++] = (struct option){flag_name(i),
                                        info->type == STK_OPTION_BOOL ? no_argument
                                                                      : required_argument,
@@ -206,11 +181,32 @@ static void put_wrapped(const char *text, int at, int indent)
     }
 }
 
-void cli_table_help(unsigned scope)
+int cli_apply_defaults(const char *cmd, const struct cli_default *defaults,
+                       struct stk_options *o)
+{
+    for (; defaults != NULL && defaults->name != NULL; defaults++)
+        if (cli_set_option(cmd, defaults->name, defaults->name, defaults->value, o) < 0)
+            return -1;
+    return 0;
+}
+
+/* The default help shows for option info: the command's own, else the table's. */
+static const char *default_of(const struct stk_option_info *info, const struct cli_default *own)
+{
+    for (; own != NULL && own->name != NULL; own++)
+        if (strcmp(own->name, info->name) == 0)
+            return own->value;
+    return info->default_value != NULL ? info->default_value : "none";
+}
+
+/* Print the table's options of command that all commands reading shards
+ * share (shared_ones) or that they do not, one per line with its meaning
+ * and default. */
+static void table_help(unsigned command, int shared_ones, const struct cli_default *defaults)
 {
     const struct stk_option_info *info;
     for (size_t i = 0; (info = stk_option_at(i)) != NULL; i++) {
-        if (!in_scope(info, scope))
+        if (!in_scope(info, command) || shared(info) != shared_ones)
             continue;
         char head[96], text[512], meta[64] = "";
         if (info->type != STK_OPTION_BOOL) {
@@ -223,11 +219,15 @@ void cli_table_help(unsigned scope)
             snprintf(text, sizeof text, "%s%s", flag_turns_off(info) ? "turn off: " : "",
                      info->doc);
         else
-            snprintf(text, sizeof text, "%s (default %s)", info->doc,
-                     info->default_value != NULL ? info->default_value : "none");
+            snprintf(text, sizeof text, "%s (default %s)", info->doc, default_of(info, defaults));
         fputs(head, stdout);
         put_wrapped(text, at, 25);
     }
+}
+
+void cli_table_help(unsigned command, const struct cli_default *defaults)
+{
+    table_help(command, 0, defaults);
 }
 
 struct cli_output cli_output_defaults(void)
@@ -304,7 +304,7 @@ void cli_source_help(void)
 {
     printf("reading shards (remote sources http://, https://, s3://, gs://, pipe:COMMAND;\n"
            "the node cache; limits):\n");
-    cli_table_help(STK_OPTION_CLI_SOURCE);
+    table_help(STK_OPTION_CLI_SOURCE, 1, NULL);
 }
 
 void cli_storage_order_options(struct stk_options *o)

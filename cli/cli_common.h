@@ -52,24 +52,35 @@ int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Loader options come from the library's option table (stk_option_at()):
- * a command takes those whose flags have its scope (STK_OPTION_CLI_SOURCE:
- * every command that reads shards; STK_OPTION_CLI_BENCH: bench), with
- * their --cli_name, values, ranges and help text. cli_longopts() puts its
- * own entries (`own`, ending in a NULL name) and the table's into out (at
- * least CLI_MAX_LONGOPTS entries, ending in a NULL name); the table's
+ * a command takes those whose flags hold its bit (STK_OPTION_CLI_LS, ...),
+ * with their --cli_name, values, ranges and help text. cli_longopts() puts
+ * its own entries (`own`, ending in a NULL name) and the table's into out
+ * (at least CLI_MAX_LONGOPTS entries, ending in a NULL name); the table's
  * carry getopt values from CLI_O_TABLE up. */
 #define CLI_MAX_LONGOPTS 128
 enum { CLI_O_TABLE = 2000 };
-void cli_longopts(const struct option *own, unsigned scope, struct option *out);
+void cli_longopts(const struct option *own, unsigned command, struct option *out);
 
 /* The default case of a command's option switch: apply table option c to
  * o and return EXIT_OK, or print a usage error (bad value, naming the flag
  * and what it accepts; unknown option) and return EXIT_USAGE. */
 int cli_parse_other_option(const char *cmd, int c, const char *arg, struct stk_options *o);
 
-/* Print the table's options of scope for --help, one per line with its
- * meaning and default. */
-void cli_table_help(unsigned scope);
+/* A command's own default for a table option ({"shuffle_buffer", "10000"}
+ * in reshard); lists of them end in a NULL name. */
+struct cli_default {
+    const char *name, *value;
+};
+
+/* Set the defaults into o: 0, or -1 after a usage error (a bad row). */
+int cli_apply_defaults(const char *cmd, const struct cli_default *defaults,
+                       struct stk_options *o);
+
+/* Print for --help the table's options of command (its bit) that not every
+ * command reading shards takes (cli_source_help() shows those), one per
+ * line with its meaning and default (the command's own from defaults,
+ * NULL allowed). */
+void cli_table_help(unsigned command, const struct cli_default *defaults);
 
 /* The help of the options every command that reads shards takes. */
 void cli_source_help(void);

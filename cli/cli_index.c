@@ -21,22 +21,19 @@ static void help(void)
            "  -o, --output FILE      where to write the index (required)\n"
            "  --force                replace FILE if it exists (else an error, checked\n"
            "                         before anything is read)\n"
-           "  --threads N            shards counted at once (default 2)\n"
-           "  --on-error MODE        fail (default) or skip bad samples and shards, as\n"
-           "                         the loader will\n"
            CLI_PROGRESS_HELP
-           "  -h, --help             this help\n\n");
+           "  -h, --help             this help\n");
+    cli_table_help(STK_OPTION_CLI_INDEX, NULL);
+    putchar('\n');
     cli_source_help();
 }
 
 int cmd_index(int argc, char **argv)
 {
-    enum { O_THREADS = 256, O_ONERR, O_FORCE };
+    enum { O_FORCE = 256 };
     static const struct option own[] = {
         {"output", required_argument, NULL, 'o'},
         {"force", no_argument, NULL, O_FORCE},
-        {"threads", required_argument, NULL, O_THREADS},
-        {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
         CLI_PROGRESS_LONGOPT,
         {NULL, 0, NULL, 0},
@@ -49,19 +46,11 @@ int cmd_index(int argc, char **argv)
     unsigned flags = 0;
     int c, quiet = 0;
     struct option longopts[CLI_MAX_LONGOPTS];
-    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
+    cli_longopts(own, STK_OPTION_CLI_INDEX, longopts);
     while ((c = getopt_long(argc, argv, "hqo:", longopts, NULL)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
         case O_FORCE: flags |= STK_OUTPUT_OVERWRITE; break;
-        case O_THREADS:
-            if (cli_set_option(CMD, "--threads", "threads", optarg, &o) < 0)
-                return EXIT_USAGE;
-            break;
-        case O_ONERR:
-            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
-                return EXIT_USAGE;
-            break;
         case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
@@ -69,8 +58,6 @@ int cmd_index(int argc, char **argv)
                 return EXIT_USAGE;
         }
     }
-    if (o.cache_dir != NULL)
-        return cli_usage_error(CMD, "--cache-dir: index reads the shards themselves");
     if (output == NULL)
         return cli_usage_error(CMD, "-o FILE is required");
     if (optind >= argc)

@@ -19,8 +19,9 @@ static void help(void)
            "or @FILE with one URL per line. A summary goes to standard error.\n\n"
            "options:\n"
            "  --url                  print the shard URL as a first column\n"
-           "  --on-error MODE        fail (default) or skip bad samples and shards\n"
-           "  -h, --help             this help\n\n");
+           "  -h, --help             this help\n");
+    cli_table_help(STK_OPTION_CLI_LS, NULL);
+    putchar('\n');
     cli_source_help();
 }
 
@@ -57,7 +58,6 @@ int cmd_ls(int argc, char **argv)
 {
     static const struct option own[] = {
         {"url", no_argument, NULL, 'u'},
-        {"on-error", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -69,14 +69,10 @@ int cmd_ls(int argc, char **argv)
     struct ls_state st = {0};
     int c;
     struct option longopts[CLI_MAX_LONGOPTS];
-    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
+    cli_longopts(own, STK_OPTION_CLI_LS, longopts);
     while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
         switch (c) {
         case 'u': st.show_url = 1; break;
-        case 'e':
-            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
-                return EXIT_USAGE;
-            break;
         case 'h': help(); return EXIT_OK;
         default:
             if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -162,18 +161,27 @@ struct item {
     long label;
 };
 
-/* The extension of a file name: after the first dot of its last part. */
+/* The extension of a file name as a reader splits it (after the first dot
+ * of its last part), "" for a name without a key. */
 static const char *extension(const char *path)
 {
-    const char *base = strrchr(path, '/');
-    const char *dot = strchr(base ? base + 1 : path, '.');
-    return dot ? dot + 1 : "";
+    size_t key_len;
+    const char *ext;
+    return stk_split_name(path, &key_len, &ext) ? ext : "";
 }
 
+/* A jpg, jpeg or png in any case (ImageFolder trees hold .JPEG), and no
+ * more ("x.seg.png" is a segmentation mask, not the image the loader
+ * decodes). */
 static int is_image(const char *ext)
 {
-    return strcasecmp(ext, "jpg") == 0 || strcasecmp(ext, "jpeg") == 0 ||
-           strcasecmp(ext, "png") == 0;
+    char lower[16];
+    size_t n = 0;
+    for (; ext[n] != '\0' && n + 1 < sizeof lower; n++)
+        lower[n] = (char)tolower((unsigned char)ext[n]);
+    lower[n] = '\0';
+    return ext[n] == '\0' && strchr(lower, '.') == NULL &&
+           stk_member_kind(lower) == STK_MEMBER_IMAGE;
 }
 
 /* splitmix64 (a reference generator): a seeded Fisher-Yates shuffle of the

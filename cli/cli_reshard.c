@@ -11,6 +11,14 @@
 
 static const char *const CMD = "reshard";
 
+/* Reshard mixes harder than a loader does by default: a wider shuffle, more
+ * shards interleaved (used only when shuffling). */
+static const struct cli_default defaults[] = {
+    {"shuffle_buffer", "10000"},
+    {"shards_in_flight", "64"},
+    {NULL, NULL},
+};
+
 static void help(void)
 {
     printf("usage: stoker reshard [OPTIONS] -o PATTERN URL...\n\n"
@@ -22,15 +30,13 @@ static void help(void)
            "window of --shuffle-buffer samples; --sorted keeps the input order. The\n"
            "same seed gives the same shards. Class-sorted input is mixed best with\n"
            "every shard in flight and a buffer of a few samples per class or more.\n\n"
+           "The shuffle holds up to twice --shuffle-buffer samples: keep that many\n"
+           "samples' bytes below --shuffle-buffer-bytes.\n\n"
            "options:\n"
-           "  --shuffle-buffer N     reach of the sample shuffle (default 10000)\n"
-           "  --shuffle-buffer-bytes SIZE  member bytes it may hold (default 2G; a\n"
-           "                         shuffle holding more fails: for samples of S bytes\n"
-           "                         keep 2 * N * S below it)\n"
-           "  --shards-in-flight N   shards interleaved (default 64)\n"
-           "  --on-error MODE        fail (default) or skip bad samples and shards\n"
            CLI_PROGRESS_HELP
-           "  -h, --help             this help\n\n");
+           "  -h, --help             this help\n");
+    cli_table_help(STK_OPTION_CLI_RESHARD, defaults);
+    putchar('\n');
     cli_output_help("shuffle as the loader does", "keep the input order");
     cli_source_help();
 }
@@ -56,12 +62,7 @@ static int write_sample(const struct stk_sample *s, void *data)
 
 int cmd_reshard(int argc, char **argv)
 {
-    enum { O_SHUFBUF = 256, O_INFLIGHT, O_ONERR, O_SHUFBYTES };
     static const struct option own[] = {
-        {"shuffle-buffer", required_argument, NULL, O_SHUFBUF},
-        {"shuffle-buffer-bytes", required_argument, NULL, O_SHUFBYTES},
-        {"shards-in-flight", required_argument, NULL, O_INFLIGHT},
-        {"on-error", required_argument, NULL, O_ONERR},
         {"help", no_argument, NULL, 'h'},
         CLI_PROGRESS_LONGOPT,
         CLI_OUTPUT_LONGOPTS,
@@ -72,13 +73,12 @@ int cmd_reshard(int argc, char **argv)
     cli_storage_order_options(&o);
     o.log = cli_log_stderr;
     o.log_data = (void *)CMD;
-    o.shuffle_buffer = 10000;
-    unsigned shards_in_flight = 64;
+    if (cli_apply_defaults(CMD, defaults, &o) < 0)
+        return EXIT_USAGE;
     struct cli_output out = cli_output_defaults();
-    uint64_t v;
     int c, quiet = 0;
     struct option longopts[CLI_MAX_LONGOPTS];
-    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
+    cli_longopts(own, STK_OPTION_CLI_RESHARD, longopts);
     while ((c = getopt_long(argc, argv, "hqo:", longopts, NULL)) != -1) {
         int r = cli_parse_output_option(CMD, c, optarg, &out);
         if (r < 0)
@@ -86,24 +86,6 @@ int cmd_reshard(int argc, char **argv)
         if (r > 0)
             continue;
         switch (c) {
-        case O_SHUFBUF:
-            if (cli_parse_u64(CMD, "--shuffle-buffer", optarg, 1, 1u << 24, &o.shuffle_buffer) < 0)
-                return EXIT_USAGE;
-            break;
-        case O_SHUFBYTES:
-            if (cli_set_option(CMD, "--shuffle-buffer-bytes", "shuffle_buffer_bytes", optarg,
-                               &o) < 0)
-                return EXIT_USAGE;
-            break;
-        case O_INFLIGHT:
-            if (cli_parse_u64(CMD, "--shards-in-flight", optarg, 1, 4096, &v) < 0)
-                return EXIT_USAGE;
-            shards_in_flight = (unsigned)v;
-            break;
-        case O_ONERR:
-            if (cli_set_option(CMD, "--on-error", "on_error", optarg, &o) < 0)
-                return EXIT_USAGE;
-            break;
         case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
@@ -118,7 +100,8 @@ int cmd_reshard(int argc, char **argv)
     if (out.shuffle) {
         o.shuffle = 1;
         o.seed = out.seed;
-        o.shards_in_flight = shards_in_flight;
+    } else {
+        o.shards_in_flight = 1; /* storage order */
     }
     struct reshard_state st = {0};
     int rc = EXIT_OK;

@@ -22,15 +22,12 @@ static void help(void)
            "and the key, member or offset, then a summary. Exit status 0: all\n"
            "good; 1: problems found or the shards could not be listed; 2: usage.\n\n"
            "options:\n"
-           "  --threads N            shards checked at once (default 2)\n"
            "  --no-images            check tar structure and grouping only\n"
-           "  --label-exts EXTS      label members, first found wins (default cls; a .txt\n"
-           "                         caption is a label only when named, e.g. cls,txt)\n"
-           "  --label-json FIELD     the label is this integer field of the json member\n"
            "  --no-labels            unlabelled data: do not look for labels\n"
-           "  --max-pixels N         larger images are bad (default 100000000)\n"
            CLI_PROGRESS_HELP
-           "  -h, --help             this help\n\n");
+           "  -h, --help             this help\n");
+    cli_table_help(STK_OPTION_CLI_VERIFY, NULL);
+    putchar('\n');
     cli_source_help();
 }
 
@@ -46,14 +43,10 @@ static void print_problem(void *data, enum stk_log_level level, const char *msg)
 
 int cmd_verify(int argc, char **argv)
 {
-    enum { O_THREADS = 256, O_NO_IMAGES, O_LABEL_EXTS, O_LABEL_JSON, O_NO_LABELS, O_MAX_PIXELS };
+    enum { O_NO_IMAGES = 256, O_NO_LABELS };
     static const struct option own[] = {
-        {"threads", required_argument, NULL, O_THREADS},
         {"no-images", no_argument, NULL, O_NO_IMAGES},
-        {"label-exts", required_argument, NULL, O_LABEL_EXTS},
-        {"label-json", required_argument, NULL, O_LABEL_JSON},
         {"no-labels", no_argument, NULL, O_NO_LABELS},
-        {"max-pixels", required_argument, NULL, O_MAX_PIXELS},
         {"help", no_argument, NULL, 'h'},
         CLI_PROGRESS_LONGOPT,
         {NULL, 0, NULL, 0},
@@ -64,21 +57,11 @@ int cmd_verify(int argc, char **argv)
     o.transform = STK_TRANSFORM_EVAL; /* any transform: images are decoded whole */
     int c, quiet = 0;
     struct option longopts[CLI_MAX_LONGOPTS];
-    cli_longopts(own, STK_OPTION_CLI_SOURCE, longopts);
+    cli_longopts(own, STK_OPTION_CLI_VERIFY, longopts);
     while ((c = getopt_long(argc, argv, "hq", longopts, NULL)) != -1) {
         switch (c) {
-        case O_THREADS:
-            if (cli_set_option(CMD, "--threads", "threads", optarg, &o) < 0)
-                return EXIT_USAGE;
-            break;
         case O_NO_IMAGES: o.transform = STK_TRANSFORM_NONE; break;
-        case O_LABEL_EXTS: o.label_exts = optarg; break;
-        case O_LABEL_JSON: o.label_json_field = optarg; break;
         case O_NO_LABELS: o.label_exts = ""; break;
-        case O_MAX_PIXELS:
-            if (cli_set_option(CMD, "--max-pixels", "max_image_pixels", optarg, &o) < 0)
-                return EXIT_USAGE;
-            break;
         case 'q': quiet = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
@@ -86,8 +69,6 @@ int cmd_verify(int argc, char **argv)
                 return EXIT_USAGE;
         }
     }
-    if (o.cache_dir != NULL)
-        return cli_usage_error(CMD, "--cache-dir: verify reads the shards themselves");
     if (optind >= argc)
         return cli_usage_error(CMD, "no URL given");
     char msg[1024];

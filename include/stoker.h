@@ -572,10 +572,20 @@ enum stk_option_type {
     STK_OPTION_STRING = 5   /* the pointer is stored, not copied (NULL: none) */
 };
 enum stk_option_flags {
-    STK_OPTION_BYTES = 1,      /* a byte count: K, M, G, T (binary) suffixes too */
-    STK_OPTION_CLI_BENCH = 2,  /* `stoker bench` takes it as --cli_name */
-    STK_OPTION_CLI_SOURCE = 4, /* every command that reads shards takes it */
-    STK_OPTION_SPEED_ONLY = 8  /* changes speed or limits, never which batches come */
+    STK_OPTION_BYTES = 1,         /* a byte count: K, M, G, T (binary) suffixes too */
+    STK_OPTION_SPEED_ONLY = 8,    /* changes speed or limits, never which batches come */
+    /* The commands of the stoker program that take it as --cli_name, one
+     * bit each (4 is no longer used). */
+    STK_OPTION_CLI_BENCH = 2,     /* stoker bench */
+    STK_OPTION_CLI_LS = 16,       /* stoker ls */
+    STK_OPTION_CLI_CAT = 32,      /* stoker cat */
+    STK_OPTION_CLI_INDEX = 64,    /* stoker index */
+    STK_OPTION_CLI_VERIFY = 128,  /* stoker verify */
+    STK_OPTION_CLI_RESHARD = 256, /* stoker reshard */
+    /* Every command that reads shards: an option whose flags hold all of
+     * these bits is one of the shard-reading options they all share. */
+    STK_OPTION_CLI_SOURCE = STK_OPTION_CLI_BENCH | STK_OPTION_CLI_LS | STK_OPTION_CLI_CAT |
+                            STK_OPTION_CLI_INDEX | STK_OPTION_CLI_VERIFY | STK_OPTION_CLI_RESHARD
 };
 struct stk_option_info {
     const char *name;          /* the field's name, e.g. "batch_size" */
@@ -600,6 +610,16 @@ STK_API const struct stk_option_info *stk_option_find(const char *name);
  * 0); the length of the whole text, as snprintf returns. o must come from
  * stk_option_at() or stk_option_find(). */
 STK_API size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t size);
+
+/*
+ * Read a count as the option table reads its unsigned options: decimal
+ * digits (no sign, no blanks) and, where bytes is nonzero, a binary K, M, G
+ * or T suffix (KiB and KB alike): "4G" is 4 << 30. Returns 0 with the value
+ * in *out, or STK_EINVAL (and *out unchanged) when text is no such number
+ * or the value does not fit 64 bits. The one reader of sizes such as "4G":
+ * the stoker command's own (--max-size) and Python's use it too.
+ */
+STK_API int stk_parse_count(const char *text, int bytes, uint64_t *out);
 
 /*
  * Set option `name` of opts from text, as stk_option_info describes it. A
@@ -1151,6 +1171,51 @@ STK_API const char *stk_writer_errmsg(const stk_writer *w);
  * argument) are not recognised: keep them in the environment or in files.
  */
 STK_API void stk_redact_url(const char *url, char *buf, size_t size);
+
+/*
+ * The rules stoker reads shards by, for tools and bindings that must agree
+ * with it (the stoker command and the Python module use these, not copies).
+ */
+
+/* Split a member path into its sample key and extension as WebDataset
+ * does: the key is the path up to the first '.' of its last part, the
+ * extension what follows ("a/b/x.seg.png": key "a/b/x", extension
+ * "seg.png"). Returns 1 with the key's length in *key_len and *ext
+ * pointing into name, or 0 when the member has no key and a reader
+ * ignores it: no '.' in the last part, a last part starting with '.', or
+ * a top-level "__NAME__" file. */
+STK_API int stk_split_name(const char *name, size_t *key_len, const char **ext);
+
+/* How stoker reads a member, by the last '.'-separated part of its
+ * (lower-case) extension, as WebDataset's default decoders do. */
+enum stk_member_kind {
+    STK_MEMBER_BYTES = 0, /* anything else: bytes */
+    STK_MEMBER_INT = 1,   /* cls, cls2, class, count, index, inx, id: a decimal integer */
+    STK_MEMBER_TEXT = 2,  /* txt, text, transcript: UTF-8 text */
+    STK_MEMBER_JSON = 3,  /* json, jsn: a JSON document */
+    STK_MEMBER_IMAGE = 4  /* jpg, jpeg, png: the image a loader decodes */
+};
+STK_API int stk_member_kind(const char *ext); /* an enum stk_member_kind */
+
+/* One character of text as stoker shows names that come from shards:
+ * newline, tab and CR as \n \t \r, other control characters (C0, DEL, and
+ * U+0080..U+009F in UTF-8) as \xHH per byte, with backslash nonzero also a
+ * backslash as \\ (text that has been escaped once keeps its escapes with
+ * backslash 0), anything else as it is. Writes the escaped form of the
+ * character at s (not at its NUL) into out (not NUL-terminated) and
+ * returns its length; *used gets the bytes of s it stands for. */
+#define STK_ESCAPED_MAX 8
+STK_API size_t stk_escape_char(const char *s, int backslash, char out[STK_ESCAPED_MAX],
+                               size_t *used);
+
+/* The rank and world size a loader runs as (stk_options.rank and
+ * world_size): each one given (>= 0) as it is, and each -1 from the first
+ * pair of environment variables set among RANK/WORLD_SIZE,
+ * SLURM_PROCID/SLURM_NTASKS and OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE,
+ * else rank 0 of 1. Returns 0, or STK_EINVAL with a message in errbuf (a
+ * variable that is no number, a rank not below the world size). */
+STK_API int stk_resolve_rank(int rank, int world_size, int *rank_out, int *world_out,
+                             char *errbuf, size_t errbuf_size);
 
 #ifdef __cplusplus
 }

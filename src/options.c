@@ -84,24 +84,18 @@ const struct stk_option_info *stk_option_find(const char *name)
     return r != NULL ? &r->pub : NULL;
 }
 
-/* Text to a 64-bit integer as the row stores it: decimal, with a binary
- * K/M/G/T suffix (KiB, KB alike) for byte counts; no blanks, no sign on
- * unsigned fields. 0, or -1 when it is no such number (or overflows). */
-static int parse_int(const struct option_row *r, const char *text, int64_t *s, uint64_t *u)
+int stk_parse_count(const char *text, int bytes, uint64_t *out)
 {
-    /* strto*ll would skip blanks and take a sign, and strtoull a '-' */
-    if (!(isdigit((unsigned char)text[0]) || (r->is_signed && text[0] == '-')))
-        return -1;
+    /* strtoull would skip blanks and take a sign */
+    if (text == NULL || !isdigit((unsigned char)text[0]))
+        return STK_EINVAL;
     char *end;
     errno = 0;
-    if (r->is_signed)
-        *s = strtoll(text, &end, 10);
-    else
-        *u = strtoull(text, &end, 10);
-    if (errno != 0 || end == text)
-        return -1;
+    uint64_t v = strtoull(text, &end, 10);
+    if (errno != 0)
+        return STK_EINVAL;
     unsigned shift = 0;
-    if (r->pub.flags & STK_OPTION_BYTES) {
+    if (bytes) {
         const char *units = "KMGT", *at = *end != '\0' ? strchr(units, *end & ~0x20) : NULL;
         if (at != NULL) {
             shift = 10 * (unsigned)(at - units + 1);
@@ -109,14 +103,26 @@ static int parse_int(const struct option_row *r, const char *text, int64_t *s, u
             end += end[0] == 'i' ? (end[1] == 'B' ? 2 : 1) : end[0] == 'B';
         }
     }
-    if (*end != '\0')
-        return -1;
-    if (shift > 0) {
-        if (r->is_signed || *u > (UINT64_MAX >> shift))
-            return -1;
-        *u <<= shift;
-    }
+    if (*end != '\0' || v > (UINT64_MAX >> shift))
+        return STK_EINVAL;
+    *out = v << shift;
     return 0;
+}
+
+/* Text to a 64-bit integer as the row stores it: decimal, with a binary
+ * K/M/G/T suffix for unsigned byte counts (stk_parse_count()); no blanks.
+ * 0, or -1 when it is no such number (or overflows). */
+static int parse_int(const struct option_row *r, const char *text, int64_t *s, uint64_t *u)
+{
+    if (!r->is_signed)
+        return stk_parse_count(text, (r->pub.flags & STK_OPTION_BYTES) != 0, u) < 0 ? -1 : 0;
+    /* strtoll would skip blanks */
+    if (!(isdigit((unsigned char)text[0]) || text[0] == '-'))
+        return -1;
+    char *end;
+    errno = 0;
+    *s = strtoll(text, &end, 10);
+    return errno != 0 || end == text || *end != '\0' ? -1 : 0;
 }
 
 /* A float, or a fraction such as "3/4". */

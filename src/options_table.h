@@ -19,10 +19,13 @@
  *         values are the positions of the comma-separated names in
  *         metavar), STRING (const char *, borrowed; default NULL: none)
  *   flags: STK_OPTION_BYTES (takes K, M, G, T suffixes),
- *          STK_OPTION_CLI_BENCH (a flag of `stoker bench`),
- *          STK_OPTION_CLI_SOURCE (a flag of every command that reads shards),
  *          STK_OPTION_SPEED_ONLY (changes speed or limits, never the batches:
- *          a saved Python loader state survives a change)
+ *          a saved Python loader state survives a change),
+ *          and one bit per command of the stoker program that takes it as
+ *          --cli_name: STK__BENCH, STK__LS, STK__CAT, STK__INDEX,
+ *          STK__VERIFY, STK__RESHARD; STK__SOURCE is all of them (the
+ *          options every command that reads shards shares). Giving a
+ *          command an option is its bit in the row.
  *   min, max: integers only; the default is accepted besides (-1: auto)
  *   cli_name: the flag without its dashes (a BOOL flag defaulting to 1 is
  *             --no-NAME), NULL where the command line does not take it
@@ -34,6 +37,11 @@
 #include <stdint.h>
 
 #define STK__BENCH STK_OPTION_CLI_BENCH
+#define STK__LS STK_OPTION_CLI_LS
+#define STK__CAT STK_OPTION_CLI_CAT
+#define STK__INDEX STK_OPTION_CLI_INDEX
+#define STK__VERIFY STK_OPTION_CLI_VERIFY
+#define STK__RESHARD STK_OPTION_CLI_RESHARD
 #define STK__SOURCE STK_OPTION_CLI_SOURCE
 #define STK__BYTES STK_OPTION_BYTES
 #define STK__SPEED STK_OPTION_SPEED_ONLY
@@ -46,13 +54,15 @@
       "samples per batch") \
     X(drop_last, BOOL, 0, "0", 0, 1, NULL, NULL, \
       "drop a final batch smaller than batch_size") \
-    X(threads, UINT, STK__BENCH | STK__SPEED, "2", 1, 1024, "threads", "N", \
+    X(threads, UINT, STK__BENCH | STK__INDEX | STK__VERIFY | STK__SPEED, "2", 1, 1024, \
+      "threads", "N", \
       "reader and decode threads: they change the speed, never the samples") \
-    X(shards_in_flight, UINT, STK__BENCH, "16", 1, 4096, "shards-in-flight", "N", \
+    X(shards_in_flight, UINT, STK__BENCH | STK__RESHARD, "16", 1, 4096, "shards-in-flight", "N", \
       "shards read and interleaved at once (part of the sample order; more mix sorted shards better)") \
-    X(shuffle_buffer, SIZE, STK__BENCH, "2000", 0, 1u << 24, "shuffle-buffer", "N", \
+    X(shuffle_buffer, SIZE, STK__BENCH | STK__RESHARD, "2000", 0, 1u << 24, "shuffle-buffer", "N", \
       "reach of the sample shuffle: each sample goes out within this many inputs (0 or 1: none)") \
-    X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "2G", 1, SIZE_MAX, \
+    X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__RESHARD | STK__BYTES | STK__SPEED, "2G", 1, \
+      SIZE_MAX, \
       "shuffle-buffer-bytes", "SIZE", \
       "member bytes the shuffle may hold; samples holding more fail") \
     X(shuffle, BOOL, STK__BENCH, "1", 0, 1, "shuffle", NULL, \
@@ -67,7 +77,8 @@
       "number of ranks (-1: WORLD_SIZE, SLURM_NTASKS or OMPI_COMM_WORLD_SIZE, else 1)") \
     X(samples_per_rank, U64, STK__BENCH, "0", 1, UINT64_MAX, "samples-per-rank", "N", \
       "samples every rank yields per epoch, equal on all ranks (0: all of its shards)") \
-    X(on_error, CHOICE, STK__BENCH, "fail", 0, 0, "on-error", "fail,skip", \
+    X(on_error, CHOICE, STK__BENCH | STK__LS | STK__INDEX | STK__RESHARD, "fail", 0, 0, \
+      "on-error", "fail,skip", \
       "bad input fails the epoch, or is skipped and counted") \
     X(read_buffer_bytes, SIZE, STK__BENCH | STK__BYTES | STK__SPEED, "256K", 512, 256u << 20, \
       "read-buffer-bytes", "SIZE", \
@@ -108,11 +119,11 @@
       "largest crop aspect ratio of the train transform") \
     X(flip_probability, FLOAT, 0, "0.5", 0, 0, NULL, "X", \
       "probability of a horizontal flip in the train transform") \
-    X(label_exts, STRING, 0, "cls", 0, 0, NULL, "EXTS", \
+    X(label_exts, STRING, STK__VERIFY, "cls", 0, 0, "label-exts", "EXTS", \
       "label members, first found wins (\"\": unlabelled, every label -1)") \
-    X(label_json_field, STRING, 0, NULL, 0, 0, NULL, "FIELD", \
+    X(label_json_field, STRING, STK__VERIFY, NULL, 0, 0, "label-json", "FIELD", \
       "take the label from this integer field of the json member instead") \
-    X(max_image_pixels, U64, 0, "100000000", 1, UINT64_MAX, NULL, "N", \
+    X(max_image_pixels, U64, STK__VERIFY, "100000000", 1, UINT64_MAX, "max-pixels", "N", \
       "larger images are bad input (decompression bombs)") \
     X(full_decode, BOOL, STK__BENCH, "0", 0, 1, "full-decode", NULL, \
       "decode whole images at full scale (slower; for comparisons)") \
@@ -159,7 +170,8 @@
       "with both alphas: probability a batch gets CutMix rather than Mixup (0: 0.5)") \
     X(index_path, STRING, STK__BENCH, NULL, 0, 0, "index", "FILE", \
       "dataset index from `stoker index`: equal shares per rank, fast resume") \
-    X(cache_dir, STRING, STK__SOURCE | STK__SPEED, NULL, 0, 0, "cache-dir", "DIR", \
+    X(cache_dir, STRING, STK__BENCH | STK__LS | STK__CAT | STK__RESHARD | STK__SPEED, NULL, 0, 0, \
+      "cache-dir", "DIR", \
       "node-local cache of remote shards, shared by the node's processes") \
     X(cache_size, U64, STK__SOURCE | STK__BYTES | STK__SPEED, "0", 1, UINT64_MAX, "cache-size", "SIZE", \
       "bound on the cache directory (required with cache_dir)") \

@@ -78,9 +78,11 @@ static void warn(const struct verify *v, const char *fmt, ...)
     v->shard.log(v->shard.log_data, STK_LOG_WARN, msg);
 }
 
-/* Check one sample; 0 whether good or bad, <0 only when out of memory. */
+/* Check one sample; 0 whether good or bad input, <0 (the image stage's
+ * message in *fatal) when the check itself failed (out of memory). */
 static int check_sample(struct verify *v, struct stk__image_worker *w,
-                        const struct stk__sample *s, struct shard_labels *labels)
+                        const struct stk__sample *s, struct shard_labels *labels,
+                        struct stk__err *fatal)
 {
     atomic_fetch_add(&v->samples, 1);
     if (v->image == NULL)
@@ -88,8 +90,10 @@ static int check_sample(struct verify *v, struct stk__image_worker *w,
     struct stk__err err;
     int64_t label;
     int rc = stk__image_check(w, v->image, s, &label, &err);
-    if (rc == STK_ENOMEM)
+    if (rc < 0 && !stk__error_is_bad_input(rc)) {
+        *fatal = err;
         return rc;
+    }
     if (rc < 0) {
         warn(v, "%s", err.msg);
         atomic_fetch_add(&v->bad_images, 1);
@@ -97,7 +101,8 @@ static int check_sample(struct verify *v, struct stk__image_worker *w,
     }
     atomic_fetch_add(&v->counters->images_decoded, 1);
     int labelled = v->image->n_label_exts > 0 || v->image->label_json_field[0] != '\0';
-    return labelled ? add_label(labels, label) : 0;
+    rc = labelled ? add_label(labels, label) : 0;
+    return rc < 0 ? stk__errf(fatal, rc, "out of memory for the labels") : rc;
 }
 
 static int verify_job(void *ctx, size_t i, struct stk__err *err)
@@ -114,10 +119,11 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
         rc = stk__shard_next(r, &s, err);
         if (rc <= 0)
             break;
-        rc = check_sample(v, w, s, &labels);
+        struct stk__err failure;
+        rc = check_sample(v, w, s, &labels, &failure);
         stk__sample_free(s);
-        if (rc == STK_ENOMEM)
-            stk__errf(err, rc, "out of memory checking the images of %s", v->names->items[i]);
+        if (rc < 0)
+            stk__errf(err, rc, "%s checking the images of %s", failure.msg, v->names->items[i]);
     }
     if (rc == 0 && stk__shard_empty(r)) {
         /* It read cleanly and trains nothing: a dataset with it is not
@@ -138,7 +144,7 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
     stk__label_mixing_batch(&v->labels, labels.items, labels.n);
     stk__mutex_unlock(&v->labels_mutex);
     stk__free(labels.items);
-    if (rc == STK_ENOMEM || rc >= 0)
+    if (rc >= 0 || !stk__error_is_bad_input(rc))
         return rc;
     /* The reader skips what it can; what is left cut the shard short. */
     warn(v, "%s (%s)", err->msg, r == NULL ? "shard not read" : "rest of the shard not read");

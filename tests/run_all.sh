@@ -1,11 +1,21 @@
 #!/bin/sh
 # Run every test: the unit tests and fuzz corpus replay under ASan+UBSan,
 # the threaded tests (and the remote sources through the CLI) under TSan, and the pytest integration suite against
-# the ASan build of the CLI. Ends with one line "N passed, N failed".
+# the ASan build of the CLI. Each tree builds only what it runs: build-asan
+# everything (all its tests, and the CLI and test tools the integration
+# tests use), build-tsan the CLI and the suite 'threaded' (meson test builds
+# a suite's executables), build-rel the CLI, the extension and the
+# transform tool. Prints each tree's build and run time and the ten slowest
+# tests, and ends with one line "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
 status=0
+TIMES=$(mktemp)
+trap 'rm -f "$TIMES"' EXIT
+clock() { date +%s; }
+# tree, what (build or run), start time: one line of the closing summary
+took() { echo "$1 $2 $(($(clock) - $3)) s" >>"$TIMES"; }
 
 setup() { # dir, meson args...
     dir=$1; shift
@@ -20,16 +30,24 @@ setup() { # dir, meson args...
 # module cannot be loaded into Debian's uninstrumented python3.
 # -Dtest_hooks=true: the library reads the environment variables that only
 # tests set (STOKER_CACHE_TEST_FILL_DELAY_MS).
+t=$(clock)
 setup build-asan -Dbuildtype=debug -Db_sanitize=address,undefined -Db_lundef=false \
     -Dpython=false -Dtest_hooks=true || exit 1
 ninja -C build-asan || exit 1
+took build-asan build "$t"
+t=$(clock)
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 || status=1
+took build-asan meson-test "$t"
 
+t=$(clock)
 setup build-tsan -Dbuildtype=debug -Db_sanitize=thread -Dpython=false -Dtest_hooks=true || exit 1
-ninja -C build-tsan || exit 1
+ninja -C build-tsan stoker || exit 1
+# meson test builds the suite's executables, and only those.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-    meson test -C build-tsan --print-errorlogs pipeline images cache ranges batch image_workers || status=1
+    meson test -C build-tsan --print-errorlogs --suite threaded || status=1
+took build-tsan build+meson-test "$t"
+t=$(clock)
 
 # Remote sources under TSan (http, pipe:, s3://): reader threads share libcurl's handle pool and
 # DNS/TLS share, and pipeline stops cancel sources waiting on the network.
@@ -43,15 +61,25 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \
     "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml=build-tsan/pytest-jobs.xml \
     tests/integration/test_verify.py tests/integration/test_index.py || status=1
+took build-tsan pytest "$t"
 
+t=$(clock)
 STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
     --junitxml=build-asan/pytest.xml tests/integration || status=1
+took build-asan pytest "$t"
 
+t=$(clock)
 setup build-rel -Dbuildtype=release || exit 1
-ninja -C build-rel || exit 1
+# The extension's file name holds the Python version: ask ninja for it.
+extension=$(ninja -C build-rel -t targets all | sed -n 's|^\(python/stoker/_stoker[^:]*\.so\):.*|\1|p')
+ninja -C build-rel stoker tests/transform_tool $extension || exit 1
+took build-rel build "$t"
+t=$(clock)
 PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
     -p no:cacheprovider --junitxml=build-rel/pytest-python.xml tests/python || status=1
+took build-rel pytest "$t"
 
+cat "$TIMES"
 "$PYTHON" tests/summarize.py build-asan/meson-logs/testlog.json \
     build-tsan/meson-logs/testlog.json build-tsan/pytest-remote.xml build-tsan/pytest-jobs.xml \
     build-asan/pytest.xml \

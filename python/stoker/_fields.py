@@ -3,16 +3,19 @@ import json
 
 import torch
 
-from ._stoker import OptionError, OptionTypeError
+from ._stoker import OptionError, OptionTypeError, member_kind
 
-# How a member named in fields= parses, by the last "."-separated part of
-# its extension (WebDataset's default decoders); the C loader checks the
-# same rule (stk_options.require_members) before the sample reaches a batch.
-_IMAGE_FIELDS = ("jpg", "jpeg", "png")
+# How a member named in fields= parses: the C library's rule (member_kind(),
+# by the last "."-separated part of its extension, as WebDataset's default
+# decoders), which the C loader checks too (stk_options.require_members)
+# before the sample reaches a batch. Here as the column kinds of _batch.c.
 _META_FIELDS = {"__key__": "k", "__url__": "u"}
-_KINDS = dict.fromkeys(("cls", "cls2", "class", "count", "index", "inx", "id"), "i")
-_KINDS.update(dict.fromkeys(("txt", "text", "transcript"), "s"))
-_KINDS.update(dict.fromkeys(("json", "jsn"), "j"))
+_COLUMN_KINDS = {"int": "i", "text": "s", "json": "j", "bytes": "b", "image": "b"}
+
+
+def _is_image(ext):
+    """The image a Loader decodes: jpg, jpeg or png, whole."""
+    return "." not in ext and member_kind(ext) == "image"
 
 
 class _Fields:
@@ -44,7 +47,7 @@ class _Fields:
                 if alt in seen:
                     raise OptionError(f"fields names {alt!r} twice")
                 seen.add(alt)
-            images = [a for a in alts if a in _IMAGE_FIELDS]
+            images = [a for a in alts if _is_image(a)]
             if images and len(images) != len(alts):
                 raise OptionError(f"fields: {name!r} mixes the image ({', '.join(images)}) with "
                                   "other members: alternatives of the image must all be images "
@@ -67,7 +70,7 @@ class _Fields:
                     self.plan.append(("column", len(self.columns)))
                     self.columns.append((ext, _META_FIELDS[ext]))
             else:
-                kind = "".join(_KINDS.get(a.rsplit(".", 1)[-1], "b") for a in alts)
+                kind = "".join(_COLUMN_KINDS[member_kind(a)] for a in alts)
                 # A required int field has no holes: a tensor; optional ones a list.
                 ints = set(kind) == {"i"} and not optional
                 self.plan.append(("ints" if ints else "column", len(self.columns)))

@@ -18,11 +18,10 @@ import hashlib
 import math
 import os
 
-from ._stoker import Error, OutputExists, index_build
+from ._stoker import Error, OutputExists, error_codes, index_build
 from ._stoker import Loader as _CLoader
 from ._urls import _has_scheme
 
-STK_EINDEX = -1013  # include/stoker.h
 # Options that decide which samples a shard counts (grouping, limits,
 # bad-input rules); the others (batching, order, speed) leave counts alone.
 _NOT_COUNTING = frozenset((
@@ -79,7 +78,7 @@ def ensure(urls, config, threads):
     try:
         _CLoader(urls, threads=1, index_path=path, **_probe(config, 0)).close()
     except Error as e:
-        if e.code != STK_EINDEX:
+        if e.code != error_codes["EINDEX"]:
             raise
         build(path, urls, config, threads, replace=True)  # a shard changed since
     return path

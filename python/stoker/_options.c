@@ -204,9 +204,35 @@ void stk_py_call_free(struct stk_py_call *c)
     Py_XDECREF(c->keep);
 }
 
+/* The commands of the stoker program that take option o, by its bits, as
+ * a tuple of names ("bench", "ls", ...; empty without a flag). */
+static PyObject *cli_commands(const struct stk_option_info *o)
+{
+    static const struct {
+        unsigned bit;
+        const char *name;
+    } commands[] = {
+        {STK_OPTION_CLI_BENCH, "bench"},   {STK_OPTION_CLI_LS, "ls"},
+        {STK_OPTION_CLI_CAT, "cat"},       {STK_OPTION_CLI_INDEX, "index"},
+        {STK_OPTION_CLI_VERIFY, "verify"}, {STK_OPTION_CLI_RESHARD, "reshard"},
+    };
+    PyObject *names = PyList_New(0);
+    for (size_t i = 0; names != NULL && i < sizeof commands / sizeof commands[0]; i++) {
+        if (o->cli_name == NULL || !(o->flags & commands[i].bit))
+            continue;
+        PyObject *name = PyUnicode_FromString(commands[i].name);
+        if (name == NULL || PyList_Append(names, name) < 0)
+            Py_CLEAR(names);
+        Py_XDECREF(name);
+    }
+    PyObject *tuple = names != NULL ? PyList_AsTuple(names) : NULL;
+    Py_XDECREF(names);
+    return tuple;
+}
+
 /* options() -> the option table as a list of dicts (name, type, default,
- * min, max, bytes, choices, cli, cli_scope, speed_only, accepts, doc): what
- * stoker.Loader's help is made of. */
+ * min, max, bytes, choices, cli, cli_commands, speed_only, accepts, doc):
+ * what stoker.Loader's help is made of. */
 PyObject *stk_py_options(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -217,16 +243,13 @@ PyObject *stk_py_options(PyObject *module, PyObject *unused)
     for (size_t i = 0; list != NULL && (o = stk_option_at(i)) != NULL; i++) {
         char accepted[256];
         stk_option_describe(o, accepted, sizeof accepted);
-        /* where the stoker command takes it: bench, or every command that reads */
-        const char *scope = (o->flags & STK_OPTION_CLI_SOURCE) ? "source"
-                            : (o->flags & STK_OPTION_CLI_BENCH) ? "bench"
-                                                                : NULL;
-        PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:z,s:O,s:s,s:s}", "name", o->name, "type",
+        PyObject *commands = cli_commands(o);
+        PyObject *d = commands == NULL ? NULL : Py_BuildValue(
+            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:N,s:O,s:s,s:s}", "name", o->name, "type",
             types[o->type], "default", o->default_value, "min", (long long)o->min, "max",
             (unsigned long long)o->max, "bytes", (o->flags & STK_OPTION_BYTES) ? Py_True : Py_False,
             "choices", o->type == STK_OPTION_CHOICE ? o->metavar : NULL, "cli", o->cli_name,
-            "cli_scope", o->cli_name != NULL ? scope : NULL, "speed_only",
+            "cli_commands", commands, "speed_only",
             (o->flags & STK_OPTION_SPEED_ONLY) ? Py_True : Py_False, "accepts", accepted, "doc",
             o->doc);
         if (d == NULL || PyList_Append(list, d) < 0)

@@ -20,8 +20,7 @@ def _default_value(o):
     if kind in ("float", "float3"):
         values = tuple(float(fractions.Fraction(part)) for part in text.split(","))
         return values if kind == "float3" else values[0]
-    shift = 10 * ("KMGT".index(text[-1]) + 1) if o["bytes"] and text[-1] in "KMGT" else 0
-    return int(text[:-1] if shift else text) << shift
+    return _stoker.parse_size(text) if o["bytes"] else int(text)
 
 
 def _c_default(o):

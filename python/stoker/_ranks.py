@@ -5,10 +5,8 @@ import time
 
 import torch
 
-from ._stoker import OptionError
+from ._stoker import OptionError, resolve_rank
 
-_ENV_RANKS = (("RANK", "WORLD_SIZE"), ("SLURM_PROCID", "SLURM_NTASKS"),
-              ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"))
 # Ranks on this node, as launchers say it (torchrun, Open MPI, Slurm).
 _ENV_LOCAL_WORLD = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")
 
@@ -27,10 +25,7 @@ def rank_and_world(rank, world_size):
         raise OptionError("give both rank and world_size, or neither")
     if distributed():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
-    for r, w in _ENV_RANKS:
-        if r in os.environ and w in os.environ:
-            return int(os.environ[r]), int(os.environ[w])
-    return 0, 1
+    return resolve_rank(-1, -1)  # the launcher's variables, as the C loader reads them
 
 
 def local_world_size():
@@ -44,10 +39,40 @@ def local_world_size():
     return 1
 
 
-def default_threads():
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().split()
+    except OSError:
+        return None
+
+
+def cpu_quota(root="/sys/fs/cgroup"):
+    """CPUs the cgroup quota allows (a container's CPU limit), or None: the
+    affinity mask of a pod limited to 32 CPUs still lists all the host's."""
+    v2 = _read(os.path.join(root, "cpu.max"))  # "QUOTA PERIOD" or "max PERIOD"
+    v1 = [_read(os.path.join(root, "cpu", name)) for name in ("cpu.cfs_quota_us",
+                                                              "cpu.cfs_period_us")]
+    quota, period = v2 if v2 else (v1[0][0], v1[1][0]) if all(v1) else (None, None)
+    if quota is None or quota in ("max", "-1"):
+        return None
+    return max(1, -(-int(quota) // int(period)))
+
+
+def usable_cores(root="/sys/fs/cgroup"):
+    """The cores this process may run on: its affinity mask, capped by the
+    cgroup CPU quota. The trainer's default threads and a Dask worker's
+    both start from it."""
+    cores = len(os.sched_getaffinity(0))
+    quota = cpu_quota(root)
+    return cores if quota is None else min(cores, quota)
+
+
+def default_threads(root="/sys/fs/cgroup"):
     """This rank's fair share of the cores it may run on: a node with 8
-    ranks does not start 8 x cores decode threads."""
-    return max(1, len(os.sched_getaffinity(0)) // local_world_size())
+    ranks does not start 8 x cores decode threads, nor a container limited
+    to 2 CPUs 64."""
+    return max(1, usable_cores(root) // local_world_size())
 
 
 class StepAgreement:

@@ -5,7 +5,8 @@
  * parts, one file each: _errors.c (exceptions),
  * _options.c (keyword options), _loader.c (Loader), _batch.c (Batch and its
  * zero-copy buffer views), _stats.c (counters), _log.c (the loader threads'
- * log), _verify.c (verify), _index.c (index_build) and _writer.c (ShardWriter); _stoker.h declares
+ * log), _verify.c (verify), _index.c (index_build), _writer.c (ShardWriter) and
+ * _rules.c (member kinds, ranks); _stoker.h declares
  * what they share.
  */
 #include "_stoker.h"
@@ -25,6 +26,14 @@ static PyMethodDef module_methods[] = {
     {"index_build", (PyCFunction)(void (*)(void))stk_py_index_build, METH_VARARGS | METH_KEYWORDS,
      "index_build(path, urls, overwrite=False, **options) -> int: write the dataset index of "
      "the shards to path; the samples counted"},
+    {"member_kind", (PyCFunction)stk_py_member_kind, METH_O,
+     "member_kind(ext) -> str: how a member parses by its extension: bytes, int, text, json "
+     "or image"},
+    {"parse_size", (PyCFunction)stk_py_parse_size, METH_O,
+     "parse_size(text) -> int: bytes of a size such as \"4G\", read as the options read it"},
+    {"resolve_rank", stk_py_resolve_rank, METH_VARARGS,
+     "resolve_rank(rank, world_size) -> (rank, world_size): each -1 from the launcher's "
+     "environment (RANK/WORLD_SIZE, SLURM_*, OMPI_*), as the C loader reads it"},
     {NULL, NULL, 0, NULL},
 };
 

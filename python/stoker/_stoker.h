@@ -115,4 +115,12 @@ PyObject *stk_py_log_take(struct stk_py_log *log);
 /* stoker._stoker.ShardWriter (_writer.c). */
 extern PyTypeObject stk_py_writer_type;
 
+/* ---- the library's rules (_rules.c) ---- */
+
+/* member_kind(ext), parse_size(text) and resolve_rank(rank, world_size)
+ * of stoker._stoker. */
+PyObject *stk_py_member_kind(PyObject *module, PyObject *ext);
+PyObject *stk_py_parse_size(PyObject *module, PyObject *text);
+PyObject *stk_py_resolve_rank(PyObject *module, PyObject *args);
+
 #endif

@@ -1,5 +1,6 @@
 /*
- * error.c - error codes to text, and per-handle detailed messages.
+ * error.c - error codes to text and kind (from errors_table.h), and per-handle
+ * detailed messages.
  */
 #include "error.h"
 
@@ -7,34 +8,47 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "errors_table.h"
 #include "stoker.h"
+
+enum error_kind { KIND_NONE, KIND_INPUT, KIND_CONFIG, KIND_SYSTEM };
+
+struct error_row {
+    enum error_kind kind;
+    const char *text;
+};
+
+#define ROW(name, kind, python_class, text) {KIND_##kind, (text)},
+static const struct error_row rows[] = {STK__ERRORS(ROW)};
+#undef ROW
+#define INDEX(name, kind, python_class, text) ROW_##name,
+enum { STK__ERRORS(INDEX) N_ROWS };
+#undef INDEX
+
+/* The row of code, NULL for none. A switch over the enum with no default:
+ * -Wswitch (an error under werror) names a code of stoker.h without a row,
+ * and a row naming a code that stoker.h lacks does not compile. */
+static const struct error_row *row_of(int code)
+{
+#define CASE(name, kind, python_class, text)                                                      \
+    case STK_##name: return &rows[ROW_##name];
+    switch ((enum stk_error)code) {
+        STK__ERRORS(CASE)
+    }
+#undef CASE
+    return NULL;
+}
 
 const char *stk_strerror(int code)
 {
-    switch (code) {
-    case STK_OK: return "success";
-    case STK_ENOMEM: return "out of memory";
-    case STK_EINVAL: return "invalid argument";
-    case STK_ENOENT: return "no such shard or member";
-    case STK_EIO: return "I/O error";
-    case STK_EINTR: return "interrupted";
-    case STK_EEXIST: return "output exists";
-    case STK_EOF: return "end of epoch";
-    case STK_EFORMAT: return "not a readable tar shard";
-    case STK_ETRUNC: return "shard is truncated";
-    case STK_ELIMIT: return "size or count above the configured limit";
-    case STK_EDUPKEY: return "sample key reappears later in the shard";
-    case STK_EPLAN: return "cannot split the shards as asked";
-    case STK_EBUSY: return "caller holds every batch the loader may have";
-    case STK_EINTERNAL: return "internal error in stoker";
-    case STK_EDECODE: return "image cannot be decoded";
-    case STK_ELABEL: return "sample has no usable label";
-    case STK_ECACHE: return "node cache cannot hold or store the shard";
-    case STK_EHTTP: return "HTTP request failed";
-    case STK_EMEMBER: return "sample lacks a required member, or it does not parse";
-    case STK_EINDEX: return "the dataset index is malformed or stale: run `stoker index` again";
-    default: return "unknown error";
-    }
+    const struct error_row *r = row_of(code);
+    return r != NULL ? r->text : "unknown error";
+}
+
+int stk__error_is_bad_input(int code)
+{
+    const struct error_row *r = row_of(code);
+    return r != NULL && r->kind == KIND_INPUT;
 }
 
 const char *stk_version(void)
@@ -65,15 +79,14 @@ void stk__copy_msg(char *dst, size_t dst_size, const char *msg)
     snprintf(dst, dst_size, "%s", msg);
 }
 
-/* The escaped form of the character at p into esc (at most 8 bytes); its
- * length, and in *used the bytes of p it stands for. */
-static size_t escape_one(const unsigned char *p, char *esc, size_t *used)
+size_t stk_escape_char(const char *s, int backslash, char esc[STK_ESCAPED_MAX], size_t *used)
 {
     static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
     size_t len = 0;
     int c1 = p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f; /* UTF-8 of U+0080..U+009F */
     *used = 1 + (size_t)c1;
-    if (*p == '\\' || *p == '\n' || *p == '\t' || *p == '\r') {
+    if ((*p == '\\' && backslash) || *p == '\n' || *p == '\t' || *p == '\r') {
         esc[len++] = '\\';
         esc[len++] = *p == '\\' ? '\\' : *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
     } else if (*p < 0x20 || *p == 0x7f || c1) {
@@ -91,17 +104,17 @@ static size_t escape_one(const unsigned char *p, char *esc, size_t *used)
 
 const char *stk__shown(char *buf, size_t size, const char *s)
 {
-    char esc[8];
+    char esc[STK_ESCAPED_MAX];
     size_t used, total = 0, n = 0;
     /* Does it fit? (Looking no further than size: names can be long.) */
     const unsigned char *p = (const unsigned char *)s;
     for (; *p != '\0' && total < size; p += used)
-        total += escape_one(p, esc, &used);
+        total += stk_escape_char((const char *)p, 1, esc, &used);
     int fits = *p == '\0' && total < size;
     /* All of it, or as much as leaves room for "...". */
     size_t limit = fits ? size : size - 3;
     for (p = (const unsigned char *)s; *p != '\0'; p += used) {
-        size_t len = escape_one(p, esc, &used);
+        size_t len = stk_escape_char((const char *)p, 1, esc, &used);
         if (n + len >= limit)
             break;
         memcpy(buf + n, esc, len);

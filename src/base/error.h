@@ -27,6 +27,13 @@ int stk__errf(struct stk__err *err, int code, const char *fmt, ...)
 
 void stk__err_clear(struct stk__err *err);
 
+/* Whether code is bad input (a shard, sample, image or label, or a shard
+ * that cannot be reached: kind INPUT in errors_table.h), which
+ * on_error=skip skips and counts. Out of memory, configuration (a cache
+ * that cannot take a shard, a stale index, options) and bugs are not:
+ * skipping them would drop good shards. The one place that decides. */
+int stk__error_is_bad_input(int code);
+
 /* At the exit of a public call that returns code: a failure (code < 0)
  * whose path left no message gets the code's text, so that every failing
  * call of the API has one and callers print it without a fallback. */
@@ -36,11 +43,12 @@ void stk__err_ensure(struct stk__err *err, int code);
 void stk__copy_msg(char *dst, size_t dst_size, const char *msg);
 
 /* Keys and member names come from shards: a message quotes them through
- * stk__shown(), which escapes backslash as \\, newline, tab and CR as \n
- * \t \r, and other control characters (C0, DEL and the C1 range U+0080 to
- * U+009F) as \xHH, so a name can neither break a message into several
- * lines nor drive a terminal, and cuts the result with "..." to fit buf
- * (size >= 4). Returns buf, for use as a printf argument. */
+ * stk__shown(), which escapes each character as stk_escape_char() does
+ * with backslash (stoker.h: backslash as \\, newline, tab and CR as \n \t
+ * \r, other control characters, C1 included, as \xHH), so a name can
+ * neither break a message into several lines nor drive a terminal, and
+ * cuts the result with "..." to fit buf (size >= 4). Returns buf, for use
+ * as a printf argument. */
 #define STK__SHOWN_MAX 256
 const char *stk__shown(char *buf, size_t size, const char *s);
 

@@ -303,9 +303,8 @@ static int find_label(const struct stk__image_config *cfg, const struct stk__sam
 
 static const struct stk_member *find_image(const struct stk__sample *s)
 {
-    static const char *const exts[] = {"jpg", "jpeg", "png"};
-    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
-        const struct stk_member *m = stk__sample_member(s, exts[i]);
+    for (size_t i = 0; i < STK__N_IMAGE_EXTS; i++) {
+        const struct stk_member *m = stk__sample_member(s, stk__image_exts[i]);
         if (m != NULL)
             return m;
     }

@@ -60,7 +60,7 @@ struct stk__batch {
     unsigned char *failed;            /* per slot: the transform failed */
     struct stk__err error;            /* failure of the lowest failed slot (code 0: none) */
     size_t error_slot;
-    int out_of_memory;                /* some slot failed for lack of memory */
+    int not_bad_input;                /* a slot failed for other than bad input (no memory) */
     int64_t *mix_labels;              /* Mixup/CutMix partners (pub.mix_labels), or NULL */
 };
 

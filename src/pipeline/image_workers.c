@@ -62,12 +62,13 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
         return;
     }
     b->failed[t->slot] = 1;
-    if (workers->cfg.skip_bad && rc != STK_ENOMEM && workers->cfg.log != NULL)
+    int bad_input = stk__error_is_bad_input(rc);
+    if (workers->cfg.skip_bad && bad_input && workers->cfg.log != NULL)
         workers->cfg.log(workers->cfg.log_data, STK_LOG_WARN, err.msg);
     /* Report the lowest failed slot, so the message does not depend on
      * which worker finished first. */
     stk__mutex_lock(&workers->mutex);
-    b->out_of_memory |= rc == STK_ENOMEM;
+    b->not_bad_input |= !bad_input;
     if (b->error.code == 0 || t->slot < b->error_slot) {
         b->error = err;
         b->error_slot = t->slot;
@@ -96,7 +97,7 @@ static void *worker_main(void *arg)
             stk__mutex_lock(&workers->mutex);
             stk__errf(&t.batch->error, STK_ENOMEM, "out of memory for an image worker");
             t.batch->error_slot = 0;
-            t.batch->out_of_memory = 1;
+            t.batch->not_bad_input = 1;
             stk__mutex_unlock(&workers->mutex);
         }
         finish_slot(workers, t.batch);

@@ -189,7 +189,7 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     /* Out of memory, a cache that cannot take the shard and a stale index
      * are not bad input: skipping would drop good shards for a
      * configuration problem. */
-    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE || rc == STK_EINDEX)
+    if (!p->cfg.shard.skip_bad || !stk__error_is_bad_input(rc))
         return rc;
     char msg[STK__ERRMSG_MAX + 32];
     snprintf(msg, sizeof msg, "%s (shard skipped)", rt->err.msg);
@@ -837,7 +837,7 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
     for (size_t i = 0; i < n && good == n; i++)
         if (!b->failed[i])
             good = i;
-    if (!p->cfg.shard.skip_bad || b->out_of_memory) { /* no memory is never bad input */
+    if (!p->cfg.shard.skip_bad || b->not_bad_input) {
         *err = b->error;
         return b->error.code;
     }

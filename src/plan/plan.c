@@ -65,6 +65,16 @@ int stk__plan_resolve_rank(int rank_opt, int world_opt, int *rank, int *world,
     return 0;
 }
 
+int stk_resolve_rank(int rank, int world_size, int *rank_out, int *world_out, char *errbuf,
+                     size_t errbuf_size)
+{
+    struct stk__err err;
+    stk__err_clear(&err);
+    int rc = stk__plan_resolve_rank(rank, world_size, rank_out, world_out, &err);
+    stk__copy_msg(errbuf, errbuf_size, err.msg);
+    return rc;
+}
+
 int stk__plan_check(size_t n_shards, int world, struct stk__err *err)
 {
     if (n_shards < (size_t)world)

@@ -41,23 +41,28 @@ int stk__member_rules_init(struct stk__member_rules *r, const char *spec, struct
     return 0;
 }
 
-enum stk__member_kind stk__member_kind(const char *ext)
+const char *const stk__image_exts[STK__N_IMAGE_EXTS] = {"jpg", "jpeg", "png"};
+
+int stk_member_kind(const char *ext)
 {
-    static const char *const ints[] = {"cls", "cls2", "class", "count", "index", "inx", "id"};
-    static const char *const texts[] = {"txt", "text", "transcript"};
-    static const char *const jsons[] = {"json", "jsn"};
+    static const struct {
+        const char *name;
+        enum stk_member_kind kind;
+    } kinds[] = {
+        {"cls", STK_MEMBER_INT},         {"cls2", STK_MEMBER_INT},  {"class", STK_MEMBER_INT},
+        {"count", STK_MEMBER_INT},       {"index", STK_MEMBER_INT}, {"inx", STK_MEMBER_INT},
+        {"id", STK_MEMBER_INT},          {"txt", STK_MEMBER_TEXT},  {"text", STK_MEMBER_TEXT},
+        {"transcript", STK_MEMBER_TEXT}, {"json", STK_MEMBER_JSON}, {"jsn", STK_MEMBER_JSON},
+    };
     const char *dot = strrchr(ext, '.');
     const char *last = dot != NULL ? dot + 1 : ext;
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (strcmp(last, ints[i]) == 0)
-            return STK__MEMBER_INT;
-    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
-        if (strcmp(last, texts[i]) == 0)
-            return STK__MEMBER_TEXT;
-    for (size_t i = 0; i < sizeof jsons / sizeof jsons[0]; i++)
-        if (strcmp(last, jsons[i]) == 0)
-            return STK__MEMBER_JSON;
-    return STK__MEMBER_BYTES;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++)
+        if (strcmp(last, kinds[i].name) == 0)
+            return kinds[i].kind;
+    for (size_t i = 0; i < STK__N_IMAGE_EXTS; i++)
+        if (strcmp(last, stk__image_exts[i]) == 0)
+            return STK_MEMBER_IMAGE;
+    return STK_MEMBER_BYTES;
 }
 
 const struct stk_member *stk__sample_member(const struct stk__sample *s, const char *ext)
@@ -312,17 +317,18 @@ int stk__members_check(const struct stk__member_rules *r, const struct stk__samp
         }
         const char *problem = NULL;
         int64_t v;
-        switch (stk__member_kind(m->ext)) {
-        case STK__MEMBER_INT:
+        switch (stk_member_kind(m->ext)) {
+        case STK_MEMBER_INT:
             problem = stk__member_int(m, &v) < 0 ? "is not an integer" : NULL;
             break;
-        case STK__MEMBER_TEXT:
+        case STK_MEMBER_TEXT:
             problem = stk__utf8_valid(m->data, m->size) ? NULL : "is not UTF-8";
             break;
-        case STK__MEMBER_JSON:
+        case STK_MEMBER_JSON:
             problem = json_valid(m->data, m->size) ? NULL : "is not valid JSON";
             break;
-        case STK__MEMBER_BYTES: break;
+        case STK_MEMBER_IMAGE: /* decoded by the image stage, checked there */
+        case STK_MEMBER_BYTES: break;
         }
         if (problem != NULL)
             return stk__errf(err, STK_EMEMBER, "%s: sample '%s': %s member %s", s->pub.url,

@@ -21,12 +21,10 @@
 #define STK__MAX_REQUIRED_MEMBERS 16
 #define STK__MEMBER_EXT_MAX 32 /* bytes, with the NUL */
 
-enum stk__member_kind {
-    STK__MEMBER_BYTES, /* anything */
-    STK__MEMBER_INT,   /* cls, cls2, class, count, index, inx, id */
-    STK__MEMBER_TEXT,  /* txt, text, transcript */
-    STK__MEMBER_JSON   /* json, jsn */
-};
+/* The extensions of images (STK_MEMBER_IMAGE), in the order a sample's
+ * image is looked for when it has several. */
+#define STK__N_IMAGE_EXTS 3
+extern const char *const stk__image_exts[STK__N_IMAGE_EXTS];
 
 struct stk__member_rules {
     struct {
@@ -39,9 +37,6 @@ struct stk__member_rules {
 /* Parse stk_options.require_members (NULL or "" : no rule). STK_EINVAL
  * with a message naming the option on a bad list. */
 int stk__member_rules_init(struct stk__member_rules *r, const char *spec, struct stk__err *err);
-
-/* How a member with this extension parses. */
-enum stk__member_kind stk__member_kind(const char *ext);
 
 /* The sample's member with this extension, or NULL. */
 const struct stk_member *stk__sample_member(const struct stk__sample *s, const char *ext);

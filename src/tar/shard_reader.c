@@ -167,11 +167,8 @@ static void account_bytes(struct stk__shard_reader *r)
     r->bytes_reported = now;
 }
 
-/* Split a member path into key length and extension (WebDataset's
- * base_plus_ext). Returns 0 when the member has no key and is ignored:
- * no dot in the basename, a basename starting with a dot, or a top-level
- * "__meta__" file. */
-static int split_name(const char *name, size_t *key_len, const char **ext)
+/* WebDataset's base_plus_ext (stoker.h). */
+int stk_split_name(const char *name, size_t *key_len, const char **ext)
 {
     const char *slash = strrchr(name, '/');
     const char *base = slash ? slash + 1 : name;
@@ -204,7 +201,7 @@ static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code
 {
     /* A cache that cannot take the shard is a configuration problem, not
      * bad input (a miss meets it while the shard streams). */
-    if (!r->cfg.skip_bad || code == STK_ENOMEM || code == STK_ECACHE || code == STK_EINDEX)
+    if (!r->cfg.skip_bad || !stk__error_is_bad_input(code))
         return code;
     char msg[STK__ERRMSG_MAX + 64];
     snprintf(msg, sizeof msg, "%s (rest of shard skipped)", err->msg);
@@ -383,7 +380,7 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
         }
         size_t key_len;
         const char *ext;
-        if (!m.regular || !split_name(m.name, &key_len, &ext)) {
+        if (!m.regular || !stk_split_name(m.name, &key_len, &ext)) {
             atomic_fetch_add(&r->cfg.counters->members_ignored, 1);
             if (r->ignored++ == 0)
                 stk__shown(r->first_ignored, sizeof r->first_ignored, m.name);

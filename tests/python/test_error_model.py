@@ -134,3 +134,14 @@ def test_every_class_is_a_stoker_error_with_a_code():
     assert issubclass(stoker.ClusterError, ConnectionError)
     # raised from Python, an error carries its class's code
     assert stoker.PlanError("x").code == -1005
+
+
+def test_error_codes_come_from_the_c_table():
+    """stoker._stoker.error_codes is the C library's error table: Python code
+    tells codes apart by name, and each code raises the class its row names."""
+    from stoker import _stoker
+    codes = _stoker.error_codes
+    assert codes["EINDEX"] == STK_EINDEX and codes["EHTTP"] == STK_EHTTP
+    assert codes["OK"] == 0 and len(codes) == 21, codes
+    assert stoker.DataError.code == codes["EFORMAT"]
+    assert stoker.NotFound.code == codes["ENOENT"] and stoker.OptionTypeError.code == STK_EINVAL

@@ -228,7 +228,7 @@ static void test_failed_slots_reported(void **state)
         assert_int_equal(b->error_slot, 1);
         assert_int_equal(b->error.code, STK_EDECODE);
         assert_non_null(strstr(b->error.msg, "bad-001"));
-        assert_int_equal(b->out_of_memory, 0);
+        assert_int_equal(b->not_bad_input, 0);
         assert_int_equal(atomic_load(&f.done.logged), skip ? 2 : 0);
         assert_int_equal(atomic_load(&f.counters.images_decoded), BATCH - 2);
         stk__batch_free(b);

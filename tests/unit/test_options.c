@@ -168,6 +168,29 @@ static void test_bad_values_name_the_option(void **state)
 }
 
 /* A C caller that fills the struct by hand meets the same ranges. */
+/* The one reader of counts and sizes ("4G"), the stoker command's too. */
+static void test_parse_count(void **state)
+{
+    (void)state;
+    uint64_t v = 7;
+    assert_int_equal(stk_parse_count("4G", 1, &v), 0);
+    assert_int_equal(v, (uint64_t)4 << 30);
+    assert_int_equal(stk_parse_count("3Ki", 1, &v), 0);
+    assert_int_equal(v, 3072);
+    assert_int_equal(stk_parse_count("2MB", 1, &v), 0);
+    assert_int_equal(v, (uint64_t)2 << 20);
+    assert_int_equal(stk_parse_count("18446744073709551615", 0, &v), 0);
+    assert_true(v == UINT64_MAX);
+    v = 7;
+    const char *bad[] = {"", "-1", " 1", "+1", "1X", "4G", "18446744073709551616", "1.5", NULL};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(stk_parse_count(bad[i], 0, &v), STK_EINVAL);
+    const char *bad_sizes[] = {"16777216T", "4Gx", "G", "4 G", "3kib"};
+    for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++)
+        assert_int_equal(stk_parse_count(bad_sizes[i], 1, &v), STK_EINVAL);
+    assert_int_equal(v, 7); /* unchanged by a failure */
+}
+
 static void test_create_checks_the_table(void **state)
 {
     (void)state;
@@ -267,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_values_by_name),
         cmocka_unit_test(test_bad_values_name_the_option),
         cmocka_unit_test(test_create_checks_the_table),
+        cmocka_unit_test(test_parse_count),
         cmocka_unit_test(test_failures_always_have_a_message),
         cmocka_unit_test(test_create_allocation_failures),
     };

@@ -428,6 +428,38 @@ static void test_shown(void **state)
     assert_string_equal(stk__shown(buf, 4, "abc"), "abc");
 }
 
+/* The one escaping rule, character by character (the CLI's lines too). */
+static void test_escape_char(void **state)
+{
+    (void)state;
+    char esc[STK_ESCAPED_MAX];
+    size_t used;
+    assert_int_equal(stk_escape_char("\\x", 1, esc, &used), 2);
+    assert_memory_equal(esc, "\\\\", 2);
+    assert_int_equal(stk_escape_char("\\x", 0, esc, &used), 1); /* escaped once already */
+    assert_int_equal(esc[0], '\\');
+    assert_int_equal(stk_escape_char("\xc2\x85", 1, esc, &used), 8);
+    assert_int_equal(used, 2);
+    assert_memory_equal(esc, "\\xc2\\x85", 8);
+    assert_int_equal(stk_escape_char("\xc3\xa9", 1, esc, &used), 1); /* U+00E9 stays */
+    assert_int_equal(used, 1);
+}
+
+/* WebDataset's key rule, as readers and stoker pack use it. */
+static void test_split_name(void **state)
+{
+    (void)state;
+    size_t key_len;
+    const char *ext;
+    assert_int_equal(stk_split_name("a/b.c/x.seg.png", &key_len, &ext), 1);
+    assert_int_equal(key_len, strlen("a/b.c/x"));
+    assert_string_equal(ext, "seg.png");
+    assert_int_equal(stk_split_name("a/noext", &key_len, &ext), 0);
+    assert_int_equal(stk_split_name("a/.hidden.jpg", &key_len, &ext), 0);
+    assert_int_equal(stk_split_name("__meta__", &key_len, &ext), 0);
+    assert_int_equal(stk_split_name("d/__meta__.json", &key_len, &ext), 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +476,8 @@ int main(void)
         cmocka_unit_test(test_max_samples),
         cmocka_unit_test(test_data_after_end_of_archive),
         cmocka_unit_test(test_shown),
+        cmocka_unit_test(test_escape_char),
+        cmocka_unit_test(test_split_name),
     };
     return cmocka_run_group_tests_name("shard", tests, NULL, NULL);
 }
