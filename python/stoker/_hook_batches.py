@@ -8,6 +8,7 @@ import logging
 import queue
 import threading
 
+import numpy
 import torch
 
 from . import _rng
@@ -44,7 +45,7 @@ class HookedBatches:
         self.skipped = 0
 
     def batches(self, source, epoch):
-        """Yield the hooked batches of source's (index, samples, labels,
+        """Yield the hooked batches of source's (index, samples, keys, labels,
         names, batch) items, made by a thread; closing the generator stops it."""
         out = queue.Queue(maxsize=self.depth)
         stop = threading.Event()
@@ -116,13 +117,12 @@ class HookedBatches:
                 else:
                     job.remaining -= 1
 
-    def _start(self, epoch, index, samples, labels, names, direct):
+    def _start(self, epoch, index, samples, keys, labels, names, direct):
         tasks = []
         job = _Job(index, tasks, labels, names, direct)
         if self.has_map:
-            for i, (sample, (url, key)) in enumerate(zip(samples, names)):
-                k = _rng.sample_key(self.seed, epoch, self.rank, index, i, url, key)
-                task = Task("map", k, sample, job)
+            for sample, key in zip(samples, keys):
+                task = Task("map", key, sample, job)
                 tasks.append(task)
                 self.pool.submit(task)
             job.remaining = len(tasks)
@@ -211,7 +211,8 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches):
 
 def samples(c_batches, images_of, fields):
     """What the hooks get from each C batch: (index, one sample per image,
-    labels or None with fields=, (url, key) per sample, the whole batch)."""
+    the key of each sample's random stream (the C loader's own), labels or
+    None with fields=, (url, key) per sample, the whole batch)."""
     spec = (("__url__", "u"), ("__key__", "k"))
     for batch in c_batches:
         n = batch.size
@@ -227,8 +228,9 @@ def samples(c_batches, images_of, fields):
             each = [{name: _pick(value, i) for name, value in zip(fields.names, whole)}
                     for i in range(n)]
         index = batch.index
+        rng_keys = numpy.frombuffer(batch.sample_keys, dtype=numpy.uint64).tolist()
         del batch
-        yield index, each, labels, list(zip(urls, keys)), whole
+        yield index, each, rng_keys, labels, list(zip(urls, keys)), whole
 
 
 def _pick(value, i):

@@ -1,9 +1,12 @@
 """Keys of the random streams that user hooks get (Loader(map=, batch_map=)).
 
-A key depends on the sample's identity only (seed, epoch, rank, its place
-in the epoch, its shard URL and key), never on which process or thread
-runs the hook, so a keyed hook gives the same bytes with any number of
-hook processes or decode threads, after a resume and on any host.
+A sample hook's key is the one stoker's own crop, flip and augmentations
+draw from: the C batch carries it (stk_batch.sample_keys), a hash of the
+sample's identity (seed, epoch, shard, pass, position among the shard's
+good samples). A batch hook's key is a hash of (seed, epoch, rank, batch
+index). Neither depends on which process or thread runs the hook, so a
+keyed hook gives the same bytes with any number of hook processes or
+decode threads, after a resume and on any host.
 """
 import hashlib
 import random
@@ -12,14 +15,6 @@ from typing import NamedTuple
 import numpy
 import torch
 
-_KEY_BITS = 63  # torch.Generator.manual_seed takes up to 2**64 - 1; keep it signed-safe
-
-
-def sample_key(seed, epoch, rank, batch_index, position, url, key):
-    """The key of the sample at `position` of batch `batch_index`."""
-    return _digest(("sample", seed, epoch, rank, batch_index, position, url, key))
-
-
 def batch_key(seed, epoch, rank, batch_index):
     """The key of batch `batch_index` (for batch hooks)."""
     return _digest(("batch", seed, epoch, rank, batch_index))
@@ -27,9 +22,10 @@ def batch_key(seed, epoch, rank, batch_index):
 
 def _digest(identity):
     # A hash of the identity's repr: stable across processes and hosts
-    # (Python's hash() of a str is salted per process).
+    # (Python's hash() of a str is salted per process); 64 bits, as the C
+    # keys, which is what torch.Generator.manual_seed takes.
     raw = hashlib.blake2b(repr(identity).encode(), digest_size=8).digest()
-    return int.from_bytes(raw, "little") & ((1 << _KEY_BITS) - 1)
+    return int.from_bytes(raw, "little")
 
 
 class Rng(NamedTuple):

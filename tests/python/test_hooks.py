@@ -104,6 +104,39 @@ def test_every_generator_is_keyed_per_sample_and_epoch(even_shards):
         assert not torch.equal(first[:, column], second[:, column])
 
 
+def _mix(a, b):
+    """stoker's stk__mix (src/base/rng.c): SplitMix64's finalizer, twice."""
+    def finalize(z):
+        z &= (1 << 64) - 1
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
+        return z ^ (z >> 31)
+    return finalize(finalize(a + 0x9E3779B97F4A7C15) ^ b)
+
+
+def test_the_hook_key_is_the_key_of_stokers_own_draws(even_shards):
+    """rng.key is what src/image/augment.c keys the crop and flip with:
+    mix(seed, epoch, shard, pass, position among the shard's samples), not
+    a key of the hook's own."""
+    from conftest import read_shards
+    where = {}
+    for shard, url in enumerate(even_shards):
+        keys = [s.key for s in read_shards([url])]
+        where.update({(url, k): (shard, position) for position, k in enumerate(keys)})
+    with stoker.Loader(even_shards, map=hook_fns.rng_key, hook_processes=2,
+                       fields=("jpg", "__key__", "__url__"), **SMALL) as loader:
+        for epoch_number in (0, 1):
+            seen = 0
+            for batch in loader:
+                for key, name, url in zip(batch["key"].tolist(), batch["name"], batch["url"]):
+                    shard, position = where[(url, name)]
+                    expected = _mix(_mix(_mix(_mix(SMALL["seed"], epoch_number), shard), 0),
+                                    position ^ 0x417567)
+                    assert key % (1 << 64) == expected, (url, name)
+                    seen += 1
+            assert seen == len(where)
+
+
 def test_hook_exception_names_the_sample_and_hook_with_its_traceback(even_shards):
     with stoker.Loader(even_shards, map=hook_fns.fail_on_picked, hook_processes=2,
                        **SMALL) as loader:
