@@ -88,3 +88,22 @@ def rng_key(sample, rng):
     signed = rng.key - (1 << 64) if rng.key >= 1 << 63 else rng.key
     return {"key": torch.tensor(signed, dtype=torch.int64), "name": sample["__key__"],
             "url": sample["__url__"]}
+
+
+CROP = T.RandomResizedCrop(48, antialias=True)
+
+
+def crop_whole(image, rng):
+    """transform=None: the hook's own crop of the whole image, from the global generator."""
+    return CROP(image)
+
+
+def whole_image(sample, rng):
+    """transform=None with fields=: what the hook got, to compare with the member."""
+    image = sample["jpg"]
+    return {"shape": torch.tensor(image.shape), "sum": image.sum(), "dtype": str(image.dtype),
+            "name": sample["__key__"]}
+
+
+def as_is(image, rng):
+    return image
