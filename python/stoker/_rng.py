@@ -10,7 +10,6 @@ decode threads, after a resume and on any host.
 """
 import hashlib
 import random
-from typing import NamedTuple
 
 import numpy
 import torch
@@ -28,21 +27,33 @@ def _digest(identity):
     return int.from_bytes(raw, "little")
 
 
-class Rng(NamedTuple):
+class Rng:
     """What a hook gets as `rng`: its key, a seeded torch.Generator and a
-    seeded numpy.random.Generator (Philox)."""
-    key: int
-    torch: torch.Generator
-    numpy: numpy.random.Generator
+    seeded numpy.random.Generator (Philox), the latter made on first use
+    (20 us a sample that most hooks do not need)."""
+    __slots__ = ("key", "torch", "_numpy")
+
+    def __init__(self, key, generator):
+        self.key, self.torch, self._numpy = key, generator, None
+
+    @property
+    def numpy(self):
+        if self._numpy is None:
+            self._numpy = numpy.random.Generator(numpy.random.Philox(self.key))
+        return self._numpy
 
 
 def seeded(key):
     """Rng for `key`, after re-seeding the global torch, numpy and random
     generators from it: transforms that draw from the global generators
     (torchvision's classic transforms use torch's) become keyed too."""
-    torch.manual_seed(key)
+    # torch.manual_seed() as it applies here, at a tenth of its cost per
+    # sample: the CPU generator, and CUDA's only where the hook uses CUDA.
+    torch.default_generator.manual_seed(key)
+    if torch.cuda.is_initialized():
+        torch.cuda.manual_seed_all(key)
     numpy.random.seed([key & 0xFFFFFFFF, key >> 32])
     random.seed(key)
     generator = torch.Generator()
     generator.manual_seed(key)
-    return Rng(key, generator, numpy.random.Generator(numpy.random.Philox(key)))
+    return Rng(key, generator)
