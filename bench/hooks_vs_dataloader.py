@@ -22,7 +22,8 @@ its hook processes or DataLoader workers at the end of that epoch.
 Prints the median images/s of each, the median of the per-round ratios, the
 PSS sums, and the CPU ms per image of the trainer and of its hook processes,
 from which the ceiling of python-2 / python-1 on two free cores follows
-(figures that the other load on a shared machine does not change). torch.set_num_threads(1) everywhere.
+(figures that the other load on a shared machine does not change).
+torch.set_num_threads(1) everywhere.
 
 usage: bench/hooks_vs_dataloader.py [--rounds 3] [--cores 0,1] SHARD...
 """

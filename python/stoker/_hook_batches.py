@@ -271,7 +271,9 @@ def raw_samples(c_batches, fields, label_exts, skip, on_skip):
     DataError naming its shard and key, or under on_error="skip" replaced by
     its batch's first good sample (on_skip(n) counts them)."""
     exts = [e for e in label_exts.split(",") if e]
-    spec = (_IMAGES,) + _NAMES + ((((";".join(exts)), "i" * len(exts)),) if exts else ())
+    image = _IMAGES if fields is None else \
+        (fields.image_name.lower(), "b" * len(fields.image_name.split(";")))  # as fields= names it
+    spec = (image,) + _NAMES + ((((";".join(exts)), "i" * len(exts)),) if exts else ())
     for batch in c_batches:
         n = batch.size
         images, urls, names, *labels = batch.columns(spec, json.loads)
