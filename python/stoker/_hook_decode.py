@@ -27,8 +27,14 @@ def _decoder():
         from torchvision.io import ImageReadMode, decode_image
     except ImportError:
         return _decode_pillow
-    # A tensor over the arena's bytes (read only here: no copy).
-    return lambda data: decode_image(torch.from_numpy(numpy.asarray(data)), ImageReadMode.RGB)
+
+    def decode(data):
+        # A tensor over the arena's bytes, which are writable (no copy);
+        # bytes from elsewhere that are not are copied, as torch warns of them.
+        data = numpy.asarray(data)
+        return decode_image(torch.from_numpy(data if data.flags.writeable else data.copy()),
+                            ImageReadMode.RGB)
+    return decode
 
 
 class DecodeFirst:
