@@ -19,8 +19,11 @@ DataLoader workers inherit the mask):
 Each child times one epoch after its first two batches (the processes are
 started and warm), and reads the PSS (/proc/PID/smaps_rollup) of itself and
 its hook processes or DataLoader workers at the end of that epoch.
-Prints the median images/s of each, the median of the per-round ratios and
-the PSS sums. torch.set_num_threads(1) everywhere.
+Prints the median images/s of each, the median of the per-round ratios, the
+PSS sums, and the CPU ms per image of the trainer and of its hook processes,
+from which the ceiling of python-2 / python-1 on two free cores follows
+(figures that the other load on a shared machine does not change).
+torch.set_num_threads(1) everywhere.
 
 usage: bench/hooks_vs_dataloader.py [--rounds 3] [--cores 0,1] SHARD...
 """
@@ -85,16 +88,21 @@ def cpu_s(pids):
 
 
 def timed(batches, pids_of):
+    """Images/s over the epoch after its first two batches; PSS at its end;
+    CPU ms per image of the trainer (pids[0]) and of the rest."""
     it = iter(batches)
     next(it)
     next(it)
     pids = pids_of()
-    n, start, cpu = 0, time.perf_counter(), cpu_s(pids)
+    n, start = 0, time.perf_counter()
+    trainer, others = cpu_s(pids[:1]), cpu_s(pids[1:])
     for batch in it:
         n += len(batch[0])
     seconds = time.perf_counter() - start
+    trainer, others = cpu_s(pids[:1]) - trainer, cpu_s(pids[1:]) - others
     return {"images_per_s": n / seconds, "pss_mib": pss_kib(pids) / 1024,
-            "images_per_cpu_s": n / (cpu_s(pids) - cpu)}
+            "images_per_cpu_s": n / (trainer + others),
+            "trainer_cpu_ms": 1000 * trainer / n, "others_cpu_ms": 1000 * others / n}
 
 
 def child(kind, shards):
@@ -167,6 +175,17 @@ def main():
                                   for x, y in zip(results[a], results[b]))
         verdict = "met" if ratio >= target else "NOT met"
         print(f"  {a} / {b}: {ratio:.2f}x (target >= {target}x: {verdict})")
+    if "python-1" in results:
+        # The figure the load on the machine does not change: CPU per image.
+        # Two hook processes share the two cores with the trainer (stoker's
+        # decode and the hooks' dispatch), so on cores of its own the run
+        # reaches at most 2h / (h + t) times one process (h: hook processes'
+        # CPU per image, t: the trainer's).
+        h = statistics.median(x["others_cpu_ms"] for x in results["python-1"])
+        t = statistics.median(x["trainer_cpu_ms"] for x in results["python-1"])
+        print(f"  CPU per image (python-1): hook process {h:.2f} ms, trainer {t:.2f} ms: the "
+              f"ceiling of python-2 / python-1 on 2 free cores is 2h/(h+t) = "
+              f"{2 * h / (h + t):.2f}x")
     if "stoker" not in results:
         return
     cpu = statistics.median(x["images_per_cpu_s"] / y["images_per_cpu_s"]

@@ -817,6 +817,16 @@ struct stk_batch {
      * mixing. */
     const int64_t *mix_labels;
     double mix_weight;
+    /* n_samples keys, one per sample: the key of the sample's random
+     * stream, a hash of its identity (seed, epoch, shard, pass over the
+     * rank's shards, position among the shard's good samples), from which
+     * the train transform draws its crop, flip and augmentations. The same
+     * whichever thread or process made the batch, with any transform
+     * (STK_TRANSFORM_NONE included), so code that augments samples itself
+     * can draw from it and stay reproducible (the Python Loader's map=
+     * hooks do). A slot replaced under STK_ON_ERROR_SKIP has its
+     * replacement's key. */
+    const uint64_t *sample_keys;
 };
 
 /* Give a batch back. May be called from any thread, in any order, also after

@@ -100,6 +100,14 @@ static PyObject *batch_mix_labels(BatchObject *self, void *closure)
                      self->batch->n_samples * sizeof(int64_t));
 }
 
+/* The samples' keys (stk_batch.sample_keys) as a buffer of uint64. */
+static PyObject *batch_sample_keys(BatchObject *self, void *closure)
+{
+    (void)closure;
+    return make_view(self, (void *)self->batch->sample_keys,
+                     self->batch->n_samples * sizeof(uint64_t));
+}
+
 static PyObject *batch_mix_weight(BatchObject *self, void *closure)
 {
     (void)closure;
@@ -318,6 +326,8 @@ static PyGetSetDef batch_getset[] = {
      "buffer of the int64 Mixup/CutMix partner labels (None without mixing)", NULL},
     {"mix_weight", (getter)batch_mix_weight, NULL,
      "weight of each image's own label under Mixup/CutMix (1.0 without)", NULL},
+    {"sample_keys", (getter)batch_sample_keys, NULL,
+     "buffer of the uint64 keys of the samples' random streams (stoker's own draws)", NULL},
     {"size", (getter)batch_len, NULL, "number of samples", NULL},
     {"index", (getter)batch_index, NULL, "batch number in the epoch", NULL},
     {"skips", (getter)batch_skips, NULL,

@@ -80,19 +80,23 @@ class _Fields:
             raise OptionError(f"fields {tuple(names)!r} must name the image (jpg, jpeg or png): "
                              "a Loader always decodes it; for members alone use stoker.Samples")
         self.names = tuple(names)
+        self.image_name = names[self.plan.index(("image",))]
         self.columns = tuple(self.columns)
         self.require_members = ",".join(required)
         self.wants_label = ("label",) in self.plan
 
-    def batch(self, batch, images):
-        """The tuple of one batch: images (the zero-copy tensor), the rest copied."""
+    def batch(self, batch, images, labels=None):
+        """The tuple of one batch: images (the zero-copy tensor), the rest
+        copied; labels: the labels when the C batch has none
+        (transform=None)."""
         columns = batch.columns(self.columns, json.loads) if self.columns else ()
         out = []
         for what, *index in self.plan:
             if what == "image":
                 out.append(images)
             elif what == "label":
-                out.append(torch.frombuffer(batch.labels, dtype=torch.int64).clone())
+                out.append(labels if labels is not None else
+                           torch.frombuffer(batch.labels, dtype=torch.int64).clone())
             elif what == "ints":
                 out.append(torch.tensor(columns[index[0]], dtype=torch.int64))
             else:

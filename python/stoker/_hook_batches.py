@@ -8,12 +8,13 @@ import logging
 import queue
 import threading
 
+import numpy
 import torch
 
-from . import _rng
+from . import _hook_decode, _rng
 from ._hooks import (HookError, Pool, RemoteTraceback, Task, collate, describe, dumps, hook_name,
                      signature)
-from ._stoker import OptionError, OptionTypeError
+from ._stoker import DataError, OptionError, OptionTypeError
 
 log = logging.getLogger("stoker")
 _STEP_S = 0.1  # how often the thread looks at its stop flag while hooks run
@@ -34,17 +35,18 @@ class _Job:
 class HookedBatches:
     """Runs the hooks of one loader; counters survive epochs."""
 
-    def __init__(self, pool, map_fn, batch_fn, seed, rank, skip, depth):
+    def __init__(self, pool, map_fn, batch_fn, seed, rank, skip, depth, map_shape):
         self.pool, self.skip, self.depth = pool, skip, depth
         self.map_name = map_fn and hook_name(map_fn)
         self.batch_name = batch_fn and hook_name(batch_fn)
         self.has_map, self.has_batch = map_fn is not None, batch_fn is not None
         self.seed, self.rank = seed, rank
         self.spec = None  # signature of map='s result, from the first sample
+        self.map_shape = map_shape  # declared shape of map='s result, or None
         self.skipped = 0
 
     def batches(self, source, epoch):
-        """Yield the hooked batches of source's (index, samples, labels,
+        """Yield the hooked batches of source's (index, samples, keys, labels,
         names, batch) items, made by a thread; closing the generator stops it."""
         out = queue.Queue(maxsize=self.depth)
         stop = threading.Event()
@@ -116,13 +118,12 @@ class HookedBatches:
                 else:
                     job.remaining -= 1
 
-    def _start(self, epoch, index, samples, labels, names, direct):
+    def _start(self, epoch, index, samples, keys, labels, names, direct):
         tasks = []
         job = _Job(index, tasks, labels, names, direct)
         if self.has_map:
-            for i, (sample, (url, key)) in enumerate(zip(samples, names)):
-                k = _rng.sample_key(self.seed, epoch, self.rank, index, i, url, key)
-                task = Task("map", k, sample, job)
+            for sample, key in zip(samples, keys):
+                task = Task("map", key, sample, job)
                 tasks.append(task)
                 self.pool.submit(task)
             job.remaining = len(tasks)
@@ -149,6 +150,11 @@ class HookedBatches:
             url, key = job.names[i]
             if task.error is None:
                 sig = signature(task.result)
+                if self.map_shape is not None and (sig[0] not in ("tensor", "ndarray") or
+                                                   sig[1] != self.map_shape):
+                    raise HookError(
+                        f"hook map={self.map_name} returned {describe(sig)} for sample {key!r} "
+                        f"of {url}, but map_shape= declares shape {list(self.map_shape)}")
                 if self.spec is None:
                     self.spec = sig
                 elif sig != self.spec:
@@ -190,8 +196,11 @@ class HookedBatches:
         return error
 
 
-def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches):
-    """The HookedBatches of Loader(map=, batch_map=, hook_processes=, hook_timeout=)."""
+def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, map_shape=None,
+         decode=None):
+    """The HookedBatches of Loader(map=, batch_map=, hook_processes=,
+    hook_timeout=, map_shape=); decode: (image field or None, channels
+    last) when map= gets the image undecoded (transform=None)."""
     for name, fn in (("map", map_fn), ("batch_map", batch_fn)):
         if fn is not None and not callable(fn):
             raise OptionTypeError(f"{name} must be a callable fn(sample, rng), not "
@@ -201,17 +210,34 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches):
     if timeout is not None and (isinstance(timeout, bool) or
                                 not isinstance(timeout, (int, float)) or timeout <= 0):
         raise OptionError(f"hook_timeout must be seconds > 0 (or None: no limit), not {timeout!r}")
+    if map_shape is not None:
+        if map_fn is None:
+            raise OptionError("map_shape= declares the shape of map='s result: it needs map=")
+        if isinstance(map_shape, int):
+            map_shape = (map_shape,)
+        try:
+            map_shape = tuple(map_shape)
+            valid = all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                        for d in map_shape)
+        except TypeError:
+            valid = False
+        if not valid:
+            raise OptionError(f"map_shape must be a tuple of ints >= 0 (the shape of each "
+                              f"sample's result, e.g. (3, 224, 224)), not {map_shape!r}")
     hooks = {k: fn for k, fn in (("map", map_fn), ("batch_map", batch_fn)) if fn is not None}
+    if decode is not None:
+        hooks["map"] = _hook_decode.DecodeFirst(map_fn, *decode)
     pool = Pool(dumps(hooks), processes, timeout)
     # Batches in flight: enough to keep every process busy across a batch's
     # end, fewer than the C loader's buffers (the samples are views of them).
     depth = max(1, min(2, max_batches - 1))
-    return HookedBatches(pool, map_fn, batch_fn, seed, rank, skip, depth)
+    return HookedBatches(pool, map_fn, batch_fn, seed, rank, skip, depth, map_shape)
 
 
 def samples(c_batches, images_of, fields):
     """What the hooks get from each C batch: (index, one sample per image,
-    labels or None with fields=, (url, key) per sample, the whole batch)."""
+    the key of each sample's random stream (the C loader's own), labels or
+    None with fields=, (url, key) per sample, the whole batch)."""
     spec = (("__url__", "u"), ("__key__", "k"))
     for batch in c_batches:
         n = batch.size
@@ -227,8 +253,62 @@ def samples(c_batches, images_of, fields):
             each = [{name: _pick(value, i) for name, value in zip(fields.names, whole)}
                     for i in range(n)]
         index = batch.index
+        rng_keys = numpy.frombuffer(batch.sample_keys, dtype=numpy.uint64).tolist()
         del batch
-        yield index, each, labels, list(zip(urls, keys)), whole
+        yield index, each, rng_keys, labels, list(zip(urls, keys)), whole
+
+
+_IMAGES = ("jpg;jpeg;png", "bbb")  # the image member, undecoded
+_NAMES = (("__url__", "u"), ("__key__", "k"))
+
+
+def raw_samples(c_batches, fields, label_exts, skip, on_skip):
+    """samples() for transform=None: the C batches hold undecoded samples,
+    and each sample's image goes to the hooks as its bytes (a uint8 array,
+    decoded in the hook process: _hook_decode). Labels are the first of
+    label_exts' members the sample has, as an int (-1 each without
+    label_exts). A sample without an image or label is bad input: a
+    DataError naming its shard and key, or under on_error="skip" replaced by
+    its batch's first good sample (on_skip(n) counts them)."""
+    exts = [e for e in label_exts.split(",") if e]
+    image = _IMAGES if fields is None else \
+        (fields.image_name.lower(), "b" * len(fields.image_name.split(";")))  # as fields= names it
+    spec = (image,) + _NAMES + ((((";".join(exts)), "i" * len(exts)),) if exts else ())
+    for batch in c_batches:
+        n = batch.size
+        images, urls, names, *labels = batch.columns(spec, json.loads)
+        labels = labels[0] if labels else [-1] * n
+        bad = [i for i in range(n) if images[i] is None or labels[i] is None]
+        slots = list(range(n))
+        if bad:
+            good = next((i for i in slots if i not in bad), None)
+            if not skip or good is None:
+                i = bad[0]
+                what = "image (jpg, jpeg or png)" if images[i] is None else \
+                    f"label ({', '.join(exts)})"
+                raise DataError(f"{urls[i]}: sample {names[i]!r} has no {what} member" +
+                                (f"; every sample of batch {batch.index} is bad" if skip else ""))
+            for i in bad:
+                slots[i] = good
+            on_skip(len(bad))
+            log.warning("%s: %d sample(s) of batch %d without an image or label skipped "
+                        "(on_error=skip), replaced by the batch's first good sample",
+                        urls[bad[0]], len(bad), batch.index)
+        encoded = [None if b is None else numpy.frombuffer(b, dtype=numpy.uint8)
+                   for b in images]
+        keys = numpy.frombuffer(batch.sample_keys, dtype=numpy.uint64).tolist()
+        keys = [keys[j] for j in slots]
+        if fields is None:
+            each = [encoded[j] for j in slots]
+            out_labels = torch.tensor([labels[j] for j in slots], dtype=torch.int64)
+        else:  # every column as the C batch has it, then each slot's sample
+            whole = fields.batch(batch, encoded, labels)
+            each = [{name: _pick(value, j) for name, value in zip(fields.names, whole)}
+                    for j in slots]
+            out_labels = None
+        index = batch.index
+        del batch
+        yield index, each, keys, out_labels, [(urls[j], names[j]) for j in slots], None
 
 
 def _pick(value, i):

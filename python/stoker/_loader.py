@@ -94,7 +94,8 @@ class Loader:
     (both are required). Only the members named are copied; images stay zero-copy.
 
     transform: "train" (RandomResizedCrop + flip) or "eval" (resize +
-    center crop); dtype: torch.uint8 (default; normalize on the GPU),
+    center crop), or None with map= (the hook gets the whole decoded
+    image and does its own crop, see map below); dtype: torch.uint8 (default; normalize on the GPU),
     torch.float32/float16/bfloat16 (normalized with mean/std); layout:
     "nchw" or "nhwc". threads: reader and decode threads; threads=None or 0
     (the default) is this rank's share of the cores it may run on (those
@@ -147,7 +148,12 @@ class Loader:
     batches are the same with any number of processes or threads. A hook's
     failure is a stoker.HookError naming the hook and sample (under
     on_error="skip" the sample is replaced and counted); hook_timeout=S
-    limits each call. See README "Your own preprocessing: hooks".
+    limits each call. With transform=None, map= gets the whole image
+    instead of stoker's crop: a uint8 tensor of any size, CHW (HWC with
+    layout="nhwc"), decoded in the hook process; every result must have
+    one shape, declared by map_shape=(3, 224, 224) or else that of the
+    first sample; labels come from label_exts. See README "Your own
+    preprocessing: hooks".
 
     prometheus_port: serve stats() as Prometheus metrics at
     http://prometheus_host:PORT/metrics (names: docs/metrics.md) until
@@ -162,7 +168,8 @@ class Loader:
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
                  fields=None, prometheus_port=None, prometheus_host="127.0.0.1", classes=None,
-                 map=None, batch_map=None, hook_processes=None, hook_timeout=None, **options):
+                 map=None, batch_map=None, hook_processes=None, hook_timeout=None,
+                 map_shape=None, **options):
         # for close() if this fails
         self._c = self._offload = self._prometheus = self._in_flight = self._hooks = None
         self._pid = os.getpid()
@@ -172,9 +179,23 @@ class Loader:
                           "ordinary memory", stacklevel=2)
         elif pin_memory:
             options["batch_allocator"] = _pinned_buffer
-        if transform not in ("train", "eval"):
-            raise OptionError(f"transform must be 'train' or 'eval' (for raw samples use "
-                              f"stoker.Samples), not {transform!r}")
+        raw = transform is None  # map= gets the whole decoded image (_hook_decode)
+        if transform not in ("train", "eval") and not raw:
+            raise OptionError(f"transform must be 'train', 'eval' or None (with map=: the hook "
+                              f"gets the whole image; for raw samples use stoker.Samples), not "
+                              f"{transform!r}")
+        if raw:
+            if map is None:
+                raise OptionError("transform=None needs map=: the hook gets the whole decoded "
+                                  "image and makes each sample of the batch (for raw samples "
+                                  "without a hook use stoker.Samples)")
+            if "label_json_field" in options:
+                raise OptionError("label_json_field does not work with transform=None yet: "
+                                  "labels come from the label_exts members")
+            if dtype not in (torch.uint8, "uint8"):
+                raise OptionError(f"dtype={dtype!r} is what stoker's own transform outputs; "
+                                  "with transform=None the batch is what map= returns: convert "
+                                  "there")
         # Options that act only beside another (the train crop under
         # transform="eval", batches_per_task without cluster=, ...) are
         # taken: one set of keyword arguments serves both settings of the
@@ -207,7 +228,8 @@ class Loader:
             raise OptionError("uneven=True does not work with cluster= yet: Dask workers make "
                               "batch ranges of equal shares")
         allocator = options.pop("batch_allocator", None)
-        config = dict(batch_size=batch_size, image_size=image_size, transform=transform,
+        config = dict(batch_size=batch_size, image_size=image_size,
+                      transform="none" if raw else transform,
                       dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
                       rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
                       drop_last=int(drop_last), **options)
@@ -237,9 +259,15 @@ class Loader:
                 hook_processes if hook_processes is not None else threads,
                 hook_timeout,
                 seed, rank, options.get("on_error") == "skip",
-                config.get("max_batches", 4))
-        elif hook_processes is not None or hook_timeout is not None:
-            raise OptionError("hook_processes= and hook_timeout= need map= or batch_map=")
+                config.get("max_batches", 4), map_shape,
+                (self._fields and self._fields.image_name, layout == "nhwc") if raw else None)
+        elif hook_processes is not None or hook_timeout is not None or map_shape is not None:
+            raise OptionError("hook_processes=, hook_timeout= and map_shape= need map= or "
+                              "batch_map=")
+        # transform=None: labels from these members, checked in Python
+        # (the C loader does not read labels without a transform).
+        self._raw_labels = (config.get("label_exts", "cls") if raw else None)
+        self._raw_skipped = 0
         if index is not None and not os.path.exists(index):
             _index.build(os.fspath(index), urls, c_config, threads)  # once; then remembered
         self._c = _CLoader(urls, threads=threads,
@@ -474,6 +502,11 @@ class Loader:
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
                                self._tensors)
             source = run.batches()
+        elif self._raw_labels is not None:
+            source = self._hooks.batches(
+                _hook_batches.raw_samples(self._c_batches(first), self._fields,
+                                          self._raw_labels, self._hooks.skip, self._count_skips),
+                self._epoch)
         elif self._hooks is not None:
             source = self._hooks.batches(
                 _hook_batches.samples(self._c_batches(first), self._images, self._fields),
@@ -512,12 +545,16 @@ class Loader:
         input counts cover every batch delivered, from wherever it came, and
         "cluster" says how many came from where."""
         stats = self._c.stats()
+        stats["samples_skipped"] += self._raw_skipped
         if self._hooks is not None:
             stats["hook_samples_skipped"] = self._hooks.skipped
             stats["hook_processes_restarted"] = self._hooks.pool.restarts
         if self._offload is not None:
             _cluster.merge_stats(stats, self._offload)
         return stats
+
+    def _count_skips(self, n):
+        self._raw_skipped += n
 
     def report(self):
         """Where the time went, in a few lines: whether the training loop is

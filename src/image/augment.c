@@ -12,11 +12,17 @@
 
 #include "rng.h"
 
+uint64_t stk__draws_key(uint64_t seed, uint64_t epoch, uint64_t shard, uint64_t pass,
+                        uint64_t position)
+{
+    return stk__mix(stk__mix(stk__mix(stk__mix(seed, epoch), shard), pass),
+                    position ^ 0x417567ull);
+}
+
 void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
                      uint64_t pass, uint64_t position)
 {
-    d->key = stk__mix(stk__mix(stk__mix(stk__mix(seed, epoch), shard), pass),
-                      position ^ 0x417567ull);
+    d->key = stk__draws_key(seed, epoch, shard, pass, position);
     d->counter = 0;
 }
 

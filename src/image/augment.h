@@ -35,6 +35,12 @@ struct stk__draws {
     uint64_t counter;
 };
 
+/* The key of a sample's stream: a hash of its identity (the seed, the
+ * epoch, its shard, the pass over the rank's shards and its position among
+ * the shard's good samples). Batches carry it (stk_batch.sample_keys) so
+ * that user hooks draw from the same identity as stoker's own crops. */
+uint64_t stk__draws_key(uint64_t seed, uint64_t epoch, uint64_t shard, uint64_t pass,
+                        uint64_t position);
 void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
                      uint64_t pass, uint64_t position);
 /* A second stream of the same sample, independent of d's draws so far:

@@ -132,18 +132,20 @@ struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__b
     }
     b->pubs = stk__calloc(capacity, sizeof *b->pubs);
     b->samples = stk__calloc(capacity, sizeof *b->samples);
+    b->keys = stk__calloc(capacity, sizeof *b->keys);
     if (ring != NULL) {
         b->ring = ring;
         b->buffer = ring_get(ring);
         b->failed = stk__calloc(capacity, 1);
     }
-    if (b->pubs == NULL || b->samples == NULL ||
+    if (b->pubs == NULL || b->samples == NULL || b->keys == NULL ||
         (ring != NULL && (b->buffer == NULL || b->failed == NULL))) {
         if (b->buffer != NULL)
             ring_put(ring, b->buffer);
         stk__free(b->failed);
         stk__free(b->pubs);
         stk__free(b->samples);
+        stk__free(b->keys);
         stk__free(b);
         budget_release(budget);
         return NULL;
@@ -159,11 +161,13 @@ struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__b
     b->budget = budget;
     b->pub.index = index;
     b->pub.samples = b->pubs;
+    b->pub.sample_keys = b->keys;
     return b;
 }
 
-void stk__batch_add(struct stk__batch *b, struct stk__sample *s)
+void stk__batch_add(struct stk__batch *b, struct stk__sample *s, uint64_t key)
 {
+    b->keys[b->pub.n_samples] = key;
     b->pubs[b->pub.n_samples] = s->pub;
     b->samples[b->pub.n_samples++] = s;
     b->pub.samples_skipped += s->bad_samples;
@@ -178,6 +182,7 @@ void stk__batch_free(struct stk__batch *b)
         stk__sample_free(b->samples[i]);
     stk__free(b->pubs);
     stk__free(b->samples);
+    stk__free(b->keys);
     if (b->buffer != NULL)
         ring_put(b->ring, b->buffer);
     stk__free(b->failed);

@@ -51,6 +51,7 @@ struct stk__batch {
     struct stk_sample *pubs;          /* pub.samples points here */
     struct stk__sample **samples;     /* owned */
     size_t capacity;
+    uint64_t *keys;                   /* pub.sample_keys points here */
     struct stk__batch_budget *budget;
     struct stk__batch *next;          /* queue link */
     /* Image batches only. */
@@ -82,7 +83,8 @@ void stk__image_ring_destroy(struct stk__image_ring *r);
  * given back when this fails). With a ring, the batch gets an image buffer. */
 struct stk__batch *stk__batch_new(size_t capacity, uint64_t index, struct stk__batch_budget *budget,
                                   struct stk__image_ring *ring);
-void stk__batch_add(struct stk__batch *b, struct stk__sample *s);
+/* Append s, whose random stream has key `key` (stk__draws_key). */
+void stk__batch_add(struct stk__batch *b, struct stk__sample *s, uint64_t key);
 /* Free the batch and give its budget back. */
 void stk__batch_free(struct stk__batch *b);
 

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "augment.h"
 #include "interleave.h"
 #include "mix.h"
 #include "mixing.h"
@@ -489,7 +490,12 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
             return STK_ENOMEM;
         }
     }
-    stk__batch_add(*batch, s);
+    /* The image config's seed differs from the option's for repeated
+     * augmentation (loader.c); without a transform there is none. */
+    uint64_t seed = p->cfg.image != NULL ? p->cfg.image->seed : p->cfg.opts.seed;
+    stk__batch_add(*batch, s,
+                   stk__draws_key(seed, p->cfg.opts.epoch, s->pub.shard_index, s->pass,
+                                  s->position));
     if (p->workers != NULL) {
         atomic_fetch_add(&(*batch)->pending, 1);
         stk__image_workers_submit(p->workers, *batch, (*batch)->pub.n_samples - 1);
@@ -852,6 +858,7 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
         memcpy((char *)b->buffer + i * bytes, (char *)b->buffer + good * bytes, bytes);
         labels[i] = labels[good];
         b->pubs[i] = b->pubs[good]; /* the bad sample itself stays owned by samples[i] */
+        b->keys[i] = b->keys[good];
         replaced++;
     }
     atomic_fetch_add(&p->cfg.shard.counters->images_replaced, replaced);

@@ -81,3 +81,29 @@ def tokenize(sample, rng):
     image = sample["jpg"].flip(-1) if flip else sample["jpg"]
     return {"image": image, "tokens": torch.tensor(ids + [0] * (16 - len(ids))),
             "caption": sample["txt"]}
+
+
+def rng_key(sample, rng):
+    """The sample's key (as a signed int64: keys take 64 bits) and its name."""
+    signed = rng.key - (1 << 64) if rng.key >= 1 << 63 else rng.key
+    return {"key": torch.tensor(signed, dtype=torch.int64), "name": sample["__key__"],
+            "url": sample["__url__"]}
+
+
+CROP = T.RandomResizedCrop(48, antialias=True)
+
+
+def crop_whole(image, rng):
+    """transform=None: the hook's own crop of the whole image, from the global generator."""
+    return CROP(image)
+
+
+def whole_image(sample, rng):
+    """transform=None with fields=: what the hook got, to compare with the member."""
+    image = sample["jpg"]
+    return {"shape": torch.tensor(image.shape), "sum": image.sum(), "dtype": str(image.dtype),
+            "name": sample["__key__"]}
+
+
+def as_is(image, rng):
+    return image

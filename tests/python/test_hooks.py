@@ -13,6 +13,7 @@ import sys
 import textwrap
 import time
 
+import numpy
 import pytest
 import torch
 
@@ -102,6 +103,39 @@ def test_every_generator_is_keyed_per_sample_and_epoch(even_shards):
     for column in range(5):  # each generator differs from sample to sample and across epochs
         assert len(set(first[:, column].tolist())) == len(first)
         assert not torch.equal(first[:, column], second[:, column])
+
+
+def _mix(a, b):
+    """stoker's stk__mix (src/base/rng.c): SplitMix64's finalizer, twice."""
+    def finalize(z):
+        z &= (1 << 64) - 1
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & ((1 << 64) - 1)
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & ((1 << 64) - 1)
+        return z ^ (z >> 31)
+    return finalize(finalize(a + 0x9E3779B97F4A7C15) ^ b)
+
+
+def test_the_hook_key_is_the_key_of_stokers_own_draws(even_shards):
+    """rng.key is what src/image/augment.c keys the crop and flip with:
+    mix(seed, epoch, shard, pass, position among the shard's samples), not
+    a key of the hook's own."""
+    from conftest import read_shards
+    where = {}
+    for shard, url in enumerate(even_shards):
+        keys = [s.key for s in read_shards([url])]
+        where.update({(url, k): (shard, position) for position, k in enumerate(keys)})
+    with stoker.Loader(even_shards, map=hook_fns.rng_key, hook_processes=2,
+                       fields=("jpg", "__key__", "__url__"), **SMALL) as loader:
+        for epoch_number in (0, 1):
+            seen = 0
+            for batch in loader:
+                for key, name, url in zip(batch["key"].tolist(), batch["name"], batch["url"]):
+                    shard, position = where[(url, name)]
+                    expected = _mix(_mix(_mix(_mix(SMALL["seed"], epoch_number), shard), 0),
+                                    position ^ 0x417567)
+                    assert key % (1 << 64) == expected, (url, name)
+                    seen += 1
+            assert seen == len(where)
 
 
 def test_hook_exception_names_the_sample_and_hook_with_its_traceback(even_shards):
@@ -253,6 +287,113 @@ def test_hook_options_are_checked(even_shards):
         stoker.Loader(even_shards, hook_processes=2, **SMALL)
     with pytest.raises(stoker.OptionTypeError, match="map must be a callable"):
         stoker.Loader(even_shards, map="augment", **SMALL)
+
+
+WHOLE = dict(batch_size=8, shuffle_buffer=16, seed=5, transform=None)
+
+
+@pytest.fixture(scope="module")
+def whole_reference(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.crop_whole, hook_processes=1, threads=1,
+                       **WHOLE) as loader:
+        return epoch(loader)
+
+
+def test_transform_none_crops_in_the_hook_the_same_with_1_and_2_processes_and_resume(
+        even_shards, whole_reference):
+    with stoker.Loader(even_shards, threads=1, **SMALL) as plain:
+        labels = [b[1].clone() for b in plain]
+    assert len(whole_reference) == len(labels) == 15
+    assert whole_reference[0][0].shape == (8, 3, 48, 48)
+    assert whole_reference[0][0].dtype == torch.uint8
+    # The same samples in the same order as stoker's own transform gives.
+    assert all(torch.equal(b[1], l) for b, l in zip(whole_reference, labels))
+    with stoker.Loader(even_shards, map=hook_fns.crop_whole, hook_processes=2, threads=2,
+                       **WHOLE) as loader:
+        same(epoch(loader), whole_reference)
+        second = epoch(loader)
+        state = dict(loader.state_dict(), epoch=1, batch=5)  # as if stopped there
+    assert not torch.equal(second[0][0], whole_reference[0][0])  # the key follows the epoch
+    with stoker.Loader(even_shards, map=hook_fns.crop_whole, hook_processes=2, **WHOLE) as loader:
+        loader.load_state_dict(state)
+        same(epoch(loader), second[5:])
+
+
+@pytest.mark.parametrize("layout", ["nchw", "nhwc"])
+def test_transform_none_gives_the_hook_the_whole_decoded_image(even_shards, dataset, layout):
+    from PIL import Image
+    import io
+    with stoker.Loader(even_shards, map=hook_fns.whole_image, fields=("jpg", "__key__"),
+                       hook_processes=2, layout=layout, **WHOLE) as loader:
+        got = [(name, shape.tolist(), int(total), dtype) for b in loader
+               for name, shape, total, dtype in zip(b["name"], b["shape"], b["sum"], b["dtype"])]
+    expected = {}
+    for s in dataset:
+        pixels = torch.from_numpy(numpy.array(Image.open(io.BytesIO(s.jpg)).convert("RGB")))
+        if layout == "nchw":
+            pixels = pixels.permute(2, 0, 1)
+        expected[s.key] = (list(pixels.shape), int(pixels.sum()))
+    assert len(got) == len(expected) == 120
+    assert len({tuple(shape) for _, shape, _, _ in got}) > 1  # any size
+    for name, shape, total, dtype in got:
+        assert (shape, total) == expected[name] and dtype == "torch.uint8"
+
+
+def test_transform_none_decoders_agree(dataset):
+    """Without torchvision the hook process decodes with Pillow: same pixels."""
+    from stoker import _hook_decode
+    for s in dataset[:10]:
+        data = numpy.frombuffer(s.jpg, dtype=numpy.uint8)
+        assert torch.equal(_hook_decode._decoder()(data), _hook_decode._decode_pillow(data))
+    with pytest.raises(ValueError, match=r"the image does not decode \(10 bytes\)"):
+        _hook_decode.DecodeFirst(hook_fns.as_is, None, False)(
+            numpy.frombuffer(b"\xff\xd8nonsense", dtype=numpy.uint8), None)
+
+
+def test_transform_none_wrong_shape_names_the_sample(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.as_is, hook_processes=1, **WHOLE) as loader:
+        with pytest.raises(stoker.HookError, match=r"map=as_is returned tensor of shape "
+                           r"\[3, \d+, \d+\] and dtype torch.uint8 for sample '.*' of .*\.tar, but "
+                           r"the first sample gave tensor of shape \[3, \d+, \d+\]"):
+            epoch(loader)
+    with stoker.Loader(even_shards, map=hook_fns.crop_whole, hook_processes=1,
+                       map_shape=(3, 32, 32), **WHOLE) as loader:
+        with pytest.raises(stoker.HookError, match=r"map=crop_whole returned tensor of shape "
+                           r"\[3, 48, 48\] and dtype torch.uint8 for sample '.*' of .*\.tar, "
+                           r"but map_shape= declares shape \[3, 32, 32\]"):
+            next(iter(loader))
+    with stoker.Loader(even_shards, map=hook_fns.crop_whole, hook_processes=1,
+                       map_shape=(3, 48, 48), **WHOLE) as loader:
+        assert next(iter(loader))[0].shape == (8, 3, 48, 48)
+
+
+def test_transform_none_sample_without_label_is_named_or_skipped(tmp_path, dataset):
+    from test_fields import write_rows
+    rows = [(s.key, {"jpg": s.jpg, "cls": s.cls}) for s in dataset[:16]]
+    rows[5] = (rows[5][0], {"jpg": dataset[5].jpg})  # no label
+    shard = write_rows(tmp_path / "l-0.tar", rows)
+    options = dict(WHOLE, map=hook_fns.crop_whole, hook_processes=1, shuffle=False)
+    with stoker.Loader([shard], **options) as loader:
+        with pytest.raises(stoker.DataError, match=rf"l-0.tar: sample '{rows[5][0]}' has no "
+                           r"label \(cls\) member"):
+            epoch(loader)
+    with stoker.Loader([shard], on_error="skip", **options) as loader:
+        batches = epoch(loader)
+        assert loader.stats()["samples_skipped"] == 1
+    labels = torch.cat([b[1] for b in batches])
+    assert len(labels) == 16 and labels[5] == labels[0]  # replaced by the first good sample
+    assert torch.equal(batches[0][0][5], batches[0][0][0])
+
+
+def test_transform_none_options_are_checked(even_shards):
+    with pytest.raises(stoker.OptionError, match="transform=None needs map="):
+        stoker.Loader(even_shards, transform=None)
+    with pytest.raises(stoker.OptionError, match="with transform=None the batch is what map="):
+        stoker.Loader(even_shards, transform=None, map=hook_fns.as_is, dtype=torch.float32)
+    with pytest.raises(stoker.OptionError, match="map_shape must be a tuple of ints"):
+        stoker.Loader(even_shards, map=hook_fns.as_is, map_shape=(3, "a"))
+    with pytest.raises(stoker.OptionError, match="need map= or batch_map="):
+        stoker.Loader(even_shards, map_shape=(3, 4, 4))
 
 
 @pytest.fixture(scope="module")

@@ -114,15 +114,18 @@ static void test_batch_holds_its_samples(void **state)
     assert_int_equal(stk__budget_acquire(&budget, &stop), 0);
     struct stk__batch *b = stk__batch_new(3, 41, &budget, NULL);
     assert_non_null(b);
-    stk__batch_add(b, sample("a", 2, 0));
-    stk__batch_add(b, sample("b", 0, 1));
-    stk__batch_add(b, sample("c", 3, 1));
+    stk__batch_add(b, sample("a", 2, 0), 11);
+    stk__batch_add(b, sample("b", 0, 1), 12);
+    stk__batch_add(b, sample("c", 3, 1), 0xFFFFFFFFFFFFFFF3ull);
     assert_int_equal(b->pub.index, 41);
     assert_int_equal(b->pub.n_samples, 3);
     assert_string_equal(b->pub.samples[0].key, "a");
     assert_string_equal(b->pub.samples[2].key, "c");
     assert_string_equal(b->pub.samples[1].url, "mem://shard");
     assert_int_equal(b->pub.samples[1].shard_index, 7);
+    assert_int_equal(b->pub.sample_keys[0], 11); /* each sample's key, in its slot */
+    assert_int_equal(b->pub.sample_keys[1], 12);
+    assert_true(b->pub.sample_keys[2] == 0xFFFFFFFFFFFFFFF3ull);
     assert_int_equal(b->pub.samples_skipped, 5);
     assert_int_equal(b->pub.shards_failed, 2);
     assert_null(b->pub.images);

@@ -138,7 +138,7 @@ static struct stk__batch *submit_batch(struct fixture *f, uint64_t index, unsign
     struct stk__batch *b = stk__batch_new(BATCH, index, &f->budget, &f->ring);
     assert_non_null(b);
     for (int i = 0; i < BATCH; i++) {
-        stk__batch_add(b, sample((int)index * 100 + i, (bad_mask >> i) & 1));
+        stk__batch_add(b, sample((int)index * 100 + i, (bad_mask >> i) & 1), 0);
         atomic_fetch_add(&b->pending, 1);
         stk__image_workers_submit(f->workers, b, (size_t)i);
     }
@@ -292,7 +292,7 @@ static void test_full_ring_aborts(void **state)
         stk__budget_acquire(&f.budget, &stop);
         struct stk__batch *b = stk__batch_new(BATCH, 0, &f.budget, &f.ring);
         for (int i = 0; i < 3; i++) {
-            stk__batch_add(b, sample(i, 1));
+            stk__batch_add(b, sample(i, 1), 0);
             atomic_fetch_add(&b->pending, 1);
             stk__image_workers_submit(f.workers, b, (size_t)i);
             while (i == 0 && !atomic_load(&worker_blocked))
