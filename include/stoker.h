@@ -159,6 +159,10 @@ enum stk_recipe {
 /* Interpolation of the geometric augmentations (grid_sample's modes). */
 enum stk_interpolation { STK_INTERPOLATION_NEAREST = 0, STK_INTERPOLATION_BILINEAR = 1 };
 
+/* Filter of the crop's resize (stk_options.interpolation): Pillow's, as
+ * torchvision's Resize and RandomResizedCrop run it on PIL images. */
+enum stk_resize_interpolation { STK_RESIZE_BILINEAR = 0, STK_RESIZE_BICUBIC = 1 };
+
 /* Element type and layout of image batches. */
 enum stk_dtype { STK_DTYPE_UINT8 = 0, STK_DTYPE_FLOAT32 = 1, STK_DTYPE_FLOAT16 = 2, STK_DTYPE_BFLOAT16 = 3 };
 enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
@@ -549,6 +553,13 @@ struct stk_options {
      * (no gradient is synchronised in evaluation). samples_per_rank asks
      * for equal shares and is refused with it. */
     int uneven;
+    /* The filter resizing the crop, train and eval (the reference's
+     * --interpolation): bilinear (default) or bicubic, each bit-exact with
+     * Pillow's antialiased filter (BICUBIC: Keys' cubic, a = -0.5), which
+     * is what torchvision 0.14 runs on the PIL images of the reference's
+     * default backend. (torchvision's tensor path differs: no antialiasing
+     * unless asked, and its own float bicubic.) */
+    enum stk_resize_interpolation interpolation;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

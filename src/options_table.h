@@ -123,6 +123,8 @@
       "preset: torchvision's reference recipe for the options left at 0/none (see stoker.h)") \
     X(eval_resize, UINT, STK__BENCH, "0", 1, 8192, "eval-resize", "N", \
       "eval: resize the short side to N before the center crop (0: size / 0.875)") \
+    X(interpolation, CHOICE, STK__BENCH, "bilinear", 0, 0, "interpolation", "bilinear,bicubic", \
+      "filter resizing the crop, Pillow's antialiased bilinear or bicubic (as torchvision on PIL)") \
     X(ra_reps, UINT, STK__BENCH, "0", 1, 64, "ra-reps", "N", \
       "repeated augmentation: each sample on N ranks per epoch, own draws (0: 1)") \
     X(auto_augment, CHOICE, STK__BENCH, "none", 0, 0, "auto-augment", "none,ta_wide,ra,imagenet", \

@@ -97,8 +97,10 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
                                struct stk__err *err)
 {
     if ((unsigned)o->auto_augment > STK_AUTO_AUGMENT_IMAGENET ||
-        (unsigned)o->augment_interpolation > STK_INTERPOLATION_BILINEAR)
-        return stk__errf(err, STK_EINVAL, "unknown auto_augment or augment_interpolation");
+        (unsigned)o->augment_interpolation > STK_INTERPOLATION_BILINEAR ||
+        (unsigned)o->interpolation > STK_RESIZE_BICUBIC)
+        return stk__errf(err, STK_EINVAL,
+                         "unknown auto_augment, augment_interpolation or interpolation");
     /* 0: torchvision's defaults (see stoker.h) */
     unsigned bins = o->augment_magnitude_bins ? o->augment_magnitude_bins : 31;
     unsigned magnitude = o->ra_magnitude ? o->ra_magnitude : 9;
@@ -178,6 +180,8 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
     if (augment_config_init(cfg, o, err) < 0)
         return err->code;
     cfg->eval_resize = (int)o->eval_resize;
+    cfg->filter =
+        o->interpolation == STK_RESIZE_BICUBIC ? STK__RESIZE_BICUBIC : STK__RESIZE_BILINEAR;
     cfg->seed = o->seed;
     cfg->epoch = o->epoch;
     cfg->max_pixels = o->max_image_pixels;
@@ -244,6 +248,7 @@ struct stk__image_worker *stk__image_worker_new(const struct stk__image_config *
     }
     w->simd = cpu_has_avx2();
     w->fuse = 1;
+    stk__resize_scratch_set_filter(w->scratch, cfg->filter);
     return w;
 }
 
@@ -491,9 +496,11 @@ static int render_rgb(struct stk__image_worker *w, const struct stk__image_confi
     int inner_w = cfg->width - pad_left - pad_right;
     int inner_h = cfg->height - crop->pad_top - crop->pad_bottom;
     /* Eval reads a filter support beyond the box (the image's edges bound
-     * the filter, not the box's); the support is the box-to-output ratio. */
-    double margin_x = eval ? crop->width / inner_w + 2 : 0;
-    double margin_y = eval ? crop->height / inner_h + 2 : 0;
+     * the filter, not the box's); the support is the filter's at scale 1
+     * times the box-to-output ratio (at least the filter's: the 2 added). */
+    const double support = stk__resize_filter_support(cfg->filter);
+    double margin_x = eval ? support * crop->width / inner_w + 2 : 0;
+    double margin_y = eval ? support * crop->height / inner_h + 2 : 0;
     struct stk__decode_request req = {
         .x0 = crop->left - margin_x,
         .y0 = crop->top - margin_y,

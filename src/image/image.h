@@ -2,7 +2,7 @@
  * image.h - one sample to one output image and label.
  *
  * Finds the image and label members, draws the crop, decodes only what the
- * crop needs, resamples it (Pillow-exact antialiased bilinear) and writes
+ * crop needs, resamples it (Pillow-exact antialiased bilinear or bicubic) and writes
  * the result, flipped if drawn, in the batch's dtype and layout straight
  * into its slot of the batch buffer.
  */
@@ -16,6 +16,7 @@
 #include "augment_policy.h"
 #include "error.h"
 #include "members.h"
+#include "resize.h"
 #include "sample.h"
 #include "stoker.h"
 
@@ -25,6 +26,7 @@ struct stk__image_config {
     enum stk_transform transform;
     int height, width; /* of the output */
     int eval_resize;   /* short side before the eval center crop (0: size / 0.875) */
+    enum stk__resize_filter filter; /* stk_options.interpolation */
     enum stk_dtype dtype;
     enum stk_layout layout;
     struct stk__train_params train;
