@@ -163,6 +163,9 @@ enum stk_interpolation { STK_INTERPOLATION_NEAREST = 0, STK_INTERPOLATION_BILINE
  * torchvision's Resize and RandomResizedCrop run it on PIL images. */
 enum stk_resize_interpolation { STK_RESIZE_BILINEAR = 0, STK_RESIZE_BICUBIC = 1 };
 
+/* What RandomErasing writes into its box (stk_options.random_erase_value). */
+enum stk_erase_value { STK_ERASE_ZERO = 0, STK_ERASE_RANDOM = 1 };
+
 /* Element type and layout of image batches. */
 enum stk_dtype { STK_DTYPE_UINT8 = 0, STK_DTYPE_FLOAT32 = 1, STK_DTYPE_FLOAT16 = 2, STK_DTYPE_BFLOAT16 = 3 };
 enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
@@ -560,6 +563,14 @@ struct stk_options {
      * default backend. (torchvision's tensor path differs: no antialiasing
      * unless asked, and its own float bicubic.) */
     enum stk_resize_interpolation interpolation;
+    /* RandomErasing's value (default zero: value=0, see random_erase).
+     * STK_ERASE_RANDOM is value="random": torchvision draws a standard
+     * normal number per erased element of the normalized image, so float
+     * outputs get that number (rounded to the dtype) and uint8 outputs,
+     * which are not normalized, the level it stands for:
+     * round(255 * (mean + std * z)) clamped to 0..255. The numbers come
+     * from the sample's own stream, after its box. */
+    enum stk_erase_value random_erase_value;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

@@ -151,6 +151,8 @@
       "GaussianBlur's largest sigma (0: 2.0)") \
     X(random_erase, FLOAT, STK__BENCH, "0", 0, 0, "random-erase", "P", \
       "train: RandomErasing probability (value 0 after normalization)") \
+    X(random_erase_value, CHOICE, STK__BENCH, "zero", 0, 0, "random-erase-value", "zero,random", \
+      "RandomErasing's value: 0, or a standard normal per element after normalization") \
     X(mixup_alpha, FLOAT, STK__BENCH, "0", 0, 0, "mixup-alpha", "X", \
       "Mixup of whole batches with lambda ~ Beta(X, X) (0: off)") \
     X(cutmix_alpha, FLOAT, STK__BENCH, "0", 0, 0, "cutmix-alpha", "X", \

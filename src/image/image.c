@@ -98,9 +98,10 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
 {
     if ((unsigned)o->auto_augment > STK_AUTO_AUGMENT_IMAGENET ||
         (unsigned)o->augment_interpolation > STK_INTERPOLATION_BILINEAR ||
-        (unsigned)o->interpolation > STK_RESIZE_BICUBIC)
-        return stk__errf(err, STK_EINVAL,
-                         "unknown auto_augment, augment_interpolation or interpolation");
+        (unsigned)o->interpolation > STK_RESIZE_BICUBIC ||
+        (unsigned)o->random_erase_value > STK_ERASE_RANDOM)
+        return stk__errf(err, STK_EINVAL, "unknown auto_augment, augment_interpolation, "
+                                          "interpolation or random_erase_value");
     /* 0: torchvision's defaults (see stoker.h) */
     unsigned bins = o->augment_magnitude_bins ? o->augment_magnitude_bins : 31;
     unsigned magnitude = o->ra_magnitude ? o->ra_magnitude : 9;
@@ -149,7 +150,10 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
     for (int c = 0; c < 3; c++) {
         double m = nearbyint(255.0 * o->mean[c]);
         cfg->erase_u8[c] = (uint8_t)(m < 0 ? 0 : m > 255 ? 255 : m);
+        cfg->erase_level[c][0] = 255.0 * o->mean[c];
+        cfg->erase_level[c][1] = 255.0 * o->std[c];
     }
+    cfg->erase_random = o->random_erase_value == STK_ERASE_RANDOM;
     return 0;
 }
 
@@ -453,9 +457,28 @@ static int augment_crop(struct stk__image_worker *w, const struct stk__image_con
     return rc < 0 ? STK_ENOMEM : 0;
 }
 
+/* Element at of the output, channel c, set to the normalized value z
+ * (value="random"): the number in the float types, the level it stands for
+ * in uint8. */
+static void put_normal(const struct stk__image_config *cfg, int c, double z, void *out, size_t at)
+{
+    switch (cfg->dtype) {
+    case STK_DTYPE_UINT8: {
+        double v = nearbyint(cfg->erase_level[c][0] + cfg->erase_level[c][1] * z);
+        ((uint8_t *)out)[at] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+        break;
+    }
+    case STK_DTYPE_FLOAT32: ((float *)out)[at] = (float)z; break;
+    case STK_DTYPE_FLOAT16: ((uint16_t *)out)[at] = float_to_half((float)z); break;
+    default: ((uint16_t *)out)[at] = stk__float_to_bfloat16((float)z); break;
+    }
+}
+
 /* RandomErasing on the output in its dtype and layout: the box takes the
- * value 0 after normalization (all bits zero in every float type), or the
- * channel's mean in uint8. */
+ * value 0 after normalization (all bits zero in every float type, the
+ * channel's mean in uint8) or, with value="random", a standard normal
+ * number per element drawn after the box, channel by channel, row by
+ * row. */
 static void erase(struct stk__image_worker *w, const struct stk__image_config *cfg, void *out,
                   struct stk__draws *aug)
 {
@@ -465,16 +488,23 @@ static void erase(struct stk__image_worker *w, const struct stk__image_config *c
                                 &top, &left, &bh, &bw))
         goto out;
     size_t es = dtype_size(cfg->dtype), W = (size_t)cfg->width, H = (size_t)cfg->height;
+    double z[2];
+    size_t drawn = 0;
     for (int c = 0; c < 3; c++)
         for (int y = top; y < top + bh; y++) {
             for (int x = left; x < left + bw; x++) {
                 size_t at = cfg->layout == STK_LAYOUT_NCHW
                                 ? ((size_t)c * H + (size_t)y) * W + (size_t)x
                                 : ((size_t)y * W + (size_t)x) * 3 + (size_t)c;
-                if (es == 1)
+                if (cfg->erase_random) {
+                    if (drawn % 2 == 0)
+                        stk__draw_normals(aug, z);
+                    put_normal(cfg, c, z[drawn++ % 2], out, at);
+                } else if (es == 1) {
                     ((uint8_t *)out)[at] = cfg->erase_u8[c];
-                else
+                } else {
                     memset((char *)out + at * es, 0, es);
+                }
             }
         }
 out:

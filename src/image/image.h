@@ -40,7 +40,11 @@ struct stk__image_config {
     char label_json_field[64]; /* "" when labels come from label_exts */
     struct stk__member_rules members; /* stk_options.require_members */
     struct stk__augment_params augment; /* train only; policy NONE, erase 0: off */
-    uint8_t erase_u8[3]; /* RandomErasing's value in uint8 outputs */
+    uint8_t erase_u8[3]; /* RandomErasing's value 0 in uint8 outputs */
+    int erase_random;    /* value="random": a standard normal per element */
+    /* 255 * mean and 255 * std: the uint8 level of a normalized value z is
+     * erase_level[c][0] + erase_level[c][1] * z */
+    double erase_level[3][2];
     /* Output value of each 8-bit level per channel, in the output dtype
      * (float32, or the 16-bit pattern of float16/bfloat16). */
     float lut_f32[3][256];

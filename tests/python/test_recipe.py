@@ -137,3 +137,43 @@ def test_repeated_augmentation(even_shards, stoker_bin, tmp_path):
     assert all(not torch.equal(*p) for p in pixels.values())
     with pytest.raises(stoker.OptionError, match="ra_reps"):
         stoker.Loader(even_shards, transform="train", rank=0, world_size=3, ra_reps=2)
+
+
+def erased_images(shards, threads=2, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=40, transform="train", seed=4,
+                           samples_per_rank=48, random_erase=1.0, threads=threads, **options)
+    out = torch.cat([images.clone() for images, _ in loader])
+    loader.close()
+    return out
+
+
+def test_random_erasing_value(even_shards):
+    """random_erase_value="random": the box of value 0 (same draws: the numbers come after
+    it) holds standard normal numbers in float outputs; bfloat16 holds the same numbers
+    rounded; uint8 the levels they stand for, round(255 * (mean + std * z)) clamped."""
+    zero = erased_images(even_shards, dtype="float32")
+    rand = erased_images(even_shards, dtype="float32", random_erase_value="random")
+    box = (zero == 0).all(1, keepdim=True).expand_as(zero)
+    assert 0.02 < box.float().mean() < 0.34  # RandomErasing's scale (0.02, 0.33)
+    assert torch.equal(rand[~box], zero[~box])
+    z = rand[box].double()
+    assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03, (z.mean(), z.std())
+    assert abs(float((z.abs() > 1.96).double().mean()) - 0.05) < 0.01
+    # the numbers differ per element, channel and sample, and not with the threads
+    assert len(torch.unique(rand[box])) > 0.99 * box.sum()
+    assert torch.equal(rand, erased_images(even_shards, threads=1, dtype="float32",
+                                           random_erase_value="random"))
+
+    bf16 = erased_images(even_shards, dtype="bfloat16", random_erase_value="random")
+    assert torch.equal(bf16, rand.to(torch.bfloat16))
+
+    u8 = erased_images(even_shards, dtype="uint8", random_erase_value="random")
+    u8_zero = erased_images(even_shards, dtype="uint8")
+    assert torch.equal(u8[~box], u8_zero[~box])
+    mean = torch.tensor([0.485, 0.456, 0.406], dtype=torch.float64).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225], dtype=torch.float64).view(1, 3, 1, 1)
+    levels = (255 * (mean + std * rand.double())).round().clamp(0, 255)
+    off = (u8.double() - levels).abs()[box]
+    # z went through float32 here: a level can round the other way
+    assert off.max() <= 1 and (off == 0).double().mean() > 0.99
+    assert not torch.equal(u8[box], u8_zero[box])
