@@ -911,6 +911,28 @@ struct stk_stats {
     uint64_t label_batches;
     uint64_t label_samples;
     uint64_t label_sample_pairs;
+    /* Each augmentation operation on the crops: its time summed over
+     * threads (ns) and how many times it ran, so its cost per run is
+     * aug_NAME_ns / aug_NAME_runs and per image aug_NAME_ns /
+     * images_decoded. auto_augment's ops and ColorJitter's (brightness,
+     * contrast, color: saturation, hue) count under one name. */
+    uint64_t aug_shear_x_ns, aug_shear_x_runs;
+    uint64_t aug_shear_y_ns, aug_shear_y_runs;
+    uint64_t aug_translate_x_ns, aug_translate_x_runs;
+    uint64_t aug_translate_y_ns, aug_translate_y_runs;
+    uint64_t aug_rotate_ns, aug_rotate_runs;
+    uint64_t aug_brightness_ns, aug_brightness_runs;
+    uint64_t aug_color_ns, aug_color_runs;
+    uint64_t aug_contrast_ns, aug_contrast_runs;
+    uint64_t aug_sharpness_ns, aug_sharpness_runs;
+    uint64_t aug_posterize_ns, aug_posterize_runs;
+    uint64_t aug_solarize_ns, aug_solarize_runs;
+    uint64_t aug_autocontrast_ns, aug_autocontrast_runs;
+    uint64_t aug_equalize_ns, aug_equalize_runs;
+    uint64_t aug_invert_ns, aug_invert_runs;
+    uint64_t aug_hue_ns, aug_hue_runs;
+    uint64_t aug_grayscale_ns, aug_grayscale_runs;
+    uint64_t aug_blur_ns, aug_blur_runs;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any

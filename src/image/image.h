@@ -73,6 +73,8 @@ void stk__image_worker_free(struct stk__image_worker *w);
  * resampler's last pass and counts in resample. */
 struct stk__stage_ns {
     uint64_t decode, resample, convert, augment, erase;
+    /* within augment: each operation's time and runs, by enum stk__aug_op */
+    uint64_t op_ns[STK__OP_COUNT], op_runs[STK__OP_COUNT];
 };
 
 /* The worker's stage times since the previous call; resets them. */

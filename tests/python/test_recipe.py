@@ -177,3 +177,48 @@ def test_random_erasing_value(even_shards):
     # z went through float32 here: a level can round the other way
     assert off.max() <= 1 and (off == 0).double().mean() > 0.99
     assert not torch.equal(u8[box], u8_zero[box])
+
+
+TA_OPS = ["shear_x", "shear_y", "translate_x", "translate_y", "rotate", "brightness", "color",
+          "contrast", "sharpness", "posterize", "solarize", "autocontrast", "equalize"]
+OTHER_OPS = ["invert", "hue", "grayscale", "blur"]
+
+
+def run_stats(shards, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=40, transform="train", seed=4,
+                           samples_per_rank=96, threads=2, **options)
+    for _ in loader:
+        pass
+    stats, report = loader.stats(), loader.report()
+    loader.close()
+    return stats, report
+
+
+def test_per_op_times(even_shards):
+    """TrivialAugmentWide: every op it drew has runs and time, the ops it cannot draw have
+    neither; the runs add up to the images less the identity draws; the report prints a
+    line per op that ran. Then ColorJitter's hue and a blur count on every image."""
+    stats, report = run_stats(even_shards, auto_augment="ta_wide")
+    images = stats["images_decoded"]
+    runs = {op: stats[f"aug_{op}_runs"] for op in TA_OPS + OTHER_OPS}
+    for op in TA_OPS + OTHER_OPS:
+        assert (runs[op] > 0) == (stats[f"aug_{op}_ns"] > 0), op
+    assert all(runs[op] == 0 for op in OTHER_OPS), runs
+    # 13 ops of 14 (identity the other): each drawn about images / 14 times
+    assert sum(runs[op] > 0 for op in TA_OPS) >= 11, runs
+    assert 0.8 * images * 13 / 14 < sum(runs.values()) <= images
+    assert sum(stats[f"aug_{op}_ns"] for op in TA_OPS) <= stats["image_augment_ns"]
+    for op, label in (("rotate", "Rotate"), ("equalize", "Equalize")):
+        if runs[op]:
+            assert f"  {label}: " in report and "ms per run" in report, report
+    assert "Hue:" not in report and "GaussianBlur:" not in report
+
+    stats, report = run_stats(even_shards, hue_jitter=0.2, blur_kernel=3)
+    assert stats["aug_hue_runs"] == stats["aug_blur_runs"] == stats["images_decoded"]
+    assert stats["aug_hue_ns"] > 0 and stats["aug_blur_ns"] > 0
+    assert all(stats[f"aug_{op}_runs"] == 0 for op in TA_OPS if op != "brightness")
+    assert "  Hue: " in report and "  GaussianBlur: " in report
+
+    plain, report = run_stats(even_shards)
+    assert all(plain[f"aug_{op}_runs"] == plain[f"aug_{op}_ns"] == 0 for op in TA_OPS + OTHER_OPS)
+    assert "per run" not in report
