@@ -222,3 +222,24 @@ def test_per_op_times(even_shards):
     plain, report = run_stats(even_shards)
     assert all(plain[f"aug_{op}_runs"] == plain[f"aug_{op}_ns"] == 0 for op in TA_OPS + OTHER_OPS)
     assert "per run" not in report
+
+
+EVERY_OP = dict(color_jitter=0.4, hue_jitter=0.1, grayscale_probability=0.2, blur_kernel=5,
+                random_erase=0.5, random_erase_value="random", interpolation="bicubic",
+                mixup_alpha=0.2, cutmix_alpha=1.0)
+
+
+@pytest.mark.parametrize("policy", ["ra", "imagenet"])
+def test_every_op_is_independent_of_threads_and_resumes(even_shards, policy):
+    """RandAugment and AutoAugment with every other option of the recipe (ColorJitter,
+    grayscale, blur, random erasing with random values, bicubic resize, Mixup/CutMix): the
+    same bytes with 1 and 2 threads, and after a resume on another thread count."""
+    options = dict(EVERY_OP, auto_augment=policy)
+    one, _ = batches(even_shards, threads=1, **options)
+    two, _ = batches(even_shards, threads=2, **options)
+    assert len(one) == 12 and same(one, two)
+    head, state = batches(even_shards, n=5, threads=2, **options)
+    tail, _ = batches(even_shards, state=state, threads=1, **options)
+    assert same(head + tail, one)
+    bilinear, _ = batches(even_shards, threads=2, **dict(options, interpolation="bilinear"))
+    assert not same(one, bilinear)  # the options change the bytes (the test can fail)
