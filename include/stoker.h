@@ -488,7 +488,8 @@ struct stk_options {
      * augment_interpolation (default nearest, torchvision's default; the
      * reference recipe uses bilinear) and fill with 0. random_erase
      * (default 0) is RandomErasing(p=random_erase, value=0) after
-     * normalization: 0 in float outputs, round(255 * mean) in uint8.
+     * normalization: 0 in float outputs, round(255 * mean) in uint8
+     * (random_erase_value below gives value="random").
      * augment_magnitude_bins (2 to 1000; default 0: 31) is the bin count
      * of TrivialAugmentWide and RandAugment; ra_num_ops (1 to 16; default
      * 0: 2) and ra_magnitude (1 to below the bin count; default 0: 9)
