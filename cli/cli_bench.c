@@ -214,7 +214,9 @@ static void report(const struct bench_args *a, const struct stk_stats *s, double
            (unsigned long long)s->members_ignored);
     printf("remote            %llu requests retried, %llu resumed mid-shard\n",
            (unsigned long long)s->retries, (unsigned long long)s->resumes);
-    char where[1024];
+    /* The report is a few lines plus one per augmentation op that ran
+     * (17 at most): well under 4 KiB. */
+    char where[8192];
     stk_stats_report(s, where, sizeof where);
     printf("\n%s", where);
 }

@@ -159,6 +159,13 @@ enum stk_recipe {
 /* Interpolation of the geometric augmentations (grid_sample's modes). */
 enum stk_interpolation { STK_INTERPOLATION_NEAREST = 0, STK_INTERPOLATION_BILINEAR = 1 };
 
+/* Filter of the crop's resize (stk_options.interpolation): Pillow's, as
+ * torchvision's Resize and RandomResizedCrop run it on PIL images. */
+enum stk_resize_interpolation { STK_RESIZE_BILINEAR = 0, STK_RESIZE_BICUBIC = 1 };
+
+/* What RandomErasing writes into its box (stk_options.random_erase_value). */
+enum stk_erase_value { STK_ERASE_ZERO = 0, STK_ERASE_RANDOM = 1 };
+
 /* Element type and layout of image batches. */
 enum stk_dtype { STK_DTYPE_UINT8 = 0, STK_DTYPE_FLOAT32 = 1, STK_DTYPE_FLOAT16 = 2, STK_DTYPE_BFLOAT16 = 3 };
 enum stk_layout { STK_LAYOUT_NCHW = 0, STK_LAYOUT_NHWC = 1 };
@@ -481,7 +488,8 @@ struct stk_options {
      * augment_interpolation (default nearest, torchvision's default; the
      * reference recipe uses bilinear) and fill with 0. random_erase
      * (default 0) is RandomErasing(p=random_erase, value=0) after
-     * normalization: 0 in float outputs, round(255 * mean) in uint8.
+     * normalization: 0 in float outputs, round(255 * mean) in uint8
+     * (random_erase_value below gives value="random").
      * augment_magnitude_bins (2 to 1000; default 0: 31) is the bin count
      * of TrivialAugmentWide and RandAugment; ra_num_ops (1 to 16; default
      * 0: 2) and ra_magnitude (1 to below the bin count; default 0: 9)
@@ -549,6 +557,21 @@ struct stk_options {
      * (no gradient is synchronised in evaluation). samples_per_rank asks
      * for equal shares and is refused with it. */
     int uneven;
+    /* The filter resizing the crop, train and eval (the reference's
+     * --interpolation): bilinear (default) or bicubic, each bit-exact with
+     * Pillow's antialiased filter (BICUBIC: Keys' cubic, a = -0.5), which
+     * is what torchvision 0.14 runs on the PIL images of the reference's
+     * default backend. (torchvision's tensor path differs: no antialiasing
+     * unless asked, and its own float bicubic.) */
+    enum stk_resize_interpolation interpolation;
+    /* RandomErasing's value (default zero: value=0, see random_erase).
+     * STK_ERASE_RANDOM is value="random": torchvision draws a standard
+     * normal number per erased element of the normalized image, so float
+     * outputs get that number (rounded to the dtype) and uint8 outputs,
+     * which are not normalized, the level it stands for:
+     * round(255 * (mean + std * z)) clamped to 0..255. The numbers come
+     * from the sample's own stream, after its box. */
+    enum stk_erase_value random_erase_value;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -919,6 +942,28 @@ struct stk_stats {
     uint64_t label_batches;
     uint64_t label_samples;
     uint64_t label_sample_pairs;
+    /* Each augmentation operation on the crops: its time summed over
+     * threads (ns) and how many times it ran, so its cost per run is
+     * aug_NAME_ns / aug_NAME_runs and per image aug_NAME_ns /
+     * images_decoded. auto_augment's ops and ColorJitter's (brightness,
+     * contrast, color: saturation, hue) count under one name. */
+    uint64_t aug_shear_x_ns, aug_shear_x_runs;
+    uint64_t aug_shear_y_ns, aug_shear_y_runs;
+    uint64_t aug_translate_x_ns, aug_translate_x_runs;
+    uint64_t aug_translate_y_ns, aug_translate_y_runs;
+    uint64_t aug_rotate_ns, aug_rotate_runs;
+    uint64_t aug_brightness_ns, aug_brightness_runs;
+    uint64_t aug_color_ns, aug_color_runs;
+    uint64_t aug_contrast_ns, aug_contrast_runs;
+    uint64_t aug_sharpness_ns, aug_sharpness_runs;
+    uint64_t aug_posterize_ns, aug_posterize_runs;
+    uint64_t aug_solarize_ns, aug_solarize_runs;
+    uint64_t aug_autocontrast_ns, aug_autocontrast_runs;
+    uint64_t aug_equalize_ns, aug_equalize_runs;
+    uint64_t aug_invert_ns, aug_invert_runs;
+    uint64_t aug_hue_ns, aug_hue_runs;
+    uint64_t aug_grayscale_ns, aug_grayscale_runs;
+    uint64_t aug_blur_ns, aug_blur_runs;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any

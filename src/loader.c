@@ -469,6 +469,11 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     s->image_augment_ns = atomic_load(&m->counters.image_augment_ns);
     s->image_erase_ns = atomic_load(&m->counters.image_erase_ns);
     s->batch_mix_ns = atomic_load(&m->counters.batch_mix_ns);
+#define LOAD_OP(X, name, label, op)                                                                \
+    s->aug_##name##_ns = atomic_load(&m->counters.aug_##name##_ns);                                \
+    s->aug_##name##_runs = atomic_load(&m->counters.aug_##name##_runs);
+    STK__AUG_OP_STATS(LOAD_OP, _)
+#undef LOAD_OP
     s->wait_ns = atomic_load(&m->wait_ns);
     uint64_t first = atomic_load(&m->first_ns);
     s->wall_ns = first ? stk__now_ns() - first : 0;

@@ -134,6 +134,8 @@
       "preset: torchvision's reference recipe for the options left at 0/none (see stoker.h)") \
     X(eval_resize, UINT, STK__BENCH, "0", 1, 8192, "eval-resize", "N", \
       "eval: resize the short side to N before the center crop (0: size / 0.875)") \
+    X(interpolation, CHOICE, STK__BENCH, "bilinear", 0, 0, "interpolation", "bilinear,bicubic", \
+      "filter resizing the crop, Pillow's antialiased bilinear or bicubic (as torchvision on PIL)") \
     X(ra_reps, UINT, STK__BENCH, "0", 1, 64, "ra-reps", "N", \
       "repeated augmentation: each sample on N ranks per epoch, own draws (0: 1)") \
     X(auto_augment, CHOICE, STK__BENCH, "none", 0, 0, "auto-augment", "none,ta_wide,ra,imagenet", \
@@ -160,6 +162,8 @@
       "GaussianBlur's largest sigma (0: 2.0)") \
     X(random_erase, FLOAT, STK__BENCH, "0", 0, 0, "random-erase", "P", \
       "train: RandomErasing probability (value 0 after normalization)") \
+    X(random_erase_value, CHOICE, STK__BENCH, "zero", 0, 0, "random-erase-value", "zero,random", \
+      "RandomErasing's value: 0, or a standard normal per element after normalization") \
     X(mixup_alpha, FLOAT, STK__BENCH, "0", 0, 0, "mixup-alpha", "X", \
       "Mixup of whole batches with lambda ~ Beta(X, X) (0: off)") \
     X(cutmix_alpha, FLOAT, STK__BENCH, "0", 0, 0, "cutmix-alpha", "X", \
@@ -245,7 +249,36 @@
     X(label_distinct, "distinct labels of each batch, summed") \
     X(label_batches, "batches whose labels were counted") \
     X(label_samples, "labels counted (N)") \
-    X(label_sample_pairs, "sum of N_c(N_c-1) over the labels c seen, N_c samples each")
+    X(label_sample_pairs, "sum of N_c(N_c-1) over the labels c seen, N_c samples each") \
+    STK__AUG_OP_STATS(STK__AUG_OP_ROWS, X)
+
+/* The augmentation operations on the crop timed one by one, each with two
+ * counters at the end of struct stk_stats: aug_NAME_ns, its time on the
+ * crops, and aug_NAME_runs, how many times it ran (auto_augment's ops and
+ * ColorJitter's of the same name count together). Y(X, name, label, op):
+ * op is the enum stk__aug_op (image/augment_ops.h) it times, resolved
+ * where the list is expanded. */
+#define STK__AUG_OP_STATS(Y, X) \
+    Y(X, shear_x, "ShearX", STK__OP_SHEAR_X) \
+    Y(X, shear_y, "ShearY", STK__OP_SHEAR_Y) \
+    Y(X, translate_x, "TranslateX", STK__OP_TRANSLATE_X) \
+    Y(X, translate_y, "TranslateY", STK__OP_TRANSLATE_Y) \
+    Y(X, rotate, "Rotate", STK__OP_ROTATE) \
+    Y(X, brightness, "Brightness", STK__OP_BRIGHTNESS) \
+    Y(X, color, "Color (saturation)", STK__OP_COLOR) \
+    Y(X, contrast, "Contrast", STK__OP_CONTRAST) \
+    Y(X, sharpness, "Sharpness", STK__OP_SHARPNESS) \
+    Y(X, posterize, "Posterize", STK__OP_POSTERIZE) \
+    Y(X, solarize, "Solarize", STK__OP_SOLARIZE) \
+    Y(X, autocontrast, "AutoContrast", STK__OP_AUTOCONTRAST) \
+    Y(X, equalize, "Equalize", STK__OP_EQUALIZE) \
+    Y(X, invert, "Invert", STK__OP_INVERT) \
+    Y(X, hue, "Hue", STK__OP_HUE) \
+    Y(X, grayscale, "Grayscale", STK__OP_GRAYSCALE) \
+    Y(X, blur, "GaussianBlur", STK__OP_BLUR)
+#define STK__AUG_OP_ROWS(X, name, label, op) \
+    X(aug_##name##_ns, label " on the crops (ns)") \
+    X(aug_##name##_runs, "times " label " ran on a crop")
 /* clang-format on */
 
 #endif

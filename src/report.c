@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "abi.h"
+#include "options_table.h"
 #include "stoker.h"
 
 /* The caller is input-bound from this share of its time spent waiting. */
@@ -172,6 +173,16 @@ size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats
             "Mixup/CutMix (on the caller's thread)\n",
             ms_per(s->image_augment_ns, s->images_decoded),
             ms_per(s->image_erase_ns, s->images_decoded), ms_per(s->batch_mix_ns, s->samples));
+    /* Each op that ran: what one run costs, how often it runs and so what
+     * it costs per image, the figure to weigh against dropping it. */
+#define PUT_OP(X, name, label, op)                                                                 \
+    if (s->aug_##name##_runs > 0)                                                                  \
+        put(&o, "  %s: %.3f ms per run, %.2f runs per image, %.3f ms per image\n", label,          \
+            ms_per(s->aug_##name##_ns, s->aug_##name##_runs),                                      \
+            ratio(s->aug_##name##_runs, s->images_decoded),                                        \
+            ms_per(s->aug_##name##_ns, s->images_decoded));
+    STK__AUG_OP_STATS(PUT_OP, _)
+#undef PUT_OP
     put(&o, "batching (interleave, shuffle, assemble): 1 thread %.0f%% busy\n", 100 * batching);
     if (s->shuffle_pairs > 0) {
         if (isinf(r.shuffle_k_eff))

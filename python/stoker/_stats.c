@@ -28,7 +28,7 @@ PyObject *stk_py_stats_dict(struct stk_stats *s)
 
 PyObject *stk_py_report_text(const struct stk_stats *s)
 {
-    char text[2048];
+    char text[8192]; /* a few lines, one per augmentation op that ran: under 4 KiB */
     size_t n = stk_stats_report(s, text, sizeof text);
     return PyUnicode_FromStringAndSize(text, (Py_ssize_t)(n < sizeof text ? n : sizeof text - 1));
 }

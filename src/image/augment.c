@@ -45,6 +45,15 @@ int64_t stk__draw_int(struct stk__draws *d, int64_t lo, int64_t hi)
     return lo + (int64_t)stk__rng_below(&r, (uint64_t)(hi - lo));
 }
 
+void stk__draw_normals(struct stk__draws *d, double out[2])
+{
+    /* 1 - u lies in (0, 1], so the logarithm is finite: |z| <= 8.6. */
+    const double r = sqrt(-2.0 * log(1.0 - stk__draw_uniform(d)));
+    const double theta = 2.0 * M_PI * stk__draw_uniform(d);
+    out[0] = r * cos(theta);
+    out[1] = r * sin(theta);
+}
+
 static int py_round(double x)
 {
     double r = nearbyint(x);

@@ -51,6 +51,8 @@ void stk__draws_fork(const struct stk__draws *d, uint64_t tag, struct stk__draws
 double stk__draw_uniform(struct stk__draws *d);
 /* Uniform integer in [lo, hi) (Python's random.randint(lo, hi - 1)). */
 int64_t stk__draw_int(struct stk__draws *d, int64_t lo, int64_t hi);
+/* Two independent standard normal numbers from two uniforms (Box-Muller). */
+void stk__draw_normals(struct stk__draws *d, double out[2]);
 
 /* RandomResizedCrop box for a width x height image, then the flip draw. */
 void stk__crop_train(const struct stk__train_params *p, int width, int height,

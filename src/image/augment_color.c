@@ -121,8 +121,7 @@ int stk__aug_gaussian_blur(const struct stk__aug_image *img, int kernel, double 
             float acc = 0;
             for (long j = 0; j < kernel; j++)
                 acc += k[j] * tmp[row[y + j] + i];
-            acc = acc >= 0.0f ? (acc > 255.0f ? 255.0f : acc) : 0.0f;
-            out[(size_t)y * (size_t)w * 3 + i] = (uint8_t)nearbyintf(acc);
+            out[(size_t)y * (size_t)w * 3 + i] = stk__clamp_round_u8(acc);
         }
     stk__free(col);
     return 0;

@@ -33,21 +33,6 @@ static inline uint8_t clamp_trunc(float v)
     return v > 255.0f ? 255 : v >= 0.0f ? (uint8_t)v : 0;
 }
 
-/* Round half to even of 0 <= v < 2^23, as nearbyintf in the default
- * rounding mode: adding 2^23 leaves no fraction bits. nearbyintf itself is
- * a libm call on baseline x86-64 (no SSE4.1 roundss), which made the
- * sharpness blur and the affine sampling three times slower. */
-static inline float round_even_nonneg(float v)
-{
-    return (v + 0x1p23f) - 0x1p23f;
-}
-
-/* torch.round, then to(uint8). NaN goes to 0. */
-static inline uint8_t clamp_round(float v)
-{
-    v = v >= 0.0f ? (v > 255.0f ? 255.0f : v) : 0.0f;
-    return (uint8_t)round_even_nonneg(v);
-}
 
 /* floor of -2^31 < v < 2^31 by truncation (floorf is a libm call too). */
 static inline int floor_int(float v)
@@ -134,7 +119,7 @@ static inline uint8_t sharpen_at(const uint8_t *above, const uint8_t *row, const
     float s = e * (float)above[x - 3] + e * (float)above[x] + e * (float)above[x + 3] +
               e * (float)row[x - 3] + BLUR_MID * (float)row[x] + e * (float)row[x + 3] +
               e * (float)below[x - 3] + e * (float)below[x] + e * (float)below[x + 3];
-    return clamp_trunc(f * (float)row[x] + rest * (float)clamp_round(s));
+    return clamp_trunc(f * (float)row[x] + rest * (float)stk__clamp_round_u8(s));
 }
 
 #if HAVE_AVX2_KERNELS
@@ -345,7 +330,7 @@ static void sample_bilinear(const uint8_t *src, int w, int h, float ix, float iy
             const uint8_t *a = src + ((size_t)y0 * (size_t)w + (size_t)x0) * 3;
             const uint8_t *b = a + (size_t)w * 3;
             for (int c = 0; c < 3; c++)
-                out[c] = clamp_round((float)a[c] * wt[0] + (float)a[c + 3] * wt[1] +
+                out[c] = stk__clamp_round_u8((float)a[c] * wt[0] + (float)a[c + 3] * wt[1] +
                                      (float)b[c] * wt[2] + (float)b[c + 3] * wt[3]);
             return;
         }
@@ -361,7 +346,7 @@ static void sample_bilinear(const uint8_t *src, int w, int h, float ix, float iy
     }
     for (int c = 0; c < 3; c++) {
         float v = fill != NULL ? acc[c] * mask + (1.0f - mask) * (float)fill[c] : acc[c];
-        out[c] = clamp_round(v);
+        out[c] = stk__clamp_round_u8(v);
     }
 }
 
@@ -371,8 +356,8 @@ static void sample_nearest(const uint8_t *src, int w, int h, float ix, float iy,
     static const uint8_t zero[3] = {0, 0, 0};
     const uint8_t *px = fill != NULL ? fill : zero;
     if (ix >= -0.5f && ix <= (float)w && iy >= -0.5f && iy <= (float)h) {
-        int x = ix >= 0 ? (int)round_even_nonneg(ix) : -(int)round_even_nonneg(-ix);
-        int y = iy >= 0 ? (int)round_even_nonneg(iy) : -(int)round_even_nonneg(-iy);
+        int x = ix >= 0 ? (int)stk__round_even_nonneg(ix) : -(int)stk__round_even_nonneg(-ix);
+        int y = iy >= 0 ? (int)stk__round_even_nonneg(iy) : -(int)stk__round_even_nonneg(-iy);
         if (x >= 0 && x < w && y >= 0 && y < h)
             px = src + ((size_t)y * (size_t)w + (size_t)x) * 3;
     }

@@ -2,7 +2,7 @@
  * image.h - one sample to one output image and label.
  *
  * Finds the image and label members, draws the crop, decodes only what the
- * crop needs, resamples it (Pillow-exact antialiased bilinear) and writes
+ * crop needs, resamples it (Pillow-exact antialiased bilinear or bicubic) and writes
  * the result, flipped if drawn, in the batch's dtype and layout straight
  * into its slot of the batch buffer.
  */
@@ -16,6 +16,7 @@
 #include "augment_policy.h"
 #include "error.h"
 #include "members.h"
+#include "resize.h"
 #include "sample.h"
 #include "stoker.h"
 
@@ -25,6 +26,7 @@ struct stk__image_config {
     enum stk_transform transform;
     int height, width; /* of the output */
     int eval_resize;   /* short side before the eval center crop (0: size / 0.875) */
+    enum stk__resize_filter filter; /* stk_options.interpolation */
     enum stk_dtype dtype;
     enum stk_layout layout;
     struct stk__train_params train;
@@ -38,7 +40,11 @@ struct stk__image_config {
     char label_json_field[64]; /* "" when labels come from label_exts */
     struct stk__member_rules members; /* stk_options.require_members */
     struct stk__augment_params augment; /* train only; policy NONE, erase 0: off */
-    uint8_t erase_u8[3]; /* RandomErasing's value in uint8 outputs */
+    uint8_t erase_u8[3]; /* RandomErasing's value 0 in uint8 outputs */
+    int erase_random;    /* value="random": a standard normal per element */
+    /* 255 * mean and 255 * std: the uint8 level of a normalized value z is
+     * erase_level[c][0] + erase_level[c][1] * z */
+    double erase_level[3][2];
     /* Output value of each 8-bit level per channel, in the output dtype
      * (float32, or the 16-bit pattern of float16/bfloat16). */
     float lut_f32[3][256];
@@ -67,6 +73,8 @@ void stk__image_worker_free(struct stk__image_worker *w);
  * resampler's last pass and counts in resample. */
 struct stk__stage_ns {
     uint64_t decode, resample, convert, augment, erase;
+    /* within augment: each operation's time and runs, by enum stk__aug_op */
+    uint64_t op_ns[STK__OP_COUNT], op_runs[STK__OP_COUNT];
 };
 
 /* The worker's stage times since the previous call; resets them. */

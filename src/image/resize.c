@@ -1,16 +1,18 @@
 /*
- * resize.c - Pillow's antialiased bilinear resize of RGB8 images.
+ * resize.c - Pillow's antialiased bilinear and bicubic resize of RGB8 images.
  *
  * ALGORITHM (Pillow, src/libImaging/Resample.c; the convolution-based
  * resampling of Pillow 4+, unchanged through 9.x): a separable filter,
  * horizontal pass first, then vertical. For each output index i along an
  * axis, the source centre is in0 + (i + 0.5) * scale with scale =
- * (in1 - in0) / out; the triangle filter's support is scaled by
+ * (in1 - in0) / out; the filter's support (1 for the bilinear triangle, 2
+ * for Keys' cubic with a = -0.5, Pillow's BICUBIC) is scaled by
  * max(scale, 1), which is what makes downscaling antialiased. Weights are
  * computed in double, normalised to sum 1, then rounded to fixed point with
  * 22 fractional bits (32 - 8 - 2: room for 8-bit values and two bits of
  * headroom), accumulated in int32 starting from one half and clipped to
- * uint8. The intermediate image between the passes is uint8 too. Integer
+ * uint8. The intermediate image between the passes is uint8 too (clipped:
+ * the cubic's negative lobes overshoot). Integer
  * sums do not depend on their order, so as long as every weight and every
  * rounding matches Pillow's, the result is bit-exact whatever the loop
  * structure.
@@ -81,12 +83,14 @@ struct axis {
      * shuffled to {R0 R1 G0 G1 B0 B1 0 0 | R2 R3 G2 G3 B2 B3 0 0}. */
     struct buf kx;
     size_t ksize;
-    bool padded; /* every window is ksize taps inside the image */
+    bool padded;   /* every window is ksize taps inside the image */
+    bool negative; /* some weight is below 0 (the cubic's lobes) */
     /* the geometry the table holds, if valid */
     bool valid;
     size_t in_size, out_size;
     float in0, in1;
     bool pad, flip, simd;
+    enum stk__resize_filter filter;
 };
 
 struct stk__resize_scratch {
@@ -98,6 +102,7 @@ struct stk__resize_scratch {
     struct buf line;     /* uint8_t: the output row handed to a sink */
     size_t total;        /* bytes held by all buffers, at most the cap */
     bool simd;           /* use the AVX2 kernels */
+    enum stk__resize_filter filter;
 };
 
 static bool cpu_has_avx2(void)
@@ -132,6 +137,16 @@ int stk__resize_scratch_set_simd(struct stk__resize_scratch *s, int enable)
 {
     s->simd = enable && cpu_has_avx2();
     return s->simd;
+}
+
+void stk__resize_scratch_set_filter(struct stk__resize_scratch *s, enum stk__resize_filter filter)
+{
+    s->filter = filter;
+}
+
+double stk__resize_filter_support(enum stk__resize_filter filter)
+{
+    return filter == STK__RESIZE_BICUBIC ? 2.0 : 1.0;
 }
 
 /*
@@ -169,6 +184,26 @@ static inline double triangle(double x)
     return x < 1.0 ? 1.0 - x : 0.0;
 }
 
+/* Pillow's bicubic filter, support 2: Keys' cubic convolution with
+ * a = -0.5, the same expressions in the same order so that every double
+ * rounds as Pillow's does. */
+static inline double cubic(double x)
+{
+    const double a = -0.5;
+    if (x < 0.0)
+        x = -x;
+    if (x < 1.0)
+        return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+    if (x < 2.0)
+        return (((x - 5) * x + 8) * x - 4) * a;
+    return 0.0;
+}
+
+static inline double filter_at(enum stk__resize_filter f, double x)
+{
+    return f == STK__RESIZE_BICUBIC ? cubic(x) : triangle(x);
+}
+
 /* The window of the output centred at center: its first source index in
  * *first and its tap count. The ends are truncated toward zero, as Pillow
  * rounds them, and clamped to the image. */
@@ -195,8 +230,10 @@ static inline int32_t to_fixed(double w)
 #define KX_QUAD_BYTES (2 * 16 * sizeof(int16_t))
 
 /* The kx groups of one output from its ksize weights (see struct axis).
- * Bilinear weights are never negative (at most 2^22), so a shift and a mask
- * split them into two halves of at most 2^11 that fit in int16. */
+ * Weights lie between -2^21 and 2^23 (the cubic's normalised weights
+ * between -0.5 and 2), so an arithmetic shift and a mask split them into a
+ * signed high half and a low half of 11 bits that fit in int16, with
+ * k = hi * 2^11 + lo. */
 static void kx_build(uint8_t *kx, const int32_t *k, size_t ksize)
 {
     for (size_t q = 0; q < ksize; q += 4, kx += KX_QUAD_BYTES) {
@@ -225,8 +262,9 @@ static int axis_build(struct stk__resize_scratch *s, struct axis *a, size_t in_s
                       float in1, size_t out_size, bool pad, bool flip)
 {
     const bool simd = pad && s->simd;
+    const enum stk__resize_filter f = s->filter;
     if (a->valid && a->in_size == in_size && a->out_size == out_size && a->in0 == in0 &&
-        a->in1 == in1 && a->pad == pad && a->flip == flip && a->simd == simd)
+        a->in1 == in1 && a->pad == pad && a->flip == flip && a->simd == simd && a->filter == f)
         return 0;
     a->valid = false;
 
@@ -234,7 +272,7 @@ static int axis_build(struct stk__resize_scratch *s, struct axis *a, size_t in_s
     const float span = in1 - in0;
     const double scale = (double)span / (double)out_size;
     const double filterscale = scale < 1.0 ? 1.0 : scale;
-    const double support = 1.0 * filterscale;
+    const double support = stk__resize_filter_support(f) * filterscale;
     const double inv = 1.0 / filterscale;
     const int isize = (int)in_size;
     /* Pillow sizes its table by ceil(support) * 2 + 1 taps, but a window
@@ -267,6 +305,7 @@ static int axis_build(struct stk__resize_scratch *s, struct axis *a, size_t in_s
     int32_t *const bounds = a->bounds.p;
 
     const bool fits = pad && in_size >= ksize;
+    bool negative = false;
     for (size_t i = 0; i < out_size; i++) {
         const double center = in0 + ((double)i + 0.5) * scale;
         int xmin;
@@ -274,7 +313,7 @@ static int axis_build(struct stk__resize_scratch *s, struct axis *a, size_t in_s
 
         double ww = 0.0;
         for (int x = 0; x < xmax; x++)
-            ww += triangle(((double)(x + xmin) - center + 0.5) * inv);
+            ww += filter_at(f, ((double)(x + xmin) - center + 0.5) * inv);
 
         /* In a padded table a window that would run past the end slides
          * left; its real taps move right by `off` and zeros fill in front. */
@@ -292,10 +331,11 @@ static int axis_build(struct stk__resize_scratch *s, struct axis *a, size_t in_s
         /* Recomputing each weight gives the same double as the first loop,
          * which saves Pillow's double buffer of ksize entries. */
         for (int x = 0; x < xmax; x++) {
-            double w = triangle(((double)(x + xmin) - center + 0.5) * inv);
+            double w = filter_at(f, ((double)(x + xmin) - center + 0.5) * inv);
             if (ww != 0.0)
                 w /= ww;
             k[off + x] = to_fixed(w);
+            negative |= k[off + x] < 0;
         }
         bounds[2 * slot + 0] = first;
         bounds[2 * slot + 1] = taps;
@@ -304,6 +344,8 @@ static int axis_build(struct stk__resize_scratch *s, struct axis *a, size_t in_s
     }
     a->ksize = ksize;
     a->padded = fits;
+    a->negative = negative;
+    a->filter = f;
     a->in_size = in_size;
     a->out_size = out_size;
     a->in0 = in0;
@@ -318,9 +360,12 @@ static int axis_build(struct stk__resize_scratch *s, struct axis *a, size_t in_s
 /*
  * Pillow's clip8: the accumulator's integer part, saturated to 0..255.
  * Accumulators are unsigned here so that no geometry can make them
- * overflow as signed integers; with weights never negative a sum is below
- * 256 * (2^22 + taps / 2), under 2^31 unless a window has millions of taps
- * (where Pillow's int32 overflows too), and it reads the same as Pillow's.
+ * overflow as signed integers; they hold the sum modulo 2^32. With
+ * bilinear weights (never negative) a sum is below 256 * (2^22 + taps / 2),
+ * under 2^31 unless a window has millions of taps (where Pillow's int32
+ * overflows too); the cubic's sums lie between -2^31 and 2^31 as well
+ * (its weights' absolute values sum to at most 1.5 * 2^22), and a negative
+ * sum, 2^31 or more here, clips to 0 as in Pillow.
  */
 static inline uint8_t clip8(uint32_t acc)
 {
@@ -330,7 +375,8 @@ static inline uint8_t clip8(uint32_t acc)
     return acc > 255 ? 255 : (uint8_t)acc;
 }
 
-/* One output pixel from taps weights k over the pixels at p. */
+/* One output pixel from taps weights k over the pixels at p, none of them
+ * negative. */
 static inline void hpixel(const uint8_t *restrict p, const int32_t *restrict k, size_t taps,
                           uint8_t *restrict out)
 {
@@ -349,6 +395,33 @@ static inline void hpixel(const uint8_t *restrict p, const int32_t *restrict k, 
     out[2] = clip8((uint32_t)(rb >> 32));
 }
 
+/* hpixel for weights of either sign: a negative weight would borrow across
+ * hpixel's shared lanes, so each channel has its own sum. */
+static inline void hpixel_signed(const uint8_t *restrict p, const int32_t *restrict k, size_t taps,
+                                 uint8_t *restrict out)
+{
+    uint32_t r = HALF, g = HALF, b = HALF;
+    for (size_t t = 0; t < taps; t++) {
+        const uint32_t w = (uint32_t)k[t];
+        r += p[3 * t] * w;
+        g += p[3 * t + 1] * w;
+        b += p[3 * t + 2] * w;
+    }
+    out[0] = clip8(r);
+    out[1] = clip8(g);
+    out[2] = clip8(b);
+}
+
+/* One output pixel of axis a, by the sum its weights allow. */
+static inline void hpixel_axis(const struct axis *a, const uint8_t *restrict p,
+                               const int32_t *restrict k, size_t taps, uint8_t *restrict out)
+{
+    if (a->negative)
+        hpixel_signed(p, k, taps, out);
+    else
+        hpixel(p, k, taps, out);
+}
+
 /* One horizontal row, every window ksize taps; inlined with a constant
  * ksize, the tap loop unrolls completely. */
 static inline void hrow_fixed(const uint8_t *restrict src, uint8_t *restrict out,
@@ -361,15 +434,15 @@ static inline void hrow_fixed(const uint8_t *restrict src, uint8_t *restrict out
 }
 
 /* One horizontal row with a tap count per output (images narrower than a
- * window). */
+ * window, and the portable kernel for weights of either sign). */
 static void hrow_var(const uint8_t *restrict src, uint8_t *restrict out, const struct axis *a,
                      size_t n)
 {
     const int32_t *k = a->k.p;
     const int32_t *bounds = a->bounds.p;
     for (size_t i = 0; i < n; i++)
-        hpixel(src + (size_t)bounds[2 * i] * 3, k + i * a->ksize, (size_t)bounds[2 * i + 1],
-               out + 3 * i);
+        hpixel_axis(a, src + (size_t)bounds[2 * i] * 3, k + i * a->ksize,
+                    (size_t)bounds[2 * i + 1], out + 3 * i);
 }
 
 #if HAVE_AVX2_KERNELS
@@ -418,7 +491,7 @@ static inline TARGET_AVX2 void hpixel_avx2(const uint8_t *src, size_t first, con
 {
     const size_t ksize = a->ksize, quads = (ksize + 3) / 4;
     if (first > last_fast) {
-        hpixel(src + 3 * first, (const int32_t *)a->k.p + i * ksize, ksize, out);
+        hpixel_axis(a, src + 3 * first, (const int32_t *)a->k.p + i * ksize, ksize, out);
         return;
     }
     const __m256i sum =
@@ -509,16 +582,16 @@ static void hpass(enum hmode mode, const struct axis *a, const uint8_t *restrict
     case H_RESAMPLE:
         break;
     }
-    if (!a->padded) {
-        hrow_var(src, out, a, n);
-        return;
-    }
 #if HAVE_AVX2_KERNELS
-    if (a->simd && a->in_size >= a->ksize + 6) {
+    if (a->padded && a->simd && a->in_size >= a->ksize + 6) {
         hrow_avx2(src, out, a, n);
         return;
     }
 #endif
+    if (!a->padded || a->negative) {
+        hrow_var(src, out, a, n);
+        return;
+    }
     switch (a->ksize) {
     case 2:
         hrow_fixed(src, out, a, n, 2);

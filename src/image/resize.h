@@ -1,6 +1,7 @@
 /*
- * resize.h - antialiased bilinear resampling of RGB8 images, bit-exact with
- * Pillow's Image.resize(size, Image.BILINEAR, box=...).
+ * resize.h - antialiased bilinear or bicubic resampling of RGB8 images,
+ * bit-exact with Pillow's Image.resize(size, Image.BILINEAR or
+ * Image.BICUBIC, box=...).
  *
  * torchvision's Resize and RandomResizedCrop call exactly that on PIL
  * images, so a model trained through torchvision sees the same pixels when
@@ -35,10 +36,26 @@ void stk__resize_scratch_free(struct stk__resize_scratch *s);
  * has AVX2) or the portable ones. Returns whether AVX2 is now in use. */
 int stk__resize_scratch_set_simd(struct stk__resize_scratch *s, int enable);
 
+/* Pillow's resampling filters that the resize reproduces. */
+enum stk__resize_filter {
+    STK__RESIZE_BILINEAR = 0, /* triangle, support 1 (the default) */
+    STK__RESIZE_BICUBIC = 1   /* Keys' cubic convolution, a = -0.5, support 2 */
+};
+
+/* The filter of every later resize through scratch (a new scratch has
+ * STK__RESIZE_BILINEAR). It is a property of the scratch, as the kernels
+ * are, because the coefficient tables it keeps are the filter's. */
+void stk__resize_scratch_set_filter(struct stk__resize_scratch *s, enum stk__resize_filter filter);
+
+/* The filter's support in source pixels at scale 1 (1 or 2); downscaling
+ * by s reads s times as far on each side of a sample's centre. */
+double stk__resize_filter_support(enum stk__resize_filter filter);
+
 /*
  * Resample the box (x0,y0)-(x1,y1) of the RGB8 image src (src_w x src_h
  * pixels, rows src_stride bytes apart) into dst (dst_w x dst_h RGB8, rows
- * dst_stride bytes apart), exactly as Pillow's resize(BILINEAR, box) does.
+ * dst_stride bytes apart), exactly as Pillow's resize(BILINEAR or BICUBIC,
+ * box) does, with the scratch's filter.
  * The box is in source pixel coordinates and, like Pillow's, is rounded to
  * C float; it must satisfy 0 <= x0 < x1 <= src_w and 0 <= y0 < y1 <= src_h.
  * Pixels outside the box but inside the image take part at its edges, as in

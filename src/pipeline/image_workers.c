@@ -57,6 +57,13 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
     atomic_fetch_add(&c->image_convert_ns, stages.convert);
     atomic_fetch_add(&c->image_augment_ns, stages.augment);
     atomic_fetch_add(&c->image_erase_ns, stages.erase);
+#define ADD_OP(X, name, label, op)                                                                 \
+    if (stages.op_runs[op] > 0) {                                                                  \
+        atomic_fetch_add(&c->aug_##name##_ns, stages.op_ns[op]);                                   \
+        atomic_fetch_add(&c->aug_##name##_runs, stages.op_runs[op]);                               \
+    }
+    STK__AUG_OP_STATS(ADD_OP, _)
+#undef ADD_OP
     if (rc == 0) {
         atomic_fetch_add(&c->images_decoded, 1);
         return;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "augment.h"
+#include "augment_ops.h"
 #include "rng.h"
 
 static const double PI = 3.14159265358979323846;
@@ -93,10 +94,8 @@ static void blend(const struct stk__image_config *cfg, void *dst, const void *sr
     case STK_DTYPE_UINT8: {
         uint8_t *o = dst;
         const uint8_t *s = src;
-        for (size_t i = 0; i < count; i++) {
-            float v = nearbyintf(lambda * (float)o[i] + rest * (float)s[i]);
-            o[i] = (uint8_t)(v > 255 ? 255 : v < 0 ? 0 : v);
-        }
+        for (size_t i = 0; i < count; i++)
+            o[i] = stk__clamp_round_u8(lambda * (float)o[i] + rest * (float)s[i]);
         break;
     }
     case STK_DTYPE_FLOAT32: {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "options_table.h"
 #include "sample.h"
 #include "source.h"
 #include "stoker.h"
@@ -53,6 +54,12 @@ struct stk__counters {
     atomic_uint_fast64_t shuffle_sized_pairs;
     atomic_uint_fast64_t shuffle_epoch_shards; /* of the epoch last started */
     struct stk__source_stats source;
+    /* Each augmentation operation's time and runs (stk_stats aug_NAME_*). */
+#define STK__AUG_OP_COUNTERS(X, name, label, op)                                                   \
+    atomic_uint_fast64_t aug_##name##_ns;                                                          \
+    atomic_uint_fast64_t aug_##name##_runs;
+    STK__AUG_OP_STATS(STK__AUG_OP_COUNTERS, _)
+#undef STK__AUG_OP_COUNTERS
 };
 
 struct stk__cache;

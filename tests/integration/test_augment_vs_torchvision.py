@@ -271,6 +271,39 @@ def test_erasing_boxes_follow_torchvision():
             assert 0 <= b[0] and b[0] + b[2] <= h and 0 <= b[1] and b[1] + b[3] <= w
 
 
+def normal_cells(values):
+    """Standard normal numbers binned by twentieths of probability (the
+    normal's quantiles), so every cell expects the same count."""
+    edges = torch.distributions.Normal(0.0, 1.0).icdf(torch.arange(1, 20) / 20.0)
+    return torch.bucketize(torch.as_tensor(values, dtype=torch.float32), edges).tolist()
+
+
+def test_erasing_random_values_follow_torchvision():
+    """RandomErasing(value="random") fills its box with torch.empty(...).normal_(): stoker's
+    numbers (the same stream the erase draws from) against torch's, by chi-square over cells
+    of equal probability, plus the tails beyond 3 sigma."""
+    n = 60000
+    ours_ = np.array(run("normals", n, 7).decode().split(), dtype=np.float64)
+    torch.manual_seed(2)
+    theirs_ = torch.empty(n).normal_().numpy()
+    p, cells = chi_square_p(normal_cells(ours_), normal_cells(theirs_))
+    assert cells == 20 and p > 0.01, (p, cells)
+    tails = lambda v: ["tail" if abs(x) > 3 else "body" for x in v]  # noqa: E731
+    p, _ = chi_square_p(tails(ours_), tails(theirs_))
+    assert p > 0.01, p
+    # Pairs are independent (Box-Muller's two outputs): no correlation.
+    assert abs(np.corrcoef(ours_[0::2], ours_[1::2])[0, 1]) < 0.02
+
+
+def test_erasing_value_test_can_fail():
+    """The same test rejects uniform numbers of the normal's variance."""
+    n = 60000
+    wrong = (np.random.default_rng(3).random(n) - 0.5) * math.sqrt(12)
+    theirs_ = torch.empty(n).normal_().numpy()
+    p, _ = chi_square_p(normal_cells(wrong), normal_cells(theirs_))
+    assert p < 1e-6
+
+
 def reference_mix(mixup_alpha, cutmix_alpha, n, w, h):
     """The draws of the classification reference's collate: RandomChoice of
     RandomMixup(p=1) and RandomCutmix(p=1), with their lambda and box math

@@ -70,6 +70,11 @@ MAE_MEAN_MAX = 2.0
 MAE_EACH_MAX = 2.0
 TRAIN_MAE_EACH_MAX = 2.5
 FULL_MAE_EACH_MAX = 0.5
+# Bicubic train crops on the fast path: the same DCT scaling, against a
+# sharper filter. Measured on the large re-encodings at size 176, 32 boxes
+# each: worst 3.08 with bicubic against 2.62 with bilinear at the train
+# margin 1.25 (2.62 against 2.23 at 1.5); mean 0.64 against 0.61.
+BICUBIC_TRAIN_MAE_EACH_MAX = 3.5
 # Smooth synthetic patterns: DCT scaling is near exact on them, so any
 # misregistration of the scaled image shows (measured: <= 2.4 once
 # registered right, 4.8-18 with the scale factor off by a rounding).
@@ -342,6 +347,28 @@ def train_boxes(rng, w, h, n):
     return [(t, l, bh, bw, rng.random() < 0.5) for t, l, bh, bw in boxes]
 
 
+def train_rows(work, name, path, img, size, boxes, flags,
+               interpolation=T.InterpolationMode.BILINEAR):
+    """Render the train boxes of one image (the tool with flags, outputs named after name)
+    and compare each with torchvision's resized_crop (+ hflip) on the PIL image: rows
+    (image name, box, MAE, max abs diff)."""
+    args = flags + ["render", path, "train", size_arg(size)]
+    outs = []
+    for k, (top, left, h, w, flip) in enumerate(boxes):
+        outs.append(work / f"{name}_{k}.ppm")
+        args += [top, left, h, w, int(flip), outs[-1]]
+    run_tool(args)
+    rows = []
+    for (top, left, h, w, flip), out in zip(boxes, outs):
+        ref = F.resized_crop(img, top, left, h, w,
+                             [size, size] if isinstance(size, int) else list(size),
+                             interpolation=interpolation)
+        ref = F.hflip(ref) if flip else ref
+        rows.append((path.name, (top, left, h, w, flip))
+                    + diff_stats(read_ppm(out), np.asarray(ref, dtype=np.int16)))
+    return rows
+
+
 @pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
 @pytest.mark.parametrize("size", [224, 96, (160, 224), (224, 96)], ids=size_tag)
 def test_train_matches_torchvision(tool, work, shard_images, large_images, png_images, size,
@@ -355,22 +382,8 @@ def test_train_matches_torchvision(tool, work, shard_images, large_images, png_i
         img = pil_rgb(path)
         rng = random.Random(f"{i}-{size}")
         boxes = train_boxes(rng, img.width, img.height, BOXES_PER_IMAGE)
-        args = (["--full"] if full else []) + ["render", path, "train", size_arg(size)]
-        outs = []
-        for k, (top, left, h, w, flip) in enumerate(boxes):
-            out = work / f"train_{tag}_{size_tag(size)}_{i}_{k}.ppm"
-            args += [top, left, h, w, int(flip), out]
-            outs.append(out)
-        run_tool(args)
-        rows = []
-        for (top, left, h, w, flip), out in zip(boxes, outs):
-            ref = F.resized_crop(img, top, left, h, w,
-                                 [size, size] if isinstance(size, int) else list(size))
-            if flip:
-                ref = F.hflip(ref)
-            mae, mx = diff_stats(read_ppm(out), np.asarray(ref, dtype=np.int16))
-            rows.append((path.name, (top, left, h, w, flip), mae, mx))
-        return rows
+        return train_rows(work, f"train_{tag}_{size_tag(size)}_{i}", path, img, size, boxes,
+                          ["--full"] if full else [])
 
     rows = [r for rs in parallel(one, list(enumerate(images))) for r in rs]
     maes = np.array([r[2] for r in rows])
@@ -381,6 +394,51 @@ def test_train_matches_torchvision(tool, work, shard_images, large_images, png_i
     bad = [r for r in rows if r[2] > limit]
     assert maes.mean() <= MAE_MEAN_MAX, f"train {size} {tag}: mean MAE {maes.mean():.3f}"
     assert not bad, f"train {size} {tag}: {len(bad)} boxes with MAE above {limit}: {bad[:10]}"
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
+@pytest.mark.parametrize("mode", ["train", "eval"])
+def test_bicubic_matches_torchvision(tool, work, shard_images, large_images, mode, full):
+    """interpolation="bicubic" against torchvision's own bicubic on PIL images (Pillow's
+    antialiased Keys cubic, what the reference runs with --interpolation bicubic): train boxes
+    down to one pixel (upscaling by hundreds) and whole images (downscaling), and the eval
+    transform. --full gives both the same input and must match as bilinear does; the fast
+    path's DCT scaling is the documented difference: its box-like reduction loses more against
+    the sharper cubic, so train crops get BICUBIC_TRAIN_MAE_EACH_MAX."""
+    bicubic = T.InterpolationMode.BICUBIC
+    images = shard_images[:12] + large_images
+    tag = "full" if full else "fast"
+    size = 176 if mode == "train" else 224
+    # Drawn here: train_boxes swaps torch's global RNG state, which threads would race on.
+    boxes = {i: train_boxes(random.Random(f"bicubic-{i}"), *pil_rgb(p).size, 4)
+             for i, p in enumerate(images)}
+
+    def one(item):
+        i, path = item
+        img = pil_rgb(path)
+        flags = ["--bicubic"] + (["--full"] if full else [])
+        if mode == "eval":
+            out = work / f"bicubic_eval_{tag}_{i}.ppm"
+            run_tool(flags + ["render", path, "eval", size_arg(size), out])
+            ref = T.Compose([T.Resize(int(size / 0.875), interpolation=bicubic),
+                             T.CenterCrop(size)])(img)
+            return [(path.name, "eval") + diff_stats(read_ppm(out), np.asarray(ref))]
+        return train_rows(work, f"bicubic_train_{tag}_{i}", path, img, size, boxes[i], flags,
+                          bicubic)
+
+    rows = [r for rs in parallel(one, list(enumerate(images))) for r in rs]
+    maes = np.array([r[2] for r in rows])
+    worst = max(rows, key=lambda r: r[2])
+    _figures.append(f"  bicubic {mode} {size} {tag}: {len(rows)} renders, MAE mean "
+                    f"{maes.mean():.3f} max {worst[2]:.3f} ({worst[0]} {worst[1]}), max abs diff "
+                    f"{max(r[3] for r in rows)}")
+    if full:  # the issue's bound per op: mean <= 0.5, worst <= 2
+        assert maes.mean() <= FULL_MAE_EACH_MAX and not [r for r in rows if r[3] > 2], worst
+    else:
+        limit = BICUBIC_TRAIN_MAE_EACH_MAX if mode == "train" else MAE_EACH_MAX
+        assert maes.mean() <= MAE_MEAN_MAX, f"bicubic {mode} {tag}: mean MAE {maes.mean():.3f}"
+        bad = [r for r in rows if r[2] > limit]
+        assert not bad, f"bicubic {mode} {tag}: {len(bad)} renders with MAE above {limit}: {bad}"
 
 
 def smooth_pattern(w, h, period):

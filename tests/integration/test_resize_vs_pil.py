@@ -1,18 +1,22 @@
-"""stoker's bilinear resize (src/image/resize.c) against Pillow itself.
+"""stoker's bilinear and bicubic resize (src/image/resize.c) against Pillow itself.
 
-Pillow's Image.resize(size, BILINEAR, box) is what torchvision's Resize and
-RandomResizedCrop run on PIL images; stk__resize_rgb8 claims to reproduce it.
+Pillow's Image.resize(size, BILINEAR or BICUBIC, box) is what torchvision's
+Resize and RandomResizedCrop run on PIL images (interpolation="bilinear" or
+"bicubic"); stk__resize_rgb8 claims to reproduce both.
 Each test writes an image as PPM, runs tests/tools/resize_tool (built with the
 unit tests) over many boxes and output sizes in one process, and compares
 every output with Pillow's, flipped left-right where the case asks.
-Differences of one level are allowed (the goal is none); the fraction of
-exact values is printed at the end of the module.
+Bilinear allows differences of one level (the goal is none); bicubic, added
+when bilinear was already exact, must be exact: a one-level slip is what a
+wrong sum of its negative weights gives. The fraction of exact values is
+printed at the end of the module.
 
 Images: real photographs from /usr/share/backgrounds or, without them, the
 wallpapers that `make demo` caches under build-data/photos-cache, shrunk to
 dataset sizes (plus one at full resolution); then random noise (the worst
-case for rounding) of many shapes down to 1x1. Every test runs twice: with
-the kernels the CPU selects (AVX2 where present) and with the portable ones.
+case for rounding) of many shapes down to 1x1. Every test runs four times:
+with the kernels the CPU selects (AVX2 where present) and with the portable
+ones, for each filter (the bicubic's negative weights take other sums).
 The tool comes from $STOKER_BUILD_DIR (default build-asan under the
 repository root).
 """
@@ -34,7 +38,7 @@ CASES_PER_IMAGE = 40
 TIMEOUT_S = 300
 SANITIZER_MARKERS = ("AddressSanitizer", "LeakSanitizer", "runtime error:")
 
-BILINEAR = Image.Resampling.BILINEAR
+FILTERS = {"bilinear": Image.Resampling.BILINEAR, "bicubic": Image.Resampling.BICUBIC}
 FLIP = Image.Transpose.FLIP_LEFT_RIGHT
 
 _totals = {"values": 0, "exact": 0, "max_diff": 0, "cases": 0}
@@ -58,13 +62,22 @@ def report(request):
             print(line)
 
 
+@pytest.fixture(scope="module", params=["bilinear", "bicubic"])
+def resample_filter(request):
+    return request.param
+
+
 @pytest.fixture(scope="module", params=["native", "portable"])
-def tool(request):
-    """(path of resize_tool, extra environment) for one choice of kernels."""
+def tool(request, resample_filter):
+    """(path of resize_tool, extra environment, Pillow's filter) for one choice of kernels and
+    filter."""
     if not (TOOL.is_file() and os.access(TOOL, os.X_OK)):
         pytest.fail(f"no {TOOL}: build the unit tests (ninja -C {BUILD_DIR}) or set "
                     "STOKER_BUILD_DIR", pytrace=False)
-    return TOOL, {"STOKER_RESIZE_PORTABLE": "1"} if request.param == "portable" else {}
+    env = {"STOKER_RESIZE_FILTER": resample_filter}
+    if request.param == "portable":
+        env["STOKER_RESIZE_PORTABLE"] = "1"
+    return TOOL, env, FILTERS[resample_filter]
 
 
 def find_photos():
@@ -142,7 +155,7 @@ def random_case(rng, w, h):
 
 def run_tool(tool, tmp_path, im, cases):
     """stoker's outputs for cases, as uint8 arrays of shape (h, w, 3)."""
-    tool, tool_env = tool
+    tool, tool_env, _ = tool
     src = tmp_path / "in.ppm"
     im.save(src)
     w, h = im.size
@@ -166,7 +179,7 @@ def compare(tool, tmp_path, im, cases):
     got = run_tool(tool, tmp_path, im, cases)
     failures = []
     for (box, size, flip), mine in zip(cases, got):
-        ref = im.resize(size, BILINEAR, box=box)
+        ref = im.resize(size, tool[2], box=box)
         if flip:
             ref = ref.transpose(FLIP)
         ref = np.asarray(ref)
@@ -177,9 +190,10 @@ def compare(tool, tmp_path, im, cases):
         _totals["values"] += diff.size
         _totals["exact"] += int((diff == 0).sum())
         _totals["max_diff"] = max(_totals["max_diff"], worst)
-        if worst > 1:
+        allowed = 0 if tool[2] == FILTERS["bicubic"] else 1
+        if worst > allowed:
             failures.append(f"{im.size} box={box} size={size} flip={flip}: max diff {worst}, "
-                            f"{int((diff > 1).sum())} values off by more than 1")
+                            f"{int((diff > allowed).sum())} values off by more than {allowed}")
     assert not failures, "\n".join(failures)
 
 

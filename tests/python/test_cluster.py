@@ -387,12 +387,17 @@ def test_no_worker_at_start(cluster, indexed):
     loader.close()
 
 
-def test_the_recipe_through_the_cluster_equals_a_local_epoch(cluster, indexed):
-    """TrivialAugmentWide, RandomErasing and Mixup/CutMix with soft targets:
-    the batches Dask workers make equal the local ones, targets included."""
+@pytest.mark.parametrize("extra", [{}, dict(interpolation="bicubic", random_erase_value="random",
+                                            color_jitter=0.4, blur_kernel=3)],
+                         ids=["reference", "bicubic-random-erase-jitter-blur"])
+def test_the_recipe_through_the_cluster_equals_a_local_epoch(cluster, indexed, extra):
+    """TrivialAugmentWide, RandomErasing and Mixup/CutMix with soft targets
+    (and the other ops, bicubic resize and random erasing values): the
+    batches Dask workers make equal the local ones, targets included."""
     shards, index = indexed
     cluster.add_worker("w1")
-    kw = dict(OPTIONS, index=index, dtype="float32", recipe="torchvision-v2", num_classes=300)
+    kw = dict(OPTIONS, index=index, dtype="float32", recipe="torchvision-v2", num_classes=300,
+              **extra)
     want = local_digests(shards, **kw)
     loader = stoker.Loader(shards, cluster=cluster.client, **kw)
     got = [digest(i, l) for i, l in loader]

@@ -137,3 +137,109 @@ def test_repeated_augmentation(even_shards, stoker_bin, tmp_path):
     assert all(not torch.equal(*p) for p in pixels.values())
     with pytest.raises(stoker.OptionError, match="ra_reps"):
         stoker.Loader(even_shards, transform="train", rank=0, world_size=3, ra_reps=2)
+
+
+def erased_images(shards, threads=2, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=40, transform="train", seed=4,
+                           samples_per_rank=48, random_erase=1.0, threads=threads, **options)
+    out = torch.cat([images.clone() for images, _ in loader])
+    loader.close()
+    return out
+
+
+def test_random_erasing_value(even_shards):
+    """random_erase_value="random": the box of value 0 (same draws: the numbers come after
+    it) holds standard normal numbers in float outputs; bfloat16 holds the same numbers
+    rounded; uint8 the levels they stand for, round(255 * (mean + std * z)) clamped."""
+    zero = erased_images(even_shards, dtype="float32")
+    rand = erased_images(even_shards, dtype="float32", random_erase_value="random")
+    box = (zero == 0).all(1, keepdim=True).expand_as(zero)
+    assert 0.02 < box.float().mean() < 0.34  # RandomErasing's scale (0.02, 0.33)
+    assert torch.equal(rand[~box], zero[~box])
+    z = rand[box].double()
+    assert abs(z.mean()) < 0.03 and abs(z.std() - 1) < 0.03, (z.mean(), z.std())
+    assert abs(float((z.abs() > 1.96).double().mean()) - 0.05) < 0.01
+    # the numbers differ per element, channel and sample, and not with the threads
+    assert len(torch.unique(rand[box])) > 0.99 * box.sum()
+    assert torch.equal(rand, erased_images(even_shards, threads=1, dtype="float32",
+                                           random_erase_value="random"))
+
+    bf16 = erased_images(even_shards, dtype="bfloat16", random_erase_value="random")
+    assert torch.equal(bf16, rand.to(torch.bfloat16))
+
+    u8 = erased_images(even_shards, dtype="uint8", random_erase_value="random")
+    u8_zero = erased_images(even_shards, dtype="uint8")
+    assert torch.equal(u8[~box], u8_zero[~box])
+    mean = torch.tensor([0.485, 0.456, 0.406], dtype=torch.float64).view(1, 3, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225], dtype=torch.float64).view(1, 3, 1, 1)
+    levels = (255 * (mean + std * rand.double())).round().clamp(0, 255)
+    off = (u8.double() - levels).abs()[box]
+    # z went through float32 here: a level can round the other way
+    assert off.max() <= 1 and (off == 0).double().mean() > 0.99
+    assert not torch.equal(u8[box], u8_zero[box])
+
+
+TA_OPS = ["shear_x", "shear_y", "translate_x", "translate_y", "rotate", "brightness", "color",
+          "contrast", "sharpness", "posterize", "solarize", "autocontrast", "equalize"]
+OTHER_OPS = ["invert", "hue", "grayscale", "blur"]
+
+
+def run_stats(shards, **options):
+    loader = stoker.Loader(shards, batch_size=8, image_size=40, transform="train", seed=4,
+                           samples_per_rank=96, threads=2, **options)
+    for _ in loader:
+        pass
+    stats, report = loader.stats(), loader.report()
+    loader.close()
+    return stats, report
+
+
+def test_per_op_times(even_shards):
+    """TrivialAugmentWide: every op it drew has runs and time, the ops it cannot draw have
+    neither; the runs add up to the images less the identity draws; the report prints a
+    line per op that ran. Then ColorJitter's hue and a blur count on every image."""
+    stats, report = run_stats(even_shards, auto_augment="ta_wide")
+    images = stats["images_decoded"]
+    runs = {op: stats[f"aug_{op}_runs"] for op in TA_OPS + OTHER_OPS}
+    for op in TA_OPS + OTHER_OPS:
+        assert (runs[op] > 0) == (stats[f"aug_{op}_ns"] > 0), op
+    assert all(runs[op] == 0 for op in OTHER_OPS), runs
+    # 13 ops of 14 (identity the other): each drawn about images / 14 times
+    assert sum(runs[op] > 0 for op in TA_OPS) >= 11, runs
+    assert 0.8 * images * 13 / 14 < sum(runs.values()) <= images
+    assert sum(stats[f"aug_{op}_ns"] for op in TA_OPS) <= stats["image_augment_ns"]
+    for op, label in (("rotate", "Rotate"), ("equalize", "Equalize")):
+        if runs[op]:
+            assert f"  {label}: " in report and "ms per run" in report, report
+    assert "Hue:" not in report and "GaussianBlur:" not in report
+
+    stats, report = run_stats(even_shards, hue_jitter=0.2, blur_kernel=3)
+    assert stats["aug_hue_runs"] == stats["aug_blur_runs"] == stats["images_decoded"]
+    assert stats["aug_hue_ns"] > 0 and stats["aug_blur_ns"] > 0
+    assert all(stats[f"aug_{op}_runs"] == 0 for op in TA_OPS if op != "brightness")
+    assert "  Hue: " in report and "  GaussianBlur: " in report
+
+    plain, report = run_stats(even_shards)
+    assert all(plain[f"aug_{op}_runs"] == plain[f"aug_{op}_ns"] == 0 for op in TA_OPS + OTHER_OPS)
+    assert "per run" not in report
+
+
+EVERY_OP = dict(color_jitter=0.4, hue_jitter=0.1, grayscale_probability=0.2, blur_kernel=5,
+                random_erase=0.5, random_erase_value="random", interpolation="bicubic",
+                mixup_alpha=0.2, cutmix_alpha=1.0)
+
+
+@pytest.mark.parametrize("policy", ["ra", "imagenet"])
+def test_every_op_is_independent_of_threads_and_resumes(even_shards, policy):
+    """RandAugment and AutoAugment with every other option of the recipe (ColorJitter,
+    grayscale, blur, random erasing with random values, bicubic resize, Mixup/CutMix): the
+    same bytes with 1 and 2 threads, and after a resume on another thread count."""
+    options = dict(EVERY_OP, auto_augment=policy)
+    one, _ = batches(even_shards, threads=1, **options)
+    two, _ = batches(even_shards, threads=2, **options)
+    assert len(one) == 12 and same(one, two)
+    head, state = batches(even_shards, n=5, threads=2, **options)
+    tail, _ = batches(even_shards, state=state, threads=1, **options)
+    assert same(head + tail, one)
+    bilinear, _ = batches(even_shards, threads=2, **dict(options, interpolation="bilinear"))
+    assert not same(one, bilinear)  # the options change the bytes (the test can fail)

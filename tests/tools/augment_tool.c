@@ -6,6 +6,7 @@
  *   augment_tool draws POLICY N SEED BINS NUM_OPS MAGNITUDE WIDTH HEIGHT
  *   augment_tool table POLICY BINS WIDTH HEIGHT
  *   augment_tool erase PROBABILITY N SEED WIDTH HEIGHT
+ *   augment_tool normals N SEED
  *   augment_tool mix MIXUP_ALPHA CUTMIX_ALPHA SWITCH N SEED WIDTH HEIGHT
  *   augment_tool jitter COLOR_JITTER HUE_JITTER GRAYSCALE N SEED
  *
@@ -15,7 +16,10 @@
  * epoch 0, shard 0, pass 0, position i, through the augmentation stream),
  * of "OP:MAGNITUDE" words (an empty line: no operation). table: a line
  * "OP BIN MAGNITUDE" per op and bin of the policy's space. erase: N lines
- * "TOP LEFT HEIGHT WIDTH", or "-" where nothing is erased. mix: N lines
+ * "TOP LEFT HEIGHT WIDTH", or "-" where nothing is erased. normals: N
+ * lines, the standard normal numbers of RandomErasing's value="random",
+ * drawn in pairs from one stream (seed, epoch 0, shard 0, pass 0,
+ * position 0) as the erase does. mix: N lines
  * "CUTMIX LAMBDA X1 Y1 X2 Y2", the draws of batches 0 to N - 1 (epoch 0,
  * rank 0). jitter: as draws, for ColorJitter and RandomGrayscale alone. POLICY is the
  * value of enum stk_auto_augment. Exits 2 on bad usage.
@@ -128,6 +132,20 @@ static int cmd_erase(char **argv)
     return 0;
 }
 
+static int cmd_normals(char **argv)
+{
+    long n = num(argv[0]);
+    struct stk__draws d;
+    stk__draws_init(&d, strtoull(argv[1], NULL, 10), 0, 0, 0, 0);
+    double z[2];
+    for (long i = 0; i < n; i++) {
+        if (i % 2 == 0)
+            stk__draw_normals(&d, z);
+        printf("%.17g\n", z[i % 2]);
+    }
+    return 0;
+}
+
 static int cmd_mix(char **argv)
 {
     struct stk__mix_params p = {.mixup_alpha = strtod(argv[0], NULL),
@@ -158,6 +176,8 @@ int main(int argc, char **argv)
         return cmd_table(argv + 2);
     if (argc == 7 && strcmp(argv[1], "erase") == 0)
         return cmd_erase(argv + 2);
+    if (argc == 4 && strcmp(argv[1], "normals") == 0)
+        return cmd_normals(argv + 2);
     fprintf(stderr, "usage: see the comment at the top of augment_tool.c\n");
     return 2;
 }

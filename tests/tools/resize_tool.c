@@ -8,7 +8,8 @@
  * group of eight arguments, through one scratch, so that a test can check
  * many boxes per process (and the scratch's reuse between geometries).
  * With STOKER_RESIZE_PORTABLE set in the environment it uses the portable
- * kernels even where the CPU has AVX2.
+ * kernels even where the CPU has AVX2; with STOKER_RESIZE_FILTER=bicubic,
+ * Pillow's BICUBIC filter instead of BILINEAR.
  * Exits 0, 1 on a resize error (the code is printed), 2 on bad usage or I/O.
  */
 #include <errno.h>
@@ -111,6 +112,9 @@ int main(int argc, char **argv)
     int status = scratch == NULL ? 2 : 0;
     if (scratch != NULL && getenv("STOKER_RESIZE_PORTABLE") != NULL)
         stk__resize_scratch_set_simd(scratch, 0);
+    const char *filter = getenv("STOKER_RESIZE_FILTER");
+    if (scratch != NULL && filter != NULL && strcmp(filter, "bicubic") == 0)
+        stk__resize_scratch_set_filter(scratch, STK__RESIZE_BICUBIC);
     for (int i = 2; status == 0 && i < argc; i += 8) {
         double box[4];
         size_t ow, oh, flip;

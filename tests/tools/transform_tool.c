@@ -2,8 +2,9 @@
  * transform_tool.c - drive the image stage (decode, crop geometry, render)
  * from the command line, for tests/integration/test_image_vs_torchvision.py.
  *
- *   transform_tool [--full] [--max-pixels N] [--dct-margin X] render IMAGE eval SIZE OUT.ppm
- *   transform_tool [--full] [--max-pixels N] [--dct-margin X] render IMAGE train SIZE
+ *   transform_tool [--full] [--bicubic] [--max-pixels N] [--dct-margin X] render IMAGE eval SIZE
+ *                  OUT.ppm
+ *   transform_tool [--full] [--bicubic] [--max-pixels N] [--dct-margin X] render IMAGE train SIZE
  *                  TOP LEFT HEIGHT WIDTH FLIP OUT.ppm [TOP LEFT HEIGHT WIDTH FLIP OUT.ppm]...
  *   transform_tool crops WIDTH HEIGHT N SEED
  *   transform_tool [--max-pixels N] decode IMAGE OUT.ppm
@@ -15,8 +16,9 @@
  * width) and renders each through the same worker, so one process checks
  * many boxes and the worker's buffers are reused between geometries.
  * --full sets full_decode (whole image at full scale) instead of the
- * region/DCT-scaled fast path; --dct-margin sets dct_margin (default 0: the
- * transform's own). Output is uint8 NHWC, written as binary PPM.
+ * region/DCT-scaled fast path; --bicubic sets interpolation to bicubic;
+ * --dct-margin sets dct_margin (default 0: the transform's own). Output is
+ * uint8 NHWC, written as binary PPM.
  * crops: N lines "top left height width flip" from stk__crop_train with the
  * default train parameters and the draws of (SEED, epoch 0, shard 0, pass
  * 0, position i). decode: the whole image at full scale as RGB8.
@@ -103,9 +105,9 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
 
 static void usage(const char *argv0) {
     fprintf(stderr,
-            "usage: %s [--full] [--max-pixels N] [--dct-margin X] render IMAGE eval SIZE "
-            "OUT.ppm\n"
-            "       %s [--full] [--max-pixels N] [--dct-margin X] render IMAGE train SIZE "
+            "usage: %s [--full] [--bicubic] [--max-pixels N] [--dct-margin X] render IMAGE eval "
+            "SIZE OUT.ppm\n"
+            "       %s [--full] [--bicubic] [--max-pixels N] [--dct-margin X] render IMAGE train SIZE "
             "TOP LEFT HEIGHT WIDTH FLIP OUT.ppm [...]\n"
             "       %s crops WIDTH HEIGHT N SEED\n"
             "       %s [--max-pixels N] decode IMAGE OUT.ppm\n",
@@ -180,7 +182,8 @@ static int cmd_decode(char **argv, uint64_t max_pixels) {
     return status;
 }
 
-static int cmd_render(int argc, char **argv, int full, uint64_t max_pixels, double margin) {
+static int cmd_render(int argc, char **argv, int full, int bicubic, uint64_t max_pixels,
+                      double margin) {
     int eval = strcmp(argv[1], "eval") == 0;
     if (!eval && strcmp(argv[1], "train") != 0) {
         fprintf(stderr, "render: mode must be eval or train\n");
@@ -207,6 +210,7 @@ static int cmd_render(int argc, char **argv, int full, uint64_t max_pixels, doub
     o.dtype = STK_DTYPE_UINT8;
     o.layout = STK_LAYOUT_NHWC;
     o.full_decode = full;
+    o.interpolation = bicubic ? STK_RESIZE_BICUBIC : STK_RESIZE_BILINEAR;
     o.dct_margin = (float)margin;
     o.max_image_pixels = max_pixels;
 
@@ -291,13 +295,15 @@ out:
 }
 
 int main(int argc, char **argv) {
-    int full = 0;
+    int full = 0, bicubic = 0;
     uint64_t max_pixels = 100000000;
     double margin = 0;
     int i = 1;
     for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
         if (strcmp(argv[i], "--full") == 0) {
             full = 1;
+        } else if (strcmp(argv[i], "--bicubic") == 0) {
+            bicubic = 1;
         } else if (strcmp(argv[i], "--max-pixels") == 0 && i + 1 < argc &&
                    parse_u64(argv[i + 1], UINT64_MAX, &max_pixels) == 0) {
             i++;
@@ -314,7 +320,7 @@ int main(int argc, char **argv) {
     if (i < argc && strcmp(argv[i], "decode") == 0 && argc - i == 3)
         return cmd_decode(argv + i + 1, max_pixels);
     if (i < argc && strcmp(argv[i], "render") == 0 && argc - i >= 5)
-        return cmd_render(argc - i - 1, argv + i + 1, full, max_pixels, margin);
+        return cmd_render(argc - i - 1, argv + i + 1, full, bicubic, max_pixels, margin);
     usage(argv[0]);
     return 2;
 }

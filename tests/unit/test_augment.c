@@ -4,7 +4,9 @@
  * infinite and NaN magnitudes reads nothing outside the image (the image
  * and scratch end exactly at their last byte, so ASan sees any over-read);
  * identities (zero shift, factor 1, 8 bits, threshold 256); a shift past
- * the image leaves only the fill; the draws stay within their tables; and
+ * the image leaves only the fill; random geometric ops on random sizes
+ * only take values of the image or the fill (nearest) or within their
+ * range (bilinear); the draws stay within their tables; and
  * Mixup/CutMix keep their box inside the image and mix the rolled batch.
  * Fidelity against torchvision is tests/integration/test_augment_vs_torchvision.py.
  */
@@ -134,6 +136,53 @@ static void test_shift_out_leaves_fill(void **state)
         }
 }
 
+/* A property check over random geometric ops: image sizes 1 to 300 on
+ * each side, magnitudes log-uniform from 1e-9 to 1e9 of either sign. The
+ * buffers end at their last byte, so ASan sees any read outside; nearest
+ * sampling may only copy pixels of the image or the fill, and bilinear
+ * sampling only blend them, so each channel stays within the range of the
+ * image's values and the fill's. */
+static void test_geometric_ops_random_property(void **state)
+{
+    (void)state;
+    struct stk__rng r;
+    stk__rng_seed(&r, 22);
+    const uint8_t fill[3] = {7, 250, 128};
+    for (int n = 0; n < 600; n++) {
+        const int w = 1 + (int)stk__rng_below(&r, n % 20 == 0 ? 300 : 40);
+        const int h = 1 + (int)stk__rng_below(&r, n % 20 == 0 ? 300 : 40);
+        const enum stk__aug_op op = (enum stk__aug_op)(STK__OP_SHEAR_X + stk__rng_below(&r, 5));
+        const double exponent = (double)stk__rng_below(&r, 1 << 20) / (1 << 20) * 18 - 9;
+        const double magnitude = (stk__rng_below(&r, 2) ? 1 : -1) * pow(10, exponent);
+        const int bilinear = (int)stk__rng_below(&r, 2);
+        struct img im;
+        img_new(&im, w, h, (uint64_t)n);
+        /* A few levels only, so a value from nowhere is likely to show. */
+        for (size_t i = 0; i < im.n; i++)
+            im.pix[i] = (uint8_t)(40 + 10 * (im.pix[i] % 4) + 3 * (int)(i % 3));
+        uint8_t lo[3] = {255, 255, 255}, hi[3] = {0, 0, 0};
+        int seen[3][256] = {{0}};
+        for (size_t i = 0; i < im.n; i++) {
+            const size_t c = i % 3;
+            lo[c] = im.pix[i] < lo[c] ? im.pix[i] : lo[c];
+            hi[c] = im.pix[i] > hi[c] ? im.pix[i] : hi[c];
+            seen[c][im.pix[i]] = 1;
+        }
+        stk__aug_apply(&im.view, op, magnitude, bilinear, fill);
+        for (size_t i = 0; i < im.n; i++) {
+            const size_t c = i % 3;
+            const uint8_t v = im.pix[i];
+            const int ok = bilinear ? (v >= (lo[c] < fill[c] ? lo[c] : fill[c]) &&
+                                       v <= (hi[c] > fill[c] ? hi[c] : fill[c]))
+                                    : (seen[c][v] || v == fill[c]);
+            if (!ok)
+                fail_msg("op %d magnitude %g %s on %dx%d: value %d in channel %zu", (int)op,
+                         magnitude, bilinear ? "bilinear" : "nearest", w, h, v, c);
+        }
+        img_free(&im);
+    }
+}
+
 static void test_draws_stay_in_their_tables(void **state)
 {
     (void)state;
@@ -241,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_blur_on_any_size),
         cmocka_unit_test(test_identities),
         cmocka_unit_test(test_shift_out_leaves_fill),
+        cmocka_unit_test(test_geometric_ops_random_property),
         cmocka_unit_test(test_draws_stay_in_their_tables),
         cmocka_unit_test(test_erase_box_inside),
         cmocka_unit_test(test_mix),

@@ -106,6 +106,15 @@ static void test_decode_bound(void **state)
     report(&s, buf, sizeof buf);
     assert_contains(buf, "augmentations: per image 0.300 ms crop ops, 0.010 ms random "
                          "erasing, 0.050 ms Mixup/CutMix");
+    assert_true(strstr(buf, "per run") == NULL); /* no op counted */
+    s.aug_rotate_ns = 640ull * 200000; /* a tenth of the images, 0.2 ms each */
+    s.aug_rotate_runs = 640;
+    s.aug_hue_ns = 6400ull * 90000;
+    s.aug_hue_runs = 6400;
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "  Rotate: 0.200 ms per run, 0.10 runs per image, 0.020 ms per image\n");
+    assert_contains(buf, "  Hue: 0.090 ms per run, 1.00 runs per image, 0.090 ms per image\n");
+    assert_true(strstr(buf, "ShearX") == NULL); /* ops that never ran are left out */
 }
 
 static void test_read_bound(void **state)

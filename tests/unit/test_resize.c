@@ -1,7 +1,9 @@
 /*
- * test_resize.c - Pillow-exact bilinear resize: geometry checks, copies,
- * flips, constants, outputs recorded from Pillow 9.4, a plain two-pass model
- * of Pillow's algorithm on random images, and the scratch's memory limits.
+ * test_resize.c - Pillow-exact bilinear and bicubic resize: geometry checks,
+ * copies, flips, constants, outputs recorded from Pillow 9.4, a plain
+ * two-pass model of Pillow's algorithm on random images (both filters, so
+ * the bicubic's negative weights run every kernel under the sanitizers),
+ * and the scratch's memory limits.
  * The comparison with Pillow itself on photographs is in
  * tests/integration/test_resize_vs_pil.py.
  */
@@ -81,11 +83,25 @@ struct model_axis {
     int ksize;
 };
 
-static void model_axis(struct model_axis *a, int in_size, float in0, float in1, int out_size)
+/* Pillow's filters, written from their definitions in Resample.c. */
+static double model_filter(int bicubic, double x)
+{
+    x = fabs(x);
+    if (!bicubic)
+        return x < 1.0 ? 1.0 - x : 0.0;
+    if (x < 1.0)
+        return (1.5 * x - 2.5) * x * x + 1; /* a = -0.5 */
+    if (x < 2.0)
+        return -0.5 * (((x - 5) * x + 8) * x - 4);
+    return 0.0;
+}
+
+static void model_axis(struct model_axis *a, int in_size, float in0, float in1, int out_size,
+                       int bicubic)
 {
     double scale = (double)(in1 - in0) / out_size;
     double fscale = scale < 1.0 ? 1.0 : scale;
-    double support = fscale;
+    double support = (bicubic ? 2.0 : 1.0) * fscale;
     int ceil_support = (int)support + ((double)(int)support < support); /* no libm */
     a->ksize = ceil_support * 2 + 1;
     a->first = calloc((size_t)out_size, sizeof(int));
@@ -100,13 +116,13 @@ static void model_axis(struct model_axis *a, int in_size, float in0, float in1, 
         hi = hi > in_size ? in_size : hi;
         double sum = 0;
         for (int x = lo; x < hi; x++) {
-            double d = fabs((x - center + 0.5) * (1.0 / fscale));
-            w[x - lo] = d < 1.0 ? 1.0 - d : 0.0;
+            w[x - lo] = model_filter(bicubic, (x - center + 0.5) * (1.0 / fscale));
             sum += w[x - lo];
         }
         for (int x = lo; x < hi; x++) {
             double v = sum != 0.0 ? w[x - lo] / sum : w[x - lo];
-            a->k[i * a->ksize + x - lo] = (int32_t)(v * (1 << 22) + 0.5);
+            a->k[i * a->ksize + x - lo] = (int32_t)(v < 0 ? v * (1 << 22) - 0.5
+                                                          : v * (1 << 22) + 0.5);
         }
         a->first[i] = lo;
         a->count[i] = hi - lo;
@@ -123,15 +139,18 @@ static void model_axis_free(struct model_axis *a)
 
 static uint8_t model_clip(int32_t v)
 {
+    if (v < 0)
+        return 0;
     v >>= 22;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+    return (uint8_t)(v > 255 ? 255 : v);
 }
 
-static void model_resize(const struct image *src, float box[4], struct image *dst, int flip)
+static void model_resize(const struct image *src, float box[4], struct image *dst, int flip,
+                         int bicubic)
 {
     struct model_axis h, v;
-    model_axis(&h, (int)src->w, box[0], box[2], (int)dst->w);
-    model_axis(&v, (int)src->h, box[1], box[3], (int)dst->h);
+    model_axis(&h, (int)src->w, box[0], box[2], (int)dst->w, bicubic);
+    model_axis(&v, (int)src->h, box[1], box[3], (int)dst->h, bicubic);
     int y_first = v.first[0];
     int y_last = v.first[dst->h - 1] + v.count[dst->h - 1];
     uint8_t *mid = calloc((size_t)(y_last - y_first) * dst->w * 3, 1);
@@ -238,7 +257,7 @@ static void test_identity_copy(void **state)
     float box[4] = {20, 3.25f, 31, 28.5f};
     for (int flip = 0; flip <= 1; flip++) {
         assert_int_equal(resize(&src, box[0], box[1], box[2], box[3], &got, flip, s), 0);
-        model_resize(&src, box, &want, flip);
+        model_resize(&src, box, &want, flip, 0);
         assert_same_image(&got, &want, "crop x, resample y");
     }
     free(got.pix);
@@ -408,16 +427,19 @@ static void test_known_cases(void **state)
 }
 
 /* The optimised paths (padded windows, the row ring, copies, cached tables,
- * reused scratch) against the plain model, on fixed and random geometries. */
-static void test_matches_model(void **state)
+ * reused scratch) against the plain model, on fixed and random geometries,
+ * with the filter of the scratches. */
+static void matches_model(int bicubic)
 {
-    (void)state;
     struct stk__rng rng;
-    stk__rng_seed(&rng, 3);
+    stk__rng_seed(&rng, 3 + (uint64_t)bicubic);
+    const enum stk__resize_filter filter = bicubic ? STK__RESIZE_BICUBIC : STK__RESIZE_BILINEAR;
     /* The AVX2 kernels where the CPU has them, and the portable ones. */
     struct stk__resize_scratch *s = stk__resize_scratch_new();
     struct stk__resize_scratch *portable = stk__resize_scratch_new();
     assert_int_equal(stk__resize_scratch_set_simd(portable, 0), 0);
+    stk__resize_scratch_set_filter(s, filter);
+    stk__resize_scratch_set_filter(portable, filter);
     print_message("AVX2 kernels: %s\n", stk__resize_scratch_set_simd(s, 1) ? "yes" : "no");
     char what[160];
     const size_t n_fixed = sizeof geometries / sizeof geometries[0];
@@ -461,14 +483,16 @@ static void test_matches_model(void **state)
         struct image got = image_new(g.dw, g.dh, stk__rng_below(&rng, 2) * 3);
         struct image want = image_new(g.dw, g.dh, 0);
         assert_int_equal(resize(&src, box[0], box[1], box[2], box[3], &got, flip, s), 0);
-        model_resize(&src, box, &want, flip);
-        snprintf(what, sizeof what, "%zux%zu box (%g,%g,%g,%g) -> %zux%zu flip %d", g.sw, g.sh,
-                 (double)box[0], (double)box[1], (double)box[2], (double)box[3], g.dw, g.dh, flip);
+        model_resize(&src, box, &want, flip, bicubic);
+        snprintf(what, sizeof what, "%s %zux%zu box (%g,%g,%g,%g) -> %zux%zu flip %d",
+                 bicubic ? "bicubic" : "bilinear", g.sw, g.sh, (double)box[0], (double)box[1],
+                 (double)box[2], (double)box[3], g.dw, g.dh, flip);
         assert_same_image(&got, &want, what);
         assert_int_equal(resize(&src, box[0], box[1], box[2], box[3], &got, flip, portable), 0);
         assert_same_image(&got, &want, what);
         /* The same call again (cached tables) and on a fresh scratch. */
         struct stk__resize_scratch *fresh = stk__resize_scratch_new();
+        stk__resize_scratch_set_filter(fresh, filter);
         assert_int_equal(resize(&src, box[0], box[1], box[2], box[3], &got, flip, fresh), 0);
         assert_same_image(&got, &want, what);
         assert_int_equal(resize(&src, box[0], box[1], box[2], box[3], &got, flip, fresh), 0);
@@ -480,6 +504,18 @@ static void test_matches_model(void **state)
     }
     stk__resize_scratch_free(s);
     stk__resize_scratch_free(portable);
+}
+
+static void test_matches_model(void **state)
+{
+    (void)state;
+    matches_model(0);
+}
+
+static void test_bicubic_matches_model(void **state)
+{
+    (void)state;
+    matches_model(1);
 }
 
 /* A geometry whose buffers exceed the cap fails cleanly, and the scratch
@@ -523,7 +559,7 @@ static void test_allocation_failures(void **state)
     struct image src = image_random(50, 40, 0, &rng);
     struct image want = image_new(23, 31, 0), got = image_new(23, 31, 0);
     const float box[4] = {1.5f, 2, 47, 39.5f};
-    model_resize(&src, (float *)box, &want, 1);
+    model_resize(&src, (float *)box, &want, 1, 0);
     int succeeded = 0;
     for (unsigned long n = 1; n < 50 && !succeeded; n++) {
         stk__alloc_fail_after(n);
@@ -585,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_constant_stays_constant),
         cmocka_unit_test(test_known_cases),
         cmocka_unit_test(test_matches_model),
+        cmocka_unit_test(test_bicubic_matches_model),
         cmocka_unit_test(test_scratch_cap),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_no_allocation_when_warm),
