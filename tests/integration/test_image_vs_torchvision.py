@@ -35,6 +35,7 @@ import struct
 import subprocess
 import tarfile
 import time
+import threading
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -85,6 +86,7 @@ N_CROPS = 20000
 DECODE_MAX_DIFF = 1
 
 _figures = []  # lines printed at the end of the module
+_TORCH_RNG_LOCK = threading.Lock()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -336,11 +338,15 @@ def train_boxes(rng, w, h, n):
     """n boxes (top, left, height, width, flip): torchvision's own draws,
     plus the extremes (whole image, one pixel, thin strips, corners)."""
     crop = T.RandomResizedCrop(224)
-    gen_state = torch.get_rng_state()
-    torch.manual_seed(rng.randrange(1 << 30))
     dummy = Image.new("RGB", (w, h))
-    boxes = [tuple(crop.get_params(dummy, crop.scale, crop.ratio)) for _ in range(n)]
-    torch.set_rng_state(gen_state)
+    # get_params draws from torch's global generator and the tests call this
+    # from parallel threads: without the lock, one thread's seed served
+    # another's draws and the boxes changed from run to run.
+    with _TORCH_RNG_LOCK:
+        gen_state = torch.get_rng_state()
+        torch.manual_seed(rng.randrange(1 << 30))
+        boxes = [tuple(crop.get_params(dummy, crop.scale, crop.ratio)) for _ in range(n)]
+        torch.set_rng_state(gen_state)
     boxes += [(0, 0, h, w), (h - 1, w - 1, 1, 1), (0, rng.randrange(w), h, 1),
               (rng.randrange(h), 0, 1, w), (h - 37, w - 53, 37, 53),
               (rng.randrange(h // 2), rng.randrange(w // 2), h // 2, w // 2)]
@@ -409,7 +415,6 @@ def test_bicubic_matches_torchvision(tool, work, shard_images, large_images, mod
     images = shard_images[:12] + large_images
     tag = "full" if full else "fast"
     size = 176 if mode == "train" else 224
-    # Drawn here: train_boxes swaps torch's global RNG state, which threads would race on.
     boxes = {i: train_boxes(random.Random(f"bicubic-{i}"), *pil_rgb(p).size, 4)
              for i, p in enumerate(images)}
 
