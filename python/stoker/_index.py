@@ -4,13 +4,11 @@ builds one on first use and remembers it, once per dataset and options
 Loader(index=PATH) builds PATH when it does not exist yet.
 
 Building is `stoker index`'s count, with the loader's own grouping and
-bad-input rules: it reads every shard once, sequentially, without decoding
-(the sample dataset's 173 MB in 8 shards: 0.04 s from the page cache, on 2
-threads), so for remote shards it costs one download of the dataset, which
-is why len() asks for index=PATH there instead of doing it unasked. It does
-not seek over member data: a member's first data block is read to tell a
-stored member from one whose header claims bytes the shard lacks (a hole),
-which the loader refuses. Several processes may build the same index at once:
+bad-input rules, never decoding: a local shard's tar headers are read and
+its member data seeked over (src/dataset_index.c; README "The dataset index
+scan"), a remote shard is streamed whole, so there it costs one download of
+the dataset, which is why len() asks for index=PATH there instead of doing
+it unasked. Several processes may build the same index at once:
 each writes a temporary file of its own and publishes it by an atomic
 rename that never replaces (src/base/atomic_file.c); the ones that lose
 find the winner's file and use it."""

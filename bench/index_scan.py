@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""`stoker index` of local shards (a header scan that seeks over member
+data) against the streamed count of the same shards (pipe:cat, the way a
+remote shard is counted: every byte read).
+
+For each set of shards, alternating the two each round, pinned to one core
+(taskset): bytes read by read(2) (rchar, /proc/self/io: a reaped child's
+reads are accounted to its parent; streamed, both cat's and stoker's) and wall seconds; prints the
+median of each and the ratios streamed/scan. The page cache is warm (each
+set is read once first), so the seconds are CPU and syscall cost, not disk.
+
+Sets: the shards given (the sample dataset in `make bench-index`), and
+--members N generated small samples (a .jpg of 2-30 KB of random bytes and a
+.cls each, 5,000 per shard) in a temporary directory.
+
+usage: bench/index_scan.py [--stoker build-rel/stoker] [--rounds 5]
+                           [--members 20000] [--cpu 0] SHARD...
+"""
+import argparse
+import io
+import os
+import random
+import statistics
+import subprocess
+import tarfile
+import tempfile
+import time
+
+
+def rchar():
+    with open("/proc/self/io") as f:
+        return int(next(line for line in f if line.startswith("rchar:")).split()[1])
+
+
+def write_small_shards(directory, members, per_shard=5000):
+    rng = random.Random(0)
+    paths = []
+    for start in range(0, members, per_shard):
+        path = os.path.join(directory, f"small-{start // per_shard:06d}.tar")
+        with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as tf:
+            for i in range(start, min(start + per_shard, members)):
+                for ext, data in (("cls", b"%d" % (i % 1000)),
+                                  ("jpg", rng.randbytes(rng.randint(2000, 30000)))):
+                    ti = tarfile.TarInfo(f"{i:08d}.{ext}")
+                    ti.size = len(data)
+                    tf.addfile(ti, io.BytesIO(data))
+        paths.append(path)
+    return paths
+
+
+def measure(cmd, cpu):
+    before, t0 = rchar(), time.perf_counter()
+    subprocess.run(["taskset", "-c", str(cpu), *cmd], check=True, stdout=subprocess.DEVNULL)
+    return rchar() - before, time.perf_counter() - t0
+
+
+def compare(name, stoker, shards, rounds, cpu, workdir):
+    out = os.path.join(workdir, "index.json")
+    scan = [stoker, "index", "-q", "--threads", "1", "--force", "-o", out, *shards]
+    streamed = [stoker, "index", "-q", "--threads", "1", "--force", "--allow-pipe", "-o", out,
+                *(f"pipe:cat {s}" for s in shards)]
+    for s in shards:  # warm the page cache
+        with open(s, "rb") as f:
+            while f.read(1 << 20):
+                pass
+    results = {"scan": [], "streamed": []}
+    for _ in range(rounds):
+        for kind, cmd in (("scan", scan), ("streamed", streamed)):
+            results[kind].append(measure(cmd, cpu))
+    size = sum(os.path.getsize(s) for s in shards)
+    med = {k: (statistics.median(b for b, _ in v), statistics.median(t for _, t in v))
+           for k, v in results.items()}
+    print(f"{name}: {len(shards)} shards, {size / 1e6:.1f} MB")
+    for kind in ("scan", "streamed"):
+        print(f"  {kind:9s} read {med[kind][0] / 1e6:9.2f} MB  {med[kind][1]:7.3f} s (median of "
+              f"{rounds})")
+    # Streamed, the shard bytes are read twice: by cat from the file and by
+    # stoker from the pipe; a remote shard is read once, from the network.
+    print(f"  the scan reads {med['scan'][0] / size:.3f} of the shard bytes; a streamed count "
+          f"takes {med['streamed'][1] / med['scan'][1]:.1f}x its seconds")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stoker", default="build-rel/stoker")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--members", type=int, default=20000)
+    ap.add_argument("--cpu", type=int, default=0)
+    ap.add_argument("shards", nargs="*")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="stoker-bench-index-") as workdir:
+        if args.shards:
+            compare("given shards", args.stoker, args.shards, args.rounds, args.cpu, workdir)
+        if args.members:
+            small = write_small_shards(workdir, args.members)
+            compare(f"{args.members} generated samples", args.stoker, small, args.rounds,
+                    args.cpu, workdir)
+
+
+if __name__ == "__main__":
+    main()
