@@ -23,7 +23,9 @@ def markdown():
            "VALUE)` in C), a keyword of `stoker.Loader` (Python name where it differs),",
            "and where a flag is given, an option of `stoker bench` (*bench*) or of every",
            "command that reads shards (*all*). Integer options also accept their default",
-           "when it lies outside the range (-1: auto, 0: none).", "",
+           "when it lies outside the range (-1: auto, 0: none). An option that acts only",
+           "beside another says so; a loader refuses it set to other than its default",
+           "where it would not act.", "",
            "| option | Python | flag | default | accepts | meaning |",
            "|---|---|---|---|---|---|"]
     for o in stoker._stoker.options():
@@ -33,8 +35,10 @@ def markdown():
             prefix = "no-" if o["type"] == "bool" and o["default"] == "1" else ""
             flag = f"`--{prefix}{o['cli']}` ({'all' if o['cli_scope'] == 'source' else 'bench'})"
         default = "none" if o["default"] is None else f"`{o['default']}`"
+        meaning = o["doc"] + (f" (acts only with {o['needs']}: refused elsewhere)"
+                              if o["needs"] else "")
         out.append(f"| `{o['name']}` | {py and f'`{py}`'} | {flag} | {default} | "
-                   f"{cell(o['type'] + ': ' + o['accepts'])} | {cell(o['doc'])} |")
+                   f"{cell(o['type'] + ': ' + o['accepts'])} | {cell(meaning)} |")
     out += ["", "## Counters", "",
             "`stk_loader_stats()` fields, `Loader.stats()` keys and `stoker bench --json` keys.",
             "", "| counter | meaning |", "|---|---|"]

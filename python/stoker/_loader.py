@@ -161,7 +161,7 @@ class Loader:
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
-                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", classes=None,
+                 fields=None, prometheus_port=None, prometheus_host=None, classes=None,
                  map=None, batch_map=None, hook_processes=None, hook_timeout=None, **options):
         # for close() if this fails
         self._c = self._offload = self._prometheus = self._in_flight = self._hooks = None
@@ -175,10 +175,12 @@ class Loader:
         if transform not in ("train", "eval"):
             raise OptionError(f"transform must be 'train' or 'eval' (for raw samples use "
                               f"stoker.Samples), not {transform!r}")
-        # Options that act only beside another (the train crop under
-        # transform="eval", batches_per_task without cluster=, ...) are
-        # taken: one set of keyword arguments serves both settings of the
-        # other, as scripts toggle it.
+        # Options that act only beside another are refused, not ignored:
+        # these keywords here, the option table's by the C loader.
+        _scope.refuse_alone("stoker.Loader", dict(
+            batches_per_task=batches_per_task, cluster=cluster, prometheus_host=prometheus_host,
+            prometheus_port=prometheus_port, hook_processes=hook_processes,
+            hook_timeout=hook_timeout, map=map, batch_map=batch_map))
         name = _DTYPES.get(dtype, dtype)
         if name not in _TORCH_DTYPES:
             raise OptionError(f"dtype must be one of {', '.join(str(t) for t in _DTYPES)} (or their "
@@ -238,8 +240,6 @@ class Loader:
                 hook_timeout,
                 seed, rank, options.get("on_error") == "skip",
                 config.get("max_batches", 4))
-        elif hook_processes is not None or hook_timeout is not None:
-            raise OptionError("hook_processes= and hook_timeout= need map= or batch_map=")
         if index is not None and not os.path.exists(index):
             _index.build(os.fspath(index), urls, c_config, threads)  # once; then remembered
         self._c = _CLoader(urls, threads=threads,
@@ -292,7 +292,7 @@ class Loader:
             cache = (options.get("cache_dir"), options.get("cache_size", 0))
             self._prometheus = _metrics.PrometheusServer(
                 lambda: prometheus_text(self.stats(), f'rank="{rank}"', *cache),
-                prometheus_port, prometheus_host)
+                prometheus_port, prometheus_host or "127.0.0.1")
             self.prometheus_port = self._prometheus.port
 
     def __enter__(self):

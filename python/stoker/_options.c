@@ -205,7 +205,7 @@ void stk_py_call_free(struct stk_py_call *c)
 }
 
 /* options() -> the option table as a list of dicts (name, type, default,
- * min, max, bytes, choices, cli, cli_scope, speed_only, accepts, doc): what
+ * min, max, bytes, choices, cli, cli_scope, speed_only, accepts, doc, needs): what
  * stoker.Loader's help is made of. */
 PyObject *stk_py_options(PyObject *module, PyObject *unused)
 {
@@ -222,13 +222,13 @@ PyObject *stk_py_options(PyObject *module, PyObject *unused)
                             : (o->flags & STK_OPTION_CLI_BENCH) ? "bench"
                                                                 : NULL;
         PyObject *d = Py_BuildValue(
-            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:z,s:O,s:s,s:s}", "name", o->name, "type",
+            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:z,s:O,s:s,s:s,s:z}", "name", o->name, "type",
             types[o->type], "default", o->default_value, "min", (long long)o->min, "max",
             (unsigned long long)o->max, "bytes", (o->flags & STK_OPTION_BYTES) ? Py_True : Py_False,
             "choices", o->type == STK_OPTION_CHOICE ? o->metavar : NULL, "cli", o->cli_name,
             "cli_scope", o->cli_name != NULL ? scope : NULL, "speed_only",
             (o->flags & STK_OPTION_SPEED_ONLY) ? Py_True : Py_False, "accepts", accepted, "doc",
-            o->doc);
+            o->doc, "needs", stk_option_needs(o));
         if (d == NULL || PyList_Append(list, d) < 0)
             Py_CLEAR(list);
         Py_XDECREF(d);

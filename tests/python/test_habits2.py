@@ -147,8 +147,8 @@ def test_verify_refuses_options_it_would_ignore(even_shards):
 
 def test_every_option_acts_or_is_refused_in_every_entry_point(even_shards, stoker_bin):
     """Walks the option table: each row is used by Samples and verify or
-    refused there, naming it (Loader uses every row; its conditional
-    refusals are above); on the command line a command either offers the
+    refused there, naming it (Loader uses every row; what acts only
+    beside another is test_option_pairs.py's); on the command line a command either offers the
     flag (--help lists it) or refuses it with a usage error naming it."""
     from stoker import _scope
     table = stoker._stoker.options()
