@@ -53,6 +53,13 @@ def verify(urls, images=True, labels=True, threads=None, **options):
     to check the members a Loader's fields= would need. Same as
     `stoker verify`."""
     _scope.refuse_unused("verify", options, _scope.VERIFY_USES, _scope.VERIFY_WHY)
+    if not images:
+        _scope.refuse("verify(images=False)", options, _scope.VERIFY_IMAGES,
+                      "it checks tar structure and grouping only; images, labels and members "
+                      "are checked with images=True")
+    if not labels:
+        _scope.refuse("verify(labels=False)", options, _scope.VERIFY_LABELS,
+                      "it accepts samples without a label")
     if images:
         options["transform"] = "eval"
     if not labels:

@@ -29,12 +29,18 @@ SAMPLES_WHY = ("stoker.Samples yields raw samples (every member as bytes): decod
                "code, or use stoker.Loader for decoded image batches")
 
 # stoker.verify reads each sample once, in storage order, decoding whole
-# images; it never stops at bad data.
+# images; it never stops at bad data. It reads shards themselves, never
+# through the node cache (cache_dir was taken and ignored).
 VERIFY_USES = frozenset((
     "threads", "label_exts", "label_json_field", "max_image_pixels", "require_members",
     "max_member_bytes", "max_members_per_sample", "max_key_bytes", "max_samples_per_shard",
-    "read_buffer_bytes", "cache_dir", "cache_size", "io_timeout_ms", "io_retries",
+    "read_buffer_bytes", "io_timeout_ms", "io_retries",
     "io_backoff_ms", "io_min_rate", "allow_pipe", "ca_bundle"))
+# ... of which these act only while it decodes images (images=True), and
+# the label options only while it checks labels (labels=True).
+VERIFY_IMAGES = frozenset(("label_exts", "label_json_field", "max_image_pixels",
+                           "require_members"))
+VERIFY_LABELS = LABELS
 VERIFY_WHY = ("stoker.verify reads every sample once in storage order and decodes whole images; "
               "it takes the options that decide what is bad input, and the reading options")
 

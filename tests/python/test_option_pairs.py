@@ -138,3 +138,20 @@ def test_prometheus_host_with_its_port_is_taken(even_shards):
                            prometheus_port=0, prometheus_host="127.0.0.1")
     assert loader.prometheus_port > 0
     loader.close()
+
+
+def test_verify_refuses_what_its_mode_ignores(even_shards):
+    """verify(images=False) decodes nothing, so it checked no label or
+    member (require_members was taken and ignored), and verify(labels=False)
+    no label; the node cache it never read through."""
+    for name, value in (("require_members", "cls"), ("label_exts", "cls"),
+                        ("max_image_pixels", 10), ("label_json_field", "y")):
+        with pytest.raises(stoker.OptionError, match=f"verify\\(images=False\\) does not use "
+                                                     f"{name}="):
+            stoker.verify(even_shards, images=False, **{name: value})
+    with pytest.raises(stoker.OptionError, match="verify\\(labels=False\\) does not use label_exts="):
+        stoker.verify(even_shards, labels=False, label_exts="cls")
+    with pytest.raises(stoker.OptionError, match="verify does not use cache_dir="):
+        stoker.verify(even_shards, cache_dir="/tmp/x", cache_size=1 << 20)
+    assert stoker.verify(even_shards, images=False)["problems"] == []
+    assert stoker.verify(even_shards, require_members="cls")["problems"] == []
