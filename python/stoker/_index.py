@@ -1,5 +1,5 @@
 """The dataset index without ceremony: len() of a Loader given no index
-builds one on first use and remembers it, once per dataset and options
+builds one on first use and remembers it, once per dataset and the options that change counts
 (not per process: the next process, rank or run finds the same file), and
 Loader(index=PATH) builds PATH when it does not exist yet.
 
@@ -21,14 +21,13 @@ from ._stoker import Loader as _CLoader
 from ._urls import _has_scheme
 
 STK_EINDEX = -1013  # include/stoker.h
-# Options that decide which samples a shard counts (grouping, limits,
-# bad-input rules); the others (batching, order, speed) leave counts alone.
-_NOT_COUNTING = frozenset((
-    "threads", "batch_size", "seed", "shuffle", "rank", "world_size", "epoch", "drop_last",
-    "samples_per_rank", "uneven", "dtype", "layout", "image_size", "image_height", "image_width",
-    "mean", "std", "scale_min", "scale_max", "ratio_min", "ratio_max", "flip_probability",
-    "full_decode", "dct_margin", "max_batches", "shards_in_flight", "shuffle_buffer",
-    "shuffle_buffer_bytes"))
+# Options that decide which samples a shard counts: the shard reader's
+# grouping limits and bad-input rule (stk__shard_config_init in
+# src/tar/shard_reader.c). The others (transform, batching, order, speed,
+# augmentations) leave counts alone, so a train and an eval loader, or
+# two batch sizes, over the same shards share one remembered index.
+_COUNTING = frozenset(("on_error", "max_member_bytes", "max_members_per_sample",
+                       "max_key_bytes", "max_samples_per_shard"))
 
 
 def index_dir():
@@ -53,7 +52,7 @@ def _identity(url):
 
 def remembered_path(urls, config):
     """Where the index of these shards, counted under these options, lives."""
-    counting = sorted((k, str(v)) for k, v in config.items() if k not in _NOT_COUNTING)
+    counting = sorted((k, str(v)) for k, v in config.items() if k in _COUNTING)
     text = repr(([_identity(u) for u in urls], counting))
     return os.path.join(index_dir(), hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
 

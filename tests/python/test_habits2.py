@@ -247,6 +247,21 @@ def test_len_builds_the_index_once_per_dataset(uneven_shards, clean_env_factory,
     assert [p.name for p in index_files(where)] == [made.name]  # one, no temporary left
 
 
+def test_one_remembered_index_serves_every_loader_of_the_dataset(even_shards, tmp_path,
+                                                                  monkeypatch):
+    """A train and an eval loader, or two batch sizes, count the same
+    samples: one index for them all; on_error (which changes counts) its own."""
+    where = tmp_path / "indexes"
+    monkeypatch.setenv("STOKER_INDEX_DIR", str(where))
+    assert len(stoker.Loader(even_shards, **SMALL)) == 15
+    made, = index_files(where)
+    assert len(stoker.Loader(even_shards, transform="eval", batch_size=4, image_size=24,
+                             shuffle=False, threads=1)) == 30
+    assert index_files(where) == [made]
+    assert len(stoker.Loader(even_shards, on_error="skip", **SMALL)) == 15
+    assert len(index_files(where)) == 2
+
+
 def test_len_rebuilds_a_stale_remembered_index(tmp_path, dataset, monkeypatch):
     from conftest import write_shard
     monkeypatch.setenv("STOKER_INDEX_DIR", str(tmp_path / "indexes"))
