@@ -54,6 +54,7 @@ bench-raw: build $(DATA)/.complete
 # generated small samples (writes ~360 MB in /tmp).
 bench-index: build $(DATA)/.complete
 	$(PYTHON) bench/index_scan.py --rounds 5 --members 20000 $(DATA)/train-*.tar
+	$(PYTHON) bench/index_scan.py --rounds 5 --members 2000 --jpg-bytes 60000,120000
 
 # Decode + train transform against torchvision DataLoader + PIL and
 # libjpeg-turbo alone, pinned cores, on the sample set and the small photos.
