@@ -78,7 +78,8 @@ def flavours(tmp_path, make_shard, samples_factory, gnu_tar):
     out["cut-short"] = tmp_path / "cut.tar"
     out["cut-short"].write_bytes(whole[:len(whole) // 2 + 100])
     out["data-after-end"] = tmp_path / "after.tar"
-    out["data-after-end"].write_bytes(whole + make_shard(tmp_path / "x.tar", samples[:1]).read_bytes())
+    second = make_shard(tmp_path / "x.tar", samples[:1]).read_bytes()
+    out["data-after-end"].write_bytes(whole + second)
     return out
 
 

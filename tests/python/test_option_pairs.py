@@ -108,7 +108,8 @@ def test_the_command_line_refuses_the_same(even_shards, stoker_bin, tmp_path):
     tried = 0
     for name in RULED:
         off, on = ctx[TABLE[name]["needs"]]
-        bad, good = cli_flags(dict(off, **{name: VALUES[name]})), cli_flags(dict(on, **{name: VALUES[name]}))
+        bad = cli_flags(dict(off, **{name: VALUES[name]}))
+        good = cli_flags(dict(on, **{name: VALUES[name]}))
         if bad is None or good is None:
             continue
         tried += 1
@@ -149,7 +150,8 @@ def test_verify_refuses_what_its_mode_ignores(even_shards):
         with pytest.raises(stoker.OptionError, match=f"verify\\(images=False\\) does not use "
                                                      f"{name}="):
             stoker.verify(even_shards, images=False, **{name: value})
-    with pytest.raises(stoker.OptionError, match="verify\\(labels=False\\) does not use label_exts="):
+    with pytest.raises(stoker.OptionError,
+                       match="verify\\(labels=False\\) does not use label_exts="):
         stoker.verify(even_shards, labels=False, label_exts="cls")
     with pytest.raises(stoker.OptionError, match="verify does not use cache_dir="):
         stoker.verify(even_shards, cache_dir="/tmp/x", cache_size=1 << 20)
