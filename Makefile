@@ -9,7 +9,7 @@ DATA ?= build-data/sample-data
 SMALL_DATA ?= build-data/small-data
 PHOTOS_CACHE ?= build-data/photos-cache
 
-.PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster \
+.PHONY: demo test deps build clean fuzz bench-raw bench-index bench-decode bench-python bench-remote bench-cluster \
 	bench-gpu gpu-pack bench-recipe \
 	bench-shuffle bench-shuffle-sim bench-hooks
 
@@ -48,6 +48,13 @@ clean:
 # Raw tar reading against cat(1), page cache warm (README figures).
 bench-raw: build $(DATA)/.complete
 	$(PYTHON) bench/raw_read.py --copies 4 --rounds 5 $(DATA)/train-*.tar
+
+# `stoker index` of local shards (headers read, member data seeked over)
+# against a streamed count of the same shards, on the sample set and 20,000
+# generated small samples (writes ~360 MB in /tmp).
+bench-index: build $(DATA)/.complete
+	$(PYTHON) bench/index_scan.py --rounds 5 --members 20000 $(DATA)/train-*.tar
+	$(PYTHON) bench/index_scan.py --rounds 5 --members 2000 --jpg-bytes 60000,120000
 
 # Decode + train transform against torchvision DataLoader + PIL and
 # libjpeg-turbo alone, pinned cores, on the sample set and the small photos.

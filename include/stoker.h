@@ -634,6 +634,12 @@ STK_API const struct stk_option_info *stk_option_find(const char *name);
  * stk_option_at() or stk_option_find(). */
 STK_API size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t size);
 
+/* What option o needs to act, in words ("transform=train", "cache_dir"),
+ * or NULL when it acts on its own. stk_loader_create() refuses a value
+ * other than the default where that does not hold (STK_EINVAL naming
+ * both), rather than ignore it. Static text; o as for stk_option_describe. */
+STK_API const char *stk_option_needs(const struct stk_option_info *o);
+
 /*
  * Read a count as the option table reads its unsigned options: decimal
  * digits (no sign, no blanks) and, where bytes is nonzero, a binary K, M, G

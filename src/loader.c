@@ -31,6 +31,7 @@
 #include "cache.h"
 #include "cloud_list.h"
 #include "error.h"
+#include "option_rules.h"
 #include "options.h"
 #include "rng.h"
 #include "pipeline.h"
@@ -106,10 +107,13 @@ static void free_strings(stk_loader *l)
 }
 
 /* The ranges in the options table (options_table.h), then what depends on
- * two fields at once. */
+ * two fields at once: an option that acts only beside another
+ * (option_rules.h), and the pairs below. */
 static int check_options(const struct stk_options *o, struct stk__err *err)
 {
     int rc = stk__options_check(o, err);
+    if (rc == 0)
+        rc = stk__option_rules_check(o, err);
     if (rc < 0)
         return rc;
     if ((o->alloc_batch_memory == NULL) != (o->free_batch_memory == NULL))
@@ -170,10 +174,11 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     struct stk_options imported;
     const struct stk_options *opts = &imported;
     int rc = stk__options_import(&imported, caller_opts, &err);
-    if (rc == 0) {
-        stk__options_apply_recipe(&imported);
+    /* What the caller gave, before the recipe fills in its own values. */
+    if (rc == 0)
         rc = check_options(opts, &err);
-    }
+    if (rc == 0)
+        stk__options_apply_recipe(&imported);
     if (rc < 0)
         goto fail;
     if (urls == NULL && n_urls > 0) {

@@ -23,7 +23,9 @@ def markdown():
            "VALUE)` in C), a keyword of `stoker.Loader` (Python name where it differs),",
            "and where a flag is given, an option of the `stoker` commands named (*all*:",
            "every command that reads shards). Integer options also accept their default",
-           "when it lies outside the range (-1: auto, 0: none).", "",
+           "when it lies outside the range (-1: auto, 0: none). An option that acts only",
+           "beside another says so; a loader refuses it set to other than its default",
+           "where it would not act.", "",
            "| option | Python | flag | default | accepts | meaning |",
            "|---|---|---|---|---|---|"]
     for o in stoker._stoker.options():
@@ -34,8 +36,10 @@ def markdown():
             commands = o["cli_commands"]
             flag = f"`--{prefix}{o['cli']}` ({'all' if len(commands) == 6 else ', '.join(commands)})"
         default = "none" if o["default"] is None else f"`{o['default']}`"
+        meaning = o["doc"] + (f" (acts only with {o['needs']}: refused elsewhere)"
+                              if o["needs"] else "")
         out.append(f"| `{o['name']}` | {py and f'`{py}`'} | {flag} | {default} | "
-                   f"{cell(o['type'] + ': ' + o['accepts'])} | {cell(o['doc'])} |")
+                   f"{cell(o['type'] + ': ' + o['accepts'])} | {cell(meaning)} |")
     out += ["", "## Counters", "",
             "`stk_loader_stats()` fields, `Loader.stats()` keys and `stoker bench --json` keys.",
             "", "| counter | meaning |", "|---|---|"]

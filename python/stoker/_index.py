@@ -1,16 +1,14 @@
 """The dataset index without ceremony: len() of a Loader given no index
-builds one on first use and remembers it, once per dataset and options
+builds one on first use and remembers it, once per dataset and the options that change counts
 (not per process: the next process, rank or run finds the same file), and
 Loader(index=PATH) builds PATH when it does not exist yet.
 
 Building is `stoker index`'s count, with the loader's own grouping and
-bad-input rules: it reads every shard once, sequentially, without decoding
-(the sample dataset's 173 MB in 8 shards: 0.04 s from the page cache, on 2
-threads), so for remote shards it costs one download of the dataset, which
-is why len() asks for index=PATH there instead of doing it unasked. It does
-not seek over member data: a member's first data block is read to tell a
-stored member from one whose header claims bytes the shard lacks (a hole),
-which the loader refuses. Several processes may build the same index at once:
+bad-input rules, never decoding: a local shard's tar headers are read and
+its member data seeked over (src/dataset_index.c; README "The dataset index
+scan"), a remote shard is streamed whole, so there it costs one download of
+the dataset, which is why len() asks for index=PATH there instead of doing
+it unasked. Several processes may build the same index at once:
 each writes a temporary file of its own and publishes it by an atomic
 rename that never replaces (src/base/atomic_file.c); the ones that lose
 find the winner's file and use it."""
@@ -22,14 +20,13 @@ from ._stoker import Error, OutputExists, error_codes, index_build
 from ._stoker import Loader as _CLoader
 from ._urls import _has_scheme
 
-# Options that decide which samples a shard counts (grouping, limits,
-# bad-input rules); the others (batching, order, speed) leave counts alone.
-_NOT_COUNTING = frozenset((
-    "threads", "batch_size", "seed", "shuffle", "rank", "world_size", "epoch", "drop_last",
-    "samples_per_rank", "uneven", "dtype", "layout", "image_size", "image_height", "image_width",
-    "mean", "std", "scale_min", "scale_max", "ratio_min", "ratio_max", "flip_probability",
-    "full_decode", "dct_margin", "max_batches", "shards_in_flight", "shuffle_buffer",
-    "shuffle_buffer_bytes"))
+# Options that decide which samples a shard counts: the shard reader's
+# grouping limits and bad-input rule (stk__shard_config_init in
+# src/tar/shard_reader.c). The others (transform, batching, order, speed,
+# augmentations) leave counts alone, so a train and an eval loader, or
+# two batch sizes, over the same shards share one remembered index.
+_COUNTING = frozenset(("on_error", "max_member_bytes", "max_members_per_sample",
+                       "max_key_bytes", "max_samples_per_shard"))
 
 
 def index_dir():
@@ -54,7 +51,7 @@ def _identity(url):
 
 def remembered_path(urls, config):
     """Where the index of these shards, counted under these options, lives."""
-    counting = sorted((k, str(v)) for k, v in config.items() if k not in _NOT_COUNTING)
+    counting = sorted((k, str(v)) for k, v in config.items() if k in _COUNTING)
     text = repr(([_identity(u) for u in urls], counting))
     return os.path.join(index_dir(), hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
 
@@ -85,9 +82,10 @@ def ensure(urls, config, threads):
 
 
 def _probe(config, rank):
-    """A loader that only tells rank's own count: no images, no equal shares."""
-    return dict(config, transform="none", uneven=1, rank=rank, samples_per_rank=0, batch_size=1,
-                max_batches=1)
+    """A loader that only tells rank's own count: no equal shares, never
+    iterated (its transform stays, so the options that need it still act:
+    one image of batch memory)."""
+    return dict(config, uneven=1, rank=rank, samples_per_rank=0, batch_size=1, max_batches=1)
 
 
 def batches(urls, config, path, epoch, rank, world, batch_size, drop_last, agree):

@@ -53,6 +53,13 @@ def verify(urls, images=True, labels=True, threads=None, **options):
     to check the members a Loader's fields= would need. Same as
     `stoker verify`."""
     _scope.refuse_unused("verify", options, _scope.VERIFY_USES, _scope.VERIFY_WHY)
+    if not images:
+        _scope.refuse("verify(images=False)", options, _scope.VERIFY_IMAGES,
+                      "it checks tar structure and grouping only; images, labels and members "
+                      "are checked with images=True")
+    if not labels:
+        _scope.refuse("verify(labels=False)", options, _scope.VERIFY_LABELS,
+                      "it accepts samples without a label")
     if images:
         options["transform"] = "eval"
     if not labels:
@@ -167,7 +174,7 @@ class Loader:
                  dtype=torch.uint8, layout="nchw", threads=None, seed=0, shuffle=True,
                  rank=None, world_size=None, samples_per_rank=None, drop_last=False,
                  pin_memory=False, index=None, cluster=None, batches_per_task=None,
-                 fields=None, prometheus_port=None, prometheus_host="127.0.0.1", classes=None,
+                 fields=None, prometheus_port=None, prometheus_host=None, classes=None,
                  map=None, batch_map=None, hook_processes=None, hook_timeout=None,
                  map_shape=None, **options):
         # for close() if this fails
@@ -196,10 +203,12 @@ class Loader:
                 raise OptionError(f"dtype={dtype!r} is what stoker's own transform outputs; "
                                   "with transform=None the batch is what map= returns: convert "
                                   "there")
-        # Options that act only beside another (the train crop under
-        # transform="eval", batches_per_task without cluster=, ...) are
-        # taken: one set of keyword arguments serves both settings of the
-        # other, as scripts toggle it.
+        # Options that act only beside another are refused, not ignored:
+        # these keywords here, the option table's by the C loader.
+        _scope.refuse_alone("stoker.Loader", dict(
+            batches_per_task=batches_per_task, cluster=cluster, prometheus_host=prometheus_host,
+            prometheus_port=prometheus_port, hook_processes=hook_processes,
+            hook_timeout=hook_timeout, map_shape=map_shape, map=map, batch_map=batch_map))
         name = _DTYPES.get(dtype, dtype)
         if name not in _TORCH_DTYPES:
             raise OptionError(f"dtype must be one of {', '.join(str(t) for t in _DTYPES)} (or their "
@@ -261,9 +270,6 @@ class Loader:
                 seed, rank, options.get("on_error") == "skip",
                 config.get("max_batches", 4), map_shape,
                 (self._fields and self._fields.image_name, layout == "nhwc") if raw else None)
-        elif hook_processes is not None or hook_timeout is not None or map_shape is not None:
-            raise OptionError("hook_processes=, hook_timeout= and map_shape= need map= or "
-                              "batch_map=")
         # transform=None: labels from these members, checked in Python
         # (the C loader does not read labels without a transform).
         self._raw_labels = (config.get("label_exts", "cls") if raw else None)
@@ -320,7 +326,7 @@ class Loader:
             cache = (options.get("cache_dir"), options.get("cache_size", 0))
             self._prometheus = _metrics.PrometheusServer(
                 lambda: prometheus_text(self.stats(), f'rank="{rank}"', *cache),
-                prometheus_port, prometheus_host)
+                prometheus_port, prometheus_host or "127.0.0.1")
             self.prometheus_port = self._prometheus.port
 
     def __enter__(self):

@@ -231,8 +231,8 @@ static PyObject *cli_commands(const struct stk_option_info *o)
 }
 
 /* options() -> the option table as a list of dicts (name, type, default,
- * min, max, bytes, choices, cli, cli_commands, speed_only, accepts, doc):
- * what stoker.Loader's help is made of. */
+ * min, max, bytes, choices, cli, cli_commands, speed_only, accepts, doc,
+ * needs): what stoker.Loader's help is made of. */
 PyObject *stk_py_options(PyObject *module, PyObject *unused)
 {
     (void)module;
@@ -245,13 +245,13 @@ PyObject *stk_py_options(PyObject *module, PyObject *unused)
         stk_option_describe(o, accepted, sizeof accepted);
         PyObject *commands = cli_commands(o);
         PyObject *d = commands == NULL ? NULL : Py_BuildValue(
-            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:N,s:O,s:s,s:s}", "name", o->name, "type",
+            "{s:s,s:s,s:z,s:L,s:K,s:O,s:z,s:z,s:N,s:O,s:s,s:s,s:z}", "name", o->name, "type",
             types[o->type], "default", o->default_value, "min", (long long)o->min, "max",
             (unsigned long long)o->max, "bytes", (o->flags & STK_OPTION_BYTES) ? Py_True : Py_False,
             "choices", o->type == STK_OPTION_CHOICE ? o->metavar : NULL, "cli", o->cli_name,
             "cli_commands", commands, "speed_only",
             (o->flags & STK_OPTION_SPEED_ONLY) ? Py_True : Py_False, "accepts", accepted, "doc",
-            o->doc);
+            o->doc, "needs", stk_option_needs(o));
         if (d == NULL || PyList_Append(list, d) < 0)
             Py_CLEAR(list);
         Py_XDECREF(d);

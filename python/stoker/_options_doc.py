@@ -52,6 +52,7 @@ def _options_doc(init):
         else:
             shown = repr(defaults[name])
         accepts = "True or False" if o["type"] == "bool" else o["accepts"]
-        lines += textwrap.wrap(f"{name}={shown}: {o['doc']}; {accepts}.", 76,
+        needs = f" Acts only with {o['needs']} (else refused)." if o["needs"] else ""
+        lines += textwrap.wrap(f"{name}={shown}: {o['doc']}; {accepts}.{needs}", 76,
                                initial_indent="    ", subsequent_indent="        ")
     return "\n".join(lines) + "\n"

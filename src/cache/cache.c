@@ -123,7 +123,7 @@ static int cached_source_new(const char *name, int fd, struct stk__source **out,
         close(fd);
         return stk__errf(err, STK_ENOMEM, "%s: out of memory", name);
     }
-    int rc = stk__source_file_adopt(name, fd, &cs->file, err);
+    int rc = stk__source_file_adopt(name, fd, 0, &cs->file, err);
     if (rc < 0) {
         stk__free(cs);
         return rc;

@@ -39,7 +39,7 @@ int stk__source_open(const char *url, const struct stk__source_config *cfg,
         cfg = &defaults;
     *out = NULL;
     if (strncmp(url, "file://", 7) == 0)
-        return stk__source_file_open(url, url + 7, out, err);
+        return stk__source_file_open(url, url + 7, cfg->jumps, out, err);
     if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0)
         return stk__source_http_open(url, NULL, cfg, out, err);
     if (stk__cloud_is_url(url))
@@ -53,7 +53,7 @@ int stk__source_open(const char *url, const struct stk__source_config *cfg,
         return stk__errf(err, STK_EINVAL, "%s: URL scheme '%.*s' is not supported by this build",
                          shown, (int)(colon - url), url);
     }
-    return stk__source_file_open(url, url, out, err);
+    return stk__source_file_open(url, url, cfg->jumps, out, err);
 }
 
 int stk__source_check(const char *url, const char *shown, struct stk__err *err)

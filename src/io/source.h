@@ -76,6 +76,10 @@ struct stk__source_config {
     unsigned io_backoff_ms; /* first retry delay (0: STK__IO_BACKOFF_MS) */
     unsigned io_min_rate;   /* bytes/s over each stall window of waiting (0: no check) */
     int allow_pipe;         /* accept pipe:COMMAND */
+    /* The reader seeks over most of the shard (the dataset index's header
+     * scan, shard_reader.h): a local file is not read ahead whole, which
+     * would read the member data the scan jumps over. */
+    int jumps;
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
     struct stk__source_stats *stats; /* may be NULL */
     /* When set and nonzero, a read() blocked on the network or a command

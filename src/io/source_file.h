@@ -6,8 +6,9 @@
 
 #include "source.h"
 
-/* url names the shard in messages; path is what is opened. */
-int stk__source_file_open(const char *url, const char *path, struct stk__source **out,
+/* url names the shard in messages; path is what is opened. jumps: the
+ * reader seeks over most of it (stk__source_config.jumps). */
+int stk__source_file_open(const char *url, const char *path, int jumps, struct stk__source **out,
                           struct stk__err *err);
 
 /* A source over an open descriptor (the node cache's files), read from its
@@ -16,7 +17,7 @@ int stk__source_file_open(const char *url, const char *path, struct stk__source 
  * the error stk__source_file_open would give (missing, a directory). */
 int stk__source_file_check(const char *url, const char *path, struct stk__err *err);
 
-int stk__source_file_adopt(const char *url, int fd, struct stk__source **out,
+int stk__source_file_adopt(const char *url, int fd, int jumps, struct stk__source **out,
                            struct stk__err *err);
 
 /* The stamp of the regular file at path now: 1, or 0 when it cannot be

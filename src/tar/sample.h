@@ -41,7 +41,8 @@ struct stk__sample *stk__sample_new(const char *key, size_t key_len, const char 
 
 /* Append a member: ext is copied (and lower-cased), data is adopted (must
  * be from stk__buffer_pool_get(s->pool, size + 1), with a NUL at data[size]).
- * 0 or STK_ENOMEM; on failure data goes back to the pool. */
+ * 0 or STK_ENOMEM; on failure data goes back to the pool. data NULL with
+ * size 0: a member known by its header alone (stk__shard_config.headers_only). */
 int stk__sample_add(struct stk__sample *s, const char *ext, size_t ext_len, uint8_t *data,
                     size_t size);
 

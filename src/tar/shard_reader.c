@@ -313,6 +313,14 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
                                     (unsigned long long)r->pending_size,
                                     (unsigned long long)r->cfg.max_member_bytes));
     size_t size = (size_t)r->pending_size;
+    if (r->cfg.headers_only) {
+        int rc = stk__tar_skip(r->tar, size, err);
+        if (rc != 0)
+            return rc > 0 ? bad_sample(r, err, STK_EFORMAT) : bad_shard(r, err, rc);
+        if (stk__sample_add(r->current, ext, strlen(ext), NULL, 0) < 0)
+            return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
+        return 0;
+    }
     /* A header that claims bytes the shard does not store costs nothing. */
     int rc = stk__tar_start(r->tar, size, err);
     if (rc != 0)
@@ -487,10 +495,11 @@ out:
 }
 
 /* Pass over up to n samples; *passed says how many. The member data is
- * read, not seeked over: which samples a malformed shard yields can depend
- * on it (libarchive skips an unread entry by its own notion of its size),
- * and a count that differs from what the loader delivers would shift every
- * later sample of a resumed epoch. */
+ * read, not seeked over (unless the reader is headers_only: the index's
+ * scan of a local shard, whose stk__tar_skip tells a hole by where the data
+ * ends): which samples a malformed shard yields can depend on it, and a
+ * count that differs from what the loader delivers would shift every later
+ * sample of a resumed epoch. */
 static int pass_over(struct stk__shard_reader *r, uint64_t n, uint64_t *passed,
                      struct stk__offsets *offsets, struct stk__err *err)
 {

@@ -71,6 +71,11 @@ struct stk__shard_config {
     size_t max_key_bytes;
     uint64_t max_samples; /* samples a shard may hold; 0: no limit (tests) */
     int skip_bad;
+    /* Samples are made from member headers alone: the data is seeked over
+     * (stk__tar_skip), never read, and samples come without it. For
+     * counting local shards (the dataset index), where a seek costs no
+     * more than a read of the same bytes; with it set source.jumps too. */
+    int headers_only;
     struct stk__counters *counters; /* required */
     struct stk__source_config source; /* source.stats: NULL or &counters->source */
     struct stk__buffer_pool *pool;         /* member buffers; NULL: plain allocation */

@@ -57,6 +57,7 @@ struct stk__tar {
     la_int64_t held_offset;
     uint64_t member_offset;
     uint64_t member_size;
+    la_int64_t data_start; /* stream position of the member's data (stk__tar_skip) */
     char member_name[STK__SHOWN_MAX]; /* for messages (stk__shown): libarchive's string
                                          dies with the entry */
 };
@@ -334,6 +335,9 @@ int stk__tar_next(struct stk__tar *t, struct stk__tar_member *m, struct stk__err
     }
     stk__shown(t->member_name, sizeof t->member_name, name);
     t->member_size = m->size;
+    /* libarchive has consumed the member's headers (pax and GNU records
+     * too): its data starts here. */
+    t->data_start = archive_filter_bytes(t->archive, 0);
     return 1;
 }
 
@@ -403,6 +407,19 @@ int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *e
         filled += n;
     }
     return 0;
+}
+
+int stk__tar_skip(struct stk__tar *t, uint64_t size, struct stk__err *err)
+{
+    if (size == 0)
+        return 0;
+    /* libarchive consumes the blocks the member stores, its padding
+     * included, so where they end bounds what a read would find. */
+    if (archive_read_data_skip(t->archive) != ARCHIVE_OK)
+        return archive_failure(t, err, "cannot skip member data");
+    la_int64_t end = archive_filter_bytes(t->archive, 0);
+    uint64_t stored = end > t->data_start ? (uint64_t)(end - t->data_start) : 0;
+    return stored < size ? hole(t, size, stored, err) : 0;
 }
 
 int stk__tar_compressed(const struct stk__tar *t)

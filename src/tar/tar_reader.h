@@ -59,6 +59,16 @@ int stk__tar_start(struct stk__tar *t, uint64_t size, struct stk__err *err);
  * the stream cannot be read further. */
 int stk__tar_read(struct stk__tar *t, void *buf, size_t size, struct stk__err *err);
 
+/* Instead of stk__tar_start/stk__tar_read: pass over the current member's
+ * `size` bytes of data without reading them (libarchive seeks through the
+ * source's skip where it has one). 0; or 1 when the shard stores fewer
+ * blocks of data than `size` needs (the hole stk__tar_read reports, told
+ * by where the data ends), with a message in err; or <0 when the stream
+ * cannot be read further (a shard cut short). A header that claims a few
+ * bytes more than it stores, within its last 512-byte block, is not told
+ * apart: only reading finds that end. */
+int stk__tar_skip(struct stk__tar *t, uint64_t size, struct stk__err *err);
+
 /* 1 if a decompression filter is in use (offsets are not file offsets). */
 int stk__tar_compressed(const struct stk__tar *t);
 

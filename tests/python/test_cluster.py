@@ -24,8 +24,10 @@ pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:Depre
 DASK_SCHEDULER = "/usr/bin/dask-scheduler"
 DASK_WORKER = "/usr/bin/dask-worker"
 START_TIMEOUT_S = 60
-OPTIONS = dict(batch_size=6, image_size=32, threads=1, seed=5, shuffle_buffer=16,
-               batches_per_task=2)
+# For the local loaders the cluster's batches are compared with, and the
+# cluster's; TASKS only where cluster= is given (a local loader refuses it).
+OPTIONS = dict(batch_size=6, image_size=32, threads=1, seed=5, shuffle_buffer=16)
+TASKS = dict(batches_per_task=2)
 
 
 def free_port():
@@ -126,7 +128,7 @@ def test_one_thread_and_two_workers_equal_a_local_epoch(cluster, indexed):
     for shuffle in (True, False):
         kw = dict(OPTIONS, index=index, shuffle=shuffle)
         want = local_digests(shards, **kw)
-        loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+        loader = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
         assert len(loader) == len(want)
         got = [digest(i, l) for i, l in loader]
         assert got == want
@@ -183,7 +185,7 @@ def test_workers_killed_mid_epoch(cluster, indexed, killed, caplog):
     cluster.add_worker("w2", STOKER_TEST_TASK_DELAY_MS="400")
     kw = dict(OPTIONS, index=index)
     want = local_digests(shards, **kw)
-    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
     victims = ["w1"] if killed == "one worker" else ["w1", "w2"]
     with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
         got = run_with_event(loader, "first cluster batch",
@@ -202,7 +204,7 @@ def test_worker_joins_mid_epoch(cluster, indexed):
     cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="300")
     kw = dict(OPTIONS, index=index, samples_per_rank=600)  # 100 batches: time to join
     want = local_digests(shards, **kw)
-    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
     got = run_with_event(loader, 1, lambda: cluster.add_worker("w2",
                                                                STOKER_TEST_TASK_DELAY_MS="300"))
     assert got == want
@@ -216,7 +218,7 @@ def test_scheduler_killed_mid_epoch(cluster, indexed, caplog):
     cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="300")
     kw = dict(OPTIONS, index=index)
     want = local_digests(shards, **kw)
-    loader = stoker.Loader(shards, cluster=cluster.address, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.address, **kw, **TASKS)
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
         got = run_with_event(loader, "first cluster batch", lambda: cluster.kill("scheduler"))
@@ -230,7 +232,7 @@ def test_resume_with_the_cluster(cluster, indexed):
     cluster.add_worker("w1")
     kw = dict(OPTIONS, index=index)
     want = local_digests(shards, **kw)
-    first = stoker.Loader(shards, cluster=cluster.client, **kw)
+    first = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
     got, state = [], None
     for step, (images, labels) in enumerate(first):
         got.append(digest(images, labels))
@@ -238,7 +240,7 @@ def test_resume_with_the_cluster(cluster, indexed):
             state = first.state_dict()
             break
     first.close()
-    second = stoker.Loader(shards, cluster=cluster.client, **kw)
+    second = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
     second.load_state_dict(state)
     got += [digest(i, l) for i, l in second]
     assert got == want
@@ -270,7 +272,7 @@ def test_bad_samples_are_skipped_and_counted_once(cluster, dataset, write_shard,
     want = [digest(i, l) for i, l in local]
     want_stats = local.stats()
     assert want_stats["samples_skipped"] == 6 + 2
-    loader = stoker.Loader(shards, cluster=cluster.client, index=index, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, index=index, **kw, **TASKS)
     got = [digest(i, l) for i, l in loader]
     assert got == want
     stats = loader.stats()
@@ -284,7 +286,7 @@ RANK_CHILD = r"""
 import hashlib, json, sys, stoker
 a = json.loads(sys.argv[1])
 loader = stoker.Loader(a["shards"], index=a["index"], cluster=a["address"], rank=a["rank"],
-                       world_size=2, **a["options"])
+                       world_size=2, batches_per_task=2, **a["options"])
 out = [hashlib.sha1(i.numpy().tobytes() + l.numpy().tobytes()).hexdigest() for i, l in loader]
 print(json.dumps({"digests": out, "len": len(loader),
                   "cluster": loader.stats()["cluster"]["batches_cluster"]}))
@@ -321,7 +323,7 @@ def test_a_worker_of_another_build_is_an_error(cluster, indexed):
     commit is another build: refused, naming both."""
     shards, index = indexed
     cluster.add_worker("w1")
-    loader = stoker.Loader(shards, cluster=cluster.client, index=index, **OPTIONS)
+    loader = stoker.Loader(shards, cluster=cluster.client, index=index, **OPTIONS, **TASKS)
     mine = loader._offload.spec["identity"]["stoker"]
     assert f"stoker {stoker._stoker.version} commit " in mine and "libjpeg-turbo" in mine
     older = re.sub(r"commit \S+", "commit 0123456789abcdef0123456789abcdef01234567", mine)
@@ -375,7 +377,7 @@ def test_no_worker_at_start(cluster, indexed):
     shards, index = indexed
     kw = dict(OPTIONS, index=index, samples_per_rank=600)
     want = local_digests(shards, **kw)
-    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
     # Steps of 50 ms: the workers' poller (once a second) sees the new worker
     # while the loop still has most of the epoch to go, however fast the
     # local thread decodes these small images.
@@ -399,7 +401,7 @@ def test_the_recipe_through_the_cluster_equals_a_local_epoch(cluster, indexed, e
     kw = dict(OPTIONS, index=index, dtype="float32", recipe="torchvision-v2", num_classes=300,
               **extra)
     want = local_digests(shards, **kw)
-    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
     got = [digest(i, l) for i, l in loader]
     assert got == want
     assert loader.stats()["cluster"]["batches_cluster"] > 0
@@ -411,7 +413,7 @@ import stoker
 faulthandler.dump_traceback_later(90)  # where it hangs, if it does
 import logging; logging.basicConfig()
 shards, index, address, scheduler_pid, options = json.loads(sys.argv[1])
-loader = stoker.Loader(shards, index=index, cluster=address, **options)
+loader = stoker.Loader(shards, index=index, cluster=address, batches_per_task=2, **options)
 out, stopped = [], None
 for images, labels in loader:
     out.append(hashlib.sha1(images.numpy().tobytes() + labels.numpy().tobytes()).hexdigest())
@@ -499,7 +501,7 @@ def test_a_worker_sending_bad_results(cluster, indexed, tmp_path, how, caplog):
     cluster.add_worker("w1", preload=[patch], STOKER_TEST_PATCH=how)
     kw = dict(OPTIONS, index=index, samples_per_rank=240)  # 40 batches
     want = local_digests(shards, **kw)
-    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
         got = [digest(i, l) for i, l in loader]

@@ -147,8 +147,8 @@ def test_verify_refuses_options_it_would_ignore(even_shards):
 
 def test_every_option_acts_or_is_refused_in_every_entry_point(even_shards, stoker_bin):
     """Walks the option table: each row is used by Samples and verify or
-    refused there, naming it (Loader uses every row; its conditional
-    refusals are above); on the command line a command either offers the
+    refused there, naming it (Loader uses every row; what acts only
+    beside another is test_option_pairs.py's); on the command line a command either offers the
     flag (--help lists it) or refuses it with a usage error naming it."""
     from stoker import _scope
     table = stoker._stoker.options()
@@ -245,6 +245,21 @@ def test_len_builds_the_index_once_per_dataset(uneven_shards, clean_env_factory,
     both = [start(), start()]
     assert [result(p) for p in both] == [first, first]
     assert [p.name for p in index_files(where)] == [made.name]  # one, no temporary left
+
+
+def test_one_remembered_index_serves_every_loader_of_the_dataset(even_shards, tmp_path,
+                                                                  monkeypatch):
+    """A train and an eval loader, or two batch sizes, count the same
+    samples: one index for them all; on_error (which changes counts) its own."""
+    where = tmp_path / "indexes"
+    monkeypatch.setenv("STOKER_INDEX_DIR", str(where))
+    assert len(stoker.Loader(even_shards, **SMALL)) == 15
+    made, = index_files(where)
+    assert len(stoker.Loader(even_shards, transform="eval", batch_size=4, image_size=24,
+                             shuffle=False, threads=1)) == 30
+    assert index_files(where) == [made]
+    assert len(stoker.Loader(even_shards, on_error="skip", **SMALL)) == 15
+    assert len(index_files(where)) == 2
 
 
 def test_len_rebuilds_a_stale_remembered_index(tmp_path, dataset, monkeypatch):

@@ -283,7 +283,8 @@ def test_hook_options_are_checked(even_shards):
         stoker.Loader(even_shards, map=hook_fns.augment, hook_processes=0, **SMALL)
     with pytest.raises(stoker.OptionError, match="hook_timeout must be seconds > 0"):
         stoker.Loader(even_shards, map=hook_fns.augment, hook_timeout=-1, **SMALL)
-    with pytest.raises(stoker.OptionError, match="need map= or batch_map="):
+    with pytest.raises(stoker.OptionError,
+                       match="hook_processes= acts only with map= or batch_map="):
         stoker.Loader(even_shards, hook_processes=2, **SMALL)
     with pytest.raises(stoker.OptionTypeError, match="map must be a callable"):
         stoker.Loader(even_shards, map="augment", **SMALL)

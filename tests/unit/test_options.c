@@ -214,6 +214,37 @@ static void test_create_checks_the_table(void **state)
     assert_contains(msg, "threads");
 }
 
+/* An option that acts only beside another is refused without it, named
+ * with what it needs; its default, or the recipe's own values, are not. */
+static void test_create_refuses_an_option_it_would_ignore(void **state)
+{
+    (void)state;
+    const char *urls[] = {shard};
+    stk_loader *l;
+    char msg[512];
+    struct stk_options o;
+    stk_options_init(&o);
+    o.transform = STK_TRANSFORM_EVAL;
+    o.scale_min = 0.5f;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), STK_EINVAL);
+    assert_null(l);
+    assert_contains(msg, "scale_min is set but acts only with transform=train");
+    o.transform = STK_TRANSFORM_TRAIN;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), 0);
+    stk_loader_destroy(l);
+    stk_options_init(&o);
+    o.transform = STK_TRANSFORM_EVAL;
+    o.recipe = STK_RECIPE_TORCHVISION_V2; /* fills in train-only values itself */
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), 0);
+    stk_loader_destroy(l);
+    stk_options_init(&o);
+    o.cache_size = 1 << 20;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), STK_EINVAL);
+    assert_contains(msg, "cache_size is set but acts only with cache_dir");
+    assert_string_equal(stk_option_needs(stk_option_find("cache_size")), "cache_dir");
+    assert_null(stk_option_needs(stk_option_find("batch_size")));
+}
+
 /* Every failing call leaves a message, whatever fails. */
 static void test_failures_always_have_a_message(void **state)
 {
@@ -291,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_bad_values_name_the_option),
         cmocka_unit_test(test_create_checks_the_table),
         cmocka_unit_test(test_parse_count),
+        cmocka_unit_test(test_create_refuses_an_option_it_would_ignore),
         cmocka_unit_test(test_failures_always_have_a_message),
         cmocka_unit_test(test_create_allocation_failures),
     };

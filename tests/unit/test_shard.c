@@ -31,6 +31,8 @@ struct result {
 
 /* max_samples of the readers of read_all (0: no limit). */
 static uint64_t max_samples;
+/* headers_only of the readers of read_all: samples come without data. */
+static int headers_only;
 
 /* Read a shard from memory, `chunk` bytes per source read, into r. */
 static void read_all(const void *data, size_t size, size_t chunk, size_t block, int skip,
@@ -44,6 +46,7 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
         .max_key_bytes = 256,
         .max_samples = max_samples,
         .skip_bad = skip,
+        .headers_only = headers_only,
         .counters = &r->counters,
     };
     struct stk__source *src;
@@ -63,7 +66,10 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
         r->n++;
         used += (size_t)snprintf(r->listing + used, sizeof r->listing - used, "%s:", s->pub.key);
         for (size_t i = 0; i < s->pub.n_members; i++) {
-            assert_int_equal(s->pub.members[i].data[s->pub.members[i].size], 0);
+            if (headers_only)
+                assert_null(s->pub.members[i].data);
+            else
+                assert_int_equal(s->pub.members[i].data[s->pub.members[i].size], 0);
             used += (size_t)snprintf(r->listing + used, sizeof r->listing - used, "%s%s",
                                      i ? "," : "", s->pub.members[i].ext);
         }
@@ -264,6 +270,49 @@ static void test_duplicate_member_and_limits(void **state)
     assert_int_equal(r.rc, 0);
     assert_string_equal(r.listing, "b:jpg;d:jpg;");
     assert_int_equal(r.counters.samples_skipped, 2);
+    tb_free(&tb);
+}
+
+/* Counting by headers (the dataset index's scan) finds the samples, bad
+ * samples and failures that reading every byte finds: at every cut of a
+ * shard with members of several blocks, fed in several granularities. */
+static void test_headers_only_finds_what_reading_finds(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    static char big[3000];
+    memset(big, 'b', sizeof big);
+    tb_file(&tb, "a.jpg", big, sizeof big);
+    tb_file(&tb, "a.cls", "1", 1);
+    tb_file(&tb, "b.jpg", big, 1025);
+    tb_file(&tb, "b.jpg", "dup", 3); /* a bad sample */
+    tb_file(&tb, "c.jpg", big, 600);
+    tb_finish(&tb);
+    static const size_t chunks[] = {0, 1, 700};
+    static const size_t blocks[] = {1 << 20, 512, 1};
+    /* Every 13th cut (13 is prime to the 512-byte block, so cuts fall at
+     * every place in a block), and the whole shard; fed in pieces, every
+     * 37th of those (their time is in bytes). */
+    for (size_t cut = 1; cut <= tb.size; cut = cut + 13 < tb.size || cut == tb.size ? cut + 13
+                                                                                  : tb.size) {
+        for (size_t k = 0; k < (cut % 37 == 0 || cut == tb.size ? 3u : 1u); k++) {
+            for (int skip = 0; skip <= 1; skip++) {
+                struct result whole, scan;
+                headers_only = 0;
+                read_all(tb.data, cut, chunks[k], blocks[k], skip, &whole);
+                headers_only = 1;
+                read_all(tb.data, cut, chunks[k], blocks[k], skip, &scan);
+                headers_only = 0;
+                if (whole.rc != scan.rc || strcmp(whole.listing, scan.listing) != 0 ||
+                    whole.counters.samples_skipped != scan.counters.samples_skipped ||
+                    whole.counters.shards_failed != scan.counters.shards_failed)
+                    fail_msg("cut %zu, chunk %zu, skip %d: read %d '%s' (%s), scanned %d '%s' "
+                             "(%s)",
+                             cut, chunks[k], skip, whole.rc, whole.listing, whole.err, scan.rc,
+                             scan.listing, scan.err);
+            }
+        }
+    }
     tb_free(&tb);
 }
 
@@ -471,6 +520,7 @@ int main(void)
         cmocka_unit_test(test_not_a_tar),
         cmocka_unit_test(test_reappearing_key),
         cmocka_unit_test(test_duplicate_member_and_limits),
+        cmocka_unit_test(test_headers_only_finds_what_reading_finds),
         cmocka_unit_test(test_siphash_vectors),
         cmocka_unit_test(test_keyset),
         cmocka_unit_test(test_max_samples),

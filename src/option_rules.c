@@ -1,0 +1,161 @@
+/*
+ * option_rules.c - which options act only beside another (option_rules.h).
+ *
+ * One row per option that has a condition: its field (named at compile
+ * time, so a renamed field breaks the build, not the rule), the predicate
+ * over the other options, and the condition in words for the message.
+ * "Given" is "differs from stk_options_init()": a default passed
+ * explicitly (Python's Loader passes image_size=224 to every loader) is no
+ * request. Conditions read the caller's values, so recipe=torchvision-v2
+ * counts as asking for its augmentations and Mixup/CutMix.
+ */
+#include "option_rules.h"
+
+#include <stddef.h>
+#include <string.h>
+
+static int decodes(const struct stk_options *o)
+{
+    return o->transform != STK_TRANSFORM_NONE;
+}
+
+static int trains(const struct stk_options *o)
+{
+    return o->transform == STK_TRANSFORM_TRAIN;
+}
+
+static int evaluates(const struct stk_options *o)
+{
+    return o->transform == STK_TRANSFORM_EVAL;
+}
+
+static int recipe(const struct stk_options *o)
+{
+    return o->recipe == STK_RECIPE_TORCHVISION_V2;
+}
+
+static int augments(const struct stk_options *o)
+{
+    return trains(o) && (o->auto_augment != STK_AUTO_AUGMENT_NONE || recipe(o));
+}
+
+static int rand_augments(const struct stk_options *o)
+{
+    return trains(o) && o->auto_augment == STK_AUTO_AUGMENT_RA;
+}
+
+static int blurs(const struct stk_options *o)
+{
+    return trains(o) && o->blur_kernel > 0;
+}
+
+static int mixes(const struct stk_options *o)
+{
+    return trains(o) && (o->mixup_alpha > 0 || o->cutmix_alpha > 0 || recipe(o));
+}
+
+static int mixes_both(const struct stk_options *o)
+{
+    return trains(o) && ((o->mixup_alpha > 0 && o->cutmix_alpha > 0) || recipe(o));
+}
+
+/* uint8 batches are not normalized (that is left to the GPU). */
+static int normalizes(const struct stk_options *o)
+{
+    return decodes(o) && o->dtype != STK_DTYPE_UINT8;
+}
+
+/* RandomErasing's value 0 is the mean in uint8 batches (image.c). */
+static int normalizes_or_erases(const struct stk_options *o)
+{
+    return normalizes(o) || (trains(o) && (o->random_erase > 0 || recipe(o)));
+}
+
+static int scales_dct(const struct stk_options *o)
+{
+    return decodes(o) && !o->full_decode;
+}
+
+static int caches(const struct stk_options *o)
+{
+    return o->cache_dir != NULL && o->cache_dir[0] != '\0';
+}
+
+struct rule {
+    const char *name;
+    size_t offset, size;
+    int (*acts)(const struct stk_options *o);
+    const char *needs;
+};
+
+#define TRAIN "transform=train"
+#define DECODE "transform=train or eval"
+#define RULE(field, pred, needs)                                                                  \
+    {#field, offsetof(struct stk_options, field), sizeof(((struct stk_options *)0)->field), pred, \
+     needs}
+static const struct rule rules[] = {
+    RULE(image_size, decodes, DECODE),
+    RULE(image_height, decodes, DECODE),
+    RULE(image_width, decodes, DECODE),
+    RULE(dtype, decodes, DECODE),
+    RULE(layout, decodes, DECODE),
+    RULE(full_decode, decodes, DECODE),
+    RULE(recipe, decodes, DECODE),
+    RULE(mean, normalizes_or_erases, "a float dtype (uint8 batches are not normalized), or "
+                                     "random_erase under " TRAIN),
+    RULE(std, normalizes, "a float dtype (uint8 batches are not normalized)"),
+    RULE(dct_margin, scales_dct, DECODE " without full_decode"),
+    RULE(scale_min, trains, TRAIN),
+    RULE(scale_max, trains, TRAIN),
+    RULE(ratio_min, trains, TRAIN),
+    RULE(ratio_max, trains, TRAIN),
+    RULE(flip_probability, trains, TRAIN),
+    RULE(auto_augment, trains, TRAIN),
+    RULE(color_jitter, trains, TRAIN),
+    RULE(hue_jitter, trains, TRAIN),
+    RULE(grayscale_probability, trains, TRAIN),
+    RULE(blur_kernel, trains, TRAIN),
+    RULE(random_erase, trains, TRAIN),
+    RULE(mixup_alpha, trains, TRAIN),
+    RULE(cutmix_alpha, trains, TRAIN),
+    RULE(augment_interpolation, augments, "auto_augment (or recipe) under " TRAIN),
+    RULE(augment_magnitude_bins, augments, "auto_augment (or recipe) under " TRAIN),
+    RULE(ra_num_ops, rand_augments, "auto_augment=ra under " TRAIN),
+    RULE(ra_magnitude, rand_augments, "auto_augment=ra under " TRAIN),
+    RULE(blur_sigma_min, blurs, "blur_kernel under " TRAIN),
+    RULE(blur_sigma_max, blurs, "blur_kernel under " TRAIN),
+    RULE(num_classes, mixes, "mixup_alpha or cutmix_alpha (or recipe) under " TRAIN),
+    RULE(mix_switch_probability, mixes_both,
+         "both mixup_alpha and cutmix_alpha (or recipe) under " TRAIN),
+    RULE(eval_resize, evaluates, "transform=eval"),
+    RULE(cache_size, caches, "cache_dir"),
+};
+#undef RULE
+#define N_RULES (sizeof rules / sizeof rules[0])
+
+static int given(const struct rule *r, const struct stk_options *o, const struct stk_options *d)
+{
+    const char *a = (const char *)o + r->offset, *b = (const char *)d + r->offset;
+    return memcmp(a, b, r->size) != 0;
+}
+
+int stk__option_rules_check(const struct stk_options *o, struct stk__err *err)
+{
+    struct stk_options defaults;
+    stk_options_init(&defaults);
+    for (size_t i = 0; i < N_RULES; i++)
+        if (given(&rules[i], o, &defaults) && !rules[i].acts(o))
+            return stk__errf(err, STK_EINVAL,
+                             "%s is set but acts only with %s: leave it out here (a loader "
+                             "refuses an option it would ignore)",
+                             rules[i].name, rules[i].needs);
+    return 0;
+}
+
+const char *stk_option_needs(const struct stk_option_info *o)
+{
+    for (size_t i = 0; o != NULL && i < N_RULES; i++)
+        if (strcmp(rules[i].name, o->name) == 0)
+            return rules[i].needs;
+    return NULL;
+}
