@@ -242,6 +242,8 @@ class Loader:
                       dtype=name, layout=layout, seed=seed, shuffle=int(bool(shuffle)),
                       rank=rank, world_size=world_size, samples_per_rank=samples_per_rank or 0,
                       drop_last=int(drop_last), **options)
+        if raw:  # the hook's decode uses layout here; the C loader makes no images
+            del config["dtype"], config["layout"]
         c_config = config
         if cluster is not None:
             if index is None:

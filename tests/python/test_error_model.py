@@ -48,7 +48,7 @@ def test_bad_option(even_shards):
     e = caught(lambda: eval_loader(even_shards, threads=5000), ValueError)
     assert "threads must be between 1 and 1024" in str(e)
     e = caught(lambda: stoker.Loader(even_shards, transform="center"), ValueError)
-    assert "transform" in str(e) and "'train' or 'eval'" in str(e)
+    assert "transform" in str(e) and "'train', 'eval' or None" in str(e)
 
 
 def test_missing_shard(even_shards, tmp_path):

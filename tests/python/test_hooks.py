@@ -393,7 +393,7 @@ def test_transform_none_options_are_checked(even_shards):
         stoker.Loader(even_shards, transform=None, map=hook_fns.as_is, dtype=torch.float32)
     with pytest.raises(stoker.OptionError, match="map_shape must be a tuple of ints"):
         stoker.Loader(even_shards, map=hook_fns.as_is, map_shape=(3, "a"))
-    with pytest.raises(stoker.OptionError, match="need map= or batch_map="):
+    with pytest.raises(stoker.OptionError, match="map_shape= acts only with map="):
         stoker.Loader(even_shards, map_shape=(3, 4, 4))
 
 

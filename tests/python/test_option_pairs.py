@@ -93,7 +93,7 @@ def cli_flags(options):
     out = []
     for name, value in options.items():
         o = TABLE[name]
-        if o["cli_scope"] not in ("bench", "source"):
+        if "bench" not in o["cli_commands"]:
             return None
         if o["type"] == "bool":
             if value:
@@ -124,7 +124,7 @@ def test_the_command_line_refuses_the_same(even_shards, stoker_bin, tmp_path):
 
 
 LOADER_VALUES = {"batches_per_task": 2, "prometheus_host": "127.0.0.1", "hook_processes": 1,
-                 "hook_timeout": 5.0}
+                 "hook_timeout": 5.0, "map_shape": (3, 4, 4)}
 
 
 @pytest.mark.parametrize("name", sorted(_scope.LOADER_NEEDS))
