@@ -58,7 +58,7 @@ cp "$src"/python/stoker/*.py "$work/py/stoker/"
 # The same sources meson's python/stoker/meson.build compiles, linked against
 # the library built on the packing machine; DT_RPATH (not RUNPATH) so that the
 # carried libraries' own dependencies are found there too.
-gcc -O2 -shared -fPIC -std=c11 -D_GNU_SOURCE -I"$src/include" -I"$pyinc" \
+gcc -O2 -shared -fPIC -std=c11 -D_GNU_SOURCE -I"$src/include" -I"$src/src" -I"$pyinc" \
     "$src"/python/stoker/*.c "$carry/libstoker_internal.a" \
     -L"$work/lib" -l:libarchive.so.13 -l:libjpeg.so.62 -l:libspng.so.0 -l:libcjson.so.1 \
     -l:libyajl.so.2 -l:libcurl.so.4 -l:libexpat.so.1 -l:libz.so.1 -lm -lpthread \
