@@ -223,8 +223,8 @@ class Offload:
         worker's canary was checked already, or is checked now (then the
         worker is refused when it fails)."""
         worker = result["worker"]
-        if self.canary is None or worker in self.verified:
-            return True
+        if self.canary is None or worker in self.verified or not result["outputs"]:
+            return True  # (no batch: only the error that ended the range, raised as here)
         why = self.canary.check(result.get("canary"))
         if why:
             self.refuse(worker, f"its canary sample differs from the trainer's: {why}")

@@ -209,7 +209,8 @@ class Canary:
         if not task.done:
             return f"the trainer's canary hook did not return within {CANARY_TIMEOUT_S:.0f} s"
         if task.error is not None:
-            return f"the hook fails here on the worker's canary sample: {task.error[1] or task.error[2]}"
+            return ("the hook fails here on the worker's canary sample: "
+                    f"{task.error[1] or task.error[2]}")
         if not same(task.result, canary["out"]):
             return (f"hook {canary['which']}= gives other bytes on the worker for the same "
                     f"input and rng key {canary['key']} (canary CRC-32 "

@@ -14,7 +14,8 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _cluster_hooks, _hook_batches, _hooks, _index, _metrics, _pinned, _ranks, _scope
+from . import (_cluster, _cluster_hooks, _hook_batches, _hooks, _index, _metrics, _pinned, _ranks,
+               _scope)
 from ._classes import find_classes
 from ._fields import _Fields
 from ._metrics import prometheus_text
