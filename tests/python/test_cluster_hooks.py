@@ -154,3 +154,22 @@ def test_fields_and_a_caption_tokenizer_on_the_cluster(cluster, captioned, tmp_p
     assert c["batches_cluster"] > 0, c
     if hook is not None:  # the tokenizer ran: ids of the caption's words
         assert any(isinstance(x, list) and x and x[0].startswith("a photo") for x in want[0])
+
+
+def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_path,
+                                                  monkeypatch):
+    """Never on the Dask worker's own threads (a GIL-holding hook there
+    starves its event loop): in children of the worker process. The
+    trainer's hook processes sleep, so that the worker makes batches."""
+    where = tmp_path / "where"
+    where.mkdir()
+    cluster.add_worker("w1", STOKER_TEST_WHERE_DIR=str(where))
+    worker = cluster.workers["w1"].pid
+    monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.2")
+    kw = dict(OPTIONS, map=cluster_hook_fns.where, index=str(tmp_path / "index.json"))
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        for _ in loader:
+            pass
+        assert loader.stats()["cluster"]["batches_cluster"] > 0
+    ran = [tuple(int(x) for x in name.split("-")) for name in os.listdir(where)]
+    assert ran and all(parent == worker and pid != worker for pid, parent in ran), (worker, ran)
