@@ -171,7 +171,14 @@ def _checkout(spec, index_data):
         options["index_path"] = _index_file(spec["index_digest"], index_data)
     threads = _worker_threads()
     loader = _stoker.Loader(spec["urls"], threads=threads, **options)
-    return loader, worker_outputs(dict(spec, hook_processes=threads), loader.info())
+    try:
+        outputs = worker_outputs(dict(spec, hook_processes=threads), loader.info())
+    except Exception as e:  # the hooks' modules are missing here, or another version
+        loader.close()
+        address = _worker_address()
+        raise WorkerMismatch(f"worker {address} cannot load the hooks ({type(e).__name__}: "
+                             f"{e}): install their modules there", address) from None
+    return loader, outputs
 
 
 def _close(kept):

@@ -173,3 +173,22 @@ def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_pat
         assert loader.stats()["cluster"]["batches_cluster"] > 0
     ran = [tuple(int(x) for x in name.split("-")) for name in os.listdir(where)]
     assert ran and all(parent == worker and pid != worker for pid, parent in ran), (worker, ran)
+
+
+def test_a_worker_that_cannot_import_the_hook_is_refused(cluster, even_shards, tmp_path,
+                                                         clean_env_factory, caplog):
+    """The hook's module is missing on w1: refused once, naming the error
+    (before: each of its tasks failed and was submitted again, thousands
+    a minute), and the epoch is the trainer's own."""
+    kw = dict(OPTIONS, map=hook_fns.augment, index=str(tmp_path / "index.json"))
+    want = local(even_shards, **kw)
+    cluster.add_worker("w1", PYTHONPATH=clean_env_factory().get("PYTHONPATH", ""))
+    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
+        with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+            got = epoch(loader)
+            c = loader.stats()["cluster"]
+            refused = dict(loader._offload.refused)
+    same(got, want)
+    [why] = refused.values()
+    assert "cannot load the hooks (ModuleNotFoundError" in why and "hook_fns" in why, why
+    assert c["batches_cluster"] == 0 and c["tasks_submitted"] <= 4, c
