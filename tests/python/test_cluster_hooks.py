@@ -14,7 +14,7 @@ import torch
 import stoker
 import cluster_hook_fns
 import hook_fns
-from test_cluster import DaskCluster, run_with_event
+from test_cluster import DaskCluster
 
 pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
 
@@ -46,7 +46,8 @@ def flat(batch):
 def same(got, want):
     assert len(got) == len(want)
     for i, (a, b) in enumerate(zip(got, want)):
-        for u, v in zip(a, b, strict=True) if hasattr(zip, "strict") else zip(a, b):
+        assert len(a) == len(b), f"batch {i} has {len(a)} parts, not {len(b)}"
+        for u, v in zip(a, b):
             if isinstance(u, torch.Tensor):
                 assert u.dtype == v.dtype and torch.equal(u, v), f"batch {i} differs"
             else:
@@ -66,6 +67,15 @@ def epoch(loader, on_first_cluster_batch=None):
 def local(shards, **kw):
     with stoker.Loader(shards, **kw) as loader:
         return epoch(loader)
+
+
+def refusing_run(shards, cluster, kw, caplog):
+    """The epoch of a Loader on the cluster, its stats()["cluster"], the
+    workers it refused and the batches it used from each worker."""
+    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
+        with stoker.Loader(shards, cluster=cluster.client, **kw) as loader:
+            return (epoch(loader), loader.stats()["cluster"], dict(loader._offload.refused),
+                    dict(loader._offload.per_worker))
 
 
 def test_hooks_on_two_workers_one_killed_equal_a_local_epoch(cluster, even_shards, tmp_path):
@@ -97,12 +107,7 @@ def test_a_worker_with_another_fingerprint_is_refused(cluster, even_shards, tmp_
     cluster.add_worker("w1", ATEN_CPU_CAPABILITY="default")
     cluster.add_worker("w2")
     w1 = [a for a, w in cluster.client.scheduler_info()["workers"].items() if w["name"] == "w1"]
-    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
-        with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
-            got = epoch(loader)
-            c = loader.stats()["cluster"]
-            refused = dict(loader._offload.refused)
-            per_worker = dict(loader._offload.per_worker)
+    got, c, refused, per_worker = refusing_run(even_shards, cluster, kw, caplog)
     same(got, want)
     assert list(refused) == w1, refused
     assert "cpu_capability" in refused[w1[0]] and "NO on the worker" in refused[w1[0]]
@@ -118,11 +123,7 @@ def test_a_worker_whose_hook_gives_other_bytes_fails_the_canary(cluster, even_sh
     kw = dict(OPTIONS, map=cluster_hook_fns.biased, index=str(tmp_path / "index.json"))
     want = local(even_shards, **kw)
     cluster.add_worker("w1", STOKER_TEST_HOOK_BIAS="1")
-    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
-        with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
-            got = epoch(loader)
-            c = loader.stats()["cluster"]
-            refused = dict(loader._offload.refused)
+    got, c, refused, _ = refusing_run(even_shards, cluster, kw, caplog)
     same(got, want)
     assert c["batches_cluster"] == 0 and c["batches_local"] == len(want), c
     [why] = refused.values()
@@ -183,11 +184,7 @@ def test_a_worker_that_cannot_import_the_hook_is_refused(cluster, even_shards, t
     kw = dict(OPTIONS, map=hook_fns.augment, index=str(tmp_path / "index.json"))
     want = local(even_shards, **kw)
     cluster.add_worker("w1", PYTHONPATH=clean_env_factory().get("PYTHONPATH", ""))
-    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
-        with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
-            got = epoch(loader)
-            c = loader.stats()["cluster"]
-            refused = dict(loader._offload.refused)
+    got, c, refused, _ = refusing_run(even_shards, cluster, kw, caplog)
     same(got, want)
     [why] = refused.values()
     assert "cannot load the hooks (ModuleNotFoundError" in why and "hook_fns" in why, why
