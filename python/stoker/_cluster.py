@@ -53,6 +53,8 @@ import numpy as np
 
 from . import _stoker
 from ._claims import PENDING, Claims
+from ._hooks import HookError
+from ._cluster_hooks import Canary, digest as object_digest, nbytes as object_nbytes
 from ._cluster_worker import WorkerMismatch, batch_digest, build_identity, make_range
 
 log = logging.getLogger("stoker.cluster")
@@ -109,9 +111,13 @@ def _connect(cluster):
 class Offload:
     """What a Loader with cluster= keeps across epochs: the Dask client, the
     job description sent with every task, the dataset index (scattered to
-    the workers once) and the counters."""
+    the workers once), the workers refused and the counters. fields: the
+    names of Loader(fields=), or None; hooks: the pickled hooks of map= and
+    batch_map= (sent with every task, run by the workers in hook processes
+    of their own), or None."""
 
-    def __init__(self, cluster, urls, options, index_path, image_bytes, batches_per_task):
+    def __init__(self, cluster, urls, options, index_path, image_bytes, batches_per_task,
+                 fields=None, hooks=None, hook_timeout=None):
         self.client, self._owns_client = _connect(cluster)
         self.image_bytes = image_bytes
         with open(index_path, "rb") as f:
@@ -120,13 +126,23 @@ class Offload:
         batch_size = options["batch_size"]
         self.batches_per_task = batches_per_task
         worker_options = {k: v for k, v in options.items() if k != "threads"}
-        worker_options["max_batches"] = 2
-        key = hashlib.sha256(repr((urls, sorted(worker_options.items()), digest)).encode())
+        # Hooks keep two batches in flight (_hook_batches), each holding a
+        # C buffer while its samples are in the hook processes.
+        worker_options["max_batches"] = 2 if hooks is None else 3
+        fields = None if fields is None else tuple(fields)
+        hooks_digest = None if hooks is None else hashlib.sha256(hooks).hexdigest()
+        key = hashlib.sha256(repr((urls, sorted(worker_options.items()), digest, fields,
+                                   hooks_digest)).encode())
         self.spec = {
-            "key": key.hexdigest()[:32], "identity": build_identity(), "urls": list(urls),
+            "key": key.hexdigest()[:32], "identity": build_identity(hooks), "urls": list(urls),
             "options": worker_options, "index_digest": digest,
             "batch_bytes": image_bytes * batch_size, "batch_size": batch_size,
+            "fields": fields, "hooks": hooks, "hook_timeout": hook_timeout,
         }
+        # Workers whose hooks' bytes were checked (the canary), and those
+        # refused: address -> why.
+        self.canary = None if hooks is None else Canary(hooks, hook_timeout)
+        self.verified, self.refused = set(), {}
         self._index_data = index_data
         self._index = None  # its future on the workers, scattered when there are some
         self._scattering, self._scatter_after = False, 0.0
@@ -184,12 +200,38 @@ class Offload:
             self._worker_threads, self._answered_at = workers, time.monotonic()
 
     def workers(self):
-        """Worker threads the scheduler knew of when it last answered (0
-        while it does not answer)."""
-        return sum(self._worker_threads.values()) if self.usable() else 0
+        """Threads of the workers not refused that the scheduler knew of
+        when it last answered (0 while it does not answer)."""
+        if not self.usable():
+            return 0
+        return sum(n for w, n in self._worker_threads.items() if w not in self.refused)
 
     def worker_addresses(self):
-        return list(self._worker_threads) if self.usable() else []
+        return [w for w in self._worker_threads if w not in self.refused] if self.usable() else []
+
+    def refuse(self, address, why):
+        """Submit nothing more to the worker at address, and say why once."""
+        with self.lock:
+            new = address not in self.refused
+            self.refused[address] = why
+        if new:
+            log.warning("stoker: Dask worker %s refused: %s; its batches are made by the other "
+                        "workers or here", address, why)
+
+    def check_canary(self, result):
+        """Whether the batches of a result made with hooks may be used: its
+        worker's canary was checked already, or is checked now (then the
+        worker is refused when it fails)."""
+        worker = result["worker"]
+        if self.canary is None or worker in self.verified or not result["outputs"]:
+            return True  # (no batch: only the error that ended the range, raised as here)
+        why = self.canary.check(result.get("canary"))
+        if why:
+            self.refuse(worker, f"its canary sample differs from the trainer's: {why}")
+            return False
+        with self.lock:
+            self.verified.add(worker)
+        return True
 
     def index(self):
         """The dataset index as a future held by the workers, or None while
@@ -227,6 +269,8 @@ class Offload:
         """Stop asking the scheduler; close the client if it is ours, in at
         most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
         self._stop.set()
+        if self.canary is not None:
+            self.canary.close()
         if self._owns_client:
             try:
                 self.client.close(timeout=SCHEDULER_TIMEOUT_S)
@@ -264,7 +308,9 @@ def check_result(result, first, count, batch_size, image_bytes, n):
     each of 1..batch_size samples (fewer only in the epoch's last batch),
     image and label arrays of exactly the bytes the sizes say, labels of -1
     or more, and each batch's bytes matching the digest the worker took
-    from its loader (_cluster_worker.batch_digest says what that catches)."""
+    from its loader (_cluster_worker.batch_digest says what that catches).
+    With fields= or hooks, one object per batch instead of the arrays, each
+    matching its digest (_cluster_hooks.digest)."""
     def need(ok, what):
         if not ok:
             raise BadResult(f"batches {first}..{first + count - 1}: {what}")
@@ -283,6 +329,19 @@ def check_result(result, first, count, batch_size, image_bytes, n):
         need(isinstance(skips[k], (tuple, list)) and len(skips[k]) == 3 and
              all(isinstance(v, int) and v >= 0 for v in skips[k]),
              f"batch {first + k} has bad-input counts {skips[k]!r}")
+    error = result.get("error")
+    need(error is None or (isinstance(error, (tuple, list)) and len(error) == 2 and
+                           all(isinstance(v, str) for v in error)), f"error {error!r}")
+    need(isinstance(result.get("samples_read"), int) and result["samples_read"] >= 0,
+         f"samples_read {result.get('samples_read')!r}")
+    if "outputs" in result:
+        outputs = result["outputs"]
+        need(isinstance(outputs, list) and len(outputs) == len(sizes),
+             f"{len(sizes)} batch sizes for {getattr(outputs, '__len__', lambda: '?')()} batches")
+        for k, out in enumerate(outputs):
+            need(object_digest(out) == digests[k],
+                 f"the bytes of batch {first + k} do not match the digest its worker took")
+        return
     images, labels = result.get("images"), result.get("labels")
     total = sum(sizes)
     need(isinstance(images, np.ndarray) and images.dtype == np.uint8 and images.ndim == 1 and
@@ -297,11 +356,6 @@ def check_result(result, first, count, batch_size, image_bytes, n):
          isinstance(mix_weights, list) and len(mix_weights) == len(sizes) and
          all(w is None or (isinstance(w, float) and 0.0 <= w <= 1.0) for w in mix_weights),
          "Mixup/CutMix partner labels or weights that do not fit the batches")
-    error = result.get("error")
-    need(error is None or (isinstance(error, (tuple, list)) and len(error) == 2 and
-                           all(isinstance(v, str) for v in error)), f"error {error!r}")
-    need(isinstance(result.get("samples_read"), int) and result["samples_read"] >= 0,
-         f"samples_read {result.get('samples_read')!r}")
     i = j = 0
     for k, size in enumerate(sizes):
         w = mix_weights[k]
@@ -317,7 +371,8 @@ class Run:
     reorder buffer (_claims.Claims), the local thread and the tasks in
     flight. tensors(images, labels, n, mix) makes the training loop's tensors
     out of two buffers (mix: the Mixup/CutMix partner labels and weight, or
-    None).
+    None); with fields= or hooks, outputs (a _cluster_hooks.Outputs) makes
+    the local thread's batch objects instead, as the workers make theirs.
 
     Claims are per range (batches_per_task batches); delivery is per batch:
     the claims' `ready` holds the batches made and not read yet by index,
@@ -326,10 +381,11 @@ class Run:
     that they run there in order and each continues the previous one's
     pipeline."""
 
-    def __init__(self, offload, c_loader, epoch, first, n, tensors):
+    def __init__(self, offload, c_loader, epoch, first, n, tensors, outputs=None):
         self.o = offload
         self.c = c_loader
         self.tensors = tensors
+        self.outputs = outputs
         self.epoch = epoch
         self.n = n
         self.claims = Claims(first, n, offload.batches_per_task, offload)
@@ -356,9 +412,12 @@ class Run:
                     key = f"stoker-{self.o.tag}-e{self.epoch}-b{b}-{os.urandom(4).hex()}"
                     # Earlier batches first: Dask runs the higher priority
                     # first, and would otherwise favour the later submission.
+                    # Once a worker is refused, Dask may not place a task
+                    # elsewhere: it could pick the refused one.
                     fut = self.o.client.submit(make_range, self.o.spec, index, self.epoch, b,
                                                count, key=key, pure=False, workers=[worker],
-                                               allow_other_workers=True, priority=-b)
+                                               allow_other_workers=not self.o.refused,
+                                               priority=-b)
                     chunks[fut] = worker
                     fut.add_done_callback(lambda f, r=r, b=b, n=count: self._on_done(r, f, b, n))
             except Exception as e:  # the client is closed or lost its scheduler
@@ -416,30 +475,42 @@ class Run:
                 self._drop_chunks(claims.local_done(r))
                 self.cond.notify_all()
 
+    def _local_batches(self, start, count):
+        """Yield (batch, samples, bad-input counts) of [start, start + count)."""
+        if self.outputs is not None:
+            yield from self.outputs.made(self.c, self.epoch, start, count)
+            return
+        self.c.seek_range(self.epoch, start, count)
+        for _ in range(count):
+            b = self.c.next()
+            if b is None:
+                return
+            mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
+            out, n, skips = self.tensors(b.images, b.labels, b.size, mix), b.size, b.skips
+            del b
+            yield out, n, skips
+            del out
+
     def _make_local(self, r, start):
         end = self.claims.ranges[r][1]
         read = self.c.stats()["samples_read"]
         began, made = time.monotonic(), 0
+        batches = self._local_batches(start, end - start)
         try:
-            self.c.seek_range(self.epoch, start, end - start)
-            for index in range(start, end):
-                b = self.c.next()
-                if b is None:
-                    break
-                mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
-                images, labels = self.tensors(b.images, b.labels, b.size, mix)
+            for index, (out, n, skips) in enumerate(batches, start):
                 made += 1
                 with self.cond:
-                    self._put(index, (images, labels, b.skips, "local"))
+                    self._put(index, (out, n, skips, "local"))
                     rest = self.claims.missing_from(r)
                     if self.closing or rest is None or rest > index + 1:
                         break  # stopped, or the cluster made the rest first
-                del b, images, labels
-        except _stoker.Error as e:
+                del out
+        except _stoker.Error as e:  # a HookError too
             with self.cond:
                 self.errors.setdefault(start + made, e)
                 self.cond.notify_all()
         finally:
+            batches.close()
             self.o.add(samples_read_local=self.c.stats()["samples_read"] - read)
             if made:
                 with self.cond:
@@ -471,6 +542,14 @@ class Run:
                              self.o.image_bytes, self.n)
             except BadResult as e:
                 result, bad = None, e
+        refused = None
+        if isinstance(failure, WorkerMismatch):
+            refused = failure.address
+            self.o.refuse(failure.address, str(failure))
+        elif result is not None and result["worker"] in self.o.refused:
+            refused, result = result["worker"], None  # placed there before it was refused
+        elif result is not None and not self.o.check_canary(result):  # may run a hook here
+            refused, result = result["worker"], None
         with self.cond:
             mine = self.claims.chunk_done(r, fut)
             if self.closing or not mine:
@@ -478,8 +557,9 @@ class Run:
             try:
                 if result is not None:
                     self._take_chunk(result)
-                elif isinstance(failure, WorkerMismatch):
-                    self.errors.setdefault(self.claims.ranges[r][0], ClusterError(str(failure)))
+                elif refused is not None:
+                    self.o.add(tasks_failed=1)
+                    self._drop_chunks(self.claims.range_failed(r))
                 else:
                     self.o.add(tasks_failed=1)
                     if bad is not None:
@@ -497,25 +577,35 @@ class Run:
                 self.cond.notify_all()
 
     def _take_chunk(self, result):
+        received = sum(object_nbytes(o) for o in result["outputs"]) if "outputs" in result \
+            else result["images"].nbytes + result["labels"].nbytes
         self.o.add(tasks_done=1, samples_read_cluster=result["samples_read"],
-                   bytes_received=result["images"].nbytes + result["labels"].nbytes)
-        images, labels = result["images"], result["labels"]
-        i = j = 0
+                   bytes_received=received)
         kept = 0
-        for k, (n, skips) in enumerate(zip(result["sizes"], result["skips"])):
-            size = n * self.o.image_bytes
-            w = result["mix_weights"][k]
-            mix = None if w is None else (result["mix_labels"][j:j + n], w)
-            item = self.tensors(images[i:i + size], labels[j:j + n], n, mix) + (skips, "cluster")
-            kept += self._put(result["first"] + k, item)
-            i += size
-            j += n
+        for k, (out, n, skips) in enumerate(self._chunk_batches(result)):
+            kept += self._put(result["first"] + k, (out, n, skips, "cluster"))
         self.o.add_worker(result["worker"], kept)
         self.o.add(tasks_dropped=int(kept == 0 and len(result["sizes"]) > 0))
         if result["error"] is not None:
             name, message = result["error"]
             at = result["first"] + len(result["sizes"])
-            self.errors.setdefault(at, getattr(_stoker, name, _stoker.Error)(message))
+            kind = HookError if name == "HookError" else getattr(_stoker, name, _stoker.Error)
+            self.errors.setdefault(at, kind(message))
+
+    def _chunk_batches(self, result):
+        """(batch, samples, bad-input counts) of each batch of a result."""
+        if "outputs" in result:
+            yield from zip(result["outputs"], result["sizes"], result["skips"])
+            return
+        images, labels = result["images"], result["labels"]
+        i = j = 0
+        for k, (n, skips) in enumerate(zip(result["sizes"], result["skips"])):
+            size = n * self.o.image_bytes
+            w = result["mix_weights"][k]
+            mix = None if w is None else (result["mix_labels"][j:j + n], w)
+            yield self.tensors(images[i:i + size], labels[j:j + n], n, mix), n, skips
+            i += size
+            j += n
 
     # -- the consumer --
 
@@ -545,15 +635,15 @@ class Run:
                     claims.waiting = False
                     if index not in claims.ready:
                         raise self.errors[index]
-                    images, labels, skips, source = claims.take(index)
-                self.o.add(samples=len(labels), samples_skipped=skips[0],
+                    out, n, skips, source = claims.take(index)
+                self.o.add(samples=n, samples_skipped=skips[0],
                            images_replaced=skips[1], shards_failed=skips[2],
                            **{source + "_wait_ns": time.perf_counter_ns() - t0,
-                              "batches_" + source: 1, "samples_" + source: len(labels)})
+                              "batches_" + source: 1, "samples_" + source: n})
                 if not self.o.counters["first_batch_ns"]:
                     self.o.add(first_batch_ns=time.perf_counter_ns() - started)
-                yield images, labels
-                del images, labels
+                yield out
+                del out
         finally:
             self.close()
 

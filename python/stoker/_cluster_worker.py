@@ -13,6 +13,8 @@ import zlib
 import numpy as np
 
 from . import _ranks, _stoker
+from ._cluster_hooks import digest as object_digest, worker_outputs
+from ._hook_env import compare, fingerprint
 from ._ranks import cpu_quota as _cpu_quota  # noqa: F401  (the tests' name for it)
 
 _cache_lock = threading.Lock()
@@ -24,17 +26,30 @@ _TEST_TASK_DELAY_S = int(os.environ.get("STOKER_TEST_TASK_DELAY_MS", "0")) / 100
 
 
 class WorkerMismatch(RuntimeError):
-    """A worker runs another stoker build than the trainer."""
+    """A worker's identity differs from the trainer's (another stoker build,
+    or for hooks another environment): the trainer refuses that worker.
+    address: the worker's."""
+
+    def __init__(self, message, address):
+        super().__init__(message, address)
+        self.address = address
+
+    def __str__(self):
+        return self.args[0]
 
 
-def build_identity():
+def build_identity(hooks=None):
     """What must be equal in the trainer and a Dask worker for their batches
     of one range to be equal, as a dict compared whole: the C library's
     build identity (version, commit, libjpeg-turbo, libspng and zlib
-    versions: _stoker.build_id). Whatever else shapes the batches (user
-    hooks: torch and numpy versions, the hooks' digest) is added here as
-    more keys, so one comparison covers it all."""
-    return {"stoker": _stoker.build_id}
+    versions: _stoker.build_id), and with hooks (their pickled bytes) the
+    environment fingerprint of _hook_env (torch, torchvision, numpy
+    versions, the hooks' digest, the CPU capability torch dispatches to)."""
+    identity = {}
+    if hooks is not None:
+        identity.update(fingerprint(hashlib.sha256(hooks).hexdigest()[:32]))
+    identity["stoker"] = _stoker.build_id  # the build covers the version
+    return identity
 
 
 def batch_digest(images, labels, mix_labels=None, mix_weight=None):
@@ -123,6 +138,8 @@ def _index_file(digest, data):
 
 
 def _checkout(spec, index_data):
+    """(C loader, its _cluster_hooks.Outputs or None) for spec: one kept
+    from an earlier task, else new ones (the hooks' processes with them)."""
     with _cache_lock:
         loaders = _idle.get(spec["key"])
         if loaders:
@@ -130,71 +147,125 @@ def _checkout(spec, index_data):
     options = dict(spec["options"])
     if index_data is not None:
         options["index_path"] = _index_file(spec["index_digest"], index_data)
-    return _stoker.Loader(spec["urls"], threads=_worker_threads(), **options)
+    threads = _worker_threads()
+    loader = _stoker.Loader(spec["urls"], threads=threads, **options)
+    try:
+        outputs = worker_outputs(dict(spec, hook_processes=threads), loader.info())
+    except Exception as e:  # the hooks' modules are missing here, or another version
+        loader.close()
+        address = _worker_address()
+        raise WorkerMismatch(f"worker {address} cannot load the hooks ({type(e).__name__}: "
+                             f"{e}): install their modules there", address) from None
+    return loader, outputs
 
 
-def _checkin(spec, loader):
+def _close(kept):
+    loader, outputs = kept
+    loader.close()
+    if outputs is not None and outputs.hooked is not None:
+        outputs.hooked.pool.close()
+
+
+def _checkin(spec, kept):
     with _cache_lock:
-        _idle.setdefault(spec["key"], []).append(loader)
+        _idle.setdefault(spec["key"], []).append(kept)
         _idle[spec["key"]] = _idle.pop(spec["key"])  # most recently used last
         while len(_idle) > _MAX_SPECS:
             for old in _idle.pop(next(iter(_idle))):
-                old.close()
+                _close(old)
+
+
+def _check_identity(spec):
+    mine = build_identity(spec["hooks"])
+    differ = compare(spec["identity"], mine)
+    if differ:
+        address = _worker_address()
+        raise WorkerMismatch(f"worker {address} differs from the trainer ({differ}): its "
+                             "batches could differ", address)
 
 
 def make_range(spec, index_data, epoch, first, count):
     """Dask task: batches [first, first + count) of `epoch` for the loader
     described by spec. Returns the images and labels of every batch as two
-    arrays (and the Mixup/CutMix partner labels and weights), the sizes and
-    bad-input counts per batch, and, when the data
-    was bad under on_error="fail", the error that ended the range (the
-    batches before it are kept, as a local loader delivers them)."""
-    mine = build_identity()
-    if spec["identity"] != mine:
-        differ = "; ".join(f"{k}: worker {mine.get(k)!r}, trainer {spec['identity'].get(k)!r}"
-                           for k in sorted(set(mine) | set(spec["identity"]))
-                           if mine.get(k) != spec["identity"].get(k))
-        raise WorkerMismatch(f"worker {_worker_address()} runs another build than the trainer "
-                             f"({differ}): their batches could differ")
-    loader = _checkout(spec, index_data)
+    arrays (and the Mixup/CutMix partner labels and weights), or with
+    fields= or hooks the batch objects themselves ("outputs", and the
+    hooks' canary sample); the sizes and bad-input counts per batch, and,
+    when the data was bad under on_error="fail" (or a hook failed), the
+    error that ended the range (the batches before it are kept, as a local
+    loader delivers them)."""
+    _check_identity(spec)
+    loader, outputs = kept = _checkout(spec, index_data)
     try:
         before = loader.stats()
-        loader.seek_range(epoch, first, count)
-        images = np.empty(count * spec["batch_bytes"], np.uint8)
-        labels = np.empty(count * spec["batch_size"], np.int64)
-        partners = np.empty(count * spec["batch_size"], np.int64)  # Mixup/CutMix
-        sizes, skips, weights, digests, error = [], [], [], [], None
-        image_end = label_end = 0
-        try:
-            while len(sizes) < count:
-                b = loader.next()
-                if b is None:
-                    break
-                data = np.frombuffer(b.images, np.uint8)
-                images[image_end:image_end + data.size] = data
-                image_end += data.size
-                n = b.size
-                labels[label_end:label_end + n] = np.frombuffer(b.labels, np.int64)
-                if b.mix_labels is not None:
-                    partners[label_end:label_end + n] = np.frombuffer(b.mix_labels, np.int64)
-                weights.append(None if b.mix_labels is None else b.mix_weight)
-                label_end += n
-                digests.append(batch_digest(b.images, b.labels, b.mix_labels, b.mix_weight))
-                sizes.append(n)
-                skips.append(b.skips)
-                del b, data
-        except _stoker.Error as e:
-            error = (type(e).__name__, str(e))
+        if outputs is None:
+            result = _arrays(loader, spec, epoch, first, count)
+        else:
+            result = _objects(loader, outputs, epoch, first, count)
         after = loader.stats()
     finally:
-        _checkin(spec, loader)
+        _checkin(spec, kept)
     if _TEST_TASK_DELAY_S:
         time.sleep(_TEST_TASK_DELAY_S)
+    result.update(first=first, samples_read=after["samples_read"] - before["samples_read"],
+                  worker=_worker_address())
+    return result
+
+
+def _error(e):
+    return (type(e).__name__, str(e))
+
+
+def _objects(loader, outputs, epoch, first, count):
+    """make_range's result with fields= or hooks: each batch's object."""
+    recording = outputs.hooked.pool if outputs.hooked is not None else None
+    if recording is not None:
+        recording.reset()
+    objects, sizes, skips, error = [], [], [], None
+    made = outputs.made(loader, epoch, first, count)
+    try:
+        for out, n, bad in made:
+            objects.append(out)
+            sizes.append(n)
+            skips.append(bad)
+    except _stoker.Error as e:  # a HookError too
+        error = _error(e)
+    finally:
+        made.close()
+    return {"outputs": objects, "sizes": sizes, "skips": skips, "error": error,
+            "digests": [object_digest(o) for o in objects],
+            "canary": recording.canary if recording is not None else None}
+
+
+def _arrays(loader, spec, epoch, first, count):
+    """make_range's result for (images, labels) batches: two arrays."""
+    loader.seek_range(epoch, first, count)
+    images = np.empty(count * spec["batch_bytes"], np.uint8)
+    labels = np.empty(count * spec["batch_size"], np.int64)
+    partners = np.empty(count * spec["batch_size"], np.int64)  # Mixup/CutMix
+    sizes, skips, weights, digests, error = [], [], [], [], None
+    image_end = label_end = 0
+    try:
+        while len(sizes) < count:
+            b = loader.next()
+            if b is None:
+                break
+            data = np.frombuffer(b.images, np.uint8)
+            images[image_end:image_end + data.size] = data
+            image_end += data.size
+            n = b.size
+            labels[label_end:label_end + n] = np.frombuffer(b.labels, np.int64)
+            if b.mix_labels is not None:
+                partners[label_end:label_end + n] = np.frombuffer(b.mix_labels, np.int64)
+            weights.append(None if b.mix_labels is None else b.mix_weight)
+            label_end += n
+            digests.append(batch_digest(b.images, b.labels, b.mix_labels, b.mix_weight))
+            sizes.append(n)
+            skips.append(b.skips)
+            del b, data
+    except _stoker.Error as e:
+        error = _error(e)
     return {
-        "first": first, "sizes": sizes, "skips": skips, "digests": digests, "error": error,
+        "sizes": sizes, "skips": skips, "digests": digests, "error": error,
         "images": images[:image_end], "labels": labels[:label_end],
         "mix_labels": partners[:label_end], "mix_weights": weights,
-        "samples_read": after["samples_read"] - before["samples_read"],
-        "worker": _worker_address(),
     }
-

@@ -14,7 +14,8 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import _cluster, _hook_batches, _index, _metrics, _pinned, _ranks, _scope
+from . import (_cluster, _cluster_hooks, _hook_batches, _hooks, _index, _metrics, _pinned, _ranks,
+               _scope)
 from ._classes import find_classes
 from ._fields import _Fields
 from ._metrics import prometheus_text
@@ -222,9 +223,6 @@ class Loader:
             image_size = tuple(image_size)
         self._fields = None if fields is None else _Fields(fields)
         if self._fields is not None:
-            if cluster is not None:
-                raise OptionError("fields= does not work with cluster= yet: Dask workers send "
-                                 "images and labels only")
             # The members fields= needs and those the caller asks for besides.
             options["require_members"] = ",".join(
                 r for r in (options.get("require_members"), self._fields.require_members) if r)
@@ -257,9 +255,6 @@ class Loader:
                             config.get("max_batches", 4))
         threads = threads or _default_threads()
         if map is not None or batch_map is not None:
-            if cluster is not None:
-                raise OptionError("map= and batch_map= do not work with cluster= yet: Dask "
-                                  "workers run stoker's own transform only")
             if options.get("mixup_alpha") or options.get("cutmix_alpha") or options.get("recipe"):
                 raise OptionError("map= sees samples after stoker's own augmentations and "
                                   "before batches exist: Mixup/CutMix in C (mixup_alpha, "
@@ -286,8 +281,13 @@ class Loader:
         self._num_classes = options.get("num_classes", 0)
         if cluster is not None:
             image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
+            hooks = None
+            if self._hooks is not None:  # pickled once more, for the workers
+                hooks = _hooks.dumps({k: fn for k, fn in (("map", map), ("batch_map", batch_map))
+                                      if fn is not None})
             self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
-                                             image_bytes, batches_per_task)
+                                             image_bytes, batches_per_task,
+                                             fields=fields, hooks=hooks, hook_timeout=hook_timeout)
         # Everything that shapes the sequence of batches (not threads, which
         # only change speed; not the index's path, only what it implies): a
         # saved state only fits the same values.
@@ -507,8 +507,11 @@ class Loader:
         self._resume_at = 0
         self._restored = False
         if self._offload is not None:
+            outputs = None
+            if self._fields is not None or self._hooks is not None:
+                outputs = _cluster_hooks.Outputs(self._fields, self._hooks, self._images)
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
-                               self._tensors)
+                               self._tensors, outputs)
             source = run.batches()
         elif self._raw_labels is not None:
             source = self._hooks.batches(

@@ -284,12 +284,6 @@ def test_bad_fields_are_refused(captioned, fields, error, match):
     assert "fields" in str(info.value)
 
 
-def test_fields_with_cluster_are_refused(captioned, tmp_path):
-    with pytest.raises(ValueError, match="fields= does not work with cluster="):
-        stoker.Loader(captioned[0], fields=("jpg", "txt"), cluster="tcp://127.0.0.1:9",
-                      index=tmp_path / "index.json", **SMALL)
-
-
 # --------------------------------------------------------------------------
 # Non-square output
 

@@ -1,0 +1,166 @@
+#!/usr/bin/python3
+"""User hooks offloaded to a Dask worker: does a CPU host add its core to
+the trainer's, over a whole epoch?
+
+The heterogeneous-cluster workload: stoker's RandomResizedCrop 224 + flip
+(transform="train", in C), then map= GaussianBlur(11) ten times
+(torchvision, bench/hooks_vs_dataloader.blur10) on every sample. Each
+round, alternating which goes first:
+  alone    the trainer pinned to one core (taskset): Loader(threads=1,
+           map=, hook_processes=1)
+  cluster  the same Loader with cluster= and one dask-worker (1 thread, one
+           hook process: STOKER_WORKER_THREADS=1) pinned to the other core
+Batches of 32, one batch per task and a shuffle window of 64 samples: the
+epoch of two shards is 16 ranges, so that the two sides share it evenly
+up to its last range (a task read from scratch reads at most its window
+again; decoding is a few percent of the hook's time here).
+The time is the whole epoch: from creating the Loader (its hook process
+and, with the cluster, the canary's starting cold) to the last batch, tail
+included. The worker stands, as a cluster does before training starts
+(started once, stoker preloaded), but each round has a seed of its own, so
+the worker's hook process for it starts cold within the timed epoch too.
+The dask-scheduler shares the worker's core.
+Prints each round and the median of the per-round ratios (target >= 1.8x),
+and the images per CPU second of all our processes (trainer, its hook and
+canary processes; with the cluster also the worker, its hook processes and
+the scheduler), cluster against alone: what offloading costs in CPU, a
+figure that other jobs on the cores disturb less than the wall clock.
+
+usage: bench/hooks_cluster.py [--rounds 3] [--cores 0,1] SHARD...
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+START_TIMEOUT_S = 60
+
+TRAINER = r"""
+import json, resource, sys, time
+t0 = time.perf_counter()
+import torch, stoker
+from hooks_vs_dataloader import blur10
+torch.set_num_threads(1)
+a = json.loads(sys.argv[1])
+loader = stoker.Loader(a["shards"], batch_size=32, image_size=224, threads=1, seed=a["seed"],
+                       shuffle_buffer=64, batches_per_task=1, index=a["index"], map=blur10,
+                       hook_processes=1, cluster=a["cluster"])
+n = sum(len(images) for images, labels in loader)
+seconds = time.perf_counter() - t0
+c = loader.stats().get("cluster") or {}
+loader.close()  # reaps the hook processes: their CPU time is then the children's
+cpu = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                            resource.getrusage(resource.RUSAGE_CHILDREN)))
+print(json.dumps({"images": n, "seconds": seconds, "cluster": c, "cpu_s": cpu}))
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(cmd, core, env, log):
+    return subprocess.Popen(["taskset", "-c", core] + cmd, env=env, stdout=log,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+def stop(proc):
+    proc.kill()
+    proc.wait(10)
+
+
+def tree_cpu_s(pids):
+    """User + system CPU seconds of the processes and their descendants alive now."""
+    total, todo = 0.0, list(pids)
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(") ", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    todo += [int(p) for p in f.read().split()]
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def wait_for_worker(address, deadline):
+    from distributed import Client
+    with Client(address, set_as_default=False, timeout=START_TIMEOUT_S) as client:
+        while not client.scheduler_info()["workers"]:
+            if time.monotonic() > deadline:
+                sys.exit("hooks_cluster: the dask-worker did not join")
+            time.sleep(0.2)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cores", default="0,1", help="the trainer's core, the worker's")
+    parser.add_argument("shards", nargs="+")
+    args = parser.parse_args()
+    trainer_core, worker_core = args.cores.split(",")
+    env = dict(os.environ, OMP_NUM_THREADS="1", STOKER_WORKER_THREADS="1",
+               PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), HERE) if p))
+    tmp = tempfile.mkdtemp(prefix="stoker-hooks-cluster-")
+    index = os.path.join(tmp, "index.json")
+    import stoker
+    stoker.Loader(args.shards, index=index, batch_size=32, image_size=224, threads=1).close()
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    log = open(os.path.join(tmp, "dask.log"), "wb")
+    scheduler = start(["dask-scheduler", "--host", "127.0.0.1", "--port", str(port),
+                       "--no-dashboard"], worker_core, env, log)
+    ratios, per_cpu = [], []
+    worker = start(["dask-worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+                    "--memory-limit", "0", "--preload", "stoker"], worker_core, env, log)
+    try:
+        wait_for_worker(address, time.monotonic() + START_TIMEOUT_S)
+        for r in range(args.rounds):
+            results = {}
+            for mode in (("alone", "cluster") if r % 2 == 0 else ("cluster", "alone")):
+                spec = {"shards": args.shards, "index": index, "seed": 100 + r,
+                        "cluster": address if mode == "cluster" else None}
+                dask_cpu = tree_cpu_s([worker.pid, scheduler.pid])
+                out = subprocess.run(["taskset", "-c", trainer_core, sys.executable, "-c",
+                                      TRAINER, json.dumps(spec)], check=True, text=True,
+                                     stdout=subprocess.PIPE, env=env, cwd=HERE).stdout
+                results[mode] = res = json.loads(out.strip().splitlines()[-1])
+                if mode == "cluster":  # the worker's, its hook processes' and the scheduler's
+                    res["cpu_s"] += tree_cpu_s([worker.pid, scheduler.pid]) - dask_cpu
+                c = res["cluster"]
+                print(f"round {r} {mode:7s}: {res['images']} images in {res['seconds']:.1f} s "
+                      f"= {res['images'] / res['seconds']:.1f} images/s, "
+                      f"{res['images'] / res['cpu_s']:.2f} images per CPU second"
+                      + (f" ({c['batches_cluster']} batches from the worker, "
+                         f"{c['batches_local']} here, {c['ranges_taken_back']} ranges taken "
+                         f"back, {c['tasks_dropped']} results dropped)" if c else ""),
+                      flush=True)
+            ratios.append(results["alone"]["seconds"] / results["cluster"]["seconds"])
+            per_cpu.append((results["cluster"]["images"] / results["cluster"]["cpu_s"]) /
+                           (results["alone"]["images"] / results["alone"]["cpu_s"]))
+    finally:
+        stop(worker)
+        stop(scheduler)
+    ratio = statistics.median(ratios)
+    print(f"\nwhole epoch, trainer on core {trainer_core} + one Dask worker on core "
+          f"{worker_core} / trainer alone: {ratio:.2f}x (rounds: "
+          f"{', '.join(f'{x:.2f}' for x in ratios)}; target >= 1.8x: "
+          f"{'met' if ratio >= 1.8 else 'NOT met'})")
+    print(f"images per CPU second (every process of ours), cluster / alone: "
+          f"{statistics.median(per_cpu):.2f}x (1.0: offloading costs no CPU; less sensitive "
+          f"than the wall-clock ratio to other load on the cores)")
+
+
+if __name__ == "__main__":
+    main()

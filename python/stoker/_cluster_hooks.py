@@ -1,0 +1,221 @@
+"""Loader(cluster=...) with fields=, map= or batch_map=: a range's batches
+as the objects the training loop gets, made the same way by a Dask worker
+and by the trainer's local thread, and the canary that checks a worker's
+hook against the trainer's.
+
+A Dask worker runs the hooks as a local Loader does, in hook processes
+(_hooks.Pool) of its own: never on the worker's threads, where a hook that
+holds the GIL would starve the worker's event loop (dask distributed issues
+6324 and 6325). The keys of the hooks' random streams are those of a local
+run (_hook_batches), so the batches are the same bytes wherever they are
+made, as long as the hook gives the same bytes for the same input and key
+there: the fingerprint (_hook_env) compares what is known to change that,
+and the canary tries it on one sample of each worker.
+"""
+import collections
+import pickle
+import threading
+import time
+import zlib
+
+import numpy
+import torch
+
+from . import _hook_batches
+from ._fields import _Fields
+from ._hooks import Pool, Task
+
+CANARY_TIMEOUT_S = 120.0  # a cold hook process imports torch first
+
+
+def _walk(value, leaf):
+    """value with leaf() applied to every tensor and numpy array in it."""
+    if isinstance(value, (torch.Tensor, numpy.ndarray)):
+        return leaf(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(_walk(v, leaf) for v in value)
+    if isinstance(value, dict):
+        return {k: _walk(v, leaf) for k, v in value.items()}
+    return value
+
+
+def owned(value):
+    """value with its arrays copied: none is a view of a C loader's buffer."""
+    return _walk(value, lambda a: a.clone() if isinstance(a, torch.Tensor) else a.copy())
+
+
+def digest(value):
+    """CRC-32 of a batch object: its arrays' dtypes, shapes and bytes and the
+    repr of everything else, in order. As _cluster_worker.batch_digest, an
+    integrity check of what crossed the network, not a signature."""
+    crc = [0]
+
+    def leaf(a):
+        array = a.detach().contiguous().numpy() if isinstance(a, torch.Tensor) else \
+            numpy.ascontiguousarray(a)
+        crc[0] = zlib.crc32(memoryview(array).cast("B"),
+                            zlib.crc32(repr((array.dtype.str, array.shape)).encode(), crc[0]))
+        return None
+
+    skeleton = _walk(value, leaf)
+    return zlib.crc32(repr(skeleton).encode(), crc[0])
+
+
+def nbytes(value):
+    """Bytes of the arrays in a batch object."""
+    total = [0]
+
+    def leaf(a):
+        total[0] += a.numel() * a.element_size() if isinstance(a, torch.Tensor) else a.nbytes
+
+    _walk(value, leaf)
+    return total[0]
+
+
+def same(a, b):
+    """Whether two hook results are the same bytes and structure."""
+    return type(a) is type(b) and digest(a) == digest(b)
+
+
+class Outputs:
+    """How the C loader's batches of a range become the loop's objects:
+    fields= picks the members, the hooks (a _hook_batches.HookedBatches,
+    or None) run on them. images_of(buffer, n) is the images tensor of a
+    batch; own: copy what would otherwise be a view of the C loader's
+    buffer (a Dask worker sends its batches away)."""
+
+    def __init__(self, fields, hooked, images_of, own=False):
+        self.fields, self.hooked, self.images_of, self.own = fields, hooked, images_of, own
+
+    def made(self, loader, epoch, first, count):
+        """Yield (object, samples, bad-input counts) of each batch of
+        [first, first + count), fewer at the epoch's end; bad input under
+        on_error="fail" or a hook's failure raises after the batches
+        before it. Closing the generator stops the hooks' thread."""
+        loader.seek_range(epoch, first, count)
+        counts = collections.deque()  # (size, skips) of the C batches taken, in order
+
+        def c_batches():
+            for _ in range(count):
+                b = loader.next()
+                if b is None:
+                    return
+                counts.append((b.size, b.skips))
+                yield b
+                del b
+
+        if self.hooked is None:
+            for b in c_batches():
+                out = self.fields.batch(b, self.images_of(b.images, b.size))
+                del b
+                n, skips = counts.popleft()
+                yield (owned(out) if self.own else out), n, skips
+                del out
+            return
+        source = _hook_batches.samples(c_batches(), self.images_of, self.fields)
+        hooked = self.hooked.batches(source, epoch)
+        try:
+            for out in hooked:
+                n, skips = counts.popleft()
+                yield out, n, skips
+                del out
+        finally:
+            hooked.close()
+
+
+class RecordingPool:
+    """A hook Pool that keeps the first hook call that succeeded since
+    reset() (which hook, its key, a copy of its input, its result): the
+    canary a Dask worker sends with its task's result."""
+
+    def __init__(self, pool):
+        self.pool = pool
+        self.canary = None
+        self._first = None  # (task, copy of its input)
+
+    def reset(self):
+        self.canary, self._first = None, None
+
+    def submit(self, task):
+        if self.canary is None and (self._first is None or self._first[0].error is not None):
+            self._first = (task, owned(task.arg))
+        self.pool.submit(task)
+
+    def step(self, timeout):
+        finished = self.pool.step(timeout)
+        if self.canary is None and self._first is not None:
+            task, arg = self._first
+            if task.done and task.error is None:
+                self.canary = {"which": task.which, "key": task.key, "arg": arg,
+                               "out": task.result}
+        return finished
+
+    def __getattr__(self, name):  # restarts, pids(), close() of the pool itself
+        return getattr(self.pool, name)
+
+
+def worker_outputs(spec, info):
+    """The Outputs of a Dask worker's task for the trainer's spec (None for
+    plain (images, labels) batches), its hooks in hook processes of this
+    worker process: as many as the task's decode threads."""
+    if spec["fields"] is None and spec["hooks"] is None:
+        return None
+    fields = None if spec["fields"] is None else _Fields(spec["fields"])
+    hooked = None
+    if spec["hooks"] is not None:
+        hooks = pickle.loads(spec["hooks"])
+        options = spec["options"]
+        hooked = _hook_batches.make(hooks.get("map"), hooks.get("batch_map"),
+                                    spec["hook_processes"], spec["hook_timeout"],
+                                    options["seed"], options["rank"],
+                                    options.get("on_error") == "skip", options["max_batches"])
+        hooked.pool = RecordingPool(hooked.pool)
+    dtype = getattr(torch, spec["options"].get("dtype", "uint8"))  # its name in the C options
+    h, w = info["image_height"], info["image_width"]
+    nchw = spec["options"].get("layout", "nchw") == "nchw"
+
+    def images_of(buffer, n):
+        shape = (n, 3, h, w) if nchw else (n, h, w, 3)
+        return torch.frombuffer(buffer, dtype=dtype).view(shape)
+
+    return Outputs(fields, hooked, images_of, own=True)
+
+
+class Canary:
+    """The trainer's side of the canary: one hook process of its own that
+    recomputes a worker's canary sample from its input and key."""
+
+    def __init__(self, hooks_bytes, timeout):
+        self._pool = Pool(hooks_bytes, 1, timeout)
+        self._lock = threading.Lock()
+        # Started now, in the background: a first result waits less.
+        threading.Thread(target=self._warm, name="stoker-canary", daemon=True).start()
+
+    def _warm(self):
+        with self._lock:
+            self._pool.step(0)
+
+    def check(self, canary):
+        """'' when the trainer's hook gives the worker's bytes for the
+        canary's input and key, else what differs."""
+        if not isinstance(canary, dict):
+            return "it sent no canary sample"
+        task = Task(canary["which"], canary["key"], canary["arg"], None)
+        deadline = time.monotonic() + CANARY_TIMEOUT_S
+        with self._lock:
+            self._pool.submit(task)
+            while not task.done and time.monotonic() < deadline:
+                self._pool.step(0.1)
+        if not task.done:
+            return f"the trainer's canary hook did not return within {CANARY_TIMEOUT_S:.0f} s"
+        if task.error is not None:
+            return ("the hook fails here on the worker's canary sample: "
+                    f"{task.error[1] or task.error[2]}")
+        if not same(task.result, canary["out"]):
+            return (f"hook {canary['which']}= gives other bytes on the worker for the same "
+                    f"input and rng key {canary['key']} (canary CRC-32 "
+                    f"{digest(canary['out']):08x} there, {digest(task.result):08x} here)")
+        return ""
+
+    def close(self):
+        self._pool.close()

@@ -1,0 +1,23 @@
+"""Hooks for test_cluster_hooks.py that behave differently on a Dask worker
+whose environment says so (module-level: the workers and their hook
+processes import them by name)."""
+import os
+import time
+
+
+def biased(image, rng):
+    """Adds $STOKER_TEST_HOOK_BIAS to every pixel: a hook whose bytes depend
+    on its host, as a library built differently there would make them."""
+    return image + int(os.environ.get("STOKER_TEST_HOOK_BIAS", "0"))
+
+
+
+def where(image, rng):
+    """Leaves a file named "PID-PARENT" of the process that ran it in
+    $STOKER_TEST_WHERE_DIR, after sleeping $STOKER_TEST_HOOK_SLEEP seconds;
+    returns the image."""
+    if os.environ.get("STOKER_TEST_WHERE_DIR"):
+        open(os.path.join(os.environ["STOKER_TEST_WHERE_DIR"],
+                          f"{os.getpid()}-{os.getppid()}"), "a").close()
+    time.sleep(float(os.environ.get("STOKER_TEST_HOOK_SLEEP", "0")))
+    return image

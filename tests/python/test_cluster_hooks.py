@@ -1,0 +1,191 @@
+"""Loader(cluster=...) with map=, batch_map= and fields=: the Dask workers
+run the hooks in hook processes of their own and give exactly the batches
+of a local run (the same keyed random streams), also when a worker is
+killed mid-epoch; a worker whose environment fingerprint differs, or
+whose hook gives other bytes for the canary sample, is refused and the
+others and the trainer make the epoch. Real dask-scheduler and dask-worker
+processes on 127.0.0.1 (test_cluster.DaskCluster)."""
+import logging
+import os
+
+import pytest
+import torch
+
+import stoker
+import cluster_hook_fns
+import hook_fns
+from test_cluster import DaskCluster
+
+pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OPTIONS = dict(batch_size=6, image_size=32, threads=1, seed=5, shuffle_buffer=16,
+               batches_per_task=2, hook_processes=1)
+AUGMENTED = dict(OPTIONS, map=hook_fns.augment, batch_map=hook_fns.mixup)
+
+
+@pytest.fixture
+def cluster(tmp_path, clean_env_factory):
+    env = clean_env_factory()
+    # The workers unpickle the hooks, which are functions of the tests' modules.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), HERE) if p)
+    c = DaskCluster(tmp_path, env)
+    yield c
+    c.stop()
+
+
+def flat(batch):
+    """A batch object as a list of its tensors and values, in order."""
+    if isinstance(batch, dict):
+        return [x for k in sorted(batch) for x in flat(batch[k])]
+    if isinstance(batch, (tuple, list)) and batch and isinstance(batch[0], torch.Tensor):
+        return [x for v in batch for x in flat(v)]
+    return [batch.clone() if isinstance(batch, torch.Tensor) else batch]
+
+
+def same(got, want):
+    assert len(got) == len(want)
+    for i, (a, b) in enumerate(zip(got, want)):
+        assert len(a) == len(b), f"batch {i} has {len(a)} parts, not {len(b)}"
+        for u, v in zip(a, b):
+            if isinstance(u, torch.Tensor):
+                assert u.dtype == v.dtype and torch.equal(u, v), f"batch {i} differs"
+            else:
+                assert u == v, f"batch {i} differs"
+
+
+def epoch(loader, on_first_cluster_batch=None):
+    out, done = [], False
+    for batch in loader:
+        out.append(flat(batch))
+        if on_first_cluster_batch and not done and loader.stats()["cluster"]["batches_cluster"]:
+            on_first_cluster_batch()
+            done = True
+    return out
+
+
+def local(shards, **kw):
+    with stoker.Loader(shards, **kw) as loader:
+        return epoch(loader)
+
+
+def refusing_run(shards, cluster, kw, caplog):
+    """The epoch of a Loader on the cluster, its stats()["cluster"], the
+    workers it refused and the batches it used from each worker."""
+    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
+        with stoker.Loader(shards, cluster=cluster.client, **kw) as loader:
+            return (epoch(loader), loader.stats()["cluster"], dict(loader._offload.refused),
+                    dict(loader._offload.per_worker))
+
+
+def test_hooks_on_two_workers_one_killed_equal_a_local_epoch(cluster, even_shards, tmp_path):
+    """torchvision's ColorJitter, GaussianBlur, RandomRotation and
+    RandomErasing per sample, Mixup per batch: the same bytes from the
+    workers' hook processes as from the trainer's, w1 killed (-9) while it
+    holds tasks."""
+    kw = dict(AUGMENTED, index=str(tmp_path / "index.json"))
+    want = local(even_shards, **kw)
+    cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="400")
+    cluster.add_worker("w2", STOKER_TEST_TASK_DELAY_MS="400")
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        got = epoch(loader, lambda: cluster.kill("w1"))
+        c = loader.stats()["cluster"]
+    same(got, want)
+    assert c["batches_cluster"] > 0 and c["batches_cluster"] + c["batches_local"] == len(want), c
+    assert len(want[0]) == 2 and want[0][0].dtype == torch.float32  # Mixup's (images, targets)
+
+
+def test_a_worker_with_another_fingerprint_is_refused(cluster, even_shards, tmp_path, caplog):
+    """ATEN_CPU_CAPABILITY=default makes torch on w1 dispatch to its plain
+    kernels (what another CPU does): its fingerprint differs, it is refused
+    with the difference named, and w2 and the trainer make the epoch."""
+    from stoker._hook_env import fingerprint
+    if fingerprint("")["cpu_capability"] in ("NO", "DEFAULT", "default"):
+        pytest.skip("this CPU already runs torch's default kernels: nothing to differ from")
+    kw = dict(AUGMENTED, index=str(tmp_path / "index.json"))
+    want = local(even_shards, **kw)
+    cluster.add_worker("w1", ATEN_CPU_CAPABILITY="default")
+    cluster.add_worker("w2")
+    w1 = [a for a, w in cluster.client.scheduler_info()["workers"].items() if w["name"] == "w1"]
+    got, c, refused, per_worker = refusing_run(even_shards, cluster, kw, caplog)
+    same(got, want)
+    assert list(refused) == w1, refused
+    assert "cpu_capability" in refused[w1[0]] and "NO on the worker" in refused[w1[0]]
+    assert f"Dask worker {w1[0]} refused" in caplog.text, caplog.text
+    assert w1[0] not in per_worker and c["batches_cluster"] > 0, (per_worker, c)
+
+
+def test_a_worker_whose_hook_gives_other_bytes_fails_the_canary(cluster, even_shards, tmp_path,
+                                                                caplog):
+    """Same versions everywhere, but the hook's bytes depend on the host:
+    the trainer recomputes the worker's canary sample, finds other bytes
+    and refuses it; the epoch is the trainer's own."""
+    kw = dict(OPTIONS, map=cluster_hook_fns.biased, index=str(tmp_path / "index.json"))
+    want = local(even_shards, **kw)
+    cluster.add_worker("w1", STOKER_TEST_HOOK_BIAS="1")
+    got, c, refused, _ = refusing_run(even_shards, cluster, kw, caplog)
+    same(got, want)
+    assert c["batches_cluster"] == 0 and c["batches_local"] == len(want), c
+    [why] = refused.values()
+    assert "canary sample differs" in why and "other bytes on the worker" in why, why
+    assert "refused" in caplog.text
+
+
+@pytest.fixture
+def captioned(tmp_path, dataset):
+    from test_fields import write_rows
+    rows = [(s.key, {"jpg": s.jpg, "cls": s.cls, "txt": f"a photo of thing {i}".encode()})
+            for i, s in enumerate(dataset[:60])]
+    return [write_rows(tmp_path / f"c-{k}.tar", rows[k * 20:(k + 1) * 20]) for k in range(3)]
+
+
+@pytest.mark.parametrize("hook", [hook_fns.tokenize, None], ids=["tokenizer", "fields only"])
+def test_fields_and_a_caption_tokenizer_on_the_cluster(cluster, captioned, tmp_path, hook):
+    kw = dict(OPTIONS, fields=("jpg", "txt", "__key__"), index=str(tmp_path / "index.json"))
+    if hook is None:
+        del kw["hook_processes"]
+    else:
+        kw["map"] = hook
+    want = local(captioned, **kw)
+    cluster.add_worker("w1")
+    with stoker.Loader(captioned, cluster=cluster.client, **kw) as loader:
+        got = epoch(loader)
+        c = loader.stats()["cluster"]
+    same(got, want)
+    assert c["batches_cluster"] > 0, c
+    if hook is not None:  # the tokenizer ran: ids of the caption's words
+        assert any(isinstance(x, list) and x and x[0].startswith("a photo") for x in want[0])
+
+
+def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_path,
+                                                  monkeypatch):
+    """Never on the Dask worker's own threads (a GIL-holding hook there
+    starves its event loop): in children of the worker process. The
+    trainer's hook processes sleep, so that the worker makes batches."""
+    where = tmp_path / "where"
+    where.mkdir()
+    cluster.add_worker("w1", STOKER_TEST_WHERE_DIR=str(where))
+    worker = cluster.workers["w1"].pid
+    monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.2")
+    kw = dict(OPTIONS, map=cluster_hook_fns.where, index=str(tmp_path / "index.json"))
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        for _ in loader:
+            pass
+        assert loader.stats()["cluster"]["batches_cluster"] > 0
+    ran = [tuple(int(x) for x in name.split("-")) for name in os.listdir(where)]
+    assert ran and all(parent == worker and pid != worker for pid, parent in ran), (worker, ran)
+
+
+def test_a_worker_that_cannot_import_the_hook_is_refused(cluster, even_shards, tmp_path,
+                                                         clean_env_factory, caplog):
+    """The hook's module is missing on w1: refused once, naming the error
+    (before: each of its tasks failed and was submitted again, thousands
+    a minute), and the epoch is the trainer's own."""
+    kw = dict(OPTIONS, map=hook_fns.augment, index=str(tmp_path / "index.json"))
+    want = local(even_shards, **kw)
+    cluster.add_worker("w1", PYTHONPATH=clean_env_factory().get("PYTHONPATH", ""))
+    got, c, refused, _ = refusing_run(even_shards, cluster, kw, caplog)
+    same(got, want)
+    [why] = refused.values()
+    assert "cannot load the hooks (ModuleNotFoundError" in why and "hook_fns" in why, why
+    assert c["batches_cluster"] == 0 and c["tasks_submitted"] <= 4, c
