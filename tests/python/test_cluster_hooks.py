@@ -19,9 +19,12 @@ from test_cluster import DaskCluster
 pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# batches_per_task sizes the cluster's tasks: local() leaves it out, as a
+# local loader refuses it.
 OPTIONS = dict(batch_size=6, image_size=32, threads=1, seed=5, shuffle_buffer=16,
-               batches_per_task=2, hook_processes=1)
-AUGMENTED = dict(OPTIONS, map=hook_fns.augment, batch_map=hook_fns.mixup)
+               batches_per_task=2)
+HOOKED = dict(OPTIONS, hook_processes=1)
+AUGMENTED = dict(HOOKED, map=hook_fns.augment, batch_map=hook_fns.mixup)
 
 
 @pytest.fixture
@@ -64,7 +67,7 @@ def epoch(loader, on_first_cluster_batch=None):
     return out
 
 
-def local(shards, **kw):
+def local(shards, batches_per_task=None, **kw):
     with stoker.Loader(shards, **kw) as loader:
         return epoch(loader)
 
@@ -120,7 +123,7 @@ def test_a_worker_whose_hook_gives_other_bytes_fails_the_canary(cluster, even_sh
     """Same versions everywhere, but the hook's bytes depend on the host:
     the trainer recomputes the worker's canary sample, finds other bytes
     and refuses it; the epoch is the trainer's own."""
-    kw = dict(OPTIONS, map=cluster_hook_fns.biased, index=str(tmp_path / "index.json"))
+    kw = dict(HOOKED, map=cluster_hook_fns.biased, index=str(tmp_path / "index.json"))
     want = local(even_shards, **kw)
     cluster.add_worker("w1", STOKER_TEST_HOOK_BIAS="1")
     got, c, refused, _ = refusing_run(even_shards, cluster, kw, caplog)
@@ -142,10 +145,8 @@ def captioned(tmp_path, dataset):
 @pytest.mark.parametrize("hook", [hook_fns.tokenize, None], ids=["tokenizer", "fields only"])
 def test_fields_and_a_caption_tokenizer_on_the_cluster(cluster, captioned, tmp_path, hook):
     kw = dict(OPTIONS, fields=("jpg", "txt", "__key__"), index=str(tmp_path / "index.json"))
-    if hook is None:
-        del kw["hook_processes"]
-    else:
-        kw["map"] = hook
+    if hook is not None:
+        kw.update(map=hook, hook_processes=1)
     want = local(captioned, **kw)
     cluster.add_worker("w1")
     with stoker.Loader(captioned, cluster=cluster.client, **kw) as loader:
@@ -167,7 +168,7 @@ def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_pat
     cluster.add_worker("w1", STOKER_TEST_WHERE_DIR=str(where))
     worker = cluster.workers["w1"].pid
     monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.2")
-    kw = dict(OPTIONS, map=cluster_hook_fns.where, index=str(tmp_path / "index.json"))
+    kw = dict(HOOKED, map=cluster_hook_fns.where, index=str(tmp_path / "index.json"))
     with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
         for _ in loader:
             pass
@@ -181,7 +182,7 @@ def test_a_worker_that_cannot_import_the_hook_is_refused(cluster, even_shards, t
     """The hook's module is missing on w1: refused once, naming the error
     (before: each of its tasks failed and was submitted again, thousands
     a minute), and the epoch is the trainer's own."""
-    kw = dict(OPTIONS, map=hook_fns.augment, index=str(tmp_path / "index.json"))
+    kw = dict(HOOKED, map=hook_fns.augment, index=str(tmp_path / "index.json"))
     want = local(even_shards, **kw)
     cluster.add_worker("w1", PYTHONPATH=clean_env_factory().get("PYTHONPATH", ""))
     got, c, refused, _ = refusing_run(even_shards, cluster, kw, caplog)
