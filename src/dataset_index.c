@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi.h"
-#include "alloc.h"
-#include "atomic_file.h"
-#include "cloud_list.h"
+#include "base/abi.h"
+#include "base/alloc.h"
+#include "base/atomic_file.h"
+#include "io/cloud_list.h"
 #include "index_json.h"
 #include "options.h"
-#include "jobs.h"
-#include "shard_reader.h"
+#include "base/jobs.h"
+#include "tar/shard_reader.h"
 #include "stoker.h"
 
 

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi.h"
-#include "error.h"
+#include "base/abi.h"
+#include "base/error.h"
 #include "options_table.h"
 
 /* How each table type is stored, and a compile-time check that the field

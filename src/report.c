@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "abi.h"
+#include "base/abi.h"
 #include "stoker.h"
 
 /* The caller is input-bound from this share of its time spent waiting. */

@@ -20,17 +20,17 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "abi.h"
-#include "alloc.h"
-#include "cloud_list.h"
-#include "image.h"
+#include "base/abi.h"
+#include "base/alloc.h"
+#include "io/cloud_list.h"
+#include "image/image.h"
 #include "options.h"
-#include "sample.h"
-#include "jobs.h"
-#include "mixing.h"
-#include "shard_reader.h"
+#include "tar/sample.h"
+#include "base/jobs.h"
+#include "plan/mixing.h"
+#include "tar/shard_reader.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 struct verify {
     const struct stk__strlist *urls;

@@ -1,7 +1,7 @@
 /*
  * error.c - error codes to text, and per-handle detailed messages.
  */
-#include "error.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -6,12 +6,12 @@
  * caller's callback needs no lock of its own). A failure pushes the counter
  * past the end, so every thread stops after its current job.
  */
-#include "jobs.h"
+#include "base/jobs.h"
 
 #include <string.h>
 
-#include "alloc.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "base/threads.h"
 
 struct run {
     size_t count;

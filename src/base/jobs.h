@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "stoker.h"
 
 /* The job of shard index; 0 or an STK_E* code with a message in err. */

@@ -1,12 +1,12 @@
 /*
  * decode.c - format sniffing, the decoder object, dispatch by format.
  */
-#include "decode.h"
+#include "image/decode.h"
 
 #include <string.h>
 
-#include "alloc.h"
-#include "decode_impl.h"
+#include "base/alloc.h"
+#include "image/decode_impl.h"
 #include "stoker.h"
 
 enum stk__image_format stk__image_format(const uint8_t *data, size_t size)

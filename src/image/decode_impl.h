@@ -5,9 +5,9 @@
 #ifndef STK_DECODE_IMPL_H
 #define STK_DECODE_IMPL_H
 
-#include "alloc.h"
-#include "decode.h"
-#include "error.h"
+#include "base/alloc.h"
+#include "image/decode.h"
+#include "base/error.h"
 #include "stoker.h"
 
 struct stk__jpeg;

@@ -50,8 +50,8 @@
 #include <setjmp.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "decode_impl.h"
+#include "base/alloc.h"
+#include "image/decode_impl.h"
 #include "stoker.h"
 
 /* Scans and the blocks they visit; see the top of the file. */

@@ -8,8 +8,8 @@
  */
 #include <spng.h>
 
-#include "alloc.h"
-#include "decode_impl.h"
+#include "base/alloc.h"
+#include "image/decode_impl.h"
 #include "stoker.h"
 
 static int open_png(spng_ctx **ctx, const uint8_t *data, size_t size, struct spng_ihdr *ihdr,

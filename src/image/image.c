@@ -9,7 +9,7 @@
  * one filter support. With DCT scaling the decoded image is smaller than
  * the original by scale_x/scale_y and every coordinate is scaled alike.
  */
-#include "image.h"
+#include "image/image.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -17,11 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "decode.h"
-#include "members.h"
-#include "resize.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "image/decode.h"
+#include "tar/members.h"
+#include "image/resize.h"
+#include "base/threads.h"
 
 /* DCT scaling reduces by a box-like filter, not Pillow's antialiased
  * bilinear; the closer the scaled crop is to the output size, the more the

@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "augment.h"
-#include "augment_policy.h"
-#include "error.h"
-#include "members.h"
-#include "sample.h"
+#include "image/augment.h"
+#include "image/augment_policy.h"
+#include "base/error.h"
+#include "tar/members.h"
+#include "tar/sample.h"
 #include "stoker.h"
 
 #define STK__MAX_LABEL_EXTS 8

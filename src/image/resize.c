@@ -43,12 +43,12 @@
  * crops too; such an axis also resamples to the identity), and coefficient
  * tables are reused while the geometry repeats.
  */
-#include "resize.h"
+#include "image/resize.h"
 
 #include <stdbool.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -7,7 +7,7 @@
  * caller's buffer (the tar reader's 1 MiB block), one copy out of the page
  * cache like cat(1).
  */
-#include "source_file.h"
+#include "io/source_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 struct file_source {

@@ -61,19 +61,19 @@
  * and only within its origin (scheme, host and port, compared as libcurl
  * parses them); a redirect elsewhere fails, naming both URLs redacted.
  */
-#include "source_http.h"
+#include "io/source_http.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "curl_shared.h"
-#include "redact.h"
-#include "retry.h"
+#include "base/alloc.h"
+#include "io/curl_shared.h"
+#include "io/redact.h"
+#include "io/retry.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 /* libcurl's receive buffer: larger than its 16 KiB default so that a 256 KiB
  * read() is served by a few callbacks, not sixteen. */

@@ -20,7 +20,7 @@
  * failure names the redacted command. A command that exits with an error
  * is not run again: it said what went wrong.
  */
-#include "source_pipe.h"
+#include "io/source_pipe.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,12 +33,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "command.h"
-#include "redact.h"
-#include "retry.h"
+#include "base/alloc.h"
+#include "io/command.h"
+#include "io/redact.h"
+#include "io/retry.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 extern char **environ;
 

@@ -7,7 +7,7 @@
  * Expansion is recursive on the first top-level brace group; the total
  * number of results is capped so a hostile pattern cannot exhaust memory.
  */
-#include "urls.h"
+#include "io/urls.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "redact.h"
+#include "base/alloc.h"
+#include "io/redact.h"
 #include "stoker.h"
 
 #define MAX_PATTERN_BYTES 65536

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /* Hard caps on what one loader may name: 1M shards (a petabyte of 1 GB
  * shards) and 64 MiB of URL text, so a hostile pattern cannot make stoker

@@ -7,14 +7,14 @@
  * decrement that reaches zero hands the batch to batch_done() once, with no
  * lock held (batch_done takes the pipeline's lock).
  */
-#include "image_workers.h"
+#include "pipeline/image_workers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "base/threads.h"
 
 struct task {
     struct stk__batch *batch;

@@ -12,9 +12,9 @@
 
 #include <stddef.h>
 
-#include "batch.h"
-#include "image.h"
-#include "shard_reader.h"
+#include "pipeline/batch.h"
+#include "image/image.h"
+#include "tar/shard_reader.h"
 
 struct stk__image_workers;
 

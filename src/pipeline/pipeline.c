@@ -25,21 +25,21 @@
  * for a slot with room, so a full queue never blocks the other slots of the
  * same thread.
  */
-#include "pipeline.h"
+#include "pipeline/pipeline.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "interleave.h"
-#include "mix.h"
-#include "mixing.h"
-#include "plan.h"
-#include "rng.h"
-#include "seek_plan.h"
-#include "shuffle.h"
-#include "threads.h"
-#include "image_workers.h"
+#include "base/alloc.h"
+#include "plan/interleave.h"
+#include "pipeline/mix.h"
+#include "plan/mixing.h"
+#include "plan/plan.h"
+#include "base/rng.h"
+#include "plan/seek_plan.h"
+#include "plan/shuffle.h"
+#include "base/threads.h"
+#include "pipeline/image_workers.h"
 
 #define SLOT_MAX_ITEMS 1024
 /* Hand-offs are batched: a reader wakes the waiting sequencer only once a

@@ -17,11 +17,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "batch.h"
-#include "error.h"
-#include "image.h"
-#include "shard_reader.h"
-#include "urls.h"
+#include "pipeline/batch.h"
+#include "base/error.h"
+#include "image/image.h"
+#include "tar/shard_reader.h"
+#include "io/urls.h"
 
 struct stk__pipeline_config {
     struct stk_options opts;  /* batch, shuffle, seed, epoch, budgets */

@@ -5,13 +5,13 @@
  * per batch, next to the per-sample work of assembling it, and no table
  * sized by the number of shards.
  */
-#include "mixing.h"
+#include "plan/mixing.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "base/rng.h"
 
 /* Distinct labels the table follows: ImageNet-21k has 21,841 classes; a
  * label per sample (an id, not a class) would grow it with the dataset. */

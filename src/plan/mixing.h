@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "batch.h"
-#include "shard_reader.h"
+#include "pipeline/batch.h"
+#include "tar/shard_reader.h"
 
 struct stk__mixing {
     uint64_t *shards; /* shard indices of one batch (scratch, batch_size) */

@@ -6,15 +6,15 @@
  * on the next call (libarchive keeps an entry's data readable until the
  * next header is requested).
  */
-#include "shard_reader.h"
+#include "tar/shard_reader.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "cache.h"
-#include "keyset.h"
-#include "tar_reader.h"
+#include "base/alloc.h"
+#include "cache/cache.h"
+#include "base/keyset.h"
+#include "tar/tar_reader.h"
 
 struct stk__shard_reader {
     struct stk__tar *tar;

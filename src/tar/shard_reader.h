@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "sample.h"
-#include "source.h"
+#include "base/error.h"
+#include "tar/sample.h"
+#include "io/source.h"
 #include "stoker.h"
 
 /* Counters shared by every reader of a loader. */

@@ -34,10 +34,10 @@
 #include <zlib.h>
 
 #include "fuzz.h"
-#include "shard_reader.h"
-#include "source.h"
-#include "source_filter.h"
-#include "source_gzip.h"
+#include "tar/shard_reader.h"
+#include "io/source.h"
+#include "io/source_filter.h"
+#include "io/source_gzip.h"
 #include "stoker.h"
 
 #define FUZZ_URL "mem://fuzz/shard.tar.gz"

@@ -46,13 +46,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "fuzz.h"
-#include "buffer_pool.h"
-#include "shard_reader.h"
-#include "source.h"
-#include "source_filter.h"
-#include "source_gzip.h"
+#include "base/buffer_pool.h"
+#include "tar/shard_reader.h"
+#include "io/source.h"
+#include "io/source_filter.h"
+#include "io/source_gzip.h"
 #include "stoker.h"
 
 #define FUZZ_URL "mem://fuzz/shard.tar"

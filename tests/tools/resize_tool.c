@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resize.h"
+#include "image/resize.h"
 #include "stoker.h"
 
 /* The next unsigned decimal in a PPM header, skipping blanks and comments. */

@@ -19,14 +19,14 @@
 
 #include <cmocka.h>
 
-#include "batch.h"
-#include "image.h"
+#include "pipeline/batch.h"
+#include "image/image.h"
 #include "jpeg_fixture.h"
-#include "buffer_pool.h"
-#include "sample.h"
-#include "shard_reader.h"
+#include "base/buffer_pool.h"
+#include "tar/sample.h"
+#include "tar/shard_reader.h"
 #include "stoker.h"
-#include "image_workers.h"
+#include "pipeline/image_workers.h"
 
 #define BATCH 6
 #define MAX_BATCHES 3

@@ -16,9 +16,9 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "resize.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "image/resize.h"
+#include "base/rng.h"
 #include "stoker.h"
 
 /* An image in a buffer that ends exactly at its last pixel (ASan then

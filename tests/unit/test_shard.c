@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "keyset.h"
-#include "shard_reader.h"
-#include "siphash.h"
+#include "base/keyset.h"
+#include "tar/shard_reader.h"
+#include "base/siphash.h"
 #include "stoker.h"
 #include "tar_builder.h"
 
