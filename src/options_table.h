@@ -1,5 +1,6 @@
 /*
- * options_table.h - the one schema of struct stk_options and struct stk_stats.
+ * options_table.h - the one schema of struct stk_options (struct stk_stats
+ * has its own table, base/stats_table.h).
  *
  * Every option that can be given by name (stk_options_set(), the stoker
  * command's flags, Python keyword arguments) is one row here: its field,

@@ -240,7 +240,7 @@ int stk__expand_and_list(const struct stk_options *opts, const char *const *patt
         .io_min_rate = opts->io_min_rate,
         .allow_pipe = 0,
         .ca_bundle = opts->ca_bundle,
-        .stats = NULL,
+        .counters = NULL,
         .cancel = NULL,
     };
     if (rc == 0)

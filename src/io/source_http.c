@@ -405,10 +405,10 @@ static int schedule_retry(struct http_source *h, int code, const char *problem, 
     unsigned base = h->cfg.io_backoff_ms ? h->cfg.io_backoff_ms : STK__IO_BACKOFF_MS;
     uint64_t ms = stk__backoff_ms(h->failures, base, retry_after > 0 ? (uint64_t)retry_after * 1000 : 0,
                                   next_random(h));
-    if (h->cfg.stats != NULL) {
-        atomic_fetch_add(&h->cfg.stats->retries, 1);
+    if (h->cfg.counters != NULL) {
+        atomic_fetch_add(&h->cfg.counters->retries, 1);
         if (h->received > 0)
-            atomic_fetch_add(&h->cfg.stats->resumes, 1);
+            atomic_fetch_add(&h->cfg.counters->resumes, 1);
     }
     if (stk__sleep_unless(h->cfg.cancel, ms))
         return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);

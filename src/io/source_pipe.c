@@ -199,10 +199,10 @@ static int retry(struct pipe_source *s, const char *problem)
     s->rng ^= s->rng >> 7;
     s->rng ^= s->rng << 17;
     unsigned base = s->cfg.io_backoff_ms ? s->cfg.io_backoff_ms : STK__IO_BACKOFF_MS;
-    if (s->cfg.stats != NULL) {
-        atomic_fetch_add(&s->cfg.stats->retries, 1);
+    if (s->cfg.counters != NULL) {
+        atomic_fetch_add(&s->cfg.counters->retries, 1);
         if (s->delivered > 0)
-            atomic_fetch_add(&s->cfg.stats->resumes, 1);
+            atomic_fetch_add(&s->cfg.counters->resumes, 1);
     }
     if (stk__sleep_unless(s->cfg.cancel, stk__backoff_ms(s->failures, base, 0, s->rng)))
         return stk__errf(&s->base.err, STK_EIO, "%s: cancelled", s->shown);

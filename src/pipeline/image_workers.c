@@ -48,7 +48,7 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
     uint64_t start = stk__now_ns();
     int rc = stk__image_transform(w, workers->cfg.image, b->samples[t->slot], out,
                                   &labels[t->slot], &err);
-    struct stk__counters *c = workers->cfg.counters;
+    struct stk__counters *c = &workers->cfg.run->counters;
     atomic_fetch_add(&c->decode_ns, stk__now_ns() - start);
     struct stk__stage_ns stages;
     stk__image_worker_take_times(w, &stages);
@@ -62,8 +62,8 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
         return;
     }
     b->failed[t->slot] = 1;
-    if (workers->cfg.skip_bad && rc != STK_ENOMEM && workers->cfg.log != NULL)
-        workers->cfg.log(workers->cfg.log_data, STK_LOG_WARN, err.msg);
+    if (workers->cfg.run->skip_bad && rc != STK_ENOMEM)
+        stk__run_log(workers->cfg.run, STK_LOG_WARN, "%s", err.msg);
     /* Report the lowest failed slot, so the message does not depend on
      * which worker finished first. */
     stk__mutex_lock(&workers->mutex);

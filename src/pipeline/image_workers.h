@@ -14,7 +14,7 @@
 
 #include "pipeline/batch.h"
 #include "image/image.h"
-#include "tar/shard_reader.h"
+#include "base/run.h"
 
 struct stk__image_workers;
 
@@ -22,10 +22,7 @@ struct stk__image_workers_config {
     unsigned threads;
     size_t max_tasks;                     /* slots that can be outstanding at once */
     const struct stk__image_config *image;
-    int skip_bad;
-    struct stk__counters *counters;
-    void (*log)(void *data, enum stk_log_level level, const char *message);
-    void *log_data;
+    struct stk__run *run; /* counters, log, error policy */
     /* Called by the worker that completes a batch. */
     void (*batch_done)(void *data, struct stk__batch *b);
     void *batch_done_data;

@@ -15,8 +15,8 @@
  *    made under p->mutex, and checked under it before every wait, so a
  *    wake-up cannot fall between the check and the wait.
  * The batch budget has its own mutex (batch.c) and is never taken while
- * p->mutex is held. stop is atomic: every waiter re-checks it after a
- * broadcast from stk__pipeline_stop().
+ * p->mutex is held. The stop flag (the run's cancel) is atomic: every
+ * waiter re-checks it after a broadcast from stk__pipeline_stop().
  *
  * Slot j reads the shards at positions j, j+K, j+2K, ... of this rank's
  * shard list (K = shards_in_flight), so the assignment of shards to slots is
@@ -27,7 +27,6 @@
  */
 #include "pipeline/pipeline.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -107,7 +106,6 @@ struct stk__pipeline {
     struct stk__image_workers *workers; /* image worker threads, NULL for raw samples */
     int finished;
     struct stk__err fail; /* first error; fail.code != 0 once failed */
-    atomic_int stop;
     /* A range (stk__pipeline_set_limit): the sequencer starts no batch at
      * index >= limit, and the caller gets STK_EOF once next_index reaches it.
      * Both guarded by mutex; the sequencer waits on range_cond. */
@@ -141,12 +139,6 @@ static int choose_slot(const struct stk__pipeline *p, const struct reader_thread
     return best;
 }
 
-static void log_msg(const struct stk__pipeline *p, enum stk_log_level level, const char *msg)
-{
-    if (p->cfg.shard.log != NULL)
-        p->cfg.shard.log(p->cfg.shard.log_data, level, msg);
-}
-
 /* Open the shard at the slot's position and skip what a resumed epoch
  * already consumed; returns 1 opened, 0 end of this slot's stream, 2 shard
  * skipped as bad (an ITEM_SHARD_END), <0 error in rt->err. */
@@ -176,7 +168,7 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
         stk__shard_expect(s->reader, &e);
     }
     if (rc == 0 && s->skip > position) {
-        atomic_fetch_add(&p->cfg.shard.counters->samples_passed_over, s->skip - position);
+        atomic_fetch_add(&p->cfg.run->counters.samples_passed_over, s->skip - position);
         rc = stk__shard_skip(s->reader, s->skip - position, &rt->err);
         if (rc < 0) {
             stk__shard_close(s->reader);
@@ -189,12 +181,10 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s)
     /* Out of memory, a cache that cannot take the shard and a stale index
      * are not bad input: skipping would drop good shards for a
      * configuration problem. */
-    if (!p->cfg.shard.skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE || rc == STK_EINDEX)
+    if (!p->cfg.run->skip_bad || rc == STK_ENOMEM || rc == STK_ECACHE || rc == STK_EINDEX)
         return rc;
-    char msg[STK__ERRMSG_MAX + 32];
-    snprintf(msg, sizeof msg, "%s (shard skipped)", rt->err.msg);
-    log_msg(p, STK_LOG_WARN, msg);
-    atomic_fetch_add(&p->cfg.shard.counters->shards_failed, 1);
+    stk__run_log(p->cfg.run, STK_LOG_WARN, "%s (shard skipped)", rt->err.msg);
+    atomic_fetch_add(&p->cfg.run->counters.shards_failed, 1);
     return 2;
 }
 
@@ -247,7 +237,7 @@ static void *reader_main(void *arg)
     struct reader_thread *rt = arg;
     struct stk__pipeline *p = rt->p;
     stk__mutex_lock(&p->mutex);
-    while (!atomic_load(&p->stop)) {
+    while (!atomic_load(&p->cfg.run->cancel)) {
         int j = choose_slot(p, rt);
         if (j < 0) {
             stk__cond_wait(&rt->cond, &p->mutex);
@@ -257,9 +247,9 @@ static void *reader_main(void *arg)
         stk__mutex_unlock(&p->mutex);
         uint64_t start = stk__now_ns();
         struct item it = produce(rt, s);
-        atomic_fetch_add(&p->cfg.shard.counters->read_ns, stk__now_ns() - start);
+        atomic_fetch_add(&p->cfg.run->counters.read_ns, stk__now_ns() - start);
         stk__mutex_lock(&p->mutex);
-        if (atomic_load(&p->stop)) {
+        if (atomic_load(&p->cfg.run->cancel)) {
             stk__sample_free(it.sample);
             break;
         }
@@ -300,13 +290,13 @@ static int pop_item(struct stk__pipeline *p, unsigned j, struct item *out)
     struct slot *s = &p->slots[j];
     struct reader_thread *owner = &p->readers[j % p->n_readers];
     stk__mutex_lock(&p->mutex);
-    while (s->count == 0 && !atomic_load(&p->stop)) {
+    while (s->count == 0 && !atomic_load(&p->cfg.run->cancel)) {
         p->waiting_slot = (int)j;
         stk__cond_signal(&owner->cond);
         stk__cond_timedwait_ms(&p->seq_cond, &p->mutex, SEQUENCER_POLL_MS);
     }
     p->waiting_slot = -1;
-    int popped = s->count > 0 && !atomic_load(&p->stop);
+    int popped = s->count > 0 && !atomic_load(&p->cfg.run->cancel);
     if (popped) {
         *out = s->ring[s->head];
         s->head = (s->head + 1) % SLOT_MAX_ITEMS;
@@ -383,7 +373,7 @@ static int next_input(struct sequencer *sq, struct stk__sample **out)
             return 1;
         case ITEM_SHARD_END:
             charge(sq, &it);
-            stk__mixing_shard_end(&sq->mix, (unsigned)j, p->cfg.shard.counters);
+            stk__mixing_shard_end(&sq->mix, (unsigned)j, &p->cfg.run->counters);
             if (stk__interleave_shard_end(&sq->il, (unsigned)j) < 0)
                 return no_progress(p);
             break;
@@ -460,16 +450,16 @@ static void batch_done(void *data, struct stk__batch *b)
 static int wait_for_range(struct stk__pipeline *p, uint64_t index)
 {
     stk__mutex_lock(&p->mutex);
-    while (index >= p->limit && !atomic_load(&p->stop))
+    while (index >= p->limit && !atomic_load(&p->cfg.run->cancel))
         stk__cond_wait(&p->range_cond, &p->mutex);
     stk__mutex_unlock(&p->mutex);
-    return atomic_load(&p->stop) ? 1 : 0;
+    return atomic_load(&p->cfg.run->cancel) ? 1 : 0;
 }
 
 /* A batch is complete: count how it mixes shards, then queue it. */
 static void close_batch(struct sequencer *sq, struct stk__batch *b)
 {
-    stk__mixing_batch(&sq->mix, b, sq->p->cfg.shard.counters);
+    stk__mixing_batch(&sq->mix, b->samples, b->pub.n_samples, &sq->p->cfg.run->counters);
     deliver(sq->p, b);
 }
 
@@ -479,7 +469,7 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
 {
     struct stk__pipeline *p = sq->p;
     if (*batch == NULL) {
-        if (wait_for_range(p, *index) || stk__budget_acquire(p->cfg.budget, &p->stop)) {
+        if (wait_for_range(p, *index) || stk__budget_acquire(p->cfg.budget, &p->cfg.run->cancel)) {
             stk__sample_free(s);
             return 1;
         }
@@ -507,7 +497,7 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
 static void publish_cpu(struct stk__pipeline *p, uint64_t *published)
 {
     uint64_t now = stk__thread_cpu_ns();
-    atomic_fetch_add(&p->cfg.shard.counters->sequence_ns, now - *published);
+    atomic_fetch_add(&p->cfg.run->counters.sequence_ns, now - *published);
     *published = now;
 }
 
@@ -661,7 +651,7 @@ void stk__pipeline_stop(struct stk__pipeline *p)
 {
     if (p == NULL)
         return;
-    atomic_store(&p->stop, 1);
+    atomic_store(&p->cfg.run->cancel, 1);
     stk__mutex_lock(&p->mutex);
     for (unsigned t = 0; t < p->n_readers; t++)
         stk__cond_broadcast(&p->readers[t].cond);
@@ -749,14 +739,16 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     for (size_t i = 0; i < cfg->urls->count && p->n_readers < p->n_slots; i++)
         if (!stk__source_is_local(cfg->urls->items[i]))
             p->n_readers = p->n_slots;
-    atomic_store(&cfg->shard.counters->read_threads, p->n_readers);
-    atomic_store(&cfg->shard.counters->shuffle_epoch_shards, p->rank_shards);
+    atomic_store(&cfg->run->counters.read_threads, p->n_readers);
+    atomic_store(&cfg->run->counters.shuffle_epoch_shards, p->rank_shards);
     p->waiting_slot = -1;
     p->next_index = cfg->first_batch;
     p->limit = cfg->batch_limit;
-    atomic_init(&p->stop, 0);
-    /* Sources waiting on a server or a command give up when the epoch stops. */
-    p->cfg.shard.source.cancel = &p->stop;
+    /* The run's cancel flag is the epoch's stop: sources waiting on a
+     * server or a command give up when it is set. */
+    p->cfg.shard.run = cfg->run;
+    p->cfg.shard.source.cancel = &cfg->run->cancel;
+    atomic_store(&cfg->run->cancel, 0);
     stk__mutex_init(&p->mutex);
     stk__cond_init(&p->seq_cond);
     stk__cond_init(&p->batch_cond);
@@ -795,10 +787,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
             .threads = cfg->opts.threads,
             .max_tasks = cfg->opts.max_batches * cfg->opts.batch_size,
             .image = cfg->image,
-            .skip_bad = cfg->shard.skip_bad,
-            .counters = cfg->shard.counters,
-            .log = cfg->shard.log,
-            .log_data = cfg->shard.log_data,
+            .run = cfg->run,
             .batch_done = batch_done,
             .batch_done_data = p,
         };
@@ -837,7 +826,7 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
     for (size_t i = 0; i < n && good == n; i++)
         if (!b->failed[i])
             good = i;
-    if (!p->cfg.shard.skip_bad || b->out_of_memory) { /* no memory is never bad input */
+    if (!p->cfg.run->skip_bad || b->out_of_memory) { /* no memory is never bad input */
         *err = b->error;
         return b->error.code;
     }
@@ -854,8 +843,8 @@ static int settle_failures(struct stk__pipeline *p, struct stk__batch *b, struct
         b->pubs[i] = b->pubs[good]; /* the bad sample itself stays owned by samples[i] */
         replaced++;
     }
-    atomic_fetch_add(&p->cfg.shard.counters->images_replaced, replaced);
-    atomic_fetch_add(&p->cfg.shard.counters->samples_skipped, replaced);
+    atomic_fetch_add(&p->cfg.run->counters.images_replaced, replaced);
+    atomic_fetch_add(&p->cfg.run->counters.samples_skipped, replaced);
     b->pub.images_replaced = replaced;
     b->pub.samples_skipped += replaced;
     return 0;
@@ -889,7 +878,7 @@ static int mix_batch(struct stk__pipeline *p, struct stk__batch *b, struct stk__
     stk__free(scratch);
     b->pub.mix_labels = b->mix_labels;
     b->pub.mix_weight = d.lambda;
-    atomic_fetch_add(&p->cfg.shard.counters->batch_mix_ns, stk__now_ns() - t0);
+    atomic_fetch_add(&p->cfg.run->counters.batch_mix_ns, stk__now_ns() - t0);
     return 0;
 }
 

@@ -43,7 +43,10 @@ struct stk__pipeline_config {
     /* With it, per shard the stamp the index recorded: every shard opened
      * is checked against it and against its count (stk__shard_expect). */
     const struct stk__shard_stamp *shard_stamps;
-    struct stk__shard_config shard;
+    /* Counters, log, error policy; its cancel flag is the epoch's stop (set
+     * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
+    struct stk__run *run;
+    struct stk__shard_config shard; /* shard.run is set to run */
     struct stk__batch_budget *budget;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */
     const struct stk__image_config *image;

@@ -94,7 +94,7 @@ struct fixture {
     struct stk__image_config image;
     struct stk__image_ring ring;
     struct stk__batch_budget budget;
-    struct stk__counters counters;
+    struct stk__run run;
     struct done done;
     struct stk__image_workers *workers;
 };
@@ -114,14 +114,15 @@ static void start(struct fixture *f, unsigned threads, int skip_bad)
     pthread_mutex_init(&f->done.mutex, NULL);
     pthread_cond_init(&f->done.cond, NULL);
     atomic_init(&f->done.logged, 0);
+    stk__run_init(&f->run, NULL);
+    f->run.skip_bad = skip_bad;
+    f->run.log = log_message;
+    f->run.log_data = &f->done;
     struct stk__image_workers_config cfg = {
         .threads = threads,
         .max_tasks = MAX_BATCHES * BATCH, /* as the pipeline sizes it */
         .image = &f->image,
-        .skip_bad = skip_bad,
-        .counters = &f->counters,
-        .log = log_message,
-        .log_data = &f->done,
+        .run = &f->run,
         .batch_done = batch_done,
         .batch_done_data = &f->done,
     };
@@ -191,7 +192,7 @@ static void test_every_slot_transformed_once(void **state)
                 assert_int_equal(b[i]->failed[s], 0);
             }
         }
-        assert_int_equal(atomic_load(&f.counters.images_decoded), MAX_BATCHES * BATCH);
+        assert_int_equal(atomic_load(&f.run.counters.images_decoded), MAX_BATCHES * BATCH);
         /* Equal input, equal pixels, whichever worker rendered them into
          * whichever recycled buffer. */
         size_t bytes = BATCH * f.ring.image_bytes;
@@ -230,7 +231,7 @@ static void test_failed_slots_reported(void **state)
         assert_non_null(strstr(b->error.msg, "bad-001"));
         assert_int_equal(b->out_of_memory, 0);
         assert_int_equal(atomic_load(&f.done.logged), skip ? 2 : 0);
-        assert_int_equal(atomic_load(&f.counters.images_decoded), BATCH - 2);
+        assert_int_equal(atomic_load(&f.run.counters.images_decoded), BATCH - 2);
         stk__batch_free(b);
         finish(&f);
     }
@@ -281,10 +282,10 @@ static void test_full_ring_aborts(void **state)
         atomic_init(&worker_blocked, 0);
         struct stk__err err;
         struct stk__image_workers_config cfg = {
-            .threads = 1, .max_tasks = 1, .image = &f.image, .skip_bad = 1,
-            .counters = &f.counters, .log = block_forever, .batch_done = batch_done,
-            .batch_done_data = &f.done,
+            .threads = 1, .max_tasks = 1, .image = &f.image, .run = &f.run,
+            .batch_done = batch_done, .batch_done_data = &f.done,
         };
+        f.run.log = block_forever;
         if (stk__image_workers_start(&cfg, &f.workers, &err) < 0)
             _exit(3);
         atomic_int stop;
