@@ -4,16 +4,29 @@
 #include "base/run.h"
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "base/threads.h"
 
-/* One atomic per field of struct stk_stats, all uint64_t. */
+/* One atomic per field of struct stk_stats, all uint64_t, and each row of
+ * the table at the position of its field: a counter added to one and not
+ * the other, or in another order, fails here. */
 _Static_assert(sizeof(struct stk__counters) / sizeof(atomic_uint_fast64_t) ==
                    sizeof(struct stk_stats) / sizeof(uint64_t),
                "struct stk_stats and STK__STATS in base/stats_table.h disagree");
+enum {
+#define STK__STAT_POSITION(name, kind, doc) STK__STAT_AT_##name,
+    STK__STATS(STK__STAT_POSITION)
+#undef STK__STAT_POSITION
+};
+#define STK__STAT_IN_PLACE(name, kind, doc)                                                        \
+    _Static_assert(offsetof(struct stk_stats, name) == STK__STAT_AT_##name * sizeof(uint64_t),     \
+                   "row " #name " of base/stats_table.h is not at its field's place");
+STK__STATS(STK__STAT_IN_PLACE)
+#undef STK__STAT_IN_PLACE
 
 void stk__run_init(struct stk__run *run, const struct stk_options *o) {
     memset(run, 0, sizeof *run);
