@@ -49,6 +49,7 @@ struct stk_loader {
     struct stk_options opts; /* imported (abi.h), strings owned */
     struct stk__strlist urls;
     struct stk__strlist names; /* urls redacted: samples point here until released */
+    int any_remote;            /* some url is not a local file */
     int rank;
     int world_size;
     /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
@@ -216,6 +217,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
      * stat each); under the skip policy it is skipped then, and counted. */
     for (size_t i = 0; rc == 0 && opts->on_error == STK_ON_ERROR_FAIL && i < l->urls.count; i++)
         rc = stk__source_check(l->urls.items[i], l->names.items[i], &err);
+    /* Whether some shard is remote decides the reader count of every epoch
+     * (pipeline.c): once, here, not at each epoch start. */
+    for (size_t i = 0; rc == 0 && i < l->urls.count && !l->any_remote; i++)
+        l->any_remote = !stk__source_is_local(l->urls.items[i]);
     if (rc < 0)
         goto fail;
     if (opts->transform != STK_TRANSFORM_NONE) {
@@ -270,6 +275,7 @@ static int start_epoch(stk_loader *l)
         .world_size = l->plan_world,
         .urls = &l->urls,
         .names = &l->names,
+        .any_remote = l->any_remote,
         .first_batch = l->first_batch,
         .batch_limit = l->batch_limit,
         .shard_samples = l->index.counts,

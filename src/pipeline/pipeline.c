@@ -736,9 +736,8 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
      * start and stall: one reader per slot keeps the others flowing (and
      * opens every slot's first shard at once), where for local files one
      * per thread avoids switching between more readers than cores. */
-    for (size_t i = 0; i < cfg->urls->count && p->n_readers < p->n_slots; i++)
-        if (!stk__source_is_local(cfg->urls->items[i]))
-            p->n_readers = p->n_slots;
+    if (cfg->any_remote)
+        p->n_readers = p->n_slots;
     atomic_store(&cfg->run->counters.read_threads, p->n_readers);
     atomic_store(&cfg->run->counters.shuffle_epoch_shards, p->rank_shards);
     p->waiting_slot = -1;

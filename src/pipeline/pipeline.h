@@ -31,6 +31,7 @@ struct stk__pipeline_config {
     /* urls[i] redacted: what samples and messages call shard i. Samples
      * point into it, so it must outlive every batch, not just the pipeline. */
     const struct stk__strlist *names;
+    int any_remote;           /* some url is not a local file (decided once by the owner) */
     uint64_t first_batch;     /* the epoch starts at this batch (resume) */
     uint64_t batch_limit;     /* no batch at this index or later (UINT64_MAX: none) */
     /* Samples per shard by URL index (a dataset index), or NULL. With it a
