@@ -21,7 +21,7 @@
 #include "base/error.h"
 #include "image/image.h"
 #include "tar/shard_reader.h"
-#include "io/urls.h"
+#include "base/strlist.h"
 
 struct stk__pipeline_config {
     struct stk_options opts;  /* batch, shuffle, seed, epoch, budgets */
