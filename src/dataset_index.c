@@ -11,7 +11,7 @@
 #include "base/abi.h"
 #include "base/alloc.h"
 #include "base/atomic_file.h"
-#include "io/cloud_list.h"
+#include "list/cloud_list.h"
 #include "index_json.h"
 #include "options.h"
 #include "base/jobs.h"

@@ -22,7 +22,7 @@
 
 #include "base/error.h"
 #include "io/source.h"
-#include "io/urls.h"
+#include "list/urls.h"
 
 /* What a loader keeps of an index, by URL index. */
 struct stk__dataset_index {

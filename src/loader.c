@@ -29,7 +29,7 @@
 #include "pipeline/batch.h"
 #include "dataset_index.h"
 #include "cache/cache.h"
-#include "io/cloud_list.h"
+#include "list/cloud_list.h"
 #include "base/error.h"
 #include "options.h"
 #include "base/rng.h"
@@ -43,7 +43,7 @@
 #include "io/source.h"
 #include "stoker.h"
 #include "base/threads.h"
-#include "io/urls.h"
+#include "list/urls.h"
 
 struct stk_loader {
     struct stk_options opts; /* imported (abi.h), strings owned */

@@ -20,7 +20,7 @@
 
 #include "base/abi.h"
 #include "base/alloc.h"
-#include "io/cloud_list.h"
+#include "list/cloud_list.h"
 #include "image/image.h"
 #include "options.h"
 #include "tar/sample.h"

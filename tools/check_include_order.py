@@ -23,6 +23,7 @@ import sys
 ALLOWED = {
     "base": set(),
     "io": {"base"},
+    "list": {"base", "io"},
     "cache": {"base", "io"},
     "tar": {"base", "io", "cache"},
     "image": {"base"},

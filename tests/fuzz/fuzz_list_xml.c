@@ -16,7 +16,7 @@
 
 #include "base/alloc.h"
 #include "fuzz.h"
-#include "io/list_xml.h"
+#include "list/list_xml.h"
 #include "stoker.h"
 
 #define MAX_INPUT (1u << 20)

@@ -45,7 +45,7 @@
 #include "stoker.h"
 #include "io/redact.h"
 #include "io/source_pipe.h"
-#include "io/urls.h"
+#include "list/urls.h"
 
 #define FUZZ_URLS_MAX_INPUT 4096
 #define FUZZ_URLS_MAX_ALLOCS 8192ul

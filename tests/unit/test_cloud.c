@@ -18,9 +18,9 @@
 
 #include "base/alloc.h"
 #include "io/cloud_creds.h"
-#include "io/cloud_list.h"
+#include "list/cloud_list.h"
 #include "io/cloud_request.h"
-#include "io/list_xml.h"
+#include "list/list_xml.h"
 #include "stoker.h"
 
 static const char *const cloud_vars[] = {

@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "stoker.h"
 #include "io/source.h"
-#include "io/urls.h"
+#include "list/urls.h"
 
 /* 1 if url is an s3:// or gs:// URL ending in '/': a prefix to list. */
 int stk__cloud_is_prefix(const char *url);

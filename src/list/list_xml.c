@@ -10,7 +10,7 @@
  * /ListBucketResult/Contents/Key, /ListBucketResult/IsTruncated and
  * /ListBucketResult/NextContinuationToken.
  */
-#include "io/list_xml.h"
+#include "list/list_xml.h"
 
 #include <expat.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "base/error.h"
-#include "io/urls.h"
+#include "list/urls.h"
 
 struct stk__list_page {
     struct stk__strlist keys; /* <Contents><Key>, in document order */

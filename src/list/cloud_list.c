@@ -7,7 +7,7 @@
  * GCS's XML API answers the same request. Objects that are not tar shards
  * (indexes, READMEs, "directory" markers) are left out.
  */
-#include "io/cloud_list.h"
+#include "list/cloud_list.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@
 
 #include "base/alloc.h"
 #include "io/cloud_request.h"
-#include "io/list_xml.h"
+#include "list/list_xml.h"
 #include "io/redact.h"
 #include "io/source_http.h"
 #include "stoker.h"

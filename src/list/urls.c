@@ -7,7 +7,7 @@
  * Expansion is recursive on the first top-level brace group; the total
  * number of results is capped so a hostile pattern cannot exhaust memory.
  */
-#include "io/urls.h"
+#include "list/urls.h"
 
 #include <errno.h>
 #include <inttypes.h>
