@@ -36,6 +36,7 @@
 #include "base/run.h"
 #include "pipeline/pipeline.h"
 #include "image/image.h"
+#include "pipeline/sample_image.h"
 #include "plan/mixing.h"
 #include "plan/plan.h"
 #include "base/buffer_pool.h"
@@ -65,6 +66,7 @@ struct stk_loader {
     struct stk__buffer_pool *pool;
     struct stk__cache *cache; /* NULL without cache_dir */
     struct stk__image_config image; /* when opts.transform != NONE */
+    struct stk__sample_rules rules; /* the same: labels, required members */
     struct stk__image_ring ring;
     int has_ring; /* ring is initialised (with a transform) */
     struct stk__pipeline *pipeline; /* written by the owner under wake_mutex */
@@ -225,6 +227,8 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
         goto fail;
     if (opts->transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&l->image, opts, &err);
+        if (rc == 0)
+            rc = stk__sample_rules_init(&l->rules, opts, &err);
         if (rc < 0)
             goto fail;
         /* Repeated augmentation: the ranks that share a plan draw their
@@ -290,6 +294,7 @@ static int start_epoch(stk_loader *l)
     if (o->transform != STK_TRANSFORM_NONE) {
         l->image.epoch = o->epoch;
         cfg.image = &l->image;
+        cfg.rules = &l->rules;
         cfg.ring = &l->ring;
     }
     struct stk__pipeline *p;

@@ -5,7 +5,7 @@
  * The checks are the training path's own: the shard reader with its skip
  * policy (tar structure, grouping, limits; it logs and counts what it
  * drops, data after the end-of-archive marker included) and
- * stk__image_check (label, image member decoded whole), so a dataset that
+ * stk__sample_check (label, image member decoded whole), so a dataset that
  * verifies clean trains without a skipped sample. A shard that reads
  * cleanly but holds no sample is reported too. Shards are
  * independent jobs on opts->threads threads.
@@ -22,6 +22,7 @@
 #include "base/alloc.h"
 #include "list/cloud_list.h"
 #include "image/image.h"
+#include "pipeline/sample_image.h"
 #include "options.h"
 #include "tar/sample.h"
 #include "base/jobs.h"
@@ -35,8 +36,9 @@ struct verify {
     const struct stk__strlist *names; /* urls redacted */
     struct stk__shard_config shard;
     const struct stk__image_config *image; /* NULL: tar and grouping only */
+    const struct stk__sample_rules *rules; /* with image */
     /* counters.samples: returned by the readers; bad_images: of those,
-     * failing stk__image_check (added to samples_skipped at the end). */
+     * failing stk__sample_check (added to samples_skipped at the end). */
     struct stk__run *run;
     atomic_uint_fast64_t bad_images;
     pthread_mutex_t labels_mutex;
@@ -73,7 +75,7 @@ static int check_sample(struct verify *v, struct stk__image_worker *w,
         return 0;
     struct stk__err err;
     int64_t label;
-    int rc = stk__image_check(w, v->image, s, &label, &err);
+    int rc = stk__sample_check(w, v->rules, s, &label, &err);
     if (rc == STK_ENOMEM)
         return rc;
     if (rc < 0) {
@@ -82,7 +84,7 @@ static int check_sample(struct verify *v, struct stk__image_worker *w,
         return 0;
     }
     atomic_fetch_add(&v->run->counters.images_decoded, 1);
-    int labelled = v->image->n_label_exts > 0 || v->image->label_json_field[0] != '\0';
+    int labelled = stk__sample_rules_labelled(v->rules);
     return labelled ? add_label(labels, label) : 0;
 }
 
@@ -143,6 +145,7 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
     struct stk__run run;
     struct stk__strlist urls = {0}, names = {0};
     struct stk__image_config image;
+    struct stk__sample_rules rules;
     struct verify v = {.urls = &urls, .names = &names, .run = &run};
     struct stk_options o;
     struct stk_stats full, *stats = stats_out != NULL ? &full : NULL;
@@ -154,7 +157,10 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
         rc = stk__options_check(&o, &err);
     if (rc == 0 && o.transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&image, &o, &err);
+        if (rc == 0)
+            rc = stk__sample_rules_init(&rules, &o, &err);
         v.image = &image;
+        v.rules = &rules;
     }
     stk__mutex_init(&v.labels_mutex);
     if (stk__label_mixing_init(&v.labels, 1, &run.counters) < 0 && rc == 0)

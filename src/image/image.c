@@ -1,5 +1,5 @@
 /*
- * image.c - decode, crop, resample and convert one sample.
+ * image.c - decode, crop, resample and convert one image.
  *
  * Geometry. torchvision's train transform is crop(box) then resize, so the
  * crop's own edges bound the resampling filter: we resample the crop as an
@@ -11,15 +11,12 @@
  */
 #include "image/image.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "image/decode.h"
-#include "tar/members.h"
 #include "image/resize.h"
 #include "base/threads.h"
 
@@ -197,23 +194,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                                                                : stk__float_to_bfloat16(f);
         }
     }
-    /* Not txt: a caption that happens to be a number is no label. */
-    const char *exts = o->label_exts ? o->label_exts : "cls";
-    while (*exts) {
-        size_t n = strcspn(exts, ",");
-        if (n == 0 || n >= sizeof cfg->label_exts[0] || cfg->n_label_exts == STK__MAX_LABEL_EXTS)
-            return stk__errf(err, STK_EINVAL, "label_exts must be up to %d comma-separated "
-                                              "extensions of up to 15 characters",
-                             STK__MAX_LABEL_EXTS);
-        memcpy(cfg->label_exts[cfg->n_label_exts++], exts, n);
-        exts += n + (exts[n] == ',');
-    }
-    if (o->label_json_field != NULL) {
-        if (strlen(o->label_json_field) >= sizeof cfg->label_json_field)
-            return stk__errf(err, STK_EINVAL, "label_json_field is too long");
-        snprintf(cfg->label_json_field, sizeof cfg->label_json_field, "%s", o->label_json_field);
-    }
-    return stk__member_rules_init(&cfg->members, o->require_members, err);
+    return 0;
 }
 
 static size_t dtype_size(enum stk_dtype t)
@@ -256,60 +237,6 @@ void stk__image_worker_free(struct stk__image_worker *w)
     stk__free(w->rgb);
     stk__free(w->aug_scratch);
     stk__free(w);
-}
-
-static int find_label(const struct stk__image_config *cfg, const struct stk__sample *s,
-                      int64_t *label, struct stk__err *err)
-{
-    char shown[STK__SHOWN_MAX]; /* the key, for messages */
-    if (cfg->label_json_field[0] != '\0') {
-        const struct stk_member *m = stk__sample_member(s, "json");
-        if (m == NULL)
-            return stk__errf(err, STK_ELABEL, "%s: sample '%s' has no json member for its label",
-                             s->pub.url, stk__shown(shown, sizeof shown, s->pub.key));
-        cJSON *root = cJSON_ParseWithLength((const char *)m->data, m->size);
-        const cJSON *field = cJSON_GetObjectItemCaseSensitive(root, cfg->label_json_field);
-        int ok = cJSON_IsNumber(field) && field->valuedouble == floor(field->valuedouble) &&
-                 fabs(field->valuedouble) < 9e15;
-        if (ok)
-            *label = (int64_t)field->valuedouble;
-        cJSON_Delete(root);
-        if (!ok)
-            return stk__errf(err, STK_ELABEL,
-                             "%s: sample '%s': json has no integer field '%s'", s->pub.url,
-                             stk__shown(shown, sizeof shown, s->pub.key), cfg->label_json_field);
-        return 0;
-    }
-    for (int i = 0; i < cfg->n_label_exts; i++) {
-        const struct stk_member *m = stk__sample_member(s, cfg->label_exts[i]);
-        if (m == NULL)
-            continue;
-        if (stk__member_int(m, label) < 0)
-            return stk__errf(err, STK_ELABEL, "%s: sample '%s': %s member is not an integer",
-                             s->pub.url, stk__shown(shown, sizeof shown, s->pub.key),
-                             cfg->label_exts[i]);
-        return 0;
-    }
-    if (cfg->n_label_exts == 0) { /* unlabelled data */
-        *label = -1;
-        return 0;
-    }
-    return stk__errf(err, STK_ELABEL,
-                     "%s: sample '%s' has no label member (%s%s%s); for unlabelled data set "
-                     "label_exts=\"\"",
-                     s->pub.url, stk__shown(shown, sizeof shown, s->pub.key), cfg->label_exts[0],
-                     cfg->n_label_exts > 1 ? ", " : "", cfg->n_label_exts > 1 ? cfg->label_exts[1] : "");
-}
-
-static const struct stk_member *find_image(const struct stk__sample *s)
-{
-    static const char *const exts[] = {"jpg", "jpeg", "png"};
-    for (size_t i = 0; i < sizeof exts / sizeof exts[0]; i++) {
-        const struct stk_member *m = stk__sample_member(s, exts[i]);
-        if (m != NULL)
-            return m;
-    }
-    return NULL;
 }
 
 /* The n RGB pixels of rgb as three planes `plane` elements apart (uint8
@@ -601,74 +528,31 @@ void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage
     memset(&w->times, 0, sizeof w->times);
 }
 
-/* The sample's image member, or NULL with an error naming the sample. */
-static const struct stk_member *image_member(const struct stk__sample *s, struct stk__err *err)
-{
-    const struct stk_member *m = find_image(s);
-    char shown[STK__SHOWN_MAX];
-    if (m == NULL)
-        stk__errf(err, STK_EDECODE, "%s: sample '%s' has no jpg, jpeg or png member",
-                  s->pub.url, stk__shown(shown, sizeof shown, s->pub.key));
-    return m;
-}
-
-/* Put the sample's URL, key and member in front of err's message. */
-static int name_member(int rc, const struct stk__sample *s, const struct stk_member *m,
-                       struct stk__err *err)
-{
-    char why[STK__ERRMSG_MAX], key[STK__SHOWN_MAX], ext[STK__SHOWN_MAX];
-    snprintf(why, sizeof why, "%s", err->msg);
-    return stk__errf(err, rc, "%s: sample '%s' member %s: %s", s->pub.url,
-                     stk__shown(key, sizeof key, s->pub.key), stk__shown(ext, sizeof ext, m->ext),
-                     why);
-}
-
-/* The sample's label, its required members, then its image member: NULL
- * with err set when any of them is missing or bad. */
-static const struct stk_member *checked_image(const struct stk__image_config *cfg,
-                                              const struct stk__sample *s, int64_t *label,
-                                              struct stk__err *err)
-{
-    int rc = find_label(cfg, s, label, err);
-    if (rc == 0)
-        rc = stk__members_check(&cfg->members, s, err);
-    return rc < 0 ? NULL : image_member(s, err);
-}
-
 int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                         const struct stk__sample *s, void *out, int64_t *label,
-                         struct stk__err *err)
+                         const uint8_t *data, size_t size, const struct stk__image_key *key,
+                         void *out, struct stk__err *err)
 {
-    const struct stk_member *m = checked_image(cfg, s, label, err);
-    if (m == NULL)
-        return err->code;
     int width, height;
-    int rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
-    if (rc == 0) {
-        struct stk__crop crop;
-        struct stk__draws d, aug;
-        int eval = cfg->transform == STK_TRANSFORM_EVAL;
-        if (eval) {
-            stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width,
-                                   &crop);
-        } else {
-            stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
-            stk__crop_train(&cfg->train, width, height, &d, &crop);
-            stk__draws_fork(&d, AUGMENT_STREAM, &aug);
-        }
-        rc = render(w, cfg, m->data, m->size, &crop, eval, eval ? NULL : &aug, out, err);
+    int rc = stk__decode_size(w->decoder, data, size, &width, &height, err);
+    if (rc < 0)
+        return rc;
+    struct stk__crop crop;
+    struct stk__draws d, aug;
+    int eval = cfg->transform == STK_TRANSFORM_EVAL;
+    if (eval) {
+        stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width, &crop);
+    } else {
+        stk__draws_init(&d, cfg->seed, cfg->epoch, key->shard_index, key->pass, key->position);
+        stk__crop_train(&cfg->train, width, height, &d, &crop);
+        stk__draws_fork(&d, AUGMENT_STREAM, &aug);
     }
-    return rc < 0 ? name_member(rc, s, m, err) : 0;
+    return render(w, cfg, data, size, &crop, eval, eval ? NULL : &aug, out, err);
 }
 
-int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                     const struct stk__sample *s, int64_t *label, struct stk__err *err)
+int stk__image_check(struct stk__image_worker *w, const uint8_t *data, size_t size,
+                     struct stk__err *err)
 {
-    const struct stk_member *m = checked_image(cfg, s, label, err);
-    if (m == NULL)
-        return err->code;
     const struct stk__decode_request whole = {.full = 1};
     struct stk__decoded img;
-    int rc = stk__decode_region(w->decoder, m->data, m->size, &whole, &img, err);
-    return rc < 0 ? name_member(rc, s, m, err) : 0;
+    return stk__decode_region(w->decoder, data, size, &whole, &img, err);
 }

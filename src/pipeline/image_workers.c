@@ -46,8 +46,8 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
     int64_t *labels = (int64_t *)((char *)b->buffer + b->ring->labels_offset);
     void *out = (char *)b->buffer + t->slot * b->ring->image_bytes;
     uint64_t start = stk__now_ns();
-    int rc = stk__image_transform(w, workers->cfg.image, b->samples[t->slot], out,
-                                  &labels[t->slot], &err);
+    int rc = stk__sample_transform(w, workers->cfg.rules, workers->cfg.image, b->samples[t->slot],
+                                   out, &labels[t->slot], &err);
     struct stk__counters *c = &workers->cfg.run->counters;
     atomic_fetch_add(&c->decode_ns, stk__now_ns() - start);
     struct stk__stage_ns stages;

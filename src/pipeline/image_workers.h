@@ -14,6 +14,7 @@
 
 #include "pipeline/batch.h"
 #include "image/image.h"
+#include "pipeline/sample_image.h"
 #include "base/run.h"
 
 struct stk__image_workers;
@@ -22,6 +23,7 @@ struct stk__image_workers_config {
     unsigned threads;
     size_t max_tasks;                     /* slots that can be outstanding at once */
     const struct stk__image_config *image;
+    const struct stk__sample_rules *rules; /* labels and required members */
     struct stk__run *run; /* counters, log, error policy */
     /* Called by the worker that completes a batch. */
     void (*batch_done)(void *data, struct stk__batch *b);

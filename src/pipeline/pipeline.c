@@ -786,6 +786,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
             .threads = cfg->opts.threads,
             .max_tasks = cfg->opts.max_batches * cfg->opts.batch_size,
             .image = cfg->image,
+            .rules = cfg->rules,
             .run = cfg->run,
             .batch_done = batch_done,
             .batch_done_data = p,

@@ -20,6 +20,7 @@
 #include "pipeline/batch.h"
 #include "base/error.h"
 #include "image/image.h"
+#include "pipeline/sample_image.h"
 #include "tar/shard_reader.h"
 #include "base/strlist.h"
 
@@ -51,6 +52,7 @@ struct stk__pipeline_config {
     struct stk__batch_budget *budget;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */
     const struct stk__image_config *image;
+    const struct stk__sample_rules *rules; /* with image: labels, required members */
     struct stk__image_ring *ring;
     /* Set (by another thread) to make a waiting stk__pipeline_next()
      * return STK_EINTR; cleared by the call that returns it. May be NULL;

@@ -92,6 +92,7 @@ static struct stk__sample *sample(int label, int bad)
 
 struct fixture {
     struct stk__image_config image;
+    struct stk__sample_rules rules;
     struct stk__image_ring ring;
     struct stk__batch_budget budget;
     struct stk__run run;
@@ -108,6 +109,7 @@ static void start(struct fixture *f, unsigned threads, int skip_bad)
     o.image_size = SIZE;
     struct stk__err err;
     assert_int_equal(stk__image_config_init(&f->image, &o, &err), 0);
+    assert_int_equal(stk__sample_rules_init(&f->rules, &o, &err), 0);
     assert_int_equal(stk__image_ring_init(&f->ring, MAX_BATCHES, BATCH, stk__image_bytes(&f->image),
                                           NULL, NULL, NULL), 0);
     stk__budget_init(&f->budget, MAX_BATCHES);
@@ -122,6 +124,7 @@ static void start(struct fixture *f, unsigned threads, int skip_bad)
         .threads = threads,
         .max_tasks = MAX_BATCHES * BATCH, /* as the pipeline sizes it */
         .image = &f->image,
+        .rules = &f->rules,
         .run = &f->run,
         .batch_done = batch_done,
         .batch_done_data = &f->done,
@@ -282,7 +285,7 @@ static void test_full_ring_aborts(void **state)
         atomic_init(&worker_blocked, 0);
         struct stk__err err;
         struct stk__image_workers_config cfg = {
-            .threads = 1, .max_tasks = 1, .image = &f.image, .run = &f.run,
+            .threads = 1, .max_tasks = 1, .image = &f.image, .rules = &f.rules, .run = &f.run,
             .batch_done = batch_done, .batch_done_data = &f.done,
         };
         f.run.log = block_forever;
