@@ -11,7 +11,7 @@
 #include "base/error.h"
 #include "image/image.h"
 #include "stoker.h"
-#include "tar/members.h"
+#include "pipeline/members.h"
 #include "tar/sample.h"
 
 #define STK__MAX_LABEL_EXTS 8
