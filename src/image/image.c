@@ -450,22 +450,23 @@ static int render_rgb(struct stk__image_worker *w, const struct stk__image_confi
         hi_x = (int)fmin(hi_x, ceil(bx1 - 1e-9));
         hi_y = (int)fmin(hi_y, ceil(by1 - 1e-9));
     }
-    const uint8_t *src = img.pixels + (size_t)(lo_y - img.origin_y) * img.stride +
-                         (size_t)(lo_x - img.origin_x) * 3;
-    const size_t src_w = (size_t)(hi_x - lo_x), src_h = (size_t)(hi_y - lo_y);
-    const double x0 = fmax(0, bx0 - lo_x), y0 = fmax(0, by0 - lo_y);
-    const double x1 = fmin(hi_x - lo_x, bx1 - lo_x), y1 = fmin(hi_y - lo_y, by1 - lo_y);
+    const struct stk__rgb8_view src = {
+        img.pixels + (size_t)(lo_y - img.origin_y) * img.stride + (size_t)(lo_x - img.origin_x) * 3,
+        (size_t)(hi_x - lo_x), (size_t)(hi_y - lo_y), img.stride};
+    const struct stk__box box = {fmax(0, bx0 - lo_x), fmax(0, by0 - lo_y),
+                                 fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y)};
     if (sink != NULL) {
-        rc = stk__resize_rgb8_rows(src, src_w, src_h, img.stride, x0, y0, x1, y1, (size_t)inner_w,
-                                   (size_t)inner_h, crop->flip, sink, w->scratch);
+        rc = stk__resize_rgb8_rows(&src, &box, (size_t)inner_w, (size_t)inner_h, crop->flip, sink,
+                                   w->scratch);
     } else {
         size_t stride = (size_t)cfg->width * 3;
         if (inner_w != cfg->width || inner_h != cfg->height)
             fill_padding(rgb, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
                          crop->pad_top + inner_h);
-        rc = stk__resize_rgb8(src, src_w, src_h, img.stride, x0, y0, x1, y1,
-                              rgb + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
-                              (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);
+        const struct stk__rgb8_image dst = {
+            rgb + (size_t)crop->pad_top * stride + (size_t)pad_left * 3, (size_t)inner_w,
+            (size_t)inner_h, stride};
+        rc = stk__resize_rgb8(&src, &box, &dst, crop->flip, w->scratch);
     }
     w->times.resample += stk__now_ns() - t1;
     if (rc < 0)
