@@ -11,7 +11,7 @@ PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-decode bench-python bench-remote bench-cluster \
 	bench-gpu gpu-pack bench-recipe \
-	bench-shuffle bench-shuffle-sim bench-hooks
+	bench-shuffle bench-shuffle-sim bench-hooks bench-compare
 
 deps:
 	sh tools/install_deps.sh
@@ -48,6 +48,13 @@ clean:
 # Raw tar reading against cat(1), page cache warm (README figures).
 bench-raw: build $(DATA)/.complete
 	$(PYTHON) bench/raw_read.py --copies 4 --rounds 5 $(DATA)/train-*.tar
+
+# This build's stoker against another build's (BASE=DIR/stoker, e.g. main
+# built in another directory): the stoker halves of bench-raw and
+# bench-decode, alternating the two, and new/base with each one's spread.
+bench-compare: build $(DATA)/.complete
+	$(PYTHON) bench/compare_builds.py --base $(BASE) --new build-rel/stoker --rounds 5 \
+	    $(DATA)/train-*.tar
 
 # Decode + train transform against torchvision DataLoader + PIL and
 # libjpeg-turbo alone, pinned cores, on the sample set and the small photos.
