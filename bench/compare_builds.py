@@ -8,7 +8,9 @@ every round (the order reversed every other round), pinned with taskset(1)
 to the first N cores, the shards in the page cache. Prints per case the
 median over the rounds of each build and new/base; the spread of each
 build's rounds (min..max relative to its median) is the noise to compare
-the ratio with.
+the ratio with. Each run's CPU time (user + system of the stoker process)
+is compared too: on a loaded machine it moves far less than the rates,
+which count the time other processes held the cores.
 
 usage: bench/compare_builds.py --base BASE/stoker [--new build-rel/stoker]
                                [--rounds 5] SHARD...
@@ -41,9 +43,14 @@ def pin(n):
 
 
 def run(stoker, n, flags, shards):
+    """(the run's JSON, its CPU seconds)."""
     cmd = pin(n) + [stoker, "bench", "--json", "--threads", str(n), *flags, *shards]
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    if status != 0:
+        sys.exit(f"{' '.join(cmd)}: exit status {status}")
+    return json.loads(out.strip().splitlines()[-1]), usage.ru_utime + usage.ru_stime
 
 
 def main():
@@ -60,14 +67,18 @@ def main():
                 pass
     builds = {"base": args.base, "new": args.new}
     results = {(case[0], b): [] for case in CASES for b in builds}
+    cpu = {(case[0], b): [] for case in CASES for b in builds}
     for r in range(args.rounds):
         order = list(builds) if r % 2 == 0 else list(reversed(builds))
         for name, n, flags, key in CASES:
             for b in order:
-                results[(name, b)].append(run(builds[b], n, flags, args.shards)[key])
+                out, seconds = run(builds[b], n, flags, args.shards)
+                results[(name, b)].append(out[key])
+                cpu[(name, b)].append(seconds)
     print(f"{len(args.shards)} shards, {args.rounds} rounds alternating base/new, pinned, "
           f"{os.cpu_count()} cores; base {args.base}, new {args.new}")
-    print(f"{'case':34s} {'base':>9s} {'spread':>13s} {'new':>9s} {'spread':>13s} {'new/base':>8s}")
+    print(f"{'case':40s} {'base':>9s} {'spread':>13s} {'new':>9s} {'spread':>13s} {'new/base':>8s}"
+          f" {'CPU s base':>10s} {'new':>6s} {'new/base':>8s}")
     for name, _, _, key in CASES:
         unit = "MB/s" if key == "read_mb_per_s" else "img/s"
         cells = []
@@ -76,7 +87,9 @@ def main():
             m = statistics.median(v)
             cells += [f"{m:9.0f}", f"{min(v) / m - 1:+.0%}..{max(v) / m - 1:+.0%}".rjust(13)]
         ratio = statistics.median(results[(name, "new")]) / statistics.median(results[(name, "base")])
-        print(f"{name + ' (' + unit + ')':34s} {' '.join(cells)} {ratio:8.3f}")
+        cb, cn = statistics.median(cpu[(name, "base")]), statistics.median(cpu[(name, "new")])
+        print(f"{name + ' (' + unit + ')':40s} {' '.join(cells)} {ratio:8.3f}"
+              f" {cb:10.2f} {cn:6.2f} {cn / cb:8.3f}")
     return 0
 
 
