@@ -11,7 +11,7 @@ PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-index bench-decode bench-python bench-remote bench-cluster \
 	bench-gpu gpu-pack bench-recipe \
-	bench-shuffle bench-shuffle-sim bench-hooks
+	bench-shuffle bench-shuffle-sim bench-hooks bench-compare
 
 deps:
 	sh tools/install_deps.sh
@@ -55,6 +55,13 @@ bench-raw: build $(DATA)/.complete
 bench-index: build $(DATA)/.complete
 	$(PYTHON) bench/index_scan.py --rounds 5 --members 20000 $(DATA)/train-*.tar
 	$(PYTHON) bench/index_scan.py --rounds 5 --members 2000 --jpg-bytes 60000,120000
+
+# This build's stoker against another build's (BASE=DIR/stoker, e.g. main
+# built in another directory): the stoker halves of bench-raw and
+# bench-decode, alternating the two, and new/base with each one's spread.
+bench-compare: build $(DATA)/.complete
+	$(PYTHON) bench/compare_builds.py --base $(BASE) --new build-rel/stoker --rounds 5 \
+	    $(DATA)/train-*.tar
 
 # Decode + train transform against torchvision DataLoader + PIL and
 # libjpeg-turbo alone, pinned cores, on the sample set and the small photos.

@@ -46,7 +46,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "augment.h"
+#include "image/augment.h"
 #include "stoker.h"
 
 struct image {

@@ -979,13 +979,20 @@ STK_API void stk_loader_stats_sized(const stk_loader *loader, struct stk_stats *
 #define stk_loader_stats(loader, stats)                                                        \
     stk_loader_stats_sized((loader), (stats), sizeof(struct stk_stats))
 
+/* What a field of struct stk_stats is: a count of events (only grows),
+ * time summed over threads in nanoseconds (only grows), or a gauge (a
+ * current value, such as a thread count, that may go down). */
+enum stk_stat_kind { STK_STAT_COUNT = 0, STK_STAT_NS = 1, STK_STAT_GAUGE = 2 };
+
 /* The fields of struct stk_stats by name (every one a uint64_t at offset
  * bytes into the struct), in order: the i-th (0, 1, ...), NULL past the
- * last. What Python's stats() keys and `stoker bench --json` are made of. */
+ * last. What Python's stats() keys, its Prometheus metrics and `stoker
+ * bench --json` are made of. */
 struct stk_stats_field {
     const char *name;
     size_t offset;
     const char *doc;
+    enum stk_stat_kind kind; /* appended: older callers never read it */
 };
 STK_API const struct stk_stats_field *stk_stats_field_at(size_t i);
 

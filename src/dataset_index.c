@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi.h"
-#include "alloc.h"
-#include "atomic_file.h"
-#include "cloud_list.h"
+#include "base/abi.h"
+#include "base/alloc.h"
+#include "base/atomic_file.h"
+#include "list/cloud_list.h"
 #include "index_json.h"
 #include "options.h"
-#include "jobs.h"
-#include "shard_reader.h"
+#include "base/jobs.h"
+#include "tar/shard_reader.h"
 #include "stoker.h"
 
 
@@ -96,13 +96,14 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
 {
     struct stk__err err;
     stk__err_clear(&err);
-    struct stk__counters counters = {0};
+    struct stk__run run;
     struct stk__strlist urls = {0}, names = {0};
     struct index_build b = {.urls = &urls, .names = &names};
     struct stk_options imported, *opts = &imported;
     struct stk_stats full, *stats = stats_out != NULL ? &full : NULL;
     int replace = (flags & STK_OUTPUT_OVERWRITE) != 0;
     int rc = stk__options_import(&imported, caller_opts, &err);
+    stk__run_init(&run, rc == 0 ? opts : NULL);
     if (rc == 0)
         rc = stk__options_check(opts, &err);
     if (rc == 0 && (flags & ~(unsigned)STK_OUTPUT_OVERWRITE) != 0)
@@ -119,20 +120,14 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
                     (b.stamps = stk__calloc(urls.count, sizeof *b.stamps)) == NULL))
         rc = stk__errf(&err, STK_ENOMEM, "out of memory indexing %zu shards", urls.count);
     if (rc == 0) {
-        stk__shard_config_init(&b.shard, opts, &counters, NULL);
-        rc = stk__run_jobs(urls.count, opts->threads, count_job, &b, opts,
-                           &counters.samples_read, &err);
+        stk__shard_config_init(&b.shard, opts, &run, NULL);
+        rc = stk__run_jobs(urls.count, opts->threads, count_job, &b, &run, &err);
     }
     if (rc == 0)
         rc = write_index(path, replace, &b, &err);
     if (stats != NULL) {
-        memset(stats, 0, sizeof *stats);
-        stats->shards_opened = atomic_load(&counters.shards_opened);
-        stats->shards_failed = atomic_load(&counters.shards_failed);
-        stats->shards_empty = atomic_load(&counters.shards_empty);
-        stats->samples_skipped = atomic_load(&counters.samples_skipped);
-        stats->members_ignored = atomic_load(&counters.members_ignored);
-        stats->bytes_read = atomic_load(&counters.bytes_read);
+        stk__run_snapshot(&run, stats);
+        stats->samples = 0; /* the good samples the index records */
         for (size_t i = 0; b.counts != NULL && i < urls.count; i++)
             stats->samples += b.counts[i];
         stk__struct_copy(stats_out, stats_size, &full, sizeof full);

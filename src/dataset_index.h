@@ -20,9 +20,9 @@
 
 #include <stdint.h>
 
-#include "error.h"
-#include "source.h"
-#include "urls.h"
+#include "base/error.h"
+#include "io/source.h"
+#include "list/urls.h"
 
 /* What a loader keeps of an index, by URL index. */
 struct stk__dataset_index {

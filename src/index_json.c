@@ -21,8 +21,8 @@
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_parse.h>
 
-#include "alloc.h"
-#include "redact.h"
+#include "base/alloc.h"
+#include "io/redact.h"
 #include "stoker.h"
 
 #define READ_CHUNK ((size_t)64 << 10)

@@ -27,8 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "source.h"
+#include "base/error.h"
+#include "io/source.h"
 
 #define STK__INDEX_FORMAT "stoker-index"
 #define STK__INDEX_VERSION 2

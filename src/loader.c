@@ -24,31 +24,34 @@
 #include <malloc.h> /* malloc_trim */
 #endif
 
-#include "abi.h"
-#include "alloc.h"
-#include "batch.h"
+#include "base/abi.h"
+#include "base/alloc.h"
+#include "pipeline/batch.h"
 #include "dataset_index.h"
-#include "cache.h"
-#include "cloud_list.h"
-#include "error.h"
+#include "cache/cache.h"
+#include "list/cloud_list.h"
+#include "base/error.h"
 #include "option_rules.h"
 #include "options.h"
-#include "rng.h"
-#include "pipeline.h"
-#include "image.h"
-#include "mixing.h"
-#include "plan.h"
-#include "buffer_pool.h"
-#include "shard_reader.h"
-#include "source.h"
+#include "base/rng.h"
+#include "base/run.h"
+#include "pipeline/pipeline.h"
+#include "image/image.h"
+#include "pipeline/sample_image.h"
+#include "plan/mixing.h"
+#include "plan/plan.h"
+#include "base/buffer_pool.h"
+#include "tar/shard_reader.h"
+#include "io/source.h"
 #include "stoker.h"
-#include "threads.h"
-#include "urls.h"
+#include "base/threads.h"
+#include "list/urls.h"
 
 struct stk_loader {
     struct stk_options opts; /* imported (abi.h), strings owned */
     struct stk__strlist urls;
     struct stk__strlist names; /* urls redacted: samples point here until released */
+    int any_remote;            /* some url is not a local file */
     int rank;
     int world_size;
     /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
@@ -57,16 +60,14 @@ struct stk_loader {
      * rank's own plan. */
     int plan_rank;
     int plan_world;
-    struct stk__counters counters;
-    atomic_uint_fast64_t samples;
-    atomic_uint_fast64_t batches;
-    atomic_uint_fast64_t member_bytes;
-    atomic_uint_fast64_t wait_ns;  /* callers inside stk_loader_next */
-    atomic_uint_fast64_t first_ns; /* start of the first stk_loader_next, or 0 */
+    /* Counters (wait_ns: callers inside stk_loader_next; started_ns: the
+     * first of them), log, error policy, the epoch's cancel flag. */
+    struct stk__run run;
     struct stk__batch_budget budget;
     struct stk__buffer_pool *pool;
     struct stk__cache *cache; /* NULL without cache_dir */
     struct stk__image_config image; /* when opts.transform != NONE */
+    struct stk__sample_rules rules; /* the same: labels, required members */
     struct stk__image_ring ring;
     int has_ring; /* ring is initialised (with a transform) */
     struct stk__pipeline *pipeline; /* written by the owner under wake_mutex */
@@ -196,7 +197,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     atomic_init(&l->interrupt, 0);
     l->batch_limit = UINT64_MAX;
     l->opts = *opts;
-    if (stk__label_mixing_init(&l->labels, opts->batch_size) < 0) {
+    stk__run_init(&l->run, opts);
+    atomic_store(&l->run.counters.decode_threads,
+                 opts->transform != STK_TRANSFORM_NONE ? opts->threads : 0);
+    if (stk__label_mixing_init(&l->labels, opts->batch_size, &l->run.counters) < 0) {
         rc = stk__errf(&err, STK_ENOMEM, "out of memory creating a loader");
         goto fail;
     }
@@ -220,10 +224,16 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
      * stat each); under the skip policy it is skipped then, and counted. */
     for (size_t i = 0; rc == 0 && opts->on_error == STK_ON_ERROR_FAIL && i < l->urls.count; i++)
         rc = stk__source_check(l->urls.items[i], l->names.items[i], &err);
+    /* Whether some shard is remote decides the reader count of every epoch
+     * (pipeline.c): once, here, not at each epoch start. */
+    for (size_t i = 0; rc == 0 && i < l->urls.count && !l->any_remote; i++)
+        l->any_remote = !stk__source_is_local(l->urls.items[i]);
     if (rc < 0)
         goto fail;
     if (opts->transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&l->image, opts, &err);
+        if (rc == 0)
+            rc = stk__sample_rules_init(&l->rules, opts, &err);
         if (rc < 0)
             goto fail;
         /* Repeated augmentation: the ranks that share a plan draw their
@@ -274,6 +284,7 @@ static int start_epoch(stk_loader *l)
         .world_size = l->plan_world,
         .urls = &l->urls,
         .names = &l->names,
+        .any_remote = l->any_remote,
         .first_batch = l->first_batch,
         .batch_limit = l->batch_limit,
         .shard_samples = l->index.counts,
@@ -281,12 +292,14 @@ static int start_epoch(stk_loader *l)
         .shard_stamps = l->index.stamps,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
+        .run = &l->run,
     };
-    stk__shard_config_init(&cfg.shard, o, &l->counters, l->pool);
+    stk__shard_config_init(&cfg.shard, o, &l->run, l->pool);
     cfg.shard.cache = l->cache;
     if (o->transform != STK_TRANSFORM_NONE) {
         l->image.epoch = o->epoch;
         cfg.image = &l->image;
+        cfg.rules = &l->rules;
         cfg.ring = &l->ring;
     }
     struct stk__pipeline *p;
@@ -327,9 +340,9 @@ int stk_loader_next(stk_loader *l, struct stk_batch **out)
 int stk_loader_next_timed(stk_loader *l, struct stk_batch **out, unsigned timeout_ms)
 {
     uint64_t start = stk__now_ns(), unset = 0;
-    atomic_compare_exchange_strong(&l->first_ns, &unset, start);
+    atomic_compare_exchange_strong(&l->run.started_ns, &unset, start);
     int rc = next_batch(l, out, timeout_ms);
-    atomic_fetch_add(&l->wait_ns, stk__now_ns() - start);
+    atomic_fetch_add(&l->run.counters.wait_ns, stk__now_ns() - start);
     stk__err_ensure(&l->err, rc);
     return rc;
 }
@@ -355,12 +368,12 @@ static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms
     struct stk__batch *b;
     int rc = stk__pipeline_next(l->pipeline, &b, timeout_ms, &l->err);
     if (rc == 0) {
-        atomic_fetch_add(&l->samples, b->pub.n_samples);
-        atomic_fetch_add(&l->batches, 1);
+        atomic_fetch_add(&l->run.counters.samples, b->pub.n_samples);
+        atomic_fetch_add(&l->run.counters.batches, 1);
         uint64_t bytes = 0;
         for (size_t i = 0; i < b->pub.n_samples; i++)
             bytes += b->samples[i]->bytes;
-        atomic_fetch_add(&l->member_bytes, bytes);
+        atomic_fetch_add(&l->run.counters.member_bytes, bytes);
         if (l->counts_labels)
             stk__label_mixing_batch(&l->labels, b->pub.labels, b->pub.n_samples);
         *out = &b->pub;
@@ -452,62 +465,17 @@ const char *stk_loader_errmsg(const stk_loader *l) { return l->err.msg; }
 
 void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t out_size)
 {
-    struct stk_stats full = {0}, *s = &full;
-    /* Casts drop const: atomic loads do not modify the counters. */
-    stk_loader *m = (stk_loader *)l;
-    s->shards_opened = atomic_load(&m->counters.shards_opened);
-    s->shards_failed = atomic_load(&m->counters.shards_failed);
-    s->shards_empty = atomic_load(&m->counters.shards_empty);
-    s->samples_skipped = atomic_load(&m->counters.samples_skipped);
-    s->members_ignored = atomic_load(&m->counters.members_ignored);
-    s->bytes_read = atomic_load(&m->counters.bytes_read);
-    s->samples = atomic_load(&m->samples);
-    s->batches = atomic_load(&m->batches);
-    s->member_bytes = atomic_load(&m->member_bytes);
-    s->images_decoded = atomic_load(&m->counters.images_decoded);
-    s->images_replaced = atomic_load(&m->counters.images_replaced);
-    s->decode_ns = atomic_load(&m->counters.decode_ns);
-    s->read_ns = atomic_load(&m->counters.read_ns);
-    s->image_decode_ns = atomic_load(&m->counters.image_decode_ns);
-    s->image_resample_ns = atomic_load(&m->counters.image_resample_ns);
-    s->image_convert_ns = atomic_load(&m->counters.image_convert_ns);
-    s->image_augment_ns = atomic_load(&m->counters.image_augment_ns);
-    s->image_erase_ns = atomic_load(&m->counters.image_erase_ns);
-    s->batch_mix_ns = atomic_load(&m->counters.batch_mix_ns);
-#define LOAD_OP(X, name, label, op)                                                                \
-    s->aug_##name##_ns = atomic_load(&m->counters.aug_##name##_ns);                                \
-    s->aug_##name##_runs = atomic_load(&m->counters.aug_##name##_runs);
-    STK__AUG_OP_STATS(LOAD_OP, _)
-#undef LOAD_OP
-    s->wait_ns = atomic_load(&m->wait_ns);
-    uint64_t first = atomic_load(&m->first_ns);
-    s->wall_ns = first ? stk__now_ns() - first : 0;
-    s->sequence_ns = atomic_load(&m->counters.sequence_ns);
-    s->read_threads = atomic_load(&m->counters.read_threads);
-    s->decode_threads = m->opts.transform != STK_TRANSFORM_NONE ? m->opts.threads : 0;
-    s->samples_read = atomic_load(&m->counters.samples_read);
-    s->samples_passed_over = atomic_load(&m->counters.samples_passed_over);
-    s->shuffle_pairs = atomic_load(&m->counters.shuffle_pairs);
-    s->shuffle_shard_pairs = atomic_load(&m->counters.shuffle_shard_pairs);
-    s->shuffle_shards_sized = atomic_load(&m->counters.shuffle_shards_sized);
-    s->shuffle_sized_samples = atomic_load(&m->counters.shuffle_sized_samples);
-    s->shuffle_sized_pairs = atomic_load(&m->counters.shuffle_sized_pairs);
-    s->shuffle_epoch_shards = atomic_load(&m->counters.shuffle_epoch_shards);
-    s->label_pairs = atomic_load(&m->labels.pairs);
-    s->label_same_pairs = atomic_load(&m->labels.same_pairs);
-    s->label_distinct = atomic_load(&m->labels.distinct);
-    s->label_batches = atomic_load(&m->labels.batches);
-    s->label_samples = atomic_load(&m->labels.samples);
-    s->label_sample_pairs = atomic_load(&m->labels.sample_pairs);
+    struct stk_stats full = {0};
+    stk__run_snapshot(&l->run, &full);
+    /* The node cache counts per handle (cache.h), not into the run: its
+     * fills report when they end, on their own threads. */
     struct stk__cache_counts cc = {0};
     if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);
-    s->cache_hits = cc.hits;
-    s->cache_misses = cc.misses;
-    s->cache_evictions = cc.evictions;
-    s->cache_bytes_written = cc.bytes_written;
-    s->retries = atomic_load(&m->counters.source.retries);
-    s->resumes = atomic_load(&m->counters.source.resumes);
+    full.cache_hits = cc.hits;
+    full.cache_misses = cc.misses;
+    full.cache_evictions = cc.evictions;
+    full.cache_bytes_written = cc.bytes_written;
     stk__struct_copy(out, out_size, &full, sizeof full);
 }
 

@@ -9,7 +9,7 @@
 #ifndef STK_OPTION_RULES_H
 #define STK_OPTION_RULES_H
 
-#include "error.h"
+#include "base/error.h"
 #include "stoker.h"
 
 /* 0, or STK_EINVAL naming the first option of o that differs from its

@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "abi.h"
-#include "error.h"
+#include "base/abi.h"
+#include "base/error.h"
+#include "base/stats_table.h"
 #include "options_table.h"
 
 /* How each table type is stored, and a compile-time check that the field
@@ -378,13 +379,13 @@ int stk__options_check(const struct stk_options *o, struct stk__err *err)
     return 0;
 }
 
-#define STATS_ROW(name, doc) {#name, offsetof(struct stk_stats, name), doc},
+#define STATS_ROW(name, kind, doc) {#name, offsetof(struct stk_stats, name), doc, STK_STAT_##kind},
 static const struct stk_stats_field stats_rows[] = {STK__STATS(STATS_ROW)};
 #undef STATS_ROW
 /* Every counter has a row: a field added to struct stk_stats without one
  * fails here, not as a key missing from stats(). */
 _Static_assert(sizeof stats_rows / sizeof stats_rows[0] == sizeof(struct stk_stats) / 8,
-               "struct stk_stats and STK__STATS in options_table.h disagree");
+               "struct stk_stats and STK__STATS in base/stats_table.h disagree");
 
 const struct stk_stats_field *stk_stats_field_at(size_t i)
 {

@@ -5,7 +5,7 @@
 #ifndef STK_OPTIONS_H
 #define STK_OPTIONS_H
 
-#include "error.h"
+#include "base/error.h"
 #include "options_table.h"
 #include "stoker.h"
 

@@ -14,8 +14,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "abi.h"
-#include "options_table.h"
+#include "base/abi.h"
+#include "base/stats_table.h"
 #include "stoker.h"
 
 /* The caller is input-bound from this share of its time spent waiting. */

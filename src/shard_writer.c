@@ -47,9 +47,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "atomic_file.h"
-#include "error.h"
+#include "base/alloc.h"
+#include "base/atomic_file.h"
+#include "base/error.h"
 #include "stoker.h"
 
 /* A fixed timestamp (2023-11-14) keeps shards byte-for-byte reproducible. */

@@ -5,7 +5,7 @@
  * The checks are the training path's own: the shard reader with its skip
  * policy (tar structure, grouping, limits; it logs and counts what it
  * drops, data after the end-of-archive marker included) and
- * stk__image_check (label, image member decoded whole), so a dataset that
+ * stk__sample_check (label, image member decoded whole), so a dataset that
  * verifies clean trains without a skipped sample. A shard that reads
  * cleanly but holds no sample is reported too. Shards are
  * independent jobs on opts->threads threads.
@@ -15,31 +15,32 @@
  * shuffled shards would hold, is how class-sorted data shows.
  * labels_mutex guards v->labels (jobs add a whole shard at a time).
  */
-#include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 
-#include "abi.h"
-#include "alloc.h"
-#include "cloud_list.h"
-#include "image.h"
+#include "base/abi.h"
+#include "base/alloc.h"
+#include "list/cloud_list.h"
+#include "image/image.h"
+#include "pipeline/sample_image.h"
 #include "options.h"
-#include "sample.h"
-#include "jobs.h"
-#include "mixing.h"
-#include "shard_reader.h"
+#include "tar/sample.h"
+#include "base/jobs.h"
+#include "plan/mixing.h"
+#include "tar/shard_reader.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 struct verify {
     const struct stk__strlist *urls;
     const struct stk__strlist *names; /* urls redacted */
     struct stk__shard_config shard;
     const struct stk__image_config *image; /* NULL: tar and grouping only */
-    struct stk__counters *counters;
-    atomic_uint_fast64_t samples;    /* returned by the readers */
-    atomic_uint_fast64_t bad_images; /* of those, failing stk__image_check */
+    const struct stk__sample_rules *rules; /* with image */
+    /* counters.samples: returned by the readers; bad_images: of those,
+     * failing stk__sample_check (added to samples_skipped at the end). */
+    struct stk__run *run;
+    atomic_uint_fast64_t bad_images;
     pthread_mutex_t labels_mutex;
     struct stk__label_mixing labels;
 };
@@ -65,42 +66,29 @@ static int add_label(struct shard_labels *sl, int64_t label)
     return 0;
 }
 
-static void warn(const struct verify *v, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(const struct verify *v, const char *fmt, ...)
-{
-    if (v->shard.log == NULL)
-        return;
-    char msg[STK__ERRMSG_MAX + 64];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    v->shard.log(v->shard.log_data, STK_LOG_WARN, msg);
-}
-
 /* Check one sample; 0 whether good or bad input, <0 (the image stage's
  * message in *fatal) when the check itself failed (out of memory). */
 static int check_sample(struct verify *v, struct stk__image_worker *w,
                         const struct stk__sample *s, struct shard_labels *labels,
                         struct stk__err *fatal)
 {
-    atomic_fetch_add(&v->samples, 1);
+    atomic_fetch_add(&v->run->counters.samples, 1);
     if (v->image == NULL)
         return 0;
     struct stk__err err;
     int64_t label;
-    int rc = stk__image_check(w, v->image, s, &label, &err);
+    int rc = stk__sample_check(w, v->rules, s, &label, &err);
     if (rc < 0 && !stk__error_is_bad_input(rc)) {
         *fatal = err;
         return rc;
     }
     if (rc < 0) {
-        warn(v, "%s", err.msg);
+        stk__run_log(v->run, STK_LOG_WARN, "%s", err.msg);
         atomic_fetch_add(&v->bad_images, 1);
         return 0;
     }
-    atomic_fetch_add(&v->counters->images_decoded, 1);
-    int labelled = v->image->n_label_exts > 0 || v->image->label_json_field[0] != '\0';
+    atomic_fetch_add(&v->run->counters.images_decoded, 1);
+    int labelled = stk__sample_rules_labelled(v->rules);
     rc = labelled ? add_label(labels, label) : 0;
     return rc < 0 ? stk__errf(fatal, rc, "out of memory for the labels") : rc;
 }
@@ -132,11 +120,12 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
         uint64_t ignored = stk__shard_ignored(r, &first);
         const char *shown = v->names->items[i];
         if (ignored == 0)
-            warn(v, "%s: no samples: the shard has no members", shown);
+            stk__run_log(v->run, STK_LOG_WARN, "%s: no samples: the shard has no members", shown);
         else
-            warn(v, "%s: no samples: its %llu members are all ignored (directories, links, "
-                    "names without a key such as '%s')",
-                 shown, (unsigned long long)ignored, first);
+            stk__run_log(v->run, STK_LOG_WARN,
+                         "%s: no samples: its %llu members are all ignored (directories, "
+                         "links, names without a key such as '%s')",
+                         shown, (unsigned long long)ignored, first);
     }
     stk__shard_close(r);
     stk__image_worker_free(w);
@@ -147,8 +136,9 @@ static int verify_job(void *ctx, size_t i, struct stk__err *err)
     if (rc >= 0 || !stk__error_is_bad_input(rc))
         return rc;
     /* The reader skips what it can; what is left cut the shard short. */
-    warn(v, "%s (%s)", err->msg, r == NULL ? "shard not read" : "rest of the shard not read");
-    atomic_fetch_add(&v->counters->shards_failed, 1);
+    stk__run_log(v->run, STK_LOG_WARN, "%s (%s)", err->msg,
+                 r == NULL ? "shard not read" : "rest of the shard not read");
+    atomic_fetch_add(&v->run->counters.shards_failed, 1);
     return 0;
 }
 
@@ -158,50 +148,43 @@ int stk_verify_sized(const struct stk_options *opts, const char *const *patterns
 {
     struct stk__err err;
     stk__err_clear(&err);
-    struct stk__counters counters = {0};
+    struct stk__run run;
     struct stk__strlist urls = {0}, names = {0};
     struct stk__image_config image;
-    struct verify v = {.urls = &urls, .names = &names, .counters = &counters};
+    struct stk__sample_rules rules;
+    struct verify v = {.urls = &urls, .names = &names, .run = &run};
     struct stk_options o;
     struct stk_stats full, *stats = stats_out != NULL ? &full : NULL;
     int rc = stk__options_import(&o, opts, &err);
     o.on_error = STK_ON_ERROR_SKIP; /* never stop at bad data */
+    stk__run_init(&run, rc == 0 ? &o : NULL);
+    run.skip_bad = 1;
     if (rc == 0)
         rc = stk__options_check(&o, &err);
     if (rc == 0 && o.transform != STK_TRANSFORM_NONE) {
         rc = stk__image_config_init(&image, &o, &err);
+        if (rc == 0)
+            rc = stk__sample_rules_init(&rules, &o, &err);
         v.image = &image;
+        v.rules = &rules;
     }
     stk__mutex_init(&v.labels_mutex);
-    if (stk__label_mixing_init(&v.labels, 1) < 0 && rc == 0)
+    if (stk__label_mixing_init(&v.labels, 1, &run.counters) < 0 && rc == 0)
         rc = stk__errf(&err, STK_ENOMEM, "out of memory starting to verify");
     if (rc == 0)
         rc = stk__expand_and_list(&o, patterns, n, &urls, &names, &err);
     if (rc == 0 && urls.count == 0)
         rc = stk__errf(&err, STK_EINVAL, "no shards to verify");
     if (rc == 0) {
-        stk__shard_config_init(&v.shard, &o, &counters, NULL);
-        rc = stk__run_jobs(urls.count, o.threads, verify_job, &v, &o,
-                           &counters.samples_read, &err);
+        stk__shard_config_init(&v.shard, &o, &run, NULL);
+        rc = stk__run_jobs(urls.count, o.threads, verify_job, &v, &run, &err);
     }
     if (stats != NULL) {
-        memset(stats, 0, sizeof *stats);
-        /* the readers count what they drop; the image checks, the rest */
-        uint64_t dropped = atomic_load(&counters.samples_skipped);
-        stats->samples = atomic_load(&v.samples) + dropped;
-        stats->samples_skipped = dropped + atomic_load(&v.bad_images);
-        stats->shards_opened = atomic_load(&counters.shards_opened);
-        stats->shards_failed = atomic_load(&counters.shards_failed);
-        stats->shards_empty = atomic_load(&counters.shards_empty);
-        stats->members_ignored = atomic_load(&counters.members_ignored);
-        stats->bytes_read = atomic_load(&counters.bytes_read);
-        stats->images_decoded = atomic_load(&counters.images_decoded);
-        stats->label_pairs = atomic_load(&v.labels.pairs);
-        stats->label_same_pairs = atomic_load(&v.labels.same_pairs);
-        stats->label_distinct = atomic_load(&v.labels.distinct);
-        stats->label_batches = atomic_load(&v.labels.batches);
-        stats->label_samples = atomic_load(&v.labels.samples);
-        stats->label_sample_pairs = atomic_load(&v.labels.sample_pairs);
+        /* samples: every sample read, the readers' drops (in samples_skipped
+         * so far) included; then the bad images join the skipped ones. */
+        atomic_fetch_add(&run.counters.samples, atomic_load(&run.counters.samples_skipped));
+        atomic_fetch_add(&run.counters.samples_skipped, atomic_load(&v.bad_images));
+        stk__run_snapshot(&run, stats);
         stk__struct_copy(stats_out, stats_size, &full, sizeof full);
     }
     stk__label_mixing_free(&v.labels);

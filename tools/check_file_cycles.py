@@ -15,7 +15,7 @@ import sys
 
 
 # The folders of src/ (the rest is src/ itself: the public entry points).
-FOLDERS = ("base", "io", "cache", "tar", "image", "plan", "pipeline")
+FOLDERS = ("base", "io", "list", "cache", "tar", "image", "plan", "pipeline")
 
 
 def symbols(archive):

@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 
-from ._stoker import rates
+from ._stoker import rates, stats_kinds
 
 __all__ = ["rates", "tensorboard", "prometheus_text"]
 
@@ -56,8 +56,9 @@ def tensorboard(writer, loader, step):
     return r
 
 
-# Counters that describe the loader rather than count events (gauges).
-_GAUGES = {"read_threads", "decode_threads", "shuffle_epoch_shards"}
+# What each counter is (the kind column of the C library's stats table):
+# "gauge" describes the loader (thread counts), "ns" is time, "count" events.
+_KINDS = stats_kinds()
 
 
 def _number(v):
@@ -81,9 +82,10 @@ def prometheus_text(stats, labels="", cache_dir=None, cache_size=0):
     for key, value in sorted(stats.items()):
         if not isinstance(value, int):
             continue  # e.g. the "cluster" breakdown of a Loader with cluster=
-        if key in _GAUGES:
+        kind = _KINDS.get(key, "count")
+        if kind == "gauge":
             metric(f"stoker_{key}", "gauge", f"stats()['{key}']", value)
-        elif key.endswith("_ns"):
+        elif kind == "ns":
             metric(f"stoker_{key[:-3]}_seconds_total", "counter", f"stats()['{key}'] / 1e9",
                    value / 1e9)
         else:

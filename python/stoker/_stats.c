@@ -89,6 +89,26 @@ PyObject *stk_py_rates(PyObject *module, PyObject *args)
                          "labels_per_batch", r.labels_per_batch);
 }
 
+/* stats_kinds() -> {name: "count" | "ns" | "gauge"}: what each key of
+ * Loader.stats() is (the kind column of the library's table), so the
+ * Prometheus exposition (_metrics.py) keeps no list of its own. */
+PyObject *stk_py_stats_kinds(PyObject *module, PyObject *unused)
+{
+    (void)module;
+    (void)unused;
+    static const char *const names[] = {[STK_STAT_COUNT] = "count", [STK_STAT_NS] = "ns",
+                                        [STK_STAT_GAUGE] = "gauge"};
+    PyObject *d = PyDict_New();
+    const struct stk_stats_field *f;
+    for (size_t i = 0; d != NULL && (f = stk_stats_field_at(i)) != NULL; i++) {
+        PyObject *v = PyUnicode_FromString(names[f->kind]);
+        if (v == NULL || PyDict_SetItemString(d, f->name, v) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    return d;
+}
+
 /* stats_fields() -> [(name, doc)]: the keys of Loader.stats(). */
 PyObject *stk_py_stats_fields(PyObject *module, PyObject *unused)
 {

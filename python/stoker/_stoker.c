@@ -16,6 +16,8 @@ static PyMethodDef module_methods[] = {
      "options() -> [dict]: every loader option with its type, default, range and meaning"},
     {"stats_fields", (PyCFunction)stk_py_stats_fields, METH_NOARGS,
      "stats_fields() -> [(name, doc)]: the counters of Loader.stats()"},
+    {"stats_kinds", (PyCFunction)stk_py_stats_kinds, METH_NOARGS,
+     "stats_kinds() -> {name: 'count' | 'ns' | 'gauge'}: what each counter of Loader.stats() is"},
     {"report", (PyCFunction)stk_py_report, METH_O,
      "report(stats) -> str: the input-bound report of a dict of counters"},
     {"rates", stk_py_rates, METH_VARARGS,

@@ -91,10 +91,12 @@ const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq);
 PyObject *stk_py_stats_dict(struct stk_stats *s);
 PyObject *stk_py_report_text(const struct stk_stats *s);
 
-/* stoker._stoker.report(stats), rates(now, before=None) and stats_fields(). */
+/* stoker._stoker.report(stats), rates(now, before=None), stats_fields()
+ * and stats_kinds(). */
 PyObject *stk_py_report(PyObject *module, PyObject *stats);
 PyObject *stk_py_rates(PyObject *module, PyObject *args);
 PyObject *stk_py_stats_fields(PyObject *module, PyObject *unused);
+PyObject *stk_py_stats_kinds(PyObject *module, PyObject *unused);
 
 /* stoker._stoker.verify(urls, **options) (_verify.c). */
 PyObject *stk_py_verify(PyObject *module, PyObject *args, PyObject *kwargs);

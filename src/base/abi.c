@@ -1,7 +1,7 @@
 /*
  * abi.c - copying caller structs of another header version (abi.h).
  */
-#include "abi.h"
+#include "base/abi.h"
 
 #include <string.h>
 

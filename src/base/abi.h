@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "stoker.h"
 
 /* Copy the caller's src_size bytes into the library's struct dst (dst_size

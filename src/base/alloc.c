@@ -4,7 +4,7 @@
  * The counters are atomics because loader threads allocate concurrently;
  * the check costs one relaxed load when injection is off.
  */
-#include "alloc.h"
+#include "base/alloc.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

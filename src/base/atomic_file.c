@@ -2,7 +2,7 @@
  * atomic_file.c - output files that appear whole, never through a planted
  * link, never over another file unless asked (see atomic_file.h).
  */
-#include "atomic_file.h"
+#include "base/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 /* Names already taken (a crashed run's temporary file with a recycled pid,

@@ -22,7 +22,7 @@
 #ifndef STK_ATOMIC_FILE_H
 #define STK_ATOMIC_FILE_H
 
-#include "error.h"
+#include "base/error.h"
 
 struct stk__atomic_file {
     char *path; /* final name as given (for messages); NULL unless open */

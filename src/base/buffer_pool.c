@@ -7,12 +7,12 @@
  * 4 KiB .. 256 MiB; larger (or rejected) buffers go straight to the
  * allocator.
  */
-#include "buffer_pool.h"
+#include "base/buffer_pool.h"
 
 #include <pthread.h>
 
-#include "alloc.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "base/threads.h"
 
 #define MIN_SHIFT 12 /* 4 KiB */
 #define MAX_SHIFT 28 /* 256 MiB */

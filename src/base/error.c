@@ -2,13 +2,13 @@
  * error.c - error codes to text and kind (from errors_table.h), and per-handle
  * detailed messages.
  */
-#include "error.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "errors_table.h"
+#include "base/errors_table.h"
 #include "stoker.h"
 
 enum error_kind { KIND_NONE, KIND_INPUT, KIND_CONFIG, KIND_SYSTEM };

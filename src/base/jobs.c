@@ -6,20 +6,19 @@
  * caller's callback needs no lock of its own). A failure pushes the counter
  * past the end, so every thread stops after its current job.
  */
-#include "jobs.h"
+#include "base/jobs.h"
 
 #include <string.h>
 
-#include "alloc.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "base/threads.h"
 
 struct run {
     size_t count;
     stk__job_fn job;
     void *ctx;
     atomic_size_t next;
-    const struct stk_options *opts;
-    const atomic_uint_fast64_t *samples;
+    const struct stk__run *run;
     pthread_mutex_t mutex;
     struct stk__err err; /* first failure, guarded by mutex */
     size_t done;         /* jobs finished, guarded by mutex */
@@ -43,21 +42,21 @@ static void *job_main(void *arg)
             atomic_store(&r->next, r->count); /* the others stop too */
             return NULL;
         }
-        if (r->opts->progress != NULL) {
+        if (r->run->progress != NULL) {
             stk__mutex_lock(&r->mutex);
             r->done++;
-            r->opts->progress(r->opts->progress_data, r->done, r->count,
-                              atomic_load(r->samples));
+            /* The cast drops const: an atomic load does not modify it. */
+            r->run->progress(r->run->progress_data, r->done, r->count,
+                             atomic_load((atomic_uint_fast64_t *)&r->run->counters.samples_read));
             stk__mutex_unlock(&r->mutex);
         }
     }
 }
 
 int stk__run_jobs(size_t count, unsigned threads, stk__job_fn job, void *ctx,
-                  const struct stk_options *opts, const atomic_uint_fast64_t *samples,
-                  struct stk__err *err)
+                  const struct stk__run *run, struct stk__err *err)
 {
-    struct run r = {.count = count, .job = job, .ctx = ctx, .opts = opts, .samples = samples};
+    struct run r = {.count = count, .job = job, .ctx = ctx, .run = run};
     stk__err_clear(&r.err);
     if (threads > count)
         threads = (unsigned)count;

@@ -1,10 +1,10 @@
 /*
  * keyset.c - open-addressing set of key tags (linear probing).
  */
-#include "keyset.h"
+#include "base/keyset.h"
 
-#include "alloc.h"
-#include "siphash.h"
+#include "base/alloc.h"
+#include "base/siphash.h"
 #include "stoker.h"
 
 static struct stk__key_tag *find_slot(struct stk__key_tag *slots, size_t capacity,

@@ -1,7 +1,7 @@
 /*
  * rng.c - SplitMix64 and an unbiased bounded draw.
  */
-#include "rng.h"
+#include "base/rng.h"
 
 static uint64_t splitmix_finalize(uint64_t z)
 {

@@ -1,7 +1,7 @@
 /*
  * siphash.c - SipHash-2-4-128, after the reference implementation.
  */
-#include "siphash.h"
+#include "base/siphash.h"
 
 #include <string.h>
 #include <sys/random.h>

@@ -1,7 +1,7 @@
 /*
  * threads.c - pthread wrappers that abort on impossible failures.
  */
-#include "threads.h"
+#include "base/threads.h"
 
 #include <errno.h>
 #include <stdio.h>

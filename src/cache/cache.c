@@ -60,7 +60,7 @@
  * processes still wait on H.lock for the finished file rather than follow
  * a growing one.
  */
-#include "cache_impl.h"
+#include "cache/cache_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,8 +73,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "source_file.h"
+#include "base/alloc.h"
+#include "io/source_file.h"
 #include "stoker.h"
 
 #define HEX_LEN STK__CACHE_HEX_LEN

@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "error.h"
-#include "source.h"
+#include "base/error.h"
+#include "io/source.h"
 
 struct stk__cache_config {
     const char *dir;           /* created if missing (not its parents); copied */

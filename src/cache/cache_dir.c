@@ -6,7 +6,7 @@
  * file holds the primitives both cache.c (lookups) and cache_fill.c (a
  * miss being filled) build on, and calls neither of them.
  */
-#include "cache_impl.h"
+#include "cache/cache_impl.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 #define HEX_LEN STK__CACHE_HEX_LEN

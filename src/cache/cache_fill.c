@@ -34,10 +34,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "cache_impl.h"
+#include "base/alloc.h"
+#include "cache/cache_impl.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 #define COPY_CHUNK ((size_t)1 << 20)
 /* How often a caller waiting for bytes looks at its cancel flag. */

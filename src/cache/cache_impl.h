@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "cache.h"
+#include "cache/cache.h"
 
 #define STK__CACHE_HEX_LEN 32
 #define STK__CACHE_NAME_MAX 96

@@ -5,12 +5,12 @@
  * rounding mode), int() truncates. The random numbers are stoker's own, so
  * boxes match torchvision's distribution, not its exact draws.
  */
-#include "augment.h"
+#include "image/augment.h"
 
 #include <limits.h>
 #include <math.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
 uint64_t stk__draws_key(uint64_t seed, uint64_t epoch, uint64_t shard, uint64_t pass,
                         uint64_t position)

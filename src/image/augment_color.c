@@ -10,12 +10,12 @@
  * half to even: a separable sum in another order than torch's conv2d, so a
  * value on a rounding boundary can differ by one level.
  */
-#include "augment_ops.h"
+#include "image/augment_ops.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 /* One pixel's hue moved by factor (in [-0.5, 0.5]) of a turn. */
 static void hue_pixel(uint8_t *px, float factor)

@@ -12,7 +12,7 @@
  * can differ by one level; tests/integration/test_augment_vs_torchvision.py
  * bounds that.
  */
-#include "augment_ops.h"
+#include "image/augment_ops.h"
 
 #include <math.h>
 #include <string.h>

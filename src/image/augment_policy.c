@@ -10,7 +10,7 @@
  * are stoker's, so the distribution matches torchvision's, not its exact
  * sequence.
  */
-#include "augment_policy.h"
+#include "image/augment_policy.h"
 
 #include <math.h>
 

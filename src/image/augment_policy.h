@@ -13,8 +13,8 @@
 
 #include <stdint.h>
 
-#include "augment.h"
-#include "augment_ops.h"
+#include "image/augment.h"
+#include "image/augment_ops.h"
 #include "stoker.h"
 
 /* Most operations one sample can get: RandAugment's num_ops bound, then

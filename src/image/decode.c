@@ -1,12 +1,12 @@
 /*
  * decode.c - format sniffing, the decoder object, dispatch by format.
  */
-#include "decode.h"
+#include "image/decode.h"
 
 #include <string.h>
 
-#include "alloc.h"
-#include "decode_impl.h"
+#include "base/alloc.h"
+#include "image/decode_impl.h"
 #include "stoker.h"
 
 enum stk__image_format stk__image_format(const uint8_t *data, size_t size)
@@ -19,11 +19,16 @@ enum stk__image_format stk__image_format(const uint8_t *data, size_t size)
     return STK__IMAGE_UNKNOWN;
 }
 
+struct stk__decoder {
+    struct stk__pixel_buffer buf;
+    struct stk__jpeg *jpeg; /* libjpeg state, created on first use */
+};
+
 struct stk__decoder *stk__decoder_new(uint64_t max_pixels)
 {
     struct stk__decoder *d = stk__calloc(1, sizeof *d);
     if (d != NULL)
-        d->max_pixels = max_pixels;
+        d->buf.max_pixels = max_pixels;
     return d;
 }
 
@@ -32,7 +37,7 @@ void stk__decoder_free(struct stk__decoder *d)
     if (d == NULL)
         return;
     stk__jpeg_free(d->jpeg);
-    stk__free(d->pixels);
+    stk__pixel_buffer_free(&d->buf);
     stk__free(d);
 }
 
@@ -40,8 +45,8 @@ int stk__decode_size(struct stk__decoder *d, const uint8_t *data, size_t size, i
                      int *height, struct stk__err *err)
 {
     switch (stk__image_format(data, size)) {
-    case STK__IMAGE_JPEG: return stk__jpeg_size(d, data, size, width, height, err);
-    case STK__IMAGE_PNG: return stk__png_size(d, data, size, width, height, err);
+    case STK__IMAGE_JPEG: return stk__jpeg_size(&d->jpeg, &d->buf, data, size, width, height, err);
+    case STK__IMAGE_PNG: return stk__png_size(&d->buf, data, size, width, height, err);
     default: return stk__errf(err, STK_EDECODE, "not a JPEG or PNG image");
     }
 }
@@ -51,8 +56,8 @@ int stk__decode_region(struct stk__decoder *d, const uint8_t *data, size_t size,
                        struct stk__err *err)
 {
     switch (stk__image_format(data, size)) {
-    case STK__IMAGE_JPEG: return stk__jpeg_decode(d, data, size, req, out, err);
-    case STK__IMAGE_PNG: return stk__png_decode(d, data, size, out, err);
+    case STK__IMAGE_JPEG: return stk__jpeg_decode(&d->jpeg, &d->buf, data, size, req, out, err);
+    case STK__IMAGE_PNG: return stk__png_decode(&d->buf, data, size, out, err);
     default: return stk__errf(err, STK_EDECODE, "not a JPEG or PNG image");
     }
 }

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
+#include "base/error.h"
 
 enum stk__image_format { STK__IMAGE_JPEG, STK__IMAGE_PNG, STK__IMAGE_UNKNOWN };
 

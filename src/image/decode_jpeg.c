@@ -50,8 +50,8 @@
 #include <setjmp.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "decode_impl.h"
+#include "base/alloc.h"
+#include "image/decode_impl.h"
 #include "stoker.h"
 
 /* Scans and the blocks they visit; see the top of the file. */
@@ -138,10 +138,10 @@ static void fresh_decompress(struct stk__jpeg *j)
     j->cinfo.progress = &j->progress;
 }
 
-static struct stk__jpeg *jpeg_state(struct stk__decoder *d, struct stk__err *err)
+static struct stk__jpeg *jpeg_state(struct stk__jpeg **state, struct stk__err *err)
 {
-    if (d->jpeg != NULL)
-        return d->jpeg;
+    if (*state != NULL)
+        return *state;
     struct stk__jpeg *j = stk__calloc(1, sizeof *j);
     if (j == NULL) {
         stk__errf(err, STK_ENOMEM, "out of memory for a JPEG decoder");
@@ -153,7 +153,7 @@ static struct stk__jpeg *jpeg_state(struct stk__decoder *d, struct stk__err *err
         return NULL;
     }
     fresh_decompress(j);
-    d->jpeg = j;
+    *state = j;
     return j;
 }
 
@@ -179,8 +179,8 @@ static uint64_t coefficient_bytes(struct stk__jpeg *j)
 
 /* Read the header into a fresh object; checks the pixel and coefficient
  * limits. Must run inside setjmp. */
-static int read_header(struct stk__decoder *d, struct stk__jpeg *j, const uint8_t *data,
-                       size_t size, struct stk__err *err)
+static int read_header(const struct stk__pixel_buffer *buf, struct stk__jpeg *j,
+                       const uint8_t *data, size_t size, struct stk__err *err)
 {
     fresh_decompress(j);
     j->truncated = 0;
@@ -190,13 +190,13 @@ static int read_header(struct stk__decoder *d, struct stk__jpeg *j, const uint8_
     jpeg_mem_src(&j->cinfo, data, (unsigned long)size);
     jpeg_read_header(&j->cinfo, TRUE);
     uint64_t pixels = (uint64_t)j->cinfo.image_width * j->cinfo.image_height;
-    if (pixels > d->max_pixels)
+    if (pixels > buf->max_pixels)
         return stk__errf(err, STK_ELIMIT, "JPEG of %ux%u pixels is above the limit of %llu pixels",
                          j->cinfo.image_width, j->cinfo.image_height,
-                         (unsigned long long)d->max_pixels);
+                         (unsigned long long)buf->max_pixels);
     if (j->cinfo.image_width == 0 || j->cinfo.image_height == 0)
         return stk__errf(err, STK_EDECODE, "JPEG has no pixels");
-    uint64_t limit = d->max_pixels * 3, coefficients = coefficient_bytes(j);
+    uint64_t limit = buf->max_pixels * 3, coefficients = coefficient_bytes(j);
     if (coefficients > limit)
         return stk__errf(err, STK_ELIMIT,
                          "%s JPEG of %ux%u pixels needs %llu bytes of DCT coefficients to decode, "
@@ -224,17 +224,18 @@ static int escaped(struct stk__jpeg *j, const char *what, struct stk__err *err)
     return stk__errf(err, STK_EDECODE, "%s: %s", what, j->message);
 }
 
-int stk__jpeg_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
-                   int *height, struct stk__err *err)
+int stk__jpeg_size(struct stk__jpeg **state, const struct stk__pixel_buffer *buf,
+                   const uint8_t *data, size_t size, int *width, int *height,
+                   struct stk__err *err)
 {
-    struct stk__jpeg *j = jpeg_state(d, err);
+    struct stk__jpeg *j = jpeg_state(state, err);
     if (j == NULL)
         return STK_ENOMEM;
     if (setjmp(j->escape)) {
         jpeg_abort_decompress(&j->cinfo);
         return escaped(j, "JPEG header", err);
     }
-    int rc = read_header(d, j, data, size, err);
+    int rc = read_header(buf, j, data, size, err);
     if (rc == 0) {
         *width = (int)j->cinfo.image_width;
         *height = (int)j->cinfo.image_height;
@@ -292,11 +293,11 @@ static int has_end_marker(const uint8_t *data, size_t size)
     return 0;
 }
 
-int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
-                     const struct stk__decode_request *req, struct stk__decoded *out,
+int stk__jpeg_decode(struct stk__jpeg **state, struct stk__pixel_buffer *buf, const uint8_t *data,
+                     size_t size, const struct stk__decode_request *req, struct stk__decoded *out,
                      struct stk__err *err)
 {
-    struct stk__jpeg *j = jpeg_state(d, err);
+    struct stk__jpeg *j = jpeg_state(state, err);
     if (j == NULL)
         return STK_ENOMEM;
     struct jpeg_decompress_struct *ci = &j->cinfo;
@@ -304,7 +305,7 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
         jpeg_abort_decompress(ci);
         return escaped(j, "JPEG", err);
     }
-    int rc = read_header(d, j, data, size, err);
+    int rc = read_header(buf, j, data, size, err);
     if (rc < 0)
         goto out;
     if (!has_end_marker(data, size)) {
@@ -349,13 +350,13 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
         jpeg_crop_scanline(ci, &xoff, &width); /* widens to iMCU boundaries */
     size_t channels = cmyk ? 4 : 3;
     size_t stride = (size_t)width * channels;
-    rc = stk__decoder_reserve(d, stride * (y1 - y0), err);
+    rc = stk__pixel_buffer_reserve(buf, stride * (y1 - y0), err);
     if (rc < 0)
         goto out;
     if (y0 > 0)
         jpeg_skip_scanlines(ci, y0);
     while (ci->output_scanline < y1) {
-        JSAMPROW row = d->pixels + (size_t)(ci->output_scanline - y0) * stride;
+        JSAMPROW row = buf->pixels + (size_t)(ci->output_scanline - y0) * stride;
         jpeg_read_scanlines(ci, &row, 1);
         if (j->truncated) {
             rc = stk__errf(err, STK_EDECODE, "JPEG is truncated (premature end of data)");
@@ -364,7 +365,7 @@ int stk__jpeg_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
         if (cmyk)
             cmyk_to_rgb(row, width);
     }
-    out->pixels = d->pixels + (x0 - xoff) * 3; /* RGB: CMYK rows are converted in place */
+    out->pixels = buf->pixels + (x0 - xoff) * 3; /* RGB: CMYK rows are converted in place */
     out->width = (int)(x1 - x0);
     out->height = (int)(y1 - y0);
     out->stride = stride;

@@ -8,8 +8,8 @@
  */
 #include <spng.h>
 
-#include "alloc.h"
-#include "decode_impl.h"
+#include "base/alloc.h"
+#include "image/decode_impl.h"
 #include "stoker.h"
 
 static int open_png(spng_ctx **ctx, const uint8_t *data, size_t size, struct spng_ihdr *ihdr,
@@ -29,23 +29,23 @@ static int open_png(spng_ctx **ctx, const uint8_t *data, size_t size, struct spn
 }
 
 /* Both entry points reject images above the pixel limit from the header. */
-static int check_limit(const struct stk__decoder *d, const struct spng_ihdr *ihdr,
+static int check_limit(const struct stk__pixel_buffer *buf, const struct spng_ihdr *ihdr,
                        struct stk__err *err)
 {
-    if ((uint64_t)ihdr->width * ihdr->height > d->max_pixels)
+    if ((uint64_t)ihdr->width * ihdr->height > buf->max_pixels)
         return stk__errf(err, STK_ELIMIT, "PNG of %ux%u pixels is above the limit of %llu pixels",
-                         ihdr->width, ihdr->height, (unsigned long long)d->max_pixels);
+                         ihdr->width, ihdr->height, (unsigned long long)buf->max_pixels);
     return 0;
 }
 
-int stk__png_size(struct stk__decoder *d, const uint8_t *data, size_t size, int *width,
-                  int *height, struct stk__err *err)
+int stk__png_size(const struct stk__pixel_buffer *buf, const uint8_t *data, size_t size,
+                  int *width, int *height, struct stk__err *err)
 {
     spng_ctx *ctx;
     struct spng_ihdr ihdr;
     int rc = open_png(&ctx, data, size, &ihdr, err);
     if (rc == 0)
-        rc = check_limit(d, &ihdr, err);
+        rc = check_limit(buf, &ihdr, err);
     if (rc == 0) {
         *width = (int)ihdr.width;
         *height = (int)ihdr.height;
@@ -54,7 +54,7 @@ int stk__png_size(struct stk__decoder *d, const uint8_t *data, size_t size, int 
     return rc;
 }
 
-int stk__png_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
+int stk__png_decode(struct stk__pixel_buffer *buf, const uint8_t *data, size_t size,
                     struct stk__decoded *out, struct stk__err *err)
 {
     spng_ctx *ctx;
@@ -63,7 +63,7 @@ int stk__png_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
     int rc = open_png(&ctx, data, size, &ihdr, err);
     if (rc < 0)
         goto out;
-    rc = check_limit(d, &ihdr, err);
+    rc = check_limit(buf, &ihdr, err);
     if (rc < 0)
         goto out;
     int r = spng_decoded_image_size(ctx, SPNG_FMT_RGB8, &bytes);
@@ -71,15 +71,15 @@ int stk__png_decode(struct stk__decoder *d, const uint8_t *data, size_t size,
         rc = stk__errf(err, STK_EDECODE, "PNG: %s", spng_strerror(r));
         goto out;
     }
-    rc = stk__decoder_reserve(d, bytes, err);
+    rc = stk__pixel_buffer_reserve(buf, bytes, err);
     if (rc < 0)
         goto out;
-    r = spng_decode_image(ctx, d->pixels, bytes, SPNG_FMT_RGB8, 0);
+    r = spng_decode_image(ctx, buf->pixels, bytes, SPNG_FMT_RGB8, 0);
     if (r != 0) {
         rc = stk__errf(err, STK_EDECODE, "PNG: %s", spng_strerror(r));
         goto out;
     }
-    out->pixels = d->pixels;
+    out->pixels = buf->pixels;
     out->width = out->scaled_width = (int)ihdr.width;
     out->height = out->scaled_height = (int)ihdr.height;
     out->stride = (size_t)ihdr.width * 3;

@@ -1,5 +1,5 @@
 /*
- * image.c - decode, crop, resample and convert one sample.
+ * image.c - decode, crop, resample and convert one image.
  *
  * Geometry. torchvision's train transform is crop(box) then resize, so the
  * crop's own edges bound the resampling filter: we resample the crop as an
@@ -9,19 +9,16 @@
  * one filter support. With DCT scaling the decoded image is smaller than
  * the original by scale_x/scale_y and every coordinate is scaled alike.
  */
-#include "image.h"
+#include "image/image.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "decode.h"
-#include "members.h"
-#include "resize.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "image/decode.h"
+#include "image/resize.h"
+#include "base/threads.h"
 
 /* DCT scaling reduces by a box-like filter, not Pillow's antialiased
  * bilinear; the closer the scaled crop is to the output size, the more the
@@ -205,23 +202,7 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
                                                                : stk__float_to_bfloat16(f);
         }
     }
-    /* Not txt: a caption that happens to be a number is no label. */
-    const char *exts = o->label_exts ? o->label_exts : "cls";
-    while (*exts) {
-        size_t n = strcspn(exts, ",");
-        if (n == 0 || n >= sizeof cfg->label_exts[0] || cfg->n_label_exts == STK__MAX_LABEL_EXTS)
-            return stk__errf(err, STK_EINVAL, "label_exts must be up to %d comma-separated "
-                                              "extensions of up to 15 characters",
-                             STK__MAX_LABEL_EXTS);
-        memcpy(cfg->label_exts[cfg->n_label_exts++], exts, n);
-        exts += n + (exts[n] == ',');
-    }
-    if (o->label_json_field != NULL) {
-        if (strlen(o->label_json_field) >= sizeof cfg->label_json_field)
-            return stk__errf(err, STK_EINVAL, "label_json_field is too long");
-        snprintf(cfg->label_json_field, sizeof cfg->label_json_field, "%s", o->label_json_field);
-    }
-    return stk__member_rules_init(&cfg->members, o->require_members, err);
+    return 0;
 }
 
 static size_t dtype_size(enum stk_dtype t)
@@ -265,59 +246,6 @@ void stk__image_worker_free(struct stk__image_worker *w)
     stk__free(w->rgb);
     stk__free(w->aug_scratch);
     stk__free(w);
-}
-
-static int find_label(const struct stk__image_config *cfg, const struct stk__sample *s,
-                      int64_t *label, struct stk__err *err)
-{
-    char shown[STK__SHOWN_MAX]; /* the key, for messages */
-    if (cfg->label_json_field[0] != '\0') {
-        const struct stk_member *m = stk__sample_member(s, "json");
-        if (m == NULL)
-            return stk__errf(err, STK_ELABEL, "%s: sample '%s' has no json member for its label",
-                             s->pub.url, stk__shown(shown, sizeof shown, s->pub.key));
-        cJSON *root = cJSON_ParseWithLength((const char *)m->data, m->size);
-        const cJSON *field = cJSON_GetObjectItemCaseSensitive(root, cfg->label_json_field);
-        int ok = cJSON_IsNumber(field) && field->valuedouble == floor(field->valuedouble) &&
-                 fabs(field->valuedouble) < 9e15;
-        if (ok)
-            *label = (int64_t)field->valuedouble;
-        cJSON_Delete(root);
-        if (!ok)
-            return stk__errf(err, STK_ELABEL,
-                             "%s: sample '%s': json has no integer field '%s'", s->pub.url,
-                             stk__shown(shown, sizeof shown, s->pub.key), cfg->label_json_field);
-        return 0;
-    }
-    for (int i = 0; i < cfg->n_label_exts; i++) {
-        const struct stk_member *m = stk__sample_member(s, cfg->label_exts[i]);
-        if (m == NULL)
-            continue;
-        if (stk__member_int(m, label) < 0)
-            return stk__errf(err, STK_ELABEL, "%s: sample '%s': %s member is not an integer",
-                             s->pub.url, stk__shown(shown, sizeof shown, s->pub.key),
-                             cfg->label_exts[i]);
-        return 0;
-    }
-    if (cfg->n_label_exts == 0) { /* unlabelled data */
-        *label = -1;
-        return 0;
-    }
-    return stk__errf(err, STK_ELABEL,
-                     "%s: sample '%s' has no label member (%s%s%s); for unlabelled data set "
-                     "label_exts=\"\"",
-                     s->pub.url, stk__shown(shown, sizeof shown, s->pub.key), cfg->label_exts[0],
-                     cfg->n_label_exts > 1 ? ", " : "", cfg->n_label_exts > 1 ? cfg->label_exts[1] : "");
-}
-
-static const struct stk_member *find_image(const struct stk__sample *s)
-{
-    for (size_t i = 0; i < STK__N_IMAGE_EXTS; i++) {
-        const struct stk_member *m = stk__sample_member(s, stk__image_exts[i]);
-        if (m != NULL)
-            return m;
-    }
-    return NULL;
 }
 
 /* The n RGB pixels of rgb as three planes `plane` elements apart (uint8
@@ -568,22 +496,23 @@ static int render_rgb(struct stk__image_worker *w, const struct stk__image_confi
         hi_x = (int)fmin(hi_x, ceil(bx1 - 1e-9));
         hi_y = (int)fmin(hi_y, ceil(by1 - 1e-9));
     }
-    const uint8_t *src = img.pixels + (size_t)(lo_y - img.origin_y) * img.stride +
-                         (size_t)(lo_x - img.origin_x) * 3;
-    const size_t src_w = (size_t)(hi_x - lo_x), src_h = (size_t)(hi_y - lo_y);
-    const double x0 = fmax(0, bx0 - lo_x), y0 = fmax(0, by0 - lo_y);
-    const double x1 = fmin(hi_x - lo_x, bx1 - lo_x), y1 = fmin(hi_y - lo_y, by1 - lo_y);
+    const struct stk__rgb8_view src = {
+        img.pixels + (size_t)(lo_y - img.origin_y) * img.stride + (size_t)(lo_x - img.origin_x) * 3,
+        (size_t)(hi_x - lo_x), (size_t)(hi_y - lo_y), img.stride};
+    const struct stk__box box = {fmax(0, bx0 - lo_x), fmax(0, by0 - lo_y),
+                                 fmin(hi_x - lo_x, bx1 - lo_x), fmin(hi_y - lo_y, by1 - lo_y)};
     if (sink != NULL) {
-        rc = stk__resize_rgb8_rows(src, src_w, src_h, img.stride, x0, y0, x1, y1, (size_t)inner_w,
-                                   (size_t)inner_h, crop->flip, sink, w->scratch);
+        rc = stk__resize_rgb8_rows(&src, &box, (size_t)inner_w, (size_t)inner_h, crop->flip, sink,
+                                   w->scratch);
     } else {
         size_t stride = (size_t)cfg->width * 3;
         if (inner_w != cfg->width || inner_h != cfg->height)
             fill_padding(rgb, cfg->width, cfg->height, pad_left, crop->pad_top, pad_left + inner_w,
                          crop->pad_top + inner_h);
-        rc = stk__resize_rgb8(src, src_w, src_h, img.stride, x0, y0, x1, y1,
-                              rgb + (size_t)crop->pad_top * stride + (size_t)pad_left * 3,
-                              (size_t)inner_w, (size_t)inner_h, stride, crop->flip, w->scratch);
+        const struct stk__rgb8_image dst = {
+            rgb + (size_t)crop->pad_top * stride + (size_t)pad_left * 3, (size_t)inner_w,
+            (size_t)inner_h, stride};
+        rc = stk__resize_rgb8(&src, &box, &dst, crop->flip, w->scratch);
     }
     w->times.resample += stk__now_ns() - t1;
     if (rc < 0)
@@ -646,74 +575,31 @@ void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage
     memset(&w->times, 0, sizeof w->times);
 }
 
-/* The sample's image member, or NULL with an error naming the sample. */
-static const struct stk_member *image_member(const struct stk__sample *s, struct stk__err *err)
-{
-    const struct stk_member *m = find_image(s);
-    char shown[STK__SHOWN_MAX];
-    if (m == NULL)
-        stk__errf(err, STK_EDECODE, "%s: sample '%s' has no jpg, jpeg or png member",
-                  s->pub.url, stk__shown(shown, sizeof shown, s->pub.key));
-    return m;
-}
-
-/* Put the sample's URL, key and member in front of err's message. */
-static int name_member(int rc, const struct stk__sample *s, const struct stk_member *m,
-                       struct stk__err *err)
-{
-    char why[STK__ERRMSG_MAX], key[STK__SHOWN_MAX], ext[STK__SHOWN_MAX];
-    snprintf(why, sizeof why, "%s", err->msg);
-    return stk__errf(err, rc, "%s: sample '%s' member %s: %s", s->pub.url,
-                     stk__shown(key, sizeof key, s->pub.key), stk__shown(ext, sizeof ext, m->ext),
-                     why);
-}
-
-/* The sample's label, its required members, then its image member: NULL
- * with err set when any of them is missing or bad. */
-static const struct stk_member *checked_image(const struct stk__image_config *cfg,
-                                              const struct stk__sample *s, int64_t *label,
-                                              struct stk__err *err)
-{
-    int rc = find_label(cfg, s, label, err);
-    if (rc == 0)
-        rc = stk__members_check(&cfg->members, s, err);
-    return rc < 0 ? NULL : image_member(s, err);
-}
-
 int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                         const struct stk__sample *s, void *out, int64_t *label,
-                         struct stk__err *err)
+                         const uint8_t *data, size_t size, const struct stk__image_key *key,
+                         void *out, struct stk__err *err)
 {
-    const struct stk_member *m = checked_image(cfg, s, label, err);
-    if (m == NULL)
-        return err->code;
     int width, height;
-    int rc = stk__decode_size(w->decoder, m->data, m->size, &width, &height, err);
-    if (rc == 0) {
-        struct stk__crop crop;
-        struct stk__draws d, aug;
-        int eval = cfg->transform == STK_TRANSFORM_EVAL;
-        if (eval) {
-            stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width,
-                                   &crop);
-        } else {
-            stk__draws_init(&d, cfg->seed, cfg->epoch, s->pub.shard_index, s->pass, s->position);
-            stk__crop_train(&cfg->train, width, height, &d, &crop);
-            stk__draws_fork(&d, AUGMENT_STREAM, &aug);
-        }
-        rc = render(w, cfg, m->data, m->size, &crop, eval, eval ? NULL : &aug, out, err);
+    int rc = stk__decode_size(w->decoder, data, size, &width, &height, err);
+    if (rc < 0)
+        return rc;
+    struct stk__crop crop;
+    struct stk__draws d, aug;
+    int eval = cfg->transform == STK_TRANSFORM_EVAL;
+    if (eval) {
+        stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width, &crop);
+    } else {
+        stk__draws_init(&d, cfg->seed, cfg->epoch, key->shard_index, key->pass, key->position);
+        stk__crop_train(&cfg->train, width, height, &d, &crop);
+        stk__draws_fork(&d, AUGMENT_STREAM, &aug);
     }
-    return rc < 0 ? name_member(rc, s, m, err) : 0;
+    return render(w, cfg, data, size, &crop, eval, eval ? NULL : &aug, out, err);
 }
 
-int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                     const struct stk__sample *s, int64_t *label, struct stk__err *err)
+int stk__image_check(struct stk__image_worker *w, const uint8_t *data, size_t size,
+                     struct stk__err *err)
 {
-    const struct stk_member *m = checked_image(cfg, s, label, err);
-    if (m == NULL)
-        return err->code;
     const struct stk__decode_request whole = {.full = 1};
     struct stk__decoded img;
-    int rc = stk__decode_region(w->decoder, m->data, m->size, &whole, &img, err);
-    return rc < 0 ? name_member(rc, s, m, err) : 0;
+    return stk__decode_region(w->decoder, data, size, &whole, &img, err);
 }

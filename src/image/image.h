@@ -1,10 +1,12 @@
 /*
- * image.h - one sample to one output image and label.
+ * image.h - image bytes to one output image.
  *
- * Finds the image and label members, draws the crop, decodes only what the
- * crop needs, resamples it (Pillow-exact antialiased bilinear or bicubic) and writes
- * the result, flipped if drawn, in the batch's dtype and layout straight
- * into its slot of the batch buffer.
+ * Draws the crop, decodes only what the crop needs, resamples it
+ * (Pillow-exact antialiased bilinear or
+ * bicubic) and writes the result, flipped if
+ * drawn, in the batch's dtype and layout straight into its slot of the
+ * batch buffer. Pixels only: which member of a sample is its image, and its
+ * label, are pipeline/sample_image.h's business.
  */
 #ifndef STK_IMAGE_H
 #define STK_IMAGE_H
@@ -12,15 +14,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "augment.h"
-#include "augment_policy.h"
-#include "error.h"
-#include "members.h"
-#include "resize.h"
-#include "sample.h"
+#include "image/augment.h"
+#include "image/augment_policy.h"
+#include "base/error.h"
+#include "image/resize.h"
 #include "stoker.h"
-
-#define STK__MAX_LABEL_EXTS 8
 
 struct stk__image_config {
     enum stk_transform transform;
@@ -35,10 +33,6 @@ struct stk__image_config {
     uint64_t max_pixels;
     int full_decode;
     double dct_margin; /* stk_options.dct_margin, its default resolved */
-    char label_exts[STK__MAX_LABEL_EXTS][16];
-    int n_label_exts;
-    char label_json_field[64]; /* "" when labels come from label_exts */
-    struct stk__member_rules members; /* stk_options.require_members */
     struct stk__augment_params augment; /* train only; policy NONE, erase 0: off */
     uint8_t erase_u8[3]; /* RandomErasing's value 0 in uint8 outputs */
     int erase_random;    /* value="random": a standard normal per element */
@@ -51,8 +45,7 @@ struct stk__image_config {
     uint16_t lut_u16[3][256];
 };
 
-/* Fill cfg from options; fails on bad values (unknown dtype, std == 0, a
- * label extension list that is too long ...). */
+/* Fill cfg from options; fails on bad values (unknown dtype, std == 0 ...). */
 int stk__image_config_init(struct stk__image_config *cfg, const struct stk_options *o,
                            struct stk__err *err);
 
@@ -94,17 +87,22 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
                       void *out, struct stk__err *err);
 
-/* Transform sample s into out (stk__image_bytes() bytes) and *label,
- * after checking its label and required members. Errors name the shard,
- * key and member. */
-int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                         const struct stk__sample *s, void *out, int64_t *label,
-                         struct stk__err *err);
+/* The identity an image's random draws are keyed by, besides cfg's seed
+ * and epoch: its sample's shard, pass and position, never a thread. */
+struct stk__image_key {
+    uint64_t shard_index, pass, position;
+};
 
-/* Check sample s as a training run would use it, without transforming it:
- * its label (as cfg asks; into *label), its required members and its image
- * member, decoded whole. Errors name the shard, key and member. */
-int stk__image_check(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                     const struct stk__sample *s, int64_t *label, struct stk__err *err);
+/* Decode data[0..size) and transform it into out (stk__image_bytes()
+ * bytes): eval, the center crop; train, the crop, flip and cfg->augment's
+ * augmentations drawn from key. A message says what is wrong with the
+ * image; the caller names where it came from. */
+int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
+                         const uint8_t *data, size_t size, const struct stk__image_key *key,
+                         void *out, struct stk__err *err);
+
+/* Decode data[0..size) whole, as a check that it decodes. */
+int stk__image_check(struct stk__image_worker *w, const uint8_t *data, size_t size,
+                     struct stk__err *err);
 
 #endif

@@ -45,12 +45,12 @@
  * crops too; such an axis also resamples to the identity), and coefficient
  * tables are reused while the geometry repeats.
  */
-#include "resize.h"
+#include "image/resize.h"
 
 #include <stdbool.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -705,11 +705,15 @@ static inline void emit(const struct stk__resize_sink *sink, size_t y, const uin
 /* stk__resize_rgb8 and stk__resize_rgb8_rows, arguments checked: rows go
  * to dst (dst_stride apart), and each is then handed to sink if not NULL;
  * the rows version passes a one-row dst with dst_stride 0. */
-static int resample(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, float fx0,
-                    float fy0, float fx1, float fy1, uint8_t *dst, size_t dst_w, size_t dst_h,
-                    size_t dst_stride, int flip, const struct stk__resize_sink *sink,
+static int resample(const struct stk__rgb8_view *from, const float box[4],
+                    const struct stk__rgb8_image *to, int flip, const struct stk__resize_sink *sink,
                     struct stk__resize_scratch *s)
 {
+    const uint8_t *src = from->pixels;
+    const size_t src_w = from->width, src_h = from->height, src_stride = from->stride;
+    const float fx0 = box[0], fy0 = box[1], fx1 = box[2], fy1 = box[3];
+    uint8_t *dst = to->pixels;
+    const size_t dst_w = to->width, dst_h = to->height, dst_stride = to->stride;
     const size_t row_bytes = dst_w * 3;
     enum hmode hm = H_RESAMPLE;
     size_t hx = 0;
@@ -797,12 +801,13 @@ static int resample(const uint8_t *src, size_t src_w, size_t src_h, size_t src_s
 }
 
 /* Checks shared by both entry points; the box as Pillow's floats. */
-static int check_args(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
-                      double y0, double x1, double y1, size_t dst_w, size_t dst_h,
-                      const struct stk__resize_scratch *s, float box[4])
+static int check_args(const struct stk__rgb8_view *from, const struct stk__box *b, size_t dst_w,
+                      size_t dst_h, const struct stk__resize_scratch *s, float box[4])
 {
-    if (src == NULL || s == NULL)
+    if (from == NULL || from->pixels == NULL || b == NULL || s == NULL)
         return STK_EINVAL;
+    const size_t src_w = from->width, src_h = from->height, src_stride = from->stride;
+    const double x0 = b->x0, y0 = b->y0, x1 = b->x1, y1 = b->y1;
     if (src_w == 0 || src_h == 0 || dst_w == 0 || dst_h == 0 || src_w > STK__RESIZE_MAX_DIM ||
         src_h > STK__RESIZE_MAX_DIM || dst_w > STK__RESIZE_MAX_DIM || dst_h > STK__RESIZE_MAX_DIM)
         return STK_EINVAL;
@@ -813,27 +818,27 @@ static int check_args(const uint8_t *src, size_t src_w, size_t src_h, size_t src
     return 0;
 }
 
-int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
-                     double y0, double x1, double y1, uint8_t *dst, size_t dst_w, size_t dst_h,
-                     size_t dst_stride, int flip, struct stk__resize_scratch *scratch)
+int stk__resize_rgb8(const struct stk__rgb8_view *src, const struct stk__box *box,
+                     const struct stk__rgb8_image *dst, int flip,
+                     struct stk__resize_scratch *scratch)
 {
+    if (dst == NULL)
+        return STK_EINVAL;
     float b[4];
-    int rc = check_args(src, src_w, src_h, src_stride, x0, y0, x1, y1, dst_w, dst_h, scratch, b);
+    int rc = check_args(src, box, dst->width, dst->height, scratch, b);
     if (rc < 0)
         return rc;
-    if (dst == NULL || dst_stride < dst_w * 3)
+    if (dst->pixels == NULL || dst->stride < dst->width * 3)
         return STK_EINVAL;
-    return resample(src, src_w, src_h, src_stride, b[0], b[1], b[2], b[3], dst, dst_w, dst_h,
-                    dst_stride, flip, NULL, scratch);
+    return resample(src, b, dst, flip, NULL, scratch);
 }
 
-int stk__resize_rgb8_rows(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride,
-                          double x0, double y0, double x1, double y1, size_t dst_w, size_t dst_h,
-                          int flip, const struct stk__resize_sink *sink,
+int stk__resize_rgb8_rows(const struct stk__rgb8_view *src, const struct stk__box *box,
+                          size_t dst_w, size_t dst_h, int flip, const struct stk__resize_sink *sink,
                           struct stk__resize_scratch *scratch)
 {
     float b[4];
-    int rc = check_args(src, src_w, src_h, src_stride, x0, y0, x1, y1, dst_w, dst_h, scratch, b);
+    int rc = check_args(src, box, dst_w, dst_h, scratch, b);
     if (rc < 0)
         return rc;
     if (sink == NULL || sink->row == NULL)
@@ -842,6 +847,7 @@ int stk__resize_rgb8_rows(const uint8_t *src, size_t src_w, size_t src_h, size_t
     rc = grow(s, &s->line, dst_w * 3);
     if (rc < 0)
         return rc;
-    return resample(src, src_w, src_h, src_stride, b[0], b[1], b[2], b[3], s->line.p, dst_w, dst_h,
-                    0, flip, sink, s);
+    /* One row of output in the scratch, written over for each row. */
+    const struct stk__rgb8_image line = {s->line.p, dst_w, dst_h, 0};
+    return resample(src, b, &line, flip, sink, s);
 }

@@ -51,13 +51,29 @@ void stk__resize_scratch_set_filter(struct stk__resize_scratch *s, enum stk__res
  * by s reads s times as far on each side of a sample's centre. */
 double stk__resize_filter_support(enum stk__resize_filter filter);
 
+/* An RGB8 image in memory: width x height pixels, rows stride bytes apart. */
+struct stk__rgb8_view {
+    const uint8_t *pixels;
+    size_t width, height, stride;
+};
+
+/* The same, to be written. */
+struct stk__rgb8_image {
+    uint8_t *pixels;
+    size_t width, height, stride;
+};
+
+/* A box (x0,y0)-(x1,y1) in pixel coordinates. */
+struct stk__box {
+    double x0, y0, x1, y1;
+};
+
 /*
- * Resample the box (x0,y0)-(x1,y1) of the RGB8 image src (src_w x src_h
- * pixels, rows src_stride bytes apart) into dst (dst_w x dst_h RGB8, rows
- * dst_stride bytes apart), exactly as Pillow's resize(BILINEAR or BICUBIC,
- * box) does, with the scratch's filter.
+ * Resample the box of the RGB8 image src into dst, exactly as Pillow's
+ * resize(BILINEAR or BICUBIC, box) does, with the scratch's filter.
  * The box is in source pixel coordinates and, like Pillow's, is rounded to
- * C float; it must satisfy 0 <= x0 < x1 <= src_w and 0 <= y0 < y1 <= src_h.
+ * C float; it must satisfy 0 <= x0 < x1 <= src width and 0 <= y0 < y1 <= src
+ * height.
  * Pixels outside the box but inside the image take part at its edges, as in
  * Pillow. An integer box of exactly dst's size is a plain crop (a copy).
  *
@@ -65,15 +81,15 @@ double stk__resize_filter_support(enum stk__resize_filter filter);
  * RandomHorizontalFlip after the resize), at no extra cost.
  *
  * src and dst must not overlap. scratch is used by this call only; one
- * scratch per thread. Returns 0, STK_EINVAL (NULL pointer, zero or too large
- * size, stride below the row size, box outside the image or empty) or
+ * scratch per thread. Returns 0, STK_EINVAL (NULL pointer or pixels, zero or
+ * too large size, stride below the row size, box outside the image or empty) or
  * STK_ENOMEM (the scratch would exceed STK__RESIZE_SCRATCH_CAP or an
  * allocation failed; the scratch stays usable). dst is unspecified after an
  * error.
  */
-int stk__resize_rgb8(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
-                     double y0, double x1, double y1, uint8_t *dst, size_t dst_w, size_t dst_h,
-                     size_t dst_stride, int flip, struct stk__resize_scratch *scratch);
+int stk__resize_rgb8(const struct stk__rgb8_view *src, const struct stk__box *box,
+                     const struct stk__rgb8_image *dst, int flip,
+                     struct stk__resize_scratch *scratch);
 
 /* Where stk__resize_rgb8_rows puts the output: row(ctx, y, rgb) for
  * y = 0 .. dst_h-1 in order, rgb the dst_w RGB8 pixels of row y, valid
@@ -91,9 +107,8 @@ struct stk__resize_sink {
  * STK_EINVAL too for a NULL sink. Nothing is passed to sink after an
  * error.
  */
-int stk__resize_rgb8_rows(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride,
-                          double x0, double y0, double x1, double y1, size_t dst_w, size_t dst_h,
-                          int flip, const struct stk__resize_sink *sink,
+int stk__resize_rgb8_rows(const struct stk__rgb8_view *src, const struct stk__box *box,
+                          size_t dst_w, size_t dst_h, int flip, const struct stk__resize_sink *sink,
                           struct stk__resize_scratch *scratch);
 
 #endif

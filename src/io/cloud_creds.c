@@ -8,7 +8,7 @@
  * buffers (no allocation to forget to wipe) and overwritten by
  * stk__cloud_creds_wipe().
  */
-#include "cloud_creds.h"
+#include "io/cloud_creds.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #ifndef STK_CLOUD_CREDS_H
 #define STK_CLOUD_CREDS_H
 
-#include "error.h"
+#include "base/error.h"
 
 enum stk__cloud_provider {
     STK__CLOUD_S3 = 1, /* s3:// */

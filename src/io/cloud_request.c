@@ -19,15 +19,15 @@
  * service "s3"), so one signer serves both; an OAuth bearer token is the
  * other GCS option.
  */
-#include "cloud_request.h"
+#include "io/cloud_request.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "redact.h"
+#include "base/alloc.h"
+#include "io/redact.h"
 #include "stoker.h"
 
 #define EMPTY_SHA256 "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -10,9 +10,9 @@
 
 #include <stddef.h>
 
-#include "cloud_creds.h"
-#include "error.h"
-#include "source_http.h"
+#include "io/cloud_creds.h"
+#include "base/error.h"
+#include "io/source_http.h"
 
 /* 1 if url starts with s3:// or gs://. */
 int stk__cloud_is_url(const char *url);

@@ -1,7 +1,7 @@
 /*
  * command.c - scan the words of a pipe: command.
  */
-#include "command.h"
+#include "io/command.h"
 
 static int is_blank(char c)
 {

@@ -16,13 +16,13 @@
  * those uses. Lock order: pool_mutex is never held while calling libcurl
  * except curl_*_cleanup of pairs already unlinked (no share lock inside).
  */
-#include "curl_shared.h"
+#include "io/curl_shared.h"
 
 #include <pthread.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 /* Idle pairs kept: enough for every shard in flight of a few loaders; each
  * holds at most a handful of idle connections. */

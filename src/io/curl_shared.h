@@ -8,7 +8,7 @@
 
 #include <curl/curl.h>
 
-#include "error.h"
+#include "base/error.h"
 
 /* One transfer's handles. The multi handle owns the connection cache, so a
  * pair taken from the pool reconnects to a host it talked to before at no

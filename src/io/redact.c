@@ -13,14 +13,14 @@
  * stk_redact_url() in stoker.h), and a word that matches none keeps its
  * exact text. Plain paths print unchanged.
  */
-#include "redact.h"
+#include "io/redact.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
-#include "alloc.h"
-#include "command.h"
+#include "base/alloc.h"
+#include "io/command.h"
 #include "stoker.h"
 
 #define HIDDEN "***"

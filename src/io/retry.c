@@ -1,7 +1,7 @@
 /*
  * retry.c - the retry policy of remote sources.
  */
-#include "retry.h"
+#include "io/retry.h"
 
 int stk__retry_http_status(long status)
 {

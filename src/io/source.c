@@ -1,18 +1,18 @@
 /*
  * source.c - choose a backend by URL scheme, and the in-memory source.
  */
-#include "source.h"
+#include "io/source.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "redact.h"
-#include "cloud_request.h"
-#include "source_cloud.h"
-#include "source_file.h"
-#include "source_http.h"
-#include "source_pipe.h"
+#include "base/alloc.h"
+#include "io/redact.h"
+#include "io/cloud_request.h"
+#include "io/source_cloud.h"
+#include "io/source_file.h"
+#include "io/source_http.h"
+#include "io/source_pipe.h"
 #include "stoker.h"
 
 /* "scheme://" before any other slash. */

@@ -14,7 +14,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "error.h"
+#include "base/error.h"
+#include "base/run.h"
 
 struct stk__source;
 
@@ -61,12 +62,6 @@ struct stk__source {
     struct stk__err err;
 };
 
-/* Counters of remote sources, shared by every source of a loader. */
-struct stk__source_stats {
-    atomic_uint_fast64_t retries; /* requests repeated after a transient failure */
-    atomic_uint_fast64_t resumes; /* of which continued a body with a Range request */
-};
-
 /* What a backend may need beyond the URL: one config for every backend, so
  * an opener passes the loader's settings through without knowing which
  * backend a URL picks; zero means the default noted. */
@@ -81,7 +76,8 @@ struct stk__source_config {
      * would read the member data the scan jumps over. */
     int jumps;
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
-    struct stk__source_stats *stats; /* may be NULL */
+    /* The run's counters (retries, resumes of remote sources); may be NULL. */
+    struct stk__counters *counters;
     /* When set and nonzero, a read() blocked on the network or a command
      * returns STK_EIO ("cancelled") within about 100 ms, so stopping a
      * loader mid-shard never waits for a slow server or program. */

@@ -1,10 +1,10 @@
 /*
  * source_cloud.c - open an object store shard through the HTTP source.
  */
-#include "source_cloud.h"
+#include "io/source_cloud.h"
 
-#include "cloud_request.h"
-#include "source_http.h"
+#include "io/cloud_request.h"
+#include "io/source_http.h"
 
 int stk__source_cloud_open(const char *url, const struct stk__source_config *cfg,
                            struct stk__source **out, struct stk__err *err)

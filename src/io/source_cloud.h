@@ -5,7 +5,7 @@
 #ifndef STK_SOURCE_CLOUD_H
 #define STK_SOURCE_CLOUD_H
 
-#include "source.h"
+#include "io/source.h"
 
 /* Open the object url names ("s3://bucket/key", "gs://bucket/key");
  * messages name url, redacted. Retries and Range resumes as for http. */

@@ -8,7 +8,7 @@
  * cache like cat(1). A header scan (source.h, jumps) gets no advice: see
  * stk__source_file_adopt.
  */
-#include "source_file.h"
+#include "io/source_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 struct file_source {

@@ -4,7 +4,7 @@
 #ifndef STK_SOURCE_FILE_H
 #define STK_SOURCE_FILE_H
 
-#include "source.h"
+#include "io/source.h"
 
 /* url names the shard in messages; path is what is opened. jumps: the
  * reader seeks over most of it (stk__source_config.jumps). */

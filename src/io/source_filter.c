@@ -2,14 +2,14 @@
  * source_filter.c - libarchive's "raw" format over its decompression
  * filters: the single entry it reads is the decompressed stream.
  */
-#include "source_filter.h"
+#include "io/source_filter.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <pthread.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 /* A support call answers ARCHIVE_WARN when libarchive lacks the library

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "source.h"
+#include "io/source.h"
 
 /* The name of the compression whose magic head starts with ("bzip2",
  * "xz", "zstd", "lz4"), or NULL. */

@@ -6,12 +6,12 @@
  * starts another member (inflateReset), zeros are padding up to the end,
  * anything else is reported.
  */
-#include "source_gzip.h"
+#include "io/source_gzip.h"
 
 #include <string.h>
 #include <zlib.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 enum gz_state { IN_MEMBER, BETWEEN_MEMBERS, IN_PADDING, ENDED };

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "source.h"
+#include "io/source.h"
 
 /* 1 if bytes start a gzip member (magic and the deflate method). */
 int stk__is_gzip(const void *head, size_t len);

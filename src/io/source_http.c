@@ -61,19 +61,19 @@
  * and only within its origin (scheme, host and port, compared as libcurl
  * parses them); a redirect elsewhere fails, naming both URLs redacted.
  */
-#include "source_http.h"
+#include "io/source_http.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "curl_shared.h"
-#include "redact.h"
-#include "retry.h"
+#include "base/alloc.h"
+#include "io/curl_shared.h"
+#include "io/redact.h"
+#include "io/retry.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 /* libcurl's receive buffer: larger than its 16 KiB default so that a 256 KiB
  * read() is served by a few callbacks, not sixteen. */
@@ -405,10 +405,10 @@ static int schedule_retry(struct http_source *h, int code, const char *problem, 
     unsigned base = h->cfg.io_backoff_ms ? h->cfg.io_backoff_ms : STK__IO_BACKOFF_MS;
     uint64_t ms = stk__backoff_ms(h->failures, base, retry_after > 0 ? (uint64_t)retry_after * 1000 : 0,
                                   next_random(h));
-    if (h->cfg.stats != NULL) {
-        atomic_fetch_add(&h->cfg.stats->retries, 1);
+    if (h->cfg.counters != NULL) {
+        atomic_fetch_add(&h->cfg.counters->retries, 1);
         if (h->received > 0)
-            atomic_fetch_add(&h->cfg.stats->resumes, 1);
+            atomic_fetch_add(&h->cfg.counters->resumes, 1);
     }
     if (stk__sleep_unless(h->cfg.cancel, ms))
         return stk__errf(&h->base.err, STK_EIO, "%s: cancelled", h->shown);

@@ -4,7 +4,7 @@
 #ifndef STK_SOURCE_HTTP_H
 #define STK_SOURCE_HTTP_H
 
-#include "source.h"
+#include "io/source.h"
 
 /* How to make the request beyond a plain GET of the URL: what an object
  * store (S3, GCS) adds. Every field may be zero/NULL. The strings and the

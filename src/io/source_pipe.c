@@ -20,7 +20,7 @@
  * failure names the redacted command. A command that exits with an error
  * is not run again: it said what went wrong.
  */
-#include "source_pipe.h"
+#include "io/source_pipe.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -33,12 +33,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "command.h"
-#include "redact.h"
-#include "retry.h"
+#include "base/alloc.h"
+#include "io/command.h"
+#include "io/redact.h"
+#include "io/retry.h"
 #include "stoker.h"
-#include "threads.h"
+#include "base/threads.h"
 
 extern char **environ;
 
@@ -199,10 +199,10 @@ static int retry(struct pipe_source *s, const char *problem)
     s->rng ^= s->rng >> 7;
     s->rng ^= s->rng << 17;
     unsigned base = s->cfg.io_backoff_ms ? s->cfg.io_backoff_ms : STK__IO_BACKOFF_MS;
-    if (s->cfg.stats != NULL) {
-        atomic_fetch_add(&s->cfg.stats->retries, 1);
+    if (s->cfg.counters != NULL) {
+        atomic_fetch_add(&s->cfg.counters->retries, 1);
         if (s->delivered > 0)
-            atomic_fetch_add(&s->cfg.stats->resumes, 1);
+            atomic_fetch_add(&s->cfg.counters->resumes, 1);
     }
     if (stk__sleep_unless(s->cfg.cancel, stk__backoff_ms(s->failures, base, 0, s->rng)))
         return stk__errf(&s->base.err, STK_EIO, "%s: cancelled", s->shown);

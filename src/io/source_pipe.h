@@ -6,7 +6,7 @@
 
 #include <stddef.h>
 
-#include "source.h"
+#include "io/source.h"
 
 /* Most arguments a pipe: command may have. */
 #define STK__PIPE_MAX_ARGS 256

@@ -8,12 +8,12 @@
  * the ring's lists and counts; it is never held while calling the caller's
  * allocator (see ring_get) and never together with the budget's mutex.
  */
-#include "batch.h"
+#include "pipeline/batch.h"
 
 #include <string.h>
 
-#include "alloc.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "base/threads.h"
 
 void stk__budget_init(struct stk__batch_budget *b, size_t limit)
 {

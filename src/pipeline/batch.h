@@ -13,8 +13,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "error.h"
-#include "sample.h"
+#include "base/error.h"
+#include "tar/sample.h"
 #include "stoker.h"
 
 struct stk__batch_budget {

@@ -7,14 +7,14 @@
  * decrement that reaches zero hands the batch to batch_done() once, with no
  * lock held (batch_done takes the pipeline's lock).
  */
-#include "image_workers.h"
+#include "pipeline/image_workers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "threads.h"
+#include "base/alloc.h"
+#include "base/threads.h"
 
 struct task {
     struct stk__batch *batch;
@@ -46,9 +46,9 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
     int64_t *labels = (int64_t *)((char *)b->buffer + b->ring->labels_offset);
     void *out = (char *)b->buffer + t->slot * b->ring->image_bytes;
     uint64_t start = stk__now_ns();
-    int rc = stk__image_transform(w, workers->cfg.image, b->samples[t->slot], out,
-                                  &labels[t->slot], &err);
-    struct stk__counters *c = workers->cfg.counters;
+    int rc = stk__sample_transform(w, workers->cfg.rules, workers->cfg.image, b->samples[t->slot],
+                                   out, &labels[t->slot], &err);
+    struct stk__counters *c = &workers->cfg.run->counters;
     atomic_fetch_add(&c->decode_ns, stk__now_ns() - start);
     struct stk__stage_ns stages;
     stk__image_worker_take_times(w, &stages);
@@ -70,8 +70,8 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
     }
     b->failed[t->slot] = 1;
     int bad_input = stk__error_is_bad_input(rc);
-    if (workers->cfg.skip_bad && bad_input && workers->cfg.log != NULL)
-        workers->cfg.log(workers->cfg.log_data, STK_LOG_WARN, err.msg);
+    if (workers->cfg.run->skip_bad && bad_input)
+        stk__run_log(workers->cfg.run, STK_LOG_WARN, "%s", err.msg);
     /* Report the lowest failed slot, so the message does not depend on
      * which worker finished first. */
     stk__mutex_lock(&workers->mutex);

@@ -12,9 +12,10 @@
 
 #include <stddef.h>
 
-#include "batch.h"
-#include "image.h"
-#include "shard_reader.h"
+#include "pipeline/batch.h"
+#include "image/image.h"
+#include "pipeline/sample_image.h"
+#include "base/run.h"
 
 struct stk__image_workers;
 
@@ -22,10 +23,8 @@ struct stk__image_workers_config {
     unsigned threads;
     size_t max_tasks;                     /* slots that can be outstanding at once */
     const struct stk__image_config *image;
-    int skip_bad;
-    struct stk__counters *counters;
-    void (*log)(void *data, enum stk_log_level level, const char *message);
-    void *log_data;
+    const struct stk__sample_rules *rules; /* labels and required members */
+    struct stk__run *run; /* counters, log, error policy */
     /* Called by the worker that completes a batch. */
     void (*batch_done)(void *data, struct stk__batch *b);
     void *batch_done_data;

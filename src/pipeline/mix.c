@@ -9,14 +9,14 @@
  * pixels, half-sides int(0.5 * sqrt(1 - lambda) * size), clipped to the
  * image, and lambda recomputed from the clipped area.
  */
-#include "mix.h"
+#include "pipeline/mix.h"
 
 #include <math.h>
 #include <string.h>
 
-#include "augment.h"
-#include "augment_ops.h"
-#include "rng.h"
+#include "image/augment.h"
+#include "image/augment_ops.h"
+#include "base/rng.h"
 
 static const double PI = 3.14159265358979323846;
 

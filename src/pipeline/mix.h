@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "image.h"
+#include "image/image.h"
 
 struct stk__mix_params {
     double mixup_alpha, cutmix_alpha; /* 0: that kind is off */

@@ -17,11 +17,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "batch.h"
-#include "error.h"
-#include "image.h"
-#include "shard_reader.h"
-#include "urls.h"
+#include "pipeline/batch.h"
+#include "base/error.h"
+#include "image/image.h"
+#include "pipeline/sample_image.h"
+#include "tar/shard_reader.h"
+#include "base/strlist.h"
 
 struct stk__pipeline_config {
     struct stk_options opts;  /* batch, shuffle, seed, epoch, budgets */
@@ -31,6 +32,7 @@ struct stk__pipeline_config {
     /* urls[i] redacted: what samples and messages call shard i. Samples
      * point into it, so it must outlive every batch, not just the pipeline. */
     const struct stk__strlist *names;
+    int any_remote;           /* some url is not a local file (decided once by the owner) */
     uint64_t first_batch;     /* the epoch starts at this batch (resume) */
     uint64_t batch_limit;     /* no batch at this index or later (UINT64_MAX: none) */
     /* Samples per shard by URL index (a dataset index), or NULL. With it a
@@ -43,10 +45,14 @@ struct stk__pipeline_config {
     /* With it, per shard the stamp the index recorded: every shard opened
      * is checked against it and against its count (stk__shard_expect). */
     const struct stk__shard_stamp *shard_stamps;
-    struct stk__shard_config shard;
+    /* Counters, log, error policy; its cancel flag is the epoch's stop (set
+     * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
+    struct stk__run *run;
+    struct stk__shard_config shard; /* shard.run is set to run */
     struct stk__batch_budget *budget;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */
     const struct stk__image_config *image;
+    const struct stk__sample_rules *rules; /* with image: labels, required members */
     struct stk__image_ring *ring;
     /* Set (by another thread) to make a waiting stk__pipeline_next()
      * return STK_EINTR; cleared by the call that returns it. May be NULL;

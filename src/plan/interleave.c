@@ -1,11 +1,11 @@
 /*
  * interleave.c - the sequencer's choice of shard slot.
  */
-#include "interleave.h"
+#include "plan/interleave.h"
 
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 int stk__interleave_init(struct stk__interleave *il, unsigned n_slots, size_t rank_shards,

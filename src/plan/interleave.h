@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rng.h"
+#include "base/rng.h"
 
 struct stk__interleave {
     int shuffle;

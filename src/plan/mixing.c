@@ -5,13 +5,13 @@
  * per batch, next to the per-sample work of assembling it, and no table
  * sized by the number of shards.
  */
-#include "mixing.h"
+#include "plan/mixing.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "base/rng.h"
 
 /* Distinct labels the table follows: ImageNet-21k has 21,841 classes; a
  * label per sample (an id, not a class) would grow it with the dataset. */
@@ -78,24 +78,21 @@ uint64_t stk__same_shard_pairs(uint64_t *shards, size_t n, uint64_t *distinct)
     return pairs;
 }
 
-void stk__mixing_batch(struct stk__mixing *m, const struct stk__batch *b, struct stk__counters *c)
+void stk__mixing_batch(struct stk__mixing *m, struct stk__sample *const *samples, size_t n,
+                       struct stk__counters *c)
 {
-    size_t n = b->pub.n_samples; /* at most batch_size, the capacity */
+    /* n is at most batch_size, the capacity */
     for (size_t i = 0; i < n; i++)
-        m->shards[i] = b->samples[i]->pub.shard_index;
+        m->shards[i] = samples[i]->pub.shard_index;
     atomic_fetch_add(&c->shuffle_pairs, (uint64_t)n * (n > 0 ? n - 1 : 0));
     atomic_fetch_add(&c->shuffle_shard_pairs, stk__same_shard_pairs(m->shards, n, NULL));
 }
 
-int stk__label_mixing_init(struct stk__label_mixing *m, size_t batch_size)
+int stk__label_mixing_init(struct stk__label_mixing *m, size_t batch_size,
+                           struct stk__counters *counters)
 {
     memset(m, 0, sizeof *m);
-    atomic_init(&m->pairs, 0);
-    atomic_init(&m->same_pairs, 0);
-    atomic_init(&m->distinct, 0);
-    atomic_init(&m->batches, 0);
-    atomic_init(&m->samples, 0);
-    atomic_init(&m->sample_pairs, 0);
+    m->counters = counters;
     m->capacity = batch_size;
     m->scratch = stk__calloc(batch_size, sizeof *m->scratch);
     return m->scratch == NULL ? STK_ENOMEM : 0;
@@ -186,10 +183,10 @@ void stk__label_mixing_batch(struct stk__label_mixing *m, const int64_t *labels,
     for (size_t i = 0; i < n; i++)
         m->scratch[i] = (uint64_t)labels[i]; /* equal labels, equal words */
     uint64_t distinct, same = stk__same_shard_pairs(m->scratch, n, &distinct);
-    atomic_fetch_add(&m->pairs, (uint64_t)n * (n > 0 ? n - 1 : 0));
-    atomic_fetch_add(&m->same_pairs, same);
-    atomic_fetch_add(&m->distinct, distinct);
-    atomic_fetch_add(&m->batches, 1);
-    atomic_fetch_add(&m->samples, n);
-    atomic_fetch_add(&m->sample_pairs, sample_pairs);
+    atomic_fetch_add(&m->counters->label_pairs, (uint64_t)n * (n > 0 ? n - 1 : 0));
+    atomic_fetch_add(&m->counters->label_same_pairs, same);
+    atomic_fetch_add(&m->counters->label_distinct, distinct);
+    atomic_fetch_add(&m->counters->label_batches, 1);
+    atomic_fetch_add(&m->counters->label_samples, n);
+    atomic_fetch_add(&m->counters->label_sample_pairs, sample_pairs);
 }

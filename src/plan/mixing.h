@@ -29,8 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "batch.h"
-#include "shard_reader.h"
+#include "base/run.h"
+#include "tar/sample.h"
 
 struct stk__mixing {
     uint64_t *shards; /* shard indices of one batch (scratch, batch_size) */
@@ -51,15 +51,16 @@ void stk__mixing_free(struct stk__mixing *m);
 void stk__mixing_sample(struct stk__mixing *m, unsigned j);
 void stk__mixing_shard_end(struct stk__mixing *m, unsigned j, struct stk__counters *c);
 
-/* Count the pairs of one assembled batch into c. */
-void stk__mixing_batch(struct stk__mixing *m, const struct stk__batch *b, struct stk__counters *c);
+/* Count the pairs of one assembled batch of n samples into c. */
+void stk__mixing_batch(struct stk__mixing *m, struct stk__sample *const *samples, size_t n,
+                       struct stk__counters *c);
 
 /* sum over shards of n_s(n_s-1) for n shard indices (or labels); sorts them
  * in place. distinct (may be NULL): the number of different values. */
 uint64_t stk__same_shard_pairs(uint64_t *shards, size_t n, uint64_t *distinct);
 
-/* Label mixing of delivered batches. One thread counts (the loader's
- * owner); any thread may read the counters. The table of labels seen
+/* Label mixing of delivered batches, counted into the run's label_*
+ * counters. One thread counts (the loader's owner). The table of labels seen
  * grows to at most MAX_LABELS (mixing.c) distinct labels; past that, or
  * out of memory, counting stops (counting is advice, never a failure). */
 struct stk__label_mixing {
@@ -69,11 +70,12 @@ struct stk__label_mixing {
     uint64_t *counts;
     size_t slots, used;
     int stopped;
-    atomic_uint_fast64_t pairs, same_pairs, distinct, batches, samples, sample_pairs;
+    struct stk__counters *counters;
 };
 
-/* 0 or STK_ENOMEM. */
-int stk__label_mixing_init(struct stk__label_mixing *m, size_t batch_size);
+/* 0 or STK_ENOMEM. counters must outlive m. */
+int stk__label_mixing_init(struct stk__label_mixing *m, size_t batch_size,
+                           struct stk__counters *counters);
 void stk__label_mixing_free(struct stk__label_mixing *m);
 
 /* Count one delivered batch's n labels (or one shard's, for verify: the

@@ -1,14 +1,14 @@
 /*
  * plan.c - deterministic shard order and the split across ranks.
  */
-#include "plan.h"
+#include "plan/plan.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "base/rng.h"
 #include "stoker.h"
 
 /* Parse a non-negative decimal environment variable; -1 when unset. */

@@ -1,12 +1,12 @@
 /*
  * seek_plan.c - replay the interleave on per-shard sample counts.
  */
-#include "seek_plan.h"
+#include "plan/seek_plan.h"
 
 #include <string.h>
 
-#include "alloc.h"
-#include "shuffle.h"
+#include "base/alloc.h"
+#include "plan/shuffle.h"
 #include "stoker.h"
 
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)

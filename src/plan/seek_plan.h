@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "interleave.h"
-#include "plan.h"
-#include "shuffle.h"
+#include "plan/interleave.h"
+#include "plan/plan.h"
+#include "plan/shuffle.h"
 
 struct stk__seek_plan {
     uint64_t input_start;  /* interleaved samples before the resumed input */

@@ -6,12 +6,12 @@
  * replay (stk__shuffle_locate) runs the same code with no samples, so the
  * live shuffle and the resume plan cannot disagree.
  */
-#include "shuffle.h"
+#include "plan/shuffle.h"
 
 #include <stdlib.h>
 
-#include "alloc.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "base/rng.h"
 #include "stoker.h"
 
 /* Fraction bits of a key: u_i * W is kept to 2^-20 of a sample; with W up

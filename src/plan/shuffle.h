@@ -59,7 +59,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sample.h"
+#include "tar/sample.h"
 
 struct stk__shuffle_entry {
     uint64_t key;   /* fixed point: 20 fraction bits (shuffle.c) */

@@ -1,11 +1,11 @@
 /*
  * sample.c - samples: key, url and members with their data.
  */
-#include "sample.h"
+#include "tar/sample.h"
 
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 
 struct stk__sample *stk__sample_new(const char *key, size_t key_len, const char *url,
                                     uint64_t shard_index, struct stk__buffer_pool *pool)

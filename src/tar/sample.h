@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "buffer_pool.h"
+#include "base/buffer_pool.h"
 #include "stoker.h"
 
 struct stk__sample {

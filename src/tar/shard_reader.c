@@ -6,15 +6,15 @@
  * on the next call (libarchive keeps an entry's data readable until the
  * next header is requested).
  */
-#include "shard_reader.h"
+#include "tar/shard_reader.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "cache.h"
-#include "keyset.h"
-#include "tar_reader.h"
+#include "base/alloc.h"
+#include "cache/cache.h"
+#include "base/keyset.h"
+#include "tar/tar_reader.h"
 
 struct stk__shard_reader {
     struct stk__tar *tar;
@@ -61,7 +61,7 @@ struct stk__shard_reader {
 };
 
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
-                            struct stk__counters *counters, struct stk__buffer_pool *pool)
+                            struct stk__run *run, struct stk__buffer_pool *pool)
 {
     *cfg = (struct stk__shard_config){
         .block_size = o->read_buffer_bytes,
@@ -69,11 +69,8 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
         .max_members = o->max_members_per_sample,
         .max_key_bytes = o->max_key_bytes,
         .max_samples = o->max_samples_per_shard,
-        .skip_bad = o->on_error == STK_ON_ERROR_SKIP,
-        .counters = counters,
+        .run = run,
         .pool = pool,
-        .log = o->log,
-        .log_data = o->log_data,
         .source = {
             .io_timeout_ms = o->io_timeout_ms,
             .io_retries = o->io_retries,
@@ -81,7 +78,7 @@ void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_opti
             .io_min_rate = o->io_min_rate,
             .allow_pipe = o->allow_pipe,
             .ca_bundle = o->ca_bundle,
-            .stats = &counters->source,
+            .counters = &run->counters,
         },
     };
 }
@@ -102,7 +99,7 @@ int stk__shard_open_source(struct stk__source *src, const char *name, uint64_t s
     r->url = name;
     r->shard_index = shard_index;
     r->cfg = *cfg;
-    atomic_fetch_add(&cfg->counters->shards_opened, 1);
+    atomic_fetch_add(&cfg->run->counters.shards_opened, 1);
     r->src = src;
     int rc = stk__tar_open(src, cfg->block_size, &r->tar, err);
     if (rc < 0) {
@@ -154,16 +151,10 @@ void stk__shard_tail(const struct stk__shard_reader *r, uint64_t *skipped, int *
     *failed = r->failed;
 }
 
-static void report(struct stk__shard_reader *r, enum stk_log_level level, const char *msg)
-{
-    if (r->cfg.log != NULL)
-        r->cfg.log(r->cfg.log_data, level, msg);
-}
-
 static void account_bytes(struct stk__shard_reader *r)
 {
     uint64_t now = stk__tar_source_bytes(r->tar);
-    atomic_fetch_add(&r->cfg.counters->bytes_read, now - r->bytes_reported);
+    atomic_fetch_add(&r->cfg.run->counters.bytes_read, now - r->bytes_reported);
     r->bytes_reported = now;
 }
 
@@ -188,9 +179,9 @@ int stk_split_name(const char *name, size_t *key_len, const char **ext)
  * bad so it is dropped when complete. */
 static int bad_sample(struct stk__shard_reader *r, struct stk__err *err, int code)
 {
-    if (!r->cfg.skip_bad)
+    if (!r->cfg.run->skip_bad)
         return code;
-    report(r, STK_LOG_WARN, err->msg);
+    stk__run_log(r->cfg.run, STK_LOG_WARN, "%s", err->msg);
     r->current_bad = 1;
     return 0;
 }
@@ -201,14 +192,12 @@ static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code
 {
     /* A cache that cannot take the shard is a configuration problem, not
      * bad input (a miss meets it while the shard streams). */
-    if (!r->cfg.skip_bad || !stk__error_is_bad_input(code))
+    if (!r->cfg.run->skip_bad || !stk__error_is_bad_input(code))
         return code;
-    char msg[STK__ERRMSG_MAX + 64];
-    snprintf(msg, sizeof msg, "%s (rest of shard skipped)", err->msg);
-    report(r, STK_LOG_WARN, msg);
-    atomic_fetch_add(&r->cfg.counters->shards_failed, 1);
+    stk__run_log(r->cfg.run, STK_LOG_WARN, "%s (rest of shard skipped)", err->msg);
+    atomic_fetch_add(&r->cfg.run->counters.shards_failed, 1);
     if (r->current != NULL) {
-        atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
+        atomic_fetch_add(&r->cfg.run->counters.samples_skipped, 1);
         r->bad_run++;
         stk__sample_free(r->current);
         r->current = NULL;
@@ -389,7 +378,7 @@ static int read_header(struct stk__shard_reader *r, struct stk__err *err)
         size_t key_len;
         const char *ext;
         if (!m.regular || !stk_split_name(m.name, &key_len, &ext)) {
-            atomic_fetch_add(&r->cfg.counters->members_ignored, 1);
+            atomic_fetch_add(&r->cfg.run->counters.members_ignored, 1);
             if (r->ignored++ == 0)
                 stk__shown(r->first_ignored, sizeof r->first_ignored, m.name);
             continue;
@@ -424,7 +413,7 @@ static int finish_sample(struct stk__shard_reader *r, struct stk__sample **out)
     if (s == NULL)
         return 0;
     if (r->current_bad) {
-        atomic_fetch_add(&r->cfg.counters->samples_skipped, 1);
+        atomic_fetch_add(&r->cfg.run->counters.samples_skipped, 1);
         r->bad_run++;
         stk__sample_free(s);
         return 0;
@@ -449,7 +438,7 @@ static int end_of_shard(struct stk__shard_reader *r, struct stk__err *err)
         return bad_shard(r, err, rc);
     r->empty = r->started == 0;
     if (r->empty)
-        atomic_fetch_add(&r->cfg.counters->shards_empty, 1);
+        atomic_fetch_add(&r->cfg.run->counters.shards_empty, 1);
     if (r->expecting && r->next_position != r->expect.samples) {
         char why[96];
         snprintf(why, sizeof why, "it counts %llu samples, the shard holds %llu",
@@ -490,7 +479,7 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
 out:
     account_bytes(r);
     if (rc == 1 && !r->passing_over)
-        atomic_fetch_add(&r->cfg.counters->samples_read, 1);
+        atomic_fetch_add(&r->cfg.run->counters.samples_read, 1);
     return rc;
 }
 

@@ -18,49 +18,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "options_table.h"
-#include "sample.h"
-#include "source.h"
+#include "base/error.h"
+#include "base/run.h"
+#include "tar/sample.h"
+#include "io/source.h"
 #include "stoker.h"
-
-/* Counters shared by every reader of a loader. */
-struct stk__counters {
-    atomic_uint_fast64_t shards_opened;
-    atomic_uint_fast64_t shards_failed;
-    atomic_uint_fast64_t shards_empty; /* read to their end without a sample */
-    atomic_uint_fast64_t samples_skipped;
-    atomic_uint_fast64_t members_ignored;
-    atomic_uint_fast64_t bytes_read;
-    atomic_uint_fast64_t images_decoded;
-    atomic_uint_fast64_t images_replaced;
-    atomic_uint_fast64_t decode_ns;
-    atomic_uint_fast64_t read_ns;
-    atomic_uint_fast64_t image_decode_ns;
-    atomic_uint_fast64_t image_resample_ns;
-    atomic_uint_fast64_t image_convert_ns;
-    atomic_uint_fast64_t image_augment_ns;
-    atomic_uint_fast64_t image_erase_ns;
-    atomic_uint_fast64_t batch_mix_ns;
-    atomic_uint_fast64_t read_threads; /* of the epoch last started */
-    atomic_uint_fast64_t sequence_ns;  /* sequencer threads' CPU time */
-    atomic_uint_fast64_t samples_read; /* returned by stk__shard_next(), not skipped */
-    atomic_uint_fast64_t samples_passed_over; /* read by a resume to reach its start */
-    /* Shuffle quality (mixing.h), counted by the sequencer. */
-    atomic_uint_fast64_t shuffle_pairs;
-    atomic_uint_fast64_t shuffle_shard_pairs;
-    atomic_uint_fast64_t shuffle_shards_sized;
-    atomic_uint_fast64_t shuffle_sized_samples;
-    atomic_uint_fast64_t shuffle_sized_pairs;
-    atomic_uint_fast64_t shuffle_epoch_shards; /* of the epoch last started */
-    struct stk__source_stats source;
-    /* Each augmentation operation's time and runs (stk_stats aug_NAME_*). */
-#define STK__AUG_OP_COUNTERS(X, name, label, op)                                                   \
-    atomic_uint_fast64_t aug_##name##_ns;                                                          \
-    atomic_uint_fast64_t aug_##name##_runs;
-    STK__AUG_OP_STATS(STK__AUG_OP_COUNTERS, _)
-#undef STK__AUG_OP_COUNTERS
-};
 
 struct stk__cache;
 
@@ -70,23 +32,21 @@ struct stk__shard_config {
     size_t max_members;
     size_t max_key_bytes;
     uint64_t max_samples; /* samples a shard may hold; 0: no limit (tests) */
-    int skip_bad;
     /* Samples are made from member headers alone: the data is seeked over
      * (stk__tar_skip), never read, and samples come without it. For
      * counting local shards (the dataset index), where a seek costs no
      * more than a read of the same bytes; with it set source.jumps too. */
     int headers_only;
-    struct stk__counters *counters; /* required */
-    struct stk__source_config source; /* source.stats: NULL or &counters->source */
+    struct stk__run *run; /* counters, log, error policy; required */
+    struct stk__source_config source; /* source.counters: NULL or &run->counters */
     struct stk__buffer_pool *pool;         /* member buffers; NULL: plain allocation */
     struct stk__cache *cache;       /* node cache shards are opened through; may be NULL */
-    void (*log)(void *data, enum stk_log_level level, const char *message);
-    void *log_data;
 };
 
-/* The config a loader with these options reads shards with. */
+/* The config a loader with these options reads shards with, counting
+ * into run (whose cancel flag stops its sources). */
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
-                            struct stk__counters *counters, struct stk__buffer_pool *pool);
+                            struct stk__run *run, struct stk__buffer_pool *pool);
 
 struct stk__shard_reader;
 

@@ -12,16 +12,16 @@
  * whatever the compression, and what follows the end-of-archive marker can
  * be checked (check_end).
  */
-#include "tar_reader.h"
+#include "tar/tar_reader.h"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "source_filter.h"
-#include "source_gzip.h"
+#include "base/alloc.h"
+#include "io/source_filter.h"
+#include "io/source_gzip.h"
 #include "stoker.h"
 
 /* Bytes of the stream handed to libarchive before its last block that are

@@ -15,8 +15,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "error.h"
-#include "source.h"
+#include "base/error.h"
+#include "io/source.h"
 
 struct stk__tar;
 

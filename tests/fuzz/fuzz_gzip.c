@@ -34,10 +34,10 @@
 #include <zlib.h>
 
 #include "fuzz.h"
-#include "shard_reader.h"
-#include "source.h"
-#include "source_filter.h"
-#include "source_gzip.h"
+#include "tar/shard_reader.h"
+#include "io/source.h"
+#include "io/source_filter.h"
+#include "io/source_gzip.h"
 #include "stoker.h"
 
 #define FUZZ_URL "mem://fuzz/shard.tar.gz"
@@ -180,14 +180,14 @@ struct read_result {
 
 static struct read_result read_shard(const uint8_t *data, size_t size, size_t chunk, size_t block) {
     struct read_result res = {0, 0, 0xcbf29ce484222325ull};
-    struct stk__counters counters;
-    memset(&counters, 0, sizeof counters);
+    struct stk__run ctx;
+    stk__run_init(&ctx, NULL);
     struct stk__shard_config cfg = {
         .block_size = block,
         .max_member_bytes = (uint64_t)1 << 20,
         .max_members = 16,
         .max_key_bytes = 256,
-        .counters = &counters,
+        .run = &ctx,
     };
     struct stk__err err;
     struct stk__source *src = NULL;

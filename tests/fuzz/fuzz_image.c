@@ -42,11 +42,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "augment.h"
-#include "decode.h"
+#include "base/alloc.h"
+#include "image/augment.h"
+#include "image/decode.h"
 #include "fuzz.h"
-#include "image.h"
+#include "image/image.h"
 #include "stoker.h"
 
 #define FUZZ_IMAGE_CONFIG 6

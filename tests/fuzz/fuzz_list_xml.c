@@ -14,9 +14,9 @@
  */
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "fuzz.h"
-#include "list_xml.h"
+#include "list/list_xml.h"
 #include "stoker.h"
 
 #define MAX_INPUT (1u << 20)

@@ -46,13 +46,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "fuzz.h"
-#include "buffer_pool.h"
-#include "shard_reader.h"
-#include "source.h"
-#include "source_filter.h"
-#include "source_gzip.h"
+#include "base/buffer_pool.h"
+#include "tar/shard_reader.h"
+#include "io/source.h"
+#include "io/source_filter.h"
+#include "io/source_gzip.h"
 #include "stoker.h"
 
 #define FUZZ_URL "mem://fuzz/shard.tar"
@@ -174,8 +174,11 @@ static void check_error(const struct stk__err *err, int rc) {
 /* Read the shard once. Returns with run filled in. */
 static void read_shard(const uint8_t *data, size_t size, size_t block, size_t chunk, int skip_bad,
                        struct stk__buffer_pool *pool, struct run *run) {
-    struct stk__counters counters;
-    memset(&counters, 0, sizeof counters);
+    struct stk__run ctx;
+    stk__run_init(&ctx, NULL);
+    ctx.skip_bad = skip_bad;
+    ctx.log = log_cb;
+    ctx.log_data = run;
     memset(run, 0, sizeof *run);
     run->digest = 0xcbf29ce484222325ull;
     run->pool = pool;
@@ -184,11 +187,8 @@ static void read_shard(const uint8_t *data, size_t size, size_t block, size_t ch
         .max_member_bytes = FUZZ_MAX_MEMBER_BYTES,
         .max_members = FUZZ_MAX_MEMBERS,
         .max_key_bytes = FUZZ_MAX_KEY_BYTES,
-        .skip_bad = skip_bad,
-        .counters = &counters,
+        .run = &ctx,
         .pool = pool,
-        .log = log_cb,
-        .log_data = run,
     };
     struct stk__err err;
     stk__err_clear(&err);
@@ -235,11 +235,11 @@ static void read_shard(const uint8_t *data, size_t size, size_t block, size_t ch
         stk__shard_close(r);
     }
 
-    run->opened = atomic_load(&counters.shards_opened);
-    run->failed = atomic_load(&counters.shards_failed);
-    run->skipped = atomic_load(&counters.samples_skipped);
-    run->ignored = atomic_load(&counters.members_ignored);
-    run->bytes_read = atomic_load(&counters.bytes_read);
+    run->opened = atomic_load(&ctx.counters.shards_opened);
+    run->failed = atomic_load(&ctx.counters.shards_failed);
+    run->skipped = atomic_load(&ctx.counters.samples_skipped);
+    run->ignored = atomic_load(&ctx.counters.members_ignored);
+    run->bytes_read = atomic_load(&ctx.counters.bytes_read);
     /* shards_opened counts the attempt, before the tar stream is opened
      * (an out-of-memory reader allocation fails before that). */
     FUZZ_CHECK(run->opened <= 1);
@@ -259,15 +259,15 @@ static void read_shard(const uint8_t *data, size_t size, size_t block, size_t ch
 
 /* Count the samples as `stoker index` does; -1 if it cannot. */
 static int64_t count_by_headers(const uint8_t *data, size_t size, size_t block, size_t chunk) {
-    struct stk__counters counters;
-    memset(&counters, 0, sizeof counters);
+    struct stk__run ctx;
+    stk__run_init(&ctx, NULL);
+    ctx.skip_bad = 1;
     struct stk__shard_config cfg = {
         .block_size = block,
         .max_member_bytes = FUZZ_MAX_MEMBER_BYTES,
         .max_members = FUZZ_MAX_MEMBERS,
         .max_key_bytes = FUZZ_MAX_KEY_BYTES,
-        .skip_bad = 1,
-        .counters = &counters,
+        .run = &ctx,
     };
     struct stk__err err;
     struct stk__source *src = NULL;
@@ -285,7 +285,7 @@ static int64_t count_by_headers(const uint8_t *data, size_t size, size_t block, 
     stk__offsets_free(&offsets);
     stk__shard_close(r);
     FUZZ_CHECK(rc == 0 || rc == STK_ENOMEM);
-    FUZZ_CHECK(atomic_load(&counters.samples_read) == 0);
+    FUZZ_CHECK(atomic_load(&ctx.counters.samples_read) == 0);
     return rc == 0 ? (int64_t)n : -1;
 }
 

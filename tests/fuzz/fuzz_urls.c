@@ -40,12 +40,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "fuzz.h"
 #include "stoker.h"
-#include "redact.h"
-#include "source_pipe.h"
-#include "urls.h"
+#include "io/redact.h"
+#include "io/source_pipe.h"
+#include "list/urls.h"
 
 #define FUZZ_URLS_MAX_INPUT 4096
 #define FUZZ_URLS_MAX_ALLOCS 8192ul

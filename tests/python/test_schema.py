@@ -1,4 +1,4 @@
-"""One schema for options and stats (src/options_table.h): every option of
+"""One schema for options and stats (src/options_table.h, src/base/stats_table.h): every option of
 the C library's table is a keyword of stoker.Loader and of the C loader and
 is listed with its default in help(stoker.Loader); where the table says the
 stoker command takes it, every command the table names accepts its flag
@@ -95,6 +95,25 @@ def test_stats_keys_are_the_table(even_shards, stoker_bin):
         assert f"\n        {name}: " in stoker.Loader.stats.__doc__, name
     report = json.loads(run(stoker_bin, "bench", "--json", even_shards[0]).stdout)
     assert set(STATS) <= set(report), set(STATS) - set(report)
+
+
+def test_every_counter_has_a_kind_from_the_table():
+    """The kind column (count, ns, gauge) covers every counter: times are
+    the _ns fields, the gauges the values that may go down, and the
+    Prometheus exposition types each metric by it."""
+    kinds = stoker._stoker.stats_kinds()
+    assert list(kinds) == STATS
+    assert {k for k, v in kinds.items() if v == "ns"} == {k for k in STATS if k.endswith("_ns")}
+    assert {k for k, v in kinds.items() if v == "gauge"} == {
+        "read_threads", "decode_threads", "shuffle_epoch_shards"}
+    text = stoker._metrics.prometheus_text({k: 1 for k in STATS})
+    for name, kind in kinds.items():
+        if kind == "gauge":
+            assert f"# TYPE stoker_{name} gauge" in text, name
+        elif kind == "ns":
+            assert f"# TYPE stoker_{name[:-3]}_seconds_total counter" in text, name
+        else:
+            assert f"# TYPE stoker_{name}_total counter" in text, name
 
 
 def test_the_options_reference_is_generated_from_the_table():

@@ -29,10 +29,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment.h"
-#include "augment_ops.h"
-#include "augment_policy.h"
-#include "mix.h"
+#include "image/augment.h"
+#include "image/augment_ops.h"
+#include "image/augment_policy.h"
+#include "pipeline/mix.h"
 
 /* A decimal integer argument (bad text gives 0, which every caller refuses
  * or treats as a plain value). */

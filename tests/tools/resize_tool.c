@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "resize.h"
+#include "image/resize.h"
 #include "stoker.h"
 
 /* The next unsigned decimal in a PPM header, skipping blanks and comments. */
@@ -131,8 +131,10 @@ int main(int argc, char **argv)
             status = 2;
             break;
         }
-        int rc = stk__resize_rgb8(src, w, h, w * 3, box[0], box[1], box[2], box[3], dst, ow, oh,
-                                  ow * 3, (int)flip, scratch);
+        const struct stk__rgb8_view in = {src, w, h, w * 3};
+        const struct stk__box b = {box[0], box[1], box[2], box[3]};
+        const struct stk__rgb8_image out = {dst, ow, oh, ow * 3};
+        int rc = stk__resize_rgb8(&in, &b, &out, (int)flip, scratch);
         if (rc != 0) {
             fprintf(stderr, "resize error %d (%s) at group %d\n", rc, stk_strerror(rc),
                     (i - 2) / 8);

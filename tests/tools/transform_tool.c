@@ -32,10 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "augment.h"
-#include "decode.h"
-#include "error.h"
-#include "image.h"
+#include "image/augment.h"
+#include "image/decode.h"
+#include "base/error.h"
+#include "image/image.h"
 #include "stoker.h"
 
 /* Largest input file read (the tests' inputs are far smaller). */

@@ -16,8 +16,8 @@
 
 #include <cmocka.h>
 
-#include "abi.h"
-#include "alloc.h"
+#include "base/abi.h"
+#include "base/alloc.h"
 #include "stoker.h"
 #include "tar_builder.h"
 

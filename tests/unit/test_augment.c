@@ -20,13 +20,13 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "augment.h"
-#include "augment_ops.h"
-#include "augment_policy.h"
-#include "image.h"
-#include "mix.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "image/augment.h"
+#include "image/augment_ops.h"
+#include "image/augment_policy.h"
+#include "image/image.h"
+#include "pipeline/mix.h"
+#include "base/rng.h"
 
 struct img {
     uint8_t *pix, *scratch;

@@ -17,9 +17,9 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "batch.h"
-#include "sample.h"
+#include "base/alloc.h"
+#include "pipeline/batch.h"
+#include "tar/sample.h"
 #include "stoker.h"
 
 static size_t in_use(struct stk__batch_budget *b)

@@ -24,8 +24,8 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "cache.h"
+#include "base/alloc.h"
+#include "cache/cache.h"
 #include "stoker.h"
 #include "tar_builder.h"
 

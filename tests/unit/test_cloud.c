@@ -16,11 +16,11 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "cloud_creds.h"
-#include "cloud_list.h"
-#include "cloud_request.h"
-#include "list_xml.h"
+#include "base/alloc.h"
+#include "io/cloud_creds.h"
+#include "list/cloud_list.h"
+#include "io/cloud_request.h"
+#include "list/list_xml.h"
 #include "stoker.h"
 
 static const char *const cloud_vars[] = {

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "error.h"
+#include "base/error.h"
 #include "stoker.h"
 
 /* Every code, listed apart from the table so that a row lost from it shows. */

@@ -21,9 +21,9 @@
 
 #include <cmocka.h>
 
-#include "augment.h"
-#include "error.h"
-#include "image.h"
+#include "image/augment.h"
+#include "base/error.h"
+#include "image/image.h"
 #include "jpeg_fixture.h"
 #include "stoker.h"
 

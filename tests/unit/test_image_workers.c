@@ -19,14 +19,14 @@
 
 #include <cmocka.h>
 
-#include "batch.h"
-#include "image.h"
+#include "pipeline/batch.h"
+#include "image/image.h"
 #include "jpeg_fixture.h"
-#include "buffer_pool.h"
-#include "sample.h"
-#include "shard_reader.h"
+#include "base/buffer_pool.h"
+#include "tar/sample.h"
+#include "tar/shard_reader.h"
 #include "stoker.h"
-#include "image_workers.h"
+#include "pipeline/image_workers.h"
 
 #define BATCH 6
 #define MAX_BATCHES 3
@@ -92,9 +92,10 @@ static struct stk__sample *sample(int label, int bad)
 
 struct fixture {
     struct stk__image_config image;
+    struct stk__sample_rules rules;
     struct stk__image_ring ring;
     struct stk__batch_budget budget;
-    struct stk__counters counters;
+    struct stk__run run;
     struct done done;
     struct stk__image_workers *workers;
 };
@@ -108,20 +109,23 @@ static void start(struct fixture *f, unsigned threads, int skip_bad)
     o.image_size = SIZE;
     struct stk__err err;
     assert_int_equal(stk__image_config_init(&f->image, &o, &err), 0);
+    assert_int_equal(stk__sample_rules_init(&f->rules, &o, &err), 0);
     assert_int_equal(stk__image_ring_init(&f->ring, MAX_BATCHES, BATCH, stk__image_bytes(&f->image),
                                           NULL, NULL, NULL), 0);
     stk__budget_init(&f->budget, MAX_BATCHES);
     pthread_mutex_init(&f->done.mutex, NULL);
     pthread_cond_init(&f->done.cond, NULL);
     atomic_init(&f->done.logged, 0);
+    stk__run_init(&f->run, NULL);
+    f->run.skip_bad = skip_bad;
+    f->run.log = log_message;
+    f->run.log_data = &f->done;
     struct stk__image_workers_config cfg = {
         .threads = threads,
         .max_tasks = MAX_BATCHES * BATCH, /* as the pipeline sizes it */
         .image = &f->image,
-        .skip_bad = skip_bad,
-        .counters = &f->counters,
-        .log = log_message,
-        .log_data = &f->done,
+        .rules = &f->rules,
+        .run = &f->run,
         .batch_done = batch_done,
         .batch_done_data = &f->done,
     };
@@ -191,7 +195,7 @@ static void test_every_slot_transformed_once(void **state)
                 assert_int_equal(b[i]->failed[s], 0);
             }
         }
-        assert_int_equal(atomic_load(&f.counters.images_decoded), MAX_BATCHES * BATCH);
+        assert_int_equal(atomic_load(&f.run.counters.images_decoded), MAX_BATCHES * BATCH);
         /* Equal input, equal pixels, whichever worker rendered them into
          * whichever recycled buffer. */
         size_t bytes = BATCH * f.ring.image_bytes;
@@ -230,7 +234,7 @@ static void test_failed_slots_reported(void **state)
         assert_non_null(strstr(b->error.msg, "bad-001"));
         assert_int_equal(b->not_bad_input, 0);
         assert_int_equal(atomic_load(&f.done.logged), skip ? 2 : 0);
-        assert_int_equal(atomic_load(&f.counters.images_decoded), BATCH - 2);
+        assert_int_equal(atomic_load(&f.run.counters.images_decoded), BATCH - 2);
         stk__batch_free(b);
         finish(&f);
     }
@@ -281,10 +285,10 @@ static void test_full_ring_aborts(void **state)
         atomic_init(&worker_blocked, 0);
         struct stk__err err;
         struct stk__image_workers_config cfg = {
-            .threads = 1, .max_tasks = 1, .image = &f.image, .skip_bad = 1,
-            .counters = &f.counters, .log = block_forever, .batch_done = batch_done,
-            .batch_done_data = &f.done,
+            .threads = 1, .max_tasks = 1, .image = &f.image, .rules = &f.rules, .run = &f.run,
+            .batch_done = batch_done, .batch_done_data = &f.done,
         };
+        f.run.log = block_forever;
         if (stk__image_workers_start(&cfg, &f.workers, &err) < 0)
             _exit(3);
         atomic_int stop;

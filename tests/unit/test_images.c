@@ -14,12 +14,12 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "decode.h"
+#include "base/alloc.h"
+#include "image/decode.h"
 #include "jpeg_fixture.h"
 #include "stoker.h"
 #include "tar_builder.h"
-#include "threads.h"
+#include "base/threads.h"
 
 #define N_SHARDS 4
 #define PER_SHARD 9

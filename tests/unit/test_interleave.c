@@ -21,13 +21,13 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "interleave.h"
-#include "mixing.h"
-#include "plan.h"
-#include "rng.h"
-#include "seek_plan.h"
-#include "shuffle.h"
+#include "base/alloc.h"
+#include "plan/interleave.h"
+#include "plan/mixing.h"
+#include "plan/plan.h"
+#include "base/rng.h"
+#include "plan/seek_plan.h"
+#include "plan/shuffle.h"
 #include "stoker.h"
 
 #define MAX_SHARDS 24

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "plan.h"
+#include "plan/plan.h"
 #include "stoker.h"
 
 #define N 103

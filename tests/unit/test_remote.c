@@ -11,11 +11,11 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "redact.h"
-#include "retry.h"
-#include "source_http.h"
-#include "source_pipe.h"
+#include "base/alloc.h"
+#include "io/redact.h"
+#include "io/retry.h"
+#include "io/source_http.h"
+#include "io/source_pipe.h"
 #include "stoker.h"
 
 static void expect_redacted(const char *url, const char *want)

@@ -18,9 +18,9 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
-#include "resize.h"
-#include "rng.h"
+#include "base/alloc.h"
+#include "image/resize.h"
+#include "base/rng.h"
 #include "stoker.h"
 
 /* An image in a buffer that ends exactly at its last pixel (ASan then
@@ -47,10 +47,22 @@ static struct image image_random(size_t w, size_t h, size_t pad, struct stk__rng
     return im;
 }
 
+/* stk__resize_rgb8 with its views and box spelled out, so that each case of
+ * the argument tables below fits one line. */
+static int resize_args(const uint8_t *src, size_t src_w, size_t src_h, size_t src_stride, double x0,
+                       double y0, double x1, double y1, uint8_t *dst, size_t dst_w, size_t dst_h,
+                       size_t dst_stride, int flip, struct stk__resize_scratch *s)
+{
+    const struct stk__rgb8_view in = {src, src_w, src_h, src_stride};
+    const struct stk__box box = {x0, y0, x1, y1};
+    const struct stk__rgb8_image out = {dst, dst_w, dst_h, dst_stride};
+    return stk__resize_rgb8(&in, &box, &out, flip, s);
+}
+
 static int resize(const struct image *src, double x0, double y0, double x1, double y1,
                   struct image *dst, int flip, struct stk__resize_scratch *s)
 {
-    return stk__resize_rgb8(src->pix, src->w, src->h, src->stride, x0, y0, x1, y1, dst->pix, dst->w,
+    return resize_args(src->pix, src->w, src->h, src->stride, x0, y0, x1, y1, dst->pix, dst->w,
                             dst->h, dst->stride, flip, s);
 }
 
@@ -193,7 +205,7 @@ static void test_geometry_errors(void **state)
     assert_non_null(s);
     uint8_t src[4 * 3 * 3] = {0}, dst[2 * 2 * 3];
     const size_t big = STK__RESIZE_MAX_DIM + 1;
-#define R(...) stk__resize_rgb8(__VA_ARGS__)
+#define R(...) resize_args(__VA_ARGS__)
     assert_int_equal(R(src, 4, 3, 12, 0, 0, 4, 3, dst, 2, 2, 6, 0, s), 0);
     assert_int_equal(R(NULL, 4, 3, 12, 0, 0, 4, 3, dst, 2, 2, 6, 0, s), STK_EINVAL);
     assert_int_equal(R(src, 4, 3, 12, 0, 0, 4, 3, NULL, 2, 2, 6, 0, s), STK_EINVAL);
@@ -416,7 +428,7 @@ static void test_known_cases(void **state)
             memcpy(box, k->box, sizeof box);
         uint8_t out[60];
         memset(out, 0, sizeof out);
-        assert_int_equal(stk__resize_rgb8(k->src, k->sw, k->sh, k->sw * 3, box[0], box[1], box[2],
+        assert_int_equal(resize_args(k->src, k->sw, k->sh, k->sw * 3, box[0], box[1], box[2],
                                           box[3], out, k->dw, k->dh, k->dw * 3, 0, s),
                          0);
         if (memcmp(out, k->out, k->dw * k->dh * 3) != 0)
@@ -533,15 +545,15 @@ static void test_scratch_cap(void **state)
         src[3 * y] = (uint8_t)y;
     /* 256 rows x 2^14 x 3 bytes: 12 MiB of ring, under the cap */
     assert_int_equal(
-        stk__resize_rgb8(src, 1, 256, 3, 0, 0, 1, 256, dst, wide / 2, 1, wide * 3, 0, s), 0);
+        resize_args(src, 1, 256, 3, 0, 0, 1, 256, dst, wide / 2, 1, wide * 3, 0, s), 0);
     for (size_t x = 0; x < wide / 2; x++)
         assert_int_equal(dst[3 * x], 128); /* as Pillow: the mean of 0..255 */
     /* 1024 rows x 2^15 x 3 bytes: 96 MiB */
     assert_int_equal(
-        stk__resize_rgb8(src, 1, rows, 3, 0, 0, 1, (double)rows, dst, wide, 1, wide * 3, 0, s),
+        resize_args(src, 1, rows, 3, 0, 0, 1, (double)rows, dst, wide, 1, wide * 3, 0, s),
         STK_ENOMEM);
     uint8_t small[2 * 2 * 3] = {10, 20, 30, 10, 20, 30, 10, 20, 30, 10, 20, 30};
-    assert_int_equal(stk__resize_rgb8(small, 2, 2, 6, 0.5, 0, 2, 2, dst, 3, 5, 9, 0, s), 0);
+    assert_int_equal(resize_args(small, 2, 2, 6, 0.5, 0, 2, 2, dst, 3, 5, 9, 0, s), 0);
     for (size_t i = 0; i < 15; i++)
         assert_memory_equal(dst + 3 * i, small, 3);
     free(src);

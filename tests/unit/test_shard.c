@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "keyset.h"
-#include "shard_reader.h"
-#include "siphash.h"
+#include "base/keyset.h"
+#include "tar/shard_reader.h"
+#include "base/siphash.h"
 #include "stoker.h"
 #include "tar_builder.h"
 
@@ -25,7 +25,7 @@ struct result {
     int opened;           /* the tar stream was recognised */
     int n;                /* samples read */
     char listing[4096];   /* "key:ext,ext;key:ext;" */
-    struct stk__counters counters;
+    struct stk__run run;
     char err[STK__ERRMSG_MAX];
 };
 
@@ -45,10 +45,11 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
         .max_members = 8,
         .max_key_bytes = 256,
         .max_samples = max_samples,
-        .skip_bad = skip,
         .headers_only = headers_only,
-        .counters = &r->counters,
+        .run = &r->run,
     };
+    stk__run_init(&r->run, NULL);
+    r->run.skip_bad = skip;
     struct stk__source *src;
     struct stk__shard_reader *reader;
     struct stk__err err;
@@ -120,7 +121,7 @@ static void test_grouping(void **state)
     assert_int_equal(r.rc, 0);
     assert_string_equal(r.listing, basic_listing);
     /* dir, symlink, README (no dot), __meta__ */
-    assert_int_equal(r.counters.members_ignored, 4);
+    assert_int_equal(r.run.counters.members_ignored, 4);
     tb_free(&tb);
 }
 
@@ -194,7 +195,7 @@ static void test_truncation_everywhere(void **state)
         read_all(tb.data, cut, 0, 1 << 20, 1, &r);
         if (r.opened) {
             assert_int_equal(r.rc, 0);
-            assert_int_equal(r.counters.shards_failed, 1);
+            assert_int_equal(r.run.counters.shards_failed, 1);
         }
     }
     tb_free(&tb);
@@ -212,7 +213,7 @@ static void test_corrupt_checksum(void **state)
     assert_non_null(strstr(r.err, "offset"));
     read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
     assert_int_equal(r.rc, 0);
-    assert_int_equal(r.counters.shards_failed, 1);
+    assert_int_equal(r.run.counters.shards_failed, 1);
     tb_free(&tb);
 }
 
@@ -244,7 +245,7 @@ static void test_reappearing_key(void **state)
     read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
     assert_int_equal(r.rc, 0);
     assert_string_equal(r.listing, "k1:jpg;k2:jpg;k3:jpg;");
-    assert_int_equal(r.counters.samples_skipped, 1);
+    assert_int_equal(r.run.counters.samples_skipped, 1);
     tb_free(&tb);
 }
 
@@ -269,7 +270,7 @@ static void test_duplicate_member_and_limits(void **state)
     read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
     assert_int_equal(r.rc, 0);
     assert_string_equal(r.listing, "b:jpg;d:jpg;");
-    assert_int_equal(r.counters.samples_skipped, 2);
+    assert_int_equal(r.run.counters.samples_skipped, 2);
     tb_free(&tb);
 }
 
@@ -390,7 +391,7 @@ static void test_max_samples(void **state)
     read_all(tb.data, tb.size, 0, 1 << 20, 1, &r);
     assert_int_equal(r.rc, 0);
     assert_int_equal(r.n, 3);
-    assert_int_equal(r.counters.shards_failed, 1);
+    assert_int_equal(r.run.counters.shards_failed, 1);
     max_samples = 5;
     read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
     assert_int_equal(r.rc, 0);
@@ -443,7 +444,7 @@ static void test_data_after_end_of_archive(void **state)
                     read_all(data, size, chunks[c], blocks[b], 1, &r);
                     assert_int_equal(r.rc, 0);
                     assert_int_equal(r.n, 2);
-                    assert_int_equal(r.counters.shards_failed, 1);
+                    assert_int_equal(r.run.counters.shards_failed, 1);
                 }
             }
             free(data);

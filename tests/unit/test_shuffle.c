@@ -11,10 +11,10 @@
 
 #include <cmocka.h>
 
-#include "mixing.h"
-#include "rng.h"
-#include "sample.h"
-#include "shuffle.h"
+#include "plan/mixing.h"
+#include "base/rng.h"
+#include "tar/sample.h"
+#include "plan/shuffle.h"
 #include "stoker.h"
 
 /* Push n numbered samples through a shuffle; out receives their order. */

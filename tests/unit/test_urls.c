@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "stoker.h"
-#include "urls.h"
+#include "list/urls.h"
 
 static void expect_expansion(const char *pattern, const char *const *want, size_t n)
 {

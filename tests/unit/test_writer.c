@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 #include "tar_builder.h"
 

@@ -5,10 +5,10 @@
 #ifndef STK_CLOUD_LIST_H
 #define STK_CLOUD_LIST_H
 
-#include "error.h"
+#include "base/error.h"
 #include "stoker.h"
-#include "source.h"
-#include "urls.h"
+#include "io/source.h"
+#include "list/urls.h"
 
 /* 1 if url is an s3:// or gs:// URL ending in '/': a prefix to list. */
 int stk__cloud_is_prefix(const char *url);

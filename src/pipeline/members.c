@@ -8,7 +8,7 @@
  * int64 (Python's int() accepts more), text as strict UTF-8, JSON as
  * described at json_valid().
  */
-#include "members.h"
+#include "pipeline/members.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,13 +10,13 @@
  * /ListBucketResult/Contents/Key, /ListBucketResult/IsTruncated and
  * /ListBucketResult/NextContinuationToken.
  */
-#include "list_xml.h"
+#include "list/list_xml.h"
 
 #include <expat.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc.h"
+#include "base/alloc.h"
 #include "stoker.h"
 
 /* S3 keys are at most 1024 bytes of UTF-8; tokens are opaque but short. */

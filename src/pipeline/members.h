@@ -14,8 +14,8 @@
 
 #include <stdint.h>
 
-#include "error.h"
-#include "sample.h"
+#include "base/error.h"
+#include "tar/sample.h"
 #include "stoker.h"
 
 #define STK__MAX_REQUIRED_MEMBERS 16

@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "error.h"
-#include "urls.h"
+#include "base/error.h"
+#include "list/urls.h"
 
 struct stk__list_page {
     struct stk__strlist keys; /* <Contents><Key>, in document order */

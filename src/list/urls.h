@@ -11,23 +11,14 @@
 
 #include <stddef.h>
 
-#include "error.h"
+#include "base/error.h"
+#include "base/strlist.h"
 
 /* Hard caps on what one loader may name: 1M shards (a petabyte of 1 GB
  * shards) and 64 MiB of URL text, so a hostile pattern cannot make stoker
  * spend seconds or gigabytes expanding it. */
 #define STK__MAX_SHARDS (1024u * 1024u)
 #define STK__MAX_URL_BYTES (64u * 1024u * 1024u)
-
-struct stk__strlist {
-    char **items;
-    size_t count;
-    size_t capacity;
-};
-
-void stk__strlist_free(struct stk__strlist *list);
-/* Append a copy of s (n bytes). 0 or STK_ENOMEM. */
-int stk__strlist_push(struct stk__strlist *list, const char *s, size_t n);
 
 /* Expand one brace pattern, appending the results to out. */
 int stk__brace_expand(const char *pattern, struct stk__strlist *out, struct stk__err *err);

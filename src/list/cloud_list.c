@@ -7,17 +7,17 @@
  * GCS's XML API answers the same request. Objects that are not tar shards
  * (indexes, READMEs, "directory" markers) are left out.
  */
-#include "cloud_list.h"
+#include "list/cloud_list.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "cloud_request.h"
-#include "list_xml.h"
-#include "redact.h"
-#include "source_http.h"
+#include "base/alloc.h"
+#include "io/cloud_request.h"
+#include "list/list_xml.h"
+#include "io/redact.h"
+#include "io/source_http.h"
 #include "stoker.h"
 
 /* A 1000-key page is a few hundred KiB; this only stops a runaway server. */
@@ -240,7 +240,7 @@ int stk__expand_and_list(const struct stk_options *opts, const char *const *patt
         .io_min_rate = opts->io_min_rate,
         .allow_pipe = 0,
         .ca_bundle = opts->ca_bundle,
-        .stats = NULL,
+        .counters = NULL,
         .cancel = NULL,
     };
     if (rc == 0)

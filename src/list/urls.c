@@ -7,7 +7,7 @@
  * Expansion is recursive on the first top-level brace group; the total
  * number of results is capped so a hostile pattern cannot exhaust memory.
  */
-#include "urls.h"
+#include "list/urls.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -15,38 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "redact.h"
+#include "base/alloc.h"
+#include "io/redact.h"
 #include "stoker.h"
 
 #define MAX_PATTERN_BYTES 65536
 #define MAX_DEPTH 32
-
-void stk__strlist_free(struct stk__strlist *list)
-{
-    for (size_t i = 0; i < list->count; i++)
-        stk__free(list->items[i]);
-    stk__free(list->items);
-    list->items = NULL;
-    list->count = list->capacity = 0;
-}
-
-int stk__strlist_push(struct stk__strlist *list, const char *s, size_t n)
-{
-    if (list->count == list->capacity) {
-        size_t cap = list->capacity ? list->capacity * 2 : 16;
-        char **items = stk__realloc(list->items, cap * sizeof *items);
-        if (items == NULL)
-            return STK_ENOMEM;
-        list->items = items;
-        list->capacity = cap;
-    }
-    char *copy = stk__strndup(s, n);
-    if (copy == NULL)
-        return STK_ENOMEM;
-    list->items[list->count++] = copy;
-    return 0;
-}
 
 /* Find the '}' matching the '{' at open; -1 when unbalanced. */
 static long matching_brace(const char *s, size_t open)

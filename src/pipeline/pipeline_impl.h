@@ -1,0 +1,145 @@
+/*
+ * pipeline_impl.h - the state the pipeline's three files share: reader
+ * threads (pipeline_readers.c), the sequencer thread (pipeline_sequencer.c)
+ * and the lifetime and batch queue (pipeline.c), which starts the other two.
+ * Neither of those calls into pipeline.c, nor into each other.
+ *
+ * DESIGN (locking). One mutex, p->mutex, guards every slot queue, the
+ * batch queue, waiting_slot, finished and the first error. Wake-ups:
+ *  - a reader waits on its own cond when none of its slots has room; the
+ *    sequencer signals the owner of a slot after popping from it, and when
+ *    it starts waiting on an empty slot;
+ *  - the sequencer waits on seq_cond for an item in the slot it needs; a
+ *    reader signals it after pushing to that slot;
+ *  - the caller waits on batch_cond; the sequencer signals each batch and
+ *    the end of the epoch, an image worker each finished batch, and
+ *    stk__pipeline_wake() (another thread, through stk_loader_interrupt())
+ *    a set cfg.interrupt. The flag is set before the broadcast, which is
+ *    made under p->mutex, and checked under it before every wait, so a
+ *    wake-up cannot fall between the check and the wait.
+ * The batch budget has its own mutex (batch.c) and is never taken while
+ * p->mutex is held. The stop flag (the run's cancel) is atomic: every
+ * waiter re-checks it after a broadcast from stk__pipeline_stop().
+ *
+ * Slot j reads the shards at positions j, j+K, j+2K, ... of this rank's
+ * shard list (K = shards_in_flight), so the assignment of shards to slots is
+ * static and readers can open the next shard before the sequencer gets to
+ * it. Reader thread t serves slots t, t+T, ...: one sample at a time, always
+ * for a slot with room, so a full queue never blocks the other slots of the
+ * same thread.
+ */
+#ifndef STK_PIPELINE_IMPL_H
+#define STK_PIPELINE_IMPL_H
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/rng.h"
+#include "base/threads.h"
+#include "pipeline/image_workers.h"
+#include "pipeline/mix.h"
+#include "pipeline/pipeline.h"
+#include "plan/interleave.h"
+#include "plan/mixing.h"
+#include "plan/plan.h"
+#include "plan/seek_plan.h"
+#include "plan/shuffle.h"
+
+#define SLOT_MAX_ITEMS 1024
+/* Hand-offs are batched: a reader wakes the waiting sequencer only once a
+ * slot holds this many samples (or a quarter of its byte budget, or a
+ * non-sample item), and the sequencer wakes a reader only once a slot has
+ * drained below half its budget. Waking per sample costs a context switch
+ * per sample, a quarter of the CPU time on one core (perf). A waiting
+ * sequencer also looks on its own every SEQUENCER_POLL_MS, so samples of a
+ * slow source (a network stream, a pipe: command) are not held back while
+ * their reader waits for the next bytes. */
+#define WAKE_SEQUENCER_ITEMS 16
+#define SEQUENCER_POLL_MS 10
+
+enum item_kind { ITEM_SAMPLE, ITEM_SHARD_END, ITEM_STREAM_END, ITEM_ERROR };
+
+struct item {
+    enum item_kind kind;
+    struct stk__sample *sample;
+    /* ITEM_SHARD_END: bad samples after the shard's last good one, and 1
+     * if the shard failed (cut short, or not opened). */
+    uint64_t bad_samples;
+    uint64_t bad_shards;
+};
+
+struct slot {
+    /* Guarded by p->mutex. */
+    struct item ring[SLOT_MAX_ITEMS];
+    size_t head;
+    size_t count;
+    uint64_t bytes;
+    int ended; /* a STREAM_END or ERROR is queued: nothing more to read */
+    /* Owned by the reader thread serving this slot. */
+    struct stk__shard_reader *reader;
+    uint64_t position; /* position of the shard being read in the rank's list */
+    uint64_t skip;     /* samples to skip in it (a resumed epoch), 0 afterwards */
+};
+
+struct reader_thread {
+    struct stk__pipeline *p;
+    pthread_t tid;
+    pthread_cond_t cond;
+    unsigned index;
+    struct stk__plan_cursor cursor;
+    struct stk__err err;
+};
+
+struct stk__pipeline {
+    struct stk__pipeline_config cfg;
+    size_t rank_shards;         /* shards of this rank per pass */
+    struct stk__seek_plan seek; /* valid when resuming with seeking */
+    int seeking;
+    pthread_mutex_t mutex;
+    pthread_cond_t seq_cond;
+    pthread_cond_t batch_cond;
+    struct slot *slots;
+    unsigned n_slots;
+    struct reader_thread *readers;
+    unsigned n_readers;
+    unsigned readers_started;
+    pthread_t seq_tid;
+    int seq_started;
+    int waiting_slot;
+    struct stk__batch *queue_head, *queue_tail;
+    struct stk__batch *partial; /* the sequencer's unfinished batch, freed once the workers stop */
+    struct stk__image_workers *workers; /* image worker threads, NULL for raw samples */
+    int finished;
+    struct stk__err fail; /* first error; fail.code != 0 once failed */
+    /* A range (stk__pipeline_set_limit): the sequencer starts no batch at
+     * index >= limit, and the caller gets STK_EOF once next_index reaches it.
+     * Both guarded by mutex; the sequencer waits on range_cond. */
+    uint64_t limit;
+    uint64_t next_index;
+    pthread_cond_t range_cond;
+};
+
+/* Record the epoch's first error (p->mutex held). */
+static inline void stk__pipeline_record_failure(struct stk__pipeline *p,
+                                                const struct stk__err *err) {
+    if (p->fail.code == 0)
+        p->fail = *err;
+}
+
+/* Thread bodies: a struct reader_thread, the struct stk__pipeline. */
+void *stk__pipeline_reader_main(void *arg);
+void *stk__pipeline_sequencer_main(void *arg);
+
+/* The image workers' batch_done callback: b's last slot is done. */
+void stk__pipeline_batch_done(void *data, struct stk__batch *b);
+
+/* Seeds of the sequencer's random choices for this rank and epoch (also
+ * what a resume replays to find its position). */
+uint64_t stk__pipeline_sequencer_seed(const struct stk__pipeline_config *cfg, uint64_t purpose);
+#define INTERLEAVE_SEED 0x496e746572ull
+#define SHUFFLE_SEED 0x53687566ull
+
+/* Samples the shuffle holds back (1: no shuffle). */
+size_t stk__pipeline_shuffle_window(const struct stk_options *o);
+
+#endif
