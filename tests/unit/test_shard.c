@@ -305,8 +305,8 @@ static void test_headers_only_finds_what_reading_finds(void **state)
                 read_all(tb.data, cut, chunks[k], blocks[k], skip, &scan);
                 headers_only = 0;
                 if (whole.rc != scan.rc || strcmp(whole.listing, scan.listing) != 0 ||
-                    whole.counters.samples_skipped != scan.counters.samples_skipped ||
-                    whole.counters.shards_failed != scan.counters.shards_failed)
+                    whole.run.counters.samples_skipped != scan.run.counters.samples_skipped ||
+                    whole.run.counters.shards_failed != scan.run.counters.shards_failed)
                     fail_msg("cut %zu, chunk %zu, skip %d: read %d '%s' (%s), scanned %d '%s' "
                              "(%s)",
                              cut, chunks[k], skip, whole.rc, whole.listing, whole.err, scan.rc,
