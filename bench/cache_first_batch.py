@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Time to first batch through the node cache on a thin link.
 
 One shard of --mb MB (members copied from the given sample shards) is served

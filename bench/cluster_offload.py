@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Decoding offloaded to a Dask worker: does a CPU host add its core?
 
 Starts a dask-scheduler and one dask-worker (1 thread, stoker decoding with

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Two builds of stoker on the same shards: is a change within run-to-run
 noise? (issue 24: `make bench-raw` and `make bench-decode` before and after.)
 

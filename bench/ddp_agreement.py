@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """What equal steps cost when the loader is given nothing but URLs.
 
 Starts N gloo ranks (torch.distributed on 127.0.0.1), each with

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Decode + train transform: stoker against torchvision's DataLoader + PIL.
 
 Measures, in one run, on the same JPEGs, alternating the contenders each round

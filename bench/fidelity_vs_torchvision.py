@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """How far stoker's fast path (region + DCT-scaled JPEG decode) lands from
 torchvision, per dct_margin, on real photographs.
 

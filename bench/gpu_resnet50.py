@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """End to end on a GPU: how much of a compiled ResNet-50's speed a loader feeds.
 
 One process, one compiled model, every contender on the same training loop

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # On the GPU host: probe it, build stoker's CPython extension there, generate
 # the dataset, run bench/gpu_resnet50.py (issue 25). CARRY is the folder
 # tools/pack_gpu.sh filled; results and the log go to OUT_DIR (a cut-off run

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """User hooks offloaded to a Dask worker: does a CPU host add its core to
 the trainer's, over a whole epoch?
 

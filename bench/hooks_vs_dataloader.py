@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """User hooks (Loader(map=)): hook processes against one, and against
 torchvision's DataLoader with the same Compose.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """`stoker index` of local shards (a header scan that seeks over member
 data) against the streamed count of the same shards (pipe:cat, the way a
 remote shard is counted: every byte read).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jpeg_floor.c - what libjpeg-turbo alone costs on a set of JPEGs, one core.
  *

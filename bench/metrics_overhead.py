@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """What watching a loader costs: throughput with metrics collection on and
 off, alternating, on the same shards. Target: "on" within 1% of "off".
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Label mixing of a sample order: distinct classes per batch, against a
 uniform random permutation of the same labels and against WebDataset's
 shuffles, for tests/python/test_mixing.py and bench/shuffle_mixing.py.

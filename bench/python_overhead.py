@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """What iterating stoker from Python costs, against the C benchmark.
 
 Runs, alternating, on the same shards, threads and transform:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Raw shard reading: stoker's tar pipeline against `cat shards > /dev/null`.
 
 Measures, in one run and alternating the contenders each round:

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The modern ImageNet recipe: stoker against torchvision's DataLoader.
 
 The recipe is the torchvision classification reference's

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Remote shards against local ones: does the loader hide a wide-area round trip?
 
 Serves the shards with an nginx of its own on 127.0.0.1 and puts a delaying

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shuffle designs weighed for issue 19, modelled in Python on labels alone:
 class-sorted samples of 34 classes in shards of 200 (1,600 in 8 shards, the
 issue's shape, and 3,200 in 16), batches of 64, distinct classes per batch

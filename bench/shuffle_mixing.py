@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """ImageNet-shaped shuffle simulation (issue 19): 1,000 classes x 1,281
 samples of a few bytes each, written in class order into shards of 10,000,
 read by stoker with its default options and with more shards in flight and

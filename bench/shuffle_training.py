@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Train a small CNN on class-sorted and on mixed shards of the same samples
 (issue 19): the validation accuracy must be within 2 points.
 

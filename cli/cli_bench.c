@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_bench.c - `stoker bench`: read shards into batches as fast as the
  * loader can and report samples/s and MB/s.

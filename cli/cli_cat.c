@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_cat.c - `stoker cat URL KEY.EXT`: one member's bytes to stdout.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_common.c - helpers shared by the subcommands.
  */

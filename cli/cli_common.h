@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_common.h - what every stoker subcommand shares: exit codes, number
  * parsing, the options common to commands that read shards, and running a

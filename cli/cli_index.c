@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_index.c - `stoker index`: count the samples of every shard and write
  * the dataset index a loader uses for equal per-rank shares, epoch lengths

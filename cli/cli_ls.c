@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_ls.c - `stoker ls`: the samples of shards in storage order.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_pack.c - `stoker pack`: turn a directory of files into WebDataset
  * shards, from an ImageFolder tree (DIR/CLASS/.../IMAGE, what torchvision

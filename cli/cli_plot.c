@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_plot.c - an SVG line chart of a bench run (see cli_plot.h).
  *

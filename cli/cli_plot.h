@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_plot.h - `stoker bench --plot`: throughput and stage busy shares over
  * time as a standalone SVG file, written directly (no plotting library).

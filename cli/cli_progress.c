@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_progress.c - the live progress line (see cli_progress.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_progress.h - the live progress line of long commands (pack, reshard,
  * index, verify, bench): items done, rate, and the time left when the total

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_reshard.c - `stoker reshard`: rewrite shards with other sizes or a
  * shuffled order, samples unchanged (read by the loader, written by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cli_verify.c - `stoker verify`: read a dataset once and list every bad
  * sample and shard, so a training run does not find them hours in.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Your own augmentations on stoker's batches: a torchvision Compose as a
 per-sample hook and Mixup as a batch hook, in hook processes.
 

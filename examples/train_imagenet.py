@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Train a torchvision ResNet on WebDataset shards fed by stoker.
 
     torchrun --nproc_per_node 8 examples/train_imagenet.py \

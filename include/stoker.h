@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stoker.h - the public C API of libstoker.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * build_id.c - stk_build_id(): what decides the bytes this build delivers,
  * as one line, so that two processes (a trainer and its Dask workers) can

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dataset_index.c - build, write and read dataset index files.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * dataset_index.h - the number of samples of every shard, in a JSON file.
  *

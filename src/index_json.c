@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * index_json.c - read and write the dataset index file (index_json.h).
  *

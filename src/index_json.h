@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * index_json.h - the dataset index file, streamed in and out as JSON.
  *

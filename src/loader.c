@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loader.c - the public stk_loader API over plan and pipeline.
  *

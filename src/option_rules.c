@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * option_rules.c - which options act only beside another (option_rules.h).
  *

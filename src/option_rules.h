@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * option_rules.h - options that act only beside another.
  *

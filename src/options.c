@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * options.c - options by name: defaults, text values and range checks, all
  * from the one table in options_table.h (as zstd's ZSTD_CCtx_setParameter

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * options.h - options by name, inside the library (options_table.h is the
  * schema; the public side is stk_options_set() and stk_option_at()).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * options_table.h - the one schema of struct stk_options (struct stk_stats
  * has its own table, base/stats_table.h).

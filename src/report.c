@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * report.c - the input-bound report: where a loader's time went, in words.
  *

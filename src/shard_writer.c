@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shard_writer.c - write samples into WebDataset tar shards, rolling over
  * to the next shard at a sample count or a byte size.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * verify.c - stk_verify: read a whole dataset once and report every bad
  * sample and shard, without stopping at any.

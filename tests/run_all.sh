@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Run every test: the unit tests and fuzz corpus replay under ASan+UBSan,
 # the threaded tests (and the remote sources through the CLI) under TSan, and the pytest integration suite against
 # the ASan build of the CLI. Each tree builds only what it runs: build-asan

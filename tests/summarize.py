@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Print the ten slowest tests, then one closing line for CI: "N passed,
 N failed" over every suite.
 

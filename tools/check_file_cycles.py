@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Fail when files of the library call into each other, directly or in a
 loop, and when its folders do: each file of src/ builds on files below it
 and is called only from above, so the layers stay readable (a cycle means

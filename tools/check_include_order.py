@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Fail when a file of src/ includes a header of a folder it may not use: a
 layer reaches only the layers below it (src/meson.build), never up and never
 sideways. check_file_cycles.py sees calls the linker resolves; this sees

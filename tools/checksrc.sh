@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Reject C functions that invite overflows or hide allocations (curl's
 # checksrc idea): strcpy, strcat, sprintf, vsprintf, gets, atoi, atol,
 # strtok, and bare malloc/calloc/realloc/free/strdup outside src/base/alloc.c.
@@ -18,6 +19,16 @@ $alloc"
     matches=$(printf '%s\n' "$matches" | sed '/^$/d')
     if [ -n "$matches" ]; then
         printf '%s\n' "$matches" | sed "s|^|$f:|"
+        status=1
+    fi
+done
+# Every C, Python and shell source carries its license line (LICENSE) in
+# its first two lines (after a #! line).
+for f in $(find src cli include python tests tools bench examples .ci \
+               -type f \( -name '*.c' -o -name '*.h' -o -name '*.py' -o -name '*.sh' -o -name run \) \
+               -not -path '*/fuzz/corpus/*' -not -path '*/fuzz/regressions/*'); do
+    if ! head -n 2 "$f" | grep -q 'SPDX-License-Identifier: MIT'; then
+        echo "$f: no SPDX-License-Identifier line in its first two lines"
         status=1
     fi
 done

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install the Debian 12 packages stoker needs to build, test and run its
 # demo, and nothing when they are all present already (so repeated runs and
 # CI on a prepared machine do not touch apt).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Build a small, deterministic, ImageNet-like sample dataset as WebDataset shards.
 
 The source images are real photographs that Debian packages ship (desktop

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Write docs/options.md, the reference of every loader option and counter,
 from the C library's tables (src/options_table.h and src/base/stats_table.h
 through the Python module's stoker._stoker.options(), stats_fields() and

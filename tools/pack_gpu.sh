@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Fill a folder with everything bench/gpu_run.sh needs on a GPU host that has
 # Python 3.12, torch, torchvision, gcc and Python.h but none of stoker's
 # Debian libraries and no package registry (issue 25):

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # A Slurm heterogeneous job: GPU nodes train, CPU-only nodes decode.
 #
 #   sbatch examples/cluster/slurm_hetjob.sh

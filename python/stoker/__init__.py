@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker: WebDataset tar shards to PyTorch batches, decoded in C.
 
 Three lines in a training script::

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _batch.c - _stoker.Batch and its buffer views. A Batch owns its stk_batch
  * and releases it when the last Python reference goes away; its images and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The trainer's claim policy for Loader(cluster=...): which side makes
 each range of an epoch's batches, the local thread or the Dask cluster,
 when a task is late and when the trainer takes a range back.

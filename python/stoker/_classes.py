@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Class names, as torchvision datasets give them (dataset.classes): one
 per line in label order, in the classes.txt that `stoker pack --classes
 DIR/classes.txt` writes beside the shards, or from the caller."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Decoding on CPU-only hosts through Dask distributed: Loader(cluster=...).
 
 DESIGN. An epoch of one rank is a fixed sequence of batches. A task makes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loader(cluster=...) with fields=, map= or batch_map=: a range's batches
 as the objects the training loop gets, made the same way by a Dask worker
 and by the trainer's local thread, and the canary that checks a worker's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The part of Loader(cluster=...) that runs inside Dask worker processes:
 make_range, the task that makes a run of batches with a stoker loader kept
 per worker process (_cluster.py has the design)."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _errors.c - the CPython extension's exceptions: the library's error
  * table (src/base/errors_table.h) maps its STK_E* codes to stoker.Error and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loader(fields=...): which members a batch carries and how each parses."""
 import json
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The batches of a Loader with hooks: the C loader's batches, each sample
 through map= in the hook processes, reassembled in order, then batch_map=;
 made by a thread of their own so the hook processes keep working while

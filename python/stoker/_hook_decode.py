@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loader(transform=None, map=fn): the hook gets the whole decoded image.
 
 The C loader then reads samples without decoding them (its batch ring

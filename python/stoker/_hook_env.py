@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The environment fingerprint of a process that runs user hooks.
 
 The same hook can give other bytes under another torch, torchvision or

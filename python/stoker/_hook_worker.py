@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The loop of one hook process (Loader(map=, batch_map=)): `python -m
 stoker._hook_worker FD`, started by stoker._hooks.Pool with a socket on FD."""
 import os

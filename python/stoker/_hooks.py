@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """User hooks (Loader(map=, batch_map=)) in a pool of hook processes.
 
 The C loader's batches come in order; each sample goes to an idle hook

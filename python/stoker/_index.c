@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _index.c - stoker._stoker.index_build(path, urls, overwrite=False,
  * **options): stk_index_build from Python, for the index a Loader builds

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The dataset index without ceremony: len() of a Loader given no index
 builds one on first use and remembers it, once per dataset and the options that change counts
 (not per process: the next process, rank or run finds the same file), and

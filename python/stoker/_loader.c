@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _loader.c - _stoker.Loader, stk_loader for Python: next() releases
  * the GIL while it waits and returns a Batch, or None at the end of the

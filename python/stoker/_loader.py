@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.Loader: batches of decoded images as torch tensors that share the
 C loader's buffers, locally or with Dask workers (cluster=); and
 stoker.verify."""

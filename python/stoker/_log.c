@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _log.c - the loader's log messages, from its threads to Python's logging.
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Figures over time and their export: TensorBoard scalars and a Prometheus
 text endpoint (metric names: docs/metrics.md).
 

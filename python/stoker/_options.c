@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _options.c - keyword options to struct stk_options, through the
  * library's option table (one table for C, CLI and Python), and options():

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The options section of Loader's docstring and the options' defaults as
 Python values, both from the C library's option table."""
 import fractions

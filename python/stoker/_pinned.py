@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Pinned batch buffers stay out of the loader's ring until the GPU has read them.
 
 With pin_memory=True, `images.cuda(non_blocking=True)` returns before the copy

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Ranks: who this process is, its share of the node's cores, and equal
 steps on every rank when the samples per rank are not known in advance."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Keys of the random streams that user hooks get (Loader(map=, batch_map=)).
 
 A sample hook's key is the one stoker's own crop, flip and augmentations

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _rules.c - the rules stoker reads shards by (stoker.h "The rules stoker
  * reads shards by"), for the Python package to use instead of copies: how

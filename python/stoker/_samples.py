@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.Samples: raw samples as dicts, split across DataLoader workers,
 with the epoch agreed between the process and its workers."""
 import hashlib

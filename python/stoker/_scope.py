@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Which options of the one option table each entry point uses: an option
 an entry point would accept and not act on is refused there, naming it,
 instead of being ignored (a Samples given transform="train" yielded raw

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Arrays between the trainer and its hook processes through shared memory.
 
 A value sent to or from a hook is packed: every tensor or numpy array in

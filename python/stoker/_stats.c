@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _stats.c - counters as Python dicts: stats() and report() of a loader,
  * and the module's report(), rates() and stats_fields(), all from the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _stoker.c - the CPython extension's module stoker._stoker: include/stoker.h
  * for Python (its errors as exception classes, its options as keywords, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _stoker.h - what the files of the CPython extension share.
  */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """URLs as users give them: one or many, str or path-like, with local
 glob patterns expanded (stoker's own patterns are braces, expanded in C)."""
 import glob

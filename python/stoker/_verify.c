@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _verify.c - stoker._stoker.verify(urls, **options): stk_verify from
  * Python, its problems collected into a list.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _writer.c - stoker._stoker.ShardWriter, over stk_writer: samples as dicts
  * in WebDataset's form written into rolling tar shards.

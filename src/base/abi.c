@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * abi.c - copying caller structs of another header version (abi.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * abi.h - structs the caller allocates, across library versions.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * atomic_file.c - output files that appear whole, never through a planted
  * link, never over another file unless asked (see atomic_file.h).

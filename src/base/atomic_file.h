@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * atomic_file.h - write an output file beside its final name and publish
  * it whole.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * buffer_pool.c - size-class free lists for member buffers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * buffer_pool.h - recycled buffers for member data.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * error.c - error codes to text and kind (from errors_table.h), and per-handle
  * detailed messages.

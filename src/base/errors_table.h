@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * errors_table.h - the one schema of stoker's error codes.
  *

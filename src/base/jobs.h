@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jobs.h - one job per shard on a few threads (index building,
  * verification): whole shards are the unit, so there is no ordering to keep.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyset.c - open-addressing set of key tags (linear probing).
  */

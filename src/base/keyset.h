@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * keyset.h - the set of sample keys already seen in one shard.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * rng.c - SplitMix64 and an unbiased bounded draw.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run.c - the run context's log and its one counter snapshot (see run.h).
  */

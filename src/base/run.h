@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * run.h - the run context: what every layer of one run (a loader, an index
  * build, a verification) shares.

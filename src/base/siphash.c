@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * siphash.c - SipHash-2-4-128, after the reference implementation.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * siphash.h - SipHash-2-4 with a 128-bit tag (Aumasson and Bernstein).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * stats_table.h - the one schema of struct stk_stats and of the library's
  * counters (base/run.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * strlist.c - a growable list of owned strings (see strlist.h).
  */

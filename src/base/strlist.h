@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * strlist.h - a growable list of owned strings: shard URLs and their
  * redacted names, which every layer from the listing up passes around.

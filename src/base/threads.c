@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * threads.c - pthread wrappers that abort on impossible failures.
  */

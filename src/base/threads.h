@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * threads.h - thin pthread wrappers (libuv's uv_mutex_* shape).
  *

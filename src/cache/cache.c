@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache.c - node-local shard cache: whole shards on local disk, filled once
  * per node, bounded in size by LRU eviction of shards nobody reads.

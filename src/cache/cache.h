@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache.h - node-local disk cache of whole shards, shared by every process
  * on the node.

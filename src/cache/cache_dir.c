@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache_dir.c - the node cache's directory: file names, opening files
  * without following links, flock locks that follow renames, temp and .url

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache_fill.c - a cache miss streams: a filler thread copies the upstream
  * into the shard's temp file, and the caller reads the same bytes back from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cache_impl.h - what the node cache's parts share: the cache handle, the
  * directory's files, locks and room (cache_dir.c), and the streaming fill

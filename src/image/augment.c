@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment.c - torchvision's crop geometry with stoker's random numbers.
  *

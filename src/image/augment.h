@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment.h - where to crop and whether to flip, torchvision's way.
  *

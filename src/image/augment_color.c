@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment_color.c - ColorJitter's hue shift and GaussianBlur, with
  * torchvision's uint8 tensor arithmetic (functional_tensor.py).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment_ops.c - torchvision's uint8 tensor operations, in C.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment_ops.h - the image operations of AutoAugment, RandAugment and
  * TrivialAugmentWide on an RGB8 image (rows width * 3 bytes apart), with

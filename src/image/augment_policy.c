@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment_policy.c - torchvision's augmentation spaces and draws.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment_policy.h - which augmentation operations a sample gets, drawn as
  * torchvision's AutoAugment (ImageNet policy), RandAugment and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decode.c - format sniffing, the decoder object, dispatch by format.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decode.h - compressed image bytes to an RGB8 region.
  *

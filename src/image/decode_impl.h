@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decode_impl.h - the per-format decoders the dispatcher (decode.c) calls.
  * They share nothing with it but the pixel buffer below them all

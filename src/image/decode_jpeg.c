@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decode_jpeg.c - libjpeg-turbo: region + DCT-scaled decode.
  *

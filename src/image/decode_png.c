@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * decode_png.c - PNG through libspng, to RGB8 like Pillow's convert("RGB").
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * image.c - decode, crop, resample and convert one image.
  *

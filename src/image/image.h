@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * image.h - image bytes to one output image.
  *

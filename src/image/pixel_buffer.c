@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pixel_buffer.c - the decoders' growable pixel buffer (see pixel_buffer.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pixel_buffer.h - the growable buffer a decoder writes pixels into, capped
  * by the pixel limit.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * resize.c - Pillow's antialiased bilinear and bicubic resize of RGB8 images.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * resize.h - antialiased bilinear or bicubic resampling of RGB8 images,
  * bit-exact with Pillow's Image.resize(size, Image.BILINEAR or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cloud_creds.c - read object store credentials from the environment and
  * the AWS shared credentials file.

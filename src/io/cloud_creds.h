@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cloud_creds.h - where an object store request gets its credentials,
  * region and endpoint: the environment variables and files the providers'

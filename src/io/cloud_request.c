@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cloud_request.c - the HTTP request behind an s3:// or gs:// URL.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cloud_request.h - map s3:// and gs:// URLs to the HTTP request that
  * fetches them: endpoint URL, addressing style, signing and headers.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * command.c - scan the words of a pipe: command.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * command.h - the words of a pipe: command, as the pipe source runs them
  * and as redaction shows them.

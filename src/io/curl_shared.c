@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * curl_shared.c - libcurl's process-wide state.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * curl_shared.h - libcurl state shared by every remote source of the
  * process: global init, the DNS/TLS-session share, and idle transfer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redact.c - hide the secrets a URL can carry before it is printed.
  *

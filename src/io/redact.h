@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * redact.h - URLs made safe to print.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retry.c - the retry policy of remote sources.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * retry.h - which failed requests are worth repeating, and when.
  *

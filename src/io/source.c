@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source.c - choose a backend by URL scheme, and the in-memory source.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source.h - a byte stream of one shard.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_cloud.c - open an object store shard through the HTTP source.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_cloud.h - s3:// and gs:// shards: the HTTP source with the request
  * cloud_request.h builds (endpoint, signature, headers).

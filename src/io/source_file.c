@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_file.c - read a local shard sequentially.
  *

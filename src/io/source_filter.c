@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_filter.c - libarchive's "raw" format over its decompression
  * filters: the single entry it reads is the decompressed stream.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_filter.h - the decompressed bytes of a bzip2, xz, zstd or lz4
  * shard, through libarchive's filters (gzip has its own layer,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_gzip.c - zlib inflate with gzip wrapping (windowBits 16 + 15):
  * zlib itself verifies each member's header, CRC-32 and ISIZE, and reports

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_gzip.h - the decompressed bytes of a gzip-compressed shard.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_http.c - stream a shard over HTTP(S), resuming where it broke.
  *

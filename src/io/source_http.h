@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_http.h - http:// and https:// shards streamed with libcurl.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_pipe.c - a shard read from a program's standard output.
  *

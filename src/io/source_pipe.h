@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * source_pipe.h - pipe:COMMAND shards: the standard output of a program.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cloud_list.c - list the shards under an object store prefix.
  *

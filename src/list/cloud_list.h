@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * cloud_list.h - expand "s3://bucket/prefix/" and "gs://bucket/prefix/"
  * into the shards stored under the prefix (ListObjectsV2).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * list_xml.c - ListObjectsV2 response pages, parsed with libexpat.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * list_xml.h - parse one page of an S3 ListObjectsV2 (or GCS XML list)
  * response: the object keys, and where the next page starts.

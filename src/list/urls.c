@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * urls.c - brace expansion and URL list files.
  *

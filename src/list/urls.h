@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * urls.h - turn user URL patterns into the list of shard URLs.
  *

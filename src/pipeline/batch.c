@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * batch.c - batch allocation, release and the batch budget.
  *

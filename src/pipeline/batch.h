@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * batch.h - batches handed to the caller, and the budget that bounds them.
  *

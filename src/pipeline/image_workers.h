@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * image_workers.h - threads that turn samples into images in batch slots.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * members.c - required members (stk_options.require_members): which ones,
  * and whether each parses as its extension says.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * members.h - the members a sample must hold besides its image, and how
  * each one parses.

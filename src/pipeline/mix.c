@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mix.c - Mixup and CutMix draws and their application to a batch.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mix.h - Mixup and CutMix of whole image batches, as the classification
  * reference of torchvision (references/classification/transforms.py:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipeline.c - an epoch's lifetime and its batch queue: start the reader
  * and sequencer threads (pipeline_readers.c, pipeline_sequencer.c) and the

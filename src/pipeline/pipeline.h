@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipeline.h - one epoch of one rank: readers, sequencer, batches.
  *

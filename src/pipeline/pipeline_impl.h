@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipeline_impl.h - the state the pipeline's three files share: reader
  * threads (pipeline_readers.c), the sequencer thread (pipeline_sequencer.c)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipeline_readers.c - the reader threads: each fills the queues of its
  * slots with the samples of their shards, in storage order.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * pipeline_sequencer.c - the sequencer thread: interleaves the slots'
  * queues, shuffles, and assembles batches in an order that depends only on

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sample_image.c - the sample side of the image transform (see
  * sample_image.h): labels, required members, the image member, and the

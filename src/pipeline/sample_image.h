@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sample_image.h - one sample to one output image and label: which member
  * is the image, which the label, which others it must hold; the pixels are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * interleave.c - the sequencer's choice of shard slot.
  */

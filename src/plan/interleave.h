@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * interleave.h - which shard slot the sequencer takes its next sample from.
  *

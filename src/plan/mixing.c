@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mixing.c - shuffle quality counters (see mixing.h).
  *

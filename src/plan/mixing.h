@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mixing.h - shuffle quality: how many shards a loader's batches mix.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * plan.h - which shards a rank reads in an epoch, and in what order.
  *

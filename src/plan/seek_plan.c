@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * seek_plan.c - replay the interleave on per-shard sample counts.
  */

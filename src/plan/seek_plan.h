@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * seek_plan.h - where a resumed epoch starts reading.
  *

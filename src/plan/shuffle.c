@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shuffle.c - deterministic sliding-key shuffle (see shuffle.h).
  *

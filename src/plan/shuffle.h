@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shuffle.h - the sample shuffle: a sliding window of random sort keys.
  *

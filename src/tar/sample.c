@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sample.c - samples: key, url and members with their data.
  */

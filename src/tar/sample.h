@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * sample.h - a sample being built from tar members, and its lifetime.
  *

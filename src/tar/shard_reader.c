@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shard_reader.c - members to samples, with the bad-input policy.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * shard_reader.h - the samples of one shard, in storage order.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tar_reader.c - libarchive driven by stoker's byte sources.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tar_reader.h - stream the members of one tar shard.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz.h - the libFuzzer entry point shared by the targets and replay.c.
  *

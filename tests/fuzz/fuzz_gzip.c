@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_gzip.c - libFuzzer target: the gzip source layer (source_gzip.c).
  *

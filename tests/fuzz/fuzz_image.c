@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_image.c - libFuzzer target: arbitrary bytes as an image member.
  *

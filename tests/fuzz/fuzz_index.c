@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_index.c - libFuzzer target: arbitrary bytes as a dataset index file
  * (index_json.h), which a loader reads from index_path and every Dask worker

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_list_xml.c - libFuzzer target: arbitrary bytes as a ListObjectsV2
  * response page (what an S3 or GCS server, or anything pretending to be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_shard.c - libFuzzer target: arbitrary bytes as a tar shard.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_urls.c - libFuzzer target: arbitrary bytes as a URL brace pattern.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Write the seed corpora of stoker's fuzz targets.
 
 Usage: make_corpus.py [--stamp FILE] DIR

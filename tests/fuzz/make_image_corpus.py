@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The seed corpus of fuzz_image: small JPEG and PNG files.
 
 make_corpus.py calls write_image_seeds(DIR), which writes DIR/image/

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared fixtures for the stoker CLI integration tests.
 
 The binary under test comes from $STOKER_BIN, else from the first of

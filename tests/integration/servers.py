@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Real servers for the remote-source tests and benchmarks, all on 127.0.0.1.
 
 Nginx        an nginx of our own (own prefix, config, port and access log),

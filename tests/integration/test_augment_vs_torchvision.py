@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The recipe's augmentations against torchvision 0.14 on the same input.
 
 tests/tools/augment_tool applies one operation of src/image/augment_ops.c

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Damaged and hostile shards: stoker fails cleanly or skips what it must.
 
 Under --on-error fail (the default) every damaged shard gives exit status 1

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Hostile shards: a few KB that would take gigabytes or minutes must be
 refused with a message naming the shard and the key, within bounds of
 memory and time that the documented budgets set.

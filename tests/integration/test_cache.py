@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The node cache (--cache-dir/--cache-size) through the CLI, with real processes.
 
 Local shards are read in place unless STOKER_CACHE_LOCAL=1, a test-only switch

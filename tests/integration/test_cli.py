@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The stoker command line: help, usage errors, URL patterns, bench."""
 import os
 import pty

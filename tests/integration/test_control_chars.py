@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Keys and member names come from the shard, so they can hold newlines and
 other control characters. Everything stoker prints (ls, verify, messages in
 the library that quote keys and member names) escapes them, so one sample

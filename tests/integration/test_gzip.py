@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Gzip-compressed shards are checked as gzip -t checks them: a flipped byte
 anywhere in the deflate data or the trailer (CRC-32, ISIZE) fails the shard
 with a message naming it and the offset, instead of delivering wrong bytes;

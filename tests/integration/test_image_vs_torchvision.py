@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker's image stage (src/image/image.c, augment.c, decode_*.c) against torchvision.
 
 tests/tools/transform_tool (built with the unit tests, found under

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`stoker index`: per-shard sample counts, and what a loader does with them."""
 import json
 import os

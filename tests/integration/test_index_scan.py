@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`stoker index` of local shards reads their tar headers and seeks over
 member data; the index it writes is the one a full read writes (the
 streamed count of a pipe: source, as a remote shard is counted)."""

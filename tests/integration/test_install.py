@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`meson install` of the build under test, used as a C user would use it.
 
 The build is the one $STOKER_BIN comes from (build-asan in tests/run_all.sh).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench/jpeg_floor.c, the libjpeg-turbo reference of the decode benchmark:
 it measures every mode on every kind of JPEG the sample set has, and refuses
 files it could not time honestly (corrupt or truncated), naming them."""

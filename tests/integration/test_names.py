@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Keys are bytes: `stoker pack --flat` and `stoker reshard` write member
 names exactly as they were read (é, ü, CJK, bytes that are not UTF-8, names
 too long for a ustar header), whatever the locale, and the same bytes in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`stoker pack`: an ImageFolder tree or files grouped by key into WebDataset
 shards that WebDataset-style readers (Python's tarfile here) and stoker
 itself read back sample for sample."""

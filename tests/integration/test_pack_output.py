@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Where `stoker pack` and `stoker reshard` write: a missing output
 directory is created (one that cannot be is named); a directory that holds
 shards of another run - named like this run's shards, with any number or

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`pip install --no-build-isolation .`, as the README says, on a fresh copy
 of the repository (the files git would check out, no build directory), in a
 fresh venv with the system's packages; and a wheel (`pip wheel`) that a Dask

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """pipe:COMMAND shards: off unless allowed, run without a shell, exit status
 checked, the command killed when the reader stops early."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The progress line of long commands (pack, reshard, index, verify, bench)
 under a pseudo-terminal, piped, and with --quiet; and bench --plot's SVG."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The node cache in front of a real nginx: the access log is the judge.
 
 With the cache on, the first epoch fetches each shard once and the second

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """http:// shards: against a real nginx, and against a server that fails on
 purpose. Recoverable faults must give every sample exactly once, identical
 to the local shard; unrecoverable ones a clear error naming the URL, with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`stoker reshard`: the same samples, byte for byte, in new shards of other
 sizes, in storage order or a seeded shuffle; bad input follows --on-error."""
 import tarfile

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker's bilinear and bicubic resize (src/image/resize.c) against Pillow itself.
 
 Pillow's Image.resize(size, BILINEAR or BICUBIC, box) is what torchvision's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """s3:// and gs:// shards and prefix listings.
 
 Against s3rver (an S3 emulator, installed with npm on first use): epochs

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Every tar dialect that writers of WebDataset shards produce reads the same.
 
 Each flavour writes the same samples (long paths, nested keys, multi-dot

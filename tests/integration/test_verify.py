@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """`stoker verify`: every bad sample and shard of a dataset, one line each
 naming the shard and the key or offset, a summary, and an exit status that
 says whether anything was wrong. It never stops at the first problem."""

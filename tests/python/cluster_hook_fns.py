@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Hooks for test_cluster_hooks.py that behave differently on a Dask worker
 whose environment says so (module-level: the workers and their hook
 processes import them by name)."""

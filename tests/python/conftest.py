@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shared fixtures for the tests of the Python package (stoker.Loader, stoker.Samples).
 
 The package under test is the one built into $STOKER_BUILD_DIR/python

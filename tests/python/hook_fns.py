@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Hooks for test_hooks.py: module-level, so hook processes import them by
 name (as plain pickle would); their behaviour depends on the sample's key
 where a test needs one sample to misbehave."""

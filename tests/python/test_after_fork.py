@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A Loader inherited through os.fork(): the child has its memory but none
 of its threads (and any mutex they held stays locked), so in the child
 every method refuses with "created in process N: make a new Loader after

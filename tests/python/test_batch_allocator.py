@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Caller-supplied batch memory (the mechanism behind pin_memory=True):
 every batch lives in a buffer the allocator returned, buffers are reused,
 and they are released when the loader goes away."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The node cache from Python: cache_dir/cache_size reach the loader, the
 second loader reads the cache only, and stats() reports it.
 STOKER_CACHE_LOCAL=1 (test-only) makes the cache take local shards."""

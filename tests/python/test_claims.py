@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The trainer's claim policy of Loader(cluster=...) alone (_claims.Claims):
 which side makes which range, when a task is late, when the trainer takes
 a range back; driven with a fake clock and a fake cluster, no threads, no

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loader(cluster=...): batch ranges decoded by Dask workers (a real
 dask-scheduler and dask-worker processes on 127.0.0.1) beside the loader's
 own thread give exactly the batches of a local run, each once, when

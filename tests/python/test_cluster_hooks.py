@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loader(cluster=...) with map=, batch_map= and fields=: the Dask workers
 run the hooks in hook processes of their own and give exactly the batches
 of a local run (the same keyed random streams), also when a worker is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Ctrl-C while next() waits in C raises KeyboardInterrupt within a second:
 next() waits in slices and checks for signals between them (before, the
 signal was seen only when a batch came: 192 s with a stalled HTTP shard at

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Two-process DistributedDataParallel on CPU (gloo) over uneven shards.
 
 Each rank learns its rank and world size only from torch.distributed (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """len(loader) against what an epoch yields, and epochs: set_epoch
 reshuffles, the same epoch reproduces, the default epoch advances."""
 import math

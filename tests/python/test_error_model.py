@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One error model: every failure stoker raises derives from stoker.Error and
 carries .code (the C library's STK_E* code), and is still caught by the
 builtin class it stood for before (ValueError, FileNotFoundError, OSError);

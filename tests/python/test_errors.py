@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Errors reach Python as the right exception types, with messages that
 name the shard and sample; on_error="skip" goes on."""
 import random

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Exact evaluation under DDP (issue 26 item 1): with uneven=True two gloo
 ranks over shards of 300, 300 and 29 samples see every sample once between
 them, with and without an index, and the example's accuracy (summed over

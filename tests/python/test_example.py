@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """examples/train_imagenet.py on CPU: trains, checkpoints mid-epoch with the
 loader state, and --resume finishes the run with the steps that were left."""
 import re

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.Loader(fields=...): batches that carry more than (images, labels).
 
 Written as a user of a captioned or multi-field dataset writes it

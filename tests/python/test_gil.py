@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """next() releases the GIL while it waits for a batch: another Python thread
 keeps running during the calls."""
 import threading

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The loader as a PyTorch user writes a loop: DDP with no options beyond
 URLs and batch size (2 and 3 gloo ranks over uneven shards), resume with
 the usual set_epoch loop, breaking out and iterating again, holding labels,

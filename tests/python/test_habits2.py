@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """As users write it, round 2 (issue 26): an index found by the files it
 names, not how they were spelled; class names; WebDataset's "jpg;png";
 options that act or are refused; the member a skipped sample lacks; len()

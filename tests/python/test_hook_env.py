@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The environment fingerprint of hook processes: what it holds and the
 message naming a difference (a Dask worker with another one is refused)."""
 import torch

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loader(map=, batch_map=): user hooks in hook processes.
 
 The promises under test: an epoch is byte-identical whatever the number of

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Batch lifetime: held tensors stay valid and unchanged, holding too many
 raises BusyError (no hang, no corruption), dropped ones go back to the
 loader, and nothing grows over many epochs."""

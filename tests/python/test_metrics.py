@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Observability: shuffle quality (k_eff) against a brute-force count, rates
 between snapshots, stoker.tensorboard() with a recording writer, and the
 Prometheus endpoint scraped over HTTP and parsed with prometheus_client."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Shuffle quality on class-sorted shards (issue 19): an ImageFolder tree of
 34 classes packed `--sorted` into 16 shards of 200 (each shard holds two or
 three classes; the epoch, 3,196 samples, is longer than the shuffle's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Options that act only beside another (scale_min under transform="eval",
 cache_size without cache_dir, batches_per_task without cluster=, ...) were
 taken and ignored. They are refused where they would not act, naming the

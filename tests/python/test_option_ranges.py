@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Integer options never wrap: a value outside the range the C library's
 option table gives (which lies within its C field: int, unsigned, size_t or
 uint64_t) is a ValueError (stoker.OptionError) naming the option and its

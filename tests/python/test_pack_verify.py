@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.ShardWriter and stoker.verify: samples written from Python read
 back the same by stoker.Samples and stoker.Loader, failures leave no
 half-written shard, and verify finds every bad sample and shard."""

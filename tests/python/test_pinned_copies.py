@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """pin_memory=True: a batch's buffer stays out of the loader's ring until the
 GPU has copied it. `images.cuda(non_blocking=True)` only queues the copy; on
 an H200 a ring buffer handed back as soon as the loop dropped the tensor was

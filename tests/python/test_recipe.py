@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The modern ImageNet recipe through stoker.Loader: TrivialAugmentWide,
 RandomErasing and Mixup/CutMix are the same bytes whatever the threads and
 after a resume; Mixup/CutMix batches are the un-mixed batch mixed with

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Remote-source failures reach Python as exceptions that name the URL with
 its credentials redacted: no password, signature or token in the text."""
 import contextlib

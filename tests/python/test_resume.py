@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Mid-epoch resume: stop after k batches, save the loader state, restore it
 in a new process, and the remaining batches equal an uninterrupted run's.
 With a dataset index the restored loader reads at most one shuffle window

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One home per rule: the Python package asks the C library how a member
 parses and which rank the launcher's environment gives, and sizes its
 default threads by the cores the cgroup quota allows, as a Dask worker

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.Samples: raw WebDataset samples as dicts, alone and under a torch
 DataLoader with worker processes (each sample exactly once)."""
 import collections

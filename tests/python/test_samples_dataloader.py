@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.Samples as a DataLoader user writes it: samples_per_rank counts a
 rank's samples whatever num_workers is, every new iteration of the same
 object is a new epoch (as WebDataset's), set_epoch() reaches persistent

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.Samples and Batch.samples(): a member whose extension is not
 UTF-8, or named KEY.__key__ / KEY.__url__ (which would overwrite the
 sample's metadata; WebDataset refuses them), is a bad sample like any

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One schema for options and stats (src/options_table.h, src/base/stats_table.h): every option of
 the C library's table is a keyword of stoker.Loader and of the C loader and
 is listed with its default in help(stoker.Loader); where the table says the

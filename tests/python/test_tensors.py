@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.Loader's tensors: the right pixels, labels and dtypes, shared with
 the C loader's batch buffers (zero copy), recycled rather than copied.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """One Loader and several Python threads. next() releases the GIL, so
 calls from other threads run while one waits in C: they are serialised on
 the loader, close() from another thread wakes a waiting next() (which then

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The watchdog must show which test hung and where, on the terminal."""
 import os
 import subprocess

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The dataset index a Dask worker writes for its loader: in a private
 directory ($TMPDIR/stoker-UID, 0700, this user's, not a link), and a file
 found there is used only when its bytes have the digest the trainer sent

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """stoker.ShardWriter and stoker.Samples under LC_ALL=C and C.UTF-8 (in
 subprocesses: a Python process takes its locale when it starts): keys with
 é, ü, CJK, bytes that are not UTF-8 (str with surrogate escapes, as

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """pytest plugin: no test may hang the run.
 
 Each test gets a timer. When it runs past STOKER_TEST_WATCHDOG_S (default

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The include order check must fail on a crossing it is meant to catch: a
 copy of src/ is checked as it is (clean), then with one planted include
 each of the kinds it rejects, and the message must name the file and say

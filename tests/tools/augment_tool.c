@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * augment_tool.c - drive the augmentation ops and draws from the command
  * line, for tests/integration/test_augment_vs_torchvision.py.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * resize_tool.c - run stk__resize_rgb8 on a PPM file, for the comparison
  * with Pillow in tests/integration/test_resize_vs_pil.py.

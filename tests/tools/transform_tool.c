@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * transform_tool.c - drive the image stage (decode, crop geometry, render)
  * from the command line, for tests/integration/test_image_vs_torchvision.py.

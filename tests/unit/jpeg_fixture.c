@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jpeg_fixture.c - synthetic JPEGs for unit tests.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * jpeg_fixture.h - encode small synthetic JPEGs for unit tests (through
  * libjpeg-turbo, the same library stoker decodes with).

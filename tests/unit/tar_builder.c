@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tar_builder.c - minimal ustar writer for unit-test fixtures.
  */

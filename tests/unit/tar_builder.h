@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * tar_builder.h - build small ustar archives in memory for unit tests.
  *

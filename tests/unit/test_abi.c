@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_abi.c - caller structs of another header version (abi.c, stoker.h
  * "Binary compatibility"), and the lifetime of the caller's option strings:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_augment.c - properties of the augmentation ops, draws and batch
  * mixing: every op on tiny, odd and large images with tiny, odd, huge,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_batch.c - batches, the batch budget and the image buffer ring
  * (batch.c): the budget blocks at its limit and wakes on release or stop,

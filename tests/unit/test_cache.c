@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cache.c - the node cache over local files (cache_local): fill and
  * hit, LRU order, shards in use survive eviction, size errors, stale temp

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_cloud.c - the pure parts of the object store sources: SigV4 URI
  * encoding and canonical query strings, the s3:// and gs:// URL mapping,

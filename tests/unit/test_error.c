@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_error.c - the error table (src/base/errors_table.h): every code of
  * stoker.h has its own text, and what on_error=skip may skip is bad input

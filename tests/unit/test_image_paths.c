@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_image_paths.c - every code path of the image stage gives the same
  * bytes: the AVX2 and the portable kernels, the conversion fused into the

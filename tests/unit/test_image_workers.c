@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_image_workers.c - the image worker threads (image_workers.c):
  * every submitted slot is transformed into its place in the batch buffer,

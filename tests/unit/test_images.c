@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_images.c - image batches through the whole loader: determinism
  * across thread counts, labels, dtypes, the bad-image policy and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_interleave.c - the sequencer's slot choice (interleave.c) and the
  * resume plan computed from sample counts (seek_plan.c).

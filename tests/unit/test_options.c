@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_options.c - options by name (stk_options_set and the option table):
  * defaults, parsing, ranges that never wrap, messages that name the option

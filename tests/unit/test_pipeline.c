@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_pipeline.c - the loader end to end over shards in a temporary
  * directory: order, determinism, ranks, budgets, shutdown, allocation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_plan.c - shard permutations and the split across ranks.
  */

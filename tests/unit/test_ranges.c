@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_ranges.c - stk_loader_seek_range: any range of batches, made by any
  * loader in any order, holds exactly the batches (pixels, labels and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_remote.c - the pure parts of remote sources: URL redaction, pipe:
  * command splitting, the retry policy.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_report.c - the input-bound report (stk_stats_report) on made-up
  * counters: the verdict follows the waiting share and the busiest stage.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_resize.c - Pillow-exact bilinear and bicubic resize: geometry checks,
  * copies, flips, constants, outputs recorded from Pillow 9.4, a plain

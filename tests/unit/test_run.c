@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_run.c - the run context (base/run.h): the one counter snapshot puts
  * every counter in the field of its name, the log reaches the callback

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shard.c - tar members to samples: grouping, feeding granularity,
  * truncation, corruption and the skip policy.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_shuffle.c - the sliding-key shuffle: reach, first and last batches,
  * uniformity, resume.

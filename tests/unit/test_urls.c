@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_urls.c - brace expansion and URL list files.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_writer.c - stk_writer: patterns, names, rollover, atomic shards.
  */

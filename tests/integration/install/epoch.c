@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * epoch.c - a C program built the way a user builds one: against the
  * installed stoker.h and libstoker.so, found through pkg-config
