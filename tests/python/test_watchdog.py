@@ -20,7 +20,8 @@ def test_a_hung_test_is_named_with_its_stack(tmp_path):
         """))
     env = dict(os.environ, PYTHONPATH=str(HERE), STOKER_TEST_WATCHDOG_S="2")
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          str(tmp_path)], env=env, capture_output=True, text=True, timeout=120)
+                          "--rootdir", str(tmp_path), str(tmp_path)],
+                         env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode != 0
     assert "watchdog: test_hang.py::test_sleeps_forever ran past 2 s" in run.stderr
     assert "in test_sleeps_forever" in run.stderr
