@@ -50,8 +50,9 @@ from hooks_vs_dataloader import blur10
 torch.set_num_threads(1)
 a = json.loads(sys.argv[1])
 loader = stoker.Loader(a["shards"], batch_size=32, image_size=224, threads=1, seed=a["seed"],
-                       shuffle_buffer=64, batches_per_task=1, index=a["index"], map=blur10,
-                       hook_processes=1, cluster=a["cluster"])
+                       shuffle_buffer=64, index=a["index"], map=blur10,
+                       hook_processes=1, cluster=a["cluster"],
+                       batches_per_task=1 if a["cluster"] else None)
 n = sum(len(images) for images, labels in loader)
 seconds = time.perf_counter() - t0
 c = loader.stats().get("cluster") or {}
@@ -110,9 +111,11 @@ def main():
     parser.add_argument("--cores", default="0,1", help="the trainer's core, the worker's")
     parser.add_argument("shards", nargs="+")
     args = parser.parse_args()
+    args.shards = [os.path.abspath(s) for s in args.shards]  # the children run in bench/
     trainer_core, worker_core = args.cores.split(",")
     env = dict(os.environ, OMP_NUM_THREADS="1", STOKER_WORKER_THREADS="1",
-               PYTHONPATH=os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), HERE) if p))
+               PYTHONPATH=os.pathsep.join(os.path.abspath(p) for p in
+                                          (os.environ.get("PYTHONPATH"), HERE) if p))
     tmp = tempfile.mkdtemp(prefix="stoker-hooks-cluster-")
     index = os.path.join(tmp, "index.json")
     import stoker
