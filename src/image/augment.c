@@ -20,11 +20,16 @@ uint64_t stk__draws_key(uint64_t seed, uint64_t epoch, uint64_t shard, uint64_t 
                     position ^ 0x417567ull);
 }
 
+void stk__draws_from_key(struct stk__draws *d, uint64_t key)
+{
+    d->key = key;
+    d->counter = 0;
+}
+
 void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
                      uint64_t pass, uint64_t position)
 {
-    d->key = stk__draws_key(seed, epoch, shard, pass, position);
-    d->counter = 0;
+    stk__draws_from_key(d, stk__draws_key(seed, epoch, shard, pass, position));
 }
 
 void stk__draws_fork(const struct stk__draws *d, uint64_t tag, struct stk__draws *out)

@@ -42,6 +42,9 @@ struct stk__draws {
  * that user hooks draw from the same identity as stoker's own crops. */
 uint64_t stk__draws_key(uint64_t seed, uint64_t epoch, uint64_t shard, uint64_t pass,
                         uint64_t position);
+/* d starts the stream of key (a stk__draws_key). */
+void stk__draws_from_key(struct stk__draws *d, uint64_t key);
+/* The same for the key of these identities. */
 void stk__draws_init(struct stk__draws *d, uint64_t seed, uint64_t epoch, uint64_t shard,
                      uint64_t pass, uint64_t position);
 /* A second stream of the same sample, independent of d's draws so far:

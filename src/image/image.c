@@ -577,7 +577,7 @@ void stk__image_worker_take_times(struct stk__image_worker *w, struct stk__stage
 }
 
 int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                         const uint8_t *data, size_t size, const struct stk__image_key *key,
+                         const uint8_t *data, size_t size, uint64_t key,
                          void *out, struct stk__err *err)
 {
     int width, height;
@@ -590,7 +590,7 @@ int stk__image_transform(struct stk__image_worker *w, const struct stk__image_co
     if (eval) {
         stk__crop_eval_resized(width, height, cfg->eval_resize, cfg->height, cfg->width, &crop);
     } else {
-        stk__draws_init(&d, cfg->seed, cfg->epoch, key->shard_index, key->pass, key->position);
+        stk__draws_from_key(&d, key);
         stk__crop_train(&cfg->train, width, height, &d, &crop);
         stk__draws_fork(&d, AUGMENT_STREAM, &aug);
     }

@@ -88,18 +88,14 @@ int stk__image_render(struct stk__image_worker *w, const struct stk__image_confi
                       const uint8_t *data, size_t size, const struct stk__crop *crop, int eval,
                       void *out, struct stk__err *err);
 
-/* The identity an image's random draws are keyed by, besides cfg's seed
- * and epoch: its sample's shard, pass and position, never a thread. */
-struct stk__image_key {
-    uint64_t shard_index, pass, position;
-};
-
 /* Decode data[0..size) and transform it into out (stk__image_bytes()
  * bytes): eval, the center crop; train, the crop, flip and cfg->augment's
- * augmentations drawn from key. A message says what is wrong with the
- * image; the caller names where it came from. */
+ * augmentations drawn from key: its sample's stk__draws_key (of cfg's seed
+ * and epoch, its shard, pass and position; never a thread), the key its
+ * batch carries. A message says what is wrong with the image; the caller
+ * names where it came from. */
 int stk__image_transform(struct stk__image_worker *w, const struct stk__image_config *cfg,
-                         const uint8_t *data, size_t size, const struct stk__image_key *key,
+                         const uint8_t *data, size_t size, uint64_t key,
                          void *out, struct stk__err *err);
 
 /* Decode data[0..size) whole, as a check that it decodes. */

@@ -48,7 +48,7 @@ static void run_task(struct stk__image_workers *workers, struct stk__image_worke
     void *out = (char *)b->buffer + t->slot * b->ring->image_bytes;
     uint64_t start = stk__now_ns();
     int rc = stk__sample_transform(w, workers->cfg.rules, workers->cfg.image, b->samples[t->slot],
-                                   out, &labels[t->slot], &err);
+                                   b->keys[t->slot], out, &labels[t->slot], &err);
     struct stk__counters *c = &workers->cfg.run->counters;
     atomic_fetch_add(&c->decode_ns, stk__now_ns() - start);
     struct stk__stage_ns stages;

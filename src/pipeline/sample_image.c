@@ -122,12 +122,11 @@ static const struct stk_member *checked_image(const struct stk__sample_rules *r,
 
 int stk__sample_transform(struct stk__image_worker *w, const struct stk__sample_rules *r,
                           const struct stk__image_config *cfg, const struct stk__sample *s,
-                          void *out, int64_t *label, struct stk__err *err) {
+                          uint64_t key, void *out, int64_t *label, struct stk__err *err) {
     const struct stk_member *m = checked_image(r, s, label, err);
     if (m == NULL)
         return err->code;
-    const struct stk__image_key key = {s->pub.shard_index, s->pass, s->position};
-    int rc = stk__image_transform(w, cfg, m->data, m->size, &key, out, err);
+    int rc = stk__image_transform(w, cfg, m->data, m->size, key, out, err);
     return rc < 0 ? name_member(rc, s, m, err) : 0;
 }
 

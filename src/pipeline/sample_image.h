@@ -34,12 +34,12 @@ int stk__sample_rules_init(struct stk__sample_rules *r, const struct stk_options
 /* 1 when samples carry labels (label_exts or label_json_field set). */
 int stk__sample_rules_labelled(const struct stk__sample_rules *r);
 
-/* Transform sample s into out (stk__image_bytes(cfg) bytes) and *label,
- * after checking its label and required members. Errors name the shard,
- * key and member. */
+/* Transform sample s, whose random stream has key (stk__image_transform),
+ * into out (stk__image_bytes(cfg) bytes) and *label, after checking its
+ * label and required members. Errors name the shard, key and member. */
 int stk__sample_transform(struct stk__image_worker *w, const struct stk__sample_rules *r,
                           const struct stk__image_config *cfg, const struct stk__sample *s,
-                          void *out, int64_t *label, struct stk__err *err);
+                          uint64_t key, void *out, int64_t *label, struct stk__err *err);
 
 /* Check sample s as a training run would use it, without transforming it:
  * its label (as r asks; into *label), its required members and its image
