@@ -16,7 +16,6 @@ import numpy as np
 from . import _ranks, _stoker
 from ._cluster_hooks import digest as object_digest, worker_outputs
 from ._hook_env import compare, fingerprint
-from ._ranks import cpu_quota as _cpu_quota  # noqa: F401  (the tests' name for it)
 
 _cache_lock = threading.Lock()
 _idle = {}     # spec key -> [C loaders not in use], most recently used last

@@ -363,17 +363,17 @@ def test_training_example_with_a_cluster(cluster, indexed, clean_env_factory, tm
 
 
 def test_worker_threads_follow_the_cgroup_cpu_limit(tmp_path):
-    from stoker import _cluster_worker
-    assert _cluster_worker._cpu_quota(str(tmp_path)) is None  # no cgroup files
+    from stoker import _ranks  # the worker sizes its threads with it
+    assert _ranks.cpu_quota(str(tmp_path)) is None  # no cgroup files
     (tmp_path / "cpu.max").write_text("max 100000\n")
-    assert _cluster_worker._cpu_quota(str(tmp_path)) is None  # no limit
+    assert _ranks.cpu_quota(str(tmp_path)) is None  # no limit
     (tmp_path / "cpu.max").write_text("250000 100000\n")
-    assert _cluster_worker._cpu_quota(str(tmp_path)) == 3  # 2.5 CPUs: 3 threads
+    assert _ranks.cpu_quota(str(tmp_path)) == 3  # 2.5 CPUs: 3 threads
     (tmp_path / "cpu.max").unlink()
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "cpu.cfs_quota_us").write_text("800000\n")
     (tmp_path / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert _cluster_worker._cpu_quota(str(tmp_path)) == 8  # cgroup v1
+    assert _ranks.cpu_quota(str(tmp_path)) == 8  # cgroup v1
 
 
 def test_no_worker_at_start(cluster, indexed):
