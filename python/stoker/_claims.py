@@ -36,6 +36,7 @@ class Claims:
         self.waiting = False   # the loop waits for batch `next`
         self.turnaround = None     # running mean of a range's time from submission to its end
         self.local_batch_s = None  # running mean of the local thread's time per batch
+        self.spared = None  # the range pick_local takes from the cluster at the epoch's end
 
     def front(self):
         """The range holding the batch the loop reads next."""
@@ -163,10 +164,14 @@ class Claims:
         why = self._late(front) if front_waits else None
         if why is not None:
             return front, why
-        if len(self.held_local) > self.per_range:
-            return None  # wait for the loop (_cluster.LOCAL_RANGES)
         _, lookahead = self.limits()
         end = min(len(self.ranges), front + lookahead)
+        if len(self.held_local) > self.per_range:
+            # Wait for the loop (_cluster.LOCAL_RANGES), but at the epoch's
+            # end make the cluster's last range: the third range held.
+            if end < len(self.ranges) or len(self.held_local) > 2 * self.per_range:
+                return None
+            return self._spare_last(front, end)
         # The range after the previous one continues its pipeline: nothing
         # is read again.
         if self.last_local is not None:
@@ -176,18 +181,37 @@ class Claims:
         for r in range(front, end):
             if self.state[r] == PENDING:
                 return r, None
+        if end == len(self.ranges):
+            return self._spare_last(front, end)
         # Nothing left to claim: rather than idle, make the range the loop
         # waits for if that is quicker than waiting for the cluster.
         why = self._sooner_here(front) if front_waits else None
         return (front, why) if why is not None else None
 
+    def _spare_last(self, front, end):
+        """At the epoch's end, every range left claimed: rather than idle,
+        (the range the cluster would finish last, why) if it is made here
+        sooner: the one queued behind the others on its worker, which is
+        then spared it, not the one it is making. None otherwise."""
+        for r in range(end - 1, front - 1, -1):
+            why = self._sooner_here(r) if self.state[r] == CLUSTER else None
+            if why is not None:
+                self.spared = r
+                return r, why
+        return None
+
     def claim_local(self, r):
-        """The local thread makes range r; whether it took it back from the
-        cluster."""
+        """The local thread makes range r: (whether it took it back from
+        the cluster, the range's chunks to drop now)."""
         taken_back = self.state[r] == CLUSTER
         self.state[r] = LOCAL
         self.local_range = r
-        return taken_back
+        dropped = {}
+        if r == self.spared:  # not wanted from the cluster any more
+            dropped = self.futures.pop(r, {})
+            self.submitted.pop(r, None)
+            self.spared = None
+        return taken_back, dropped
 
     def local_done(self, r):
         """The local thread stopped making range r. Returns the range's

@@ -56,7 +56,8 @@ from . import _stoker
 from ._claims import PENDING, Claims
 from ._hooks import HookError
 from ._cluster_hooks import Canary, digest as object_digest, nbytes as object_nbytes
-from ._cluster_worker import WorkerMismatch, batch_digest, build_identity, make_range
+from ._cluster_worker import (WorkerMismatch, batch_digest, build_identity, make_range,
+                              warm_hooks)
 
 log = logging.getLogger("stoker.cluster")
 
@@ -115,10 +116,11 @@ class Offload:
     the workers once), the workers refused and the counters. fields: the
     names of Loader(fields=), or None; hooks: the pickled hooks of map= and
     batch_map= (sent with every task, run by the workers in hook processes
-    of their own), or None."""
+    of their own), or None; hook_pool: the trainer's own hook processes
+    (_hooks.Pool), which check each worker's canary sample."""
 
     def __init__(self, cluster, urls, options, index_path, image_bytes, batches_per_task,
-                 fields=None, hooks=None, hook_timeout=None):
+                 fields=None, hooks=None, hook_timeout=None, hook_pool=None):
         self.client, self._owns_client = _connect(cluster)
         self.image_bytes = image_bytes
         with open(index_path, "rb") as f:
@@ -142,8 +144,9 @@ class Offload:
         }
         # Workers whose hooks' bytes were checked (the canary), and those
         # refused: address -> why.
-        self.canary = None if hooks is None else Canary(hooks, hook_timeout)
+        self.canary = None if hooks is None else Canary(hook_pool)
         self.verified, self.refused = set(), {}
+        self._warmed = set()  # workers sent warm_hooks
         self._index_data = index_data
         self._index = None  # its future on the workers, scattered when there are some
         self._scattering, self._scatter_after = False, 0.0
@@ -187,18 +190,35 @@ class Offload:
         if self.client.status != "running":
             return  # closed, or reconnecting by itself
         try:
-            identity = self.client.sync(self.client.scheduler.identity,
-                                        callback_timeout=SCHEDULER_TIMEOUT_S)
+            # Address -> threads of the running workers: the scheduler's
+            # cheapest answer (identity() would describe each worker whole,
+            # a tenth of a second of the scheduler's core per ask).
+            workers = self.client.sync(self.client.scheduler.ncores_running,
+                                       callback_timeout=SCHEDULER_TIMEOUT_S)
         except Exception as e:  # no answer in time, or the connection is gone
             if time.monotonic() - self._answered_at >= SCHEDULER_TIMEOUT_S:
                 self.warn_once("scheduler", "stoker: the Dask scheduler has not answered for "
                                f"{SCHEDULER_TIMEOUT_S:.0f} s ({e!r}); decoding batches here "
                                "until it does")
             return
-        workers = {address: w.get("nthreads", 1)
-                   for address, w in identity.get("workers", {}).items()}
         with self.lock:
             self._worker_threads, self._answered_at = workers, time.monotonic()
+        if self.spec["hooks"] is not None:
+            self._warm([w for w in workers if w not in self._warmed])
+
+    def _warm(self, addresses):
+        """Have each new worker start the hook processes of this job now
+        (warm_hooks): their interpreters start while the trainer starts its
+        own, not when the worker's first task comes. Nothing waits for it."""
+        for address in addresses:
+            self._warmed.add(address)
+            try:
+                fut = self.client.submit(warm_hooks, self.spec, key=f"stoker-{self.tag}-warm-"
+                                         f"{os.urandom(4).hex()}", pure=False, workers=[address],
+                                         allow_other_workers=False, priority=1)
+            except Exception:  # the client is closing or lost its scheduler
+                return
+            fut.add_done_callback(lambda f: f.release())
 
     def workers(self):
         """Threads of the workers not refused that the scheduler knew of
@@ -270,8 +290,6 @@ class Offload:
         """Stop asking the scheduler; close the client if it is ours, in at
         most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
         self._stop.set()
-        if self.canary is not None:
-            self.canary.close()
         if self._owns_client:
             try:
                 self.client.close(timeout=SCHEDULER_TIMEOUT_S)
@@ -461,7 +479,9 @@ class Run:
                 if self.closing:
                     return
                 r, why = pick
-                if claims.claim_local(r):
+                taken_back, dropped = claims.claim_local(r)
+                self._drop_chunks(dropped)
+                if taken_back:
                     self.o.add(ranges_taken_back=1)
                     if why.startswith("the Dask"):
                         self.o.warn_once(why, f"stoker: {why}; decoding batches here until "
@@ -633,6 +653,10 @@ class Run:
                     claims.waiting = True
                     while index not in claims.ready and index not in self.errors:
                         self.cond.wait(0.05)
+                        # The dataset index reached the workers, or a new
+                        # worker joined: work for them now, not when the
+                        # batch waited for comes.
+                        self._submit_more()
                     claims.waiting = False
                     if index not in claims.ready:
                         raise self.errors[index]

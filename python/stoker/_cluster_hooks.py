@@ -15,8 +15,6 @@ and the canary tries it on one sample of each worker.
 """
 import collections
 import pickle
-import threading
-import time
 import zlib
 
 import numpy
@@ -24,7 +22,7 @@ import torch
 
 from . import _hook_batches
 from ._fields import _Fields
-from ._hooks import Pool, Task
+from ._hooks import Task
 
 CANARY_TIMEOUT_S = 120.0  # a cold hook process imports torch first
 
@@ -155,10 +153,11 @@ class RecordingPool:
         return getattr(self.pool, name)
 
 
-def worker_outputs(spec, info):
+def worker_outputs(spec, info, pool=None):
     """The Outputs of a Dask worker's task for the trainer's spec (None for
     plain (images, labels) batches), its hooks in hook processes of this
-    worker process: as many as the task's decode threads."""
+    worker process: as many as the task's decode threads, those of pool
+    when started ahead (_cluster_worker.warm_hooks)."""
     if spec["fields"] is None and spec["hooks"] is None:
         return None
     fields = None if spec["fields"] is None else _Fields(spec["fields"])
@@ -169,7 +168,8 @@ def worker_outputs(spec, info):
         hooked = _hook_batches.make(hooks.get("map"), hooks.get("batch_map"),
                                     spec["hook_processes"], spec["hook_timeout"],
                                     options["seed"], options["rank"],
-                                    options.get("on_error") == "skip", options["max_batches"])
+                                    options.get("on_error") == "skip", options["max_batches"],
+                                    pool=pool)
         hooked.pool = RecordingPool(hooked.pool)
     dtype = getattr(torch, spec["options"].get("dtype", "uint8"))  # its name in the C options
     h, w = info["image_height"], info["image_width"]
@@ -183,18 +183,13 @@ def worker_outputs(spec, info):
 
 
 class Canary:
-    """The trainer's side of the canary: one hook process of its own that
-    recomputes a worker's canary sample from its input and key."""
+    """The trainer's side of the canary: its own hook processes (the
+    loader's Pool, shared with the batches made here: no interpreter more
+    to start on the trainer's cores) recompute a worker's canary sample
+    from its input and key."""
 
-    def __init__(self, hooks_bytes, timeout):
-        self._pool = Pool(hooks_bytes, 1, timeout)
-        self._lock = threading.Lock()
-        # Started now, in the background: a first result waits less.
-        threading.Thread(target=self._warm, name="stoker-canary", daemon=True).start()
-
-    def _warm(self):
-        with self._lock:
-            self._pool.step(0)
+    def __init__(self, pool):
+        self._pool = pool
 
     def check(self, canary):
         """'' when the trainer's hook gives the worker's bytes for the
@@ -202,12 +197,7 @@ class Canary:
         if not isinstance(canary, dict):
             return "it sent no canary sample"
         task = Task(canary["which"], canary["key"], canary["arg"], None)
-        deadline = time.monotonic() + CANARY_TIMEOUT_S
-        with self._lock:
-            self._pool.submit(task)
-            while not task.done and time.monotonic() < deadline:
-                self._pool.step(0.1)
-        if not task.done:
+        if not self._pool.run_aside(task, CANARY_TIMEOUT_S):
             return f"the trainer's canary hook did not return within {CANARY_TIMEOUT_S:.0f} s"
         if task.error is not None:
             return ("the hook fails here on the worker's canary sample: "
@@ -217,6 +207,3 @@ class Canary:
                     f"input and rng key {canary['key']} (canary CRC-32 "
                     f"{digest(canary['out']):08x} there, {digest(task.result):08x} here)")
         return ""
-
-    def close(self):
-        self._pool.close()

@@ -15,11 +15,13 @@ import numpy as np
 
 from . import _ranks, _stoker
 from ._cluster_hooks import digest as object_digest, worker_outputs
+from ._hooks import Pool
 from ._hook_env import compare, fingerprint
 
 _cache_lock = threading.Lock()
 _idle = {}     # spec key -> [C loaders not in use], most recently used last
 _MAX_SPECS = 4  # loaders kept per worker process: one per trainer rank in use
+_started = {}  # spec key -> hook Pool started by warm_hooks, not used by a task yet
 # For the tests only: every task takes this much longer, so that a test can
 # kill a worker while it holds tasks.
 _TEST_TASK_DELAY_S = int(os.environ.get("STOKER_TEST_TASK_DELAY_MS", "0")) / 1000
@@ -149,14 +151,34 @@ def _checkout(spec, index_data):
         options["index_path"] = _index_file(spec["index_digest"], index_data)
     threads = _worker_threads()
     loader = _stoker.Loader(spec["urls"], threads=threads, **options)
+    with _cache_lock:
+        pool = _started.pop(spec["key"], None)
     try:
-        outputs = worker_outputs(dict(spec, hook_processes=threads), loader.info())
+        outputs = worker_outputs(dict(spec, hook_processes=threads), loader.info(), pool)
     except Exception as e:  # the hooks' modules are missing here, or another version
         loader.close()
+        if pool is not None:
+            pool.close()
         address = _worker_address()
         raise WorkerMismatch(f"worker {address} cannot load the hooks ({type(e).__name__}: "
                              f"{e}): install their modules there", address) from None
     return loader, outputs
+
+
+def warm_hooks(spec):
+    """Dask task, sent by the trainer when it first sees this worker: start
+    the hook processes that spec's first task will use (each imports torch,
+    seconds of a core), while the trainer is starting its own. Nothing when
+    they run already or this worker would be refused."""
+    if spec["hooks"] is None or compare(spec["identity"], build_identity(spec["hooks"])):
+        return
+    with _cache_lock:
+        if spec["key"] in _idle or spec["key"] in _started:
+            return
+        _started[spec["key"]] = pool = Pool(spec["hooks"], _worker_threads(), spec["hook_timeout"])
+        while len(_started) > _MAX_SPECS:
+            _started.pop(next(iter(_started))).close()
+    pool.start()
 
 
 def _close(kept):

@@ -198,10 +198,11 @@ class HookedBatches:
 
 
 def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, map_shape=None,
-         decode=None):
+         decode=None, pool=None):
     """The HookedBatches of Loader(map=, batch_map=, hook_processes=,
     hook_timeout=, map_shape=); decode: (image field or None, channels
-    last) when map= gets the image undecoded (transform=None)."""
+    last) when map= gets the image undecoded (transform=None); pool: hook
+    processes started already for these hooks, else new ones."""
     for name, fn in (("map", map_fn), ("batch_map", batch_fn)):
         if fn is not None and not callable(fn):
             raise OptionTypeError(f"{name} must be a callable fn(sample, rng), not "
@@ -228,7 +229,8 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, ma
     hooks = {k: fn for k, fn in (("map", map_fn), ("batch_map", batch_fn)) if fn is not None}
     if decode is not None:
         hooks["map"] = _hook_decode.DecodeFirst(map_fn, *decode)
-    pool = Pool(dumps(hooks), processes, timeout)
+    if pool is None:
+        pool = Pool(dumps(hooks), processes, timeout)
     # Batches in flight: enough to keep every process busy across a batch's
     # end, fewer than the C loader's buffers (the samples are views of them).
     depth = max(1, min(2, max_batches - 1))

@@ -20,6 +20,7 @@ import pickle
 import socket
 import subprocess
 import sys
+import threading
 import time
 import weakref
 
@@ -134,8 +135,18 @@ class Pool:
         self._workers = []
         self._queue = collections.deque()
         self.restarts = 0
+        # step() is called by the thread making batches; run_aside() (the
+        # cluster's canary) by another. The lock is held for one step, a
+        # fraction of a second; what one finishes for the other waits here.
+        self._lock = threading.Lock()
+        self._settled = []
         # Stop the processes at exit or when the loader is dropped, not later.
         self._finalizer = weakref.finalize(self, _stop_all, self._workers)
+
+    def start(self):
+        """Start the processes now: each imports torch, seconds of a core,
+        while the caller goes on."""
+        self.step(0)
 
     def pids(self):
         return [w.process.pid for w in self._workers]
@@ -145,7 +156,8 @@ class Pool:
         self._queue.clear()
 
     def submit(self, task):
-        self._queue.append(task)
+        with self._lock:
+            self._queue.append(task)
 
     def _replace(self, worker):
         worker.stop()
@@ -155,7 +167,29 @@ class Pool:
     def step(self, timeout):
         """Hand queued tasks to idle processes and wait up to `timeout`
         seconds for results; returns the tasks finished (results copied out
-        of the arenas)."""
+        of the arenas), not those of run_aside()."""
+        with self._lock:
+            finished = self._settled + self._step(timeout)
+            self._settled = []
+        return [t for t in finished if t.owner is not None]
+
+    def run_aside(self, task, timeout):
+        """Run task (its owner None) ahead of the queued ones, from a thread
+        other than the one making batches, whether or not that one steps
+        the pool meanwhile; whether it finished within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._queue.appendleft(task)
+        while True:
+            with self._lock:
+                left = deadline - time.monotonic()
+                if task.done or left <= 0:
+                    if not task.done and task in self._queue:
+                        self._queue.remove(task)
+                    return task.done
+                self._settled += self._step(min(left, 0.1))
+
+    def _step(self, timeout):
         while len(self._workers) < self._n:
             self._workers.append(_Worker(self._bytes))
         idle = [w for w in self._workers if not w.tasks]

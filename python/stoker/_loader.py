@@ -280,15 +280,26 @@ class Loader:
         info = self._c.info()
         self._hw = (info["image_height"], info["image_width"])
         self._num_classes = options.get("num_classes", 0)
+        if self._hooks is not None:
+            # Now, not at the first batch: their imports overlap the
+            # connection to the Dask scheduler and whatever the caller
+            # does before iterating.
+            self._hooks.pool.start()
         if cluster is not None:
             image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
             hooks = None
             if self._hooks is not None:  # pickled once more, for the workers
                 hooks = _hooks.dumps({k: fn for k, fn in (("map", map), ("batch_map", batch_map))
                                       if fn is not None})
-            self._offload = _cluster.Offload(cluster, urls, config, os.fspath(index),
-                                             image_bytes, batches_per_task,
-                                             fields=fields, hooks=hooks, hook_timeout=hook_timeout)
+            try:
+                self._offload = _cluster.Offload(
+                    cluster, urls, config, os.fspath(index), image_bytes, batches_per_task,
+                    fields=fields, hooks=hooks, hook_timeout=hook_timeout,
+                    hook_pool=self._hooks and self._hooks.pool)
+            except BaseException:  # the scheduler is out of reach: no process left behind
+                if self._hooks is not None:
+                    self._hooks.pool.close()
+                raise
         # Everything that shapes the sequence of batches (not threads, which
         # only change speed; not the index's path, only what it implies): a
         # saved state only fits the same values.

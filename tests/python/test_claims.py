@@ -66,7 +66,7 @@ def test_ranges_cover_the_batches_from_the_first():
 def test_local_first_then_the_cluster_skips_the_range_after_the_local_one():
     claims, _, _ = make(workers=("w1",), threads=1)  # two ranges in flight at most
     assert claims.pick_local() == (0, None)  # the loop needs range 0 first
-    assert claims.claim_local(0) is False
+    assert claims.claim_local(0) == (False, {})
     assert claims.state[0] == LOCAL
     # Range 1 continues the local pipeline: the cluster gets 2 and 3.
     submit(claims, 2, "w1")
@@ -123,7 +123,7 @@ def test_late_task_is_taken_back_when_the_loop_waits():
     assert claims.pick_local() == (3, None)  # after range 2: its pipeline continues
     clock.now = 100.0 + 11.5
     assert claims.pick_local() == (1, "its tasks have run for 11.5 s")
-    assert claims.claim_local(1) is True  # taken back from the cluster
+    assert claims.claim_local(1) == (True, {})  # taken back; its chunk kept until done here
     for b in range(4, 8):
         claims.put(b, b, local=True)
     # Complete here: the range's chunk still in flight is handed back to drop.
@@ -203,6 +203,38 @@ def test_local_take_back_when_the_cluster_is_slower_than_here():
     clock.now += 1.0
     assert claims.pick_local() == (2, "made here in 0.4 s, due from the cluster in 7.0 s")
     clock.now += 6.7  # due in 0.3 s: waiting is quicker
+    assert claims.pick_local() is None
+
+
+def test_at_the_epochs_end_the_local_thread_takes_the_range_due_last():
+    # 16 one-batch ranges; 14 and 15 are on the one worker (15 queued behind
+    # 14), everything before is read: rather than idle, or make 14 twice,
+    # the local thread takes 15 and the worker is spared it.
+    claims, clock, _ = make(n=16, per_range=1)
+    claims.claim_local(0)
+    claims.local_done(0)
+    claims.timed_local(2.7, 1)  # 2.7 s per batch here
+    for r in range(1, 14):
+        claims.state[r] = DONE
+    claims.next = 14
+    chunk14 = submit(claims, 14)
+    chunk15 = submit(claims, 15)
+    claims.turnaround = 5.0  # a range takes 5 s from submission on the cluster
+    clock.now += 0.6
+    assert claims.pick_local() == (15, "made here in 2.7 s, due from the cluster in 4.4 s")
+    assert claims.claim_local(15) == (True, {chunk15: "w1"})  # dropped at once
+    assert claims.chunk_done(15, chunk15) is False  # its result, if any, is not wanted
+    assert claims.chunk_done(14, chunk14) is True
+    # Slower here than the cluster: the local thread waits instead.
+    claims, clock, _ = make(n=16, per_range=1)
+    claims.timed_local(6.0, 1)
+    for r in range(14):
+        claims.state[r] = DONE
+    claims.next = 14
+    submit(claims, 14)
+    submit(claims, 15)
+    claims.turnaround = 5.0
+    clock.now += 0.6
     assert claims.pick_local() is None
 
 

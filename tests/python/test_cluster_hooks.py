@@ -8,6 +8,7 @@ others and the trainer make the epoch. Real dask-scheduler and dask-worker
 processes on 127.0.0.1 (test_cluster.DaskCluster)."""
 import logging
 import os
+import time
 
 import pytest
 import torch
@@ -176,6 +177,50 @@ def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_pat
         assert loader.stats()["cluster"]["batches_cluster"] > 0
     ran = [tuple(int(x) for x in name.split("-")) for name in os.listdir(where)]
     assert ran and all(parent == worker and pid != worker for pid, parent in ran), (worker, ran)
+
+
+def _hook_processes(parent):
+    """Pids of the hook processes (stoker._hook_worker) that are children of parent."""
+    found = []
+    for task in os.listdir(f"/proc/{parent}/task"):
+        with open(f"/proc/{parent}/task/{task}/children") as f:
+            for pid in f.read().split():
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as c:
+                        if b"stoker._hook_worker" in c.read():
+                            found.append(int(pid))
+                except FileNotFoundError:
+                    pass
+    return found
+
+
+def test_hook_processes_start_with_the_loader_and_the_canary_uses_the_trainers(
+        cluster, even_shards, tmp_path, monkeypatch):
+    """Made, not yet iterated, a Loader has its hook process running and has
+    had the worker start its own (their imports overlap the rest of the
+    start); the worker's batches come from that one, and the trainer checks
+    the worker's canary in its own hook process: no other starts here."""
+    where = tmp_path / "where"
+    where.mkdir()
+    cluster.add_worker("w1", STOKER_TEST_WHERE_DIR=str(where))
+    worker = cluster.workers["w1"].pid
+    monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.2")  # here: the worker makes batches too
+    kw = dict(HOOKED, map=cluster_hook_fns.where, index=str(tmp_path / "index.json"))
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        mine = _hook_processes(os.getpid())
+        assert mine == loader._hooks.pool.pids() and len(mine) == 1, mine
+        deadline = time.monotonic() + 30
+        while not _hook_processes(worker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        warmed = _hook_processes(worker)
+        assert len(warmed) == 1, warmed
+        assert not os.listdir(where)  # started, not used yet
+        epoch(loader)
+        c = loader.stats()["cluster"]
+        assert c["batches_cluster"] > 0 and loader._offload.verified, c
+        assert _hook_processes(os.getpid()) == mine
+    ran = {int(name.split("-")[0]) for name in os.listdir(where)}
+    assert ran == set(warmed), (ran, warmed)
 
 
 def test_a_worker_that_cannot_import_the_hook_is_refused(cluster, even_shards, tmp_path,

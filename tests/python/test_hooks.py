@@ -217,6 +217,48 @@ def test_close_stops_the_hook_processes_at_once(even_shards):
     assert gone(pids, 1.0) and time.monotonic() - started < 1.0
 
 
+def test_the_hook_processes_start_with_the_loader(even_shards):
+    """Before the first batch is asked for: their imports overlap whatever
+    the caller does meanwhile."""
+    with stoker.Loader(even_shards, map=hook_fns.slow_identity, hook_processes=2,
+                       **SMALL) as loader:
+        pids = loader._hooks.pool.pids()
+        assert len(pids) == 2 and not gone(pids, 0.1)
+    assert gone(pids, 1.0)
+
+
+def test_a_task_aside_runs_while_another_thread_steps_the_pool():
+    """The cluster's canary (Pool.run_aside) shares the hook processes with
+    the thread making batches: each gets its own tasks back, every one
+    once, whichever thread's step finished it."""
+    import threading
+    from stoker._hooks import Pool, Task, dumps
+    pool = Pool(dumps({"map": hook_fns.slow_identity}), 1, None)
+    try:
+        owner = object()
+        mine = [Task("map", k, torch.full((4,), k), owner) for k in range(60)]
+        aside = [Task("map", 1000 + k, torch.full((4,), 1000 + k), None) for k in range(5)]
+
+        def run_aside():
+            for task in aside:
+                assert pool.run_aside(task, 30.0)
+
+        thread = threading.Thread(target=run_aside)
+        for task in mine:
+            pool.submit(task)
+        thread.start()
+        got = []
+        deadline = time.monotonic() + 60
+        while len(got) < len(mine) and time.monotonic() < deadline:
+            got += pool.step(0.05)
+        thread.join()
+        assert sorted(t.key for t in got) == list(range(60))  # each once, none aside
+        for task in mine + aside:
+            assert task.done and task.error is None and torch.equal(task.result, task.arg + 1)
+    finally:
+        pool.close()
+
+
 EXIT_SCRIPT = """
 import os, sys, threading, time
 import stoker
