@@ -54,7 +54,7 @@ import numpy as np
 
 from . import _stoker
 from ._claims import PENDING, Claims
-from ._hooks import HookError
+from ._hooks import HookError, RemoteTraceback
 from ._cluster_hooks import Canary, digest as object_digest, nbytes as object_nbytes
 from ._cluster_worker import (WorkerMismatch, batch_digest, build_identity, make_range,
                               warm_hooks)
@@ -156,6 +156,7 @@ class Offload:
             tasks_failed=0, tasks_dropped=0, ranges_taken_back=0, samples_read_cluster=0,
             bytes_received=0, cluster_wait_ns=0, local_wait_ns=0, samples_skipped=0,
             images_replaced=0, shards_failed=0, samples=0, samples_read_local=0,
+            hook_samples_skipped=0, hook_restarts_cluster=0,
             samples_cluster=0, samples_local=0,
             first_batch_ns=0)
         self.per_worker = {}  # worker address -> batches it made that were used
@@ -345,12 +346,14 @@ def check_result(result, first, count, batch_size, image_bytes, n):
         full = first + k < n - 1
         need(isinstance(size, int) and 0 < size <= batch_size and (size == batch_size or not full),
              f"batch {first + k} holds {size!r} samples (batch_size {batch_size})")
-        need(isinstance(skips[k], (tuple, list)) and len(skips[k]) == 3 and
+        need(isinstance(skips[k], (tuple, list)) and len(skips[k]) == 4 and
              all(isinstance(v, int) and v >= 0 for v in skips[k]),
              f"batch {first + k} has bad-input counts {skips[k]!r}")
     error = result.get("error")
-    need(error is None or (isinstance(error, (tuple, list)) and len(error) == 2 and
+    need(error is None or (isinstance(error, (tuple, list)) and len(error) == 3 and
                            all(isinstance(v, str) for v in error)), f"error {error!r}")
+    need(isinstance(result.get("hook_restarts", 0), int) and result.get("hook_restarts", 0) >= 0,
+         f"hook_restarts {result.get('hook_restarts')!r}")
     need(isinstance(result.get("samples_read"), int) and result["samples_read"] >= 0,
          f"samples_read {result.get('samples_read')!r}")
     if "outputs" in result:
@@ -507,7 +510,7 @@ class Run:
             if b is None:
                 return
             mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
-            out, n, skips = self.tensors(b.images, b.labels, b.size, mix), b.size, b.skips
+            out, n, skips = self.tensors(b.images, b.labels, b.size, mix), b.size, b.skips + (0,)
             del b
             yield out, n, skips
             del out
@@ -601,17 +604,20 @@ class Run:
         received = sum(object_nbytes(o) for o in result["outputs"]) if "outputs" in result \
             else result["images"].nbytes + result["labels"].nbytes
         self.o.add(tasks_done=1, samples_read_cluster=result["samples_read"],
-                   bytes_received=received)
+                   bytes_received=received, hook_restarts_cluster=result.get("hook_restarts", 0))
         kept = 0
         for k, (out, n, skips) in enumerate(self._chunk_batches(result)):
             kept += self._put(result["first"] + k, (out, n, skips, "cluster"))
         self.o.add_worker(result["worker"], kept)
         self.o.add(tasks_dropped=int(kept == 0 and len(result["sizes"]) > 0))
         if result["error"] is not None:
-            name, message = result["error"]
+            name, message, cause = result["error"]
             at = result["first"] + len(result["sizes"])
             kind = HookError if name == "HookError" else getattr(_stoker, name, _stoker.Error)
-            self.errors.setdefault(at, kind(message))
+            error = kind(message)
+            if cause:  # the hook's traceback, as a local loader gives it
+                error.__cause__ = RemoteTraceback(f"on Dask worker {result['worker']}:\n{cause}")
+            self.errors.setdefault(at, error)
 
     def _chunk_batches(self, result):
         """(batch, samples, bad-input counts) of each batch of a result."""
@@ -663,6 +669,7 @@ class Run:
                     out, n, skips, source = claims.take(index)
                 self.o.add(samples=n, samples_skipped=skips[0],
                            images_replaced=skips[1], shards_failed=skips[2],
+                           hook_samples_skipped=skips[3],
                            **{source + "_wait_ns": time.perf_counter_ns() - t0,
                               "batches_" + source: 1, "samples_" + source: n})
                 if not self.o.counters["first_batch_ns"]:
@@ -690,6 +697,9 @@ def merge_stats(stats, offload):
         c = dict(offload.counters)
     for key in ("samples", "samples_skipped", "images_replaced", "shards_failed"):
         stats[key] = c[key]
+    if "hook_samples_skipped" in stats:  # delivered batches', from wherever they came
+        stats["hook_samples_skipped"] = c["hook_samples_skipped"]
+        stats["hook_processes_restarted"] += c["hook_restarts_cluster"]
     stats["batches"] = c["batches_cluster"] + c["batches_local"]
     stats["wait_ns"] = c["cluster_wait_ns"] + c["local_wait_ns"]
     stats["wall_ns"] = time.perf_counter_ns() - offload.started_ns if offload.started_ns else 0

@@ -88,7 +88,9 @@ class Outputs:
 
     def made(self, loader, epoch, first, count):
         """Yield (object, samples, bad-input counts) of each batch of
-        [first, first + count), fewer at the epoch's end; bad input under
+        [first, first + count), fewer at the epoch's end (the counts: the C
+        batch's skips and the samples map= failed on, replaced under
+        on_error="skip"); bad input under
         on_error="fail" or a hook's failure raises after the batches
         before it. Closing the generator stops the hooks' thread."""
         loader.seek_range(epoch, first, count)
@@ -108,15 +110,15 @@ class Outputs:
                 out = self.fields.batch(b, self.images_of(b.images, b.size))
                 del b
                 n, skips = counts.popleft()
-                yield (owned(out) if self.own else out), n, skips
+                yield (owned(out) if self.own else out), n, skips + (0,)
                 del out
             return
         source = _hook_batches.samples(c_batches(), self.images_of, self.fields)
-        hooked = self.hooked.batches(source, epoch)
+        hooked = self.hooked.batches(source, epoch, with_skips=True)
         try:
-            for out in hooked:
+            for out, hook_skips in hooked:
                 n, skips = counts.popleft()
-                yield out, n, skips
+                yield out, n, skips + (hook_skips,)
                 del out
         finally:
             hooked.close()

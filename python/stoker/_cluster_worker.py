@@ -9,6 +9,7 @@ import struct
 import tempfile
 import threading
 import time
+import traceback
 import zlib
 
 import numpy as np
@@ -234,7 +235,11 @@ def make_range(spec, index_data, epoch, first, count):
 
 
 def _error(e):
-    return (type(e).__name__, str(e))
+    """(class name, message, its cause's traceback as text or ''): for a
+    HookError the hook's own, from its hook process."""
+    cause = e.__cause__
+    return (type(e).__name__, str(e),
+            "".join(traceback.format_exception(cause)) if cause is not None else "")
 
 
 def _objects(loader, outputs, epoch, first, count):
@@ -242,6 +247,7 @@ def _objects(loader, outputs, epoch, first, count):
     recording = outputs.hooked.pool if outputs.hooked is not None else None
     if recording is not None:
         recording.reset()
+    restarts = recording.restarts if recording is not None else 0
     objects, sizes, skips, error = [], [], [], None
     made = outputs.made(loader, epoch, first, count)
     try:
@@ -255,7 +261,8 @@ def _objects(loader, outputs, epoch, first, count):
         made.close()
     return {"outputs": objects, "sizes": sizes, "skips": skips, "error": error,
             "digests": [object_digest(o) for o in objects],
-            "canary": recording.canary if recording is not None else None}
+            "canary": recording.canary if recording is not None else None,
+            "hook_restarts": recording.restarts - restarts if recording is not None else 0}
 
 
 def _arrays(loader, spec, epoch, first, count):
@@ -282,7 +289,7 @@ def _arrays(loader, spec, epoch, first, count):
             label_end += n
             digests.append(batch_digest(b.images, b.labels, b.mix_labels, b.mix_weight))
             sizes.append(n)
-            skips.append(b.skips)
+            skips.append(b.skips + (0,))  # no hook
             del b, data
     except _stoker.Error as e:
         error = _error(e)

@@ -4,6 +4,7 @@ through map= in the hook processes, reassembled in order, then batch_map=;
 made by a thread of their own so the hook processes keep working while
 the training loop runs."""
 import collections
+import contextlib
 import json
 import logging
 import queue
@@ -28,6 +29,7 @@ class _Job:
         self.index, self.tasks, self.labels, self.names = index, tasks, labels, names
         self.direct = direct  # the batch as it stands when map= is not given
         self.remaining = len(tasks)
+        self.skipped = 0  # its samples map= failed on, replaced (on_error="skip")
         self.batch_task = None
         self.out = None
         self.ready = False
@@ -46,9 +48,10 @@ class HookedBatches:
         self.map_shape = map_shape  # declared shape of map='s result, or None
         self.skipped = 0
 
-    def batches(self, source, epoch):
+    def batches(self, source, epoch, with_skips=False):
         """Yield the hooked batches of source's (index, samples, keys, labels,
-        names, batch) items, made by a thread; closing the generator stops it."""
+        names, batch) items, made by a thread; closing the generator stops it.
+        with_skips: yield (batch, its samples skipped by map=) pairs."""
         out = queue.Queue(maxsize=self.depth)
         stop = threading.Event()
         done = object()
@@ -65,9 +68,10 @@ class HookedBatches:
 
         def produce():
             try:
-                for batch in self._run(source, epoch, stop):
-                    if not put((batch, None)):
-                        return
+                with contextlib.closing(self._run(source, epoch, stop, with_skips)) as made:
+                    for batch in made:
+                        if not put((batch, None)):
+                            return
                 put((done, None))
             except BaseException as e:  # handed to the loop, raised there
                 put((done, e))
@@ -88,8 +92,14 @@ class HookedBatches:
             thread.join()
             source.close()
 
-    def _run(self, source, epoch, stop):
+    def _run(self, source, epoch, stop, with_skips):
         jobs = collections.deque()
+        try:
+            yield from self._jobs(jobs, source, epoch, stop, with_skips)
+        finally:  # stopped early: the hook processes go on to the next batches' samples
+            self.pool.discard(set(jobs))
+
+    def _jobs(self, jobs, source, epoch, stop, with_skips):
         exhausted = False
         while not stop.is_set():
             while not exhausted and len(jobs) < self.depth:
@@ -101,7 +111,7 @@ class HookedBatches:
             self._advance(jobs, epoch)
             while jobs and jobs[0].ready:
                 job = jobs.popleft()
-                out = job.out
+                out = (job.out, job.skipped) if with_skips else job.out
                 # Its tasks point back at it: break the cycle now, so the C
                 # loader's buffer goes back without waiting for the collector.
                 job.tasks = job.direct = job.batch_task = job.out = None
@@ -112,6 +122,8 @@ class HookedBatches:
             for task in self.pool.step(_STEP_S):
                 task.arg = None  # drop the view of the C loader's buffer
                 job = task.owner
+                if job not in jobs:
+                    continue  # sent before an earlier run stopped: nobody waits for it
                 if task is job.batch_task:
                     if task.error is not None:
                         raise self._error(task, self.batch_name, f"batch {job.index}")
@@ -171,6 +183,7 @@ class HookedBatches:
             if not self.skip:
                 raise error
             self.skipped += 1
+            job.skipped += 1
             log.warning("%s; skipped (on_error=skip), replaced by its batch's first good sample",
                         error)
             results.append(None)

@@ -173,6 +173,12 @@ class Pool:
             self._settled = []
         return [t for t in finished if t.owner is not None]
 
+    def discard(self, owners):
+        """Forget the queued tasks of these owners (batches no one waits for
+        any more); those already sent to a process finish there, unread."""
+        with self._lock:
+            self._queue = collections.deque(t for t in self._queue if t.owner not in owners)
+
     def run_aside(self, task, timeout):
         """Run task (its owner None) ahead of the queued ones, from a thread
         other than the one making batches, whether or not that one steps

@@ -12,7 +12,6 @@ def biased(image, rng):
     return image + int(os.environ.get("STOKER_TEST_HOOK_BIAS", "0"))
 
 
-
 def where(image, rng):
     """Leaves a file named "PID-PARENT" of the process that ran it in
     $STOKER_TEST_WHERE_DIR, after sleeping $STOKER_TEST_HOOK_SLEEP seconds;
@@ -22,3 +21,11 @@ def where(image, rng):
                           f"{os.getpid()}-{os.getppid()}"), "a").close()
     time.sleep(float(os.environ.get("STOKER_TEST_HOOK_SLEEP", "0")))
     return image
+
+
+def fail_where_told(image, rng):
+    """where(), but raises ValueError on a host whose $STOKER_TEST_HOOK_FAIL
+    is set."""
+    if os.environ.get("STOKER_TEST_HOOK_FAIL"):
+        raise ValueError("told to fail on this host")
+    return where(image, rng)

@@ -223,6 +223,46 @@ def test_hook_processes_start_with_the_loader_and_the_canary_uses_the_trainers(
     assert ran == set(warmed), (ran, warmed)
 
 
+def test_a_hook_error_on_a_worker_carries_the_hooks_traceback(cluster, even_shards, tmp_path,
+                                                              monkeypatch):
+    """As a local loader's HookError: the message names the hook and the
+    sample, the cause holds the hook's traceback (from the worker's hook
+    process). The trainer's hook processes sleep, so the worker's error
+    comes first."""
+    cluster.add_worker("w1", STOKER_TEST_HOOK_FAIL="1")
+    monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.2")
+    kw = dict(HOOKED, map=cluster_hook_fns.fail_where_told, index=str(tmp_path / "index.json"))
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        with pytest.raises(stoker.HookError) as info:
+            epoch(loader)
+    assert "map=fail_where_told" in str(info.value) and ".tar" in str(info.value), info.value
+    cause = str(info.value.__cause__)
+    assert "on Dask worker tcp://127.0.0.1:" in cause, cause
+    assert "told to fail on this host" in cause and "cluster_hook_fns.py" in cause, cause
+
+
+def test_skipped_samples_and_restarts_of_the_workers_are_counted(cluster, even_shards,
+                                                                 tmp_path):
+    """on_error="skip": the samples a hook failed on count once per batch
+    delivered, wherever it was made: the same count and batches as a local
+    run."""
+    kw = dict(HOOKED, map=hook_fns.fail_on_picked, on_error="skip",
+              index=str(tmp_path / "index.json"))
+    with stoker.Loader(even_shards, **{k: v for k, v in kw.items() if k != "batches_per_task"}
+                       ) as loader:
+        want = epoch(loader)
+        skipped = loader.stats()["hook_samples_skipped"]
+    assert skipped > 0
+    cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="100")
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        got = epoch(loader)
+        stats = loader.stats()
+    same(got, want)
+    assert stats["cluster"]["batches_cluster"] > 0, stats["cluster"]
+    assert stats["hook_samples_skipped"] == skipped, (stats["hook_samples_skipped"], skipped)
+    assert stats["hook_processes_restarted"] == 0
+
+
 def test_a_worker_that_cannot_import_the_hook_is_refused(cluster, even_shards, tmp_path,
                                                          clean_env_factory, caplog):
     """The hook's module is missing on w1: refused once, naming the error

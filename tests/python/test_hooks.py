@@ -259,6 +259,18 @@ def test_a_task_aside_runs_while_another_thread_steps_the_pool():
         pool.close()
 
 
+def test_an_iteration_stopped_early_leaves_no_sample_queued(even_shards):
+    """Its batches' samples not sent to a hook process yet are dropped: the
+    processes go on to the next iteration's at once."""
+    with stoker.Loader(even_shards, map=hook_fns.slow_identity, hook_processes=1,
+                       **dict(SMALL, batch_size=40)) as loader:
+        it = iter(loader)
+        next(it)
+        assert loader._hooks.pool._queue  # the next batches' samples wait
+        it.close()
+        assert not loader._hooks.pool._queue
+
+
 EXIT_SCRIPT = """
 import os, sys, threading, time
 import stoker
