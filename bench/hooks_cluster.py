@@ -16,15 +16,16 @@ epoch of two shards is 16 ranges, so that the two sides share it evenly
 up to its last range (a task read from scratch reads at most its window
 again; decoding is a few percent of the hook's time here).
 The time is the whole epoch: from creating the Loader (its hook process
-and, with the cluster, the canary's starting cold) to the last batch, tail
-included. The worker stands, as a cluster does before training starts
-(started once, stoker preloaded), but each round has a seed of its own, so
-the worker's hook process for it starts cold within the timed epoch too.
-The dask-scheduler shares the worker's core.
+starting cold, and with the cluster the worker's, which the Loader has the
+worker start) to the last batch, tail included. The worker stands, as a
+cluster does before training starts (started once, stoker preloaded), but
+each round has a seed of its own, so the worker's hook process for it
+starts cold within the timed epoch too. The dask-scheduler shares the
+worker's core.
 Prints each round and the median of the per-round ratios (target >= 1.8x),
-and the images per CPU second of all our processes (trainer, its hook and
-canary processes; with the cluster also the worker, its hook processes and
-the scheduler), cluster against alone: what offloading costs in CPU, a
+and the images per CPU second of all our processes (trainer and its hook
+process; with the cluster also the worker, its hook process and the
+scheduler), cluster against alone: what offloading costs in CPU, a
 figure that other jobs on the cores disturb less than the wall clock.
 
 usage: bench/hooks_cluster.py [--rounds 3] [--cores 0,1] SHARD...

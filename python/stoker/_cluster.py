@@ -70,6 +70,11 @@ POLL_S = 1.0
 # client asks the scheduler where the result is first.
 GATHER_TIMEOUT_S = 60.0
 
+# A worker whose tasks fail this many times in a row (raise, or time out)
+# is refused: its ranges would otherwise be submitted again and again, as
+# fast as they fail.
+MAX_FAILED_TASKS = 3
+
 # Ranges of batches made by the local thread that may wait for the loop at
 # once: one read while the thread makes the next, and one taken back from a
 # late task. The local C loader's max_batches is sized for it.
@@ -147,6 +152,7 @@ class Offload:
         self.canary = None if hooks is None else Canary(hook_pool)
         self.verified, self.refused = set(), {}
         self._warmed = set()  # workers sent warm_hooks
+        self._failed_in_a_row = {}  # worker address -> its tasks failed since its last success
         self._index_data = index_data
         self._index = None  # its future on the workers, scattered when there are some
         self._scattering, self._scatter_after = False, 0.0
@@ -239,6 +245,16 @@ class Offload:
         if new:
             log.warning("stoker: Dask worker %s refused: %s; its batches are made by the other "
                         "workers or here", address, why)
+
+    def task_ended(self, address, failure=None):
+        """A task submitted to the worker at address gave a result (failure
+        None) or failed with the exception failure: refuse the worker when
+        its last MAX_FAILED_TASKS tasks all failed."""
+        with self.lock:
+            n = self._failed_in_a_row[address] = \
+                0 if failure is None else self._failed_in_a_row.get(address, 0) + 1
+        if n >= MAX_FAILED_TASKS:
+            self.refuse(address, f"its last {n} tasks failed (the last with {failure!r})")
 
     def check_canary(self, result):
         """Whether the batches of a result made with hooks may be used: its
@@ -575,11 +591,13 @@ class Run:
         elif result is not None and not self.o.check_canary(result):  # may run a hook here
             refused, result = result["worker"], None
         with self.cond:
+            worker = self.claims.futures.get(r, {}).get(fut)  # where it was sent
             mine = self.claims.chunk_done(r, fut)
             if self.closing or not mine:
                 return  # dropped: the range was taken back or is over
             try:
                 if result is not None:
+                    self.o.task_ended(worker)
                     self._take_chunk(result)
                 elif refused is not None:
                     self.o.add(tasks_failed=1)
@@ -592,6 +610,7 @@ class Run:
                     else:
                         self.o.warn_once("failed", f"stoker: a Dask task failed ({failure!r}); "
                                          "its batches are made again")
+                    self.o.task_ended(worker, bad or failure)
                     # A worker that sends bad data may send it again: the
                     # range is made here.
                     self._drop_chunks(self.claims.range_failed(r, local_only=bad is not None))

@@ -479,6 +479,8 @@ def make_range(*args, **kwargs):
     if how == "pixels" and r["images"].size:
         r["images"] = r["images"].copy()
         r["images"][::4093] ^= 0x55
+    elif how == "raise":  # a fault of the worker's own, on every task
+        raise RuntimeError("this worker is broken")
     elif how == "labels" and r["labels"].size:
         r["labels"] = r["labels"] + 1000
     elif how == "sizes" and r["sizes"]:
@@ -491,6 +493,31 @@ def make_range(*args, **kwargs):
 make_range.honest = honest
 w.make_range = make_range
 """
+
+
+def test_a_worker_whose_tasks_keep_failing_is_refused(cluster, indexed, tmp_path, caplog):
+    """Every task of w1 raises: after MAX_FAILED_TASKS in a row it is
+    refused, naming the error, and the epoch is made here. Before, each
+    failed range was submitted again at once, as fast as it failed."""
+    from stoker._cluster import MAX_FAILED_TASKS
+    shards, index = indexed
+    patch = tmp_path / "patched_worker.py"
+    patch.write_text(PATCHED_WORKER)
+    cluster.add_worker("w1", preload=[patch], STOKER_TEST_PATCH="raise")
+    kw = dict(OPTIONS, index=index, samples_per_rank=240)  # 40 batches
+    want = local_digests(shards, **kw)
+    with caplog.at_level(logging.WARNING, logger="stoker.cluster"):
+        with stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS) as loader:
+            got = [digest(i, l) for i, l in loader]
+            c = loader.stats()["cluster"]
+            refused = dict(loader._offload.refused)
+    assert got == want
+    assert c["batches_cluster"] == 0, c
+    # The third failure refuses it; those in flight then (two ranges) fail too.
+    assert MAX_FAILED_TASKS <= c["tasks_failed"] <= c["tasks_submitted"] <= MAX_FAILED_TASKS + 2, c
+    [why] = refused.values()
+    assert "tasks failed" in why and "this worker is broken" in why, why
+    assert "refused" in caplog.text, caplog.text
 
 
 @pytest.mark.parametrize("how", ["pixels", "labels", "sizes"])
