@@ -353,9 +353,14 @@ class Loader:
         shards = f"{len(self._urls)} URL pattern(s)" if len(self._urls) != 1 else repr(self._urls[0])
         where = f", cluster={self._offload.client.scheduler.address!r}" if self._offload else ""
         h, w = self._hw
+        # transform=None: the batch is what map= makes, of no size or dtype of ours
+        images = "transform=None" if self._raw_labels is not None else \
+            f"image_size={h if h == w else (h, w)}, dtype={self._dtype}"
         fields = f", fields={self._fields.names!r}" if self._fields else ""
-        return (f"stoker.Loader({shards}, batch_size={self._batch_size}, "
-                f"image_size={h if h == w else (h, w)}, dtype={self._dtype}{fields}, "
+        hooks = "".join(f", {k}={name}" for k, name in (
+            ("map", self._hooks and self._hooks.map_name),
+            ("batch_map", self._hooks and self._hooks.batch_name)) if name)
+        return (f"stoker.Loader({shards}, batch_size={self._batch_size}, {images}{fields}{hooks}, "
                 f"epoch={self._epoch}, batch={self._batch}{where})")
 
     def set_epoch(self, epoch):

@@ -217,6 +217,18 @@ def test_close_stops_the_hook_processes_at_once(even_shards):
     assert gone(pids, 1.0) and time.monotonic() - started < 1.0
 
 
+def test_repr_names_the_hooks_and_no_image_size_without_a_transform(even_shards):
+    with stoker.Loader(even_shards, map=hook_fns.augment, batch_map=hook_fns.mixup,
+                       hook_processes=1, **SMALL) as loader:
+        text = repr(loader)
+    assert "map=augment, batch_map=mixup" in text and "image_size=32" in text, text
+    with stoker.Loader(even_shards, transform=None, map=hook_fns.crop_whole, hook_processes=1,
+                       **{k: v for k, v in SMALL.items() if k != "image_size"}) as loader:
+        text = repr(loader)
+    assert "transform=None" in text and "map=crop_whole" in text, text
+    assert "image_size" not in text and "dtype" not in text, text  # before: image_size=224
+
+
 def test_the_hook_processes_start_with_the_loader(even_shards):
     """Before the first batch is asked for: their imports overlap whatever
     the caller does meanwhile."""
