@@ -43,15 +43,18 @@ def main():
     ap.add_argument("--copies", type=int, default=1)
     ap.add_argument("shards", nargs="+")
     args = ap.parse_args()
+    if args.copies == 1:
+        return measure(args)
+    # The copies go beside the shards, on their filesystem (not /tmp, which
+    # may be memory), and are removed at the end.
     with tempfile.TemporaryDirectory(dir=os.path.dirname(os.path.abspath(args.shards[0]))) as tmp:
-        if args.copies > 1:
-            copies = []
-            for c in range(args.copies):
-                for s in args.shards:
-                    dst = os.path.join(tmp, f"copy{c}-{os.path.basename(s)}")
-                    shutil.copyfile(s, dst)
-                    copies.append(dst)
-            args.shards = copies
+        copies = []
+        for c in range(args.copies):
+            for s in args.shards:
+                dst = os.path.join(tmp, f"copy{c}-{os.path.basename(s)}")
+                shutil.copyfile(s, dst)
+                copies.append(dst)
+        args.shards = copies
         return measure(args)
 
 
