@@ -162,19 +162,22 @@ static PyObject *sample_dict(const struct stk_sample *s, int *bad)
                 break;
             PyErr_Clear();
             PyObject *shown = PyUnicode_DecodeUTF8(ext, len, "backslashreplace");
+            char k[STK_PY_SHOWN_MAX];
             if (shown != NULL)
                 PyErr_Format(stk_py_data_error, "%s: sample '%s': member extension '%U' is not UTF-8",
-                             s->url, s->key, shown);
+                             s->url, stk_py_shown(k, sizeof k, s->key), shown);
             *bad = shown != NULL;
             Py_XDECREF(shown);
             break;
         }
         int taken = PyDict_Contains(d, name);
         if (taken == 1) {
+            char k[STK_PY_SHOWN_MAX];
+            stk_py_shown(k, sizeof k, s->key);
             PyErr_Format(stk_py_data_error,
                          "%s: sample '%s': member '%s.%U' would overwrite the sample's %U, a "
                          "name WebDataset reserves",
-                         s->url, s->key, s->key, name, name);
+                         s->url, k, k, name, name);
             *bad = 1;
         }
         PyObject *b = taken == 0 ? PyBytes_FromStringAndSize((const char *)s->members[m].data,
@@ -220,7 +223,9 @@ static PyObject *member_value(const struct stk_sample *s, const struct stk_membe
         PyObject *t, *cause, *tb;
         PyErr_Fetch(&t, &cause, &tb);
         PyErr_NormalizeException(&t, &cause, &tb);
-        PyErr_Format(stk_py_data_error, "%s: sample '%s': %s member %s (%S)", s->url, s->key, m->ext, what,
+        char k[STK_PY_SHOWN_MAX], e[STK_PY_SHOWN_MAX];
+        PyErr_Format(stk_py_data_error, "%s: sample '%s': %s member %s (%S)", s->url,
+                     stk_py_shown(k, sizeof k, s->key), stk_py_shown(e, sizeof e, m->ext), what,
                      cause ? cause : Py_None);
         stk_py_chain_cause(cause);
         Py_XDECREF(t);

@@ -211,6 +211,21 @@ def test_a_missing_or_bad_member_is_a_bad_sample(gappy, field, bad_key, what):
     assert shard in message and f"'{rows[bad_key][0]}'" in message and what in message, message
 
 
+def test_a_bad_member_message_escapes_the_key(tmp_path, dataset):
+    """A key from a shard can hold a newline or a terminal escape: the
+    message shows them escaped, as the C library's own messages do, never
+    raw (before: the key as it was, breaking the line and driving the
+    terminal)."""
+    key = "odd\nkey\x1b[2J"
+    shard = write_rows(tmp_path / "odd.tar", [(key, {"jpg": dataset[0].jpg, "cls": b"1",
+                                                     "json": b'{"i": 9,'})])
+    with pytest.raises(stoker.DataError) as info:
+        list(stoker.Loader([shard], fields=("jpg", "json"), **SMALL))
+    message = str(info.value)
+    assert "sample 'odd\\nkey\\x1b[2J'" in message, message
+    assert "\n" not in message and "\x1b" not in message, message
+
+
 def test_non_utf8_text_is_a_bad_sample(gappy):
     shard, rows = gappy
     with pytest.raises(stoker.DataError) as info:
