@@ -422,18 +422,33 @@ static int write_member(stk_writer *w, const char *key, const struct stk_member 
     return rc;
 }
 
-/* A key WebDataset readers split back the same: no dot in its basename, no
- * empty path parts; an extension without '/'. */
+/* Whether member name KEY.EXT splits back into key and ext as every reader
+ * splits it (stk_split_name, the one home of that rule); -1: no memory. */
+static int splits_back(const char *key, const char *ext)
+{
+    size_t klen = strlen(key), elen = strlen(ext);
+    char *name = stk__malloc(klen + elen + 2);
+    if (name == NULL)
+        return -1;
+    memcpy(name, key, klen);
+    name[klen] = '.';
+    memcpy(name + klen + 1, ext, elen + 1);
+    size_t key_len;
+    const char *split_ext;
+    int same = stk_split_name(name, &key_len, &split_ext) && key_len == klen &&
+               strcmp(split_ext, ext) == 0;
+    stk__free(name);
+    return same;
+}
+
+/* Members a reader gives back as this sample: each name splits back into
+ * the key and its extension, which is non-empty and stays in the key's
+ * directory; the key has no empty path part; no extension twice. */
 static int check_names(stk_writer *w, const char *key, const struct stk_member *members,
                        size_t n)
 {
-    const char *base = strrchr(key, '/');
-    base = base ? base + 1 : key;
     char shown[STK__SHOWN_MAX], ext[64]; /* for messages */
     stk__shown(shown, sizeof shown, key);
-    if (key[0] == '\0' || base[0] == '\0' || strchr(base, '.') != NULL || strstr(key, "//"))
-        return stk__errf(&w->err, STK_EINVAL,
-                         "key '%s': must be non-empty, without a '.' in its last part", shown);
     if (n == 0)
         return stk__errf(&w->err, STK_EINVAL, "key '%s': a sample needs a member", shown);
     for (size_t i = 0; i < n; i++) {
@@ -441,6 +456,13 @@ static int check_names(stk_writer *w, const char *key, const struct stk_member *
             return stk__errf(&w->err, STK_EINVAL, "key '%s': bad extension '%s'", shown,
                              members[i].ext ? stk__shown(ext, sizeof ext, members[i].ext)
                                             : "(null)");
+        int same = splits_back(key, members[i].ext);
+        if (same < 0)
+            return stk__errf(&w->err, STK_ENOMEM, "out of memory checking key '%s'", shown);
+        if (!same || strstr(key, "//"))
+            return stk__errf(&w->err, STK_EINVAL,
+                             "key '%s': must be non-empty, without a '.' in its last part",
+                             shown);
         for (size_t j = 0; j < i; j++)
             if (strcmp(members[i].ext, members[j].ext) == 0)
                 return stk__errf(&w->err, STK_EINVAL, "key '%s': extension '%s' twice", shown,

@@ -96,6 +96,11 @@ static void test_bad_names_write_nothing(void **state)
     assert_int_equal(stk_writer_add(w, "k", &bad_ext[0], 1), STK_EINVAL);
     assert_int_equal(stk_writer_add(w, "k", &bad_ext[1], 1), STK_EINVAL);
     assert_int_equal(stk_writer_add(w, "k", NULL, 0), STK_EINVAL);
+    /* "__meta.info__" is a top-level __NAME__ file that readers skip
+     * (stk_split_name): written, the sample would vanish. */
+    const struct stk_member dunder = {"info__", (const uint8_t *)"x", 1};
+    assert_int_equal(stk_writer_add(w, "__meta", &dunder, 1), STK_EINVAL);
+    assert_non_null(strstr(stk_writer_errmsg(w), "__meta"));
     uint64_t shards = 9, samples = 9;
     assert_int_equal(stk_writer_close(w, &shards, &samples), 0);
     assert_int_equal(shards, 0);
