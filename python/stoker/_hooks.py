@@ -140,6 +140,7 @@ class Pool:
         # fraction of a second; what one finishes for the other waits here.
         self._lock = threading.Lock()
         self._settled = []
+        self._closed = False  # then no step starts a process again
         # Stop the processes at exit or when the loader is dropped, not later.
         self._finalizer = weakref.finalize(self, _stop_all, self._workers)
 
@@ -152,8 +153,10 @@ class Pool:
         return [w.process.pid for w in self._workers]
 
     def close(self):
-        self._finalizer()
-        self._queue.clear()
+        with self._lock:
+            self._closed = True
+            self._finalizer()
+            self._queue.clear()
 
     def submit(self, task):
         with self._lock:
@@ -189,13 +192,16 @@ class Pool:
         while True:
             with self._lock:
                 left = deadline - time.monotonic()
-                if task.done or left <= 0:
+                if task.done or left <= 0 or self._closed:
                     if not task.done and task in self._queue:
                         self._queue.remove(task)
                     return task.done
                 self._settled += self._step(min(left, 0.1))
 
     def _step(self, timeout):
+        if self._closed:  # a thread still stepping while the loader closes
+            time.sleep(timeout)
+            return []
         while len(self._workers) < self._n:
             self._workers.append(_Worker(self._bytes))
         idle = [w for w in self._workers if not w.tasks]

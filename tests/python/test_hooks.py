@@ -283,6 +283,30 @@ def test_an_iteration_stopped_early_leaves_no_sample_queued(even_shards):
         assert not loader._hooks.pool._queue
 
 
+def test_closing_the_pool_while_a_task_runs_aside_leaves_no_process():
+    """The cluster's canary may be waiting in run_aside when the loader
+    closes: it returns at once, and no step starts a process again."""
+    import threading
+    from stoker._hooks import Pool, Task, dumps
+    pool = Pool(dumps({"map": hook_fns.hang_on_picked}), 1, None)
+    pool.start()
+    pids = pool.pids()
+    hanging = torch.full((3, 4, 4), 1, dtype=torch.uint8)
+    while not hook_fns.picked(hanging):
+        hanging += 1
+    task = Task("map", 1, hanging, None)
+    result = []
+    thread = threading.Thread(target=lambda: result.append(pool.run_aside(task, 60.0)))
+    thread.start()
+    time.sleep(0.5)  # it waits on the hanging hook
+    started = time.monotonic()
+    pool.close()
+    thread.join(5)
+    assert result == [False] and time.monotonic() - started < 1.0
+    assert pool.step(0.05) == [] and pool.pids() == []
+    assert gone(pids, 1.0)
+
+
 EXIT_SCRIPT = """
 import os, sys, threading, time
 import stoker
