@@ -122,10 +122,13 @@ class Offload:
     names of Loader(fields=), or None; hooks: the pickled hooks of map= and
     batch_map= (sent with every task, run by the workers in hook processes
     of their own), or None; hook_pool: the trainer's own hook processes
-    (_hooks.Pool), which check each worker's canary sample."""
+    (_hooks.Pool), which check each worker's canary sample; raw_labels:
+    with transform=None, the label members (map= gets the undecoded image);
+    map_shape: as Loader's."""
 
     def __init__(self, cluster, urls, options, index_path, image_bytes, batches_per_task,
-                 fields=None, hooks=None, hook_timeout=None, hook_pool=None):
+                 fields=None, hooks=None, hook_timeout=None, hook_pool=None, raw_labels=None,
+                 map_shape=None):
         self.client, self._owns_client = _connect(cluster)
         self.image_bytes = image_bytes
         with open(index_path, "rb") as f:
@@ -146,6 +149,7 @@ class Offload:
             "options": worker_options, "index_digest": digest,
             "batch_bytes": image_bytes * batch_size, "batch_size": batch_size,
             "fields": fields, "hooks": hooks, "hook_timeout": hook_timeout,
+            "raw_labels": raw_labels, "map_shape": map_shape,
         }
         # Workers whose hooks' bytes were checked (the canary), and those
         # refused: address -> why.

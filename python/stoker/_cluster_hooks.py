@@ -22,6 +22,7 @@ import torch
 
 from . import _hook_batches
 from ._fields import _Fields
+from ._hook_decode import DecodeFirst
 from ._hooks import Task
 
 CANARY_TIMEOUT_S = 120.0  # a cold hook process imports torch first
@@ -83,8 +84,9 @@ class Outputs:
     batch; own: copy what would otherwise be a view of the C loader's
     buffer (a Dask worker sends its batches away)."""
 
-    def __init__(self, fields, hooked, images_of, own=False):
+    def __init__(self, fields, hooked, images_of, own=False, raw_labels=None):
         self.fields, self.hooked, self.images_of, self.own = fields, hooked, images_of, own
+        self.raw_labels = raw_labels  # transform=None: the label members
 
     def made(self, loader, epoch, first, count):
         """Yield (object, samples, bad-input counts) of each batch of
@@ -113,15 +115,36 @@ class Outputs:
                 yield (owned(out) if self.own else out), n, skips + (0,)
                 del out
             return
-        source = _hook_batches.samples(c_batches(), self.images_of, self.fields)
+        raw_skips = collections.deque()  # with transform=None: samples skipped per batch
+        if self.raw_labels is None:
+            source = _hook_batches.samples(c_batches(), self.images_of, self.fields)
+        else:
+            source = self._raw_source(c_batches(), raw_skips)
         hooked = self.hooked.batches(source, epoch, with_skips=True)
         try:
             for out, hook_skips in hooked:
                 n, skips = counts.popleft()
+                if raw_skips:  # charged to samples_skipped, as a local loader does
+                    skips = (skips[0] + raw_skips.popleft(),) + skips[1:]
                 yield out, n, skips + (hook_skips,)
                 del out
         finally:
             hooked.close()
+
+    def _raw_source(self, c_batches, raw_skips):
+        """_hook_batches.raw_samples, and into raw_skips the samples it
+        skipped in each batch, in order (it counts them before yielding the
+        batch)."""
+        pending = [0]
+
+        def on_skip(n):
+            pending[0] += n
+
+        for item in _hook_batches.raw_samples(c_batches, self.fields, self.raw_labels,
+                                              self.hooked.skip, on_skip):
+            raw_skips.append(pending[0])
+            pending[0] = 0
+            yield item
 
 
 class RecordingPool:
@@ -167,11 +190,14 @@ def worker_outputs(spec, info, pool=None):
     if spec["hooks"] is not None:
         hooks = pickle.loads(spec["hooks"])
         options = spec["options"]
-        hooked = _hook_batches.make(hooks.get("map"), hooks.get("batch_map"),
+        map_fn, decode = hooks.get("map"), None
+        if isinstance(map_fn, DecodeFirst):  # transform=None: the hook process decodes
+            map_fn, decode = map_fn.fn, (map_fn.field, map_fn.channels_last)
+        hooked = _hook_batches.make(map_fn, hooks.get("batch_map"),
                                     spec["hook_processes"], spec["hook_timeout"],
                                     options["seed"], options["rank"],
                                     options.get("on_error") == "skip", options["max_batches"],
-                                    pool=pool)
+                                    spec["map_shape"], decode, pool=pool)
         hooked.pool = RecordingPool(hooked.pool)
     dtype = getattr(torch, spec["options"].get("dtype", "uint8"))  # its name in the C options
     h, w = info["image_height"], info["image_width"]
@@ -181,7 +207,7 @@ def worker_outputs(spec, info, pool=None):
         shape = (n, 3, h, w) if nchw else (n, h, w, 3)
         return torch.frombuffer(buffer, dtype=dtype).view(shape)
 
-    return Outputs(fields, hooked, images_of, own=True)
+    return Outputs(fields, hooked, images_of, own=True, raw_labels=spec["raw_labels"])
 
 
 class Canary:

@@ -128,7 +128,7 @@ class Pool:
     """N hook processes and the tasks waiting for them."""
 
     def __init__(self, hooks_bytes, processes, timeout):
-        self._bytes = hooks_bytes
+        self.hooks_bytes = hooks_bytes  # what each process unpickles
         self.digest = hashlib.sha256(hooks_bytes).hexdigest()
         self._n = processes
         self._timeout = timeout
@@ -164,7 +164,7 @@ class Pool:
 
     def _replace(self, worker):
         worker.stop()
-        self._workers[self._workers.index(worker)] = _Worker(self._bytes)
+        self._workers[self._workers.index(worker)] = _Worker(self.hooks_bytes)
         self.restarts += 1
 
     def step(self, timeout):
@@ -203,7 +203,7 @@ class Pool:
             time.sleep(timeout)
             return []
         while len(self._workers) < self._n:
-            self._workers.append(_Worker(self._bytes))
+            self._workers.append(_Worker(self.hooks_bytes))
         idle = [w for w in self._workers if not w.tasks]
         for w in idle:
             if not self._queue:

@@ -15,7 +15,7 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import (_cluster, _cluster_hooks, _hook_batches, _hooks, _index, _metrics, _pinned, _ranks,
+from . import (_cluster, _cluster_hooks, _hook_batches, _index, _metrics, _pinned, _ranks,
                _scope)
 from ._classes import find_classes
 from ._fields import _Fields
@@ -287,15 +287,15 @@ class Loader:
             self._hooks.pool.start()
         if cluster is not None:
             image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
-            hooks = None
-            if self._hooks is not None:  # pickled once more, for the workers
-                hooks = _hooks.dumps({k: fn for k, fn in (("map", map), ("batch_map", batch_map))
-                                      if fn is not None})
+            # The workers' hook processes load the bytes the trainer's do
+            # (with transform=None, map= wrapped to decode first).
+            hooks = None if self._hooks is None else self._hooks.pool.hooks_bytes
             try:
                 self._offload = _cluster.Offload(
                     cluster, urls, config, os.fspath(index), image_bytes, batches_per_task,
                     fields=fields, hooks=hooks, hook_timeout=hook_timeout,
-                    hook_pool=self._hooks and self._hooks.pool)
+                    hook_pool=self._hooks and self._hooks.pool, raw_labels=self._raw_labels,
+                    map_shape=map_shape)
             except BaseException:  # the scheduler is out of reach: no process left behind
                 if self._hooks is not None:
                     self._hooks.pool.close()
@@ -526,7 +526,8 @@ class Loader:
         if self._offload is not None:
             outputs = None
             if self._fields is not None or self._hooks is not None:
-                outputs = _cluster_hooks.Outputs(self._fields, self._hooks, self._images)
+                outputs = _cluster_hooks.Outputs(self._fields, self._hooks, self._images,
+                                                 raw_labels=self._raw_labels)
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
                                self._tensors, outputs)
             source = run.batches()

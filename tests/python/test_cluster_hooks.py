@@ -179,6 +179,32 @@ def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_pat
     assert ran and all(parent == worker and pid != worker for pid, parent in ran), (worker, ran)
 
 
+def test_transform_none_on_the_cluster_equals_a_local_epoch(cluster, tmp_path, dataset):
+    """map= gets the whole undecoded image (its hook process decodes it) on
+    the workers as here; a sample without a label is skipped and counted
+    the same. Before, the local thread died on the undecoded batches and
+    the epoch hung."""
+    from test_fields import write_rows
+    rows = [(s.key, {"jpg": s.jpg, "cls": s.cls}) for s in dataset[:48]]
+    rows[29] = (rows[29][0], {"jpg": dataset[29].jpg})  # no label
+    shards = [write_rows(tmp_path / f"r-{k}.tar", rows[k * 16:(k + 1) * 16]) for k in range(3)]
+    kw = dict(batch_size=6, threads=1, seed=5, shuffle_buffer=16, batches_per_task=1,
+              transform=None, map=hook_fns.crop_whole, hook_processes=1, on_error="skip",
+              index=str(tmp_path / "index.json"))
+    want = local(shards, **kw)
+    with stoker.Loader(shards, **{k: v for k, v in kw.items() if k != "batches_per_task"}) as loader:
+        epoch(loader)
+        skipped = loader.stats()["samples_skipped"]
+    assert skipped == 1
+    cluster.add_worker("w1")
+    with stoker.Loader(shards, cluster=cluster.client, **kw) as loader:
+        got = epoch(loader)
+        stats = loader.stats()
+    same(got, want)
+    assert stats["cluster"]["batches_cluster"] > 0, stats["cluster"]
+    assert stats["samples_skipped"] == skipped
+
+
 def _hook_processes(parent):
     """Pids of the hook processes (stoker._hook_worker) that are children of parent."""
     found = []
