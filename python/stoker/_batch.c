@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/error.h" /* stk__shown: keys in messages as the library quotes them */
+
 typedef struct {
     PyObject_HEAD
     struct stk_batch *batch;
@@ -162,18 +164,18 @@ static PyObject *sample_dict(const struct stk_sample *s, int *bad)
                 break;
             PyErr_Clear();
             PyObject *shown = PyUnicode_DecodeUTF8(ext, len, "backslashreplace");
-            char k[STK_PY_SHOWN_MAX];
+            char k[STK__SHOWN_MAX];
             if (shown != NULL)
                 PyErr_Format(stk_py_data_error, "%s: sample '%s': member extension '%U' is not UTF-8",
-                             s->url, stk_py_shown(k, sizeof k, s->key), shown);
+                             s->url, stk__shown(k, sizeof k, s->key), shown);
             *bad = shown != NULL;
             Py_XDECREF(shown);
             break;
         }
         int taken = PyDict_Contains(d, name);
         if (taken == 1) {
-            char k[STK_PY_SHOWN_MAX];
-            stk_py_shown(k, sizeof k, s->key);
+            char k[STK__SHOWN_MAX];
+            stk__shown(k, sizeof k, s->key);
             PyErr_Format(stk_py_data_error,
                          "%s: sample '%s': member '%s.%U' would overwrite the sample's %U, a "
                          "name WebDataset reserves",
@@ -223,9 +225,9 @@ static PyObject *member_value(const struct stk_sample *s, const struct stk_membe
         PyObject *t, *cause, *tb;
         PyErr_Fetch(&t, &cause, &tb);
         PyErr_NormalizeException(&t, &cause, &tb);
-        char k[STK_PY_SHOWN_MAX], e[STK_PY_SHOWN_MAX];
+        char k[STK__SHOWN_MAX], e[STK__SHOWN_MAX];
         PyErr_Format(stk_py_data_error, "%s: sample '%s': %s member %s (%S)", s->url,
-                     stk_py_shown(k, sizeof k, s->key), stk_py_shown(e, sizeof e, m->ext), what,
+                     stk__shown(k, sizeof k, s->key), stk__shown(e, sizeof e, m->ext), what,
                      cause ? cause : Py_None);
         stk_py_chain_cause(cause);
         Py_XDECREF(t);

@@ -181,25 +181,6 @@ PyObject *stk_py_option_error(int type_error, const char *fmt, ...)
     return NULL;
 }
 
-const char *stk_py_shown(char *buf, size_t size, const char *s)
-{
-    size_t n = 0;
-    while (*s != '\0') {
-        char esc[STK_ESCAPED_MAX];
-        size_t used;
-        size_t len = stk_escape_char(s, 1, esc, &used);
-        if (n + len > size - 4) { /* room for "..." and the NUL */
-            memcpy(buf + n, "...", 4);
-            return buf;
-        }
-        memcpy(buf + n, esc, len);
-        n += len;
-        s += used;
-    }
-    buf[n] = '\0';
-    return buf;
-}
-
 /* Make cause (a reference this steals; NULL: none) the __cause__ of the
  * exception being raised. */
 void stk_py_chain_cause(PyObject *cause)

@@ -27,13 +27,6 @@ PyObject *stk_py_raise(int code, const char *message);
  * message; returns NULL. */
 PyObject *stk_py_option_error(int type_error, const char *fmt, ...);
 
-/* Keys and member names come from shards: a message quotes them escaped as
- * the C library's own messages do (stk_escape_char with backslash, so no
- * newline or terminal control gets through), cut with "..." to fit buf
- * (size >= 4). Returns buf, for use as a PyErr_Format argument. */
-#define STK_PY_SHOWN_MAX 256
-const char *stk_py_shown(char *buf, size_t size, const char *s);
-
 /* Make cause (a reference this steals; NULL: none) the __cause__ of the
  * exception being raised. */
 void stk_py_chain_cause(PyObject *cause);
