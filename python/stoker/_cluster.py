@@ -119,17 +119,18 @@ class Offload:
     """What a Loader with cluster= keeps across epochs: the Dask client, the
     job description sent with every task, the dataset index (scattered to
     the workers once), the workers refused and the counters. fields: the
-    names of Loader(fields=), or None; hooks: the pickled hooks of map= and
-    batch_map= (sent with every task, run by the workers in hook processes
-    of their own), or None; hook_pool: the trainer's own hook processes
-    (_hooks.Pool), which check each worker's canary sample; raw_labels:
+    names of Loader(fields=), or None; hook_pool: the trainer's hook
+    processes (_hooks.Pool) with map= and batch_map=, or None: their
+    pickled hooks and timeout go with every task (the workers run them in
+    hook processes of their own), and they check each worker's canary
+    sample; raw_labels:
     with transform=None, the label members (map= gets the undecoded image);
     map_shape: as Loader's."""
 
     def __init__(self, cluster, urls, options, index_path, image_bytes, batches_per_task,
-                 fields=None, hooks=None, hook_timeout=None, hook_pool=None, raw_labels=None,
-                 map_shape=None):
+                 fields=None, hook_pool=None, raw_labels=None, map_shape=None):
         self.client, self._owns_client = _connect(cluster)
+        hooks = None if hook_pool is None else hook_pool.hooks_bytes
         self.image_bytes = image_bytes
         with open(index_path, "rb") as f:
             index_data = f.read()
@@ -148,7 +149,7 @@ class Offload:
             "key": key.hexdigest()[:32], "identity": build_identity(hooks), "urls": list(urls),
             "options": worker_options, "index_digest": digest,
             "batch_bytes": image_bytes * batch_size, "batch_size": batch_size,
-            "fields": fields, "hooks": hooks, "hook_timeout": hook_timeout,
+            "fields": fields, "hooks": hooks, "hook_timeout": hook_pool and hook_pool.timeout,
             "raw_labels": raw_labels, "map_shape": map_shape,
         }
         # Workers whose hooks' bytes were checked (the canary), and those

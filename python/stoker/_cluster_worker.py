@@ -171,7 +171,11 @@ def warm_hooks(spec):
     the hook processes that spec's first task will use (each imports torch,
     seconds of a core), while the trainer is starting its own. Nothing when
     they run already or this worker would be refused."""
-    if spec["hooks"] is None or compare(spec["identity"], build_identity(spec["hooks"])):
+    if spec["hooks"] is None:
+        return
+    try:
+        _check_identity(spec)
+    except WorkerMismatch:  # its first task says so to the trainer
         return
     with _cache_lock:
         if spec["key"] in _idle or spec["key"] in _started:

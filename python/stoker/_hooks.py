@@ -131,7 +131,7 @@ class Pool:
         self.hooks_bytes = hooks_bytes  # what each process unpickles
         self.digest = hashlib.sha256(hooks_bytes).hexdigest()
         self._n = processes
-        self._timeout = timeout
+        self.timeout = timeout
         self._workers = []
         self._queue = collections.deque()
         self.restarts = 0
@@ -215,8 +215,8 @@ class Pool:
         busy = [w for w in self._workers if w.tasks]
         if not busy:
             return []
-        if self._timeout:
-            timeout = min(timeout, max(0.0, min(w.since for w in busy) + self._timeout -
+        if self.timeout:
+            timeout = min(timeout, max(0.0, min(w.since for w in busy) + self.timeout -
                                        time.monotonic()))
         waiting = {w.conn: w for w in busy}
         finished = []
@@ -228,13 +228,13 @@ class Pool:
                     break
         now = time.monotonic()
         for w in busy:
-            if w.tasks and self._timeout and now - w.since >= self._timeout and w in self._workers:
+            if w.tasks and self.timeout and now - w.since >= self.timeout and w in self._workers:
                 task = w.tasks.pop(0)
                 self._queue.extendleft(reversed(w.tasks))
                 w.tasks = []
                 self._replace(w)
                 task.error = (None, None, f"did not return within hook_timeout="
-                              f"{self._timeout:g} s (its process was killed)")
+                              f"{self.timeout:g} s (its process was killed)")
                 task.done = True
                 finished.append(task)
         return finished

@@ -287,15 +287,13 @@ class Loader:
             self._hooks.pool.start()
         if cluster is not None:
             image_bytes = 3 * self._hw[0] * self._hw[1] * torch.empty((), dtype=self._dtype).element_size()
-            # The workers' hook processes load the bytes the trainer's do
-            # (with transform=None, map= wrapped to decode first).
-            hooks = None if self._hooks is None else self._hooks.pool.hooks_bytes
             try:
+                # The workers' hook processes load the bytes the trainer's
+                # do (with transform=None, map= wrapped to decode first).
                 self._offload = _cluster.Offload(
                     cluster, urls, config, os.fspath(index), image_bytes, batches_per_task,
-                    fields=fields, hooks=hooks, hook_timeout=hook_timeout,
-                    hook_pool=self._hooks and self._hooks.pool, raw_labels=self._raw_labels,
-                    map_shape=map_shape)
+                    fields=fields, hook_pool=self._hooks and self._hooks.pool,
+                    raw_labels=self._raw_labels, map_shape=map_shape)
             except BaseException:  # the scheduler is out of reach: no process left behind
                 if self._hooks is not None:
                     self._hooks.pool.close()
