@@ -299,6 +299,17 @@ def diff_stats(a, b):
     return float(d.mean()), int(d.max())
 
 
+def summarize(label, rows, noun, where="", extra=lambda maes: ""):
+    """(MAEs, worst row) of rows of (image, box or mode, MAE, max abs diff),
+    and their line in the figures printed at the end."""
+    maes = np.array([r[2] for r in rows])
+    worst = max(rows, key=lambda r: r[2])
+    _figures.append(f"  {label}: {len(rows)} {noun}, MAE mean {maes.mean():.3f} max "
+                    f"{worst[2]:.3f} ({worst[0]} {where}{worst[1]}), max abs diff "
+                    f"{max(r[3] for r in rows)}{extra(maes)}")
+    return maes, worst
+
+
 # --------------------------------------------------------------------------
 # Eval
 
@@ -393,11 +404,8 @@ def test_train_matches_torchvision(tool, work, shard_images, large_images, png_i
                           ["--full"] if full else [])
 
     rows = [r for rs in parallel(one, list(enumerate(images))) for r in rs]
-    maes = np.array([r[2] for r in rows])
-    worst = max(rows, key=lambda r: r[2])
-    _figures.append(f"  train {size} {tag}: {len(rows)} boxes, MAE mean {maes.mean():.3f} "
-                    f"max {worst[2]:.3f} ({worst[0]} box {worst[1]}), max abs diff "
-                    f"{max(r[3] for r in rows)}, exact boxes {int((maes == 0).sum())}")
+    maes, worst = summarize(f"train {size} {tag}", rows, "boxes", "box ",
+                            lambda m: f", exact boxes {int((m == 0).sum())}")
     bad = [r for r in rows if r[2] > limit]
     assert maes.mean() <= MAE_MEAN_MAX, f"train {size} {tag}: mean MAE {maes.mean():.3f}"
     assert not bad, f"train {size} {tag}: {len(bad)} boxes with MAE above {limit}: {bad[:10]}"
@@ -433,11 +441,7 @@ def test_bicubic_matches_torchvision(tool, work, shard_images, large_images, mod
                           bicubic)
 
     rows = [r for rs in parallel(one, list(enumerate(images))) for r in rs]
-    maes = np.array([r[2] for r in rows])
-    worst = max(rows, key=lambda r: r[2])
-    _figures.append(f"  bicubic {mode} {size} {tag}: {len(rows)} renders, MAE mean "
-                    f"{maes.mean():.3f} max {worst[2]:.3f} ({worst[0]} {worst[1]}), max abs diff "
-                    f"{max(r[3] for r in rows)}")
+    maes, worst = summarize(f"bicubic {mode} {size} {tag}", rows, "renders")
     if full:  # the issue's bound per op: mean <= 0.5, worst <= 2
         assert maes.mean() <= FULL_MAE_EACH_MAX and not [r for r in rows if r[3] > 2], worst
     else:
