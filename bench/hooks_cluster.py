@@ -17,11 +17,14 @@ up to its last range (a task read from scratch reads at most its window
 again; decoding is a few percent of the hook's time here).
 The time is the whole epoch: from creating the Loader (its hook process
 starting cold, and with the cluster the worker's, which the Loader has the
-worker start) to the last batch, tail included. The worker stands, as a
-cluster does before training starts (started once, stoker preloaded), but
-each round has a seed of its own, so the worker's hook process for it
-starts cold within the timed epoch too. The dask-scheduler shares the
-worker's core.
+worker start) to the last batch, tail included; the trainer's imports
+before it (torch, stoker, torchvision: the same in both modes, and in any
+training script whatever its loader) are printed beside it. The worker
+stands, as a cluster does before training starts (started once, stoker
+preloaded: its fork server has imported torch), but each round has a seed
+of its own, so the worker's hook process for it is new within the timed
+epoch too (forked, then importing torchvision and unpickling the hook).
+The dask-scheduler shares the worker's core.
 Prints each round and the median of the per-round ratios (target >= 1.8x),
 and the images per CPU second of all our processes (trainer and its hook
 process; with the cluster also the worker, its hook process and the
@@ -45,11 +48,12 @@ START_TIMEOUT_S = 60
 
 TRAINER = r"""
 import json, resource, sys, time
-t0 = time.perf_counter()
+started = time.perf_counter()
 import torch, stoker
 from hooks_vs_dataloader import blur10
 torch.set_num_threads(1)
 a = json.loads(sys.argv[1])
+t0 = time.perf_counter()
 loader = stoker.Loader(a["shards"], batch_size=32, image_size=224, threads=1, seed=a["seed"],
                        shuffle_buffer=64, index=a["index"], map=blur10,
                        hook_processes=1, cluster=a["cluster"],
@@ -60,7 +64,8 @@ c = loader.stats().get("cluster") or {}
 loader.close()  # reaps the hook processes: their CPU time is then the children's
 cpu = sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
                                             resource.getrusage(resource.RUSAGE_CHILDREN)))
-print(json.dumps({"images": n, "seconds": seconds, "cluster": c, "cpu_s": cpu}))
+print(json.dumps({"images": n, "seconds": seconds, "cluster": c, "cpu_s": cpu,
+                  "imports_s": t0 - started}))
 """
 
 
@@ -81,14 +86,17 @@ def stop(proc):
 
 
 def tree_cpu_s(pids):
-    """User + system CPU seconds of the processes and their descendants alive now."""
+    """User + system CPU seconds of the processes and their descendants alive
+    now, and of the children they have reaped (a hook process of an earlier
+    round stopped during this one moves its time into its fork server's
+    children's time: the sum does not drop)."""
     total, todo = 0.0, list(pids)
     while todo:
         pid = todo.pop()
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(") ", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as f:
                     todo += [int(p) for p in f.read().split()]
@@ -145,6 +153,7 @@ def main():
                     res["cpu_s"] += tree_cpu_s([worker.pid, scheduler.pid]) - dask_cpu
                 c = res["cluster"]
                 print(f"round {r} {mode:7s}: {res['images']} images in {res['seconds']:.1f} s "
+                      f"(+ {res['imports_s']:.1f} s of imports before)"
                       f"= {res['images'] / res['seconds']:.1f} images/s, "
                       f"{res['images'] / res['cpu_s']:.2f} images per CPU second"
                       + (f" ({c['batches_cluster']} batches from the worker, "

@@ -19,7 +19,8 @@ DataLoader workers inherit the mask):
                the target is stoker >= 1.0x.
 Each child times one epoch after its first two batches (the processes are
 started and warm), and reads the PSS (/proc/PID/smaps_rollup) of itself and
-its hook processes or DataLoader workers at the end of that epoch.
+its descendants (stoker's fork server and hook processes, or the
+DataLoader's workers) at the end of that epoch.
 Prints the median images/s of each, the median of the per-round ratios, the
 PSS sums, and the CPU ms per image of the trainer and of its hook processes,
 from which the ceiling of python-2 / python-1 on two free cores follows
@@ -70,11 +71,14 @@ def pss_kib(pids):
     return total
 
 
-def children(pid):
+def descendants(pid):
+    """Children, theirs, ...: stoker's hook processes are children of its
+    fork server, a child of the trainer."""
     out = []
     for task in os.listdir(f"/proc/{pid}/task"):
         with open(f"/proc/{pid}/task/{task}/children") as f:
-            out += [int(p) for p in f.read().split()]
+            for child in f.read().split():
+                out += [int(child)] + descendants(int(child))
     return out
 
 
@@ -120,7 +124,7 @@ def child(kind, shards):
                                map=blur_hook, hook_processes=2)
     if kind != "dataloader":
         with loader:
-            return timed(loader, lambda: [os.getpid()] + loader._hooks.pool.pids())
+            return timed(loader, lambda: [os.getpid()] + descendants(os.getpid()))
     from torchvision import transforms as T
     import io
 
@@ -140,7 +144,7 @@ def child(kind, shards):
     loader = torch.utils.data.DataLoader(samples, batch_size=BATCH, num_workers=2,
                                          prefetch_factor=2, persistent_workers=True,
                                          worker_init_fn=lambda _: torch.set_num_threads(1))
-    return timed(loader, lambda: [os.getpid()] + children(os.getpid()))
+    return timed(loader, lambda: [os.getpid()] + descendants(os.getpid()))
 
 
 def main():

@@ -178,11 +178,10 @@ class RecordingPool:
         return getattr(self.pool, name)
 
 
-def worker_outputs(spec, info, pool=None):
+def worker_outputs(spec, info, pool):
     """The Outputs of a Dask worker's task for the trainer's spec (None for
-    plain (images, labels) batches), its hooks in hook processes of this
-    worker process: as many as the task's decode threads, those of pool
-    when started ahead (_cluster_worker.warm_hooks)."""
+    plain (images, labels) batches), its hooks in pool's hook processes
+    (forked by the worker process's fork server)."""
     if spec["fields"] is None and spec["hooks"] is None:
         return None
     fields = None if spec["fields"] is None else _Fields(spec["fields"])

@@ -16,6 +16,7 @@ import numpy as np
 
 from . import _ranks, _stoker
 from ._cluster_hooks import digest as object_digest, worker_outputs
+from ._hook_processes import ForkServer
 from ._hooks import Pool
 from ._hook_env import compare, fingerprint
 
@@ -23,6 +24,10 @@ _cache_lock = threading.Lock()
 _idle = {}     # spec key -> [C loaders not in use], most recently used last
 _MAX_SPECS = 4  # loaders kept per worker process: one per trainer rank in use
 _started = {}  # spec key -> hook Pool started by warm_hooks, not used by a task yet
+# The fork server of every hook process of this worker process, shared by
+# the jobs' pools: started with the worker by dask_setup (--preload stoker),
+# it has imported torch before the first job comes.
+_server = ForkServer()
 # For the tests only: every task takes this much longer, so that a test can
 # kill a worker while it holds tasks.
 _TEST_TASK_DELAY_S = int(os.environ.get("STOKER_TEST_TASK_DELAY_MS", "0")) / 1000
@@ -154,6 +159,8 @@ def _checkout(spec, index_data):
     loader = _stoker.Loader(spec["urls"], threads=threads, **options)
     with _cache_lock:
         pool = _started.pop(spec["key"], None)
+    if pool is None and spec["hooks"] is not None:
+        pool = Pool(spec["hooks"], threads, spec["hook_timeout"], server=_server)
     try:
         outputs = worker_outputs(dict(spec, hook_processes=threads), loader.info(), pool)
     except Exception as e:  # the hooks' modules are missing here, or another version
@@ -180,10 +187,18 @@ def warm_hooks(spec):
     with _cache_lock:
         if spec["key"] in _idle or spec["key"] in _started:
             return
-        _started[spec["key"]] = pool = Pool(spec["hooks"], _worker_threads(), spec["hook_timeout"])
+        _started[spec["key"]] = pool = Pool(spec["hooks"], _worker_threads(), spec["hook_timeout"],
+                                            server=_server)
         while len(_started) > _MAX_SPECS:
             _started.pop(next(iter(_started))).close()
     pool.start()
+
+
+def dask_setup(worker):
+    """`dask-worker --preload stoker` calls this as the worker starts: the
+    fork server of its hook processes starts importing torch now, not in
+    the first job's epoch."""
+    _server.start()
 
 
 def _close(kept):

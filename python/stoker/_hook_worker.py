@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""The loop of one hook process (Loader(map=, batch_map=)): `python -m
-stoker._hook_worker FD`, started by stoker._hooks.Pool with a socket on FD."""
+"""The loop of one hook process (Loader(map=, batch_map=)), forked by the
+fork server (_hook_forkserver) of a stoker._hooks.Pool, which talks to it
+over conn."""
 import os
 import pickle
 import signal
-import sys
 import traceback
 
-from multiprocessing import connection, reduction
+from multiprocessing import reduction
 
 from . import _rng, _shm
 
@@ -56,7 +56,3 @@ def _picklable(e):
         return e
     except Exception:
         return None
-
-
-if __name__ == "__main__":
-    main(connection.Connection(int(sys.argv[1])))

@@ -8,18 +8,15 @@ so a batch is the same whatever the number of processes and whichever
 finished first. A batch hook then runs on the assembled batch, keyed by
 the batch index. The hook is pickled once (cloudpickle when installed:
 lambdas and functions of __main__ travel too) and sent to each process
-when it starts. A hook process is a new interpreter (fork + exec, as
-multiprocessing's spawn), never a bare fork of the trainer, which already
-runs the C loader's threads.
+when it starts. A hook process is a fork of the pool's fork server
+(_hook_forkserver: a fresh interpreter that has imported torch), never a
+fork of the trainer, which already runs the C loader's threads.
 """
 import collections
 import hashlib
 import logging
-import os
 import pickle
-import socket
 import subprocess
-import sys
 import threading
 import time
 import weakref
@@ -30,6 +27,7 @@ import torch
 
 from ._stoker import Error, OptionTypeError, ReadError
 from . import _shm
+from ._hook_processes import ForkServer
 
 try:
     import cloudpickle as _pickler
@@ -82,25 +80,13 @@ class Task:
 
 
 class _Worker:
-    """One hook process: a fresh interpreter (exec, as spawn does, never a
-    fork of the threaded trainer) that needs no `if __name__ ==
-    "__main__"` guard in the user's script, since it imports no __main__;
-    one socket to it, whose end of file says that it died."""
+    """One hook process, forked by the pool's fork server (never a fork of
+    the threaded trainer, and it imports no __main__: the user's script
+    needs no `if __name__ == "__main__"` guard); one socket to it, whose
+    end of file says that it died."""
 
-    def __init__(self, hooks_bytes):
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-        # glibc's malloc in a fresh interpreter maps and unmaps each large
-        # buffer of a torch op anew: measured 0.03 s of page faults per
-        # image for GaussianBlur(11) x 10 at 224 px (none with these), which
-        # forked DataLoader workers do not pay. The user's own values win.
-        env.setdefault("MALLOC_MMAP_THRESHOLD_", str(64 << 20))
-        env.setdefault("MALLOC_TRIM_THRESHOLD_", str(256 << 20))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "stoker._hook_worker", str(theirs.fileno())],
-            pass_fds=(theirs.fileno(),), env=env, stdin=subprocess.DEVNULL)
-        theirs.close()
-        self.conn = connection.Connection(ours.detach())
+    def __init__(self, server, hooks_bytes):
+        self.process, self.conn = server.fork()
         self.conn.send_bytes(hooks_bytes)
         self.inputs, self.outputs = _shm.Arena(), _shm.Arena()
         self.tasks = []  # sent, not answered yet, in order
@@ -108,8 +94,7 @@ class _Worker:
 
     def stop(self):
         self.conn.close()
-        if self.process.poll() is None:
-            self.process.kill()
+        self.process.kill()
         try:
             self.process.wait(1)
         except subprocess.TimeoutExpired:
@@ -118,17 +103,22 @@ class _Worker:
         self.outputs.close()
 
 
-def _stop_all(workers):
+def _stop_all(workers, own_server):
     for w in workers:
         w.stop()
     workers.clear()
+    if own_server is not None:
+        own_server.close()
 
 
 class Pool:
     """N hook processes and the tasks waiting for them."""
 
-    def __init__(self, hooks_bytes, processes, timeout):
+    def __init__(self, hooks_bytes, processes, timeout, server=None):
+        """server: the ForkServer of a Dask worker process, shared by its
+        pools; by default the pool starts its own, stopped with it."""
         self.hooks_bytes = hooks_bytes  # what each process unpickles
+        self._server = server if server is not None else ForkServer()
         self.digest = hashlib.sha256(hooks_bytes).hexdigest()
         self._n = processes
         self.timeout = timeout
@@ -142,19 +132,23 @@ class Pool:
         self._settled = []
         self._closed = False  # then no step starts a process again
         # Stop the processes at exit or when the loader is dropped, not later.
-        self._finalizer = weakref.finalize(self, _stop_all, self._workers)
+        self._finalizer = weakref.finalize(self, _stop_all, self._workers,
+                                           self._server if server is None else None)
 
     def start(self):
-        """Start the processes now: each imports torch, seconds of a core,
-        while the caller goes on."""
+        """Start the processes now (a new fork server imports torch, a
+        second of a core) while the caller goes on."""
+        self._server.start()
         self.step(0)
 
     def pids(self):
         return [w.process.pid for w in self._workers]
 
     def close(self):
+        # Set before taking the lock: a thread in run_aside, which takes it
+        # again at once each time round, sees it and lets go.
+        self._closed = True
         with self._lock:
-            self._closed = True
             self._finalizer()
             self._queue.clear()
 
@@ -164,7 +158,7 @@ class Pool:
 
     def _replace(self, worker):
         worker.stop()
-        self._workers[self._workers.index(worker)] = _Worker(self.hooks_bytes)
+        self._workers[self._workers.index(worker)] = _Worker(self._server, self.hooks_bytes)
         self.restarts += 1
 
     def step(self, timeout):
@@ -172,9 +166,12 @@ class Pool:
         seconds for results; returns the tasks finished (results copied out
         of the arenas), not those of run_aside()."""
         with self._lock:
-            finished = self._settled + self._step(timeout)
-            self._settled = []
-        return [t for t in finished if t.owner is not None]
+            if not self._closed:
+                finished = self._settled + self._step(timeout)
+                self._settled = []
+                return [t for t in finished if t.owner is not None]
+        time.sleep(timeout)  # a thread still stepping while the loader closes, not holding the lock
+        return []
 
     def discard(self, owners):
         """Forget the queued tasks of these owners (batches no one waits for
@@ -199,11 +196,9 @@ class Pool:
                 self._settled += self._step(min(left, 0.1))
 
     def _step(self, timeout):
-        if self._closed:  # a thread still stepping while the loader closes
-            time.sleep(timeout)
-            return []
+        """step() or run_aside() of an open pool, holding the lock."""
         while len(self._workers) < self._n:
-            self._workers.append(_Worker(self.hooks_bytes))
+            self._workers.append(_Worker(self._server, self.hooks_bytes))
         idle = [w for w in self._workers if not w.tasks]
         for w in idle:
             if not self._queue:
@@ -243,7 +238,7 @@ class Pool:
         args = [t.arg for t in tasks]
         if w.inputs.ensure(_shm.packed_size(args)):
             w.conn.send(("arena", w.inputs.size))
-            reduction.send_handle(w.conn, w.inputs.fd, w.process.pid)
+            reduction.send_handle(w.conn, w.inputs.fd, None)  # the pid: Windows only
         packed, _ = _shm.pack(args, w.inputs)
         w.tasks, w.since = tasks, time.monotonic()
         try:

@@ -163,8 +163,9 @@ def test_fields_and_a_caption_tokenizer_on_the_cluster(cluster, captioned, tmp_p
 def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_path,
                                                   monkeypatch):
     """Never on the Dask worker's own threads (a GIL-holding hook there
-    starves its event loop): in children of the worker process. The
-    trainer's hook processes sleep, so that the worker makes batches."""
+    starves its event loop): in processes forked by the worker process's
+    fork server. The trainer's hook processes sleep, so that the worker
+    makes batches."""
     where = tmp_path / "where"
     where.mkdir()
     cluster.add_worker("w1", STOKER_TEST_WHERE_DIR=str(where))
@@ -176,7 +177,8 @@ def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_pat
             pass
         assert loader.stats()["cluster"]["batches_cluster"] > 0
     ran = [tuple(int(x) for x in name.split("-")) for name in os.listdir(where)]
-    assert ran and all(parent == worker and pid != worker for pid, parent in ran), (worker, ran)
+    servers = _fork_servers(worker)
+    assert ran and all(parent in servers for pid, parent in ran), (servers, ran)
 
 
 def test_transform_none_on_the_cluster_equals_a_local_epoch(cluster, tmp_path, dataset):
@@ -205,19 +207,30 @@ def test_transform_none_on_the_cluster_equals_a_local_epoch(cluster, tmp_path, d
     assert stats["samples_skipped"] == skipped
 
 
-def _hook_processes(parent):
-    """Pids of the hook processes (stoker._hook_worker) that are children of parent."""
+def _children(parent):
     found = []
     for task in os.listdir(f"/proc/{parent}/task"):
         with open(f"/proc/{parent}/task/{task}/children") as f:
-            for pid in f.read().split():
-                try:
-                    with open(f"/proc/{pid}/cmdline", "rb") as c:
-                        if b"stoker._hook_worker" in c.read():
-                            found.append(int(pid))
-                except FileNotFoundError:
-                    pass
+            found += [int(pid) for pid in f.read().split()]
     return found
+
+
+def _fork_servers(parent):
+    """Pids of the hook processes' fork servers that are children of parent."""
+    found = []
+    for pid in _children(parent):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as c:
+                if b"stoker._hook_forkserver" in c.read():
+                    found.append(pid)
+        except FileNotFoundError:
+            pass
+    return found
+
+
+def _hook_processes(parent):
+    """Pids of the hook processes forked by parent's fork servers."""
+    return [pid for server in _fork_servers(parent) for pid in _children(server)]
 
 
 def test_hook_processes_start_with_the_loader_and_the_canary_uses_the_trainers(
@@ -225,21 +238,29 @@ def test_hook_processes_start_with_the_loader_and_the_canary_uses_the_trainers(
     """Made, not yet iterated, a Loader has its hook process running and has
     had the worker start its own (their imports overlap the rest of the
     start); the worker's batches come from that one, and the trainer checks
-    the worker's canary in its own hook process: no other starts here."""
+    the worker's canary in its own hook process: no other starts here.
+    The worker's fork server runs before the job: dask-worker --preload
+    stoker starts it (with torch imported, hook processes start in ms)."""
     where = tmp_path / "where"
     where.mkdir()
     cluster.add_worker("w1", STOKER_TEST_WHERE_DIR=str(where))
     worker = cluster.workers["w1"].pid
+    deadline = time.monotonic() + 30
+    while not _fork_servers(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    server = _fork_servers(worker)
+    assert len(server) == 1 and not _hook_processes(worker), server
     monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.2")  # here: the worker makes batches too
     kw = dict(HOOKED, map=cluster_hook_fns.where, index=str(tmp_path / "index.json"))
     with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        pids = loader._hooks.pool.pids()  # once its fork server has forked it
         mine = _hook_processes(os.getpid())
-        assert mine == loader._hooks.pool.pids() and len(mine) == 1, mine
+        assert mine == pids and len(mine) == 1, (mine, pids)
         deadline = time.monotonic() + 30
         while not _hook_processes(worker) and time.monotonic() < deadline:
             time.sleep(0.05)
         warmed = _hook_processes(worker)
-        assert len(warmed) == 1, warmed
+        assert len(warmed) == 1 and _fork_servers(worker) == server, (warmed, server)
         assert not os.listdir(where)  # started, not used yet
         epoch(loader)
         c = loader.stats()["cluster"]

@@ -206,15 +206,43 @@ def test_a_sample_that_kills_its_process_every_time_is_an_error(even_shards):
             epoch(loader)
 
 
-def test_close_stops_the_hook_processes_at_once(even_shards):
+def parent_of(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(") ", 1)[1].split()[1])
+
+
+def test_close_stops_the_hook_processes_and_their_fork_server_at_once(even_shards):
+    """The hook processes are forks of one fork server, a child of the
+    trainer that has imported torch once for all of them."""
     loader = stoker.Loader(even_shards, map=hook_fns.slow_identity, hook_processes=3, **SMALL)
     it = iter(loader)
     next(it)
     pids = loader._hooks.pool.pids()
-    assert len(pids) == 3
+    servers = {parent_of(pid) for pid in pids}
+    assert len(pids) == 3 and len(servers) == 1, (pids, servers)
+    assert parent_of(next(iter(servers))) == os.getpid()
     started = time.monotonic()
     loader.close()
-    assert gone(pids, 1.0) and time.monotonic() - started < 1.0
+    assert gone(pids + list(servers), 1.0) and time.monotonic() - started < 1.0
+
+
+def test_a_killed_fork_server_is_replaced_and_changes_nothing(even_shards, reference):
+    """Killed mid-epoch, the server's hook processes go on; the next one
+    needed (a hook process killed too) comes from a new server."""
+    with stoker.Loader(even_shards, map=hook_fns.augment, batch_map=hook_fns.mixup,
+                       hook_processes=2, threads=1, **SMALL) as loader:
+        got = []
+        for i, batch in enumerate(loader):
+            got.append(tuple(x.clone() if isinstance(x, torch.Tensor) else x for x in batch))
+            if i == 2:
+                first = loader._hooks.pool.pids()
+                server = parent_of(first[0])
+                os.kill(server, signal.SIGKILL)
+                os.kill(first[0], signal.SIGKILL)
+        now = loader._hooks.pool.pids()
+        assert loader.stats()["hook_processes_restarted"] >= 1
+        assert now[1] == first[1] and parent_of(now[0]) not in (server, os.getpid()), (first, now)
+    same(got, reference)
 
 
 def test_repr_names_the_hooks_and_no_image_size_without_a_transform(even_shards):

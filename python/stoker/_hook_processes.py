@@ -1,0 +1,196 @@
+# SPDX-License-Identifier: MIT
+"""How hook processes start, die and are reaped: the client of a fork
+server (_hook_forkserver).
+
+Importing torch takes a second of a core (1.0-1.2 s here, torchvision 0.3 s
+more); a fork of a process that has imported it takes milliseconds, and
+the forks share its pages (torch's code and data: each hook process's
+proportional share of them shrinks with their number). A loader's hook
+Pool starts its own server; a Dask worker started with `--preload stoker`
+starts one with the worker (_cluster_worker.dask_setup), so that a job's
+hook processes there start in milliseconds too.
+
+multiprocessing's forkserver does the same for Process objects; a hook
+process is not one (it talks over its own socket, whose end says that it
+died), and the server's children must be killed and reaped on the Pool's
+word, hence a server of our own with two requests.
+
+A hook process is the server's child, not the Pool's: the Pool holds a
+pidfd of it to kill it and to see it exit whether or not the server lives,
+and asks the server for its exit status.
+"""
+import collections
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+from multiprocessing import connection, reduction
+
+
+def hook_process_env():
+    """The environment of the server and so of every hook process."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    # glibc's malloc in a fresh interpreter maps and unmaps each large
+    # buffer of a torch op anew: measured 0.03 s of page faults per
+    # image for GaussianBlur(11) x 10 at 224 px (none with these), which
+    # forked DataLoader workers do not pay. The user's own values win.
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(64 << 20))
+    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(256 << 20))
+    return env
+
+
+class _Reply:
+    __slots__ = ("done", "value")
+
+    def __init__(self):
+        self.done, self.value = False, None
+
+
+class ForkServer:
+    """The client of one fork server, thread-safe (the Pools of a Dask
+    worker process share one). Started at the first fork() or by start();
+    a server found dead is replaced at the next fork()."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._process = None
+        self._control = None
+        self._replies = collections.deque()  # what the requests sent wait for, in order
+
+    def start(self):
+        """Start the server now (it imports torch while the caller goes on)."""
+        with self._lock:
+            if self._control is None:
+                self._start()
+
+    def _start(self):
+        ours, theirs = socket.socketpair()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "stoker._hook_forkserver", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), env=hook_process_env(), stdin=subprocess.DEVNULL)
+        theirs.close()
+        self._control = connection.Connection(ours.detach())
+        self._replies.clear()
+
+    def _request(self, message, handle=None):
+        """Send message (and handle, a file descriptor): its _Reply, filled
+        in by _wait. The caller holds the lock."""
+        if self._control is None:
+            self._start()
+        self._control.send(message)
+        if handle is not None:
+            reduction.send_handle(self._control, handle, self._process.pid)
+        reply = _Reply()
+        self._replies.append(reply)
+        return reply
+
+    def _wait(self, reply):
+        """reply's value; the replies before it are read and kept on the way.
+        Raises EOFError or OSError when the server died."""
+        while not reply.done:
+            value = self._control.recv()
+            first = self._replies.popleft()
+            first.done, first.value = True, value
+        return reply.value
+
+    def _lost(self):
+        """The server died (killed): the next request starts a new one. Its
+        children live on, reparented; their pidfds still see them."""
+        self._control.close()
+        self._control = None
+        for reply in self._replies:
+            reply.done = True  # no value: what a dead server knew is lost
+        self._replies.clear()
+        try:
+            self._process.kill()
+            self._process.wait(1)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+
+    def fork(self):
+        """A new hook process: (its Forked handle, a connection to it). The
+        handle's pid is known once the server answers; this call does not
+        wait for it (a new server imports torch first)."""
+        ours, theirs = socket.socketpair()
+        with self._lock:
+            try:
+                reply = self._request(("fork",), theirs.fileno())
+            except OSError:  # the server died since the last request
+                self._lost()
+                reply = self._request(("fork",), theirs.fileno())
+        theirs.close()
+        return Forked(self, reply), connection.Connection(ours.detach())
+
+    def pid_of(self, reply):
+        with self._lock:
+            if reply.done:
+                return reply.value
+            try:
+                return self._wait(reply)
+            except (EOFError, OSError):
+                self._lost()
+                return None
+
+    def reap(self, pid, timeout):
+        """The exit status of the server's child pid (as Popen.returncode),
+        'running' when it has not exited within timeout seconds, None when
+        the server cannot say (it died, or the child was reaped already)."""
+        with self._lock:
+            try:
+                return self._wait(self._request(("reap", pid, timeout)))
+            except (EOFError, OSError):
+                if self._control is not None:
+                    self._lost()
+                return None
+
+    def close(self):
+        """Stop the server (its children stop with their own sockets)."""
+        with self._lock:
+            if self._control is not None:
+                self._lost()
+
+
+class Forked:
+    """A hook process forked by a ForkServer: what Pool needs of a Popen
+    (pid, kill, wait). The pidfd sees the process whoever reaps it."""
+
+    def __init__(self, server, reply):
+        self._server, self._reply = server, reply
+        self._pidfd = None
+        self._exited = False
+        self.returncode = None
+
+    @property
+    def pid(self):
+        pid = self._server.pid_of(self._reply)
+        if pid is not None and self._pidfd is None and not self._exited:
+            try:  # unreaped by the server until it is asked: the pid is this process
+                self._pidfd = os.pidfd_open(pid)
+            except ProcessLookupError:  # its server died and it was reaped since
+                self._exited = True
+        return pid
+
+    def kill(self):
+        if self.pid is None or self._pidfd is None:
+            return  # never started (its server died first), or gone
+        try:
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def wait(self, timeout):
+        """The exit status once the process has exited (None when not known),
+        as Popen.wait: subprocess.TimeoutExpired when it has not in time."""
+        if self.pid is None or self._pidfd is None:
+            return self.returncode
+        if not select.select([self._pidfd], [], [], timeout)[0]:
+            raise subprocess.TimeoutExpired("hook process", timeout)
+        code = self._server.reap(self.pid, 1.0)
+        self.returncode = code if code != "running" else None
+        os.close(self._pidfd)
+        self._pidfd, self._exited = None, True
+        return self.returncode
