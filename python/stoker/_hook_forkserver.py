@@ -65,6 +65,7 @@ def serve(control):
     # What the imports made is never collected: frozen, the collector of
     # a hook process leaves those objects' pages alone, which stay shared.
     gc.freeze()
+    children = set()  # forked, not reaped yet
     while True:
         try:
             message = control.recv()
@@ -74,11 +75,22 @@ def serve(control):
                 if pid == 0:
                     _child(control, fd)
                 os.close(fd)
+                children.add(pid)
                 control.send(pid)
             else:  # ("reap", pid, timeout)
-                control.send(_reap(message[1], message[2]))
+                code = _reap(message[1], message[2])
+                if code != "running":
+                    children.discard(message[1])
+                control.send(code)
         except (EOFError, OSError):
-            return  # the Pool (or the Dask worker) is gone or closed the socket
+            break  # the Pool (or the Dask worker) is gone or closed the socket
+    # Its hook processes go with it: one whose hook hangs would never read
+    # the end of its own socket (the trainer killed with SIGKILL).
+    for pid in children:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 if __name__ == "__main__":

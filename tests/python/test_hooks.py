@@ -366,8 +366,11 @@ drain()  # until Ctrl-C
 """
 
 
-@pytest.mark.parametrize("how", ["exit", "ctrl-c"])
-def test_exit_and_ctrl_c_leave_no_hook_process(even_shards, clean_env_factory, how):
+@pytest.mark.parametrize("how", ["exit", "ctrl-c", "kill"])
+def test_exit_ctrl_c_and_kill_leave_no_hook_process(even_shards, clean_env_factory, how):
+    """kill: the trainer killed with SIGKILL while a hook hangs; its fork
+    server sees the end of its socket and kills the hook processes (the
+    hanging one never reads the end of its own)."""
     script = EXIT_SCRIPT.format(tests=os.path.dirname(__file__), shards=even_shards)
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script), how],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -375,10 +378,10 @@ def test_exit_and_ctrl_c_leave_no_hook_process(even_shards, clean_env_factory, h
     try:
         pids = [int(p) for p in proc.stdout.readline().split()]
         assert len(pids) == 2, proc.stderr.read()
-        if how == "ctrl-c":
+        if how in ("ctrl-c", "kill"):
             time.sleep(0.5)
             started = time.monotonic()
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
         else:
             started = time.monotonic()
         proc.wait(20)
