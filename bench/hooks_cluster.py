@@ -193,7 +193,7 @@ def main():
                     res["cpu_s"] += tree_cpu_s([worker.pid, scheduler.pid]) - dask_cpu
                 c = res["cluster"]
                 print(f"round {r} {mode:7s}: {res['images']} images in {res['seconds']:.1f} s "
-                      f"(+ {res['imports_s']:.1f} s of imports before)"
+                      f"(+ {res['imports_s']:.1f} s of imports before) "
                       f"= {res['images'] / res['seconds']:.1f} images/s, "
                       f"{res['images'] / res['cpu_s']:.2f} images per CPU second"
                       + (f" ({c['batches_cluster']} batches from the worker, "

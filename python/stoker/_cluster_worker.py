@@ -160,7 +160,7 @@ def _checkout(spec, index_data):
     with _cache_lock:
         pool = _started.pop(spec["key"], None)
     if pool is None and spec["hooks"] is not None:
-        pool = Pool(spec["hooks"], threads, spec["hook_timeout"], server=_server)
+        pool = _new_pool(spec)
     try:
         outputs = worker_outputs(dict(spec, hook_processes=threads), loader.info(), pool)
     except Exception as e:  # the hooks' modules are missing here, or another version
@@ -171,6 +171,12 @@ def _checkout(spec, index_data):
         raise WorkerMismatch(f"worker {address} cannot load the hooks ({type(e).__name__}: "
                              f"{e}): install their modules there", address) from None
     return loader, outputs
+
+
+def _new_pool(spec):
+    """The hook processes of a task for spec: one per decode thread, forked
+    by this worker process's server."""
+    return Pool(spec["hooks"], _worker_threads(), spec["hook_timeout"], server=_server)
 
 
 def warm_hooks(spec):
@@ -187,8 +193,7 @@ def warm_hooks(spec):
     with _cache_lock:
         if spec["key"] in _idle or spec["key"] in _started:
             return
-        _started[spec["key"]] = pool = Pool(spec["hooks"], _worker_threads(), spec["hook_timeout"],
-                                            server=_server)
+        _started[spec["key"]] = pool = _new_pool(spec)
         while len(_started) > _MAX_SPECS:
             _started.pop(next(iter(_started))).close()
     pool.start()

@@ -140,11 +140,12 @@ class ForkServer:
         'running' when it has not exited within timeout seconds, None when
         the server cannot say (it died, or the child was reaped already)."""
         with self._lock:
+            if self._control is None:
+                return None  # lost: a new server would not know the pid
             try:
                 return self._wait(self._request(("reap", pid, timeout)))
             except (EOFError, OSError):
-                if self._control is not None:
-                    self._lost()
+                self._lost()
                 return None
 
     def close(self):
