@@ -102,10 +102,13 @@ enum stk_error {
     STK_EHTTP = -1011,   /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
     STK_EMEMBER = -1012, /* a sample lacks a member that stk_options.require_members names,
                             or the member does not parse as its extension says */
-    STK_EINDEX = -1013   /* the dataset index (index_path) is not a stoker index, is
+    STK_EINDEX = -1013,  /* the dataset index (index_path) is not a stoker index, is
                             malformed, lacks a shard, or is stale: a shard's size, time,
                             ETag or sample count differs from what it records. Never
                             skipped as bad input: run `stoker index` again */
+    STK_EACCESS = -1014  /* a server refused the request's credentials (HTTP 401 or 403):
+                            an expired token or a missing permission is not bad data,
+                            so it is never skipped under STK_ON_ERROR_SKIP */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
