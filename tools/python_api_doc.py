@@ -74,16 +74,16 @@ def markdown():
         out += _doc(obj)
         if isinstance(obj, type):
             out += _members(obj)
-    out += ["## Exceptions", "",
-            "Every error is a `stoker.Error` and also the builtin it stands for.", "",
-            "| class | also a | what it means |", "|---|---|---|"]
+    out += ["## Exceptions", "", "### stoker.Error", ""] + _doc(stoker.Error)
+    out += ["| class | also a | what it means |", "|---|---|---|"]
     for name in errors:
         cls = getattr(stoker, name)
         builtins = ", ".join(f"`{b.__name__}`" for b in cls.__mro__[1:]
                              if b.__module__ == "builtins" and b not in (Exception, BaseException, object))
         parents = ", ".join(f"`stoker.{b.__name__}`" for b in cls.__bases__ if b.__module__ != "builtins")
         also = ", ".join(x for x in (parents, builtins) if x)
-        doc = " ".join((inspect.getdoc(cls) or "").split()).replace("|", "\\|")
+        # The first paragraph: the base class's others are shown above.
+        doc = " ".join((inspect.getdoc(cls) or "").split("\n\n")[0].split()).replace("|", "\\|")
         out.append(f"| `stoker.{name}` | {also} | {doc} |")
     return "\n".join(out) + "\n"
 
