@@ -45,7 +45,7 @@ fuzz:
 clean:
 	rm -rf build-rel build-asan build-tsan build-fuzz build-data
 
-# Raw tar reading against cat(1), page cache warm (README figures).
+# Raw tar reading against cat(1), page cache warm (docs/performance.md).
 bench-raw: build $(DATA)/.complete
 	$(PYTHON) bench/raw_read.py --copies 4 --rounds 5 $(DATA)/train-*.tar
 
@@ -93,7 +93,7 @@ bench-cluster: build $(DATA)/.complete
 	$(PYTHON) bench/cluster_offload.py --rounds 3 $(DATA)/train-*.tar
 
 # A compiled ResNet-50 fed by stoker and by the DataLoader against its ceiling,
-# on a machine with a CUDA GPU and torch >= 2 (README "On a GPU").
+# on a machine with a CUDA GPU and torch >= 2 (docs/performance.md, "On a GPU").
 bench-gpu: build $(DATA)/.complete
 	PYTHONPATH=build-rel/python $(PYTHON) bench/gpu_resnet50.py --data $(DATA)
 

@@ -317,7 +317,7 @@ static int start_epoch(stk_loader *l)
  * stk_loader_interrupt(). Then give back to the system the memory its
  * threads freed: glibc keeps it in per-thread arenas, where decode buffers
  * of every size fragment it, and RSS grew for about 25 epochs before it
- * levelled (README, "Memory"); a trim once an epoch costs a few ms. */
+ * levelled (docs/failures.md); a trim once an epoch costs a few ms. */
 static void stop_epoch(stk_loader *l)
 {
     stk__mutex_lock(&l->wake_mutex);

@@ -32,7 +32,20 @@ static struct error_class {
     int code;             /* its .code when no row of the error table names it */
     const char *doc;
 } error_classes[] = {
-    {"Error", &stk_py_error, NULL, 0, "Base class of every stoker error; .code is its STK_E* code."},
+    {"Error", &stk_py_error, NULL, 0,
+     "Base class of every stoker error; .code is its STK_E* code.\n"
+     "\n"
+     "Every error is a stoker.Error with .code (the C library's STK_E* code)\n"
+     "and also the builtin it stands for: OptionError (a ValueError;\n"
+     "OptionTypeError also a TypeError), NotFound (FileNotFoundError),\n"
+     "HTTPError, ReadError and CacheError (OSError), DataError, PlanError,\n"
+     "BusyError, ClusterError (ConnectionError), HookError (a user hook\n"
+     "failed), so except stoker.Error catches a bad option, a missing shard, a\n"
+     "403, corrupt data and a busy loader alike. Each code's class, its text\n"
+     "and whether it is bad input (what on_error=\"skip\" skips: never out of\n"
+     "memory, a cache that cannot take a shard, a stale index or a bad option)\n"
+     "are one row of the C library's error table (src/base/errors_table.h);\n"
+     "stoker._stoker.error_codes maps its names to codes."},
     {"DataError", &stk_py_data_error, NULL, 0,
      "A shard, sample, image, label or the dataset index is bad input (the message names "
      "shard and key, or the index and what in it)."},

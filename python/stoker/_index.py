@@ -6,7 +6,7 @@ Loader(index=PATH) builds PATH when it does not exist yet.
 
 Building is `stoker index`'s count, with the loader's own grouping and
 bad-input rules, never decoding: a local shard's tar headers are read and
-its member data seeked over (src/dataset_index.c; README "The dataset index
+its member data seeked over (src/dataset_index.c; docs/ddp.md, "The dataset index
 scan"), a remote shard is streamed whole, so there it costs one download of
 the dataset, which is why len() asks for index=PATH there instead of doing
 it unasked. Several processes may build the same index at once:

@@ -203,27 +203,6 @@ static int set_option(LoaderObject *self, const char *name, PyObject *value)
     return 0;
 }
 
-const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq)
-{
-    *seq = PySequence_Fast(urls, "urls must be a sequence of str");
-    if (*seq == NULL)
-        return NULL;
-    *n = PySequence_Fast_GET_SIZE(*seq);
-    const char **out = PyMem_Calloc((size_t)*n + 1, sizeof *out);
-    if (out == NULL)
-        PyErr_NoMemory();
-    for (Py_ssize_t i = 0; out != NULL && i < *n; i++) {
-        out[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(*seq, i));
-        if (out[i] == NULL) {
-            PyMem_Free(out);
-            out = NULL;
-        }
-    }
-    if (out == NULL)
-        Py_CLEAR(*seq);
-    return out;
-}
-
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kwargs)
 {
     PyObject *urls_arg;

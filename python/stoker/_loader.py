@@ -161,8 +161,8 @@ class Loader:
     instead of stoker's crop: a uint8 tensor of any size, CHW (HWC with
     layout="nhwc"), decoded in the hook process; every result must have
     one shape, declared by map_shape=(3, 224, 224) or else that of the
-    first sample; labels come from label_exts. See README "Your own
-    preprocessing: hooks".
+    first sample; labels come from label_exts. See docs/hooks.md,
+    "Your own preprocessing: hooks".
 
     prometheus_port: serve stats() as Prometheus metrics at
     http://prometheus_host:PORT/metrics (names: docs/metrics.md) until

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * _options.c - keyword options to struct stk_options, through the
- * library's option table (one table for C, CLI and Python), and options():
- * that table as Python values.
+ * library's option table (one table for C, CLI and Python), a call's URLs
+ * as C strings (both what any entry point takes: the Loader, verify,
+ * index), and options(): that table as Python values.
  */
 #include "_stoker.h"
 
@@ -179,6 +180,27 @@ int stk_py_set_option(struct stk_options *o, PyObject *keep, const char *name, P
     if (rc < 0)
         stk_py_option_error(0, "%s", msg);
     return rc < 0 ? -1 : 0;
+}
+
+const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq)
+{
+    *seq = PySequence_Fast(urls, "urls must be a sequence of str");
+    if (*seq == NULL)
+        return NULL;
+    *n = PySequence_Fast_GET_SIZE(*seq);
+    const char **out = PyMem_Calloc((size_t)*n + 1, sizeof *out);
+    if (out == NULL)
+        PyErr_NoMemory();
+    for (Py_ssize_t i = 0; out != NULL && i < *n; i++) {
+        out[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(*seq, i));
+        if (out[i] == NULL) {
+            PyMem_Free(out);
+            out = NULL;
+        }
+    }
+    if (out == NULL)
+        Py_CLEAR(*seq);
+    return out;
 }
 
 int stk_py_call_init(struct stk_py_call *c, PyObject *urls, PyObject *kwargs)

@@ -12,7 +12,7 @@ after the copies recorded on it are done; the ring's buffers are never freed,
 so the loader has to wait itself.
 
 When the loop asks for the next batch it has queued the copy of the last one
-(README's loop, the copy on the current stream), so an event recorded then on
+(docs/python.md's loop, the copy on the current stream), so an event recorded then on
 the current stream passes once that copy is done; the last batch's buffer is
 held until it has. A copy on another stream must be waited for by the current
 stream before the next batch is asked for (or the batch kept until then).

@@ -23,7 +23,8 @@ static PyMethodDef module_methods[] = {
      "report(stats) -> str: the input-bound report of a dict of counters"},
     {"rates", stk_py_rates, METH_VARARGS,
      "rates(now, before=None) -> dict: rates, busy shares and shuffle quality between two "
-     "stats() dicts"},
+     "stats() dicts.\n\nsamples/s, the wait share, each stage's busy share and k_eff between two "
+     "snapshots\n(stk_stats_rates in C), so a stall shows as a dip rather than a lower average."},
     {"verify", (PyCFunction)(void (*)(void))stk_py_verify, METH_VARARGS | METH_KEYWORDS,
      "verify(urls, **options) -> dict: read every sample once, collect every problem"},
     {"index_build", (PyCFunction)(void (*)(void))stk_py_index_build, METH_VARARGS | METH_KEYWORDS,

@@ -57,6 +57,11 @@ struct stk_py_call {
     PyObject *keep, *seq;
 };
 
+/* The str items of sequence urls as a PyMem array of n (+ NULL) pointers
+ * into *seq, which the caller releases with the array; NULL with an
+ * exception set. */
+const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq);
+
 /* 0, or -1 with an exception set; stk_py_call_free() it either way. */
 int stk_py_call_init(struct stk_py_call *c, PyObject *urls, PyObject *kwargs);
 void stk_py_call_free(struct stk_py_call *c);
@@ -80,11 +85,6 @@ PyObject *stk_py_batch_new(struct stk_batch *batch, PyObject *loader, int skip_b
 
 /* stoker._stoker.Loader. */
 extern PyTypeObject stk_py_loader_type;
-
-/* The str items of sequence urls as a PyMem array of n (+ NULL) pointers
- * into *seq, which the caller releases with the array; NULL with an
- * exception set. */
-const char **stk_py_urls(PyObject *urls, Py_ssize_t *n, PyObject **seq);
 
 /* ---- counters (_stats.c) ---- */
 

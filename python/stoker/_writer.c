@@ -274,5 +274,6 @@ PyTypeObject stk_py_writer_type = {
               "dropped unclosed, nothing is published. Files named like the shards (the same "
               "prefix and suffix, any number) are an earlier run's: a FileExistsError; "
               "overwrite=True replaces them all (the others are removed once this run's "
-              "shards are in place).",
+              "shards are in place). One thread uses a writer at a time (a second one's call is a "
+              "RuntimeError).",
 };

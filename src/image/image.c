@@ -28,8 +28,8 @@
  * 1.43 (eval 224) and the worst train box from 3.09 to 1.67, for 2% of
  * train and 6% of eval throughput (entropy decoding dominates either way).
  * Eval decides reported accuracy and keeps 1.5; train augments anyway and
- * takes a smaller margin for speed (stk_options.dct_margin; figures in the
- * README). */
+ * takes a smaller margin for speed (stk_options.dct_margin; figures in
+ * docs/images.md). */
 #define DCT_MARGIN_EVAL 1.5
 #define DCT_MARGIN_TRAIN 1.25
 

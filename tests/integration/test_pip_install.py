@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""`pip install --no-build-isolation .`, as the README says, on a fresh copy
+"""`pip install --no-build-isolation .`, as docs/python.md says, on a fresh copy
 of the repository (the files git would check out, no build directory), in a
 fresh venv with the system's packages; and a wheel (`pip wheel`) that a Dask
 worker or GPU host with the same Debian libraries installs with no compiler

@@ -35,6 +35,12 @@ def same(a, b):
             assert torch.equal(u, v) if isinstance(u, torch.Tensor) else u == v
 
 
+# How long stopped hook processes may take to be gone: they are killed at
+# once, but on a loaded 2-core machine the processes that kill and reap them
+# may wait seconds for a core. A hook that is never stopped still fails.
+GONE_S = 10.0
+
+
 def gone(pids, within_s):
     """True when none of pids is alive (or a zombie of ours) within_s from now."""
     deadline = time.monotonic() + within_s
@@ -223,7 +229,7 @@ def test_close_stops_the_hook_processes_and_their_fork_server_at_once(even_shard
     assert parent_of(next(iter(servers))) == os.getpid()
     started = time.monotonic()
     loader.close()
-    assert gone(pids + list(servers), 1.0) and time.monotonic() - started < 1.0
+    assert gone(pids + list(servers), GONE_S) and time.monotonic() - started < GONE_S
 
 
 def test_a_killed_fork_server_is_replaced_and_changes_nothing(even_shards, reference):
@@ -264,7 +270,7 @@ def test_the_hook_processes_start_with_the_loader(even_shards):
                        **SMALL) as loader:
         pids = loader._hooks.pool.pids()
         assert len(pids) == 2 and not gone(pids, 0.1)
-    assert gone(pids, 1.0)
+    assert gone(pids, GONE_S)
 
 
 def test_a_task_aside_runs_while_another_thread_steps_the_pool():
@@ -330,9 +336,9 @@ def test_closing_the_pool_while_a_task_runs_aside_leaves_no_process():
     started = time.monotonic()
     pool.close()
     thread.join(5)
-    assert result == [False] and time.monotonic() - started < 1.0
+    assert result == [False] and time.monotonic() - started < GONE_S
     assert pool.step(0.05) == [] and pool.pids() == []
-    assert gone(pids, 1.0)
+    assert gone(pids, GONE_S)
 
 
 EXIT_SCRIPT = """
@@ -385,7 +391,7 @@ def test_exit_ctrl_c_and_kill_leave_no_hook_process(even_shards, clean_env_facto
         else:
             started = time.monotonic()
         proc.wait(20)
-        assert gone(pids, 1.0), f"hook processes alive {time.monotonic() - started:.1f} s later"
+        assert gone(pids, GONE_S), f"hook processes alive {time.monotonic() - started:.1f} s later"
     finally:
         proc.kill()
         proc.wait()
