@@ -87,6 +87,18 @@ static int plan_slots(struct stk__pipeline *p) {
     return 0;
 }
 
+/* The plan of this rank's epoch: its shards, or its run of samples. */
+static int rank_cursor(const struct stk__pipeline_config *cfg, struct stk__plan_cursor *c) {
+    int rc = stk__plan_cursor_init(c, cfg->urls->count, cfg->opts.seed, cfg->opts.epoch,
+                                   cfg->rank, cfg->world_size, cfg->opts.shuffle,
+                                   cfg->opts.samples_per_rank != 0);
+    if (rc == 0 && cfg->split_by_sample)
+        rc = stk__plan_cursor_by_sample(c, cfg->shard_samples, cfg->split_pad);
+    if (rc < 0)
+        stk__plan_cursor_free(c);
+    return rc;
+}
+
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
                         struct stk__err *err) {
     *out = NULL;
@@ -94,7 +106,14 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     if (p == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     p->cfg = *cfg;
-    p->rank_shards = stk__plan_rank_count(cfg->urls->count, cfg->rank, cfg->world_size);
+    struct stk__plan_cursor plan;
+    if (rank_cursor(cfg, &plan) < 0) {
+        stk__free(p);
+        return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
+    }
+    p->rank_shards = plan.count; /* shards, or segments of shards */
+    atomic_store(&cfg->run->counters.samples_padded, plan.padded);
+    stk__plan_cursor_free(&plan);
     /* More slots than the rank has shards would only read its next pass
      * early. */
     p->n_slots = cfg->opts.shards_in_flight;
@@ -134,9 +153,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         rt->index = t;
         stk__cond_init(&rt->cond);
         if (rc == 0)
-            rc = stk__plan_cursor_init(&rt->cursor, cfg->urls->count, cfg->opts.seed,
-                                       cfg->opts.epoch, cfg->rank, cfg->world_size,
-                                       cfg->opts.shuffle, cfg->opts.samples_per_rank != 0);
+            rc = rank_cursor(cfg, &rt->cursor);
     }
     if (rc == 0)
         rc = plan_slots(p);
@@ -257,10 +274,11 @@ static int mix_batch(struct stk__pipeline *p, struct stk__batch *b, struct stk__
  * expired credential or a lost bucket would otherwise make every later
  * epoch empty without a word, and no caller wants an empty epoch. A range
  * starting later may be past the epoch's end (a resume at its end, a
- * cluster's range beyond it): that one is simply over. The code is that of
+ * cluster's range beyond it): that one is simply over, as is the epoch of a
+ * rank given no sample (uneven, fewer samples than ranks). The code is that of
  * the last shard skipped, so the exception's class says what failed. */
 static int empty_epoch(struct stk__pipeline *p, struct stk__err *err) {
-    if (p->delivered > 0 || p->cfg.first_batch > 0 || p->limit == 0)
+    if (p->delivered > 0 || p->cfg.first_batch > 0 || p->limit == 0 || p->rank_shards == 0)
         return STK_EOF;
     const uint64_t failed =
         atomic_load(&p->cfg.run->counters.shards_failed) - p->shards_failed_at_start;
