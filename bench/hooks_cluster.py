@@ -10,7 +10,8 @@ round, alternating which goes first:
   alone    the trainer pinned to one core (taskset): Loader(threads=1,
            map=, hook_processes=1)
   cluster  the same Loader with cluster= and one dask-worker (1 thread, one
-           hook process: STOKER_WORKER_THREADS=1) pinned to the other core
+           hook process: STOKER_WORKER_THREADS=1) pinned to the other core,
+           started with its nanny as the docs start it
 Batches of 32, one batch per task and a shuffle window of 64 samples: the
 epoch of two shards is 16 ranges, so that the two sides share it evenly
 up to its last range (a task read from scratch reads at most its window
@@ -114,12 +115,15 @@ def free_port():
 
 
 def start(cmd, core, env, log):
+    """A Dask process in a session of its own: a signal to its group also
+    reaches the nanny's worker process and the worker's fork server."""
     return subprocess.Popen(["taskset", "-c", core] + cmd, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
 
 
 def stop(proc):
-    proc.kill()
+    os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
 
 
@@ -175,7 +179,9 @@ def main():
     ratios, per_cpu, ceilings = [], [], []
     from stoker._hook_processes import hook_process_env  # the malloc settings of hook processes
     ceiling_env = dict(hook_process_env(), **{k: env[k] for k in ("PYTHONPATH", "OMP_NUM_THREADS")})
-    worker = start(["dask-worker", address, "--nthreads", "1", "--no-nanny", "--no-dashboard",
+    # The worker as the docs start it: with Dask's nanny, which puts its
+    # own MALLOC_TRIM_THRESHOLD_ in the worker's environment.
+    worker = start(["dask-worker", address, "--nthreads", "1", "--no-dashboard",
                     "--memory-limit", "0", "--preload", "stoker"], worker_core, env, log)
     try:
         wait_for_worker(address, time.monotonic() + START_TIMEOUT_S)
@@ -201,13 +207,13 @@ def main():
                          f"back, {c['tasks_dropped']} results dropped)" if c else ""),
                       flush=True)
             for proc in (worker, scheduler):  # idle Dask ticks would slow the pair's one
-                proc.send_signal(signal.SIGSTOP)
+                os.killpg(proc.pid, signal.SIGSTOP)
             try:
                 ceilings.append(ceiling(trainer_core, worker_core,
                                         dict(spec, cluster=None), ceiling_env))
             finally:
                 for proc in (worker, scheduler):
-                    proc.send_signal(signal.SIGCONT)
+                    os.killpg(proc.pid, signal.SIGCONT)
             print(f"round {r} ceiling: two processes of the hook, one per core, "
                   f"{ceilings[-1]:.2f}x one alone", flush=True)
             ratios.append(results["alone"]["seconds"] / results["cluster"]["seconds"])

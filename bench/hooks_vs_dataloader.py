@@ -17,6 +17,11 @@ DataLoader workers inherit the mask):
                decode) with Compose([RandomResizedCrop(224),
                RandomHorizontalFlip(), PILToTensor(), GaussianBlur(11) x 10]):
                the target is stoker >= 1.0x.
+  dataloader-malloc  the same DataLoader with the malloc settings that
+               stoker gives its hook processes (MALLOC_MMAP_THRESHOLD_=64M,
+               MALLOC_TRIM_THRESHOLD_=256M in its environment): how much of
+               stoker's lead is that setting, which a DataLoader user can
+               have too by exporting the two variables before starting Python.
 Each child times one epoch after its first two batches (the processes are
 started and warm), and reads the PSS (/proc/PID/smaps_rollup) of itself and
 its descendants (stoker's fork server and hook processes, or the
@@ -122,7 +127,7 @@ def child(kind, shards):
     elif kind == "stoker":
         loader = stoker.Loader(shards, batch_size=BATCH, image_size=224, threads=1,
                                map=blur_hook, hook_processes=2)
-    if kind != "dataloader":
+    if not kind.startswith("dataloader"):
         with loader:
             return timed(loader, lambda: [os.getpid()] + descendants(os.getpid()))
     from torchvision import transforms as T
@@ -157,23 +162,29 @@ def main():
     parser.add_argument("--only", choices=("python", "blur"), help="one pair of contenders")
     parser.add_argument("shards", nargs="+")
     args = parser.parse_args()
-    pairs = [("python-2", "python-1"), ("stoker", "dataloader")]
+    pairs = [("python-2", "python-1"), ("stoker", "dataloader", "dataloader-malloc")]
     pairs = [p for p in pairs if args.only in (None, "python" if "python-1" in p else "blur")]
     results = {k: [] for pair in pairs for k in pair}
     env = dict(os.environ, OMP_NUM_THREADS="1")
+    # glibc reads these when the process starts: the DataLoader's workers,
+    # forks of the child, inherit what the child started with.
+    malloc_env = dict(env, MALLOC_MMAP_THRESHOLD_=str(64 << 20),
+                      MALLOC_TRIM_THRESHOLD_=str(256 << 20))
     for r in range(args.rounds):
         for pair in pairs:
             for kind in (pair if r % 2 == 0 else pair[::-1]):
                 out = subprocess.run(["taskset", "-c", args.cores, sys.executable,
                                       os.path.abspath(__file__), "--child", kind] + args.shards,
-                                     check=True, capture_output=True, text=True, env=env)
+                                     check=True, capture_output=True, text=True,
+                                     env=malloc_env if kind == "dataloader-malloc" else env)
                 results[kind].append(json.loads(out.stdout.strip().splitlines()[-1]))
                 print(f"round {r} {kind}: {results[kind][-1]}", flush=True)
     print(f"\nunder taskset -c {args.cores}, {args.rounds} rounds, medians:")
     for kind, runs in results.items():
         print(f"  {kind:11s} {statistics.median(x['images_per_s'] for x in runs):8.1f} images/s"
               f"   PSS {statistics.median(x['pss_mib'] for x in runs):7.0f} MiB")
-    for a, b, target in (("python-2", "python-1", 1.8), ("stoker", "dataloader", 1.0)):
+    for a, b, target in (("python-2", "python-1", 1.8), ("stoker", "dataloader", 1.0),
+                         ("stoker", "dataloader-malloc", 1.0)):
         if a not in results:
             continue
         ratio = statistics.median(x["images_per_s"] / y["images_per_s"]

@@ -102,10 +102,13 @@ enum stk_error {
     STK_EHTTP = -1011,   /* a server refused a request (HTTP 4xx) or kept failing (5xx) */
     STK_EMEMBER = -1012, /* a sample lacks a member that stk_options.require_members names,
                             or the member does not parse as its extension says */
-    STK_EINDEX = -1013   /* the dataset index (index_path) is not a stoker index, is
+    STK_EINDEX = -1013,  /* the dataset index (index_path) is not a stoker index, is
                             malformed, lacks a shard, or is stale: a shard's size, time,
                             ETag or sample count differs from what it records. Never
                             skipped as bad input: run `stoker index` again */
+    STK_EACCESS = -1014  /* a server refused the request's credentials (HTTP 401 or 403):
+                            an expired token or a missing permission is not bad data,
+                            so it is never skipped under STK_ON_ERROR_SKIP */
 };
 
 /* Static text for an error code; never NULL, never needs freeing. */
@@ -551,7 +554,7 @@ struct stk_options {
     unsigned num_classes;
     /* 0 (default): with several ranks every rank yields the same number of
      * samples when the loader can know it (a dataset index gives each rank
-     * floor(total / world_size), re-reading or leaving out a few samples).
+     * ceil(total / world_size), see whole_shards).
      * 1, for evaluation: each rank yields every sample of its own shards
      * once and no other, so the ranks together deliver every sample of
      * the dataset exactly once; ranks then yield uneven numbers of batches
@@ -573,6 +576,17 @@ struct stk_options {
      * round(255 * (mean + std * z)) clamped to 0..255. The numbers come
      * from the sample's own stream, after its box. */
     enum stk_erase_value random_erase_value;
+    /* 0 (default): with a dataset index and several ranks, each rank reads
+     * a contiguous run of the epoch's samples cut out of its shards in
+     * their permuted order, so the ranks together read every sample once
+     * per epoch, as torch's DistributedSampler does: with equal shares each
+     * rank yields ceil(total / world_size) samples, the last ranks
+     * repeating at most world_size - 1 in all (stk_stats.samples_padded);
+     * with uneven none is repeated and fewer shards than ranks is fine. A
+     * shard may be read in part by two ranks. 1: each rank reads whole
+     * shards, as without an index; their counts then differ, and equal
+     * shares leave some samples out and read others twice. */
+    int whole_shards;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -971,6 +985,12 @@ struct stk_stats {
     uint64_t aug_hue_ns, aug_hue_runs;
     uint64_t aug_grayscale_ns, aug_grayscale_runs;
     uint64_t aug_blur_ns, aug_blur_runs;
+    /* With a dataset index and several ranks (split by sample): the
+     * samples of this rank's current epoch that repeat others of the epoch
+     * so that every rank yields ceil(total / world) of them, as
+     * DistributedSampler pads (world - 1 at most over all ranks; 0 with
+     * uneven). */
+    uint64_t samples_padded;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any

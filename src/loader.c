@@ -53,6 +53,7 @@ struct stk_loader {
     struct stk__strlist urls;
     struct stk__strlist names; /* urls redacted: samples point here until released */
     int any_remote;            /* some url is not a local file */
+    int split_by_sample;       /* the index splits the epoch by sample over the ranks (plan.h) */
     int rank;
     int world_size;
     /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
@@ -143,22 +144,29 @@ static int plan_ranks(stk_loader *l, struct stk__err *err)
     return 0;
 }
 
-/* Load the dataset index. With several ranks, no samples_per_rank and
- * equal shares (uneven=0, the default), each rank then yields the same share of
- * the dataset, floor(total / world): equal batches per rank without the
- * user counting samples. uneven=1 (evaluation) keeps each rank to its own
- * shards, once. */
+/* Load the dataset index. With several ranks its counts split the epoch by
+ * sample (plan.h; whole_shards=1: by shard), and with no samples_per_rank
+ * and equal shares (uneven=0, the default) each rank then yields the same
+ * share of the dataset: equal batches per rank without the user counting
+ * samples. That share is ceil(total / world) split by sample (the padding
+ * is the plan's), floor(total / world) by shard or under ra_reps (whose
+ * ranks repeat each sample already). uneven=1 (evaluation) reads each
+ * sample once, whatever each rank's count. */
 static int use_index(stk_loader *l, struct stk__err *err)
 {
     int rc = stk__index_load(l->opts.index_path, &l->urls, &l->names,
                              l->opts.max_samples_per_shard, &l->index, err);
     if (rc < 0)
         return rc;
+    l->split_by_sample = l->plan_world > 1 && !l->opts.whole_shards;
     if (l->world_size > 1 && l->opts.samples_per_rank == 0 && !l->opts.uneven) {
         uint64_t total = 0;
         for (size_t i = 0; i < l->urls.count; i++)
             total += l->index.counts[i];
-        l->opts.samples_per_rank = total / (uint64_t)l->world_size;
+        const uint64_t world = (uint64_t)l->world_size;
+        l->opts.samples_per_rank = l->split_by_sample && l->plan_world == l->world_size
+                                       ? (total + world - 1) / world
+                                       : total / world;
         if (l->opts.samples_per_rank == 0)
             return stk__errf(err, STK_EPLAN, "the dataset index counts %llu samples: too few for %d ranks",
                              (unsigned long long)total, l->world_size);
@@ -217,10 +225,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
         rc = stk__plan_resolve_rank(opts->rank, opts->world_size, &l->rank, &l->world_size, &err);
     if (rc == 0)
         rc = plan_ranks(l, &err);
-    if (rc == 0)
-        rc = stk__plan_check(l->urls.count, l->plan_world, &err);
     if (rc == 0 && opts->index_path != NULL)
         rc = use_index(l, &err);
+    if (rc == 0 && !l->split_by_sample)
+        rc = stk__plan_check(l->urls.count, l->plan_world, &err);
     /* A local shard that is missing fails now, not when its turn comes (a
      * stat each); under the skip policy it is skipped then, and counted. */
     for (size_t i = 0; rc == 0 && opts->on_error == STK_ON_ERROR_FAIL && i < l->urls.count; i++)
@@ -291,6 +299,8 @@ static int start_epoch(stk_loader *l)
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
         .shard_stamps = l->index.stamps,
+        .split_by_sample = l->split_by_sample,
+        .split_pad = !o->uneven,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
         .run = &l->run,
@@ -452,9 +462,11 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
                               l->plan_world, l->opts.shuffle, 0) < 0)
         return 0;
     uint64_t total = 0;
-    size_t shard;
-    for (uint64_t g = 0; stk__plan_cursor_shard(&c, g, &shard); g++)
-        total += l->index.counts[shard];
+    if (!l->split_by_sample || stk__plan_cursor_by_sample(&c, l->index.counts, !l->opts.uneven) == 0) {
+        struct stk__plan_segment seg;
+        for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++)
+            total += seg.count != STK__PLAN_WHOLE ? seg.count : l->index.counts[seg.shard];
+    }
     stk__plan_cursor_free(&c);
     return total;
 }

@@ -202,7 +202,10 @@
       "\"txt;json\": either)") \
     X(uneven, BOOL, 0, "0", 0, 1, NULL, NULL, \
       "each rank its own shards once: every sample exactly once across ranks, their batch " \
-      "counts uneven (evaluation; 0: equal samples per rank, an index's equal shares)")
+      "counts uneven (evaluation; 0: equal samples per rank, an index's equal shares)") \
+    X(whole_shards, BOOL, 0, "0", 0, 1, NULL, NULL, \
+      "with an index and several ranks, each rank reads whole shards (0: each rank an exact " \
+      "run of the epoch's samples, shards cut between ranks: every sample once per epoch)")
 
 /* clang-format on */
 

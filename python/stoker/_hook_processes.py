@@ -37,9 +37,15 @@ def hook_process_env():
     # glibc's malloc in a fresh interpreter maps and unmaps each large
     # buffer of a torch op anew: measured 0.03 s of page faults per
     # image for GaussianBlur(11) x 10 at 224 px (none with these), which
-    # forked DataLoader workers do not pay. The user's own values win.
-    env.setdefault("MALLOC_MMAP_THRESHOLD_", str(64 << 20))
-    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(256 << 20))
+    # forked DataLoader workers do not pay. Set, not defaulted: a Dask
+    # nanny puts MALLOC_TRIM_THRESHOLD_=65536 in its worker's environment
+    # (distributed.nanny.pre-spawn-environ, for the worker's own memory
+    # reports), with which the same blurs took ~294 ms of CPU per image in
+    # the worker's hook processes against ~45 ms, and the trainer then did
+    # the worker's work itself. These processes are stoker's, not the
+    # worker's: what they allocate is the hooks' batches.
+    env["MALLOC_MMAP_THRESHOLD_"] = str(64 << 20)
+    env["MALLOC_TRIM_THRESHOLD_"] = str(256 << 20)
     return env
 
 

@@ -85,8 +85,10 @@ def ensure(urls, config, threads):
 def _probe(config, rank):
     """A loader that only tells rank's own count: no equal shares, never
     iterated (its transform stays, so the options that need it still act:
-    one image of batch memory)."""
-    return dict(config, uneven=1, rank=rank, samples_per_rank=0, batch_size=1, max_batches=1)
+    one image of batch memory), split by whole shards as the Loader that
+    asks is (it has no index)."""
+    return dict(config, uneven=1, rank=rank, samples_per_rank=0, batch_size=1, max_batches=1,
+                whole_shards=1)
 
 
 def batches(urls, config, path, epoch, rank, world, batch_size, drop_last, agree):

@@ -47,7 +47,9 @@
     X(EHTTP, INPUT, "HTTPError", "HTTP request failed") \
     X(EMEMBER, INPUT, "DataError", "sample lacks a required member, or it does not parse") \
     X(EINDEX, CONFIG, "DataError", \
-      "the dataset index is malformed or stale: run `stoker index` again")
+      "the dataset index is malformed or stale: run `stoker index` again") \
+    X(EACCESS, CONFIG, "HTTPError", \
+      "a server refused the credentials (HTTP 401 or 403)")
 /* clang-format on */
 
 #endif

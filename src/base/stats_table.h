@@ -63,7 +63,8 @@
     X(label_batches, COUNT, "batches whose labels were counted") \
     X(label_samples, COUNT, "labels counted (N)") \
     X(label_sample_pairs, COUNT, "sum of N_c(N_c-1) over the labels c seen, N_c samples each") \
-    STK__AUG_OP_STATS(STK__AUG_OP_ROWS, X)
+    STK__AUG_OP_STATS(STK__AUG_OP_ROWS, X) \
+    X(samples_padded, GAUGE, "samples this rank's epoch repeats so that every rank gets an equal share")
 
 /* The augmentation operations on the crop timed one by one, each with two
  * counters at the end of struct stk_stats: aug_NAME_ns, its time on the

@@ -33,8 +33,8 @@
  * its first N bytes dropped, and a change of the total size between
  * attempts is an error (the object was replaced). io_retries bounds the
  * failed attempts in a row; an attempt that delivered bytes restarts that
- * count, so a long shard over a flaky link still completes. 403, 404 and
- * other 4xx fail at once, naming the (redacted) URL and the status.
+ * count, so a long shard over a flaky link still completes. 401, 403, 404
+ * and other 4xx fail at once, naming the (redacted) URL and the status.
  *
  * Slow streams. libcurl's low-speed check, at 1 byte/s, only catches a
  * stream that stops: one byte a second passes it forever. drive() also
@@ -437,6 +437,18 @@ static int follow(struct http_source *h, const char *location)
     return 0;
 }
 
+/* The code of a final HTTP status: a missing object is ENOENT; refused
+ * credentials (401, 403) are EACCESS, which on_error=skip never skips, since
+ * a token that expired mid-run would otherwise skip every later shard. */
+static int http_failure_code(long status)
+{
+    if (status == 404 || status == 410)
+        return STK_ENOENT;
+    if (status == 401 || status == 403)
+        return STK_EACCESS;
+    return STK_EHTTP;
+}
+
 static int finish_attempt(struct http_source *h, CURLcode result)
 {
     curl_multi_remove_handle(h->pair->multi, h->pair->easy);
@@ -457,8 +469,8 @@ static int finish_attempt(struct http_source *h, CURLcode result)
         snprintf(problem, sizeof problem, "HTTP %ld%s%s", status, h->reason[0] ? " " : "",
                  h->reason);
         if (!stk__retry_http_status(status))
-            return stk__errf(&h->base.err, status == 404 || status == 410 ? STK_ENOENT : STK_EHTTP,
-                             "%s: %s", h->shown, problem);
+            return stk__errf(&h->base.err, http_failure_code(status), "%s: %s", h->shown,
+                             problem);
         return schedule_retry(h, STK_EHTTP, problem, 1);
     }
     if (result == CURLE_OK) {

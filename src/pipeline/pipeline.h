@@ -46,6 +46,11 @@ struct stk__pipeline_config {
     /* With it, per shard the stamp the index recorded: every shard opened
      * is checked against it and against its count (stk__shard_expect). */
     const struct stk__shard_stamp *shard_stamps;
+    /* With shard_samples: the rank's list is a run of samples, not whole
+     * shards (stk__plan_cursor_by_sample), padded to equal shares when
+     * split_pad is set. */
+    int split_by_sample;
+    int split_pad;
     /* Counters, log, error policy; its cancel flag is the epoch's stop (set
      * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
     struct stk__run *run;

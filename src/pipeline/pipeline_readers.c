@@ -28,21 +28,23 @@ static int choose_slot(const struct stk__pipeline *p, const struct reader_thread
 }
 
 /* Open the shard at the slot's position and skip what a resumed epoch
- * already consumed; returns 1 opened, 0 end of this slot's stream, 2 shard
+ * already consumed, and when the rank reads a part of the shard what
+ * precedes it; returns 1 opened, 0 end of this slot's stream, 2 shard
  * skipped as bad (an ITEM_SHARD_END), <0 error in rt->err. */
 static int open_next_shard(struct reader_thread *rt, struct slot *s) {
     struct stk__pipeline *p = rt->p;
-    size_t shard;
-    if (!stk__plan_cursor_shard(&rt->cursor, s->position, &shard))
+    struct stk__plan_segment seg;
+    if (!stk__plan_cursor_segment(&rt->cursor, s->position, &seg))
         return 0;
+    const size_t shard = seg.shard;
+    const uint64_t skip = seg.first + s->skip; /* samples of the shard not read here */
     /* A resumed slot starts at the last sample it must pass over that the
      * index locates (its offset: nothing before is read), else at the shard's
      * start, and reads past the rest. */
     uint64_t at = 0, position = 0;
     const uint64_t *offsets = p->cfg.shard_offsets != NULL ? p->cfg.shard_offsets[shard] : NULL;
-    if (s->skip > 0 && offsets != NULL && p->cfg.shard_samples[shard] > 0) {
-        position =
-            s->skip < p->cfg.shard_samples[shard] ? s->skip : p->cfg.shard_samples[shard] - 1;
+    if (skip > 0 && offsets != NULL && p->cfg.shard_samples[shard] > 0) {
+        position = skip < p->cfg.shard_samples[shard] ? skip : p->cfg.shard_samples[shard] - 1;
         at = offsets[position];
     }
     int rc = stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard,
@@ -51,12 +53,13 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
         struct stk__shard_expect e = {
             .stamp = p->cfg.shard_stamps != NULL ? &p->cfg.shard_stamps[shard] : NULL,
             .samples = p->cfg.shard_samples[shard],
+            .end = seg.count != STK__PLAN_WHOLE ? seg.first + seg.count : 0,
         };
         stk__shard_expect(s->reader, &e);
     }
-    if (rc == 0 && s->skip > position) {
-        atomic_fetch_add(&p->cfg.run->counters.samples_passed_over, s->skip - position);
-        rc = stk__shard_skip(s->reader, s->skip - position, &rt->err);
+    if (rc == 0 && skip > position) {
+        atomic_fetch_add(&p->cfg.run->counters.samples_passed_over, skip - position);
+        rc = stk__shard_skip(s->reader, skip - position, &rt->err);
         if (rc < 0) {
             stk__shard_close(s->reader);
             s->reader = NULL;
@@ -72,6 +75,9 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
         return rc;
     stk__run_log(p->cfg.run, STK_LOG_WARN, "%s (shard skipped)", rt->err.msg);
     atomic_fetch_add(&p->cfg.run->counters.shards_failed, 1);
+    stk__mutex_lock(&p->mutex);
+    p->last_skip = rt->err;
+    stk__mutex_unlock(&p->mutex);
     return 2;
 }
 

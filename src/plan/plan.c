@@ -150,13 +150,75 @@ int stk__plan_cursor_init(struct stk__plan_cursor *c, size_t n_shards, uint64_t 
     return 0;
 }
 
-int stk__plan_cursor_shard(struct stk__plan_cursor *c, uint64_t g, size_t *shard)
+/* Append the parts of the permuted sequence's run [begin, end) (end <= the
+ * total) to c->segments. */
+static void add_run(struct stk__plan_cursor *c, const uint64_t *counts, uint64_t begin,
+                    uint64_t end)
+{
+    uint64_t start = 0; /* of shard perm[i] in the sequence */
+    for (size_t i = 0; i < c->n_shards && start < end; i++) {
+        size_t shard = c->perm[i];
+        uint64_t stop = start + counts[shard];
+        if (stop > begin && counts[shard] > 0) {
+            uint64_t first = begin > start ? begin : start;
+            uint64_t last = end < stop ? end : stop;
+            c->segments[c->count++] =
+                (struct stk__plan_segment){shard, first - start, last - first};
+        }
+        start = stop;
+    }
+}
+
+int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad)
+{
+    uint64_t total = 0;
+    for (size_t i = 0; i < c->n_shards; i++)
+        total += counts[i];
+    const uint64_t world = (uint64_t)c->world, rank = (uint64_t)c->rank;
+    uint64_t begin, end;
+    if (pad) {
+        uint64_t share = (total + world - 1) / world;
+        begin = rank * share;
+        end = begin + share;
+    } else {
+        begin = rank * total / world;
+        end = (rank + 1) * total / world;
+    }
+    /* A run wraps at most once around the sequence when padding (share <=
+     * total unless total < world: then each rank's one sample is taken
+     * modulo total, a run of its own). */
+    if (total > 0 && begin >= total) {
+        uint64_t wrapped = begin % total;
+        c->padded = end - begin;
+        end = wrapped + (end - begin);
+        begin = wrapped;
+    } else if (end > total) {
+        c->padded = end - total;
+    }
+    /* Segments: at most every shard once per run, two runs. */
+    stk__free(c->order);
+    c->segments = stk__calloc(2 * c->n_shards + 1, sizeof *c->segments);
+    c->order = stk__calloc(2 * c->n_shards + 1, sizeof *c->order);
+    if (c->segments == NULL || c->order == NULL)
+        return STK_ENOMEM;
+    c->count = 0;
+    c->order_pass = 0;
+    if (total == 0)
+        return 0;
+    add_run(c, counts, begin, end < total ? end : total);
+    if (end > total)
+        add_run(c, counts, 0, end - total);
+    return 0;
+}
+
+int stk__plan_cursor_segment(struct stk__plan_cursor *c, uint64_t g,
+                             struct stk__plan_segment *seg)
 {
     if (c->count == 0 || (!c->unbounded && g >= c->count))
         return 0;
     uint64_t pass = g / c->count;
     size_t i = (size_t)(g % c->count);
-    if (pass > 0) { /* extra passes re-read this rank's own shards */
+    if (pass > 0) { /* extra passes re-read this rank's own list */
         if (c->order_pass != pass) {
             stk__plan_pass_order(c->count, c->seed, c->epoch, pass, c->rank, c->shuffle,
                                  c->order);
@@ -164,7 +226,20 @@ int stk__plan_cursor_shard(struct stk__plan_cursor *c, uint64_t g, size_t *shard
         }
         i = c->order[i];
     }
-    *shard = stk__plan_rank_shard(c->perm, i, c->rank, c->world);
+    if (c->segments != NULL)
+        *seg = c->segments[i];
+    else
+        *seg = (struct stk__plan_segment){stk__plan_rank_shard(c->perm, i, c->rank, c->world), 0,
+                                          STK__PLAN_WHOLE};
+    return 1;
+}
+
+int stk__plan_cursor_shard(struct stk__plan_cursor *c, uint64_t g, size_t *shard)
+{
+    struct stk__plan_segment seg;
+    if (!stk__plan_cursor_segment(c, g, &seg))
+        return 0;
+    *shard = seg.shard;
     return 1;
 }
 
@@ -172,6 +247,8 @@ void stk__plan_cursor_free(struct stk__plan_cursor *c)
 {
     stk__free(c->perm);
     stk__free(c->order);
+    stk__free(c->segments);
     c->perm = NULL;
     c->order = NULL;
+    c->segments = NULL;
 }

@@ -8,6 +8,20 @@
  * proper; passes 1, 2, ... are the extra rounds a rank makes over its own
  * shards, in a new order each, when it must yield more samples than they
  * hold (samples_per_rank).
+ *
+ * With per-shard sample counts (a dataset index) the split can be by sample
+ * instead (stk__plan_cursor_by_sample): the epoch's shards in permutation
+ * order form one sequence of N samples, and rank r takes the contiguous run
+ * [r * share, (r + 1) * share) of it, share = ceil(N / world), wrapping to
+ * the sequence's start for the last ranks' padding as torch's
+ * DistributedSampler repeats its first indices (at most world - 1 samples
+ * in all). A rank's list is then one of segments: a shard, its first sample
+ * and a count, whole shards in the middle and a part of one at either end.
+ * Every sample is read once per epoch by the rank group, where a split by
+ * whole shards leaves ranks with unequal counts that samples_per_rank then
+ * truncates or repeats. Without padding (uneven evaluation) the runs are
+ * [r * N / world, (r + 1) * N / world): each sample once, counts differing
+ * by at most one, and fewer shards than ranks is no obstacle.
  */
 #ifndef STK_PLAN_H
 #define STK_PLAN_H
@@ -44,9 +58,18 @@ size_t stk__plan_rank_shard(const uint32_t *perm, size_t i, int rank, int world)
 void stk__plan_pass_order(size_t count, uint64_t seed, uint64_t epoch, uint64_t pass, int rank,
                           int shuffle, uint32_t *order);
 
+/* A part of a shard in a rank's list: samples [first, first + count). */
+struct stk__plan_segment {
+    size_t shard;
+    uint64_t first;
+    uint64_t count; /* STK__PLAN_WHOLE: the whole shard, however many it holds */
+};
+#define STK__PLAN_WHOLE UINT64_MAX
+
 /* The shards of one rank's epoch by position: position g is shard g % count
- * of pass g / count (count = shards of the rank per pass). Keeps the
- * epoch's permutation and the order of the last pass asked for. */
+ * of pass g / count (count = shards of the rank per pass, or segments when
+ * split by sample). Keeps the epoch's permutation and the order of the last
+ * pass asked for. */
 struct stk__plan_cursor {
     size_t n_shards;
     size_t count;             /* shards of this rank per pass */
@@ -56,14 +79,25 @@ struct stk__plan_cursor {
     uint32_t *perm;
     uint32_t *order;
     uint64_t order_pass;
+    struct stk__plan_segment *segments; /* the rank's list when split by sample, else NULL */
+    uint64_t padded;                    /* samples of the list repeated as padding */
 };
 
 int stk__plan_cursor_init(struct stk__plan_cursor *c, size_t n_shards, uint64_t seed,
                           uint64_t epoch, int rank, int world, int shuffle, int unbounded);
 
+/* Split the epoch by sample (see the top of this file) over counts[i], the
+ * samples of each shard; pad: the last ranks repeat samples so that every
+ * rank's share is ceil(N / world). 0 or STK_ENOMEM. */
+int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad);
+
 /* 1 and *shard set (index into the URL list) when the rank reads a shard
  * at position g; 0 when its epoch has no such position. */
 int stk__plan_cursor_shard(struct stk__plan_cursor *c, uint64_t g, size_t *shard);
+
+/* The same with the part of the shard read there. */
+int stk__plan_cursor_segment(struct stk__plan_cursor *c, uint64_t g,
+                             struct stk__plan_segment *seg);
 
 void stk__plan_cursor_free(struct stk__plan_cursor *c);
 

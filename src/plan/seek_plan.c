@@ -10,6 +10,13 @@
 #include "plan/shuffle.h"
 #include "stoker.h"
 
+/* The samples a position of the rank's list holds: a whole shard's, or its part's. */
+static uint64_t segment_samples(const struct stk__seek_request *req,
+                                const struct stk__plan_segment *seg)
+{
+    return seg->count != STK__PLAN_WHOLE ? seg->count : req->shard_samples[seg->shard];
+}
+
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
 {
     memset(sp, 0, sizeof *sp);
@@ -19,9 +26,9 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
     if (total == UINT64_MAX) {
         total = 0;
         for (size_t g = 0; g < req->cursor->count; g++) {
-            size_t shard;
-            if (stk__plan_cursor_shard(req->cursor, g, &shard))
-                total += req->shard_samples[shard];
+            struct stk__plan_segment seg;
+            if (stk__plan_cursor_segment(req->cursor, g, &seg))
+                total += segment_samples(req, &seg);
         }
     }
     struct stk__shuffle_start start;
@@ -50,14 +57,14 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
         if (j < 0)
             break;
         if (!opened[j]) {
-            size_t shard;
-            if (!stk__plan_cursor_shard(req->cursor, sp->il.slot_position[j], &shard)) {
+            struct stk__plan_segment seg;
+            if (!stk__plan_cursor_segment(req->cursor, sp->il.slot_position[j], &seg)) {
                 if (stk__interleave_stream_end(&sp->il))
                     break;
                 continue;
             }
             opened[j] = 1;
-            left[j] = req->shard_samples[shard];
+            left[j] = segment_samples(req, &seg);
             sp->slot_skip[j] = 0;
         }
         if (left[j] > 0) {

@@ -453,6 +453,10 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
 {
     *out = NULL;
     int rc = 0;
+    /* The part of the shard to read ends here: what follows is another
+     * rank's, so nothing more is read (and no bad input past it counted). */
+    if (r->expecting && r->expect.end != 0 && r->next_position >= r->expect.end)
+        return 0;
     while (!r->done) {
         if (!r->have_pending) {
             rc = read_header(r, err);

@@ -121,11 +121,14 @@ void stk__shard_tail(const struct stk__shard_reader *r, uint64_t *skipped, int *
  * its stamp, compared once the source has answered (before the first
  * sample is returned), and its good samples, compared when the shard ends
  * cleanly (from where the reader was opened: stk__shard_open_at's
- * position). A difference is STK_EINDEX, "the index is stale for SHARD",
+ * position), unless it stops before the end. A difference is STK_EINDEX, "the index is stale for SHARD",
  * never skipped as bad input. */
 struct stk__shard_expect {
     const struct stk__shard_stamp *stamp; /* NULL: not compared */
     uint64_t samples;
+    /* 0, or the position of the first sample not to read: the reader ends
+     * there (a rank reading part of the shard; its count is not compared). */
+    uint64_t end;
 };
 void stk__shard_expect(struct stk__shard_reader *r, const struct stk__shard_expect *e);
 

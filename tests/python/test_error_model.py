@@ -13,7 +13,7 @@ import stoker
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from servers import FaultServer  # noqa: E402  (the integration tests' HTTP server)
 
-STK_EINVAL, STK_ENOENT, STK_EBUSY, STK_EHTTP, STK_EINDEX = -22, -2, -1006, -1011, -1013
+STK_EINVAL, STK_ENOENT, STK_EBUSY, STK_EHTTP, STK_EINDEX, STK_EACCESS = -22, -2, -1006, -1011, -1013, -1014
 DATA_CODES = {-1001, -1002, -1003, -1004, -1008, -1009, -1012}
 
 
@@ -67,8 +67,66 @@ def test_http_403(even_shards):
             loader = eval_loader([server.url("403", name)], io_retries=0, io_backoff_ms=1)
             next(iter(loader))
         e = caught(run, OSError)
-    assert isinstance(e, stoker.HTTPError) and e.code == STK_EHTTP
+    assert isinstance(e, stoker.HTTPError) and e.code == STK_EACCESS
     assert "403" in str(e) and name in str(e), str(e)
+
+
+class Expiring(FaultServer):
+    """Serves like FaultServer until .expired is set, then refuses every
+    request with 401, as an object store does once a token has expired."""
+    expired = False
+
+    def handle(self, h):
+        if self.expired:
+            return self.status(h, 401, "Unauthorized")
+        return super().handle(h)
+
+
+def test_expired_credentials_fail_the_epoch_under_skip(even_shards):
+    """A credential that stops working mid-epoch is not bad data: under
+    on_error="skip" the epoch fails with the status and the shard's URL, and
+    so does the next one, instead of skipping every later shard and
+    returning empty epochs with no error (issue 39)."""
+    files = {}
+    for path in even_shards[:4]:
+        with open(path, "rb") as f:
+            files[os.path.basename(path)] = f.read()
+    with Expiring(files) as server:
+        urls = [server.url("ok", name) for name in files]
+        loader = eval_loader(urls, on_error="skip", shards_in_flight=1, io_retries=0,
+                             io_backoff_ms=1)
+        batches = 0
+        with pytest.raises(stoker.HTTPError) as raised:
+            for _ in loader:
+                batches += 1
+                server.expired = True
+        assert batches >= 1 and raised.value.code == STK_EACCESS
+        assert "HTTP 401" in str(raised.value) and "127.0.0.1" in str(raised.value)
+        loader.set_epoch(1)
+        with pytest.raises(stoker.HTTPError) as raised:
+            list(loader)
+        assert raised.value.code == STK_EACCESS and "HTTP 401" in str(raised.value)
+        assert loader.stats()["shards_failed"] == 0, "refused credentials are never skipped"
+
+
+def test_an_epoch_that_delivers_nothing_raises(even_shards):
+    """When on_error="skip" drops every shard (here: all of them gone, 404),
+    the epoch raises an error that counts the failures and names the last
+    one, instead of ending as if the data set were empty."""
+    files = {}
+    for path in even_shards[:2]:
+        with open(path, "rb") as f:
+            files[os.path.basename(path)] = f.read()
+    with FaultServer(files) as server:
+        urls = [server.url("404", name) for name in files]
+        loader = eval_loader(urls, on_error="skip", io_retries=0, io_backoff_ms=1)
+        for epoch in range(2):
+            loader.set_epoch(epoch)
+            with pytest.raises(stoker.NotFound) as raised:
+                list(loader)
+            message = str(raised.value)
+            assert f"epoch {epoch} delivered no batch" in message, message
+            assert "2 shards failed" in message and "HTTP 404" in message, message
 
 
 def test_corrupt_data(dataset, write_shard, tmp_path):
@@ -143,6 +201,7 @@ def test_error_codes_come_from_the_c_table():
     from stoker import _stoker
     codes = _stoker.error_codes
     assert codes["EINDEX"] == STK_EINDEX and codes["EHTTP"] == STK_EHTTP
-    assert codes["OK"] == 0 and len(codes) == 21, codes
+    assert codes["OK"] == 0 and len(codes) == 22, codes
+    assert codes["EACCESS"] == STK_EACCESS
     assert stoker.DataError.code == codes["EFORMAT"]
     assert stoker.NotFound.code == codes["ENOENT"] and stoker.OptionTypeError.code == STK_EINVAL

@@ -106,7 +106,7 @@ def test_every_counter_has_a_kind_from_the_table():
     assert list(kinds) == STATS
     assert {k for k, v in kinds.items() if v == "ns"} == {k for k in STATS if k.endswith("_ns")}
     assert {k for k, v in kinds.items() if v == "gauge"} == {
-        "read_threads", "decode_threads", "shuffle_epoch_shards"}
+        "read_threads", "decode_threads", "shuffle_epoch_shards", "samples_padded"}
     text = stoker._metrics.prometheus_text({k: 1 for k in STATS})
     for name, kind in kinds.items():
         if kind == "gauge":

@@ -20,6 +20,7 @@ static const int codes[] = {
     STK_OK,        STK_ENOMEM,  STK_EINVAL, STK_ENOENT, STK_EIO,     STK_EINTR,   STK_EEXIST,
     STK_EOF,       STK_EFORMAT, STK_ETRUNC, STK_ELIMIT, STK_EDUPKEY, STK_EPLAN,   STK_EBUSY,
     STK_EINTERNAL, STK_EDECODE, STK_ELABEL, STK_ECACHE, STK_EHTTP,   STK_EMEMBER, STK_EINDEX,
+    STK_EACCESS,
 };
 #define N_CODES (sizeof codes / sizeof codes[0])
 
@@ -43,7 +44,8 @@ static void test_bad_input_is_what_skip_skips(void **state)
     const int bad[] = {STK_EFORMAT, STK_ETRUNC,  STK_ELIMIT, STK_EDUPKEY, STK_EDECODE,
                        STK_ELABEL,  STK_EMEMBER, STK_ENOENT, STK_EIO,     STK_EHTTP};
     const int not_bad[] = {STK_OK,    STK_EOF,    STK_EINTR,     STK_ENOMEM, STK_EINVAL, STK_EPLAN,
-                           STK_EBUSY, STK_EEXIST, STK_EINTERNAL, STK_ECACHE, STK_EINDEX, -999};
+                           STK_EBUSY, STK_EEXIST, STK_EINTERNAL, STK_ECACHE, STK_EINDEX,
+                           STK_EACCESS, -999};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         assert_true(stk__error_is_bad_input(bad[i]));
     for (size_t i = 0; i < sizeof not_bad / sizeof not_bad[0]; i++)

@@ -513,7 +513,9 @@ static void test_seek_resumes_exactly(void **state)
     unlink(index_path);
 }
 
-/* The index gives every rank floor(total / world) samples by default. */
+/* The index gives every rank ceil(total / world) samples by default, split
+ * by sample: together the ranks deliver every sample, repeating only the
+ * padding (at most world - 1); whole_shards keeps floor(total / world). */
 static void test_index_equal_shares(void **state)
 {
     (void)state;
@@ -523,16 +525,34 @@ static void test_index_equal_shares(void **state)
     const char *urls[] = {pattern};
     o.index_path = index_path;
     o.world_size = 4;
+    const int share = (total_samples + 3) / 4;
+    static int seen[1024];
+    memset(seen, 0, sizeof seen);
     for (int r = 0; r < 4; r++) {
         o.rank = r;
         stk_loader *l;
         assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
-        assert_int_equal(stk_loader_epoch_samples(l), (uint64_t)total_samples / 4);
+        assert_int_equal(stk_loader_epoch_samples(l), (uint64_t)share);
         stk_loader_destroy(l);
-        struct epoch e;
+        static struct epoch e;
         assert_int_equal(run_epoch(&o, &e), 0);
-        assert_int_equal(e.n, total_samples / 4);
+        assert_int_equal(e.n, share);
+        for (int i = 0; i < e.n; i++)
+            seen[e.ids[i]]++;
     }
+    int repeated = 0;
+    for (int id = 0; id < total_samples; id++) {
+        assert_true(seen[id] >= 1);
+        repeated += seen[id] - 1;
+    }
+    assert_int_equal(repeated, 4 * share - total_samples);
+    o.whole_shards = 1;
+    o.rank = 0;
+    stk_loader *whole;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &whole, NULL, 0), 0);
+    assert_int_equal(stk_loader_epoch_samples(whole), (uint64_t)total_samples / 4);
+    stk_loader_destroy(whole);
+    o.whole_shards = 0;
     /* Without sharing out, the rank's shards per the index. */
     o.world_size = 1;
     o.rank = 0;

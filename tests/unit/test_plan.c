@@ -96,6 +96,68 @@ static void test_too_few_shards(void **state)
     assert_int_equal(stk__plan_check(3, 3, &err), 0);
 }
 
+/* The split by sample: over every rank of a world, each sample of the epoch
+ * is read (shard, position) once, plus the padding that equal shares need
+ * (ceil(total / world) each, at most world - 1 repeated, counted in
+ * .padded); without padding each sample exactly once, shares differing by
+ * at most one. Shards of uneven and zero sizes, fewer shards than ranks
+ * and fewer samples than ranks included. */
+static void check_split(const uint64_t *counts, size_t n_shards, int world, int pad)
+{
+    uint64_t total = 0, start[16];
+    for (size_t i = 0; i < n_shards; i++) {
+        start[i] = total;
+        total += counts[i];
+    }
+    static int seen[4096];
+    memset(seen, 0, sizeof seen);
+    uint64_t padded = 0, share = (total + (uint64_t)world - 1) / (uint64_t)world;
+    for (int r = 0; r < world; r++) {
+        struct stk__plan_cursor c;
+        assert_int_equal(stk__plan_cursor_init(&c, n_shards, 9, 1, r, world, 1, 0), 0);
+        assert_int_equal(stk__plan_cursor_by_sample(&c, counts, pad), 0);
+        uint64_t mine = 0;
+        struct stk__plan_segment seg;
+        for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++) {
+            assert_true(seg.count > 0 && seg.first + seg.count <= counts[seg.shard]);
+            for (uint64_t k = 0; k < seg.count; k++)
+                seen[start[seg.shard] + seg.first + k]++;
+            mine += seg.count;
+        }
+        if (pad)
+            assert_int_equal(mine, share);
+        else
+            assert_true(mine == total / (uint64_t)world || mine == total / (uint64_t)world + 1);
+        padded += c.padded;
+        stk__plan_cursor_free(&c);
+    }
+    uint64_t repeated = 0;
+    for (uint64_t i = 0; i < total; i++) {
+        assert_true(seen[i] >= 1);
+        repeated += (uint64_t)seen[i] - 1;
+    }
+    assert_int_equal(repeated, pad ? share * (uint64_t)world - total : 0);
+    assert_int_equal(padded, repeated);
+    assert_true(total < (uint64_t)world || repeated <= (uint64_t)world - 1);
+}
+
+static void test_split_by_sample(void **state)
+{
+    (void)state;
+    const uint64_t uneven[] = {300, 300, 300, 300, 300, 100};
+    const uint64_t gaps[] = {7, 0, 13, 1, 0, 29, 5};
+    const uint64_t two[] = {30, 10};
+    const uint64_t tiny[] = {1, 0, 1};
+    for (int pad = 0; pad < 2; pad++) {
+        for (int world = 1; world <= 9; world++) {
+            check_split(uneven, 6, world, pad);
+            check_split(gaps, 7, world, pad);
+            check_split(two, 2, world, pad);
+        }
+        check_split(tiny, 3, 5, pad); /* fewer samples than ranks */
+    }
+}
+
 static void test_rank_from_environment(void **state)
 {
     (void)state;
@@ -139,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_ranks_are_disjoint_and_cover_all),
         cmocka_unit_test(test_pass_order_permutes_the_ranks_own_list),
         cmocka_unit_test(test_too_few_shards),
+        cmocka_unit_test(test_split_by_sample),
         cmocka_unit_test(test_rank_from_environment),
     };
     return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
