@@ -1078,8 +1078,12 @@ enum stk_output_flags {
  * limits and on_error policy, using opts->threads threads, and write the
  * dataset index to path (see stk_output_flags: an existing path is
  * STK_EEXIST, found before any shard is read, unless flags has
- * STK_OUTPUT_OVERWRITE). stats, when not NULL, receives the counters
- * (samples = total). Returns 0 or an STK_E* code with a message in errbuf.
+ * STK_OUTPUT_OVERWRITE). The file is created 0600 and names shards by
+ * their redacted URLs (stk_redact_url()), never their credentials: a URL
+ * that redaction changes is told apart by a keyed hash of it, so a loader
+ * given the same URLs, secrets and all, finds them. stats, when not NULL,
+ * receives the counters (samples = total). Returns 0 or an STK_E* code
+ * with a message in errbuf.
  */
 STK_API int stk_index_build_sized(const struct stk_options *opts, const char *const *patterns,
                                   size_t n, const char *path, unsigned flags,
