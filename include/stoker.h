@@ -352,7 +352,9 @@ struct stk_options {
      * changed since is refused here, any shard when its source answers,
      * and a count that the shard does not hold when it ends, all with
      * STK_EINDEX ("the index is stale for SHARD: run `stoker index`
-     * again"), never skipped as bad input. */
+     * again"), never skipped as bad input. The index must be a regular
+     * file: a FIFO, directory or device at index_path is refused
+     * (STK_EINDEX), never waited on. */
     const char *index_path;
 
     /* Node-local shard cache (default: off). With cache_dir set, remote

@@ -137,7 +137,7 @@ def ensure(urls, config, threads):
     user wrote; a private one (with a warning) where it cannot be."""
     directory = index_dir()
     path = remembered_path(urls, config)
-    why, found = _usable_dir(directory), None
+    why, found = _unwritable.get(directory) or _usable_dir(directory), None
     if why is None:
         found = _found(path)
         if found == "ours" and _serves(path, urls, config):
@@ -149,12 +149,15 @@ def ensure(urls, config, threads):
             build(path, urls, config, threads, replace=found is not None)
             return path
         except Error as e:
-            if e.code != error_codes["EIO"]:  # not the write: the count itself failed
+            # Writing the file failed (a full disk: the messages of an
+            # output name it first), not the count: counted again below.
+            if e.code != error_codes["EIO"] or not str(e).startswith(path + ":"):
                 raise
-            why = str(e)  # a full disk: counted again below
+            why = _unwritable[directory] = str(e)
     return _private(urls, config, threads, directory, why)
 
 
+_unwritable = {}  # directory -> why writing there failed, not tried again
 _private_indexes = {}  # remembered path -> this process's own index of it
 _private_dir = []  # the directory that holds them, once made
 _warned = set()
