@@ -1080,7 +1080,8 @@ enum stk_output_flags {
  * limits and on_error policy, using opts->threads threads, and write the
  * dataset index to path (see stk_output_flags: an existing path is
  * STK_EEXIST, found before any shard is read, unless flags has
- * STK_OUTPUT_OVERWRITE). The file is created 0600 and names shards by
+ * STK_OUTPUT_OVERWRITE; a path where no file can be made, STK_EIO, also
+ * before). The file is created 0600 and names shards by
  * their redacted URLs (stk_redact_url()), never their credentials: a URL
  * that redaction changes is told apart by a keyed hash of it, so a loader
  * given the same URLs, secrets and all, finds them. stats, when not NULL,

@@ -115,6 +115,15 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
     else if (rc == 0 && !replace && stk__path_taken(path) == 1) /* before reading every shard */
         rc = stk__errf(&err, STK_EEXIST, "%s already exists; it is not replaced unless asked "
                        "to overwrite", path);
+    if (rc == 0) {
+        /* An output that cannot be made (a read-only or missing directory)
+         * fails now, not after every shard was read; the file itself is
+         * made when there is something to write, so that an interrupted
+         * count leaves nothing behind. */
+        struct stk__atomic_file probe;
+        rc = stk__atomic_file_open(&probe, path, 0600, &err);
+        stk__atomic_file_abort(&probe);
+    }
     if (rc == 0)
         rc = stk__expand_and_list(opts, patterns, n, &urls, &names, &err);
     if (rc == 0 && urls.count == 0)

@@ -260,6 +260,17 @@ def test_existing_index_is_refused_unless_forced(run, dataset, tmp_path):
         ["index.json"]  # no temporary file left
 
 
+def test_an_output_that_cannot_be_made_fails_before_any_shard_is_read(run, tmp_path):
+    """`stoker index -o` into a directory that cannot hold it read every
+    shard (for remote ones a download of the dataset) before it said so."""
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "index.json"
+    proc = run(["index", "-o", out, tmp_path / "no-such-shard.tar"])
+    assert proc.returncode == 1
+    assert f"{out}: cannot open its directory: Not a directory" in proc.stderr, proc.stderr
+    assert "no-such-shard" not in proc.stderr
+
+
 def test_index_never_writes_through_a_planted_link(run, dataset, tmp_path):
     """The index used to be written to INDEX.tmp.PID with fopen(): a link
     planted there (for the pids to come) redirected it onto another file."""
