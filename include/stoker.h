@@ -355,7 +355,9 @@ struct stk_options {
      * changed since is refused here, any shard when its source answers,
      * and a count that the shard does not hold when it ends, all with
      * STK_EINDEX ("the index is stale for SHARD: run `stoker index`
-     * again"), never skipped as bad input. */
+     * again"), never skipped as bad input. The index must be a regular
+     * file: a FIFO, directory or device at index_path is refused
+     * (STK_EINDEX), never waited on. */
     const char *index_path;
 
     /* Node-local shard cache (default: off). With cache_dir set, remote
@@ -1098,8 +1100,13 @@ enum stk_output_flags {
  * limits and on_error policy, using opts->threads threads, and write the
  * dataset index to path (see stk_output_flags: an existing path is
  * STK_EEXIST, found before any shard is read, unless flags has
- * STK_OUTPUT_OVERWRITE). stats, when not NULL, receives the counters
- * (samples = total). Returns 0 or an STK_E* code with a message in errbuf.
+ * STK_OUTPUT_OVERWRITE; a path where no file can be made, STK_EIO, also
+ * before). The file is created 0600 and names shards by
+ * their redacted URLs (stk_redact_url()), never their credentials: a URL
+ * that redaction changes is told apart by a keyed hash of it, so a loader
+ * given the same URLs, secrets and all, finds them. stats, when not NULL,
+ * receives the counters (samples = total). Returns 0 or an STK_E* code
+ * with a message in errbuf.
  */
 STK_API int stk_index_build_sized(const struct stk_options *opts, const char *const *patterns,
                                   size_t n, const char *path, unsigned flags,

@@ -12,6 +12,7 @@
 #include "base/abi.h"
 #include "base/alloc.h"
 #include "base/atomic_file.h"
+#include "base/siphash.h"
 #include "list/cloud_list.h"
 #include "index_json.h"
 #include "options.h"
@@ -67,21 +68,23 @@ static int write_index(const char *path, int replace, const struct index_build *
     f.entries = stk__calloc(f.n + 1, sizeof *f.entries);
     if (f.entries == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory writing the index");
+    stk__siphash_random_key(f.url_key);
     for (size_t i = 0; i < f.n; i++) {
-        /* Borrowed for the write: f is not freed with stk__index_file_free. */
-        f.entries[i] = (struct stk__index_entry){
-            .url = b->urls->items[i],
-            .samples = b->counts[i],
-            .stamp = b->stamps[i],
-            .offsets = b->offsets[i].items,
-        };
+        /* Borrowed for the write: f is not freed with stk__index_file_free.
+         * The URL redacted, tagged when that hid something (index_json.h). */
+        struct stk__index_entry *e = &f.entries[i];
+        stk__index_entry_for(f.url_key, b->urls->items[i], b->names->items[i], e);
+        e->samples = b->counts[i];
+        e->stamp = b->stamps[i];
+        e->offsets = b->offsets[i].items;
         f.samples += b->counts[i];
     }
     /* Published whole (atomic_file.h): a reader never sees half an index,
      * a failed run leaves the old one, and nothing planted beside it is
-     * followed. */
+     * followed. 0600: the counts and names of someone's data set are
+     * theirs, and a tag is a check of a guessed secret. */
     struct stk__atomic_file af;
-    int rc = stk__atomic_file_open(&af, path, err);
+    int rc = stk__atomic_file_open(&af, path, 0600, err);
     if (rc == 0)
         rc = stk__index_json_write(af.fd, path, &f, err);
     if (rc == 0)
@@ -112,6 +115,15 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
     else if (rc == 0 && !replace && stk__path_taken(path) == 1) /* before reading every shard */
         rc = stk__errf(&err, STK_EEXIST, "%s already exists; it is not replaced unless asked "
                        "to overwrite", path);
+    if (rc == 0) {
+        /* An output that cannot be made (a read-only or missing directory)
+         * fails now, not after every shard was read; the file itself is
+         * made when there is something to write, so that an interrupted
+         * count leaves nothing behind. */
+        struct stk__atomic_file probe;
+        rc = stk__atomic_file_open(&probe, path, 0600, &err);
+        stk__atomic_file_abort(&probe);
+    }
     if (rc == 0)
         rc = stk__expand_and_list(opts, patterns, n, &urls, &names, &err);
     if (rc == 0 && urls.count == 0)
@@ -147,10 +159,17 @@ int stk_index_build_sized(const struct stk_options *caller_opts, const char *con
 
 /* ---- reading ---- */
 
+/* By redacted URL, then tag (an untagged entry first). */
 static int compare_entries(const void *a, const void *b)
 {
-    return strcmp(((const struct stk__index_entry *)a)->url,
-                  ((const struct stk__index_entry *)b)->url);
+    const struct stk__index_entry *x = a, *y = b;
+    int c = strcmp(x->url, y->url);
+    if (c != 0 || x->has_tag != y->has_tag)
+        return c != 0 ? c : x->has_tag - y->has_tag;
+    for (int w = 0; w < 2 && x->has_tag; w++)
+        if (x->tag[w] != y->tag[w])
+            return x->tag[w] < y->tag[w] ? -1 : 1;
+    return 0;
 }
 
 /* The file a local URL names, as an absolute path without links, "." or
@@ -218,13 +237,15 @@ static void by_file_free(struct by_file *b)
     stk__free(b->items);
 }
 
-/* The entry of url: by its name as written, else by the file it names.
- * NULL when there is none (or *rc < 0: out of memory). */
+/* The entry of url (name: url redacted): by its name as written and its
+ * tag (index_json.h), else by the file it names. NULL when there is none
+ * (or *rc < 0: out of memory). */
 static struct stk__index_entry *find_entry(const char *path, struct stk__index_file *f,
-                                           const char *url, struct by_file *b,
+                                           const char *url, const char *name, struct by_file *b,
                                            struct stk__err *err, int *rc)
 {
-    struct stk__index_entry key = {.url = (char *)url};
+    struct stk__index_entry key;
+    stk__index_entry_for(f->url_key, url, name, &key);
     struct stk__index_entry *e =
         f->n > 0 ? bsearch(&key, f->entries, f->n, sizeof *f->entries, compare_entries) : NULL;
     if (e != NULL || !stk__source_is_local(url))
@@ -260,7 +281,8 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
         (idx->stamps = stk__calloc(urls->count + 1, sizeof *idx->stamps)) == NULL)
         rc = stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
     for (size_t i = 0; rc == 0 && i < urls->count; i++) {
-        struct stk__index_entry *e = find_entry(path, &f, urls->items[i], &files, err, &rc);
+        struct stk__index_entry *e =
+            find_entry(path, &f, urls->items[i], names->items[i], &files, err, &rc);
         struct stk__shard_stamp now;
         char why[STK__ERRMSG_MAX / 2];
         if (rc < 0) {

@@ -34,7 +34,8 @@ struct stk__dataset_index {
 };
 
 /* Read the index at path for the URLs of urls; every URL must be in it
- * (by its name as written or, for a local file, by the file it names: a
+ * (by its name as written, which the index holds redacted with a tag of
+ * the whole URL (index_json.h), or, for a local file, by the file it names: a
  * relative name in the index is taken from the working directory, else
  * from the index file's directory, so "a.tar" and "/data/a.tar" are one
  * shard), count at most max_samples samples (max_samples_per_shard: a reader

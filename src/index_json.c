@@ -18,17 +18,20 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <yajl/yajl_gen.h>
 #include <yajl/yajl_parse.h>
 
 #include "base/alloc.h"
+#include "base/siphash.h"
 #include "io/redact.h"
 #include "stoker.h"
 
 #define READ_CHUNK ((size_t)64 << 10)
 #define MAX_URL_BYTES ((size_t)64 << 10)
 #define TAR_BLOCK 512u
+#define HEX128_LEN 32
 
 /* The keys an index holds, top level and per shard. */
 enum key {
@@ -36,8 +39,10 @@ enum key {
     K_FORMAT,
     K_VERSION,
     K_SAMPLES,
+    K_URL_KEY,
     K_SHARDS,
     S_URL,
+    S_URL_TAG,
     S_SAMPLES,
     S_SIZE,
     S_MTIME,
@@ -47,8 +52,8 @@ enum key {
 };
 
 static const char *const key_names[N_KEYS] = {
-    "",     "format", "version", "samples",  "shards", "url",
-    "samples", "size", "mtime_ns", "etag", "offsets",
+    "",        "format",  "version", "samples",  "url_key", "shards", "url",
+    "url_tag", "samples", "size",    "mtime_ns", "etag",    "offsets",
 };
 
 struct parse {
@@ -212,7 +217,7 @@ static int number_value(struct parse *p, const char *text, size_t len)
     enum key k = p->key;
     switch (k) {
     case K_VERSION:
-        if (v == STK__INDEX_VERSION)
+        if (v >= STK__INDEX_VERSION_MIN && v <= STK__INDEX_VERSION)
             return 1;
         if (v == 1) {
             stk__errf(p->err, STK_EINDEX,
@@ -223,7 +228,8 @@ static int number_value(struct parse *p, const char *text, size_t len)
             return 0;
         }
         stk__errf(p->err, STK_EINDEX, "%s: dataset index version %" PRIu64 " is not supported "
-                  "(%d is): run `stoker index` again", p->path, v, STK__INDEX_VERSION);
+                  "(%d to %d are): run `stoker index` again", p->path, v,
+                  STK__INDEX_VERSION_MIN, STK__INDEX_VERSION);
         p->failed = 1;
         return 0;
     case K_SAMPLES: p->out->samples = v; return 1;
@@ -237,11 +243,31 @@ static int number_value(struct parse *p, const char *text, size_t len)
     }
 }
 
+/* 32 hex digits: a 128-bit key or tag, first word first. */
+static int parse_hex128(const unsigned char *s, size_t len, uint64_t v[2])
+{
+    if (len != HEX128_LEN)
+        return -1;
+    v[0] = v[1] = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned d;
+        if (s[i] >= '0' && s[i] <= '9')
+            d = (unsigned)(s[i] - '0');
+        else if (s[i] >= 'a' && s[i] <= 'f')
+            d = (unsigned)(s[i] - 'a' + 10);
+        else
+            return -1;
+        v[i / 16] = v[i / 16] << 4 | d;
+    }
+    return 0;
+}
+
 static int on_string(void *ctx, const unsigned char *s, size_t len)
 {
     struct parse *p = ctx;
     enum key k = p->depth == 1 || p->depth == 3 ? p->key : K_NONE;
-    if (k != K_NONE && k != K_FORMAT && k != S_URL && k != S_ETAG)
+    if (k != K_NONE && k != K_FORMAT && k != S_URL && k != S_ETAG && k != K_URL_KEY &&
+        k != S_URL_TAG)
         return wrong_value(p, "a string", 0);
     p->key = K_NONE;
     if (k == K_FORMAT) {
@@ -257,6 +283,18 @@ static int on_string(void *ctx, const unsigned char *s, size_t len)
             return refuse(p, "a shard URL longer than 64 KiB or holding a NUL");
         if ((shard(p)->url = stk__strndup((const char *)s, len)) == NULL)
             return out_of_memory(p);
+        return 1;
+    }
+    if (k == K_URL_KEY || k == S_URL_TAG) {
+        uint64_t *v = k == K_URL_KEY ? p->out->url_key : shard(p)->tag;
+        if (parse_hex128(s, len, v) < 0) {
+            char what[96];
+            snprintf(what, sizeof what, "a %s that is not 32 lower-case hex digits",
+                     key_names[k]);
+            return refuse(p, what);
+        }
+        if (k == S_URL_TAG)
+            shard(p)->has_tag = 1;
         return 1;
     }
     if (k == S_ETAG) {
@@ -308,8 +346,9 @@ static int on_map_key(void *ctx, const unsigned char *s, size_t len)
         /* Its value is never read: a key of any size is refused here. */
         snprintf(what, sizeof what, "unknown key \"%.*s\"%s (an index holds %s)",
                  (int)(len < 40 ? len : 40), (const char *)s, len > 40 ? "..." : "",
-                 p->depth == 1 ? "format, version, samples, shards"
-                               : "url, samples, size, mtime_ns, etag, offsets per shard");
+                 p->depth == 1 ? "format, version, samples, url_key, shards"
+                               : "url, url_tag, samples, size, mtime_ns, etag, offsets per "
+                                 "shard");
         return refuse(p, what);
     }
     if (p->seen & (1u << k)) {
@@ -407,6 +446,49 @@ static int syntax_error(struct parse *p, const unsigned char *chunk, size_t len)
                      p->path, text);
 }
 
+void stk__index_entry_for(const uint64_t key[2], const char *url, const char *name,
+                          struct stk__index_entry *e)
+{
+    e->url = (char *)name;
+    e->has_tag = strcmp(url, name) != 0;
+    if (e->has_tag)
+        stk__siphash128(key, url, strlen(url), e->tag);
+    else
+        e->tag[0] = e->tag[1] = 0;
+}
+
+/* Every entry in the form a loader matches (index_json.h): a tag needs the
+ * file's key; a URL as given (version 2, or written by hand) is redacted
+ * and tagged here, under a key of this reading when the file has none. */
+static int redact_entries(struct parse *p)
+{
+    struct stk__index_file *f = p->out;
+    int has_key = (p->seen & (1u << K_URL_KEY)) != 0;
+    for (size_t i = 0; i < f->n; i++) {
+        struct stk__index_entry *e = &f->entries[i];
+        if (e->has_tag && !has_key)
+            return stk__errf(p->err, STK_EINDEX,
+                             "%s: shard %zu of the dataset index has a url_tag, but the index "
+                             "has no url_key: run `stoker index` again", p->path, i);
+        char *name = stk__redact_url_dup(e->url);
+        if (name == NULL)
+            return stk__errf(p->err, STK_ENOMEM, "%s: out of memory reading the dataset index",
+                             p->path);
+        if (strcmp(name, e->url) == 0) {
+            stk__free(name);
+            continue;
+        }
+        if (!has_key) {
+            stk__siphash_random_key(f->url_key);
+            has_key = 1;
+        }
+        char *given = e->url;
+        stk__index_entry_for(f->url_key, given, name, e); /* e->url = name from here */
+        stk__free(given);
+    }
+    return 0;
+}
+
 /* After the whole text: the top object had everything. */
 static int check_whole(struct parse *p)
 {
@@ -429,20 +511,42 @@ static int check_whole(struct parse *p)
                          "shards add up to %" PRIu64 ": run `stoker index` again",
                          p->path, p->out->samples, sum);
     p->out->samples = sum;
-    return 0;
+    return redact_entries(p);
+}
+
+static int too_large(const char *path, struct stk__err *err)
+{
+    return stk__errf(err, STK_EINDEX, "%s: the dataset index is larger than %" PRIu64 " bytes",
+                     path, STK__INDEX_MAX_BYTES);
 }
 
 int stk__index_json_read(const char *path, struct stk__index_file *out, struct stk__err *err)
 {
     memset(out, 0, sizeof *out);
     struct parse p = {.path = path, .err = err, .out = out};
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: a FIFO at the name would block the open until some
+     * writer came; it changes nothing for the regular file read below. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return stk__errf(err, errno == ENOENT ? STK_ENOENT : STK_EIO,
                          "%s: cannot open the dataset index: %s", path, strerror(errno));
+    struct stat sb;
+    int rc = 0;
+    if (fstat(fd, &sb) != 0)
+        rc = stk__errf(err, STK_EIO, "%s: cannot read the dataset index: %s", path,
+                       strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        rc = stk__errf(err, STK_EINDEX, "%s: the dataset index is not a regular file (%s)", path,
+                       S_ISDIR(sb.st_mode) ? "a directory" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : "a device or socket");
+    else if ((uint64_t)sb.st_size > STK__INDEX_MAX_BYTES)
+        rc = too_large(path, err);
+    if (rc < 0) {
+        close(fd);
+        return rc;
+    }
     unsigned char *chunk = stk__malloc(READ_CHUNK);
     p.yajl = chunk != NULL ? yajl_alloc(&callbacks, NULL, &p) : NULL;
-    int rc = 0;
     if (p.yajl == NULL)
         rc = stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
     else
@@ -458,9 +562,8 @@ int stk__index_json_read(const char *path, struct stk__index_file *out, struct s
             break;
         }
         total += (uint64_t)n;
-        if (total > STK__INDEX_MAX_BYTES) {
-            rc = stk__errf(err, STK_EINDEX, "%s: the dataset index is larger than %" PRIu64
-                           " bytes", path, STK__INDEX_MAX_BYTES);
+        if (total > STK__INDEX_MAX_BYTES) { /* it grew while read */
+            rc = too_large(path, err);
             break;
         }
         yajl_status st = n > 0 ? yajl_parse(p.yajl, chunk, (size_t)n) : yajl_complete_parse(p.yajl);
@@ -523,12 +626,22 @@ static int flush(yajl_gen g, int fd, const char *path, struct stk__err *err)
     return 0;
 }
 
+static int put_hex128(yajl_gen g, const char *key, const uint64_t v[2])
+{
+    char hex[HEX128_LEN + 1];
+    snprintf(hex, sizeof hex, "%016" PRIx64 "%016" PRIx64, v[0], v[1]);
+    return put_key(g, key) &&
+           yajl_gen_string(g, (const unsigned char *)hex, HEX128_LEN) == yajl_gen_status_ok;
+}
+
 static int put_shard(yajl_gen g, const struct stk__index_entry *e)
 {
     int ok = yajl_gen_map_open(g) == yajl_gen_status_ok && put_key(g, "url") &&
              yajl_gen_string(g, (const unsigned char *)e->url, strlen(e->url)) ==
-                 yajl_gen_status_ok &&
-             put_u64(g, "samples", e->samples);
+                 yajl_gen_status_ok;
+    if (ok && e->has_tag)
+        ok = put_hex128(g, "url_tag", e->tag);
+    ok = ok && put_u64(g, "samples", e->samples);
     if (ok && e->stamp.has_size)
         ok = put_u64(g, "size", e->stamp.size);
     if (ok && e->stamp.mtime_ns != 0)
@@ -556,8 +669,13 @@ int stk__index_json_write(int fd, const char *path, const struct stk__index_file
     int ok = yajl_gen_map_open(g) == yajl_gen_status_ok && put_key(g, "format") &&
              yajl_gen_string(g, (const unsigned char *)STK__INDEX_FORMAT,
                              strlen(STK__INDEX_FORMAT)) == yajl_gen_status_ok &&
-             put_u64(g, "version", STK__INDEX_VERSION) && put_u64(g, "samples", f->samples) &&
-             put_key(g, "shards") && yajl_gen_array_open(g) == yajl_gen_status_ok;
+             put_u64(g, "version", STK__INDEX_VERSION) && put_u64(g, "samples", f->samples);
+    int tagged = 0;
+    for (size_t i = 0; i < f->n && !tagged; i++)
+        tagged = f->entries[i].has_tag;
+    if (ok && tagged)
+        ok = put_hex128(g, "url_key", f->url_key);
+    ok = ok && put_key(g, "shards") && yajl_gen_array_open(g) == yajl_gen_status_ok;
     int rc = 0;
     for (size_t i = 0; ok && rc == 0 && i < f->n; i++) {
         ok = put_shard(g, &f->entries[i]);

@@ -353,7 +353,7 @@ static int open_shard(stk_writer *w)
     char *name = shard_name(w->pattern, w->shard);
     if (name == NULL)
         return stk__errf(&w->err, STK_ENOMEM, "out of memory naming a shard");
-    int rc = stk__atomic_file_open_at(&w->file, w->dir_fd, name, &w->err);
+    int rc = stk__atomic_file_open_at(&w->file, w->dir_fd, name, 0666, &w->err);
     stk__free(name); /* the file keeps its own copy */
     if (rc < 0)
         return rc;

@@ -12,10 +12,25 @@ the dataset, which is why len() asks for index=PATH there instead of doing
 it unasked. Several processes may build the same index at once:
 each writes a temporary file of its own and publishes it by an atomic
 rename that never replaces (src/base/atomic_file.c); the ones that lose
-find the winner's file and use it."""
+find the winner's file and use it.
+
+What the directory holds is checked, not trusted: it must be this user's
+and writable by nobody else (it is made 0700), and a name in it is used
+only when it is a regular file of this user, opened without following a
+link or waiting on a FIFO; anything else there (a link, a FIFO, another
+user's file) is replaced by a new count, and the count is checked against
+the shards (every one listed, with its size and time) before it is used.
+Where nothing can be remembered (a read-only or full disk, a directory of
+someone else, a directory planted at the name) len() still counts: into a
+directory of this process, with one warning per directory."""
+import atexit
 import hashlib
 import math
 import os
+import shutil
+import stat
+import tempfile
+import warnings
 
 from ._stoker import Error, OutputExists, error_codes, index_build
 from ._stoker import Loader as _CLoader
@@ -57,6 +72,44 @@ def remembered_path(urls, config):
     return os.path.join(index_dir(), hashlib.sha256(text.encode()).hexdigest()[:32] + ".json")
 
 
+def _usable_dir(directory):
+    """None when directory (made 0700 if missing) can hold remembered
+    indexes, else why not."""
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        st = os.stat(directory)
+    except OSError as e:
+        return f"{e.strerror}"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        return "other users may write to it and plant indexes there"
+    if not os.access(directory, os.W_OK):  # a read-only mount included (EROFS)
+        return "it cannot be written"
+    return None
+
+
+def _found(path):
+    """What is at path: None (nothing), "ours" (a regular file of this
+    user), or what else is there. Never follows a link (O_NOFOLLOW) nor
+    waits for a FIFO's writer (O_NONBLOCK)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return "a symbolic link" if os.path.islink(path) else "a file that cannot be opened"
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if stat.S_ISDIR(st.st_mode):
+        return "a directory"
+    if not stat.S_ISREG(st.st_mode):
+        return "a FIFO, device or socket"
+    return "ours" if st.st_uid == os.geteuid() else "a file of another user"
+
+
 def build(path, urls, config, threads, replace=False):
     """Write the index at path unless another process has published it."""
     directory = os.path.dirname(os.path.abspath(path))
@@ -68,18 +121,66 @@ def build(path, urls, config, threads, replace=False):
         pass  # another process built it first: the same counts
 
 
-def ensure(urls, config, threads):
-    """The remembered index of urls, built if missing or stale."""
-    path = remembered_path(urls, config)
-    if not os.path.exists(path):
-        build(path, urls, config, threads)
+def _serves(path, urls, config):
+    """Does the index at path hold every shard of urls, each with the stamp it has now?"""
     try:
         _CLoader(urls, threads=1, index_path=path, **_probe(config, 0)).close()
     except Error as e:
         if e.code != error_codes["EINDEX"]:
             raise
-        build(path, urls, config, threads, replace=True)  # a shard changed since
-    return path
+        return False  # a shard changed since, or the file is not this dataset's
+    return True
+
+
+def ensure(urls, config, threads):
+    """The remembered index of urls, built if missing, stale or not one this
+    user wrote; a private one (with a warning) where it cannot be."""
+    directory = index_dir()
+    path = remembered_path(urls, config)
+    why, found = _unwritable.get(directory) or _usable_dir(directory), None
+    if why is None:
+        found = _found(path)
+        if found == "ours" and _serves(path, urls, config):
+            return path
+        if found == "a directory":
+            why = f"a directory is in the way at {path}: remove it"
+    if why is None:
+        try:
+            build(path, urls, config, threads, replace=found is not None)
+            return path
+        except Error as e:
+            # Writing the file failed (a full disk: the messages of an
+            # output name it first), not the count: counted again below.
+            if e.code != error_codes["EIO"] or not str(e).startswith(path + ":"):
+                raise
+            why = _unwritable[directory] = str(e)
+    return _private(urls, config, threads, directory, why)
+
+
+_unwritable = {}  # directory -> why writing there failed, not tried again
+_private_indexes = {}  # remembered path -> this process's own index of it
+_private_dir = []  # the directory that holds them, once made
+_warned = set()
+
+
+def _private(urls, config, threads, directory, why):
+    """The index of urls in a directory of this process (removed at exit),
+    built once per process; warns once per directory that it is not remembered."""
+    key = remembered_path(urls, config)
+    if key not in _private_indexes or not _serves(_private_indexes[key], urls, config):
+        if not _private_dir:
+            _private_dir.append(tempfile.mkdtemp(prefix="stoker-index-"))  # 0700
+            atexit.register(shutil.rmtree, _private_dir[0], ignore_errors=True)
+        path = os.path.join(_private_dir[0], os.path.basename(key))
+        build(path, urls, config, threads, replace=True)
+        _private_indexes[key] = path
+    if directory not in _warned:
+        _warned.add(directory)
+        warnings.warn(f"len() cannot remember dataset indexes in {directory} ({why}): the "
+                      "samples were counted for this process only, and other processes will "
+                      "count them again; set STOKER_INDEX_DIR to a directory of yours that can "
+                      "be written", RuntimeWarning, stacklevel=5)
+    return _private_indexes[key]
 
 
 def _probe(config, rank):

@@ -400,7 +400,9 @@ class Loader:
         index= the first call builds the dataset index (a header scan of
         local shards; a whole read of remote ones) and remembers it in
         $STOKER_INDEX_DIR or ~/.cache/stoker/index for every later process
-        on these shards and options."""
+        on these shards and options. Where it cannot be remembered (a
+        read-only or full disk, a directory others may write to) the count
+        serves this process, with a RuntimeWarning once per directory."""
         n = self._epoch_samples
         if not n:
             if self._epoch not in self._lengths:

@@ -43,13 +43,14 @@ static void clear(struct stk__atomic_file *f)
 }
 
 /* The temporary file, beside base in f->dir_fd. */
-static int create_tmp(struct stk__atomic_file *f, size_t tmp_size, struct stk__err *err)
+static int create_tmp(struct stk__atomic_file *f, size_t tmp_size, unsigned mode,
+                      struct stk__err *err)
 {
     for (int attempt = 0; attempt < MAX_NAME_ATTEMPTS; attempt++) {
         snprintf(f->tmp, tmp_size, "%s.tmp.%ld.%u", f->base, (long)getpid(),
                  atomic_fetch_add(&next_tmp_number, 1));
         f->fd = openat(f->dir_fd, f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                       0666);
+                       (mode_t)mode);
         if (f->fd >= 0 || errno != EEXIST)
             break;
     }
@@ -88,17 +89,18 @@ static int names(struct stk__atomic_file *f, const char *path, size_t *tmp_size,
 }
 
 int stk__atomic_file_open_at(struct stk__atomic_file *f, int dir_fd, const char *path,
-                             struct stk__err *err)
+                             unsigned mode, struct stk__err *err)
 {
     size_t tmp_size;
     int rc = names(f, path, &tmp_size, err);
     if (rc < 0)
         return rc;
     f->dir_fd = dir_fd;
-    return create_tmp(f, tmp_size, err);
+    return create_tmp(f, tmp_size, mode, err);
 }
 
-int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, struct stk__err *err)
+int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, unsigned mode,
+                          struct stk__err *err)
 {
     size_t tmp_size;
     int rc = names(f, path, &tmp_size, err);
@@ -121,7 +123,7 @@ int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, struct s
                          strerror(e));
     }
     f->own_dir = 1;
-    return create_tmp(f, tmp_size, err);
+    return create_tmp(f, tmp_size, mode, err);
 }
 
 /* Rename the temporary file to the final name, refusing an existing one

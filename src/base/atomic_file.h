@@ -34,16 +34,19 @@ struct stk__atomic_file {
     int fd;     /* the temporary file, -1 when not open or finished */
 };
 
-/* Create the temporary file for path; 0 with f->fd open for writing, or
- * STK_EIO/STK_ENOMEM (STK_EINVAL for a path ending in '/') with a message
- * naming path. */
-int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, struct stk__err *err);
+/* Create the temporary file for path, with the permissions mode (less the
+ * umask; 0600 for a file others must not read: it has them from its
+ * creation on, so nobody opens it in between); 0 with f->fd open for
+ * writing, or STK_EIO/STK_ENOMEM (STK_EINVAL for a path ending in '/')
+ * with a message naming path. */
+int stk__atomic_file_open(struct stk__atomic_file *f, const char *path, unsigned mode,
+                          struct stk__err *err);
 
 /* The same in the directory dir_fd, which the caller keeps open until the
  * file is published or aborted; path names the file in messages, and its
  * part after the last '/' is its name in dir_fd. */
 int stk__atomic_file_open_at(struct stk__atomic_file *f, int dir_fd, const char *path,
-                             struct stk__err *err);
+                             unsigned mode, struct stk__err *err);
 
 /* fsync and close the file, rename it to its final name (replacing an
  * existing file only with replace; else STK_EEXIST) and fsync the

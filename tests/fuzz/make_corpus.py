@@ -510,6 +510,15 @@ INDEX_SEEDS = [
     _V2 + '"samples": 18446744073709551615, "shards": [{"url": "a", "samples": '
     '18446744073709551615}, {"url": "b", "samples": 1}]}',
     '[' * 64,
+    # Version 3: URLs redacted, told apart by a tag under the file's key;
+    # a version 2 URL with credentials, redacted and tagged on reading.
+    '{"format": "stoker-index", "version": 3, "samples": 2, '
+    '"url_key": "00112233445566778899aabbccddeeff", "shards": [{"url": '
+    '"http://***@h/a.tar?sig=***", "url_tag": "ffeeddccbbaa99887766554433221100", "samples": 1}, '
+    '{"url": "http://***@h/a.tar?sig=***", "url_tag": "0123456789abcdef0123456789abcdef", '
+    '"samples": 1}]}',
+    _V2 + '"shards": [{"url": "http://u:p@h/a.tar?X-Amz-Signature=s", "samples": 1}]}',
+    _V2 + '"shards": [{"url": "a", "url_tag": "00", "samples": 1}]}',
 ]
 
 

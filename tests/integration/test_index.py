@@ -2,10 +2,12 @@
 """`stoker index`: per-shard sample counts, and what a loader does with them."""
 import json
 import os
+import stat
 
 import pytest
 
 from conftest import write_shard
+from servers import Nginx
 
 
 def test_index_counts_every_shard(run, dataset, tmp_path):
@@ -15,7 +17,7 @@ def test_index_counts_every_shard(run, dataset, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "30 samples in 3 shards" in proc.stdout
     index = json.loads(out.read_text())
-    assert index["format"] == "stoker-index" and index["version"] == 2
+    assert index["format"] == "stoker-index" and index["version"] == 3
     assert index["samples"] == 30
     assert [(s["url"], s["samples"]) for s in index["shards"]] == list(zip(shards, [10, 7, 13]))
     # Each shard's stamp: its size and modification time in ns, exactly.
@@ -66,7 +68,7 @@ V2 = '{"format": "stoker-index", "version": 2, '
     ("not json", "the dataset index is not valid JSON (lexical error"),
     ('{"format": "other", "shards": []}', "not a stoker dataset index"),
     ('{"format": "stoker-index", "version": 9, "shards": []}',
-     "version 9 is not supported (2 is): run `stoker index` again"),
+     "version 9 is not supported (2 to 3 are): run `stoker index` again"),
     ('{"format": "stoker-index", "version": 1, "shards": []}',
      "written by an older stoker (version 1, which records no shard sizes to check it "
      "against): run `stoker index` again"),
@@ -74,8 +76,11 @@ V2 = '{"format": "stoker-index", "version": 2, '
     (V2 + '"shards": [{"url": 3}]}', 'a number as the value of "url"'),
     (V2 + '"shards": []}', "is not in the dataset index"),
     (V2 + '"shards": [], "comment": "x"}',
-     'unknown key "comment" (an index holds format, version, samples, shards) (byte 64 of the '
-     'dataset index)'),
+     'unknown key "comment" (an index holds format, version, samples, url_key, shards) (byte 64 '
+     'of the dataset index)'),
+    (V2 + '"shards": [{"url": "a", "url_tag": "00112233445566778899aabbccddeeff", "samples": 1}]}',
+     "shard 0 of the dataset index has a url_tag, but the index has no url_key"),
+    (V2 + '"url_key": "0011", "shards": []}', "a url_key that is not 32 lower-case hex digits"),
     (V2 + '"shards": [{"url": "a", "samples": 1.5}]}',
      "1.5 where a count or offset (an unsigned integer) goes"),
     (V2 + '"shards": [{"url": "a", "samples": -1}]}', "-1 where a count or offset"),
@@ -122,6 +127,72 @@ def test_index_messages_never_show_credentials(run, tmp_path):
         assert proc.returncode == 1
         assert "http://***@127.0.0.1:1/shard-0.tar?sig=***" in proc.stderr, proc.stderr
         assert "s3cr3tpass" not in proc.stderr and "deadbeef" not in proc.stderr
+
+
+SECRETS = ("pa55word", "deadbeefsecret", "AKIDSECRETKEY", "t0ken")
+
+
+def secret_url(port, name, signature="deadbeefsecret"):
+    """A presigned-looking URL with a password as well: nginx ignores both."""
+    return (f"http://user:pa55word@127.0.0.1:{port}/{name}?X-Amz-Credential=AKIDSECRETKEY"
+            f"&X-Amz-Signature={signature}&token=t0ken")
+
+
+def test_index_of_urls_with_credentials_keeps_none_of_them(run, bench_json, dataset, tmp_path):
+    """The index stored every URL as given, 0644: a presigned query, a
+    token and a password were there for any user of the host to read. It
+    holds them redacted, is not readable by others, and still serves the
+    same URLs; a URL with another secret is another URL."""
+    shards = dataset([5, 7, 9])
+    with Nginx(shards[0].parent, tmp_path / "nginx") as server:
+        urls = [secret_url(server.port, p.name) for p in shards]
+        out = tmp_path / "index.json"
+        proc = run(["index", "-o", out, *urls])
+        assert proc.returncode == 0, proc.stderr
+        text = out.read_text()
+        assert not [s for s in SECRETS if s in text], text
+        assert stat.S_IMODE(out.stat().st_mode) & 0o077 == 0, oct(out.stat().st_mode)
+        assert json.loads(text)["shards"][0]["url"] == \
+            f"http://***@127.0.0.1:{server.port}/shard-0.tar?X-Amz-Credential=***" \
+            "&X-Amz-Signature=***&token=***"
+        # The same URLs load it: equal shares need every count (21 / 3).
+        for rank in range(3):
+            report = bench_json(["--index", out, "--rank", rank, "--world-size", "3",
+                                 "--batch-size", "2", *urls])
+            assert report["samples"] == 7, report
+        resigned = [secret_url(server.port, p.name, "0therSignature") for p in shards]
+        proc = run(["bench", "--index", out, *resigned])
+        assert proc.returncode == 1 and "is not in the dataset index" in proc.stderr, proc.stderr
+        assert "0therSignature" not in proc.stderr and "pa55word" not in proc.stderr
+        # An index of version 2 holds the URLs as given: still read, and matched alike.
+        old = json.loads(text)
+        old["version"] = 2
+        del old["url_key"]
+        for entry, url in zip(old["shards"], urls):
+            entry["url"] = url
+            del entry["url_tag"]
+        out.write_text(json.dumps(old))
+        report = bench_json(["--index", out, "--rank", 1, "--world-size", "3", *urls])
+        assert report["samples"] == 7, report
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_index_that_is_no_regular_file_is_refused_at_once(run, dataset, tmp_path, kind):
+    """A FIFO given as the index blocked the loader in open() until some
+    writer came (forever); a directory or a device is no index either."""
+    shards = dataset([3])
+    path = tmp_path / "index.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    proc = run(["bench", "--index", path, *shards], timeout=30)
+    assert proc.returncode == 1
+    what = {"fifo": "a FIFO", "directory": "a directory", "device": "a device or socket"}[kind]
+    assert f"{path}: the dataset index is not a regular file ({what})" in proc.stderr, \
+        proc.stderr
 
 
 def test_missing_index_file(run, dataset, tmp_path):
@@ -187,6 +258,17 @@ def test_existing_index_is_refused_unless_forced(run, dataset, tmp_path):
     assert json.loads(out.read_text())["samples"] == 9
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("index")) == \
         ["index.json"]  # no temporary file left
+
+
+def test_an_output_that_cannot_be_made_fails_before_any_shard_is_read(run, tmp_path):
+    """`stoker index -o` into a directory that cannot hold it read every
+    shard (for remote ones a download of the dataset) before it said so."""
+    (tmp_path / "file").write_text("")
+    out = tmp_path / "file" / "index.json"
+    proc = run(["index", "-o", out, tmp_path / "no-such-shard.tar"])
+    assert proc.returncode == 1
+    assert f"{out}: cannot open its directory: Not a directory" in proc.stderr, proc.stderr
+    assert "no-such-shard" not in proc.stderr
 
 
 def test_index_never_writes_through_a_planted_link(run, dataset, tmp_path):
