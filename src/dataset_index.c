@@ -61,6 +61,44 @@ static int count_job(void *ctx, size_t i, struct stk__err *err)
     return rc;
 }
 
+/* A relative local URL names a file from the working directory, but a
+ * loader takes an index's relative names from the index's directory
+ * (resolve_local below): written as given, `cd shards && stoker index -o
+ * /elsewhere/index.json *.tar` made an index that no loader could match.
+ * Such a name is written relative to the index's directory instead (the
+ * same text when the index sits beside its shards, so a data set moved
+ * with its index keeps working). NULL: keep the URL (remote, absolute, or
+ * a path that cannot be resolved); *rc < 0 when out of memory. */
+static char *name_from_index_dir(const char *url, const char *index_path, int *rc)
+{
+    if (!stk__source_is_local(url) || url[0] == '/' || strncmp(url, "file://", 7) == 0)
+        return NULL;
+    char file[PATH_MAX], dir[PATH_MAX], given[PATH_MAX];
+    const char *slash = strrchr(index_path, '/');
+    snprintf(given, sizeof given, "%.*s", slash == NULL ? 1 : (int)(slash - index_path + 1),
+             slash == NULL ? "." : index_path);
+    if (realpath(url, file) == NULL || realpath(given, dir) == NULL)
+        return NULL;
+    /* The longest common prefix of whole components (ending at a '/' of
+     * file), then one ".." per component of dir past it. */
+    size_t common = 0, d = strcmp(dir, "/") == 0 ? 0 : strlen(dir);
+    for (size_t i = 0; i < d && dir[i] == file[i]; i++)
+        if (file[i + 1] == '/' && (dir[i + 1] == '/' || dir[i + 1] == '\0'))
+            common = i + 1;
+    char out[PATH_MAX] = "";
+    size_t len = 0;
+    for (size_t i = common; i < d; i++)
+        if (dir[i] == '/' && len + 3 < sizeof out) {
+            memcpy(out + len, "../", 4);
+            len += 3;
+        }
+    snprintf(out + len, sizeof out - len, "%s", file + common + 1);
+    char *name = stk__strdup(out);
+    if (name == NULL)
+        *rc = STK_ENOMEM;
+    return name;
+}
+
 static int write_index(const char *path, int replace, const struct index_build *b,
                        struct stk__err *err)
 {
@@ -68,12 +106,22 @@ static int write_index(const char *path, int replace, const struct index_build *
     f.entries = stk__calloc(f.n + 1, sizeof *f.entries);
     if (f.entries == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory writing the index");
+    char **local = stk__calloc(f.n + 1, sizeof *local); /* names made relative */
+    if (local == NULL) {
+        stk__free(f.entries);
+        return stk__errf(err, STK_ENOMEM, "out of memory writing the index");
+    }
+    int rc = 0;
     stk__siphash_random_key(f.url_key);
-    for (size_t i = 0; i < f.n; i++) {
+    for (size_t i = 0; i < f.n && rc == 0; i++) {
         /* Borrowed for the write: f is not freed with stk__index_file_free.
          * The URL redacted, tagged when that hid something (index_json.h). */
         struct stk__index_entry *e = &f.entries[i];
-        stk__index_entry_for(f.url_key, b->urls->items[i], b->names->items[i], e);
+        local[i] = name_from_index_dir(b->urls->items[i], path, &rc);
+        if (local[i] != NULL)
+            stk__index_entry_for(f.url_key, local[i], local[i], e);
+        else
+            stk__index_entry_for(f.url_key, b->urls->items[i], b->names->items[i], e);
         e->samples = b->counts[i];
         e->stamp = b->stamps[i];
         e->offsets = b->offsets[i].items;
@@ -83,13 +131,19 @@ static int write_index(const char *path, int replace, const struct index_build *
      * a failed run leaves the old one, and nothing planted beside it is
      * followed. 0600: the counts and names of someone's data set are
      * theirs, and a tag is a check of a guessed secret. */
-    struct stk__atomic_file af;
-    int rc = stk__atomic_file_open(&af, path, 0600, err);
+    struct stk__atomic_file af = {.fd = -1};
+    if (rc < 0)
+        stk__errf(err, rc, "out of memory writing the index");
+    else
+        rc = stk__atomic_file_open(&af, path, 0600, err);
     if (rc == 0)
         rc = stk__index_json_write(af.fd, path, &f, err);
     if (rc == 0)
         rc = stk__atomic_file_commit(&af, replace, err);
     stk__atomic_file_abort(&af);
+    for (size_t i = 0; i < f.n; i++)
+        stk__free(local[i]);
+    stk__free(local);
     stk__free(f.entries);
     return rc;
 }
@@ -201,6 +255,10 @@ struct file_entry {
 struct by_file {
     struct file_entry *items;
     size_t n;
+    /* Local entries naming no file (from the index's directory): the
+     * message then says so, rather than "not in the index". */
+    size_t missing;
+    char first_missing[512];
 };
 
 static int compare_files(const void *a, const void *b)
@@ -221,9 +279,17 @@ static int by_file_make(const char *path, const struct stk__index_file *f, struc
     if (out->items == NULL)
         return stk__errf(err, STK_ENOMEM, "%s: out of memory reading the dataset index", path);
     for (size_t k = 0; k < f->n; k++) {
-        char *file = resolve_local(f->entries[k].url, dir);
-        if (file != NULL)
+        const char *url = f->entries[k].url;
+        char *file = resolve_local(url, dir);
+        if (file != NULL) {
             out->items[out->n++] = (struct file_entry){.file = file, .k = k};
+        } else if (stk__source_is_local(url) && out->missing++ == 0) {
+            if (url[0] == '/' || strncmp(url, "file://", 7) == 0)
+                stk__shown(out->first_missing, sizeof out->first_missing, url);
+            else if (snprintf(out->first_missing, sizeof out->first_missing, "%.200s/%.300s",
+                              dir, url) < 0)
+                out->first_missing[0] = '\0';
+        }
     }
     if (out->n > 0)
         qsort(out->items, out->n, sizeof *out->items, compare_files);
@@ -287,6 +353,13 @@ int stk__index_load(const char *path, const struct stk__strlist *urls,
         char why[STK__ERRMSG_MAX / 2];
         if (rc < 0) {
             break;
+        } else if (e == NULL && files.missing > 0) {
+            rc = stk__errf(err, STK_EINDEX,
+                           "%s: shard %s is not in the dataset index, and %zu of the index's "
+                           "shards name no file from where the index is (%s: not found): index "
+                           "the shards again, with the index written beside them or absolute "
+                           "paths",
+                           path, names->items[i], files.missing, files.first_missing);
         } else if (e == NULL) {
             rc = stk__errf(err, STK_EINDEX,
                            "%s: shard %s is not in the dataset index (index the same URLs the "

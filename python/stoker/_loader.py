@@ -323,6 +323,9 @@ class Loader:
         # flight, so a second iterator would take every other batch of it.
         self._iterating = threading.Lock()
         self._agree = None
+        self._agreement_cut, self._agreement_warned = 0, False
+        self._eval_order = transform == "eval" and not shuffle  # an evaluation pass
+        self._rank = rank
         if world_size > 1 and not self._epoch_samples and not uneven:
             # Ranks may hold different numbers of samples: make them agree
             # on each step, or refuse rather than let DDP hang.
@@ -546,6 +549,7 @@ class Loader:
         try:
             for out in source:
                 if agree is not None and not agree(True):
+                    self._cut_short(out)
                     break  # another rank has run out: the epoch ends here for all
                 self._batch += 1
                 yield out
@@ -564,6 +568,26 @@ class Loader:
         self._epoch += 1
         self._batch = 0
 
+    def _cut_short(self, batch):
+        """The ranks' step agreement ended the epoch while this rank still had
+        a batch: those samples (and whatever its shards held after them, not
+        read) are not delivered this epoch. Said once per loader, naming the
+        option that avoids it, since an evaluation that leaves samples out
+        without a word reports a wrong accuracy."""
+        first = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+        n = first.shape[0] if hasattr(first, "shape") else self._batch_size
+        self._agreement_cut += n
+        if self._agreement_warned:
+            return
+        self._agreement_warned = True
+        remedy = ("pass uneven=True to evaluate every sample once (each rank its own count "
+                  "of batches)" if self._eval_order else
+                  "pass index= (`stoker index`): ranks then split every epoch by sample")
+        log.warning("stoker: rank %d: another rank ran out of batches first, so epoch %d ended "
+                    "here with at least %d samples of this rank's shards not delivered (equal "
+                    "steps under DDP); %s. stats()['samples_cut_by_step_agreement'] counts them "
+                    "(said once)", self._rank, self._epoch, n, remedy)
+
     def stats(self):
         """Counters: samples, skipped samples, replaced images, bytes, and the
         time spent per stage (reading, decoding, resampling, converting,
@@ -575,6 +599,8 @@ class Loader:
         "cluster" says how many came from where."""
         stats = self._c.stats()
         stats["samples_skipped"] += self._raw_skipped
+        if self._agree is not None:
+            stats["samples_cut_by_step_agreement"] = self._agreement_cut
         if self._hooks is not None:
             stats["hook_samples_skipped"] = self._hooks.skipped
             stats["hook_processes_restarted"] = self._hooks.pool.restarts

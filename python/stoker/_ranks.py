@@ -2,6 +2,7 @@
 """Ranks: who this process is, its share of the node's cores, and equal
 steps on every rank when the samples per rank are not known in advance."""
 import os
+import sys
 import time
 
 import torch
@@ -17,15 +18,31 @@ def distributed():
     return dist.is_available() and dist.is_initialized()
 
 
+def _xla_rank_and_world():
+    """PyTorch/XLA's rank and world when the training script has imported
+    torch_xla's runtime, else None. Under xmp.spawn on Cloud TPU no
+    launcher variable is set and torch.distributed need not be initialised:
+    without this every TPU process read the whole data set as rank 0 of 1.
+    Never imported here, so a process without torch_xla pays nothing."""
+    runtime = sys.modules.get("torch_xla.runtime")
+    if runtime is None:
+        return None
+    return int(runtime.global_ordinal()), int(runtime.world_size())
+
+
 def rank_and_world(rank, world_size):
-    """Explicit values, else torch.distributed when initialised, else the
-    launcher's environment (torchrun, Slurm, Open MPI), else 0 of 1."""
+    """Explicit values, else torch.distributed when initialised, else
+    PyTorch/XLA's runtime when imported, else the launcher's environment
+    (torchrun, Slurm, Open MPI), else 0 of 1."""
     if rank is not None and world_size is not None:
         return int(rank), int(world_size)
     if (rank is None) != (world_size is None):
         raise OptionError("give both rank and world_size, or neither")
     if distributed():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    xla = _xla_rank_and_world()
+    if xla is not None:
+        return xla
     return resolve_rank(-1, -1)  # the launcher's variables, as the C loader reads them
 
 

@@ -195,6 +195,46 @@ def test_index_that_is_no_regular_file_is_refused_at_once(run, dataset, tmp_path
         proc.stderr
 
 
+def test_relative_names_indexed_elsewhere_serve_the_loader(run, dataset, tmp_path):
+    """`cd shards && stoker index -o /elsewhere/index.json *.tar`: the names
+    are written relative to the index's directory (a loader reads them from
+    there), so a loader given the shards by absolute or relative paths finds
+    them; an index beside its shards keeps the names as given (issue 35)."""
+    shards = dataset([6, 5])
+    (tmp_path / "elsewhere").mkdir()
+    out = tmp_path / "elsewhere" / "index.json"
+    names = [os.path.basename(str(s)) for s in shards]
+    proc = run(["index", "-o", str(out), *names], cwd=os.path.dirname(str(shards[0])))
+    assert proc.returncode == 0, proc.stderr
+    rel = os.path.relpath(os.path.dirname(str(shards[0])), out.parent)
+    assert [e["url"] for e in json.loads(out.read_text())["shards"]] == \
+        [os.path.join(rel, n) for n in names]
+    proc = run(["bench", "--json", "--index", str(out), *map(str, shards)])
+    assert proc.returncode == 0, proc.stderr
+    beside = os.path.join(os.path.dirname(str(shards[0])), "index.json")
+    proc = run(["index", "-o", beside, *names], cwd=os.path.dirname(str(shards[0])))
+    assert proc.returncode == 0, proc.stderr
+    assert [e["url"] for e in json.loads(open(beside).read())["shards"]] == names
+
+
+def test_an_index_whose_shards_are_not_found_says_so(run, dataset, tmp_path):
+    """An index moved away from the shards its relative names point to:
+    the message says what the names resolve to and that it is not found,
+    not only "not in the dataset index"."""
+    shards = dataset([4, 3])
+    beside = os.path.join(os.path.dirname(str(shards[0])), "index.json")
+    names = [os.path.basename(str(s)) for s in shards]
+    proc = run(["index", "-o", beside, *names], cwd=os.path.dirname(str(shards[0])))
+    assert proc.returncode == 0, proc.stderr
+    (tmp_path / "away").mkdir()
+    moved = tmp_path / "away" / "moved.json"
+    moved.write_bytes(open(beside, "rb").read())
+    proc = run(["bench", "--index", str(moved), *map(str, shards)])
+    assert proc.returncode == 1
+    assert f"{tmp_path}/away/{names[0]}: not found" in proc.stderr, proc.stderr
+    assert "2 of the index's shards name no file" in proc.stderr, proc.stderr
+
+
 def test_missing_index_file(run, dataset, tmp_path):
     proc = run(["bench", "--index", str(tmp_path / "none.json"), *dataset([2])])
     assert proc.returncode == 1 and "none.json" in proc.stderr

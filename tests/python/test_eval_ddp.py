@@ -82,6 +82,33 @@ def test_two_ranks_evaluate_every_sample_once(val_shards, stoker_bin, clean_env_
         assert [r["batches"] for r in ranks] == [-(-len(r["keys"]) // 32) for r in ranks]
 
 
+CUT = r'''
+import json, logging, sys, torch.distributed as dist, stoker
+rank, world, port, shards = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+said = []
+handler = logging.Handler()
+handler.emit = lambda record: said.append(record.getMessage())
+logging.getLogger("stoker").addHandler(handler)
+val = stoker.Loader(shards, batch_size=32, image_size=16, transform="eval", shuffle=False, threads=1)
+n = sum(len(labels) for _, labels in val)
+print(json.dumps({"n": n, "said": said, "cut": val.stats()["samples_cut_by_step_agreement"]}))
+'''
+
+
+def test_evaluation_cut_short_by_equal_steps_says_so(val_shards, clean_env_factory):
+    """Without uneven=True (and no index) two ranks over 300 and 329 samples
+    stop together after 10 batches: the rank with more samples says how many
+    of its samples it did not deliver and names uneven=True, instead of an
+    accuracy over fewer samples without a word (issue 35)."""
+    ranks = run_ranks(CUT, 2, [json.dumps(val_shards)], clean_env_factory(), RUN_TIMEOUT_S)
+    assert sorted(r["n"] for r in ranks) == [300, 320]
+    long_rank = max(ranks, key=lambda r: r["cut"])
+    assert long_rank["cut"] >= 1 and min(r["cut"] for r in ranks) == 0
+    said = " ".join(long_rank["said"])
+    assert "uneven=True" in said and f"at least {long_rank['cut']} samples" in said, said
+
+
 def test_even_false_refuses_samples_per_rank(val_shards):
     with pytest.raises(stoker.OptionError, match="samples_per_rank.*uneven"):
         stoker.Loader(val_shards, batch_size=8, image_size=16, uneven=True, samples_per_rank=10)

@@ -4,6 +4,8 @@ parses and which rank the launcher's environment gives, and sizes its
 default threads by the cores the cgroup quota allows, as a Dask worker
 does."""
 import os
+import sys
+import types
 
 import pytest
 
@@ -51,6 +53,25 @@ def test_ranks_from_the_environment_as_the_c_loader_reads_them(launcher_env):
     launcher_env.setenv("RANK", "5")
     with pytest.raises(stoker.OptionError, match="rank 5 is not below world size 2"):
         _ranks.rank_and_world(None, None)
+
+
+def test_ranks_from_torch_xla_when_the_script_imported_it(launcher_env, even_shards):
+    """Under xmp.spawn (PyTorch/XLA on Cloud TPU) no launcher variable is set:
+    rank and world come from torch_xla.runtime when the script imported it
+    (a stand-in module here), before the environment (issue 35)."""
+    runtime = types.ModuleType("torch_xla.runtime")
+    runtime.global_ordinal = lambda: 1
+    runtime.world_size = lambda: 4
+    launcher_env.setitem(sys.modules, "torch_xla", types.ModuleType("torch_xla"))
+    launcher_env.setitem(sys.modules, "torch_xla.runtime", runtime)
+    launcher_env.setenv("RANK", "0")
+    launcher_env.setenv("WORLD_SIZE", "2")
+    assert _ranks.rank_and_world(None, None) == (1, 4)
+    loader = stoker.Loader(even_shards, batch_size=4, image_size=16, threads=1,
+                           samples_per_rank=8)
+    info = loader._c.info()
+    assert (info["rank"], info["world_size"]) == (1, 4)
+    loader.close()
 
 
 def test_default_threads_honour_the_cgroup_cpu_quota(tmp_path, monkeypatch):
