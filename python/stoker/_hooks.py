@@ -141,6 +141,10 @@ class Pool:
         self._server.start()
         self.step(0)
 
+    @property
+    def closed(self):
+        return self._closed
+
     def pids(self):
         return [w.process.pid for w in self._workers]
 

@@ -108,3 +108,8 @@ def whole_image(sample, rng):
 
 def as_is(image, rng):
     return image
+
+
+def hang(image, rng):
+    time.sleep(3600)
+    return image

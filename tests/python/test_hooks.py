@@ -462,6 +462,21 @@ def test_transform_none_gives_the_hook_the_whole_decoded_image(even_shards, data
         assert (shape, total) == expected[name] and dtype == "torch.uint8"
 
 
+def test_max_batches_1_is_enough_with_hooks(even_shards, reference, whole_reference):
+    """The hooks' thread lets go of a C batch's views before it fetches the
+    next one, and what the loop gets are copies: one C buffer does (before:
+    BusyError, blaming the loop)."""
+    with stoker.Loader(even_shards, map=hook_fns.augment, batch_map=hook_fns.mixup,
+                       hook_processes=2, max_batches=1, **SMALL) as loader:
+        same(epoch(loader), reference)
+    with stoker.Loader(even_shards, map=hook_fns.crop_whole, hook_processes=2, max_batches=1,
+                       **WHOLE) as loader:
+        same(epoch(loader), whole_reference)
+    with stoker.Loader(even_shards, batch_map=hook_fns.mixup, hook_processes=1, max_batches=1,
+                       **SMALL) as loader:
+        assert len(epoch(loader)) == 15
+
+
 def test_transform_none_decoders_agree(dataset):
     """Without torchvision the hook process decodes with Pillow: same pixels."""
     from stoker import _hook_decode
