@@ -15,7 +15,7 @@ import torch
 
 from . import _hook_decode, _rng
 from ._hooks import (HookError, Pool, RemoteTraceback, Task, collate, describe, dumps, hook_name,
-                     signature)
+                     hook_names, signature)
 from ._stoker import DataError, OptionError, OptionTypeError
 
 log = logging.getLogger("stoker")
@@ -243,10 +243,11 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, ma
             raise OptionError(f"map_shape must be a tuple of ints >= 0 (the shape of each "
                               f"sample's result, e.g. (3, 224, 224)), not {map_shape!r}")
     hooks = {k: fn for k, fn in (("map", map_fn), ("batch_map", batch_fn)) if fn is not None}
+    names = hook_names(hooks)
     if decode is not None:
         hooks["map"] = _hook_decode.DecodeFirst(map_fn, *decode)
     if pool is None:
-        pool = Pool(dumps(hooks), processes, timeout)
+        pool = Pool(dumps(hooks), processes, timeout, names=names)
     # Batches in flight: enough to keep every process busy across a batch's
     # end, fewer than the C loader's buffers (the samples are views of them)
     # where it has more than one: with one, each batch's views are let go

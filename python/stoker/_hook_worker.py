@@ -1,7 +1,12 @@
 # SPDX-License-Identifier: MIT
 """The loop of one hook process (Loader(map=, batch_map=)), forked by the
 fork server (_hook_forkserver) of a stoker._hooks.Pool, which talks to it
-over conn."""
+over conn.
+
+It answers the pickled hooks with ("ready",), or ("unloadable", why) and
+ends; each sample of a chunk with ("ok", packed result) or ("error",
+exception, traceback)."""
+import io
 import os
 import pickle
 import signal
@@ -18,7 +23,9 @@ def main(conn):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     torch.set_num_threads(1)  # one process is one core's share; also keeps results single-threaded
-    hooks = pickle.loads(conn.recv_bytes())
+    hooks = _load(conn)
+    if hooks is None:
+        return
     inputs, outputs = _shm.Arena(), _shm.Arena()
     while True:
         try:
@@ -48,6 +55,35 @@ def main(conn):
                 conn.send(("ok", reply))
             except Exception as e:  # the hook's error goes back to the trainer as its cause
                 conn.send(("error", _picklable(e), traceback.format_exc()))
+
+
+def _load(conn):
+    """The hooks, unpickled here, or None. What the trainer unpickles may
+    not unpickle in this fresh interpreter (a function of a spawn-started
+    process's __mp_main__, a module that is not on sys.path): then say so,
+    once, to the trainer, and end without a traceback, rather than die as
+    every other hook process would."""
+    data = conn.recv_bytes()
+    try:
+        hooks = _Unpickler(io.BytesIO(data)).load()
+    except BaseException as e:
+        conn.send(("unloadable", f"{type(e).__name__}: {e}"))
+        return None
+    conn.send(("ready",))  # hook_timeout counts from here on, not the fork server's imports
+    return hooks
+
+
+class _Unpickler(pickle.Unpickler):
+    """Names the global that did not import, module and name: here
+    __main__ and __mp_main__ are the fork server's own module, which an
+    AttributeError would name instead."""
+
+    def find_class(self, module, name):
+        try:
+            return super().find_class(module, name)
+        except Exception as e:
+            raise ImportError(f"{module}.{name} cannot be imported in a hook process "
+                              f"({type(e).__name__}: {e})") from e
 
 
 def _picklable(e):

@@ -113,3 +113,35 @@ def as_is(image, rng):
 def hang(image, rng):
     time.sleep(3600)
     return image
+
+
+class SlowToLoad:
+    """An instant hook whose unpickling takes `seconds` in any process but
+    the one that made it: a hook process that starts slowly, as one does
+    while its fork server imports torch on a loaded machine."""
+
+    def __init__(self, seconds):
+        self.seconds, self.made_in = seconds, os.getpid()
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.getpid() != self.made_in:
+            time.sleep(self.seconds)
+
+    def __call__(self, image, rng):
+        return image
+
+
+class HangOnce:
+    """Hangs in the first call of all (whichever process makes it: a file
+    in `directory` says it was made), then returns the image as it is."""
+
+    def __init__(self, directory):
+        self.marker = os.path.join(directory, "hung-once")
+
+    def __call__(self, image, rng):
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return image
+        time.sleep(3600)
