@@ -207,8 +207,12 @@ class HookedBatches:
             exc = RemoteTraceback(text)
         else:
             exc.__cause__ = RemoteTraceback(text)
-        error = HookError(f"hook {which}={name} failed on {what} (rng key {task.key}): "
-                          f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, Exception):
+            error = HookError(f"hook {which}={name} failed on {what} (rng key {task.key}): "
+                              f"{type(exc).__name__}: {exc}")
+        else:  # sys.exit(), KeyboardInterrupt: they end the hook's call, not its process
+            error = HookError(f"hook {which}={name} raised {exc!r} on {what} (rng key "
+                              f"{task.key})")
         error.__cause__ = exc
         return error
 

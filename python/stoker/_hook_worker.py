@@ -4,8 +4,9 @@ fork server (_hook_forkserver) of a stoker._hooks.Pool, which talks to it
 over conn.
 
 It answers the pickled hooks with ("ready",), or ("unloadable", why) and
-ends; each sample of a chunk with ("ok", packed result) or ("error",
-exception, traceback)."""
+ends; each sample of a chunk with ("ok", packed result), ("error",
+exception, traceback) when the hook raised, whatever it raised, or
+("unsendable", result type, why) when its result cannot be sent back."""
 import io
 import os
 import pickle
@@ -13,6 +14,7 @@ import signal
 import traceback
 
 from multiprocessing import reduction
+from multiprocessing.reduction import ForkingPickler
 
 from . import _rng, _shm
 
@@ -45,6 +47,10 @@ def main(conn):
         for (which, key), arg in zip(calls, args):
             try:
                 result = hooks[which](arg, _rng.seeded(key))
+            except BaseException as e:  # sys.exit() and KeyboardInterrupt too: the hook's, not ours
+                conn.send(("error", _picklable(e), traceback.format_exc()))
+                continue
+            try:
                 size = _shm.packed_size(result)
                 if end + size > outputs.size:
                     outputs.ensure(max(size, 2 * outputs.size))
@@ -52,9 +58,11 @@ def main(conn):
                     reduction.send_handle(conn, outputs.fd, os.getppid())
                     end = 0  # the trainer has copied what the old arena held
                 reply, end = _shm.pack(result, outputs, end)
-                conn.send(("ok", reply))
-            except Exception as e:  # the hook's error goes back to the trainer as its cause
-                conn.send(("error", _picklable(e), traceback.format_exc()))
+                data = ForkingPickler.dumps(("ok", reply))  # as conn.send would, a failure apart
+            except Exception as e:  # the hook did its work; its result cannot travel
+                conn.send(("unsendable", _type_name(result), f"{type(e).__name__}: {e}"))
+                continue
+            conn.send_bytes(data)
 
 
 def _load(conn):
@@ -84,6 +92,12 @@ class _Unpickler(pickle.Unpickler):
         except Exception as e:
             raise ImportError(f"{module}.{name} cannot be imported in a hook process "
                               f"({type(e).__name__}: {e})") from e
+
+
+def _type_name(value):
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else \
+        f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _picklable(e):

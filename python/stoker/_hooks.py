@@ -280,8 +280,13 @@ class Pool:
             raise OptionTypeError(self._unloadable)
         task = w.tasks.pop(0)
         w.since = time.monotonic()  # hook_timeout counts per sample
-        if message[0] == "ok":
+        if message[0] == "ok" and message[1] is None:
+            task.error = (None, None, "returned None: a hook returns its result (a tensor or "
+                          "array, or tuples, lists and dicts of them)")
+        elif message[0] == "ok":
             task.result = _shm.unpack(message[1], w.outputs, copy=True)
+        elif message[0] == "unsendable":
+            task.error = (None, None, unsendable(*message[1:]))
         else:
             task.error = (message[1], message[2], None)
         task.done = True
@@ -340,6 +345,15 @@ def unloadable(named, error):
         "module on their sys.path"
 
 
+def unsendable(type_name, error):
+    """Why a hook's result cannot come back to the trainer."""
+    hint = ""
+    if "__mp_main__" in error or "__main__" in error:
+        hint = (" (a result is pickled in the hook process, which runs no script of yours: "
+                "define its classes in a module, not in __main__)")
+    return f"returned {type_name}, which cannot be sent back to the trainer: {error}{hint}"
+
+
 def signature(value):
     """What must stay the same from sample to sample for a batch to stack:
     the shape and dtype of every array, the structure around them."""
@@ -360,9 +374,9 @@ def describe(sig):
         return f"{kind} of shape {list(sig[1])} and dtype {sig[2]}"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {describe(s)}" for k, s in sig[1]) + "}"
-    if kind in ("tuple", "list"):
-        return f"{kind}(" + ", ".join(describe(s) for s in sig[1]) + ")"
-    return "a Python value"
+    if kind == "value":
+        return "a Python value"
+    return f"{kind}(" + ", ".join(describe(s) for s in sig[1]) + ")"  # a tuple, list, namedtuple
 
 
 def collate(values):
@@ -374,8 +388,10 @@ def collate(values):
         return torch.stack(values)
     if hasattr(first, "__array__") and hasattr(first, "dtype"):
         return torch.stack([torch.as_tensor(v) for v in values])
-    if isinstance(first, (tuple, list)):
-        return type(first)(collate([v[i] for v in values]) for i in range(len(first)))
+    if isinstance(first, tuple):
+        return _shm.like(first, [collate([v[i] for v in values]) for i in range(len(first))])
+    if isinstance(first, list):
+        return [collate([v[i] for v in values]) for i in range(len(first))]
     if isinstance(first, dict):
         return {k: collate([v[k] for v in values]) for k in first}
     return list(values)

@@ -2,8 +2,10 @@
 """Hooks for test_hooks.py: module-level, so hook processes import them by
 name (as plain pickle would); their behaviour depends on the sample's key
 where a test needs one sample to misbehave."""
+import collections
 import os
 import random
+import sys
 import time
 
 import numpy
@@ -145,3 +147,27 @@ class HangOnce:
         except FileExistsError:
             return image
         time.sleep(3600)
+
+
+def exit_on_picked(image, rng):
+    if picked(image):
+        sys.exit(3)
+    return image
+
+
+def interrupt_on_picked(image, rng):
+    if picked(image):
+        raise KeyboardInterrupt
+    return image
+
+
+def forgets_return(sample, rng):
+    """The slip of a hook that makes its result and does not return it."""
+    sample * 2
+
+
+Stats = collections.namedtuple("Stats", "image total")
+
+
+def as_stats(image, rng):
+    return Stats(image, image.sum())

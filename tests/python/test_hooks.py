@@ -8,6 +8,7 @@ exception, a wrong shape, a hang, its process killed) is named or repaired;
 closing the loader, Ctrl-C and interpreter exit leave no hook process.
 """
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -231,6 +232,84 @@ def test_a_sample_that_kills_its_process_every_time_is_an_error(even_shards):
                        **SMALL) as loader:
         with pytest.raises(stoker.HookError, match=r"killed its hook process 3 times"):
             epoch(loader)
+
+
+@pytest.mark.parametrize("hook,raised", [(hook_fns.exit_on_picked, "SystemExit(3)"),
+                                         (hook_fns.interrupt_on_picked, "KeyboardInterrupt()")])
+def test_a_hook_that_exits_or_is_interrupted_says_so(even_shards, hook, raised):
+    """Its exception, as any other (before: "killed its hook process 3
+    times", the process having exited with the hook)."""
+    with stoker.Loader(even_shards, map=hook, hook_processes=2, **SMALL) as loader:
+        with pytest.raises(stoker.HookError) as info:
+            epoch(loader)
+        assert loader.stats()["hook_processes_restarted"] == 0
+    assert f"map={hook.__name__} raised {raised} on sample '" in str(info.value), info.value
+    assert type(info.value.__cause__).__name__ == raised.split("(")[0]
+
+
+@pytest.mark.parametrize("which", ["map", "batch_map"])
+def test_a_hook_that_returns_none_says_so(even_shards, which):
+    """Before: "failed on every sample of batch 0"."""
+    with stoker.Loader(even_shards, hook_processes=1, **{which: hook_fns.forgets_return},
+                       **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=rf"hook {which}=forgets_return on (sample '.*' "
+                           r"of .*\.tar|batch 0) \(key \d+\) returned None: a hook returns its "
+                           r"result \(a tensor or array"):
+            epoch(loader)
+
+
+def test_a_namedtuple_result_keeps_its_type(even_shards):
+    """Its class pickles by name (before: a plain tuple)."""
+    with stoker.Loader(even_shards, map=hook_fns.as_stats, hook_processes=1, **SMALL) as loader:
+        (stats, labels) = next(iter(loader))
+    assert type(stats) is hook_fns.Stats and stats.image.shape == (8, 3, 32, 32)
+    assert torch.equal(stats.total, stats.image.sum(dim=(1, 2, 3)))
+
+
+MAIN_RESULTS = """
+import collections, dataclasses, sys
+import stoker
+
+
+@dataclasses.dataclass
+class Boxed:
+    image: object
+
+
+Pair = collections.namedtuple("Pair", "image total")
+
+
+def boxed(image, rng):
+    return Boxed(image)
+
+
+def pair(image, rng):
+    return Pair(image, image.sum())
+
+
+for hook in (boxed, pair):
+    with stoker.Loader(sys.argv[1:], map=hook, hook_processes=1, batch_size=8,
+                       image_size=32) as loader:
+        try:
+            next(iter(loader))
+            print("a batch")
+        except stoker.HookError as e:
+            print(e)
+"""
+
+
+def test_a_result_of_a_class_of_main_says_it_cannot_come_back(even_shards, clean_env_factory):
+    """A hook process runs no __main__ of the script: a result of a class
+    defined there cannot be pickled back (before: the PicklingError was
+    the hook's own failure, "failed on sample")."""
+    proc = subprocess.run([sys.executable, "-c", MAIN_RESULTS, *even_shards], timeout=180,
+                          capture_output=True, text=True, env=clean_env_factory())
+    assert proc.returncode == 0, proc.stderr
+    boxed, pair = proc.stdout.splitlines()
+    for line, name in ((boxed, "Boxed"), (pair, "Pair")):
+        assert re.search(rf"map=.* on sample '.*' of .*\.tar \(key \d+\) returned __main__\."
+                         rf"{name}, which cannot be sent back to the trainer: .*__main__\.{name}"
+                         r".* define its classes in a module, not in __main__", line), line
 
 
 def test_a_hook_the_hook_processes_cannot_import_is_named_once(even_shards, monkeypatch, capfd,
