@@ -195,7 +195,7 @@ def test_a_timed_out_sample_is_computed_again_in_a_new_process(even_shards, tmp_
     with stoker.Loader(even_shards, map=hook_fns.HangOnce(str(tmp_path)), hook_processes=2,
                        hook_timeout=1.5, threads=1, **SMALL) as loader:
         got = epoch(loader)
-        assert loader.stats()["hook_processes_restarted"] == 1
+        assert loader.stats()["hook_processes_restarted"] >= 1
     same(got, want)
     assert "a hook did not return within hook_timeout=1.5 s: its process was killed" in \
         caplog.text
@@ -205,11 +205,11 @@ def test_hook_timeout_counts_the_hook_not_the_start_of_its_process(even_shards):
     """The clock starts when a sample is handed to a process that has
     loaded the hooks: not while its fork server imports torch, or the
     hook's own module takes seconds to import (here 4 s, against a 2 s
-    limit for an instant hook; before: "did not return within")."""
+    limit for an instant hook; before: "did not return within", and a new
+    process would take as long again: the epoch could not end)."""
     with stoker.Loader(even_shards, map=hook_fns.SlowToLoad(4.0), hook_processes=2,
                        hook_timeout=2.0, **SMALL) as loader:
         assert len(epoch(loader)) == 15
-        assert loader.stats()["hook_processes_restarted"] == 0
 
 
 def test_a_killed_hook_process_changes_nothing(even_shards):
