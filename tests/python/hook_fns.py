@@ -134,6 +134,16 @@ class SlowToLoad:
         return image
 
 
+class DiesOnLoad(SlowToLoad):
+    """A hook whose unpickling kills the hook process (a module whose
+    import crashes there)."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.getpid() != self.made_in:
+            os._exit(9)
+
+
 class HangOnce:
     """Hangs in the first call of all (whichever process makes it: a file
     in `directory` says it was made), then returns the image as it is."""

@@ -234,6 +234,17 @@ def test_a_sample_that_kills_its_process_every_time_is_an_error(even_shards):
             epoch(loader)
 
 
+
+def test_hook_processes_that_die_while_loading_the_hooks_are_an_error(even_shards):
+    """No sample to charge, but no endless restarts either."""
+    with stoker.Loader(even_shards, map=hook_fns.DiesOnLoad(0), hook_processes=1,
+                       **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=r"the hook processes of the hook "
+                           r"\(map=DiesOnLoad\) died 3 times in a row before their first sample "
+                           r"\(last exit code 9\), while loading the hooks"):
+            next(iter(loader))
+
+
 @pytest.mark.parametrize("hook,raised", [(hook_fns.exit_on_picked, "SystemExit(3)"),
                                          (hook_fns.interrupt_on_picked, "KeyboardInterrupt()")])
 def test_a_hook_that_exits_or_is_interrupted_says_so(even_shards, hook, raised):
