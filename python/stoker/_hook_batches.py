@@ -15,7 +15,7 @@ import torch
 
 from . import _hook_decode, _rng
 from ._hooks import (HookError, Pool, RemoteTraceback, Task, collate, describe, dumps, hook_name,
-                     signature)
+                     hook_names, signature)
 from ._stoker import DataError, OptionError, OptionTypeError
 
 log = logging.getLogger("stoker")
@@ -102,12 +102,15 @@ class HookedBatches:
     def _jobs(self, jobs, source, epoch, stop, with_skips):
         exhausted = False
         while not stop.is_set():
+            if self.pool.closed:  # by close() from another thread: its samples never come
+                raise ValueError("the loader was closed (by another thread) while next() waited "
+                                 "for a batch")
             while not exhausted and len(jobs) < self.depth:
                 item = next(source, None)
-                if item is None:
-                    exhausted = True
-                else:
+                exhausted = item is None
+                if not exhausted:
                     jobs.append(self._start(epoch, *item))
+                del item  # its views of the C batch: not held while the next one is fetched
             self._advance(jobs, epoch)
             while jobs and jobs[0].ready:
                 job = jobs.popleft()
@@ -204,8 +207,12 @@ class HookedBatches:
             exc = RemoteTraceback(text)
         else:
             exc.__cause__ = RemoteTraceback(text)
-        error = HookError(f"hook {which}={name} failed on {what} (rng key {task.key}): "
-                          f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, Exception):
+            error = HookError(f"hook {which}={name} failed on {what} (rng key {task.key}): "
+                              f"{type(exc).__name__}: {exc}")
+        else:  # sys.exit(), KeyboardInterrupt: they end the hook's call, not its process
+            error = HookError(f"hook {which}={name} raised {exc!r} on {what} (rng key "
+                              f"{task.key})")
         error.__cause__ = exc
         return error
 
@@ -240,12 +247,15 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, ma
             raise OptionError(f"map_shape must be a tuple of ints >= 0 (the shape of each "
                               f"sample's result, e.g. (3, 224, 224)), not {map_shape!r}")
     hooks = {k: fn for k, fn in (("map", map_fn), ("batch_map", batch_fn)) if fn is not None}
+    names = hook_names(hooks)
     if decode is not None:
         hooks["map"] = _hook_decode.DecodeFirst(map_fn, *decode)
     if pool is None:
-        pool = Pool(dumps(hooks), processes, timeout)
+        pool = Pool(dumps(hooks), processes, timeout, names=names)
     # Batches in flight: enough to keep every process busy across a batch's
-    # end, fewer than the C loader's buffers (the samples are views of them).
+    # end, fewer than the C loader's buffers (the samples are views of them)
+    # where it has more than one: with one, each batch's views are let go
+    # before the next is fetched, and the loop holds copies.
     depth = max(1, min(2, max_batches - 1))
     return HookedBatches(pool, map_fn, batch_fn, seed, rank, skip, depth, map_shape)
 
@@ -272,6 +282,7 @@ def samples(c_batches, images_of, fields):
         rng_keys = numpy.frombuffer(batch.sample_keys, dtype=numpy.uint64).tolist()
         del batch
         yield index, each, rng_keys, labels, list(zip(urls, keys)), whole
+        images = each = whole = None  # no view of the C batch held while the next is fetched
 
 
 _IMAGES = ("jpg;jpeg;png", "bbb")  # the image member, undecoded
@@ -325,6 +336,7 @@ def raw_samples(c_batches, fields, label_exts, skip, on_skip):
         index = batch.index
         del batch
         yield index, each, keys, out_labels, [(urls[j], names[j]) for j in slots], None
+        images = encoded = each = whole = None  # as samples() does
 
 
 def _pick(value, i):

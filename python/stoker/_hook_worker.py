@@ -1,13 +1,20 @@
 # SPDX-License-Identifier: MIT
 """The loop of one hook process (Loader(map=, batch_map=)), forked by the
 fork server (_hook_forkserver) of a stoker._hooks.Pool, which talks to it
-over conn."""
+over conn.
+
+It answers the pickled hooks with ("ready",), or ("unloadable", why) and
+ends; each sample of a chunk with ("ok", packed result), ("error",
+exception, traceback) when the hook raised, whatever it raised, or
+("unsendable", result type, why) when its result cannot be sent back."""
+import io
 import os
 import pickle
 import signal
 import traceback
 
 from multiprocessing import reduction
+from multiprocessing.reduction import ForkingPickler
 
 from . import _rng, _shm
 
@@ -18,7 +25,9 @@ def main(conn):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     torch.set_num_threads(1)  # one process is one core's share; also keeps results single-threaded
-    hooks = pickle.loads(conn.recv_bytes())
+    hooks = _load(conn)
+    if hooks is None:
+        return
     inputs, outputs = _shm.Arena(), _shm.Arena()
     while True:
         try:
@@ -38,6 +47,10 @@ def main(conn):
         for (which, key), arg in zip(calls, args):
             try:
                 result = hooks[which](arg, _rng.seeded(key))
+            except BaseException as e:  # sys.exit() and KeyboardInterrupt too: the hook's, not ours
+                conn.send(("error", _picklable(e), traceback.format_exc()))
+                continue
+            try:
                 size = _shm.packed_size(result)
                 if end + size > outputs.size:
                     outputs.ensure(max(size, 2 * outputs.size))
@@ -45,9 +58,46 @@ def main(conn):
                     reduction.send_handle(conn, outputs.fd, os.getppid())
                     end = 0  # the trainer has copied what the old arena held
                 reply, end = _shm.pack(result, outputs, end)
-                conn.send(("ok", reply))
-            except Exception as e:  # the hook's error goes back to the trainer as its cause
-                conn.send(("error", _picklable(e), traceback.format_exc()))
+                data = ForkingPickler.dumps(("ok", reply))  # as conn.send would, a failure apart
+            except Exception as e:  # the hook did its work; its result cannot travel
+                conn.send(("unsendable", _type_name(result), f"{type(e).__name__}: {e}"))
+                continue
+            conn.send_bytes(data)
+
+
+def _load(conn):
+    """The hooks, unpickled here, or None. What the trainer unpickles may
+    not unpickle in this fresh interpreter (a function of a spawn-started
+    process's __mp_main__, a module that is not on sys.path): then say so,
+    once, to the trainer, and end without a traceback, rather than die as
+    every other hook process would."""
+    data = conn.recv_bytes()
+    try:
+        hooks = _Unpickler(io.BytesIO(data)).load()
+    except BaseException as e:
+        conn.send(("unloadable", f"{type(e).__name__}: {e}"))
+        return None
+    conn.send(("ready",))  # hook_timeout counts from here on, not the fork server's imports
+    return hooks
+
+
+class _Unpickler(pickle.Unpickler):
+    """Names the global that did not import, module and name: here
+    __main__ and __mp_main__ are the fork server's own module, which an
+    AttributeError would name instead."""
+
+    def find_class(self, module, name):
+        try:
+            return super().find_class(module, name)
+        except Exception as e:
+            raise ImportError(f"{module}.{name} cannot be imported in a hook process "
+                              f"({type(e).__name__}: {e})") from e
+
+
+def _type_name(value):
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else \
+        f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _picklable(e):

@@ -35,7 +35,7 @@ except ImportError:  # plain pickle: hooks must then be importable module-level 
     _pickler = pickle
 
 log = logging.getLogger("stoker")
-MAX_ATTEMPTS = 3  # a sample whose hook kills its process this often is an error
+MAX_ATTEMPTS = 3  # a sample whose hook kills its process (or times out) this often is an error
 MAX_CHUNK = 16  # samples sent to a hook process at once
 
 
@@ -56,13 +56,18 @@ def hook_name(fn):
     return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
+def hook_names(hooks):
+    """'map=fn, batch_map=fn' of a {which: fn} dict, for messages."""
+    return ", ".join(f"{k}={hook_name(fn)}" for k, fn in hooks.items())
+
+
 def dumps(hooks):
     """The hooks pickled once; refused now, not in a hook process later."""
     try:
         data = _pickler.dumps(hooks)
         pickle.loads(data)
     except Exception as e:
-        names = ", ".join(f"{k}={hook_name(fn)}" for k, fn in hooks.items())
+        names = hook_names(hooks)
         how = "cloudpickle" if _pickler is not pickle else \
             "pickle (cloudpickle is not installed: use a module-level function)"
         raise OptionTypeError(f"the hook ({names}) cannot be sent to hook processes: "
@@ -91,6 +96,7 @@ class _Worker:
         self.inputs, self.outputs = _shm.Arena(), _shm.Arena()
         self.tasks = []  # sent, not answered yet, in order
         self.since = 0.0  # when it was sent its chunk or last answered
+        self.ready = False  # it has loaded the hooks: it is sent samples from then on
 
     def stop(self):
         self.conn.close()
@@ -114,10 +120,12 @@ def _stop_all(workers, own_server):
 class Pool:
     """N hook processes and the tasks waiting for them."""
 
-    def __init__(self, hooks_bytes, processes, timeout, server=None):
+    def __init__(self, hooks_bytes, processes, timeout, server=None, names=None):
         """server: the ForkServer of a Dask worker process, shared by its
-        pools; by default the pool starts its own, stopped with it."""
+        pools; by default the pool starts its own, stopped with it.
+        names: the hooks as messages name them (hook_names), if known."""
         self.hooks_bytes = hooks_bytes  # what each process unpickles
+        self.named = f"the hook ({names})" if names else "the hooks"  # for messages
         self._server = server if server is not None else ForkServer()
         self.digest = hashlib.sha256(hooks_bytes).hexdigest()
         self._n = processes
@@ -131,6 +139,8 @@ class Pool:
         self._lock = threading.Lock()
         self._settled = []
         self._closed = False  # then no step starts a process again
+        self._unloadable = None  # why the hook processes cannot load the hooks: each step says so
+        self._start_deaths = 0  # processes dead before loading the hooks, since one did
         # Stop the processes at exit or when the loader is dropped, not later.
         self._finalizer = weakref.finalize(self, _stop_all, self._workers,
                                            self._server if server is None else None)
@@ -140,6 +150,10 @@ class Pool:
         second of a core) while the caller goes on."""
         self._server.start()
         self.step(0)
+
+    @property
+    def closed(self):
+        return self._closed
 
     def pids(self):
         return [w.process.pid for w in self._workers]
@@ -197,41 +211,42 @@ class Pool:
 
     def _step(self, timeout):
         """step() or run_aside() of an open pool, holding the lock."""
+        if self._unloadable is not None:
+            raise OptionTypeError(self._unloadable)
         while len(self._workers) < self._n:
             self._workers.append(_Worker(self._server, self.hooks_bytes))
-        idle = [w for w in self._workers if not w.tasks]
+        idle = [w for w in self._workers if not w.tasks]  # a share each, starting ones too
         for w in idle:
             if not self._queue:
                 break
+            if not w.ready:
+                continue  # loading the hooks: hook_timeout must not count that
             # Several samples per message: one wake-up of each side per
             # chunk, not per sample, which matters on a loaded machine.
             chunk = min(MAX_CHUNK, -(-len(self._queue) // len(idle)))
             self._send(w, [self._queue.popleft() for _ in range(min(chunk, len(self._queue)))])
-        busy = [w for w in self._workers if w.tasks]
-        if not busy:
+        # A process is heard while it starts (its "ready", or its end) and while it has samples.
+        waiting = {w.conn: w for w in self._workers if w.tasks or not w.ready}
+        if not waiting:
             return []
-        if self.timeout:
+        busy = [w for w in waiting.values() if w.tasks]
+        if self.timeout and busy:
             timeout = min(timeout, max(0.0, min(w.since for w in busy) + self.timeout -
                                        time.monotonic()))
-        waiting = {w.conn: w for w in busy}
         finished = []
         for ready in connection.wait(list(waiting), timeout):
             w = waiting[ready]
-            while w.tasks and w.conn.poll():
+            while (w.tasks or not w.ready) and w.conn.poll():
                 if not self._receive(w, finished):
                     self._died(w, finished)
                     break
         now = time.monotonic()
         for w in busy:
             if w.tasks and self.timeout and now - w.since >= self.timeout and w in self._workers:
-                task = w.tasks.pop(0)
-                self._queue.extendleft(reversed(w.tasks))
-                w.tasks = []
-                self._replace(w)
-                task.error = (None, None, f"did not return within hook_timeout="
-                              f"{self.timeout:g} s (its process was killed)")
-                task.done = True
-                finished.append(task)
+                self._charge(w, finished, f"did not return within hook_timeout={self.timeout:g} "
+                             f"s, {MAX_ATTEMPTS} times (its process was killed each time)",
+                             f"a hook did not return within hook_timeout={self.timeout:g} s: its "
+                             "process was killed")
         return finished
 
     def _send(self, w, tasks):
@@ -240,6 +255,7 @@ class Pool:
             w.conn.send(("arena", w.inputs.size))
             reduction.send_handle(w.conn, w.inputs.fd, None)  # the pid: Windows only
         packed, _ = _shm.pack(args, w.inputs)
+        # hook_timeout counts from here: w has loaded the hooks, its start is not the hook's work
         w.tasks, w.since = tasks, time.monotonic()
         try:
             w.conn.send(("task", [(t.which, t.key) for t in tasks], packed))
@@ -256,10 +272,21 @@ class Pool:
                 message = w.conn.recv()
         except (EOFError, OSError):
             return False
+        if message[0] == "ready":
+            w.ready, self._start_deaths = True, 0
+            return True
+        if message[0] == "unloadable":  # every hook process would fail the same way
+            self._unloadable = unloadable(self.named, message[1])
+            raise OptionTypeError(self._unloadable)
         task = w.tasks.pop(0)
         w.since = time.monotonic()  # hook_timeout counts per sample
-        if message[0] == "ok":
+        if message[0] == "ok" and message[1] is None:
+            task.error = (None, None, "returned None: a hook returns its result (a tensor or "
+                          "array, or tuples, lists and dicts of them)")
+        elif message[0] == "ok":
             task.result = _shm.unpack(message[1], w.outputs, copy=True)
+        elif message[0] == "unsendable":
+            task.error = (None, None, unsendable(*message[1:]))
         else:
             task.error = (message[1], message[2], None)
         task.done = True
@@ -267,26 +294,64 @@ class Pool:
         return True
 
     def _died(self, w, finished):
-        """w's process is gone: the sample it was on is charged with it, the
-        rest of its chunk goes back to the queue."""
-        task = w.tasks.pop(0)
-        self._queue.extendleft(reversed(w.tasks))
-        w.tasks = []
+        """w's process is gone: the sample it was on is charged with it."""
         try:
             code = w.process.wait(1)
         except subprocess.TimeoutExpired:
             code = None  # closed its socket but lives on: stopped all the same
+        if w.tasks:
+            self._charge(w, finished, f"killed its hook process {MAX_ATTEMPTS} times "
+                         f"(last exit code {code})", f"a hook process died (exit code {code})")
+            return
+        # Before its first sample: nothing to charge, but a start that
+        # fails every time must end too.
+        self._replace(w)
+        self._start_deaths += 1
+        if self._start_deaths >= MAX_ATTEMPTS:
+            raise HookError(f"the hook processes of {self.named} died {self._start_deaths} times "
+                            f"in a row before their first sample (last exit code {code}), while "
+                            "loading the hooks (importing their modules)")
+        log.warning("stoker: a hook process died while it started (exit code %s); a new one "
+                    "starts", code)
+
+    def _charge(self, w, finished, error, warning):
+        """w's process is gone or killed: the sample it was on is charged
+        with it (error once it was MAX_ATTEMPTS times, else computed again in
+        a new process, warning logged), the rest of its chunk goes back to
+        the queue."""
+        task = w.tasks.pop(0)
+        self._queue.extendleft(reversed(w.tasks))
+        w.tasks = []
         self._replace(w)
         task.attempts += 1
         if task.attempts >= MAX_ATTEMPTS:
-            task.error = (None, None, f"killed its hook process {task.attempts} times "
-                          f"(last exit code {code})")
+            task.error = (None, None, error)
             task.done = True
             finished.append(task)
         else:
-            log.warning("stoker: a hook process died (exit code %s); its samples are computed "
-                        "again in a new process", code)
+            log.warning("stoker: %s; its samples are computed again in a new process", warning)
             self._queue.appendleft(task)
+
+
+def unloadable(named, error):
+    """Why the hook processes cannot unpickle the hooks, for the caller."""
+    why = ("Hook processes are fresh interpreters that import what a hook refers to by module "
+           "name")
+    if "__mp_main__" in error or "__main__" in error:
+        why += (" and run no script of yours: a function of a process started by "
+                "multiprocessing's spawn lives in __mp_main__, which they cannot import, and one "
+                "of __main__ travels only by value, with cloudpickle")
+    return f"{named} cannot be loaded in the hook processes: {error}. {why}. Define it in a " \
+        "module on their sys.path"
+
+
+def unsendable(type_name, error):
+    """Why a hook's result cannot come back to the trainer."""
+    hint = ""
+    if "__mp_main__" in error or "__main__" in error:
+        hint = (" (a result is pickled in the hook process, which runs no script of yours: "
+                "define its classes in a module, not in __main__)")
+    return f"returned {type_name}, which cannot be sent back to the trainer: {error}{hint}"
 
 
 def signature(value):
@@ -309,9 +374,9 @@ def describe(sig):
         return f"{kind} of shape {list(sig[1])} and dtype {sig[2]}"
     if kind == "dict":
         return "{" + ", ".join(f"{k!r}: {describe(s)}" for k, s in sig[1]) + "}"
-    if kind in ("tuple", "list"):
-        return f"{kind}(" + ", ".join(describe(s) for s in sig[1]) + ")"
-    return "a Python value"
+    if kind == "value":
+        return "a Python value"
+    return f"{kind}(" + ", ".join(describe(s) for s in sig[1]) + ")"  # a tuple, list, namedtuple
 
 
 def collate(values):
@@ -323,8 +388,10 @@ def collate(values):
         return torch.stack(values)
     if hasattr(first, "__array__") and hasattr(first, "dtype"):
         return torch.stack([torch.as_tensor(v) for v in values])
-    if isinstance(first, (tuple, list)):
-        return type(first)(collate([v[i] for v in values]) for i in range(len(first)))
+    if isinstance(first, tuple):
+        return _shm.like(first, [collate([v[i] for v in values]) for i in range(len(first))])
+    if isinstance(first, list):
+        return [collate([v[i] for v in values]) for i in range(len(first))]
     if isinstance(first, dict):
         return {k: collate([v[k] for v in values]) for k in first}
     return list(values)

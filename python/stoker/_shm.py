@@ -109,7 +109,7 @@ def pack(value, arena, start=0):
             offset[0] += _aligned(n)
             return ref
         if isinstance(v, tuple):
-            return tuple(walk(x) for x in v)
+            return like(v, [walk(x) for x in v])
         if isinstance(v, list):
             return [walk(x) for x in v]
         if isinstance(v, dict):
@@ -118,6 +118,13 @@ def pack(value, arena, start=0):
 
     packed = walk(value)
     return packed, offset[0]
+
+
+def like(value, items):
+    """A tuple of items of value's kind: a namedtuple stays one (pickled
+    by its class's name, which must then import where it is unpickled),
+    any other tuple is a plain one."""
+    return type(value)._make(items) if hasattr(value, "_fields") else tuple(items)
 
 
 def unpack(value, arena, copy):
@@ -129,7 +136,7 @@ def unpack(value, arena, copy):
             a = a.copy()
         return torch.from_numpy(a) if value.is_torch else a
     if isinstance(value, tuple):
-        return tuple(unpack(x, arena, copy) for x in value)
+        return like(value, [unpack(x, arena, copy) for x in value])
     if isinstance(value, list):
         return [unpack(x, arena, copy) for x in value]
     if isinstance(value, dict):

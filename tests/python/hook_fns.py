@@ -2,8 +2,10 @@
 """Hooks for test_hooks.py: module-level, so hook processes import them by
 name (as plain pickle would); their behaviour depends on the sample's key
 where a test needs one sample to misbehave."""
+import collections
 import os
 import random
+import sys
 import time
 
 import numpy
@@ -108,3 +110,74 @@ def whole_image(sample, rng):
 
 def as_is(image, rng):
     return image
+
+
+def hang(image, rng):
+    time.sleep(3600)
+    return image
+
+
+class SlowToLoad:
+    """An instant hook whose unpickling takes `seconds` in any process but
+    the one that made it: a hook process that starts slowly, as one does
+    while its fork server imports torch on a loaded machine."""
+
+    def __init__(self, seconds):
+        self.seconds, self.made_in = seconds, os.getpid()
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.getpid() != self.made_in:
+            time.sleep(self.seconds)
+
+    def __call__(self, image, rng):
+        return image
+
+
+class DiesOnLoad(SlowToLoad):
+    """A hook whose unpickling kills the hook process (a module whose
+    import crashes there)."""
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if os.getpid() != self.made_in:
+            os._exit(9)
+
+
+class HangOnce:
+    """Hangs in the first call of all (whichever process makes it: a file
+    in `directory` says it was made), then returns the image as it is."""
+
+    def __init__(self, directory):
+        self.marker = os.path.join(directory, "hung-once")
+
+    def __call__(self, image, rng):
+        try:
+            os.close(os.open(self.marker, os.O_CREAT | os.O_EXCL))
+        except FileExistsError:
+            return image
+        time.sleep(3600)
+
+
+def exit_on_picked(image, rng):
+    if picked(image):
+        sys.exit(3)
+    return image
+
+
+def interrupt_on_picked(image, rng):
+    if picked(image):
+        raise KeyboardInterrupt
+    return image
+
+
+def forgets_return(sample, rng):
+    """The slip of a hook that makes its result and does not return it."""
+    sample * 2
+
+
+Stats = collections.namedtuple("Stats", "image total")
+
+
+def as_stats(image, rng):
+    return Stats(image, image.sum())

@@ -8,6 +8,7 @@ while the first is open, and nothing aborts or hangs.
 The scenarios that crashed (pthread_mutex_destroy failed with error 16) or
 hung run in subprocesses with timeouts, so a failure fails the test, not
 the suite."""
+import os
 import subprocess
 import sys
 import threading
@@ -47,9 +48,14 @@ CLOSE_WHILE_WAITING = r"""
 import sys, threading, time
 import stoker
 
-# A shard that never comes: next() waits in C with the GIL released.
-loader = stoker.Loader(["pipe:sleep 60"], allow_pipe=1, transform="eval", image_size=16,
-                       batch_size=4, threads=1)
+if sys.argv[1] == "hooked":  # a hook that never returns: next() waits for the hooks' thread
+    sys.path.insert(0, sys.argv[2])
+    import hook_fns
+    loader = stoker.Loader(sys.argv[3:], map=hook_fns.hang, hook_processes=1,
+                           transform="eval", image_size=16, batch_size=4, threads=1)
+else:  # a shard that never comes: next() waits in C with the GIL released
+    loader = stoker.Loader(["pipe:sleep 60"], allow_pipe=1, transform="eval", image_size=16,
+                           batch_size=4, threads=1)
 outcome = []
 
 def consume():
@@ -59,7 +65,7 @@ def consume():
     except ValueError as e:
         outcome.append(str(e))
 
-t = threading.Thread(target=consume)
+t = threading.Thread(target=consume, daemon=True)
 t.start()
 time.sleep(0.3)
 start = time.monotonic()
@@ -69,13 +75,16 @@ t.join(30)
 assert not t.is_alive(), "next() still waits after close()"
 assert closed_in < 10, closed_in
 assert len(outcome) == 1 and "closed" in outcome[0], outcome
+assert "stoker-hooks" not in [t.name for t in threading.enumerate()]  # ended, not spinning
 loader.close()  # again: nothing to do
 print("done")
 """
 
 
-def test_close_from_another_thread_wakes_a_waiting_next(clean_env_factory):
-    run_script(CLOSE_WHILE_WAITING, env=clean_env_factory())
+@pytest.mark.parametrize("what", ["plain", "hooked"])
+def test_close_from_another_thread_wakes_a_waiting_next(what, even_shards, clean_env_factory):
+    run_script(CLOSE_WHILE_WAITING, what, os.path.dirname(__file__), *even_shards,
+               env=clean_env_factory())
 
 
 CLOSE_WHILE_ITERATING = r"""
