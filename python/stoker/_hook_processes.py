@@ -18,6 +18,10 @@ word, hence a server of our own with two requests.
 A hook process is the server's child, not the Pool's: the Pool holds a
 pidfd of it to kill it and to see it exit whether or not the server lives,
 and asks the server for its exit status.
+
+The server and its hook processes serve the process that started them: in
+a child of fork() (a DataLoader worker, a checkpoint writer) a ForkServer
+forgets them (_forget_in_child) and asks nothing of them.
 """
 import collections
 import os
@@ -27,6 +31,7 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 
 from multiprocessing import connection, reduction
 
@@ -60,6 +65,7 @@ class ForkServer:
         self._process = None
         self._control = None
         self._replies = collections.deque()  # what the requests sent wait for, in order
+        _servers.add(self)
 
     def start(self):
         """Start the server now (it imports torch while the caller goes on)."""
@@ -154,6 +160,29 @@ class ForkServer:
             if self._control is not None:
                 self._lost()
 
+    def _forget(self):
+        """In a child of fork(): the server is the parent's. Close this
+        process's copy of its socket, unread; the next fork() starts a
+        server of this process's own."""
+        self._lock = threading.Lock()  # another thread of the parent may have held it
+        if self._control is not None:
+            self._control.close()
+        self._control = self._process = None
+        for reply in self._replies:
+            reply.done = True  # no value: the parent's server answers the parent
+        self._replies.clear()
+
+
+_servers = weakref.WeakSet()
+
+
+def _forget_in_child():
+    for server in list(_servers):
+        server._forget()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
 
 class Forked:
     """A hook process forked by a ForkServer: what Pool needs of a Popen
@@ -174,6 +203,12 @@ class Forked:
             except ProcessLookupError:  # its server died and it was reaped since
                 self._exited = True
         return pid
+
+    def forget(self):
+        """In a child of fork(): close this process's copy of the pidfd."""
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+        self._pidfd, self._exited = None, True
 
     def kill(self):
         if self.pid is None or self._pidfd is None:

@@ -15,6 +15,7 @@ fork of the trainer, which already runs the C loader's threads.
 import collections
 import hashlib
 import logging
+import os
 import pickle
 import subprocess
 import threading
@@ -102,6 +103,14 @@ class _Worker:
         self.inputs.close()
         self.outputs.close()
 
+    def forget(self):
+        """In a child of fork(): close this process's copies of the socket,
+        pidfd and arenas, touching the process not."""
+        self.conn.close()
+        self.process.forget()
+        self.inputs.close()
+        self.outputs.close()
+
 
 def _stop_all(workers, own_server):
     for w in workers:
@@ -134,6 +143,7 @@ class Pool:
         # Stop the processes at exit or when the loader is dropped, not later.
         self._finalizer = weakref.finalize(self, _stop_all, self._workers,
                                            self._server if server is None else None)
+        _pools.add(self)
 
     def start(self):
         """Start the processes now (a new fork server imports torch, a
@@ -151,6 +161,20 @@ class Pool:
         with self._lock:
             self._finalizer()
             self._queue.clear()
+
+    def _forget(self):
+        """In a child of fork() (a DataLoader worker, a checkpoint writer):
+        the processes are the parent's. Nothing here kills them, reads
+        their replies or waits on a lock that a thread of the parent held
+        at the fork; the pool is closed, and its finalizer with it."""
+        self._lock = threading.Lock()
+        self._closed = True
+        self._finalizer.detach()
+        for w in self._workers:
+            w.forget()
+        self._workers.clear()
+        self._queue.clear()
+        self._settled = []
 
     def submit(self, task):
         with self._lock:
@@ -287,6 +311,17 @@ class Pool:
             log.warning("stoker: a hook process died (exit code %s); its samples are computed "
                         "again in a new process", code)
             self._queue.appendleft(task)
+
+
+_pools = weakref.WeakSet()
+
+
+def _forget_in_child():
+    for pool in list(_pools):
+        pool._forget()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def signature(value):

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: MIT
+"""The lifecycle of hook processes (Loader(map=)) and of their fork server.
+
+The promises under test: the fork server and its hook processes import
+nothing from the directory the job runs in; a child of fork() (a helper,
+a DataLoader worker) leaves its parent's hook processes alone; a hook
+process that dies is seen dead even when a process it forked holds its
+socket; whatever a hook starts dies with the pool, on close(), when the
+trainer is killed, and when the fork server was killed before it; long
+runs keep processes, threads and descriptors flat. Every process a test
+starts is killed by pid at its end, and every wait is bounded.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+SCRIPT_TIMEOUT_S = 180  # a loaded 2-core machine; a hang is what this catches
+
+
+def run_script(script, args, env, tmp_path, cwd=None, path=None):
+    """Run a Python script (text, or written at path) in a session of its
+    own and return (returncode, stdout, stderr); killed (its session) and
+    failed past SCRIPT_TIMEOUT_S. Its output goes to files, not pipes: a
+    process it leaves behind would hold a pipe open."""
+    if path is None:
+        command = [sys.executable, "-c", textwrap.dedent(script), *args]
+    else:
+        path.write_text(textwrap.dedent(script))
+        command = [sys.executable, str(path), *args]
+    out_path, err_path = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, start_new_session=True)
+    try:
+        proc.wait(SCRIPT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        pytest.fail(f"hung for {SCRIPT_TIMEOUT_S} s:\n{out_path.read_text()}\n"
+                    f"{err_path.read_text()}")
+    return proc.returncode, out_path.read_text(), err_path.read_text()
+
+
+# -- children of fork() ------------------------------------------------------------------------
+
+FORK_SCRIPT = """
+import gc, hashlib, json, os, sys, time
+sys.path.insert(0, {tests!r})
+import torch
+import stoker
+import hook_fns
+
+shards = sys.argv[1:]
+options = dict(batch_size=8, image_size=32, shuffle_buffer=16, seed=5, map=hook_fns.slow_identity)
+CHILD_S = 60
+
+
+def digests(batches):
+    return [hashlib.sha256(images.numpy().tobytes() + labels.numpy().tobytes()).hexdigest()
+            for images, labels in batches]
+
+
+with stoker.Loader(shards, hook_processes=1, threads=1, **options) as reference:
+    want = digests(reference)
+
+loader = stoker.Loader(shards, hook_processes=2, **options)
+pids = loader._hooks.pool.pids()
+it = iter(loader)
+
+
+def drop():
+    global it, loader
+    del it, loader
+    gc.collect()
+
+
+def child(mode):
+    if mode == "use":  # refused, as the C loader refuses, instead of waiting for a lost thread
+        for use in (lambda: next(it), loader.close):
+            try:
+                use()
+            except RuntimeError as e:
+                assert "make a new Loader after fork" in str(e), str(e)
+            else:
+                raise AssertionError("an inherited hooked loader was used in the child")
+    elif mode == "drop":
+        drop()
+    # "exit": interpreter exit with the loader alive (its finalizers run at exit)
+    sys.exit(0)
+
+
+def drop_in_worker(_):
+    drop()  # a DataLoader worker that drops what it inherited
+
+
+def wait(pid):
+    deadline = time.monotonic() + CHILD_S
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    return "hung"
+
+
+children, got = [], []
+for i, (images, labels) in enumerate(it):
+    got.append((images.clone(), labels.clone()))
+    if i in (1, 2, 3, 4, 5, 6):  # short-lived helpers, during the epoch
+        pid = os.fork()
+        if pid == 0:
+            try:
+                child(("use", "drop", "exit")[i % 3])
+            except SystemExit:
+                raise
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+                os._exit(3)
+        children.append(pid)
+    if i == 7:  # DataLoader workers, forked with the hooked loader mid-epoch
+        data = torch.utils.data.TensorDataset(torch.arange(64))
+        workers = torch.utils.data.DataLoader(data, batch_size=8, num_workers=2,
+                                              multiprocessing_context="fork",
+                                              worker_init_fn=drop_in_worker)
+        assert sum(int(b[0].sum()) for b in workers) == sum(range(64))
+codes = [wait(pid) for pid in children]
+restarted = loader.stats()["hook_processes_restarted"]
+same_pids = loader._hooks.pool.pids() == pids
+loader.close()
+print(json.dumps(dict(codes=codes, same=digests(got) == want, batches=len(got),
+                      restarted=restarted, same_pids=same_pids)))
+"""
+
+
+def test_children_of_fork_leave_the_hook_processes_alone(even_shards, clean_env_factory,
+                                                         tmp_path):
+    """Children forked mid-epoch that use, drop or exit with the inherited
+    loader, and DataLoader workers: the parent's epoch is the reference's,
+    no hook process of the parent is killed, every child exits at once.
+    Before, a child's exit killed the parent's hook processes and the fork
+    server and read replies from the parent's server."""
+    code, out, err = run_script(FORK_SCRIPT.format(tests=TESTS), even_shards,
+                                clean_env_factory(), tmp_path)
+    assert code == 0, out + err
+    result = json.loads(out.splitlines()[-1])
+    assert result["codes"] == [0] * 6, (result, err)
+    assert result["batches"] == 15 and result["same"], (result, err)
+    assert result["restarted"] == 0 and result["same_pids"], (result, err)
