@@ -35,6 +35,13 @@ import weakref
 
 from multiprocessing import connection, reduction
 
+# The server runs with the trainer's sys.path, taken from PYTHONPATH: the
+# '' that `-c` (or `-m`) puts first would import a torch.py or numpy.py of
+# the directory the job runs in, which the trainer (`python train.py`)
+# does not. Python 3.11's -P does this; stoker runs on older ones too.
+_SERVER_MAIN = ("import sys; sys.path[:] = [p for p in sys.path if p]; "
+                "from stoker._hook_forkserver import main; main()")
+
 
 def hook_process_env():
     """The environment of the server and so of every hook process."""
@@ -76,7 +83,7 @@ class ForkServer:
     def _start(self):
         ours, theirs = socket.socketpair()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "stoker._hook_forkserver", str(theirs.fileno())],
+            [sys.executable, "-c", _SERVER_MAIN, str(theirs.fileno()), str(os.getpid())],
             pass_fds=(theirs.fileno(),), env=hook_process_env(), stdin=subprocess.DEVNULL)
         theirs.close()
         self._control = connection.Connection(ours.detach())

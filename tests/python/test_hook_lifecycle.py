@@ -16,12 +16,37 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
+import stoker
+import lifecycle_fns
+from test_hooks import gone, parent_of
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 SCRIPT_TIMEOUT_S = 180  # a loaded 2-core machine; a hang is what this catches
+GONE_S = 10.0  # SIGKILL is not refused: 10 s is for the scheduler, not the kill
+SMALL = dict(batch_size=8, image_size=32, shuffle_buffer=16, seed=5)
+
+
+@pytest.fixture
+def pid_dir(tmp_path, monkeypatch):
+    """The directory lifecycle_fns' hooks record pids in; what is recorded
+    there is killed at the end of the test."""
+    directory = tmp_path / "pids"
+    directory.mkdir()
+    monkeypatch.setenv("STOKER_TEST_PID_DIR", str(directory))
+    yield str(directory)
+    for name in os.listdir(directory):
+        kill(int(name.split("-", 1)[1]))
+
+
+def kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def run_script(script, args, env, tmp_path, cwd=None, path=None):
@@ -46,6 +71,44 @@ def run_script(script, args, env, tmp_path, cwd=None, path=None):
         pytest.fail(f"hung for {SCRIPT_TIMEOUT_S} s:\n{out_path.read_text()}\n"
                     f"{err_path.read_text()}")
     return proc.returncode, out_path.read_text(), err_path.read_text()
+
+
+# -- the working directory ---------------------------------------------------------------------
+
+PLANTED = """\
+import os
+with open({marker!r}, "a") as f:
+    f.write(f"{{os.getpid()}}\\n")
+raise ImportError("a torchvision.py planted in the working directory")
+"""
+
+TRAIN = """
+import sys
+sys.path.insert(0, {tests!r})
+import stoker
+import lifecycle_fns
+with stoker.Loader(sys.argv[1:], map=lifecycle_fns.as_is, hook_processes=2, batch_size=8,
+                   image_size=32) as loader:
+    print(sum(1 for _ in loader))
+"""
+
+
+def test_a_module_in_the_working_directory_is_not_imported(even_shards, clean_env_factory,
+                                                           tmp_path):
+    """`python /path/train.py` imports nothing from its working directory;
+    its fork server (once `python -m`: the cwd first on sys.path) imported
+    a torchvision.py there, and so every hook process ran it."""
+    marker = tmp_path / "imported"
+    run_dir = tmp_path / "run"
+    app = tmp_path / "app"
+    run_dir.mkdir()
+    app.mkdir()
+    (run_dir / "torchvision.py").write_text(PLANTED.format(marker=str(marker)))
+    code, out, err = run_script(TRAIN.format(tests=TESTS), even_shards, clean_env_factory(),
+                                tmp_path, cwd=run_dir, path=app / "train.py")
+    assert code == 0, err
+    assert out.split() == ["15"], out + err
+    assert not marker.exists(), f"imported by pids {marker.read_text().split()}"
 
 
 # -- children of fork() ------------------------------------------------------------------------
@@ -156,3 +219,79 @@ def test_children_of_fork_leave_the_hook_processes_alone(even_shards, clean_env_
     assert result["codes"] == [0] * 6, (result, err)
     assert result["batches"] == 15 and result["same"], (result, err)
     assert result["restarted"] == 0 and result["same_pids"], (result, err)
+
+
+# -- processes that hooks start ----------------------------------------------------------------
+
+def test_close_stops_what_the_hooks_started(even_shards, pid_dir):
+    """A `sleep 600` and a hanging fork of each hook process: each hook
+    process leads a process group, killed as one."""
+    loader = stoker.Loader(even_shards, map=lifecycle_fns.with_helpers, hook_processes=2,
+                           **SMALL)
+    try:
+        it = iter(loader)
+        next(it)
+        deadline = time.monotonic() + 60
+        while len(lifecycle_fns.recorded(pid_dir, "helper")) < 4 and \
+                time.monotonic() < deadline:
+            next(it)
+        helpers = lifecycle_fns.recorded(pid_dir, "helper")
+        assert len(helpers) == 4, helpers
+        hooks = loader._hooks.pool.pids()
+    finally:
+        loader.close()
+    assert gone(helpers + hooks, GONE_S), [p for p in helpers + hooks if not gone([p], 0)]
+
+
+HANG_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import stoker
+import lifecycle_fns
+loader = stoker.Loader(sys.argv[1:], map=lifecycle_fns.with_helpers_hang_on_picked,
+                       hook_processes=2, batch_size=8, image_size=32)
+print(*loader._hooks.pool.pids(), flush=True)
+for _ in loader:  # a seventh of the images hang: it waits on one of them
+    pass
+"""
+
+
+@pytest.mark.parametrize("killed", ["trainer", "server-then-trainer"])
+def test_a_killed_trainer_leaves_no_process_while_a_hook_hangs(even_shards, clean_env_factory,
+                                                               pid_dir, tmp_path, killed):
+    """SIGKILL, so no finalizer runs: the fork server kills its hook
+    processes' groups; when it was killed first (an OOM kill), each hook
+    process sees its trainer go and kills its own group."""
+    err_path = tmp_path / "stderr"
+    with open(err_path, "w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(HANG_SCRIPT.format(tests=TESTS)),
+             *even_shards], stdout=subprocess.PIPE, stderr=err, text=True,
+            stdin=subprocess.DEVNULL, env=clean_env_factory(STOKER_TEST_PID_DIR=pid_dir),
+            start_new_session=True)
+    hooks, server = [], None
+    try:
+        hooks = [int(p) for p in proc.stdout.readline().split()]
+        assert len(hooks) == 2, err_path.read_text()
+        server = parent_of(hooks[0])
+        deadline = time.monotonic() + 60
+        while len(lifecycle_fns.recorded(pid_dir, "helper")) < 4 and \
+                time.monotonic() < deadline:  # both processes have started theirs
+            time.sleep(0.05)
+        helpers = lifecycle_fns.recorded(pid_dir, "helper")
+        assert len(helpers) == 4, helpers
+        time.sleep(0.5)  # and a hook hangs by now (a seventh of the images)
+        if killed == "server-then-trainer":
+            os.kill(server, signal.SIGKILL)
+            assert gone([server], GONE_S)
+            assert not gone(hooks, 0.5)  # they live on without it
+        proc.kill()
+        proc.wait(GONE_S)
+        left = [p for p in helpers + hooks + [server] if not gone([p], 0)]
+        assert gone(helpers + hooks + [server], GONE_S), left
+    finally:
+        for pid in hooks + ([server] if server else []):
+            kill(pid)
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()  # held open by whatever survived: not read to its end
