@@ -16,8 +16,9 @@ died), and the server's children must be killed and reaped on the Pool's
 word, hence a server of our own with two requests.
 
 A hook process is the server's child, not the Pool's: the Pool holds a
-pidfd of it to kill it and to see it exit whether or not the server lives,
-and asks the server for its exit status.
+pidfd of it to kill it and to see it exit whether or not the server lives
+(and whether or not a process it forked holds its socket), and asks the
+server for its exit status.
 
 The server and its hook processes serve the process that started them: in
 a child of fork() (a DataLoader worker, a checkpoint writer) a ForkServer
@@ -105,10 +106,14 @@ class ForkServer:
         """reply's value; the replies before it are read and kept on the way.
         Raises EOFError or OSError when the server died."""
         while not reply.done:
-            value = self._control.recv()
-            first = self._replies.popleft()
-            first.done, first.value = True, value
+            self._read_reply()
         return reply.value
+
+    def _read_reply(self):
+        value = self._control.recv()
+        first = self._replies.popleft()
+        first.value = value
+        first.done = True  # after the value: pid_of reads them without the lock
 
     def _lost(self):
         """The server died (killed): the next request starts a new one. Its
@@ -139,6 +144,8 @@ class ForkServer:
         return Forked(self, reply), connection.Connection(ours.detach())
 
     def pid_of(self, reply):
+        if reply.done:
+            return reply.value
         with self._lock:
             if reply.done:
                 return reply.value
@@ -147,6 +154,20 @@ class ForkServer:
             except (EOFError, OSError):
                 self._lost()
                 return None
+
+    def answered(self, reply):
+        """Whether the server has answered reply, reading what it has sent
+        without waiting for more (nor for a thread that waits for it)."""
+        if reply.done or not self._lock.acquire(blocking=False):
+            return reply.done
+        try:
+            while not reply.done and self._control is not None and self._control.poll():
+                self._read_reply()
+        except (EOFError, OSError):
+            self._lost()
+        finally:
+            self._lock.release()
+        return reply.done
 
     def reap(self, pid, timeout):
         """The exit status of the server's child pid (as Popen.returncode),
@@ -210,6 +231,13 @@ class Forked:
             except ProcessLookupError:  # its server died and it was reaped since
                 self._exited = True
         return pid
+
+    def watch_fd(self):
+        """Its pidfd, readable once it has exited; None while the server has
+        not said its pid (this call does not wait for that)."""
+        if self._pidfd is None and not self._exited and self._server.answered(self._reply):
+            self.pid  # opens the pidfd
+        return self._pidfd
 
     def forget(self):
         """In a child of fork(): close this process's copy of the pidfd."""

@@ -238,6 +238,10 @@ class Pool:
             timeout = min(timeout, max(0.0, min(w.since for w in busy) + self.timeout -
                                        time.monotonic()))
         waiting = {w.conn: w for w in busy}
+        for w in busy:  # a process it forked may hold its socket open: watch it too
+            pidfd = w.process.watch_fd()
+            if pidfd is not None:
+                waiting[pidfd] = w
         finished = []
         for ready in connection.wait(list(waiting), timeout):
             w = waiting[ready]
@@ -245,6 +249,8 @@ class Pool:
                 if not self._receive(w, finished):
                     self._died(w, finished)
                     break
+            if w.tasks and ready is not w.conn:  # exited; what it sent before is read
+                self._died(w, finished)
         now = time.monotonic()
         for w in busy:
             if w.tasks and self.timeout and now - w.since >= self.timeout and w in self._workers:

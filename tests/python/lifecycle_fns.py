@@ -53,5 +53,18 @@ def with_helpers_hang_on_picked(image, rng):
     return image
 
 
+def fork_then_die_on_picked(image, rng):
+    """On a picked image its process dies while a process it forked (which
+    has its socket to the trainer) lives on."""
+    if picked(image):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        _record("helper", pid)
+        os._exit(9)
+    return image
+
+
 def as_is(image, rng):
     return image

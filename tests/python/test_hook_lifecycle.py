@@ -223,6 +223,34 @@ def test_children_of_fork_leave_the_hook_processes_alone(even_shards, clean_env_
 
 # -- processes that hooks start ----------------------------------------------------------------
 
+DIE_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import stoker
+import lifecycle_fns
+with stoker.Loader(sys.argv[1:], map=lifecycle_fns.fork_then_die_on_picked, hook_processes=2,
+                   batch_size=8, image_size=32) as loader:
+    try:
+        for _ in loader:
+            pass
+    except stoker.HookError as e:
+        print(e)
+"""
+
+
+def test_a_hook_process_that_dies_while_its_fork_holds_its_socket_is_seen_dead(
+        even_shards, clean_env_factory, pid_dir, tmp_path):
+    """Its socket never ends (the fork has a copy), but its pidfd says it
+    exited: the sample is retried, then named; what it forked dies with
+    it. Before, the trainer waited for it forever."""
+    code, out, err = run_script(DIE_SCRIPT.format(tests=TESTS), even_shards,
+                                clean_env_factory(STOKER_TEST_PID_DIR=pid_dir), tmp_path)
+    assert code == 0, err
+    assert "killed its hook process 3 times (last exit code 9)" in out, out + err
+    helpers = lifecycle_fns.recorded(pid_dir, "helper")
+    assert len(helpers) >= 3 and gone(helpers, GONE_S), helpers
+
+
 def test_close_stops_what_the_hooks_started(even_shards, pid_dir):
     """A `sleep 600` and a hanging fork of each hook process: each hook
     process leads a process group, killed as one."""
