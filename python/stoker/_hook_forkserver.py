@@ -71,18 +71,18 @@ def _die_with(trainer):
 def _child(control, fd, trainer):
     """In a forked hook process: the hook loop, then exit without the
     server's exit handlers."""
-    code = 1
     try:
         control.close()
         os.setpgid(0, 0)  # the server does too: whichever runs first
         _die_with(trainer)
         from . import _hook_worker
         _hook_worker.main(connection.Connection(fd))
-        code = 0
     except BaseException:
         traceback.print_exc()
-    finally:
-        os._exit(code)
+        os._exit(1)
+    # The trainer closed the socket or is gone: what the hooks forked goes
+    # with this process (the group it leads, itself included).
+    os.killpg(0, signal.SIGKILL)
 
 
 def serve(control, trainer):

@@ -42,6 +42,11 @@ def pid_dir(tmp_path, monkeypatch):
         kill(int(name.split("-", 1)[1]))
 
 
+def alive(pids):
+    """Those of pids alive now, for a message."""
+    return [pid for pid in pids if not gone([pid], 0.01)]
+
+
 def kill(pid):
     try:
         os.kill(pid, signal.SIGKILL)
@@ -268,7 +273,7 @@ def test_close_stops_what_the_hooks_started(even_shards, pid_dir):
         hooks = loader._hooks.pool.pids()
     finally:
         loader.close()
-    assert gone(helpers + hooks, GONE_S), [p for p in helpers + hooks if not gone([p], 0)]
+    assert gone(helpers + hooks, GONE_S), alive(helpers + hooks)
 
 
 HANG_SCRIPT = """
@@ -315,8 +320,8 @@ def test_a_killed_trainer_leaves_no_process_while_a_hook_hangs(even_shards, clea
             assert not gone(hooks, 0.5)  # they live on without it
         proc.kill()
         proc.wait(GONE_S)
-        left = [p for p in helpers + hooks + [server] if not gone([p], 0)]
-        assert gone(helpers + hooks + [server], GONE_S), left
+        everyone = helpers + hooks + [server]
+        assert gone(everyone, GONE_S), alive(everyone)
     finally:
         for pid in hooks + ([server] if server else []):
             kill(pid)
