@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""Hooks for test_hook_lifecycle.py: module-level, so that
-hook processes import them by name. A hook
+"""Hooks and a dataset for test_hook_lifecycle.py: module-level, so that
+hook processes and spawned DataLoader workers import them by name. A hook
 that starts a process writes its pid as a file name into the directory
 $STOKER_TEST_PID_DIR, so that the test finds it (and kills it by pid)."""
 import os
 import subprocess
 import time
+
+import torch
 
 
 def _record(kind, pid):
@@ -68,3 +70,25 @@ def fork_then_die_on_picked(image, rng):
 
 def as_is(image, rng):
     return image
+
+
+class HookedInWorker(torch.utils.data.IterableDataset):
+    """A DataLoader worker that makes a Loader(map=) of its own and records
+    the pids of its hook processes and of their fork server."""
+
+    def __init__(self, shards):
+        self.shards = shards
+
+    def __iter__(self):
+        import stoker
+        loader = stoker.Loader(self.shards, map=as_is, hook_processes=2, batch_size=8,
+                               image_size=32, threads=1)
+        for pid in loader._hooks.pool.pids():
+            _record("hook", pid)
+            with open(f"/proc/{pid}/stat") as f:
+                _record("server", int(f.read().rsplit(") ", 1)[1].split()[1]))
+        batches = iter(loader)
+        # Left open: the worker exits (os._exit, no finalizer runs) with it.
+        self.kept = (loader, batches)
+        for _ in range(2):
+            yield next(batches)[0].sum()

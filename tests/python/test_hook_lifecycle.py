@@ -328,3 +328,66 @@ def test_a_killed_trainer_leaves_no_process_while_a_hook_hangs(even_shards, clea
         proc.kill()
         proc.wait()
         proc.stdout.close()  # held open by whatever survived: not read to its end
+
+
+# -- long runs ---------------------------------------------------------------------------------
+
+WORKERS_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+import torch
+import lifecycle_fns
+ctx = sys.argv[1]
+data = lifecycle_fns.HookedInWorker(sys.argv[2:])
+workers = torch.utils.data.DataLoader(data, batch_size=None, num_workers=2,
+                                      multiprocessing_context=ctx)
+print(len(list(workers)))
+"""
+
+
+@pytest.mark.parametrize("ctx", ["fork", "spawn"])
+def test_a_loader_made_in_dataloader_workers_leaves_nothing_behind(even_shards,
+                                                                   clean_env_factory, pid_dir,
+                                                                   tmp_path, ctx):
+    code, out, err = run_script(WORKERS_SCRIPT.format(tests=TESTS), [ctx, *even_shards],
+                                clean_env_factory(STOKER_TEST_PID_DIR=pid_dir), tmp_path)
+    assert code == 0 and out.split() == ["4"], out + err
+    pids = lifecycle_fns.recorded(pid_dir, "server") + lifecycle_fns.recorded(pid_dir, "hook")
+    assert len(pids) == 6, pids  # each worker: a server, two hook processes
+    assert gone(pids, GONE_S), alive(pids)
+
+
+def descendants(pid):
+    out = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except FileNotFoundError:
+            continue
+        for child in children:
+            out += [child] + descendants(child)
+    return out
+
+
+def census():
+    return dict(fds=len(os.listdir("/proc/self/fd")), threads=len(os.listdir("/proc/self/task")),
+                processes=len(descendants(os.getpid())))
+
+
+def test_many_epochs_keep_descriptors_threads_and_processes_flat(even_shards):
+    with stoker.Loader(even_shards[:1], map=lifecycle_fns.as_is, hook_processes=2, threads=1,
+                       **SMALL) as loader:
+        batches = sum(1 for _ in loader)
+        pids = loader._hooks.pool.pids()
+        assert sum(1 for _ in loader) == batches
+        before = census()
+        for _ in range(20):
+            assert sum(1 for _ in loader) == batches
+        after = census()
+        assert loader._hooks.pool.pids() == pids
+    # A leak grows by one or more each epoch (20 here); a thread still
+    # starting or ending as the count is taken is not one.
+    assert after["processes"] == before["processes"], (before, after)
+    assert after["fds"] <= before["fds"] + 2 and after["threads"] <= before["threads"] + 2, \
+        (before, after)
