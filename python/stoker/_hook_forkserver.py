@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: MIT
 """The fork server of hook processes: main(), started by
 _hook_processes.ForkServer with its control socket and the pid of the
-process it serves (the trainer, or a Dask worker process), below "the
-trainer". A fresh interpreter (never a fork of the threaded trainer or of
+process it serves (the trainer, or a Dask worker process: "the trainer"
+below). A fresh interpreter (never a fork of the threaded trainer or of
 a Dask worker) that imports torch once and forks each hook process
 (_hook_worker) from itself; it is single-threaded when it forks: importing
 torch starts no thread (the intra-op pool starts at the first op, in a
