@@ -16,8 +16,13 @@ died), and the server's children must be killed and reaped on the Pool's
 word, hence a server of our own with two requests.
 
 A hook process is the server's child, not the Pool's: the Pool holds a
-pidfd of it to kill it and to see it exit whether or not the server lives,
-and asks the server for its exit status.
+pidfd of it to kill it and to see it exit whether or not the server lives
+(and whether or not a process it forked holds its socket), and asks the
+server for its exit status.
+
+The server and its hook processes serve the process that started them: in
+a child of fork() (a DataLoader worker, a checkpoint writer) a ForkServer
+forgets them (_forget_in_child) and asks nothing of them.
 """
 import collections
 import os
@@ -27,8 +32,16 @@ import socket
 import subprocess
 import sys
 import threading
+import weakref
 
 from multiprocessing import connection, reduction
+
+# The server runs with the trainer's sys.path, taken from PYTHONPATH: the
+# '' that `-c` (or `-m`) puts first would import a torch.py or numpy.py of
+# the directory the job runs in, which the trainer (`python train.py`)
+# does not. Python 3.11's -P does this; stoker runs on older ones too.
+_SERVER_MAIN = ("import sys; sys.path[:] = [p for p in sys.path if p]; "
+                "from stoker._hook_forkserver import main; main()")
 
 
 def hook_process_env():
@@ -66,6 +79,7 @@ class ForkServer:
         self._process = None
         self._control = None
         self._replies = collections.deque()  # what the requests sent wait for, in order
+        _servers.add(self)
 
     def start(self):
         """Start the server now (it imports torch while the caller goes on)."""
@@ -76,7 +90,7 @@ class ForkServer:
     def _start(self):
         ours, theirs = socket.socketpair()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "stoker._hook_forkserver", str(theirs.fileno())],
+            [sys.executable, "-c", _SERVER_MAIN, str(theirs.fileno()), str(os.getpid())],
             pass_fds=(theirs.fileno(),), env=hook_process_env(), stdin=subprocess.DEVNULL)
         theirs.close()
         self._control = connection.Connection(ours.detach())
@@ -98,10 +112,14 @@ class ForkServer:
         """reply's value; the replies before it are read and kept on the way.
         Raises EOFError or OSError when the server died."""
         while not reply.done:
-            value = self._control.recv()
-            first = self._replies.popleft()
-            first.done, first.value = True, value
+            self._read_reply()
         return reply.value
+
+    def _read_reply(self):
+        value = self._control.recv()
+        first = self._replies.popleft()
+        first.value = value
+        first.done = True  # after the value: pid_of reads them without the lock
 
     def _lost(self):
         """The server died (killed): the next request starts a new one. Its
@@ -132,6 +150,8 @@ class ForkServer:
         return Forked(self, reply), connection.Connection(ours.detach())
 
     def pid_of(self, reply):
+        if reply.done:
+            return reply.value
         with self._lock:
             if reply.done:
                 return reply.value
@@ -140,6 +160,20 @@ class ForkServer:
             except (EOFError, OSError):
                 self._lost()
                 return None
+
+    def answered(self, reply):
+        """Whether the server has answered reply, reading what it has sent
+        without waiting for more (nor for a thread that waits for it)."""
+        if reply.done or not self._lock.acquire(blocking=False):
+            return reply.done
+        try:
+            while not reply.done and self._control is not None and self._control.poll():
+                self._read_reply()
+        except (EOFError, OSError):
+            self._lost()
+        finally:
+            self._lock.release()
+        return reply.done
 
     def reap(self, pid, timeout):
         """The exit status of the server's child pid (as Popen.returncode),
@@ -159,6 +193,29 @@ class ForkServer:
         with self._lock:
             if self._control is not None:
                 self._lost()
+
+    def _forget(self):
+        """In a child of fork(): the server is the parent's. Close this
+        process's copy of its socket, unread; the next fork() starts a
+        server of this process's own."""
+        self._lock = threading.Lock()  # another thread of the parent may have held it
+        if self._control is not None:
+            self._control.close()
+        self._control = self._process = None
+        for reply in self._replies:
+            reply.done = True  # no value: the parent's server answers the parent
+        self._replies.clear()
+
+
+_servers = weakref.WeakSet()
+
+
+def _forget_in_child():
+    for server in list(_servers):
+        server._forget()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 class Forked:
@@ -180,6 +237,19 @@ class Forked:
             except ProcessLookupError:  # its server died and it was reaped since
                 self._exited = True
         return pid
+
+    def watch_fd(self):
+        """Its pidfd, readable once it has exited; None while the server has
+        not said its pid (this call does not wait for that)."""
+        if self._pidfd is None and not self._exited and self._server.answered(self._reply):
+            self.pid  # opens the pidfd
+        return self._pidfd
+
+    def forget(self):
+        """In a child of fork(): close this process's copy of the pidfd."""
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+        self._pidfd, self._exited = None, True
 
     def kill(self):
         if self.pid is None or self._pidfd is None:

@@ -20,8 +20,9 @@ from . import _rng, _shm
 
 
 def main(conn):
-    # Ctrl-C goes to the whole process group: the trainer stops this
-    # process itself, so that a half-done hook never prints a traceback.
+    # Ctrl-C goes to the trainer's process group (this process leads its
+    # own): the trainer stops this process itself, so that a half-done hook
+    # never prints a traceback.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
     torch.set_num_threads(1)  # one process is one core's share; also keeps results single-threaded

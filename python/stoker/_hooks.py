@@ -15,6 +15,7 @@ fork of the trainer, which already runs the C loader's threads.
 import collections
 import hashlib
 import logging
+import os
 import pickle
 import subprocess
 import threading
@@ -108,6 +109,14 @@ class _Worker:
         self.inputs.close()
         self.outputs.close()
 
+    def forget(self):
+        """In a child of fork(): close this process's copies of the socket,
+        pidfd and arenas, touching the process not."""
+        self.conn.close()
+        self.process.forget()
+        self.inputs.close()
+        self.outputs.close()
+
 
 def _stop_all(workers, own_server):
     for w in workers:
@@ -144,6 +153,7 @@ class Pool:
         # Stop the processes at exit or when the loader is dropped, not later.
         self._finalizer = weakref.finalize(self, _stop_all, self._workers,
                                            self._server if server is None else None)
+        _pools.add(self)
 
     def start(self):
         """Start the processes now (a new fork server imports torch, a
@@ -165,6 +175,20 @@ class Pool:
         with self._lock:
             self._finalizer()
             self._queue.clear()
+
+    def _forget(self):
+        """In a child of fork() (a DataLoader worker, a checkpoint writer):
+        the processes are the parent's. Nothing here kills them, reads
+        their replies or waits on a lock that a thread of the parent held
+        at the fork; the pool is closed, and its finalizer with it."""
+        self._lock = threading.Lock()
+        self._closed = True
+        self._finalizer.detach()
+        for w in self._workers:
+            w.forget()
+        self._workers.clear()
+        self._queue.clear()
+        self._settled = []
 
     def submit(self, task):
         with self._lock:
@@ -233,6 +257,10 @@ class Pool:
         if self.timeout and busy:
             timeout = min(timeout, max(0.0, min(w.since for w in busy) + self.timeout -
                                        time.monotonic()))
+        for w in busy:  # a process it forked may hold its socket open: watch it too
+            pidfd = w.process.watch_fd()
+            if pidfd is not None:
+                waiting[pidfd] = w
         finished = []
         for ready in connection.wait(list(waiting), timeout):
             w = waiting[ready]
@@ -240,6 +268,8 @@ class Pool:
                 if not self._receive(w, finished):
                     self._died(w, finished)
                     break
+            if w.tasks and ready is not w.conn:  # exited; what it sent before is read
+                self._died(w, finished)
         now = time.monotonic()
         for w in busy:
             if w.tasks and self.timeout and now - w.since >= self.timeout and w in self._workers:
@@ -352,6 +382,17 @@ def unsendable(type_name, error):
         hint = (" (a result is pickled in the hook process, which runs no script of yours: "
                 "define its classes in a module, not in __main__)")
     return f"returned {type_name}, which cannot be sent back to the trainer: {error}{hint}"
+
+
+_pools = weakref.WeakSet()
+
+
+def _forget_in_child():
+    for pool in list(_pools):
+        pool._forget()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
 
 
 def signature(value):

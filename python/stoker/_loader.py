@@ -554,6 +554,9 @@ class Loader:
                 self._batch += 1
                 yield out
                 del out
+                # Resumed in a child of fork(): the thread of the hooks (or of
+                # the cluster) that makes the next batch is not there.
+                self._refuse_after_fork()
             else:
                 if agree is not None:
                     agree(False)
