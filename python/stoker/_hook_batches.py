@@ -191,7 +191,13 @@ class HookedBatches:
             raise HookError(f"hook map={self.map_name} failed on every sample of batch "
                             f"{job.index}: nothing to replace them with")
         results = [good if r is None else r for r in results]
-        out = collate(results)
+        try:
+            out = collate(results)
+        except TypeError as e:  # a dtype torch lacks: the same in every sample (spec)
+            url, key = job.names[0]
+            raise HookError(f"hook map={self.map_name} returned {describe(self.spec)} for "
+                            f"sample {key!r} of {url} and the rest of batch {job.index}: "
+                            f"{e}") from e
         return out if job.labels is None else (out, job.labels)
 
     @staticmethod

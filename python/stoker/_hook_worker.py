@@ -44,7 +44,7 @@ def main(conn):
                     conn.send(("arena", outputs.size))
                     reduction.send_handle(conn, outputs.fd, os.getppid())
                     end = 0  # the trainer has copied what the old arena held
-                reply, end = _shm.pack(result, outputs, end)
+                reply, end = _shm.pack(result, outputs, end, "its result")
                 conn.send(("ok", reply))
             except Exception as e:  # the hook's error goes back to the trainer as its cause
                 conn.send(("error", _picklable(e), traceback.format_exc()))

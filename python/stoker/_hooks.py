@@ -23,6 +23,7 @@ import weakref
 
 from multiprocessing import connection, reduction
 
+import numpy
 import torch
 
 from ._stoker import Error, OptionTypeError, ReadError
@@ -314,15 +315,35 @@ def describe(sig):
     return "a Python value"
 
 
+# numpy dtypes torch has no tensor of (1.13), and the one that holds each
+# of their values without loss.
+_WIDER = {numpy.dtype(numpy.uint16): numpy.int32, numpy.dtype(numpy.uint32): numpy.int64}
+
+
+def _tensor(value):
+    """A numpy array (or scalar) as a tensor, widened where torch lacks its
+    dtype; TypeError naming the dtype when no tensor holds it."""
+    a = numpy.asarray(value)
+    if a.dtype in _WIDER:
+        a = a.astype(_WIDER[a.dtype])
+    try:
+        return torch.as_tensor(a)
+    except TypeError as e:
+        raise TypeError(f"an array of dtype {a.dtype} makes no batch tensor: torch has no "
+                        f"{a.dtype}, and no wider dtype of its holds every value of it; "
+                        "convert it in the hook") from e
+
+
 def collate(values):
     """One batch from the samples' results: arrays stacked into a tensor
-    (numpy arrays become tensors), the same structure around them, any
-    other value a list."""
+    (numpy arrays become tensors; uint16 and uint32, which torch lacks,
+    int32 and int64), the same structure around them, any other value a
+    list."""
     first = values[0]
     if isinstance(first, torch.Tensor):
         return torch.stack(values)
     if hasattr(first, "__array__") and hasattr(first, "dtype"):
-        return torch.stack([torch.as_tensor(v) for v in values])
+        return torch.stack([_tensor(v) for v in values])
     if isinstance(first, (tuple, list)):
         return type(first)(collate([v[i] for v in values]) for i in range(len(first)))
     if isinstance(first, dict):

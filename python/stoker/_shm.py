@@ -8,6 +8,14 @@ rest is pickled with the control message. memfds rather than
 multiprocessing.shared_memory: they have no name to leak when a process
 is killed (-9) and no resource tracker to unregister them from; the
 kernel frees one when its last descriptor closes.
+
+Only numbers cross: arrays of bool, int, uint, float or complex (in the
+byte order of the machine; a big-endian one is converted). An object
+array holds pointers into the memory of the process that made it, a
+structured one would arrive as raw bytes, datetime and text arrays carry
+meaning the bytes alone do not: pack() refuses them, naming where in the
+value they are. torch.bfloat16, which numpy lacks, crosses as its 16 bits
+and is viewed as bfloat16 again on the other side.
 """
 import mmap
 import os
@@ -16,6 +24,18 @@ import numpy
 import torch
 
 _ALIGN = 64
+_NUMBERS = "biufc"  # numpy dtype kinds that are plain numbers
+_BFLOAT16 = "bfloat16"  # _Ref.dtype of a torch.bfloat16 tensor (its bits as int16)
+_REFUSED = {  # dtype kind -> why it cannot cross, and what to send instead
+    "O": "an object array holds pointers into the memory of the process that made it; "
+         "return a tensor or an array of numbers (or a list: Python values cross pickled)",
+    "V": "a structured (or void) array would arrive as raw bytes; return each field as an "
+         "array of its own (a dict of arrays)",
+    "M": "its time unit is not a number torch keeps; convert it, e.g. .astype('int64')",
+    "m": "its time unit is not a number torch keeps; convert it, e.g. .astype('int64')",
+    "U": "return a list of str instead (Python values cross pickled)",
+    "S": "return a list of bytes instead (Python values cross pickled)",
+}
 
 
 class _Ref:
@@ -93,30 +113,50 @@ def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def pack(value, arena, start=0):
+def _numbers(v, where):
+    """(v as a numpy array of numbers in native byte order, its _Ref
+    dtype); TypeError naming `where` for what cannot cross."""
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu()
+        if v.dtype == torch.bfloat16:
+            return v.view(torch.int16).numpy(), _BFLOAT16
+        try:
+            v = v.numpy()
+        except (TypeError, RuntimeError) as e:
+            raise TypeError(f"{where} is a tensor of dtype {v.dtype}, which cannot cross between "
+                            f"the trainer and its hook processes: {e}") from e
+    kind = v.dtype.kind
+    if kind not in _NUMBERS:
+        raise TypeError(f"{where} is a numpy array of dtype {v.dtype}, which cannot cross between "
+                        f"the trainer and its hook processes: {_REFUSED.get(kind, 'not a number')}")
+    if not v.dtype.isnative:
+        v = v.astype(v.dtype.newbyteorder("="))
+    return v, v.dtype.str
+
+
+def pack(value, arena, start=0, name="the value"):
     """(value with its arrays copied into arena from byte `start` on, the
-    end of what it took); the arena must hold start + packed_size(value)."""
+    end of what it took); the arena must hold start + packed_size(value).
+    name: what value is, for the TypeError of an array that cannot cross."""
     offset = [start]
 
-    def walk(v):
+    def walk(v, where):
         if isinstance(v, (torch.Tensor, numpy.ndarray)):
-            is_torch = isinstance(v, torch.Tensor)
-            a = v.detach().cpu().numpy() if is_torch else v
-            n = a.nbytes
+            a, dtype = _numbers(v, where)
             dst = numpy.ndarray(a.shape, a.dtype, arena.map, offset[0])
             dst[...] = a
-            ref = _Ref(offset[0], a.shape, a.dtype.str, is_torch)
-            offset[0] += _aligned(n)
+            ref = _Ref(offset[0], a.shape, dtype, isinstance(v, torch.Tensor))
+            offset[0] += _aligned(a.nbytes)
             return ref
         if isinstance(v, tuple):
-            return tuple(walk(x) for x in v)
+            return tuple(walk(x, f"{where}[{i}]") for i, x in enumerate(v))
         if isinstance(v, list):
-            return [walk(x) for x in v]
+            return [walk(x, f"{where}[{i}]") for i, x in enumerate(v)]
         if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
+            return {k: walk(x, f"{where}[{k!r}]") for k, x in v.items()}
         return v
 
-    packed = walk(value)
+    packed = walk(value, name)
     return packed, offset[0]
 
 
@@ -124,9 +164,13 @@ def unpack(value, arena, copy):
     """The value pack() made, its arrays views of arena (copy=False) or
     copies (copy=True: the arena may be overwritten afterwards)."""
     if isinstance(value, _Ref):
-        a = numpy.ndarray(value.shape, numpy.dtype(value.dtype), arena.map, value.offset)
+        bf16 = value.dtype == _BFLOAT16
+        dtype = numpy.dtype(numpy.int16 if bf16 else value.dtype)
+        a = numpy.ndarray(value.shape, dtype, arena.map, value.offset)
         if copy:
             a = a.copy()
+        if bf16:
+            return torch.from_numpy(a).view(torch.bfloat16)
         return torch.from_numpy(a) if value.is_torch else a
     if isinstance(value, tuple):
         return tuple(unpack(x, arena, copy) for x in value)

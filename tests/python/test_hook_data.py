@@ -1,0 +1,143 @@
+# SPDX-License-Identifier: MIT
+"""What crosses from the hook processes (Loader(map=, batch_map=)) to the
+trainer.
+
+The promises under test: arrays of numbers cross with their values, every
+dtype torch has (bfloat16 too) in both directions; an array that cannot
+cross (object, structured, datetime, text) is a HookError naming the hook,
+the sample and why, never pointers of another process or raw bytes.
+"""
+import re
+import time
+
+import numpy
+import pytest
+import torch
+
+import stoker
+import hook_data_fns
+from stoker._hooks import Pool, Task, dumps
+
+SMALL = dict(batch_size=8, image_size=32, shuffle_buffer=16, seed=5)
+
+
+def run_tasks(pool, args, within_s=60):
+    """The finished tasks of pool for these arguments, in order."""
+    owner = object()
+    tasks = [Task("map", k, arg, owner) for k, arg in enumerate(args)]
+    for task in tasks:
+        pool.submit(task)
+    deadline = time.monotonic() + within_s
+    while not all(t.done for t in tasks) and time.monotonic() < deadline:
+        pool.step(0.05)
+    assert all(t.done for t in tasks), "the hook process did not answer in time"
+    return tasks
+
+
+@pytest.fixture(scope="module")
+def make_pool():
+    pool = Pool(dumps({"map": hook_data_fns.make}), 1, None)
+    yield pool
+    pool.close()
+
+
+def expected_array(name):
+    a = hook_data_fns.NUMBERS[name]()
+    return a if isinstance(a, torch.Tensor) else a.astype(a.dtype.newbyteorder("="))
+
+
+def test_arrays_of_numbers_cross_with_their_values(make_pool):
+    names = list(hook_data_fns.NUMBERS)
+    for name, task in zip(names, run_tasks(make_pool, names)):
+        assert task.error is None, (name, task.error)
+        got, want = task.result, expected_array(name)
+        if isinstance(want, torch.Tensor):
+            assert got.dtype == want.dtype and torch.equal(got, want), name
+        else:
+            assert got.dtype == want.dtype and got.dtype.isnative, (name, got.dtype)
+            assert numpy.array_equal(got, want), (name, got, want)
+
+
+def test_what_cannot_cross_is_refused_saying_why(make_pool):
+    names = list(hook_data_fns.REFUSED)
+    for name, task in zip(names, run_tasks(make_pool, names)):
+        assert task.error is not None, (name, task.result)
+        exc, text, _ = task.error
+        assert isinstance(exc, TypeError), (name, text)
+        assert "its result is a " in str(exc) and "cannot cross between the trainer and its " \
+            "hook processes" in str(exc), (name, str(exc))
+        assert re.search(hook_data_fns.REFUSED[name][1], str(exc)), (name, str(exc))
+
+
+def test_map_results_of_every_dtype_make_a_batch(even_shards):
+    """uint16 and uint32, which torch lacks, arrive as int32 and int64;
+    big-endian arrays in the machine's byte order; bfloat16 as itself."""
+    with stoker.Loader(even_shards, map=hook_data_fns.numbers, hook_processes=1,
+                       **SMALL) as loader:
+        batch, labels = next(iter(loader))
+    assert labels.shape == (8,)
+    wider = {"uint16": numpy.int32, "uint32": numpy.int64}
+    for name in hook_data_fns.NUMBERS:
+        got, want = batch[name], expected_array(name)
+        if not isinstance(want, torch.Tensor):
+            want = torch.from_numpy(want.astype(wider.get(name, want.dtype)))
+        assert got.dtype == want.dtype and got.shape == (8, 3), (name, got.dtype)
+        assert torch.equal(got[:, 1:], want[1:].expand(8, 2)), (name, got, want)
+    assert set(batch["uint8"][:, 0].tolist()) <= {0, 1}  # each sample its own
+
+
+def test_batch_map_results_of_every_dtype_arrive(even_shards):
+    """numpy arrays stay numpy (uint64 too); bfloat16 stays a tensor."""
+    with stoker.Loader(even_shards, batch_map=hook_data_fns.numbers_of_batch,
+                       hook_processes=1, **SMALL) as loader:
+        batch = next(iter(loader))
+    for name in hook_data_fns.NUMBERS:
+        got, want = batch[name], expected_array(name)
+        if isinstance(want, torch.Tensor):
+            assert got.dtype == want.dtype and torch.equal(got, want), name
+        else:
+            assert got.dtype == want.dtype and numpy.array_equal(got, want), (name, got)
+    assert batch["uint64"].dtype == numpy.uint64
+    assert numpy.array_equal(batch["uint64"], hook_data_fns.UINT64())
+
+
+def test_an_object_array_from_map_is_a_hook_error_naming_the_sample(even_shards):
+    with stoker.Loader(even_shards, map=hook_data_fns.object_array, hook_processes=1,
+                       **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=r"hook map=object_array failed on sample "
+                           r"'[^']+' of .*\.tar .*its result\['tags'\] is a numpy array of "
+                           r"dtype object, which cannot cross .*pointers into the memory"):
+            next(iter(loader))
+
+
+def test_a_structured_array_from_batch_map_is_a_hook_error(even_shards):
+    with stoker.Loader(even_shards, batch_map=hook_data_fns.structured_batch,
+                       hook_processes=1, **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=r"hook batch_map=structured_batch failed on "
+                           r"batch 0 .*its result is a numpy array of dtype .*structured"):
+            next(iter(loader))
+
+
+def test_uint64_from_map_names_the_hook_and_what_torch_lacks(even_shards):
+    with stoker.Loader(even_shards, map=hook_data_fns.uint64_labels, hook_processes=1,
+                       **SMALL) as loader:
+        with pytest.raises(stoker.HookError, match=r"hook map=uint64_labels returned ndarray of "
+                           r"shape \[3\] and dtype uint64 for sample '[^']+' of .*\.tar and the "
+                           r"rest of batch 0: .*torch has no uint64"):
+            next(iter(loader))
+
+
+def test_bfloat16_batches_go_through_the_hooks_both_ways(even_shards):
+    with stoker.Loader(even_shards, dtype=torch.bfloat16, threads=1, **SMALL) as plain:
+        want = next(iter(plain))[0].clone()
+    with stoker.Loader(even_shards, dtype=torch.bfloat16, map=hook_data_fns.as_is,
+                       batch_map=hook_data_fns.halve, hook_processes=1, threads=1,
+                       **SMALL) as loader:
+        got = next(iter(loader))[0]
+    assert got.dtype == torch.bfloat16 and torch.equal(got, want / 2)
+    with stoker.Loader(even_shards, threads=1, **SMALL) as plain:
+        pixels = next(iter(plain))[0].clone()
+    with stoker.Loader(even_shards, map=hook_data_fns.to_bfloat16, hook_processes=1, threads=1,
+                       **SMALL) as loader:
+        got = next(iter(loader))[0]
+    assert got.dtype == torch.bfloat16 and torch.equal(got, pixels.to(torch.bfloat16) / 255)
