@@ -220,7 +220,8 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, ma
          decode=None, pool=None):
     """The HookedBatches of Loader(map=, batch_map=, hook_processes=,
     hook_timeout=, map_shape=); decode: (image field or None, channels
-    last) when map= gets the image undecoded (transform=None); pool: hook
+    last, max_image_pixels) when map= gets the image undecoded
+    (transform=None); pool: hook
     processes started already for these hooks, else new ones."""
     for name, fn in (("map", map_fn), ("batch_map", batch_fn)):
         if fn is not None and not callable(fn):

@@ -1,14 +1,19 @@
 # SPDX-License-Identifier: MIT
 """What crosses from the hook processes (Loader(map=, batch_map=)) to the
-trainer.
+trainer, and what it costs there.
 
 The promises under test: arrays of numbers cross with their values, every
 dtype torch has (bfloat16 too) in both directions; an array that cannot
 cross (object, structured, datetime, text) is a HookError naming the hook,
-the sample and why, never pointers of another process or raw bytes.
+the sample and why, never pointers of another process or raw bytes; an
+image bigger than max_image_pixels is refused from its header in the hook
+process as stoker's own decoder refuses it; a hooked batch is built in
+place, without a copy per sample and a stacked copy of them.
 """
 import re
+import struct
 import time
+import zlib
 
 import numpy
 import pytest
@@ -16,6 +21,7 @@ import torch
 
 import stoker
 import hook_data_fns
+import hook_fns
 from stoker._hooks import Pool, Task, dumps
 
 SMALL = dict(batch_size=8, image_size=32, shuffle_buffer=16, seed=5)
@@ -141,3 +147,49 @@ def test_bfloat16_batches_go_through_the_hooks_both_ways(even_shards):
                        **SMALL) as loader:
         got = next(iter(loader))[0]
     assert got.dtype == torch.bfloat16 and torch.equal(got, pixels.to(torch.bfloat16) / 255)
+
+
+def png_bomb(width, height):
+    """A valid black PNG of width x height pixels, compressed to almost nothing."""
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xffffffff))
+    deflate = zlib.compressobj(9)
+    row = b"\0" * (3 * width + 1)  # filter byte, RGB
+    idat = b"".join(deflate.compress(row) for _ in range(height)) + deflate.flush()
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2,
+                                                              0, 0, 0)) +
+            chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+
+
+@pytest.fixture(scope="module")
+def bomb_shard(tmp_path_factory, dataset):
+    """Eight samples; the fourth a PNG of 144 megapixels in a few hundred KB."""
+    from test_fields import write_rows
+    rows = [(s.key, {"jpg": s.jpg, "cls": s.cls}) for s in dataset[:8]]
+    bomb = png_bomb(12000, 12000)
+    assert len(bomb) < 512 * 1024
+    rows[3] = (rows[3][0], {"png": bomb, "cls": dataset[3].cls})
+    return write_rows(tmp_path_factory.mktemp("bomb") / "b-0.tar", rows), rows[3][0]
+
+
+WHOLE = dict(batch_size=4, shuffle=False, seed=5, transform=None, map=hook_fns.crop_whole,
+             hook_processes=1)
+
+
+def test_transform_none_refuses_an_image_above_max_image_pixels_from_its_header(bomb_shard):
+    shard, key = bomb_shard
+    with stoker.Loader([shard], **WHOLE) as loader:
+        with pytest.raises(stoker.HookError, match=rf"hook map=crop_whole failed on sample "
+                           rf"'{key}' of .*b-0.tar .*PNG of 12000x12000 pixels is above the "
+                           r"limit of 100000000 pixels \(max_image_pixels"):
+            list(loader)
+    with stoker.Loader([shard], on_error="skip", **WHOLE) as loader:
+        batches = list(loader)
+        assert loader.stats()["hook_samples_skipped"] == 1
+    assert sum(len(b[0]) for b in batches) == 8  # replaced, not dropped
+    # The limit is the loader's: here the photos are above it too.
+    with stoker.Loader([shard], max_image_pixels=1000, **WHOLE) as loader:
+        with pytest.raises(stoker.HookError, match=r"JPEG of \d+x\d+ pixels is above the limit "
+                           r"of 1000 pixels \(max_image_pixels"):
+            list(loader)
