@@ -72,11 +72,13 @@ def dumps(hooks):
 
 
 class Task:
-    """One call of a hook: hooks[which](arg, rng(key))."""
-    __slots__ = ("which", "key", "arg", "done", "result", "error", "attempts", "owner")
+    """One call of a hook: hooks[which](arg, rng(key)). into: None, or
+    into(packed, arena) that copies the result out of the arena where its
+    owner wants it (a sample's into its batch's rows) and returns it."""
+    __slots__ = ("which", "key", "arg", "done", "result", "error", "attempts", "owner", "into")
 
-    def __init__(self, which, key, arg, owner):
-        self.which, self.key, self.arg, self.owner = which, key, arg, owner
+    def __init__(self, which, key, arg, owner, into=None):
+        self.which, self.key, self.arg, self.owner, self.into = which, key, arg, owner, into
         self.done, self.result, self.error, self.attempts = False, None, None, 0
 
 
@@ -260,7 +262,8 @@ class Pool:
         task = w.tasks.pop(0)
         w.since = time.monotonic()  # hook_timeout counts per sample
         if message[0] == "ok":
-            task.result = _shm.unpack(message[1], w.outputs, copy=True)
+            task.result = _shm.unpack(message[1], w.outputs, copy=True) if task.into is None \
+                else task.into(message[1], w.outputs)
         else:
             task.error = (message[1], message[2], None)
         task.done = True
@@ -334,18 +337,23 @@ def _tensor(value):
                         "convert it in the hook") from e
 
 
-def collate(values):
+def collate(values, rows=None):
     """One batch from the samples' results: arrays stacked into a tensor
     (numpy arrays become tensors; uint16 and uint32, which torch lacks,
     int32 and int64), the same structure around them, any other value a
-    list."""
+    list. rows: the batch built in place (_shm.rows_for), each sample's
+    arrays a view of their row: its arrays are the batch's, no copy."""
     first = values[0]
+    if isinstance(rows, _shm.Rows):
+        batch = rows.batch()
+        return batch if isinstance(batch, torch.Tensor) else _tensor(batch)
     if isinstance(first, torch.Tensor):
         return torch.stack(values)
     if hasattr(first, "__array__") and hasattr(first, "dtype"):
         return torch.stack([_tensor(v) for v in values])
     if isinstance(first, (tuple, list)):
-        return type(first)(collate([v[i] for v in values]) for i in range(len(first)))
+        return type(first)(collate([v[i] for v in values], rows and rows[i])
+                           for i in range(len(first)))
     if isinstance(first, dict):
-        return {k: collate([v[k] for v in values]) for k in first}
+        return {k: collate([v[k] for v in values], rows and rows[k]) for k in first}
     return list(values)

@@ -160,22 +160,79 @@ def pack(value, arena, start=0, name="the value"):
     return packed, offset[0]
 
 
+def _as_sent(a, ref):
+    """The numpy array a (of ref's bits) as the side that packed it had it."""
+    if ref.dtype == _BFLOAT16:
+        return torch.from_numpy(a).view(torch.bfloat16)
+    return torch.from_numpy(a) if ref.is_torch else a
+
+
+def _numpy_dtype(ref):
+    return numpy.dtype(numpy.int16 if ref.dtype == _BFLOAT16 else ref.dtype)
+
+
 def unpack(value, arena, copy):
     """The value pack() made, its arrays views of arena (copy=False) or
     copies (copy=True: the arena may be overwritten afterwards)."""
     if isinstance(value, _Ref):
-        bf16 = value.dtype == _BFLOAT16
-        dtype = numpy.dtype(numpy.int16 if bf16 else value.dtype)
-        a = numpy.ndarray(value.shape, dtype, arena.map, value.offset)
-        if copy:
-            a = a.copy()
-        if bf16:
-            return torch.from_numpy(a).view(torch.bfloat16)
-        return torch.from_numpy(a) if value.is_torch else a
+        a = numpy.ndarray(value.shape, _numpy_dtype(value), arena.map, value.offset)
+        return _as_sent(a.copy() if copy else a, value)
     if isinstance(value, tuple):
         return tuple(unpack(x, arena, copy) for x in value)
     if isinstance(value, list):
         return [unpack(x, arena, copy) for x in value]
     if isinstance(value, dict):
         return {k: unpack(x, arena, copy) for k, x in value.items()}
+    return value
+
+
+# A batch built in place: the results of a batch's samples are copied out
+# of the arenas straight into its rows, not each into memory of its own
+# and then all stacked into a batch (two copies, both alive at once).
+
+
+class Rows:
+    """The n rows of one array of a batch, shaped and typed as a sample's."""
+    __slots__ = ("bits", "ref")
+
+    def __init__(self, ref, n):
+        self.ref, self.bits = ref, numpy.empty((n,) + tuple(ref.shape), _numpy_dtype(ref))
+
+    def batch(self):
+        """The batch's array: every row, as the hook returned each."""
+        return _as_sent(self.bits, self.ref)
+
+
+def rows_for(value, n):
+    """For the value pack() made of one sample's result: the same structure
+    with each array replaced by the Rows of a batch of n samples, each
+    other value by None."""
+    if isinstance(value, _Ref):
+        return Rows(value, n)
+    if isinstance(value, (tuple, list)):
+        return type(value)(rows_for(x, n) for x in value)
+    if isinstance(value, dict):
+        return {k: rows_for(x, n) for k, x in value.items()}
+    return None
+
+
+def unpack_into(value, arena, rows, i):
+    """unpack(value, arena, copy=True) with each array copied into row i of
+    the matching Rows of rows (from rows_for) and a view of it; an array
+    whose place, shape or dtype rows do not have gets memory of its own
+    (the caller names the sample that differs)."""
+    if isinstance(value, _Ref):
+        if not isinstance(rows, Rows) or (rows.ref.shape, rows.ref.dtype, rows.ref.is_torch) != \
+                (value.shape, value.dtype, value.is_torch):
+            return unpack(value, arena, copy=True)
+        row = rows.bits[i, ...]  # a view also of a 0-d array's row, not a scalar
+        row[...] = numpy.ndarray(value.shape, row.dtype, arena.map, value.offset)
+        return _as_sent(row, value)
+    if isinstance(value, (tuple, list)):
+        same = type(rows) is type(value) and len(rows) == len(value)
+        return type(value)(unpack_into(x, arena, rows[j] if same else None, i)
+                           for j, x in enumerate(value))
+    if isinstance(value, dict):
+        inner = rows if isinstance(rows, dict) else {}
+        return {k: unpack_into(x, arena, inner.get(k), i) for k, x in value.items()}
     return value
