@@ -191,7 +191,8 @@ def worker_outputs(spec, info, pool):
         options = spec["options"]
         map_fn, decode = hooks.get("map"), None
         if isinstance(map_fn, DecodeFirst):  # transform=None: the hook process decodes
-            map_fn, decode = map_fn.fn, (map_fn.field, map_fn.channels_last)
+            map_fn, decode = map_fn.fn, (map_fn.field, map_fn.channels_last,
+                                         map_fn.max_pixels)
         hooked = _hook_batches.make(map_fn, hooks.get("batch_map"),
                                     spec["hook_processes"], spec["hook_timeout"],
                                     options["seed"], options["rank"],

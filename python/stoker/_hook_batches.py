@@ -5,6 +5,7 @@ made by a thread of their own so the hook processes keep working while
 the training loop runs."""
 import collections
 import contextlib
+import functools
 import json
 import logging
 import queue
@@ -13,7 +14,7 @@ import threading
 import numpy
 import torch
 
-from . import _hook_decode, _rng
+from . import _hook_decode, _rng, _shm
 from ._hooks import (HookError, Pool, RemoteTraceback, Task, collate, describe, dumps, hook_name,
                      hook_names, signature)
 from ._stoker import DataError, OptionError, OptionTypeError
@@ -33,6 +34,13 @@ class _Job:
         self.batch_task = None
         self.out = None
         self.ready = False
+        self.rows = None  # the batch map= results are copied into, from the first back
+
+    def place(self, n, i, packed, arena):
+        """Task.into of sample i of n: its result into row i of the batch."""
+        if self.rows is None:
+            self.rows = _shm.rows_for(packed, n)
+        return _shm.unpack_into(packed, arena, self.rows, i)
 
 
 class HookedBatches:
@@ -53,6 +61,10 @@ class HookedBatches:
         names, batch) items, made by a thread; closing the generator stops it.
         with_skips: yield (batch, its samples skipped by map=) pairs."""
         out = queue.Queue(maxsize=self.depth)
+        # A slot per batch the thread holds, from its first sample sent
+        # until the loop takes it: in flight, queued or waiting to be, at
+        # most depth (map= results are built in place, a batch each).
+        slots = threading.Semaphore(self.depth)
         stop = threading.Event()
         done = object()
 
@@ -68,7 +80,8 @@ class HookedBatches:
 
         def produce():
             try:
-                with contextlib.closing(self._run(source, epoch, stop, with_skips)) as made:
+                with contextlib.closing(self._run(source, epoch, stop, with_skips,
+                                                  slots)) as made:
                     for batch in made:
                         if not put((batch, None)):
                             return
@@ -85,6 +98,7 @@ class HookedBatches:
                     if error is not None:
                         raise error
                     return
+                slots.release()
                 yield batch
                 del batch
         finally:
@@ -92,23 +106,26 @@ class HookedBatches:
             thread.join()
             source.close()
 
-    def _run(self, source, epoch, stop, with_skips):
+    def _run(self, source, epoch, stop, with_skips, slots):
         jobs = collections.deque()
         try:
-            yield from self._jobs(jobs, source, epoch, stop, with_skips)
+            yield from self._jobs(jobs, source, epoch, stop, with_skips, slots)
         finally:  # stopped early: the hook processes go on to the next batches' samples
             self.pool.discard(set(jobs))
 
-    def _jobs(self, jobs, source, epoch, stop, with_skips):
+    def _jobs(self, jobs, source, epoch, stop, with_skips, slots):
         exhausted = False
         while not stop.is_set():
             if self.pool.closed:  # by close() from another thread: its samples never come
                 raise ValueError("the loader was closed (by another thread) while next() waited "
                                  "for a batch")
-            while not exhausted and len(jobs) < self.depth:
+            # With none in flight, wait a step for the loop to take a batch.
+            while not exhausted and slots.acquire(timeout=0 if jobs else _STEP_S):
                 item = next(source, None)
-                exhausted = item is None
-                if not exhausted:
+                if item is None:
+                    exhausted = True
+                    slots.release()
+                else:
                     jobs.append(self._start(epoch, *item))
                 del item  # its views of the C batch: not held while the next one is fetched
             self._advance(jobs, epoch)
@@ -138,8 +155,8 @@ class HookedBatches:
         tasks = []
         job = _Job(index, tasks, labels, names, direct)
         if self.has_map:
-            for sample, key in zip(samples, keys):
-                task = Task("map", key, sample, job)
+            for i, (sample, key) in enumerate(zip(samples, keys)):
+                task = Task("map", key, sample, job, functools.partial(job.place, len(samples), i))
                 tasks.append(task)
                 self.pool.submit(task)
             job.remaining = len(tasks)
@@ -194,7 +211,15 @@ class HookedBatches:
             raise HookError(f"hook map={self.map_name} failed on every sample of batch "
                             f"{job.index}: nothing to replace them with")
         results = [good if r is None else r for r in results]
-        out = collate(results)
+        try:
+            # Every result has the same shapes (spec): each is its row of
+            # job.rows, unless one was replaced (then they are stacked).
+            out = collate(results, None if job.skipped else job.rows)
+        except TypeError as e:  # a dtype torch lacks: the same in every sample (spec)
+            url, key = job.names[0]
+            raise HookError(f"hook map={self.map_name} returned {describe(self.spec)} for "
+                            f"sample {key!r} of {url} and the rest of batch {job.index}: "
+                            f"{e}") from e
         return out if job.labels is None else (out, job.labels)
 
     @staticmethod
@@ -221,7 +246,8 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, ma
          decode=None, pool=None):
     """The HookedBatches of Loader(map=, batch_map=, hook_processes=,
     hook_timeout=, map_shape=); decode: (image field or None, channels
-    last) when map= gets the image undecoded (transform=None); pool: hook
+    last, max_image_pixels) when map= gets the image undecoded
+    (transform=None); pool: hook
     processes started already for these hooks, else new ones."""
     for name, fn in (("map", map_fn), ("batch_map", batch_fn)):
         if fn is not None and not callable(fn):

@@ -9,11 +9,33 @@ the hook runs, so decoding is spread over the hook processes with the
 hook itself. The decoder is libjpeg-turbo / libpng through
 torchvision.io.decode_image where torchvision is installed, else Pillow
 (both give the same pixels for baseline JPEGs with their defaults).
+
+Neither has a pixel limit: a PNG of a hundred kilobytes can say it is
+12000 x 12000 and take 432 MB once decoded. The image's size is read from
+its header first (Pillow's image classes read the header only) and an
+image above max_image_pixels is refused there, as stoker's own decoder
+refuses it (src/image/decode_png.c, decode_jpeg.c), with the same message.
 """
 import io
 
 import numpy
 import torch
+
+
+def _header_size(data):
+    """(width, height, format name) from the image's header, nothing decoded."""
+    from PIL import Image, JpegImagePlugin, PngImagePlugin
+    fp = io.BytesIO(memoryview(data))
+    head = bytes(data[:8])
+    # The classes themselves, not Image.open: that one also applies
+    # Pillow's own limit, which would refuse (or warn) before saying the
+    # size, whatever max_image_pixels says.
+    if head.startswith(b"\x89PNG"):
+        return (*PngImagePlugin.PngImageFile(fp).size, "PNG")
+    if head.startswith(b"\xff\xd8"):
+        return (*JpegImagePlugin.JpegImageFile(fp).size, "JPEG")
+    with Image.open(fp) as image:  # what only Pillow decodes: its own limit applies too
+        return (*image.size, image.format)
 
 
 def _decode_pillow(data):
@@ -44,25 +66,31 @@ class DecodeFirst:
     uint8 tensor, CHW (layout "nchw") or HWC ("nhwc"), then call the
     user's fn(sample, rng). Module-level, so plain pickle sends it."""
 
-    def __init__(self, fn, field, channels_last):
+    def __init__(self, fn, field, channels_last, max_pixels):
         self.fn, self.field, self.channels_last = fn, field, channels_last
+        self.max_pixels = max_pixels  # the loader's max_image_pixels
         self._decode = None
 
     def __getstate__(self):
-        return (self.fn, self.field, self.channels_last)
+        return (self.fn, self.field, self.channels_last, self.max_pixels)
 
     def __setstate__(self, state):
-        self.fn, self.field, self.channels_last = state
+        self.fn, self.field, self.channels_last, self.max_pixels = state
         self._decode = None
 
     def image(self, data):
         if self._decode is None:
             self._decode = _decoder()
         try:
-            pixels = self._decode(data)
+            width, height, kind = _header_size(data)
+            over = width * height > self.max_pixels
+            pixels = None if over else self._decode(data)
         except Exception as e:  # the hook error names the sample; say it is the image
             raise ValueError(f"the image does not decode ({len(data)} bytes): "
                              f"{type(e).__name__}: {e}") from e
+        if over:
+            raise ValueError(f"{kind} of {width}x{height} pixels is above the limit of "
+                             f"{self.max_pixels} pixels (max_image_pixels; not decoded)")
         return pixels.permute(1, 2, 0).contiguous() if self.channels_last else pixels
 
     def __call__(self, sample, rng):

@@ -58,7 +58,11 @@ def main(conn):
                     conn.send(("arena", outputs.size))
                     reduction.send_handle(conn, outputs.fd, os.getppid())
                     end = 0  # the trainer has copied what the old arena held
-                reply, end = _shm.pack(result, outputs, end)
+                reply, end = _shm.pack(result, outputs, end, "its result")
+            except Exception as e:  # an array that cannot cross: the hook's error, and its cause
+                conn.send(("error", _picklable(e), traceback.format_exc()))
+                continue
+            try:
                 data = ForkingPickler.dumps(("ok", reply))  # as conn.send would, a failure apart
             except Exception as e:  # the hook did its work; its result cannot travel
                 conn.send(("unsendable", _type_name(result), f"{type(e).__name__}: {e}"))

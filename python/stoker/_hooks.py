@@ -24,6 +24,7 @@ import weakref
 
 from multiprocessing import connection, reduction
 
+import numpy
 import torch
 
 from ._stoker import Error, OptionTypeError, ReadError
@@ -77,11 +78,13 @@ def dumps(hooks):
 
 
 class Task:
-    """One call of a hook: hooks[which](arg, rng(key))."""
-    __slots__ = ("which", "key", "arg", "done", "result", "error", "attempts", "owner")
+    """One call of a hook: hooks[which](arg, rng(key)). into: None, or
+    into(packed, arena) that copies the result out of the arena where its
+    owner wants it (a sample's into its batch's rows) and returns it."""
+    __slots__ = ("which", "key", "arg", "done", "result", "error", "attempts", "owner", "into")
 
-    def __init__(self, which, key, arg, owner):
-        self.which, self.key, self.arg, self.owner = which, key, arg, owner
+    def __init__(self, which, key, arg, owner, into=None):
+        self.which, self.key, self.arg, self.owner, self.into = which, key, arg, owner, into
         self.done, self.result, self.error, self.attempts = False, None, None, 0
 
 
@@ -314,7 +317,8 @@ class Pool:
             task.error = (None, None, "returned None: a hook returns its result (a tensor or "
                           "array, or tuples, lists and dicts of them)")
         elif message[0] == "ok":
-            task.result = _shm.unpack(message[1], w.outputs, copy=True)
+            task.result = _shm.unpack(message[1], w.outputs, copy=True) if task.into is None \
+                else task.into(message[1], w.outputs)
         elif message[0] == "unsendable":
             task.error = (None, None, unsendable(*message[1:]))
         else:
@@ -420,19 +424,44 @@ def describe(sig):
     return f"{kind}(" + ", ".join(describe(s) for s in sig[1]) + ")"  # a tuple, list, namedtuple
 
 
-def collate(values):
+# numpy dtypes torch has no tensor of (1.13), and the one that holds each
+# of their values without loss.
+_WIDER = {numpy.dtype(numpy.uint16): numpy.int32, numpy.dtype(numpy.uint32): numpy.int64}
+
+
+def _tensor(value):
+    """A numpy array (or scalar) as a tensor, widened where torch lacks its
+    dtype; TypeError naming the dtype when no tensor holds it."""
+    a = numpy.asarray(value)
+    if a.dtype in _WIDER:
+        a = a.astype(_WIDER[a.dtype])
+    try:
+        return torch.as_tensor(a)
+    except TypeError as e:
+        raise TypeError(f"an array of dtype {a.dtype} makes no batch tensor: torch has no "
+                        f"{a.dtype}, and no wider dtype of its holds every value of it; "
+                        "convert it in the hook") from e
+
+
+def collate(values, rows=None):
     """One batch from the samples' results: arrays stacked into a tensor
-    (numpy arrays become tensors), the same structure around them, any
-    other value a list."""
+    (numpy arrays become tensors; uint16 and uint32, which torch lacks,
+    int32 and int64), the same structure around them, any other value a
+    list. rows: the batch built in place (_shm.rows_for), each sample's
+    arrays a view of their row: its arrays are the batch's, no copy."""
     first = values[0]
+    if isinstance(rows, _shm.Rows):
+        batch = rows.batch()
+        return batch if isinstance(batch, torch.Tensor) else _tensor(batch)
     if isinstance(first, torch.Tensor):
         return torch.stack(values)
     if hasattr(first, "__array__") and hasattr(first, "dtype"):
-        return torch.stack([torch.as_tensor(v) for v in values])
+        return torch.stack([_tensor(v) for v in values])
     if isinstance(first, tuple):
-        return _shm.like(first, [collate([v[i] for v in values]) for i in range(len(first))])
+        return _shm.like(first, [collate([v[i] for v in values], rows and rows[i])
+                                 for i in range(len(first))])
     if isinstance(first, list):
-        return [collate([v[i] for v in values]) for i in range(len(first))]
+        return [collate([v[i] for v in values], rows and rows[i]) for i in range(len(first))]
     if isinstance(first, dict):
-        return {k: collate([v[k] for v in values]) for k in first}
+        return {k: collate([v[k] for v in values], rows and rows[k]) for k in first}
     return list(values)

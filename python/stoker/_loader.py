@@ -41,6 +41,9 @@ def _pinned_buffer(nbytes):
 # Options that change how fast or from where bytes come, never which batches
 # (the C option table's speed_only): a saved loader state stays valid across them.
 _SPEED_ONLY_OPTIONS = frozenset(o["name"] for o in _stoker.options() if o["speed_only"])
+# The hook processes' decode (transform=None) applies the C decoder's limit.
+_MAX_IMAGE_PIXELS = int(next(o["default"] for o in _stoker.options()
+                             if o["name"] == "max_image_pixels"))
 
 
 def verify(urls, images=True, labels=True, threads=None, **options):
@@ -267,7 +270,8 @@ class Loader:
                 hook_timeout,
                 seed, rank, options.get("on_error") == "skip",
                 config.get("max_batches", 4), map_shape,
-                (self._fields and self._fields.image_name, layout == "nhwc") if raw else None)
+                (self._fields and self._fields.image_name, layout == "nhwc",
+                 options.get("max_image_pixels", _MAX_IMAGE_PIXELS)) if raw else None)
         # transform=None: labels from these members, checked in Python
         # (the C loader does not read labels without a transform).
         self._raw_labels = (config.get("label_exts", "cls") if raw else None)

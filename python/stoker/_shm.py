@@ -8,6 +8,14 @@ rest is pickled with the control message. memfds rather than
 multiprocessing.shared_memory: they have no name to leak when a process
 is killed (-9) and no resource tracker to unregister them from; the
 kernel frees one when its last descriptor closes.
+
+Only numbers cross: arrays of bool, int, uint, float or complex (in the
+byte order of the machine; a big-endian one is converted). An object
+array holds pointers into the memory of the process that made it, a
+structured one would arrive as raw bytes, datetime and text arrays carry
+meaning the bytes alone do not: pack() refuses them, naming where in the
+value they are. torch.bfloat16, which numpy lacks, crosses as its 16 bits
+and is viewed as bfloat16 again on the other side.
 """
 import mmap
 import os
@@ -16,6 +24,18 @@ import numpy
 import torch
 
 _ALIGN = 64
+_NUMBERS = "biufc"  # numpy dtype kinds that are plain numbers
+_BFLOAT16 = "bfloat16"  # _Ref.dtype of a torch.bfloat16 tensor (its bits as int16)
+_REFUSED = {  # dtype kind -> why it cannot cross, and what to send instead
+    "O": "an object array holds pointers into the memory of the process that made it; "
+         "return a tensor or an array of numbers (or a list: Python values cross pickled)",
+    "V": "a structured (or void) array would arrive as raw bytes; return each field as an "
+         "array of its own (a dict of arrays)",
+    "M": "its time unit is not a number torch keeps; convert it, e.g. .astype('int64')",
+    "m": "its time unit is not a number torch keeps; convert it, e.g. .astype('int64')",
+    "U": "return a list of str instead (Python values cross pickled)",
+    "S": "return a list of bytes instead (Python values cross pickled)",
+}
 
 
 class _Ref:
@@ -93,30 +113,50 @@ def _aligned(n):
     return (n + _ALIGN - 1) // _ALIGN * _ALIGN
 
 
-def pack(value, arena, start=0):
+def _numbers(v, where):
+    """(v as a numpy array of numbers in native byte order, its _Ref
+    dtype); TypeError naming `where` for what cannot cross."""
+    if isinstance(v, torch.Tensor):
+        v = v.detach().cpu()
+        if v.dtype == torch.bfloat16:
+            return v.view(torch.int16).numpy(), _BFLOAT16
+        try:
+            v = v.numpy()
+        except (TypeError, RuntimeError) as e:
+            raise TypeError(f"{where} is a tensor of dtype {v.dtype}, which cannot cross between "
+                            f"the trainer and its hook processes: {e}") from e
+    kind = v.dtype.kind
+    if kind not in _NUMBERS:
+        raise TypeError(f"{where} is a numpy array of dtype {v.dtype}, which cannot cross between "
+                        f"the trainer and its hook processes: {_REFUSED.get(kind, 'not a number')}")
+    if not v.dtype.isnative:
+        v = v.astype(v.dtype.newbyteorder("="))
+    return v, v.dtype.str
+
+
+def pack(value, arena, start=0, name="the value"):
     """(value with its arrays copied into arena from byte `start` on, the
-    end of what it took); the arena must hold start + packed_size(value)."""
+    end of what it took); the arena must hold start + packed_size(value).
+    name: what value is, for the TypeError of an array that cannot cross."""
     offset = [start]
 
-    def walk(v):
+    def walk(v, where):
         if isinstance(v, (torch.Tensor, numpy.ndarray)):
-            is_torch = isinstance(v, torch.Tensor)
-            a = v.detach().cpu().numpy() if is_torch else v
-            n = a.nbytes
+            a, dtype = _numbers(v, where)
             dst = numpy.ndarray(a.shape, a.dtype, arena.map, offset[0])
             dst[...] = a
-            ref = _Ref(offset[0], a.shape, a.dtype.str, is_torch)
-            offset[0] += _aligned(n)
+            ref = _Ref(offset[0], a.shape, dtype, isinstance(v, torch.Tensor))
+            offset[0] += _aligned(a.nbytes)
             return ref
         if isinstance(v, tuple):
-            return like(v, [walk(x) for x in v])
+            return like(v, [walk(x, f"{where}[{i}]") for i, x in enumerate(v)])
         if isinstance(v, list):
-            return [walk(x) for x in v]
+            return [walk(x, f"{where}[{i}]") for i, x in enumerate(v)]
         if isinstance(v, dict):
-            return {k: walk(x) for k, x in v.items()}
+            return {k: walk(x, f"{where}[{k!r}]") for k, x in v.items()}
         return v
 
-    packed = walk(value)
+    packed = walk(value, name)
     return packed, offset[0]
 
 
@@ -127,18 +167,79 @@ def like(value, items):
     return type(value)._make(items) if hasattr(value, "_fields") else tuple(items)
 
 
+def _as_sent(a, ref):
+    """The numpy array a (of ref's bits) as the side that packed it had it."""
+    if ref.dtype == _BFLOAT16:
+        return torch.from_numpy(a).view(torch.bfloat16)
+    return torch.from_numpy(a) if ref.is_torch else a
+
+
+def _numpy_dtype(ref):
+    return numpy.dtype(numpy.int16 if ref.dtype == _BFLOAT16 else ref.dtype)
+
+
 def unpack(value, arena, copy):
     """The value pack() made, its arrays views of arena (copy=False) or
     copies (copy=True: the arena may be overwritten afterwards)."""
     if isinstance(value, _Ref):
-        a = numpy.ndarray(value.shape, numpy.dtype(value.dtype), arena.map, value.offset)
-        if copy:
-            a = a.copy()
-        return torch.from_numpy(a) if value.is_torch else a
+        a = numpy.ndarray(value.shape, _numpy_dtype(value), arena.map, value.offset)
+        return _as_sent(a.copy() if copy else a, value)
     if isinstance(value, tuple):
         return like(value, [unpack(x, arena, copy) for x in value])
     if isinstance(value, list):
         return [unpack(x, arena, copy) for x in value]
     if isinstance(value, dict):
         return {k: unpack(x, arena, copy) for k, x in value.items()}
+    return value
+
+
+# A batch built in place: the results of a batch's samples are copied out
+# of the arenas straight into its rows, not each into memory of its own
+# and then all stacked into a batch (two copies, both alive at once).
+
+
+class Rows:
+    """The n rows of one array of a batch, shaped and typed as a sample's."""
+    __slots__ = ("bits", "ref")
+
+    def __init__(self, ref, n):
+        self.ref, self.bits = ref, numpy.empty((n,) + tuple(ref.shape), _numpy_dtype(ref))
+
+    def batch(self):
+        """The batch's array: every row, as the hook returned each."""
+        return _as_sent(self.bits, self.ref)
+
+
+def rows_for(value, n):
+    """For the value pack() made of one sample's result: the same structure
+    with each array replaced by the Rows of a batch of n samples, each
+    other value by None."""
+    if isinstance(value, _Ref):
+        return Rows(value, n)
+    if isinstance(value, (tuple, list)):
+        return type(value)(rows_for(x, n) for x in value)
+    if isinstance(value, dict):
+        return {k: rows_for(x, n) for k, x in value.items()}
+    return None
+
+
+def unpack_into(value, arena, rows, i):
+    """unpack(value, arena, copy=True) with each array copied into row i of
+    the matching Rows of rows (from rows_for) and a view of it; an array
+    whose place, shape or dtype rows do not have gets memory of its own
+    (the caller names the sample that differs)."""
+    if isinstance(value, _Ref):
+        if not isinstance(rows, Rows) or (rows.ref.shape, rows.ref.dtype, rows.ref.is_torch) != \
+                (value.shape, value.dtype, value.is_torch):
+            return unpack(value, arena, copy=True)
+        row = rows.bits[i, ...]  # a view also of a 0-d array's row, not a scalar
+        row[...] = numpy.ndarray(value.shape, row.dtype, arena.map, value.offset)
+        return _as_sent(row, value)
+    if isinstance(value, (tuple, list)):
+        same = type(rows) is type(value) and len(rows) == len(value)
+        return type(value)(unpack_into(x, arena, rows[j] if same else None, i)
+                           for j, x in enumerate(value))
+    if isinstance(value, dict):
+        inner = rows if isinstance(rows, dict) else {}
+        return {k: unpack_into(x, arena, inner.get(k), i) for k, x in value.items()}
     return value

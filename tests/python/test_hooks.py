@@ -630,7 +630,7 @@ def test_transform_none_decoders_agree(dataset):
         data = numpy.frombuffer(s.jpg, dtype=numpy.uint8)
         assert torch.equal(_hook_decode._decoder()(data), _hook_decode._decode_pillow(data))
     with pytest.raises(ValueError, match=r"the image does not decode \(10 bytes\)"):
-        _hook_decode.DecodeFirst(hook_fns.as_is, None, False)(
+        _hook_decode.DecodeFirst(hook_fns.as_is, None, False, 10**8)(
             numpy.frombuffer(b"\xff\xd8nonsense", dtype=numpy.uint8), None)
 
 
