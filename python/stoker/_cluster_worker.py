@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The part of Loader(cluster=...) that runs inside Dask worker processes:
 make_range, the task that makes a run of batches with a stoker loader kept
-per worker process (_cluster.py has the design)."""
+per worker process and job, and warm_hooks, which starts a job's hook
+processes ahead of its first task (_cluster.py has the design). What a job
+keeps here lasts as long as the data its trainer scattered (_Job)."""
 import hashlib
 import os
 import stat

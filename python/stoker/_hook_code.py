@@ -21,8 +21,10 @@ turn but the pickle does not name.
 """
 import hashlib
 import io
+import os
 import pickle
 import sys
+import sysconfig
 
 try:
     from cloudpickle.cloudpickle import subimport as _subimport
@@ -59,13 +61,24 @@ def load(data):
                    if _counted(name)}
 
 
+# The standard library's directory; the packages installed under it
+# (site-packages, Debian's dist-packages) are not part of it.
+_STDLIB = os.path.join(sysconfig.get_paths()["stdlib"], "")
+
+
 def _counted(name):
-    top = name.partition(".")[0]
-    return top not in sys.stdlib_module_names and top != "cloudpickle" and \
-        getattr(sys.modules.get(name), "__file__", None) is not None
+    path = getattr(sys.modules.get(name), "__file__", None)
+    return path is not None and name.partition(".")[0] != "cloudpickle" and not (
+        path.startswith(_STDLIB) and "-packages" + os.sep not in path[len(_STDLIB):])
 
 
 def _file_digest(name):
-    """SHA-256 (128 bits in hex) of the file module `name` was loaded from."""
-    with open(sys.modules[name].__file__, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()[:32]
+    """SHA-256 (128 bits in hex) of the file module `name` was loaded from
+    (through its loader: a module in a zip archive has no file of its own),
+    or why it cannot be read."""
+    module = sys.modules[name]
+    try:
+        data = module.__loader__.get_data(module.__file__)
+    except (AttributeError, OSError) as e:
+        return f"unreadable ({type(e).__name__})"
+    return hashlib.sha256(data).hexdigest()[:32]
