@@ -220,17 +220,19 @@ class Offload:
         with self.lock:
             self._worker_threads, self._answered_at = workers, time.monotonic()
         if self.canary is not None:
-            shared = self.shared()  # the hooks reach the workers first
+            shared = self.shared()  # the hooks reach the workers first (then _scatter warms)
             if shared is not None:
-                self._warm([w for w in workers if w not in self._warmed], shared)
+                self._warm(shared)
 
-    def _warm(self, addresses, shared):
+    def _warm(self, shared):
         """Have each new worker start the hook processes of this job now
         (warm_hooks): their interpreters start while the trainer starts its
         own, not when the worker's first task comes. Nothing waits for it."""
         keys, _, hooks = shared
+        with self.lock:  # the stoker-scheduler and stoker-scatter threads both call it
+            addresses = [w for w in self._worker_threads if w not in self._warmed]
+            self._warmed.update(addresses)
         for address in addresses:
-            self._warmed.add(address)
             try:
                 fut = self.client.submit(warm_hooks, self.spec, keys, hooks,
                                          key=f"stoker-{self.tag}-warm-{os.urandom(4).hex()}",
@@ -270,12 +272,13 @@ class Offload:
             self.refuse(address, f"its last {n} tasks failed (the last with {failure!r})")
 
     def wants_canary(self):
-        """Whether tasks should bring canary samples: some worker has not
-        passed them for every hook yet."""
+        """Whether tasks should bring canary samples: some worker neither
+        refused nor verified has not passed them for every hook yet."""
         if self.canary is None:
             return False
         with self.lock:
-            return any(w not in self.verified for w in self._worker_threads)
+            return any(w not in self.verified and w not in self.refused
+                       for w in self._worker_threads)
 
     def check_canary(self, result):
         """Whether the batches of a result made with hooks may be used: its
@@ -309,9 +312,9 @@ class Offload:
         with self.lock:
             futures = self._shared
             if futures is not None and all(f.status == "finished" for f in futures):
-                return (" ".join(f.key for f in futures), futures[0],
-                        futures[1] if len(futures) > 1 else None)
-            if self._scattering or time.monotonic() < self._scatter_after:
+                return _shared(futures)
+            if self._scattering or self._stop.is_set() or \
+                    time.monotonic() < self._scatter_after:
                 return None
             self._scattering = True
         threading.Thread(target=self._scatter, name="stoker-scatter", daemon=True).start()
@@ -324,9 +327,15 @@ class Offload:
         except Exception:  # no worker, or the scheduler is gone: try again later
             futures = None
         with self.lock:
-            self._shared, self._scattering = futures, False
+            closed = self._stop.is_set()  # close() ran meanwhile: nothing may keep the job
+            self._shared, self._scattering = None if closed else futures, False
             if futures is None:
                 self._scatter_after = time.monotonic() + 2.0
+                return
+        if closed:
+            _release(futures)
+        elif self.canary is not None:  # now, not at the next poll of the scheduler
+            self._warm(_shared(futures))
 
     def usable(self):
         """The client is connected and the scheduler answered lately."""
@@ -340,19 +349,29 @@ class Offload:
         workers (releasing it ends the job there: _cluster_worker lets go
         of its loaders and hook processes); close the client if it is ours,
         in at most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
-        self._stop.set()
         with self.lock:
+            self._stop.set()
             futures, self._shared = self._shared or [], None
-        for future in futures:
-            try:  # queues a message; does not wait for the scheduler
-                future.release()
-            except Exception:  # the client is gone
-                pass
+        _release(futures)
         if self._owns_client:
             try:
                 self.client.close(timeout=SCHEDULER_TIMEOUT_S)
             except Exception:  # timed out: the scheduler does not answer
                 pass
+
+
+def _shared(futures):
+    """Offload.shared()'s answer for the scattered futures."""
+    return " ".join(f.key for f in futures), futures[0], futures[1] if len(futures) > 1 else None
+
+
+def _release(futures):
+    """Let go of futures (Run._drop_chunks says why release())."""
+    for future in futures:
+        try:  # queues a message; does not wait for the scheduler
+            future.release()
+        except Exception:  # the client is gone
+            pass
 
 
 def _poll_scheduler(offload_ref, stop):
@@ -514,11 +533,7 @@ class Run:
         """Let go of tasks whose result is not wanted: releasing a future
         tells the scheduler without waiting for it (Client.cancel waits, and
         would hang on a scheduler that died), and it forgets the task."""
-        for fut in chunks:
-            try:
-                fut.release()
-            except Exception:  # the client is gone
-                pass
+        _release(chunks)
 
     def _put(self, index, item):
         """Keep a batch unless it was made already; wake the loop."""
