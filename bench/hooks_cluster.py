@@ -22,9 +22,11 @@ worker start) to the last batch, tail included; the trainer's imports
 before it (torch, stoker, torchvision: the same in both modes, and in any
 training script whatever its loader) are printed beside it. The worker
 stands, as a cluster does before training starts (started once, stoker
-preloaded: its fork server has imported torch), but each round has a seed
-of its own, so the worker's hook process for it is new within the timed
-epoch too (forked, then importing torchvision and unpickling the hook).
+preloaded), but each round has a seed of its own: a job of its own, whose
+warm_hooks task starts the worker's fork server (importing torch while the
+trainer's does the same; it stops when the worker's jobs have ended) and
+hook process within the timed epoch too (forked, then importing
+torchvision and unpickling the hook).
 The dask-scheduler shares the worker's core.
 Each round also measures the cores' own ceiling for the hook: the same 64
 images through blur10 in one process alone, then in two at once, one per

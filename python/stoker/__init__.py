@@ -18,7 +18,6 @@ from ._stoker import (BusyError, CacheError, DataError, Error, HTTPError, Interr
                       OptionError, OptionTypeError, OutOfMemory, OutputExists, PlanError,
                       ReadError, ShardWriter, version)
 from ._cluster import ClusterError
-from ._cluster_worker import dask_setup  # for dask-worker --preload stoker
 from ._hooks import HookError
 from ._loader import Loader, log, verify  # log: the "stoker" logger, as before
 from ._metrics import prometheus_text, rates, tensorboard

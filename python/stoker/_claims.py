@@ -70,10 +70,11 @@ class Claims:
 
     # -- the cluster's side --
 
-    def to_submit(self, index):
-        """(range, its first batch not made, worker, index()) to submit to
-        the cluster now, or None. index() is the dataset index as the
-        workers get it, or None while they cannot have it yet."""
+    def to_submit(self, shared):
+        """(range, its first batch not made, worker, shared()) to submit to
+        the cluster now, or None. shared() is what the workers get once per
+        job (the dataset index, the hooks), or None while they cannot have
+        it yet."""
         in_flight, lookahead = self.limits()
         front = self.front()
         for r in range(front, min(len(self.ranges), front + lookahead)):
@@ -85,7 +86,7 @@ class Claims:
                     self.local_range is not None and r == self.local_range + 1):
                 continue
             start = self.missing_from(r)
-            worker, held = self._pick_worker(), index()
+            worker, held = self._pick_worker(), shared()
             if start is None or worker is None or held is None:
                 continue
             return r, start, worker, held

@@ -117,13 +117,14 @@ def _connect(cluster):
 
 class Offload:
     """What a Loader with cluster= keeps across epochs: the Dask client, the
-    job description sent with every task, the dataset index (scattered to
-    the workers once), the workers refused and the counters. fields: the
-    names of Loader(fields=), or None; hook_pool: the trainer's hook
-    processes (_hooks.Pool) with map= and batch_map=, or None: their
-    pickled hooks and timeout go with every task (the workers run them in
-    hook processes of their own), and they check each worker's canary
-    sample; raw_labels:
+    job description sent with every task, the dataset index and the pickled
+    hooks (scattered to the workers once: a task refers to them, so a hook
+    that holds a large object does not travel through the scheduler with
+    every task), the workers refused and the counters. fields: the names of
+    Loader(fields=), or None; hook_pool: the trainer's hook processes
+    (_hooks.Pool) with map= and batch_map=, or None: the workers run the
+    same pickled hooks in hook processes of their own, and these check
+    each worker's canary samples; raw_labels:
     with transform=None, the label members (map= gets the undecoded image);
     map_shape: as Loader's."""
 
@@ -145,21 +146,24 @@ class Offload:
         hooks_digest = None if hooks is None else hashlib.sha256(hooks).hexdigest()
         key = hashlib.sha256(repr((urls, sorted(worker_options.items()), digest, fields,
                                    hooks_digest)).encode())
+        identity, loaded = build_identity(hooks)
         self.spec = {
-            "key": key.hexdigest()[:32], "identity": build_identity(hooks), "urls": list(urls),
+            "key": key.hexdigest()[:32], "identity": identity, "urls": list(urls),
             "options": worker_options, "index_digest": digest,
             "batch_bytes": image_bytes * batch_size, "batch_size": batch_size,
-            "fields": fields, "hooks": hooks, "hook_timeout": hook_pool and hook_pool.timeout,
+            "fields": fields, "hooks_digest": hooks_digest,
+            "hook_timeout": hook_pool and hook_pool.timeout,
             "raw_labels": raw_labels, "map_shape": map_shape,
         }
-        # Workers whose hooks' bytes were checked (the canary), and those
-        # refused: address -> why.
+        # Workers whose canary samples passed for every hook (and the hooks
+        # checked so far of the others), and those refused: address -> why.
         self.canary = None if hooks is None else Canary(hook_pool)
-        self.verified, self.refused = set(), {}
+        self._hook_names = frozenset(loaded or ())
+        self.verified, self._canaries_passed, self.refused = set(), {}, {}
         self._warmed = set()  # workers sent warm_hooks
         self._failed_in_a_row = {}  # worker address -> its tasks failed since its last success
-        self._index_data = index_data
-        self._index = None  # its future on the workers, scattered when there are some
+        self._shared_data = [index_data] + ([] if hooks is None else [hooks])
+        self._shared = None  # their futures on the workers, scattered when there are some
         self._scattering, self._scatter_after = False, 0.0
         self.tag = key.hexdigest()[:8]
         self.counters = dict(
@@ -215,18 +219,24 @@ class Offload:
             return
         with self.lock:
             self._worker_threads, self._answered_at = workers, time.monotonic()
-        if self.spec["hooks"] is not None:
-            self._warm([w for w in workers if w not in self._warmed])
+        if self.canary is not None:
+            shared = self.shared()  # the hooks reach the workers first (then _scatter warms)
+            if shared is not None:
+                self._warm(shared)
 
-    def _warm(self, addresses):
+    def _warm(self, shared):
         """Have each new worker start the hook processes of this job now
         (warm_hooks): their interpreters start while the trainer starts its
         own, not when the worker's first task comes. Nothing waits for it."""
+        keys, _, hooks = shared
+        with self.lock:  # the stoker-scheduler and stoker-scatter threads both call it
+            addresses = [w for w in self._worker_threads if w not in self._warmed]
+            self._warmed.update(addresses)
         for address in addresses:
-            self._warmed.add(address)
             try:
-                fut = self.client.submit(warm_hooks, self.spec, key=f"stoker-{self.tag}-warm-"
-                                         f"{os.urandom(4).hex()}", pure=False, workers=[address],
+                fut = self.client.submit(warm_hooks, self.spec, keys, hooks,
+                                         key=f"stoker-{self.tag}-warm-{os.urandom(4).hex()}",
+                                         pure=False, workers=[address],
                                          allow_other_workers=False, priority=1)
             except Exception:  # the client is closing or lost its scheduler
                 return
@@ -261,31 +271,50 @@ class Offload:
         if n >= MAX_FAILED_TASKS:
             self.refuse(address, f"its last {n} tasks failed (the last with {failure!r})")
 
+    def wants_canary(self):
+        """Whether tasks should bring canary samples: some worker neither
+        refused nor verified has not passed them for every hook yet."""
+        if self.canary is None:
+            return False
+        with self.lock:
+            return any(w not in self.verified and w not in self.refused
+                       for w in self._worker_threads)
+
     def check_canary(self, result):
         """Whether the batches of a result made with hooks may be used: its
-        worker's canary was checked already, or is checked now (then the
-        worker is refused when it fails)."""
+        worker's canary samples passed already for every hook, or pass now
+        (then the worker is refused when one fails)."""
         worker = result["worker"]
         if self.canary is None or worker in self.verified or not result["outputs"]:
             return True  # (no batch: only the error that ended the range, raised as here)
-        why = self.canary.check(result.get("canary"))
+        canaries = result.get("canary")
+        if canaries is None:  # not asked for: it was verified, or the task went elsewhere
+            return False
+        why = self.canary.check(canaries)
         if why:
             self.refuse(worker, f"its canary sample differs from the trainer's: {why}")
             return False
         with self.lock:
-            self.verified.add(worker)
+            passed = self._canaries_passed.setdefault(worker, set())
+            passed.update(c["which"] for c in canaries)
+            if passed >= self._hook_names:
+                self.verified.add(worker)
         return True
 
-    def index(self):
-        """The dataset index as a future held by the workers, or None while
-        it is being (re)sent. It is scattered to every worker when first
-        needed, and again when the workers that held it are all gone (workers
-        that join later fetch it from the others). Scattering waits for a
-        worker, so it runs on a thread of its own, never under a Run's lock."""
+    def shared(self):
+        """(their keys (one string: _cluster_worker._job says why), the
+        dataset index, the pickled hooks or None) as futures held by the
+        workers, or None while they are being (re)sent.
+        They are scattered to every worker when first needed, and again when
+        the workers that held them are all gone (workers that join later
+        fetch them from the others). Scattering waits for a worker, so it
+        runs on a thread of its own, never under a Run's lock."""
         with self.lock:
-            if self._index is not None and self._index.status == "finished":
-                return self._index
-            if self._scattering or time.monotonic() < self._scatter_after:
+            futures = self._shared
+            if futures is not None and all(f.status == "finished" for f in futures):
+                return _shared(futures)
+            if self._scattering or self._stop.is_set() or \
+                    time.monotonic() < self._scatter_after:
                 return None
             self._scattering = True
         threading.Thread(target=self._scatter, name="stoker-scatter", daemon=True).start()
@@ -293,13 +322,20 @@ class Offload:
 
     def _scatter(self):
         try:
-            future = self.client.scatter(self._index_data, broadcast=True, hash=False, timeout=10)
+            futures = self.client.scatter(self._shared_data, broadcast=True, hash=False,
+                                          timeout=10)
         except Exception:  # no worker, or the scheduler is gone: try again later
-            future = None
+            futures = None
         with self.lock:
-            self._index, self._scattering = future, False
-            if future is None:
+            closed = self._stop.is_set()  # close() ran meanwhile: nothing may keep the job
+            self._shared, self._scattering = None if closed else futures, False
+            if futures is None:
                 self._scatter_after = time.monotonic() + 2.0
+                return
+        if closed:
+            _release(futures)
+        elif self.canary is not None:  # now, not at the next poll of the scheduler
+            self._warm(_shared(futures))
 
     def usable(self):
         """The client is connected and the scheduler answered lately."""
@@ -309,14 +345,33 @@ class Offload:
                 time.monotonic() - answered < SCHEDULER_TIMEOUT_S)
 
     def close(self):
-        """Stop asking the scheduler; close the client if it is ours, in at
-        most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
-        self._stop.set()
+        """Stop asking the scheduler; let go of the data scattered to the
+        workers (releasing it ends the job there: _cluster_worker lets go
+        of its loaders and hook processes); close the client if it is ours,
+        in at most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
+        with self.lock:
+            self._stop.set()
+            futures, self._shared = self._shared or [], None
+        _release(futures)
         if self._owns_client:
             try:
                 self.client.close(timeout=SCHEDULER_TIMEOUT_S)
             except Exception:  # timed out: the scheduler does not answer
                 pass
+
+
+def _shared(futures):
+    """Offload.shared()'s answer for the scattered futures."""
+    return " ".join(f.key for f in futures), futures[0], futures[1] if len(futures) > 1 else None
+
+
+def _release(futures):
+    """Let go of futures (Run._drop_chunks says why release())."""
+    for future in futures:
+        try:  # queues a message; does not wait for the scheduler
+            future.release()
+        except Exception:  # the client is gone
+            pass
 
 
 def _poll_scheduler(offload_ref, stop):
@@ -443,10 +498,11 @@ class Run:
     def _submit_more(self):
         claims = self.claims
         while True:
-            pick = claims.to_submit(self.o.index)
+            pick = claims.to_submit(self.o.shared)
             if pick is None:
                 return
-            r, start, worker, index = pick
+            r, start, worker, (keys, index, hooks) = pick
+            canary = self.o.wants_canary()
             end = claims.ranges[r][1]
             chunks = {}
             try:
@@ -457,8 +513,9 @@ class Run:
                     # first, and would otherwise favour the later submission.
                     # Once a worker is refused, Dask may not place a task
                     # elsewhere: it could pick the refused one.
-                    fut = self.o.client.submit(make_range, self.o.spec, index, self.epoch, b,
-                                               count, key=key, pure=False, workers=[worker],
+                    fut = self.o.client.submit(make_range, self.o.spec, keys, index, hooks,
+                                               self.epoch, b, count, canary, key=key,
+                                               pure=False, workers=[worker],
                                                allow_other_workers=not self.o.refused,
                                                priority=-b)
                     chunks[fut] = worker
@@ -476,11 +533,7 @@ class Run:
         """Let go of tasks whose result is not wanted: releasing a future
         tells the scheduler without waiting for it (Client.cancel waits, and
         would hang on a scheduler that died), and it forgets the task."""
-        for fut in chunks:
-            try:
-                fut.release()
-            except Exception:  # the client is gone
-                pass
+        _release(chunks)
 
     def _put(self, index, item):
         """Keep a batch unless it was made already; wake the loop."""
@@ -594,6 +647,7 @@ class Run:
         elif result is not None and result["worker"] in self.o.refused:
             refused, result = result["worker"], None  # placed there before it was refused
         elif result is not None and not self.o.check_canary(result):  # may run a hook here
+            # refused, or its canary was not asked for: its range is made again
             refused, result = result["worker"], None
         with self.cond:
             worker = self.claims.futures.get(r, {}).get(fut)  # where it was sent

@@ -10,11 +10,11 @@ holds the GIL would starve the worker's event loop (dask distributed issues
 6324 and 6325). The keys of the hooks' random streams are those of a local
 run (_hook_batches), so the batches are the same bytes wherever they are
 made, as long as the hook gives the same bytes for the same input and key
-there: the fingerprint (_hook_env) compares what is known to change that,
-and the canary tries it on one sample of each worker.
+there: the fingerprint (_hook_env, and _hook_code for the modules the
+hooks run) compares what is known to change that, and the canary tries
+each hook (map= and batch_map=) on its first call on each worker.
 """
 import collections
-import pickle
 import zlib
 
 import numpy
@@ -148,46 +148,52 @@ class Outputs:
 
 
 class RecordingPool:
-    """A hook Pool that keeps the first hook call that succeeded since
-    reset() (which hook, its key, a copy of its input, its result): the
-    canary a Dask worker sends with its task's result."""
+    """A hook Pool that keeps, since reset(True), the first call of each
+    hook (map= and batch_map=) that succeeded (which hook, its key, a copy
+    of its input, its result): the canary samples a Dask worker sends with
+    its task's result while the trainer has not checked it yet."""
 
     def __init__(self, pool):
         self.pool = pool
-        self.canary = None
-        self._first = None  # (task, copy of its input)
+        self._recording = False
+        self._canaries = {}  # which -> canary
+        self._first = {}     # which -> (task, copy of its input), not a canary yet
 
-    def reset(self):
-        self.canary, self._first = None, None
+    def reset(self, recording):
+        self._recording, self._canaries, self._first = recording, {}, {}
+
+    def canaries(self):
+        return list(self._canaries.values())
 
     def submit(self, task):
-        if self.canary is None and (self._first is None or self._first[0].error is not None):
-            self._first = (task, owned(task.arg))
+        if self._recording and task.which not in self._canaries:
+            first = self._first.get(task.which)
+            if first is None or first[0].error is not None:
+                self._first[task.which] = (task, owned(task.arg))
         self.pool.submit(task)
 
     def step(self, timeout):
         finished = self.pool.step(timeout)
-        if self.canary is None and self._first is not None:
-            task, arg = self._first
+        for which, (task, arg) in list(self._first.items()):
             if task.done and task.error is None:
-                self.canary = {"which": task.which, "key": task.key, "arg": arg,
-                               "out": task.result}
+                self._canaries[which] = {"which": which, "key": task.key, "arg": arg,
+                                         "out": task.result}
+                del self._first[which]
         return finished
 
     def __getattr__(self, name):  # restarts, pids(), close() of the pool itself
         return getattr(self.pool, name)
 
 
-def worker_outputs(spec, info, pool):
+def worker_outputs(spec, hooks, info, pool):
     """The Outputs of a Dask worker's task for the trainer's spec (None for
-    plain (images, labels) batches), its hooks in pool's hook processes
-    (forked by the worker process's fork server)."""
-    if spec["fields"] is None and spec["hooks"] is None:
+    plain (images, labels) batches), its hooks (unpickled, or None) in
+    pool's hook processes (forked by the worker process's fork server)."""
+    if spec["fields"] is None and hooks is None:
         return None
     fields = None if spec["fields"] is None else _Fields(spec["fields"])
     hooked = None
-    if spec["hooks"] is not None:
-        hooks = pickle.loads(spec["hooks"])
+    if hooks is not None:
         options = spec["options"]
         map_fn, decode = hooks.get("map"), None
         if isinstance(map_fn, DecodeFirst):  # transform=None: the hook process decodes
@@ -219,11 +225,19 @@ class Canary:
     def __init__(self, pool):
         self._pool = pool
 
-    def check(self, canary):
-        """'' when the trainer's hook gives the worker's bytes for the
+    def check(self, canaries):
+        """'' when the trainer's hooks give the worker's bytes for each
         canary's input and key, else what differs."""
-        if not isinstance(canary, dict):
+        if not isinstance(canaries, list) or not canaries:
             return "it sent no canary sample"
+        for canary in canaries:
+            why = self._check(canary) if isinstance(canary, dict) else "a canary is not a dict"
+            if why:
+                return why
+        return ""
+
+    def _check(self, canary):
+        """check() of one canary."""
         task = Task(canary["which"], canary["key"], canary["arg"], None)
         if not self._pool.run_aside(task, CANARY_TIMEOUT_S):
             return f"the trainer's canary hook did not return within {CANARY_TIMEOUT_S:.0f} s"

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 """The part of Loader(cluster=...) that runs inside Dask worker processes:
 make_range, the task that makes a run of batches with a stoker loader kept
-per worker process (_cluster.py has the design)."""
+per worker process and job, and warm_hooks, which starts a job's hook
+processes ahead of its first task (_cluster.py has the design). What a job
+keeps here lasts as long as the data its trainer scattered (_Job)."""
 import hashlib
 import os
 import stat
@@ -14,19 +16,24 @@ import zlib
 
 import numpy as np
 
-from . import _ranks, _stoker
+from . import _hook_code, _ranks, _stoker
 from ._cluster_hooks import digest as object_digest, worker_outputs
 from ._hook_processes import ForkServer
 from ._hooks import Pool
 from ._hook_env import compare, fingerprint
 
+# What this worker process keeps per job (the spec key of one trainer's
+# Loader), under _cache_lock: the jobs most recently used last.
 _cache_lock = threading.Lock()
-_idle = {}     # spec key -> [C loaders not in use], most recently used last
-_MAX_SPECS = 4  # loaders kept per worker process: one per trainer rank in use
-_started = {}  # spec key -> hook Pool started by warm_hooks, not used by a task yet
+_jobs = {}     # spec key -> _Job
+_MAX_SPECS = 4  # jobs whose idle loaders are kept: one per trainer rank in use
+# How often the jobs' scattered data is looked for (_reap_ended_jobs).
+_REAP_S = 1.0
+_reaper = None  # the thread that lets go of ended jobs, started with the first job
 # The fork server of every hook process of this worker process, shared by
-# the jobs' pools: started with the worker by dask_setup (--preload stoker),
-# it has imported torch before the first job comes.
+# the jobs' pools: started when a job first needs it (its warm_hooks task,
+# sent as the trainer's Loader starts, has it import torch while the
+# trainer starts its own hook processes), stopped when no job is left.
 _server = ForkServer()
 # For the tests only: every task takes this much longer, so that a test can
 # kill a worker while it holds tasks.
@@ -48,16 +55,20 @@ class WorkerMismatch(RuntimeError):
 
 def build_identity(hooks=None):
     """What must be equal in the trainer and a Dask worker for their batches
-    of one range to be equal, as a dict compared whole: the C library's
-    build identity (version, commit, libjpeg-turbo, libspng and zlib
-    versions: _stoker.build_id), and with hooks (their pickled bytes) the
+    of one range to be equal, as a dict compared whole, and the hooks
+    unpickled (None without hooks): the C library's build identity
+    (version, commit, libjpeg-turbo, libspng and zlib versions:
+    _stoker.build_id), and with hooks (their pickled bytes) the
     environment fingerprint of _hook_env (torch, torchvision, numpy
-    versions, the hooks' digest, the CPU capability torch dispatches to)."""
-    identity = {}
+    versions, the hooks' digest, the CPU capability torch dispatches to)
+    and the digest of each module file they run here (_hook_code). Raises
+    what unpickling the hooks raises."""
+    identity, loaded = {}, None
     if hooks is not None:
-        identity.update(fingerprint(hashlib.sha256(hooks).hexdigest()[:32]))
+        loaded, code = _hook_code.load(hooks)
+        identity.update(fingerprint(hashlib.sha256(hooks).hexdigest()[:32]), **code)
     identity["stoker"] = _stoker.build_id  # the build covers the version
-    return identity
+    return identity, loaded
 
 
 def batch_digest(images, labels, mix_labels=None, mix_weight=None):
@@ -145,65 +156,160 @@ def _index_file(digest, data):
     return path
 
 
-def _checkout(spec, index_data):
+class _Job:
+    """What this worker process keeps of one job: its hooks, loaded and
+    checked against the trainer's identity once; the C loaders (and their
+    hook pools) idle between its tasks; the hook pool warm_hooks started;
+    its tasks running; and the Dask keys of the data the trainer scattered
+    for it (the dataset index, the pickled hooks). The scheduler releases
+    those when the trainer closes its Loader or its client goes away
+    (killed, or lost without closing): the job has ended, and
+    _reap_ended_jobs lets go of what it kept here."""
+
+    def __init__(self):
+        self.hooks = None     # unpickled, or None without hooks
+        self.hooks_data = None  # pickled, what its hook processes load
+        self.refusal = None   # why this worker may not serve it, once checked
+        self.checked = False
+        self.idle = []        # [(C loader, its Outputs or None)], most recently used last
+        self.started = None   # the hook Pool warm_hooks started, not used by a task yet
+        self.busy = 0         # its tasks running here
+        self.keys = ()
+
+    def close(self):
+        """Close what it keeps (not in use: busy is 0)."""
+        for kept in self.idle:
+            _close(kept)
+        self.idle = []
+        if self.started is not None:
+            self.started.close()
+            self.started = None
+
+
+def _job(spec, keys, hooks_data, worker):
+    """spec's _Job, busy with the caller's task until it calls _checkin,
+    with keys (the Dask keys of its scattered data, separated by spaces:
+    Dask would replace a task argument equal to a key with its data) noted
+    and, the first
+    time, its hooks loaded and its identity checked; raises WorkerMismatch
+    when this worker may not serve it (then not busy)."""
+    global _reaper
+    with _cache_lock:
+        job = _jobs.pop(spec["key"], None) or _Job()
+        _jobs[spec["key"]] = job  # most recently used last
+        job.keys = tuple(keys.split())
+        job.busy += 1
+        if _reaper is None and worker is not None:
+            _reaper = threading.Thread(target=_reap_ended_jobs, args=(worker,),
+                                       name="stoker-jobs", daemon=True)
+            _reaper.start()
+        checked = job.checked
+    try:
+        if not checked:  # outside the lock: unpickling imports the hooks' modules
+            hooks, refusal = _check_identity(spec, hooks_data)
+            with _cache_lock:
+                job.hooks, job.hooks_data, job.refusal = hooks, hooks_data, refusal
+                job.checked = True
+        if job.refusal is not None:
+            raise WorkerMismatch(job.refusal, _worker_address())
+    except BaseException:
+        _checkin(job, None)
+        raise
+    return job
+
+
+def _check_identity(spec, hooks_data):
+    """(the hooks unpickled or None, why this worker differs from the
+    trainer or None)."""
+    address = _worker_address()
+    if hooks_data is not None and hashlib.sha256(hooks_data).hexdigest() != spec["hooks_digest"]:
+        raise ValueError(f"the hooks received do not have digest {spec['hooks_digest']}")
+    try:
+        mine, hooks = build_identity(hooks_data)
+    except Exception as e:  # the hooks' modules are missing here, or another version
+        return None, (f"worker {address} cannot load the hooks ({type(e).__name__}: {e}): "
+                      "install their modules there")
+    differ = compare(spec["identity"], mine)
+    if differ:
+        return None, (f"worker {address} differs from the trainer ({differ}): its batches "
+                      "could differ")
+    return hooks, None
+
+
+def _reap_ended_jobs(worker):
+    """The stoker-jobs thread: every _REAP_S, close what the jobs whose
+    scattered data this worker no longer holds kept here; when no job is
+    left, stop the fork server (and so every hook process) too. Nothing
+    else would: a trainer that ends, or dies, sends nothing here."""
+    while True:
+        time.sleep(_REAP_S)
+        with _cache_lock:
+            ended = [key for key, job in _jobs.items()
+                     if job.busy == 0 and not any(k in worker.data for k in job.keys)]
+            for key in ended:
+                _jobs.pop(key).close()
+            if ended and not _jobs:
+                _server.close()
+
+
+def _checkout(spec, job, index_data):
     """(C loader, its _cluster_hooks.Outputs or None) for spec: one kept
     from an earlier task, else new ones (the hooks' processes with them)."""
     with _cache_lock:
-        loaders = _idle.get(spec["key"])
-        if loaders:
-            return loaders.pop()
-    options = dict(spec["options"])
-    if index_data is not None:
-        options["index_path"] = _index_file(spec["index_digest"], index_data)
-    threads = _worker_threads()
-    loader = _stoker.Loader(spec["urls"], threads=threads, **options)
-    with _cache_lock:
-        pool = _started.pop(spec["key"], None)
-    if pool is None and spec["hooks"] is not None:
-        pool = _new_pool(spec)
+        if job.idle:
+            return job.idle.pop()
+        pool, job.started = job.started, None
+    loader = None
     try:
-        outputs = worker_outputs(dict(spec, hook_processes=threads), loader.info(), pool)
-    except Exception as e:  # the hooks' modules are missing here, or another version
-        loader.close()
+        options = dict(spec["options"])
+        if index_data is not None:
+            options["index_path"] = _index_file(spec["index_digest"], index_data)
+        threads = _worker_threads()
+        loader = _stoker.Loader(spec["urls"], threads=threads, **options)
+        if pool is None and job.hooks is not None:
+            pool = _new_pool(spec, job)
+        return loader, worker_outputs(dict(spec, hook_processes=threads), job.hooks,
+                                      loader.info(), pool)
+    except BaseException:
+        if loader is not None:
+            loader.close()
         if pool is not None:
             pool.close()
-        address = _worker_address()
-        raise WorkerMismatch(f"worker {address} cannot load the hooks ({type(e).__name__}: "
-                             f"{e}): install their modules there", address) from None
-    return loader, outputs
+        raise
 
 
-def _new_pool(spec):
+def _new_pool(spec, job):
     """The hook processes of a task for spec: one per decode thread, forked
     by this worker process's server."""
-    return Pool(spec["hooks"], _worker_threads(), spec["hook_timeout"], server=_server)
+    return Pool(job.hooks_data, _worker_threads(), spec["hook_timeout"], server=_server)
 
 
-def warm_hooks(spec):
+def warm_hooks(spec, keys, hooks_data):
     """Dask task, sent by the trainer when it first sees this worker: start
-    the hook processes that spec's first task will use (each imports torch,
+    the hook processes that spec's first task will use (each is forked by
+    the fork server, started now if it is not running, which imports torch:
     seconds of a core), while the trainer is starting its own. Nothing when
     they run already or this worker would be refused."""
-    if spec["hooks"] is None:
-        return
     try:
-        _check_identity(spec)
+        job = _job(spec, keys, hooks_data, _this_worker())
     except WorkerMismatch:  # its first task says so to the trainer
         return
-    with _cache_lock:
-        if spec["key"] in _idle or spec["key"] in _started:
-            return
-        _started[spec["key"]] = pool = _new_pool(spec)
-        while len(_started) > _MAX_SPECS:
-            _started.pop(next(iter(_started))).close()
-    pool.start()
+    try:
+        with _cache_lock:
+            if job.idle or job.started is not None or job.busy > 1:
+                return
+            job.started = pool = _new_pool(spec, job)
+        pool.start()
+    finally:
+        _checkin(job, None)
 
 
-def dask_setup(worker):
-    """`dask-worker --preload stoker` calls this as the worker starts: the
-    fork server of its hook processes starts importing torch now, not in
-    the first job's epoch."""
-    _server.start()
+def _this_worker():
+    try:
+        from distributed import get_worker
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
 
 
 def _close(kept):
@@ -213,44 +319,40 @@ def _close(kept):
         outputs.hooked.pool.close()
 
 
-def _checkin(spec, kept):
+def _checkin(job, kept):
+    """A task of job is done, with kept (C loader, Outputs) or None."""
     with _cache_lock:
-        _idle.setdefault(spec["key"], []).append(kept)
-        _idle[spec["key"]] = _idle.pop(spec["key"])  # most recently used last
-        while len(_idle) > _MAX_SPECS:
-            for old in _idle.pop(next(iter(_idle))):
-                _close(old)
+        job.busy -= 1
+        if kept is not None:
+            job.idle.append(kept)
+        old = [key for key in list(_jobs)[:-_MAX_SPECS] if _jobs[key].busy == 0]
+        for key in old:  # the least recently used beyond _MAX_SPECS
+            _jobs.pop(key).close()
 
 
-def _check_identity(spec):
-    mine = build_identity(spec["hooks"])
-    differ = compare(spec["identity"], mine)
-    if differ:
-        address = _worker_address()
-        raise WorkerMismatch(f"worker {address} differs from the trainer ({differ}): its "
-                             "batches could differ", address)
-
-
-def make_range(spec, index_data, epoch, first, count):
+def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=False):
     """Dask task: batches [first, first + count) of `epoch` for the loader
-    described by spec. Returns the images and labels of every batch as two
-    arrays (and the Mixup/CutMix partner labels and weights), or with
-    fields= or hooks the batch objects themselves ("outputs", and the
-    hooks' canary sample); the sizes and bad-input counts per batch, and,
-    when the data was bad under on_error="fail" (or a hook failed), the
-    error that ended the range (the batches before it are kept, as a local
-    loader delivers them)."""
-    _check_identity(spec)
-    loader, outputs = kept = _checkout(spec, index_data)
+    described by spec; keys: the Dask keys of index_data and hooks_data
+    (_job), the dataset index and the pickled hooks (None without), which the
+    trainer scattered to the workers once. Returns the images and labels of
+    every batch as two arrays (and the Mixup/CutMix partner labels and
+    weights), or with fields= or hooks the batch objects themselves
+    ("outputs", and with canary the hooks' canary samples); the sizes and
+    bad-input counts per batch, and, when the data was bad under
+    on_error="fail" (or a hook failed), the error that ended the range (the
+    batches before it are kept, as a local loader delivers them)."""
+    job = _job(spec, keys, hooks_data, _this_worker())
+    kept = None
     try:
+        loader, outputs = kept = _checkout(spec, job, index_data)
         before = loader.stats()
         if outputs is None:
             result = _arrays(loader, spec, epoch, first, count)
         else:
-            result = _objects(loader, outputs, epoch, first, count)
+            result = _objects(loader, outputs, epoch, first, count, canary)
         after = loader.stats()
     finally:
-        _checkin(spec, kept)
+        _checkin(job, kept)
     if _TEST_TASK_DELAY_S:
         time.sleep(_TEST_TASK_DELAY_S)
     result.update(first=first, samples_read=after["samples_read"] - before["samples_read"],
@@ -266,11 +368,12 @@ def _error(e):
             "".join(traceback.format_exception(cause)) if cause is not None else "")
 
 
-def _objects(loader, outputs, epoch, first, count):
-    """make_range's result with fields= or hooks: each batch's object."""
+def _objects(loader, outputs, epoch, first, count, canary):
+    """make_range's result with fields= or hooks: each batch's object (and
+    with canary, the first call of each hook)."""
     recording = outputs.hooked.pool if outputs.hooked is not None else None
     if recording is not None:
-        recording.reset()
+        recording.reset(canary)
     restarts = recording.restarts if recording is not None else 0
     objects, sizes, skips, error = [], [], [], None
     made = outputs.made(loader, epoch, first, count)
@@ -285,7 +388,7 @@ def _objects(loader, outputs, epoch, first, count):
         made.close()
     return {"outputs": objects, "sizes": sizes, "skips": skips, "error": error,
             "digests": [object_digest(o) for o in objects],
-            "canary": recording.canary if recording is not None else None,
+            "canary": recording.canaries() if recording is not None and canary else None,
             "hook_restarts": recording.restarts - restarts if recording is not None else 0}
 
 

@@ -8,7 +8,8 @@ from the trainer's must not make batches for it; compare() says what
 differs, for the message that refuses it. Kept apart from the stoker
 version check of the Dask workers (_cluster_worker) so that both can be
 extended separately: a worker's whole identity is that check's fields plus
-fingerprint(hooks_digest).
+fingerprint(hooks_digest) and the digests of the hooks' module files
+(_hook_code).
 """
 import importlib
 import platform

@@ -29,3 +29,16 @@ def fail_where_told(image, rng):
     if os.environ.get("STOKER_TEST_HOOK_FAIL"):
         raise ValueError("told to fail on this host")
     return where(image, rng)
+
+
+def biased_batch(batch, rng):
+    """biased() as a batch_map= hook: (images + $STOKER_TEST_HOOK_BIAS,
+    labels)."""
+    images, labels = batch
+    return images + int(os.environ.get("STOKER_TEST_HOOK_BIAS", "0")), labels
+
+
+def plus_table(image, rng, table):
+    """image + table[0]: with functools.partial, a hook that holds a large
+    array (table), pickled with it."""
+    return image + int(table[0])

@@ -6,10 +6,16 @@ killed mid-epoch; a worker whose environment fingerprint differs, or
 whose hook gives other bytes for the canary sample, is refused and the
 others and the trainer make the epoch. Real dask-scheduler and dask-worker
 processes on 127.0.0.1 (test_cluster.DaskCluster)."""
+import functools
+import importlib
 import logging
 import os
+import select
+import subprocess
+import sys
 import time
 
+import numpy
 import pytest
 import torch
 
@@ -176,8 +182,8 @@ def test_hooks_run_in_hook_processes_of_the_worker(cluster, even_shards, tmp_pat
         for _ in loader:
             pass
         assert loader.stats()["cluster"]["batches_cluster"] > 0
+        servers = _fork_servers(worker)  # the job's: it ends with the Loader
     ran = [tuple(int(x) for x in name.split("-")) for name in os.listdir(where)]
-    servers = _fork_servers(worker)
     assert ran and all(parent in servers for pid, parent in ran), (servers, ran)
 
 
@@ -239,28 +245,24 @@ def test_hook_processes_start_with_the_loader_and_the_canary_uses_the_trainers(
     had the worker start its own (their imports overlap the rest of the
     start); the worker's batches come from that one, and the trainer checks
     the worker's canary in its own hook process: no other starts here.
-    The worker's fork server runs before the job: dask-worker --preload
-    stoker starts it (with torch imported, hook processes start in ms)."""
+    The worker's fork server starts with the job (warm_hooks), not with
+    the worker."""
     where = tmp_path / "where"
     where.mkdir()
     cluster.add_worker("w1", STOKER_TEST_WHERE_DIR=str(where))
     worker = cluster.workers["w1"].pid
-    deadline = time.monotonic() + 30
-    while not _fork_servers(worker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    server = _fork_servers(worker)
-    assert len(server) == 1 and not _hook_processes(worker), server
+    assert not _fork_servers(worker)
     monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.2")  # here: the worker makes batches too
     kw = dict(HOOKED, map=cluster_hook_fns.where, index=str(tmp_path / "index.json"))
     with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
         pids = loader._hooks.pool.pids()  # once its fork server has forked it
         mine = _hook_processes(os.getpid())
         assert mine == pids and len(mine) == 1, (mine, pids)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not _hook_processes(worker) and time.monotonic() < deadline:
             time.sleep(0.05)
-        warmed = _hook_processes(worker)
-        assert len(warmed) == 1 and _fork_servers(worker) == server, (warmed, server)
+        warmed, server = _hook_processes(worker), _fork_servers(worker)
+        assert len(warmed) == 1 and len(server) == 1, (warmed, server)
         assert not os.listdir(where)  # started, not used yet
         epoch(loader)
         c = loader.stats()["cluster"]
@@ -323,3 +325,179 @@ def test_a_worker_that_cannot_import_the_hook_is_refused(cluster, even_shards, t
     [why] = refused.values()
     assert "cannot load the hooks (ModuleNotFoundError" in why and "hook_fns" in why, why
     assert c["batches_cluster"] == 0 and c["tasks_submitted"] <= 4, c
+
+
+HOOK_MODULE = "stoker_test_versioned_hook"
+HOOK_MODULE_SOURCE = '''
+def same(image, rng):
+    return image
+
+
+def shift(batch, rng):
+    images, labels = batch
+    return images + {bias}, labels
+'''
+
+
+def test_a_worker_with_another_version_of_the_hooks_module_is_refused(
+        cluster, even_shards, tmp_path, caplog, monkeypatch):
+    """The hooks come from an importable module, which cloudpickle sends by
+    reference: w2 has another version of it on its PYTHONPATH (its
+    batch_map= adds 1). Its pickled hooks are the same bytes as the
+    trainer's, so only the digest of the module's file tells them apart:
+    w2 is refused with the module named, and w1 (the trainer's version)
+    and the trainer make the epoch of a local run. Before, w2's batches
+    were used, each pixel one more, without a word."""
+    paths = {}
+    for version, bias in (("v1", 0), ("v2", 1)):
+        paths[version] = tmp_path / version
+        paths[version].mkdir()
+        (paths[version] / f"{HOOK_MODULE}.py").write_text(HOOK_MODULE_SOURCE.format(bias=bias))
+    monkeypatch.syspath_prepend(str(paths["v1"]))
+    monkeypatch.delitem(sys.modules, HOOK_MODULE, raising=False)
+    module = importlib.import_module(HOOK_MODULE)
+    try:
+        kw = dict(HOOKED, map=module.same, batch_map=module.shift,
+                  index=str(tmp_path / "index.json"))
+        want = local(even_shards, **kw)
+        for name, version in (("w1", "v1"), ("w2", "v2")):
+            cluster.add_worker(name, PYTHONPATH=os.pathsep.join(
+                (str(paths[version]), cluster.env["PYTHONPATH"])))
+        w2 = [a for a, w in cluster.client.scheduler_info()["workers"].items()
+              if w["name"] == "w2"]
+        got, c, refused, per_worker = refusing_run(even_shards, cluster, kw, caplog)
+    finally:
+        sys.modules.pop(HOOK_MODULE, None)
+    same(got, want)
+    assert list(refused) == w2, refused
+    assert f"code {HOOK_MODULE}" in refused[w2[0]], refused
+    assert f"Dask worker {w2[0]} refused" in caplog.text and HOOK_MODULE in caplog.text
+    assert w2[0] not in per_worker and c["batches_cluster"] > 0, (per_worker, c)
+
+
+def test_a_worker_whose_batch_hook_gives_other_bytes_fails_the_canary(
+        cluster, even_shards, tmp_path, caplog):
+    """map= gives the same bytes everywhere, batch_map= not on w1: the
+    canary covers every hook, so w1 is refused on its batch_map= sample and
+    the epoch is the trainer's own. Before, only map='s first call was
+    compared, and w1's batches were used."""
+    kw = dict(HOOKED, map=cluster_hook_fns.where, batch_map=cluster_hook_fns.biased_batch,
+              index=str(tmp_path / "index.json"))
+    want = local(even_shards, **kw)
+    cluster.add_worker("w1", STOKER_TEST_HOOK_BIAS="1")
+    got, c, refused, _ = refusing_run(even_shards, cluster, kw, caplog)
+    same(got, want)
+    assert c["batches_cluster"] == 0 and c["batches_local"] == len(want), c
+    [why] = refused.values()
+    assert "hook batch_map= gives other bytes on the worker" in why, why
+
+
+JOB_END_TIMEOUT_S = 60
+
+
+def _wait_until_gone(find, worker):
+    """find(worker) once it is empty, or after JOB_END_TIMEOUT_S what it
+    still finds."""
+    deadline = time.monotonic() + JOB_END_TIMEOUT_S
+    while find(worker) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return find(worker)
+
+
+def test_a_workers_hook_processes_end_with_its_jobs(cluster, even_shards, tmp_path,
+                                                   monkeypatch):
+    """Three short jobs with hooks, one after the other (each its own
+    Loader, closed): the worker ran hook processes for each, and within
+    JOB_END_TIMEOUT_S of the last close it holds none, nor a fork server.
+    Before, it kept the pools of its last 4 jobs as long as it lived (5
+    jobs left 8 idle hook processes, 1,155 MiB)."""
+    cluster.add_worker("w1")
+    worker = cluster.workers["w1"].pid
+    monkeypatch.setenv("STOKER_TEST_HOOK_SLEEP", "0.1")  # here: the worker makes batches
+    for seed in range(3):
+        kw = dict(HOOKED, map=cluster_hook_fns.where, seed=seed, samples_per_rank=60,
+                  index=str(tmp_path / "index.json"))
+        with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+            epoch(loader)
+            assert loader.stats()["cluster"]["batches_cluster"] > 0, seed
+            assert _hook_processes(worker), seed
+    assert not _wait_until_gone(_hook_processes, worker)
+    assert not _wait_until_gone(_fork_servers, worker)
+
+
+KILLED_TRAINER = """
+import sys, time
+sys.path.insert(0, {here!r})
+import stoker, cluster_hook_fns
+loader = stoker.Loader({shards!r}, cluster={address!r}, map=cluster_hook_fns.where,
+                       index={index!r}, **{options!r})
+for batch in loader:
+    if loader.stats()["cluster"]["batches_cluster"]:
+        print("cluster batch", flush=True)
+        time.sleep(600)  # killed here
+"""
+
+
+def test_a_killed_trainers_hook_processes_end_on_the_worker(cluster, even_shards, tmp_path,
+                                                           clean_env_factory):
+    """A trainer killed (-9) mid-epoch closes nothing: its client's
+    connection ends, the scheduler lets go of the job's data, and the
+    worker ends the job's hook processes and fork server within
+    JOB_END_TIMEOUT_S."""
+    cluster.add_worker("w1")
+    worker = cluster.workers["w1"].pid
+    code = KILLED_TRAINER.format(here=HERE, shards=even_shards, address=cluster.address,
+                                 index=str(tmp_path / "index.json"), options=HOOKED)
+    env = clean_env_factory(STOKER_TEST_HOOK_SLEEP="0.1")
+    trainer = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL, env=env, text=True)
+    try:
+        said = select.select([trainer.stdout], [], [], 180)[0] and trainer.stdout.readline()
+        assert said == "cluster batch\n", said
+        assert _hook_processes(worker)
+    finally:
+        trainer.kill()
+        trainer.wait(timeout=30)
+    assert not _wait_until_gone(_hook_processes, worker)
+    assert not _wait_until_gone(_fork_servers, worker)
+
+
+def test_a_worker_without_hooks_has_no_fork_server(cluster, even_shards, tmp_path):
+    """A job without hooks makes its batches on the worker and starts no
+    fork server there (244 MiB that --preload stoker used to start with
+    every worker)."""
+    cluster.add_worker("w1")
+    worker = cluster.workers["w1"].pid
+    kw = dict(OPTIONS, index=str(tmp_path / "index.json"))
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        epoch(loader)
+        assert loader.stats()["cluster"]["batches_cluster"] > 0
+        assert not _fork_servers(worker)
+
+
+def test_the_hooks_go_to_each_worker_once_not_with_every_task(cluster, even_shards, tmp_path,
+                                                             monkeypatch):
+    """A hook that holds 8 MB (an array in a functools.partial): the
+    workers get it once (scattered like the dataset index), and no task
+    submitted carries more than a few kB of arguments. Before, every task
+    carried the pickled hooks through the scheduler."""
+    import cloudpickle
+    table = numpy.zeros(8 << 20, numpy.uint8)
+    table[0] = 1
+    hook = functools.partial(cluster_hook_fns.plus_table, table=table)
+    sent = []  # (task function, bytes of its pickled arguments)
+    submit = cluster.client.submit
+
+    def recording(fn, *args, **kwargs):
+        sent.append((fn.__name__, len(cloudpickle.dumps(args))))
+        return submit(fn, *args, **kwargs)
+
+    monkeypatch.setattr(cluster.client, "submit", recording)
+    cluster.add_worker("w1")
+    kw = dict(HOOKED, map=hook, index=str(tmp_path / "index.json"))
+    with stoker.Loader(even_shards, cluster=cluster.client, **kw) as loader:
+        epoch(loader)
+        c = loader.stats()["cluster"]
+    assert c["batches_cluster"] > 0 and not loader._offload.refused, c
+    tasks = [size for name, size in sent if name == "make_range"]
+    assert tasks and max(size for _, size in sent) < 64 << 10, sent
