@@ -88,9 +88,10 @@ def batches_per_task(options, requested=None):
     delivers, and at least 256 samples (a third of a second of decoding on
     one core) keep Dask's ~1 ms per task negligible."""
     if requested is not None:
-        if int(requested) < 1:
-            raise ValueError("batches_per_task must be at least 1")
-        return int(requested)
+        # int() took 2.5 as 2 and failed on nan without naming the option.
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise _stoker.OptionError(f"batches_per_task must be an int >= 1, not {requested!r}")
+        return requested
     window = options.get("shuffle_buffer", 1000) if options.get("shuffle", 1) else 1
     return max(1, -(-max(2 * window, 256) // options["batch_size"]))
 

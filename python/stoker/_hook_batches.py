@@ -7,6 +7,7 @@ import collections
 import contextlib
 import json
 import logging
+import math
 import queue
 import threading
 
@@ -222,9 +223,13 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, ma
                                   f"{type(fn).__name__} {fn!r}")
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise OptionError(f"hook_processes must be an int >= 1, not {processes!r}")
+    # nan passed "<= 0" and then polled the hook processes with a zero
+    # timeout; inf is a limit that never comes, which None already says.
     if timeout is not None and (isinstance(timeout, bool) or
-                                not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise OptionError(f"hook_timeout must be seconds > 0 (or None: no limit), not {timeout!r}")
+                                not isinstance(timeout, (int, float)) or
+                                not math.isfinite(timeout) or timeout <= 0):
+        raise OptionError(f"hook_timeout must be a finite number of seconds > 0 (or None: no "
+                          f"limit), not {timeout!r}")
     if map_shape is not None:
         if map_fn is None:
             raise OptionError("map_shape= declares the shape of map='s result: it needs map=")
