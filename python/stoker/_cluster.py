@@ -56,6 +56,7 @@ from . import _stoker
 from ._claims import PENDING, Claims
 from ._hooks import HookError, RemoteTraceback
 from ._cluster_hooks import Canary, digest as object_digest, nbytes as object_nbytes
+from ._fields import mix_of
 from ._cluster_worker import (WorkerMismatch, batch_digest, build_identity, make_range,
                               warm_hooks)
 
@@ -531,8 +532,8 @@ class Run:
             b = self.c.next()
             if b is None:
                 return
-            mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
-            out, n, skips = self.tensors(b.images, b.labels, b.size, mix), b.size, b.skips + (0,)
+            out = self.tensors(b.images, b.labels, b.size, mix_of(b))
+            n, skips = b.size, b.skips + (0,)
             del b
             yield out, n, skips
             del out

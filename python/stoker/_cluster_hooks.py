@@ -184,7 +184,8 @@ def worker_outputs(spec, info, pool):
     (forked by the worker process's fork server)."""
     if spec["fields"] is None and spec["hooks"] is None:
         return None
-    fields = None if spec["fields"] is None else _Fields(spec["fields"])
+    fields = None if spec["fields"] is None else \
+        _Fields(spec["fields"], spec["options"].get("num_classes", 0))
     hooked = None
     if spec["hooks"] is not None:
         hooks = pickle.loads(spec["hooks"])

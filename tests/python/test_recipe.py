@@ -244,3 +244,28 @@ def test_every_op_is_independent_of_threads_and_resumes(even_shards, policy):
     assert same(head + tail, one)
     bilinear, _ = batches(even_shards, threads=2, **dict(options, interpolation="bilinear"))
     assert not same(one, bilinear)  # the options change the bytes (the test can fail)
+
+
+@pytest.mark.parametrize("mixing", [dict(mixup_alpha=0.2), dict(cutmix_alpha=1.0),
+                                    dict(mixup_alpha=0.2, cutmix_alpha=1.0, num_classes=10000)])
+def test_fields_carry_the_mixed_targets(even_shards, mixing):
+    """Loader(fields=(..., "__label__"), mixup_alpha=...) mixed the images
+    but carried each sample's own label: the partner labels and weights were
+    dropped and num_classes ignored. The fields' labels are now the targets
+    the (images, labels) batch has, for the same seed."""
+    plain, _ = batches(even_shards, **mixing)
+    loader = stoker.Loader(even_shards, batch_size=8, image_size=40, transform="train",
+                           dtype="float32", seed=4, samples_per_rank=96,
+                           fields=("jpg", "__label__", "__key__"), **mixing)
+    fielded = [(images.clone(), target) for images, target, _ in loader]
+    loader.close()
+    assert all(isinstance(t, tuple if "num_classes" not in mixing else torch.Tensor)
+               for _, t in plain)
+    assert same(plain, fielded)
+
+
+def test_fields_without_a_label_refuse_mixing(even_shards):
+    """Mixed images without their mixed targets cannot be trained on: say so."""
+    for mixing in (dict(mixup_alpha=0.2), dict(cutmix_alpha=1.0), dict(recipe="torchvision-v2")):
+        with pytest.raises(stoker.OptionError, match="has no '__label__', but Mixup/CutMix"):
+            stoker.Loader(even_shards, transform="train", fields=("jpg", "__key__"), **mixing)
