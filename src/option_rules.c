@@ -125,6 +125,8 @@ static const struct rule rules[] = {
     RULE(layout, decodes, DECODE),
     RULE(full_decode, decodes, DECODE),
     RULE(recipe, decodes, DECODE),
+    /* checked with the labels, where samples are decoded (sample_rules) */
+    RULE(require_members, decodes, DECODE),
     RULE(mean, normalizes_or_erases, "a float dtype (uint8 batches are not normalized), or "
                                      "random_erase under " TRAIN),
     RULE(std, normalizes, "a float dtype (uint8 batches are not normalized)"),

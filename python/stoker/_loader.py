@@ -233,9 +233,14 @@ class Loader:
                     f"fields={tuple(fields)!r} has no '__label__', but Mixup/CutMix (mixup_alpha, "
                     "cutmix_alpha, recipe) mix each image with another: the mixed targets "
                     "(partner labels and weights) come in the '__label__' field; add it")
-            # The members fields= needs and those the caller asks for besides.
-            options["require_members"] = ",".join(
-                r for r in (options.get("require_members"), self._fields.require_members) if r)
+            # The members fields= needs and those the caller asks for besides,
+            # checked where the C loader decodes (with transform=None the
+            # hook path reads the members; a require_members given there
+            # is refused).
+            if not raw:
+                options["require_members"] = ",".join(
+                    r for r in (options.get("require_members"), self._fields.require_members)
+                    if r)
             if not self._fields.wants_label and "label_json_field" not in options:
                 options.setdefault("label_exts", "")  # labels are not asked for: not needed
         rank, world_size = _rank_and_world(rank, world_size)
