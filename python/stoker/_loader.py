@@ -230,13 +230,13 @@ class Loader:
                 options.get(k) for k in ("mixup_alpha", "cutmix_alpha", "recipe"))
             if mixes and not self._fields.wants_label:
                 raise OptionError(
-                    f"fields={tuple(fields)!r} has no '__label__', but Mixup/CutMix (mixup_alpha, "
-                    "cutmix_alpha, recipe) mix each image with another: the mixed targets "
-                    "(partner labels and weights) come in the '__label__' field; add it")
+                    f"fields={tuple(fields)!r} has no '__label__', but Mixup/CutMix "
+                    "(mixup_alpha, cutmix_alpha, recipe) mix each image with another: the "
+                    "mixed targets (partner labels and weights) come in the '__label__' "
+                    "field; add it")
             # The members fields= needs and those the caller asks for besides,
-            # checked where the C loader decodes (with transform=None the
-            # hook path reads the members; a require_members given there
-            # is refused).
+            # checked by the C loader where it decodes (with transform=None
+            # it does not, and refuses a require_members given there).
             if not raw:
                 options["require_members"] = ",".join(
                     r for r in (options.get("require_members"), self._fields.require_members)

@@ -104,6 +104,12 @@ def crop_whole(image, rng):
     return CROP(image)
 
 
+def caption_only(sample, rng):
+    """transform=None with fields=("jpg", "txt"): the caption the hook got
+    and the image's channels (whole images differ in size)."""
+    return {"caption": sample["txt"], "channels": torch.tensor(sample["jpg"].shape[0])}
+
+
 def whole_image(sample, rng):
     """transform=None with fields=: what the hook got, to compare with the member."""
     image = sample["jpg"]

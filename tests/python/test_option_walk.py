@@ -127,7 +127,8 @@ def write_dataset(out):
                 Image.fromarray(rng.integers(0, 256, (48, 64, 3), dtype=np.uint8)).save(
                     buf, "JPEG", quality=75)
                 members = {"jpg": buf.getvalue(), "cls": str(n).encode(),
-                           "lbl": str(n + 100).encode(), "json": json.dumps({"y": n + 200}).encode(),
+                           "lbl": str(n + 100).encode(),
+                           "json": json.dumps({"y": n + 200}).encode(),
                            "txt": f"caption {n}".encode()}
                 if n == 7:
                     members["bin"] = bytes(20000)
@@ -210,7 +211,8 @@ def test_every_option_acts_or_is_refused(shards, tmp_path, mode):
     bases, ignored, moved = {}, [], []
     hooked = "map" in MODES[mode]
     for name in sorted(TABLE):
-        if exempt(name, mode) or (hooked and name not in HOOK_PATH and mode in WALKED_WITHOUT_HOOK):
+        if exempt(name, mode) or (hooked and name not in HOOK_PATH and
+                                  mode in WALKED_WITHOUT_HOOK):
             continue
         run = outcome
         base = dict(BASE, **MODES[mode], **WITNESS.get(name, {}))
