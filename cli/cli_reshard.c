@@ -103,6 +103,16 @@ int cmd_reshard(int argc, char **argv)
         o.seed = out.seed;
     } else {
         o.shards_in_flight = 1; /* storage order */
+        /* The shuffle's own default above is no request without shuffling
+         * (the loader refuses a shuffle_buffer it would ignore); another
+         * --shuffle-buffer given with --sorted is refused. */
+        struct stk_options shuffled, plain;
+        stk_options_init(&shuffled);
+        stk_options_init(&plain);
+        if (cli_apply_defaults(CMD, defaults, &shuffled) < 0)
+            return EXIT_USAGE;
+        if (o.shuffle_buffer == shuffled.shuffle_buffer)
+            o.shuffle_buffer = plain.shuffle_buffer;
     }
     struct reshard_state st = {0};
     int rc = EXIT_OK;

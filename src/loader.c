@@ -134,11 +134,23 @@ static int check_options(const struct stk_options *o, struct stk__err *err)
 /* The plan's rank and world under repeated augmentation. */
 static int plan_ranks(stk_loader *l, struct stk__err *err)
 {
+    /* torchvision's RASampler deals the copies of its index list round
+     * robin, so any pair works there: with 3 copies on 4 ranks, sample 0
+     * goes to ranks 0-2 and sample 1 to 3, 0, 1. A shard stream cannot
+     * share samples that way (no rank set reads the same shards as
+     * another), nor repeat a sample on one rank: reps consecutive ranks read
+     * one plan share instead. */
     int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
     if (l->world_size % reps != 0)
-        return stk__errf(err, STK_EINVAL, "ra_reps (%d) must divide world_size (%d): each "
-                                          "sample goes to ra_reps ranks",
-                         reps, l->world_size);
+        return stk__errf(err, STK_EINVAL,
+                         "ra_reps=%d with world_size=%d: stoker gives each sample to ra_reps "
+                         "ranks that read the same shards (ranks 0 to ra_reps-1 share one "
+                         "part, the next ra_reps the next), so world_size must be a multiple "
+                         "of ra_reps%s; unlike torchvision's RASampler it does not deal the "
+                         "copies round robin over any world size, nor repeat a sample on one "
+                         "rank",
+                         reps, l->world_size,
+                         l->world_size < reps ? " (at least ra_reps ranks)" : "");
     l->plan_rank = l->rank / reps;
     l->plan_world = l->world_size / reps;
     return 0;

@@ -40,6 +40,16 @@ static int augments(const struct stk_options *o)
     return trains(o) && (o->auto_augment != STK_AUTO_AUGMENT_NONE || recipe(o));
 }
 
+/* TrivialAugmentWide and RandAugment draw from augment_magnitude_bins;
+ * AutoAugment's ImageNet policy has its own 10 (augment_policy.c). The
+ * recipe's policy is TrivialAugmentWide when auto_augment is none. */
+static int bins_augments(const struct stk_options *o)
+{
+    enum stk_auto_augment a = o->auto_augment;
+    return trains(o) && (a == STK_AUTO_AUGMENT_TA_WIDE || a == STK_AUTO_AUGMENT_RA ||
+                         (a == STK_AUTO_AUGMENT_NONE && recipe(o)));
+}
+
 static int rand_augments(const struct stk_options *o)
 {
     return trains(o) && o->auto_augment == STK_AUTO_AUGMENT_RA;
@@ -66,10 +76,23 @@ static int normalizes(const struct stk_options *o)
     return decodes(o) && o->dtype != STK_DTYPE_UINT8;
 }
 
+static int erases(const struct stk_options *o)
+{
+    return trains(o) && (o->random_erase > 0 || recipe(o));
+}
+
 /* RandomErasing's value 0 is the mean in uint8 batches (image.c). */
 static int normalizes_or_erases(const struct stk_options *o)
 {
-    return normalizes(o) || (trains(o) && (o->random_erase > 0 || recipe(o)));
+    return normalizes(o) || erases(o);
+}
+
+/* Without shuffling the sequencer's window is one sample
+ * (stk__pipeline_shuffle_window); shards_in_flight still acts: the shards
+ * read at once are interleaved in turn. */
+static int shuffles(const struct stk_options *o)
+{
+    return o->shuffle != 0;
 }
 
 static int scales_dct(const struct stk_options *o)
@@ -102,6 +125,8 @@ static const struct rule rules[] = {
     RULE(layout, decodes, DECODE),
     RULE(full_decode, decodes, DECODE),
     RULE(recipe, decodes, DECODE),
+    /* checked with the labels, where samples are decoded (sample_rules) */
+    RULE(require_members, decodes, DECODE),
     RULE(mean, normalizes_or_erases, "a float dtype (uint8 batches are not normalized), or "
                                      "random_erase under " TRAIN),
     RULE(std, normalizes, "a float dtype (uint8 batches are not normalized)"),
@@ -120,7 +145,9 @@ static const struct rule rules[] = {
     RULE(mixup_alpha, trains, TRAIN),
     RULE(cutmix_alpha, trains, TRAIN),
     RULE(augment_interpolation, augments, "auto_augment (or recipe) under " TRAIN),
-    RULE(augment_magnitude_bins, augments, "auto_augment (or recipe) under " TRAIN),
+    RULE(augment_magnitude_bins, bins_augments,
+         "auto_augment=ta_wide or ra (or recipe) under " TRAIN
+         " (AutoAugment's imagenet policy has its own 10 bins)"),
     RULE(ra_num_ops, rand_augments, "auto_augment=ra under " TRAIN),
     RULE(ra_magnitude, rand_augments, "auto_augment=ra under " TRAIN),
     RULE(blur_sigma_min, blurs, "blur_kernel under " TRAIN),
@@ -128,7 +155,11 @@ static const struct rule rules[] = {
     RULE(num_classes, mixes, "mixup_alpha or cutmix_alpha (or recipe) under " TRAIN),
     RULE(mix_switch_probability, mixes_both,
          "both mixup_alpha and cutmix_alpha (or recipe) under " TRAIN),
+    RULE(random_erase_value, erases, "random_erase (or recipe) under " TRAIN),
+    RULE(interpolation, decodes, DECODE),
     RULE(eval_resize, evaluates, "transform=eval"),
+    RULE(shuffle_buffer, shuffles, "shuffle"),
+    RULE(shuffle_buffer_bytes, shuffles, "shuffle"),
     RULE(cache_size, caches, "cache_dir"),
 };
 #undef RULE

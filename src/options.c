@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,7 +128,9 @@ static int parse_int(const struct option_row *r, const char *text, int64_t *s, u
     return errno != 0 || end == text || *end != '\0' ? -1 : 0;
 }
 
-/* A float, or a fraction such as "3/4". */
+/* A float, or a fraction such as "3/4". Not nan or inf (strtod takes
+ * both), nor what overflows a float: no option has a use for them, and a
+ * nan passes every range check written as a comparison. */
 static int parse_float(const char *text, float *out)
 {
     char *end;
@@ -140,7 +143,7 @@ static int parse_float(const char *text, float *out)
             return -1;
         v /= d;
     }
-    if (text[0] == '\0' || *end != '\0' || errno != 0)
+    if (text[0] == '\0' || *end != '\0' || errno != 0 || !isfinite((float)v))
         return -1;
     *out = (float)v;
     return 0;
@@ -160,8 +163,8 @@ size_t stk_option_describe(const struct stk_option_info *o, char *buf, size_t si
     int n = 0;
     switch (o->type) {
     case STK_OPTION_BOOL: n = snprintf(buf, size, "0 or 1"); break;
-    case STK_OPTION_FLOAT: n = snprintf(buf, size, "a number"); break;
-    case STK_OPTION_FLOAT3: n = snprintf(buf, size, "3 numbers separated by commas"); break;
+    case STK_OPTION_FLOAT: n = snprintf(buf, size, "a finite number"); break;
+    case STK_OPTION_FLOAT3: n = snprintf(buf, size, "3 finite numbers separated by commas"); break;
     case STK_OPTION_CHOICE: n = snprintf(buf, size, "one of %s", o->metavar); break;
     case STK_OPTION_STRING: n = snprintf(buf, size, "a string"); break;
     case STK_OPTION_INTEGER: {
@@ -360,6 +363,19 @@ int stk__options_check(const struct stk_options *o, struct stk__err *err)
             if (v < 0 || (size_t)v >= n)
                 return stk__errf(err, STK_EINVAL, "%s must be one of %s (0 to %zu), not %d",
                                  r->pub.name, r->pub.metavar, n - 1, v);
+            continue;
+        }
+        /* A C caller sets fields without stk_options_set(): its floats are
+         * checked as parse_float() checks text. */
+        if (r->pub.type == STK_OPTION_FLOAT || r->pub.type == STK_OPTION_FLOAT3) {
+            float v[3];
+            size_t n = r->size / sizeof v[0];
+            memcpy(v, field, r->size);
+            for (size_t k = 0; k < n; k++)
+                if (!isfinite(v[k]))
+                    return stk__errf(err, STK_EINVAL, "%s must be %s, not %g", r->pub.name,
+                                     n == 1 ? "a finite number" : "3 finite numbers",
+                                     (double)v[k]);
             continue;
         }
         /* A C caller's bool is any int: nonzero is true. */

@@ -56,6 +56,7 @@ from . import _stoker
 from ._claims import PENDING, Claims
 from ._hooks import HookError, RemoteTraceback
 from ._cluster_hooks import Canary, digest as object_digest, nbytes as object_nbytes
+from ._fields import mix_of
 from ._cluster_worker import (WorkerMismatch, batch_digest, build_identity, make_range,
                               warm_hooks)
 
@@ -88,9 +89,10 @@ def batches_per_task(options, requested=None):
     delivers, and at least 256 samples (a third of a second of decoding on
     one core) keep Dask's ~1 ms per task negligible."""
     if requested is not None:
-        if int(requested) < 1:
-            raise ValueError("batches_per_task must be at least 1")
-        return int(requested)
+        # int() took 2.5 as 2 and failed on nan without naming the option.
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise _stoker.OptionError(f"batches_per_task must be an int >= 1, not {requested!r}")
+        return requested
     window = options.get("shuffle_buffer", 1000) if options.get("shuffle", 1) else 1
     return max(1, -(-max(2 * window, 256) // options["batch_size"]))
 
@@ -583,8 +585,8 @@ class Run:
             b = self.c.next()
             if b is None:
                 return
-            mix = None if b.mix_labels is None else (b.mix_labels, b.mix_weight)
-            out, n, skips = self.tensors(b.images, b.labels, b.size, mix), b.size, b.skips + (0,)
+            out = self.tensors(b.images, b.labels, b.size, mix_of(b))
+            n, skips = b.size, b.skips + (0,)
             del b
             yield out, n, skips
             del out

@@ -191,7 +191,8 @@ def worker_outputs(spec, hooks, info, pool):
     pool's hook processes (forked by the worker process's fork server)."""
     if spec["fields"] is None and hooks is None:
         return None
-    fields = None if spec["fields"] is None else _Fields(spec["fields"])
+    fields = None if spec["fields"] is None else \
+        _Fields(spec["fields"], spec["options"].get("num_classes", 0))
     hooked = None
     if hooks is not None:
         options = spec["options"]

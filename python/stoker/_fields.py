@@ -19,11 +19,38 @@ def _is_image(ext):
     return "." not in ext and member_kind(ext) == "image"
 
 
+def mix_of(batch):
+    """(partner labels, weight) of a C batch Mixup/CutMix mixed, else None."""
+    return None if batch.mix_labels is None else (batch.mix_labels, batch.mix_weight)
+
+
+def targets(labels, mix, num_classes):
+    """The labels (a buffer of int64) as the loop gets them, copied (a few
+    hundred bytes, so that holding them holds no image buffer). mix: the
+    partner labels and weight (mix_of()) of a batch Mixup or CutMix mixed,
+    whose targets then say so: soft one-hot rows of num_classes (as the
+    classification reference's collate), else (labels, partner labels,
+    weight of the labels)."""
+    labels = torch.frombuffer(labels, dtype=torch.int64).clone()
+    if mix is None:
+        return labels
+    partners, weight = mix
+    partners = torch.frombuffer(partners, dtype=torch.int64).clone()
+    if not num_classes:
+        return labels, partners, weight
+    soft = torch.zeros(len(labels), num_classes, dtype=torch.float32)
+    soft.scatter_(1, labels.view(-1, 1), weight)
+    soft.scatter_add_(1, partners.view(-1, 1), torch.full((len(labels), 1), 1.0 - weight))
+    return soft
+
+
 class _Fields:
     """What Loader(fields=...) yields, worked out once: per position of the
-    tuple, the images, the labels or a column of Batch.columns()."""
+    tuple, the images, the labels (the mixed targets of a batch Mixup or
+    CutMix mixed, as without fields=) or a column of Batch.columns()."""
 
-    def __init__(self, fields):
+    def __init__(self, fields, num_classes=0):
+        self.num_classes = num_classes
         if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
             raise OptionTypeError(f"fields must be a sequence of names such as ('jpg', 'txt', "
                             f"'__key__'), not {type(fields).__name__} {fields!r}")
@@ -97,7 +124,7 @@ class _Fields:
                 out.append(images)
             elif what == "label":
                 out.append(labels if labels is not None else
-                           torch.frombuffer(batch.labels, dtype=torch.int64).clone())
+                           targets(batch.labels, mix_of(batch), self.num_classes))
             elif what == "ints":
                 out.append(torch.tensor(columns[index[0]], dtype=torch.int64))
             else:

@@ -8,6 +8,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import queue
 import threading
 
@@ -255,9 +256,13 @@ def make(map_fn, batch_fn, processes, timeout, seed, rank, skip, max_batches, ma
                                   f"{type(fn).__name__} {fn!r}")
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise OptionError(f"hook_processes must be an int >= 1, not {processes!r}")
+    # nan passed "<= 0" and then polled the hook processes with a zero
+    # timeout; inf is a limit that never comes, which None already says.
     if timeout is not None and (isinstance(timeout, bool) or
-                                not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise OptionError(f"hook_timeout must be seconds > 0 (or None: no limit), not {timeout!r}")
+                                not isinstance(timeout, (int, float)) or
+                                not math.isfinite(timeout) or timeout <= 0):
+        raise OptionError(f"hook_timeout must be a finite number of seconds > 0 (or None: no "
+                          f"limit), not {timeout!r}")
     if map_shape is not None:
         if map_fn is None:
             raise OptionError("map_shape= declares the shape of map='s result: it needs map=")
@@ -320,32 +325,41 @@ def raw_samples(c_batches, fields, label_exts, skip, on_skip):
     and each sample's image goes to the hooks as its bytes (a uint8 array,
     decoded in the hook process: _hook_decode). Labels are the first of
     label_exts' members the sample has, as an int (-1 each without
-    label_exts). A sample without an image or label is bad input: a
+    label_exts). A sample without an image, label or member fields=
+    requires is bad input: a
     DataError naming its shard and key, or under on_error="skip" replaced by
     its batch's first good sample (on_skip(n) counts them)."""
     exts = [e for e in label_exts.split(",") if e]
     image = _IMAGES if fields is None else \
         (fields.image_name.lower(), "b" * len(fields.image_name.split(";")))  # as fields= names it
-    spec = (image,) + _NAMES + ((((";".join(exts)), "i" * len(exts)),) if exts else ())
+    # The members fields= requires: the C loader checks them where it
+    # decodes (require_members), not here, where it does not.
+    needed = [] if fields is None else \
+        [e for e in fields.require_members.split(",") if e and not e.endswith("?")]
+    spec = (image,) + _NAMES + ((((";".join(exts)), "i" * len(exts)),) if exts else ()) + \
+        tuple((e, "b" * len(e.split(";"))) for e in needed)
     for batch in c_batches:
         n = batch.size
-        images, urls, names, *labels = batch.columns(spec, json.loads)
-        labels = labels[0] if labels else [-1] * n
-        bad = [i for i in range(n) if images[i] is None or labels[i] is None]
+        images, urls, names, *rest = batch.columns(spec, json.loads)
+        labels = rest.pop(0) if exts else [-1] * n
+        missing = [next((e for e, column in zip(needed, rest) if column[i] is None), None)
+                   for i in range(n)]
+        bad = [i for i in range(n) if images[i] is None or labels[i] is None or missing[i]]
         slots = list(range(n))
         if bad:
             good = next((i for i in slots if i not in bad), None)
             if not skip or good is None:
                 i = bad[0]
                 what = "image (jpg, jpeg or png)" if images[i] is None else \
-                    f"label ({', '.join(exts)})"
+                    f"label ({', '.join(exts)})" if labels[i] is None else missing[i]
                 raise DataError(f"{urls[i]}: sample {names[i]!r} has no {what} member" +
                                 (f"; every sample of batch {batch.index} is bad" if skip else ""))
             for i in bad:
                 slots[i] = good
             on_skip(len(bad))
-            log.warning("%s: %d sample(s) of batch %d without an image or label skipped "
-                        "(on_error=skip), replaced by the batch's first good sample",
+            log.warning("%s: %d sample(s) of batch %d without an image, label or required "
+                        "member skipped (on_error=skip), replaced by the batch's first good "
+                        "sample",
                         urls[bad[0]], len(bad), batch.index)
         encoded = [None if b is None else numpy.frombuffer(b, dtype=numpy.uint8)
                    for b in images]

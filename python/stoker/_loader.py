@@ -18,7 +18,7 @@ from ._stoker import Loader as _CLoader
 from . import (_cluster, _cluster_hooks, _hook_batches, _index, _metrics, _pinned, _ranks,
                _scope)
 from ._classes import find_classes
-from ._fields import _Fields
+from ._fields import _Fields, mix_of, targets
 from ._metrics import prometheus_text
 from ._options_doc import _options_doc
 from ._urls import _as_list
@@ -89,8 +89,10 @@ class Loader:
     fields: a tuple of names, e.g. ("jpg", "txt", "json", "__key__"), to
     get each batch as a tuple in that order instead of (images, labels):
     the image name (jpg, jpeg or png) is the images tensor; "__key__" and
-    "__url__" lists of str; "__label__" the labels tensor (without it no
-    label is looked for, unless label_exts or label_json_field is given);
+    "__url__" lists of str; "__label__" the labels tensor, or with Mixup/CutMix
+    the mixed targets as the (images, labels) batch has them (needed then;
+    without it no label is looked for, unless label_exts or
+    label_json_field is given);
     any other name the sample's member of that extension,
     parsed by the last part of the extension as WebDataset does: cls, cls2,
     class, count, index, inx, id an int64 tensor; txt, text, transcript a
@@ -225,11 +227,23 @@ class Loader:
             image_size = image_size[0]  # (s, s) is s: the same batches, the same saved state
         elif isinstance(image_size, list):
             image_size = tuple(image_size)
-        self._fields = None if fields is None else _Fields(fields)
+        self._fields = None if fields is None else _Fields(fields, options.get("num_classes", 0))
         if self._fields is not None:
-            # The members fields= needs and those the caller asks for besides.
-            options["require_members"] = ",".join(
-                r for r in (options.get("require_members"), self._fields.require_members) if r)
+            mixes = transform == "train" and any(
+                options.get(k) for k in ("mixup_alpha", "cutmix_alpha", "recipe"))
+            if mixes and not self._fields.wants_label:
+                raise OptionError(
+                    f"fields={tuple(fields)!r} has no '__label__', but Mixup/CutMix "
+                    "(mixup_alpha, cutmix_alpha, recipe) mix each image with another: the "
+                    "mixed targets (partner labels and weights) come in the '__label__' "
+                    "field; add it")
+            # The members fields= needs and those the caller asks for besides,
+            # checked by the C loader where it decodes (with transform=None
+            # it does not, and refuses a require_members given there).
+            if not raw:
+                options["require_members"] = ",".join(
+                    r for r in (options.get("require_members"), self._fields.require_members)
+                    if r)
             if not self._fields.wants_label and "label_json_field" not in options:
                 options.setdefault("label_exts", "")  # labels are not asked for: not needed
         rank, world_size = _rank_and_world(rank, world_size)
@@ -446,30 +460,14 @@ class Loader:
 
     def _tensors(self, images, labels, n, mix=None):
         """The images share the buffer's memory (zero copy); the labels are
-        copied (a few hundred bytes), so that holding them holds no image
-        buffer. mix: (buffer of the partner labels, weight) of a batch
-        Mixup/CutMix mixed, whose targets then say so."""
-        labels = torch.frombuffer(labels, dtype=torch.int64).clone()
-        if mix is not None:
-            labels = self._mixed_targets(labels, *mix)
-        return self._images(images, n), labels
-
-    def _mixed_targets(self, labels, partners, weight):
-        """Mixup/CutMix targets: soft one-hot rows of num_classes (as the
-        classification reference's collate), else (labels, mix_labels,
-        mix_weight)."""
-        partners = torch.frombuffer(partners, dtype=torch.int64).clone()
-        if not self._num_classes:
-            return labels, partners, weight
-        soft = torch.zeros(len(labels), self._num_classes, dtype=torch.float32)
-        soft.scatter_(1, labels.view(-1, 1), weight)
-        soft.scatter_add_(1, partners.view(-1, 1), torch.full((len(labels), 1), 1.0 - weight))
-        return soft
+        copied, as _fields.targets() says (mix: of a batch Mixup/CutMix
+        mixed)."""
+        return self._images(images, n), targets(labels, mix, self._num_classes)
 
     def _local_batches(self, first):
         for batch in self._c_batches(first):
             if self._fields is None:
-                out = self._tensors(batch.images, batch.labels, batch.size, _mix_of(batch))
+                out = self._tensors(batch.images, batch.labels, batch.size, mix_of(batch))
             else:
                 out = self._fields.batch(batch, self._images(batch.images, batch.size))
             held = batch.images if self._in_flight is not None else None
@@ -652,7 +650,3 @@ Loader.__doc__ += _options_doc(Loader.__init__)
 Loader.stats.__doc__ += "\n\n        Keys:\n\n" + "".join(
     f"        {name}: {doc}\n" for name, doc in _stoker.stats_fields())
 
-
-def _mix_of(batch):
-    """(partner labels, weight) of a batch Mixup/CutMix mixed, else None."""
-    return None if batch.mix_labels is None else (batch.mix_labels, batch.mix_weight)

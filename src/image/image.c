@@ -103,10 +103,13 @@ static int augment_config_init(struct stk__image_config *cfg, const struct stk_o
     /* 0: torchvision's defaults (see stoker.h) */
     unsigned bins = o->augment_magnitude_bins ? o->augment_magnitude_bins : 31;
     unsigned magnitude = o->ra_magnitude ? o->ra_magnitude : 9;
-    if (magnitude >= bins)
-        return stk__errf(err, STK_EINVAL, "ra_magnitude (%u) must be below "
-                                          "augment_magnitude_bins (%u)",
-                         magnitude, bins);
+    /* only RandAugment has a fixed magnitude; TrivialAugmentWide draws
+     * its bin, the ImageNet policy has its own */
+    if (o->auto_augment == STK_AUTO_AUGMENT_RA && magnitude >= bins)
+        return stk__errf(err, STK_EINVAL, "RandAugment's ra_magnitude (%u%s) must be below "
+                                          "augment_magnitude_bins (%u%s)",
+                         magnitude, o->ra_magnitude ? "" : ", the default",
+                         bins, o->augment_magnitude_bins ? "" : ", the default");
     if (!(o->random_erase >= 0 && o->random_erase <= 1) ||
         !(o->grayscale_probability >= 0 && o->grayscale_probability <= 1))
         return stk__errf(err, STK_EINVAL,

@@ -93,3 +93,15 @@ def test_existing_output_is_refused_and_force_replaces_it(run, sources, tmp_path
     shards = sorted(out.iterdir())
     assert [p.name for p in shards] == ["r-00.tar", "r-01.tar", "r-02.tar"]
     assert [k for k, _ in read(shards)] == [k for k, _ in read(sources)]
+
+
+def test_sorted_refuses_a_shuffle_buffer(run, sources, tmp_path):
+    """--sorted reads in storage order: a --shuffle-buffer (or its byte
+    budget) given with it would be ignored, and is refused; reshard's own
+    wider default buffer is no request."""
+    for flag, value in (("--shuffle-buffer", "50"), ("--shuffle-buffer-bytes", "1G")):
+        proc = run(["reshard", "--sorted", flag, value, "-o", str(tmp_path / "r-%d.tar"),
+                    *map(str, sources)])
+        assert proc.returncode != 0, proc.stderr
+        assert f"{flag[2:].replace('-', '_')} is set but acts only with shuffle" in proc.stderr
+    assert read(reshard(run, tmp_path / "ok", sources, "--sorted")) == read(sources)

@@ -42,6 +42,11 @@ def draws(image, rng):
         float(image.float().mean())], dtype=torch.float64)
 
 
+def identity(image, rng):
+    """The sample as stoker made it: what the batch holds is stoker's own work."""
+    return image
+
+
 def slow_identity(image, rng):
     time.sleep(0.02)
     return image + 1
@@ -99,6 +104,12 @@ CROP = T.RandomResizedCrop(48, antialias=True)
 def crop_whole(image, rng):
     """transform=None: the hook's own crop of the whole image, from the global generator."""
     return CROP(image)
+
+
+def caption_only(sample, rng):
+    """transform=None with fields=("jpg", "txt"): the caption the hook got
+    and the image's channels (whole images differ in size)."""
+    return {"caption": sample["txt"], "channels": torch.tensor(sample["jpg"].shape[0])}
 
 
 def whole_image(sample, rng):

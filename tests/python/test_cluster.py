@@ -413,6 +413,21 @@ def test_the_recipe_through_the_cluster_equals_a_local_epoch(cluster, indexed, e
     assert loader.stats()["cluster"]["batches_cluster"] > 0
 
 
+
+def test_fields_through_the_cluster_carry_the_mixed_targets(cluster, indexed):
+    """fields= batches Dask workers make carry the soft targets of their
+    Mixup/CutMix in '__label__' (num_classes reaches the workers' fields),
+    equal to a local loader's (images, labels) batches."""
+    shards, index = indexed
+    cluster.add_worker("w1")
+    kw = dict(OPTIONS, index=index, dtype="float32", recipe="torchvision-v2", num_classes=300)
+    want = local_digests(shards, **kw)
+    loader = stoker.Loader(shards, cluster=cluster.client, fields=("jpg", "__label__"), **kw,
+                           **TASKS)
+    got = [digest(i, l) for i, l in loader]
+    assert got == want
+    assert loader.stats()["cluster"]["batches_cluster"] > 0
+
 STOPPED_CHILD = """
 import faulthandler, json, os, signal, sys, time, hashlib
 import stoker

@@ -549,7 +549,8 @@ def test_a_hook_that_cannot_be_pickled_is_refused_at_construction(even_shards):
 def test_hook_options_are_checked(even_shards):
     with pytest.raises(stoker.OptionError, match="hook_processes must be an int >= 1"):
         stoker.Loader(even_shards, map=hook_fns.augment, hook_processes=0, **SMALL)
-    with pytest.raises(stoker.OptionError, match="hook_timeout must be seconds > 0"):
+    with pytest.raises(stoker.OptionError,
+                       match="hook_timeout must be a finite number of seconds > 0"):
         stoker.Loader(even_shards, map=hook_fns.augment, hook_timeout=-1, **SMALL)
     with pytest.raises(stoker.OptionError,
                        match="hook_processes= acts only with map= or batch_map="):
@@ -657,6 +658,7 @@ def test_transform_none_sample_without_label_is_named_or_skipped(tmp_path, datas
     rows[5] = (rows[5][0], {"jpg": dataset[5].jpg})  # no label
     shard = write_rows(tmp_path / "l-0.tar", rows)
     options = dict(WHOLE, map=hook_fns.crop_whole, hook_processes=1, shuffle=False)
+    del options["shuffle_buffer"]  # no shuffle: no window (refused)
     with stoker.Loader([shard], **options) as loader:
         with pytest.raises(stoker.DataError, match=rf"l-0.tar: sample '{rows[5][0]}' has no "
                            r"label \(cls\) member"):
@@ -667,6 +669,28 @@ def test_transform_none_sample_without_label_is_named_or_skipped(tmp_path, datas
     labels = torch.cat([b[1] for b in batches])
     assert len(labels) == 16 and labels[5] == labels[0]  # replaced by the first good sample
     assert torch.equal(batches[0][0][5], batches[0][0][0])
+
+
+def test_transform_none_sample_without_a_required_field_is_named_or_skipped(tmp_path, dataset):
+    """fields=("jpg", "txt") with transform=None: a sample without its txt
+    reached map= as None (the C loader checks required members where it
+    decodes, not here); it is bad input as a missing label is."""
+    from test_fields import write_rows
+    rows = [(s.key, {"jpg": s.jpg, "cls": s.cls, "txt": b"words"}) for s in dataset[:8]]
+    del rows[3][1]["txt"]
+    shard = write_rows(tmp_path / "t-0.tar", rows)
+    options = dict(WHOLE, map=hook_fns.caption_only, hook_processes=1, shuffle=False,
+                   fields=("jpg", "txt", "json?"))
+    del options["shuffle_buffer"]  # no shuffle: no window (refused)
+    with stoker.Loader([shard], **options) as loader:
+        with pytest.raises(stoker.DataError, match=rf"t-0.tar: sample '{rows[3][0]}' has no txt "
+                                                   r"member"):
+            list(loader)
+    with stoker.Loader([shard], on_error="skip", **options) as loader:
+        batches = list(loader)
+        assert loader.stats()["samples_skipped"] == 1
+    assert sum(len(b["caption"]) for b in batches) == 8
+    assert all(c == "words" for b in batches for c in b["caption"])
 
 
 def test_transform_none_options_are_checked(even_shards):

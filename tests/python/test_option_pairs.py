@@ -27,6 +27,8 @@ VALUES = {
     "augment_interpolation": "bilinear", "augment_magnitude_bins": 11, "ra_num_ops": 3,
     "ra_magnitude": 5, "blur_sigma_min": 0.2, "blur_sigma_max": 1.0, "num_classes": 10,
     "mix_switch_probability": 0.3, "eval_resize": 40, "cache_size": 1 << 26,
+    "random_erase_value": "random", "interpolation": "bicubic", "shuffle_buffer": 10,
+    "shuffle_buffer_bytes": 1 << 30, "require_members": "cls",
 }
 
 
@@ -46,6 +48,11 @@ def contexts(cache_dir):
             dict(transform="eval", full_decode=1), dict(transform="eval")),
         "auto_augment (or recipe) under transform=train": (
             train, dict(train, auto_augment="ta_wide")),
+        "auto_augment=ta_wide or ra (or recipe) under transform=train (AutoAugment's imagenet "
+        "policy has its own 10 bins)": (
+            dict(train, auto_augment="imagenet"), dict(train, auto_augment="ta_wide")),
+        "random_erase (or recipe) under transform=train": (train, dict(train, random_erase=0.5)),
+        "shuffle": (dict(transform="eval", shuffle=0), dict(transform="eval")),
         "auto_augment=ra under transform=train": (
             dict(train, auto_augment="ta_wide"), dict(train, auto_augment="ra")),
         "blur_kernel under transform=train": (train, dict(train, blur_kernel=3)),
@@ -65,6 +72,14 @@ def test_the_table_has_rules_for_the_pairs_the_issue_names():
             "cache_size", "ra_num_ops", "blur_sigma_min"} <= set(RULED)
     assert TABLE["scale_min"]["needs"] == "transform=train"
     assert TABLE["batch_size"]["needs"] is None and TABLE["threads"]["needs"] is None
+    # issue 38: accepted and ignored (same bytes with and without them)
+    assert {"random_erase_value", "interpolation", "shuffle_buffer",
+            "shuffle_buffer_bytes", "require_members"} <= set(RULED)
+    assert "imagenet policy has its own 10 bins" in TABLE["augment_magnitude_bins"]["needs"]
+    # shards_in_flight reads ahead without shuffling (speed); max_image_pixels
+    # acts on transform=None's hook decode
+    assert TABLE["shards_in_flight"]["needs"] is None
+    assert TABLE["max_image_pixels"]["needs"] is None
 
 
 @pytest.mark.parametrize("name", RULED)
@@ -97,8 +112,8 @@ def cli_flags(options):
         if "bench" not in o["cli_commands"]:
             return None
         if o["type"] == "bool":
-            if value:
-                out.append("--" + o["cli"])
+            if bool(value) != (o["default"] == "1"):  # a flag defaulting to 1 is --no-NAME
+                out.append(("--" if value else "--no-") + o["cli"])
         else:
             out += ["--" + o["cli"], str(value)]
     return out

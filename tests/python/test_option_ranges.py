@@ -142,3 +142,45 @@ def test_threads_0_means_the_default(even_shards):
         assert images.shape[0] == 8
     with pytest.raises(stoker.OptionError, match="threads must be between 1"):
         c_loader(even_shards, threads=0)
+
+
+# Every option that takes a real number: the table's float and float3 rows,
+# and stoker.Loader's own numeric keywords.
+FLOATS = sorted(o["name"] for o in stoker._stoker.options() if o["type"] in ("float", "float3"))
+NON_FINITE = (float("nan"), float("inf"), float("-inf"))
+
+
+@pytest.mark.parametrize("name", FLOATS)
+def test_float_options_refuse_nan_and_inf(even_shards, name):
+    """A nan passed every range check written as a comparison (0 <= nan <=
+    1 is false, but so is nan < 0) and reached the augmentations; inf has
+    no meaning for any of them. Refused by the C parser for the Python
+    module and the command line alike, naming the option."""
+    kind = next(o["type"] for o in stoker._stoker.options() if o["name"] == name)
+    for bad in NON_FINITE:
+        value = (0.5, bad, 0.5) if kind == "float3" else bad
+        for make in (c_loader, stoker.Loader):
+            with pytest.raises(stoker.OptionError) as info:
+                make(even_shards, transform="train", **{name: value})
+            message = str(info.value)
+            assert f"{name} must be " in message and "finite" in message, message
+
+
+def test_hook_timeout_refuses_nan_and_inf(even_shards):
+    """hook_timeout=nan was taken: no limit, and the trainer's hook thread
+    polled its processes with a zero timeout (nan <= 0 is false)."""
+    from hook_fns import augment
+    for bad in NON_FINITE + (0, -1.0):
+        with pytest.raises(stoker.OptionError, match="hook_timeout must be a finite number"):
+            stoker.Loader(even_shards, transform="eval", image_size=16, map=augment,
+                          hook_timeout=bad)
+
+
+def test_batches_per_task_refuses_what_is_no_count(even_shards, tmp_path):
+    """batches_per_task=2.5 ran as 2 and nan failed inside int() without
+    naming the option; refused before any scheduler is reached."""
+    for bad in NON_FINITE + (2.5, 0, True):
+        with pytest.raises(stoker.OptionError, match="batches_per_task must be an int >= 1"):
+            stoker.Loader(even_shards, transform="eval", image_size=16,
+                          cluster="tcp://127.0.0.1:9", index=str(tmp_path / "i.json"),
+                          batches_per_task=bad)

@@ -244,3 +244,66 @@ def test_every_op_is_independent_of_threads_and_resumes(even_shards, policy):
     assert same(head + tail, one)
     bilinear, _ = batches(even_shards, threads=2, **dict(options, interpolation="bilinear"))
     assert not same(one, bilinear)  # the options change the bytes (the test can fail)
+
+
+@pytest.mark.parametrize("mixing", [dict(mixup_alpha=0.2), dict(cutmix_alpha=1.0),
+                                    dict(mixup_alpha=0.2, cutmix_alpha=1.0, num_classes=10000)])
+def test_fields_carry_the_mixed_targets(even_shards, mixing):
+    """Loader(fields=(..., "__label__"), mixup_alpha=...) mixed the images
+    but carried each sample's own label: the partner labels and weights were
+    dropped and num_classes ignored. The fields' labels are now the targets
+    the (images, labels) batch has, for the same seed."""
+    plain, _ = batches(even_shards, **mixing)
+    loader = stoker.Loader(even_shards, batch_size=8, image_size=40, transform="train",
+                           dtype="float32", seed=4, samples_per_rank=96,
+                           fields=("jpg", "__label__", "__key__"), **mixing)
+    fielded = [(images.clone(), target) for images, target, _ in loader]
+    loader.close()
+    assert all(isinstance(t, tuple if "num_classes" not in mixing else torch.Tensor)
+               for _, t in plain)
+    assert same(plain, fielded)
+
+
+def test_fields_without_a_label_refuse_mixing(even_shards):
+    """Mixed images without their mixed targets cannot be trained on: say so."""
+    for mixing in (dict(mixup_alpha=0.2), dict(cutmix_alpha=1.0), dict(recipe="torchvision-v2")):
+        with pytest.raises(stoker.OptionError, match="has no '__label__', but Mixup/CutMix"):
+            stoker.Loader(even_shards, transform="train", fields=("jpg", "__key__"), **mixing)
+
+
+def test_magnitude_bins_below_10_work_where_no_magnitude_is_fixed(even_shards):
+    """TrivialAugmentWide draws its bin: augment_magnitude_bins <= 9 was
+    refused with a message about ra_magnitude, which only RandAugment uses
+    (the user had not set it). RandAugment's default magnitude, 9, still
+    needs more bins, and the message says it is the default."""
+    for bins in (2, 5, 9):
+        images = first_train_batch(even_shards, auto_augment="ta_wide", augment_magnitude_bins=bins)
+        assert images.shape == (4, 3, 16, 16)
+    images = first_train_batch(even_shards, auto_augment="ra", augment_magnitude_bins=5,
+                             ra_magnitude=4)
+    assert images.shape == (4, 3, 16, 16)
+    with pytest.raises(stoker.OptionError, match=r"ra_magnitude \(9, the default\) must be below "
+                                                 r"augment_magnitude_bins \(5\)"):
+        first_train_batch(even_shards, auto_augment="ra", augment_magnitude_bins=5)
+
+
+def first_train_batch(shards, **options):
+    """The first batch of a train loader with these augmentations."""
+    with stoker.Loader(shards, batch_size=4, image_size=16, transform="train", threads=1,
+                       **options) as loader:
+        images, _ = next(iter(loader))
+        return images.clone()
+
+
+@pytest.mark.parametrize("world_size", [1, 4, 8])
+def test_ra_reps_that_do_not_divide_the_world_say_why(even_shards, world_size):
+    """ra_reps=3 (torchvision's default) on 1, 4 or 8 ranks: torchvision's
+    RASampler deals the copies round robin and takes any pair; stoker's
+    ranks share whole plan parts, so it refuses, saying so."""
+    with pytest.raises(stoker.OptionError) as info:
+        stoker.Loader(even_shards, transform="train", rank=0, world_size=world_size, ra_reps=3,
+                      samples_per_rank=12)
+    message = str(info.value)
+    assert f"ra_reps=3 with world_size={world_size}" in message, message
+    assert "world_size must be a multiple of ra_reps" in message and "RASampler" in message
+    assert ("at least ra_reps ranks" in message) == (world_size < 3), message

@@ -18,6 +18,7 @@
 #include "base/alloc.h"
 #include "image/decode.h"
 #include "jpeg_fixture.h"
+#include "options_fixture.h"
 #include "stoker.h"
 #include "tar_builder.h"
 #include "base/threads.h"
@@ -186,8 +187,7 @@ static void test_same_images_for_any_thread_count(void **state)
 static void test_labels_in_storage_order(void **state)
 {
     (void)state;
-    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
-    o.shuffle = 0;
+    struct stk_options o = storage_order(image_options(STK_TRANSFORM_EVAL, 2));
     struct epoch_images e;
     assert_int_equal(read_epoch(&o, good, &e, NULL), 0);
     for (size_t i = 0; i < e.n; i++)
@@ -270,8 +270,7 @@ static void test_stage_times(void **state)
 static void test_bad_images(void **state)
 {
     (void)state;
-    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
-    o.shuffle = 0;
+    struct stk_options o = storage_order(image_options(STK_TRANSFORM_EVAL, 2));
     o.batch_size = 4;
     struct epoch_images e;
     const char *urls[] = {bad};
@@ -576,8 +575,7 @@ static void write_member_shard(const char *path, const char *const extra[][2], s
 /* The first error of an epoch read with require_members = `required`. */
 static int first_error(const char *path, const char *required, char *msg, size_t size)
 {
-    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 2);
-    o.shuffle = 0;
+    struct stk_options o = storage_order(image_options(STK_TRANSFORM_EVAL, 2));
     o.batch_size = 6;
     o.require_members = required;
     const char *urls[] = {path};
@@ -629,8 +627,7 @@ static void test_required_members(void **state)
         {"5:txt", "ok \xf0\x9f\x98\x80"} /* an emoji: fine */
     };
     write_member_shard(path, bad_text, 6);
-    struct stk_options o = image_options(STK_TRANSFORM_EVAL, 1);
-    o.shuffle = 0;
+    struct stk_options o = storage_order(image_options(STK_TRANSFORM_EVAL, 1));
     o.batch_size = 6;
     o.require_members = "txt";
     o.on_error = STK_ON_ERROR_SKIP;

@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "options_fixture.h"
 #include "stoker.h"
 #include "tar_builder.h"
 
@@ -123,7 +124,7 @@ static void test_storage_order(void **state)
     for (size_t t = 0; t < 3; t++) {
         for (size_t k = 0; k < 3; k++) {
             struct stk_options o = base_options();
-            o.shuffle = 0;
+            o = storage_order(o);
             o.threads = threads[t];
             o.shards_in_flight = in_flight[k];
             struct epoch e;
@@ -329,7 +330,7 @@ static void test_missing_shard(void **state)
     snprintf(two, sizeof two, "{%s/shard-00.tar,%s/nope.tar,%s/shard-01.tar}", dir, dir, dir);
     const char *urls[] = {two};
     struct stk_options o = base_options();
-    o.shuffle = 0;
+    o = storage_order(o);
     stk_loader *l;
     char msg[512];
     /* A missing local shard fails at creation, naming it. */
@@ -362,6 +363,8 @@ static void test_missing_shard(void **state)
 static void check_resume(struct stk_options o, const char *index_path)
 {
     struct epoch full;
+    if (!o.shuffle)
+        o = storage_order(o);
     o.index_path = index_path;
     assert_int_equal(run_epoch(&o, &full), 0);
     assert_true(full.n > 0 && full.n <= 1024);
@@ -588,7 +591,7 @@ static stk_loader *pipe_loader(const char *url)
 {
     const char *urls[] = {url};
     struct stk_options o = base_options();
-    o.shuffle = 0;
+    o = storage_order(o);
     o.allow_pipe = 1;
     stk_loader *l;
     char msg[512];

@@ -171,7 +171,8 @@ static struct stk_options range_options(int shuffle)
     o.threads = 2;
     o.shards_in_flight = 3;
     o.shuffle = shuffle;
-    o.shuffle_buffer = 16;
+    if (shuffle) /* a window without shuffling is refused */
+        o.shuffle_buffer = 16;
     o.seed = 7;
     o.epoch = 3;
     o.on_error = STK_ON_ERROR_SKIP;
