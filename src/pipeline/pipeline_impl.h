@@ -19,8 +19,29 @@
  *    made under p->mutex, and checked under it before every wait, so a
  *    wake-up cannot fall between the check and the wait.
  * The batch budget has its own mutex (batch.c) and is never taken while
- * p->mutex is held. The stop flag (the run's cancel) is atomic: every
- * waiter re-checks it after a broadcast from stk__pipeline_stop().
+ * p->mutex is held.
+ *
+ * DESIGN (member bytes). One budget, shuffle_buffer_bytes, bounds the
+ * member bytes of every sample between the tar reader and its batch: being
+ * read, queued in a slot, in the sequencer's hand and in the shuffle
+ * (held_bytes, atomic). Before, each slot could read one whole sample
+ * ahead whatever its size, outside any budget: 16 x max_member_bytes at
+ * the defaults (100 MB members: 1.4 GB with 16 shards in flight). Now a
+ * reader reserves each member's bytes before it reads them (the shard
+ * reader's gate); read ahead, they must fit in the budget and in the
+ * slot's prefetch_bytes_per_shard, else the gate says "not now", the member
+ * stays pending in the shard reader (s->deferred) and the thread turns to
+ * its other slots or waits for room. The one read that goes ahead over the
+ * budget is for the slot the sequencer waits on while it is empty: nothing
+ * else could make room. So the bytes held stay within the budget, plus
+ * that sample and the one in the sequencer's hand when the window is full.
+ * Whether a window fits stays a pure function of the sample sequence
+ * (pipeline_sequencer.c), never of how far readers got.
+ * Wake-ups: a reader that finds nothing to read for want of room counts
+ * itself in room_waiters and looks again before it waits; the sequencer,
+ * after giving bytes back, signals the readers only when that count is
+ * not zero (both sequentially consistent, so one of the two sees the
+ * other). Its wait on an empty slot signals that slot's reader as before.
  *
  * Slot j reads the shards at positions j, j+K, j+2K, ... of this rank's
  * shard list (K = shards_in_flight), so the assignment of shards to slots is
@@ -74,10 +95,12 @@ struct slot {
     struct item ring[SLOT_MAX_ITEMS];
     size_t head;
     size_t count;
-    uint64_t bytes;
+    _Atomic uint64_t bytes; /* written under p->mutex; a reader's gate reads it without */
     int ended; /* a STREAM_END or ERROR is queued: nothing more to read */
     /* Owned by the reader thread serving this slot. */
     struct stk__shard_reader *reader;
+    uint64_t reading;  /* member bytes of the sample being read, reserved in held_bytes */
+    uint64_t deferred; /* what that sample would hold with the member the gate put off */
     uint64_t position; /* position of the shard being read in the rank's list */
     uint64_t skip;     /* samples to skip in it (a resumed epoch), 0 afterwards */
 };
@@ -89,6 +112,10 @@ struct reader_thread {
     unsigned index;
     struct stk__plan_cursor cursor;
     struct stk__err err;
+    /* Owned by the thread: the slot it reads for, and whether the
+     * sequencer waits on it (its read goes ahead over the budget). */
+    struct slot *slot;
+    int must_read;
 };
 
 struct stk__pipeline {
@@ -125,7 +152,16 @@ struct stk__pipeline {
     uint64_t delivered;
     uint64_t shards_failed_at_start, samples_skipped_at_start;
     struct stk__err last_skip;
+    /* Member bytes held before batching (DESIGN above), and the readers
+     * waiting for some of them to be given back. */
+    _Atomic uint64_t held_bytes;
+    atomic_int room_waiters;
 };
+
+/* 1 if the budget has no room left for another member (read-ahead stops). */
+static inline int stk__pipeline_budget_full(const struct stk__pipeline *p) {
+    return atomic_load(&p->held_bytes) >= p->cfg.opts.shuffle_buffer_bytes;
+}
 
 /* Record the epoch's first error (p->mutex held). */
 static inline void stk__pipeline_record_failure(struct stk__pipeline *p,

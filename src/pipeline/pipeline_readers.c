@@ -11,20 +11,69 @@ static int slot_has_room(const struct stk__pipeline *p, const struct slot *s) {
            (s->count == 0 || s->bytes < p->cfg.opts.prefetch_bytes_per_shard);
 }
 
+/* Whether slot s may read ahead a sample of sample_bytes (of which it
+ * reserved s->reading already): within its prefetch_bytes_per_shard and
+ * within the budget. A slot once read one whole sample ahead whatever its
+ * size, outside any budget. */
+static int fits(const struct stk__pipeline *p, const struct slot *s, uint64_t sample_bytes) {
+    const struct stk_options *o = &p->cfg.opts;
+    return sample_bytes <= s->reading ||
+           (atomic_load(&s->bytes) + sample_bytes <= o->prefetch_bytes_per_shard &&
+            atomic_load(&p->held_bytes) - s->reading + sample_bytes <= o->shuffle_buffer_bytes);
+}
+
 /* Choose which of this thread's slots to read for; -1 if none has room.
- * The slot the sequencer waits on comes first, then the emptiest. */
-static int choose_slot(const struct stk__pipeline *p, const struct reader_thread *rt) {
+ * The slot the sequencer waits on comes first, then the emptiest; read
+ * ahead only while the budget has room, and not for a slot whose sample
+ * was put off until it fits (*budget_bound says that this is why nothing
+ * was chosen). */
+static int choose_slot(const struct stk__pipeline *p, const struct reader_thread *rt,
+                       int *budget_bound) {
     int best = -1;
+    const int full = stk__pipeline_budget_full(p);
+    *budget_bound = 0;
     for (unsigned j = rt->index; j < p->n_slots; j += p->n_readers) {
         const struct slot *s = &p->slots[j];
         if (!slot_has_room(p, s))
             continue;
         if ((int)j == p->waiting_slot)
             return (int)j;
+        if (full || (s->deferred > 0 && !fits(p, s, s->deferred))) {
+            *budget_bound = 1;
+            continue;
+        }
         if (best < 0 || s->count < p->slots[best].count)
             best = (int)j;
     }
     return best;
+}
+
+/* The shard readers' gate (shard_reader.h): reserve the bytes the sample
+ * being read holds once its next member is in, if they fit or the
+ * sequencer waits for this sample; else "not now", and the reader turns to
+ * its other slots or waits for room. */
+static int member_gate(void *data, uint64_t sample_bytes) {
+    struct reader_thread *rt = data;
+    struct stk__pipeline *p = rt->p;
+    struct slot *s = rt->slot;
+    if (atomic_load(&p->cfg.run->cancel))
+        return -1;
+    const struct stk_options *o = &p->cfg.opts;
+    uint64_t held = atomic_load(&p->held_bytes);
+    for (;;) {
+        uint64_t want = held - s->reading + sample_bytes;
+        if (!rt->must_read && sample_bytes > s->reading &&
+            (atomic_load(&s->bytes) + sample_bytes > o->prefetch_bytes_per_shard ||
+             want > o->shuffle_buffer_bytes)) {
+            s->deferred = sample_bytes;
+            return 1;
+        }
+        if (atomic_compare_exchange_weak(&p->held_bytes, &held, want))
+            break;
+    }
+    s->reading = sample_bytes;
+    s->deferred = 0;
+    return 0;
 }
 
 /* Open the shard at the slot's position and skip what a resumed epoch
@@ -47,8 +96,11 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
         position = skip < p->cfg.shard_samples[shard] ? skip : p->cfg.shard_samples[shard] - 1;
         at = offsets[position];
     }
+    struct stk__shard_config cfg = p->cfg.shard;
+    cfg.gate = member_gate;
+    cfg.gate_data = rt;
     int rc = stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard,
-                                &p->cfg.shard, at, position, &s->reader, &rt->err);
+                                &cfg, at, position, &s->reader, &rt->err);
     if (rc == 0 && p->cfg.shard_samples != NULL) {
         struct stk__shard_expect e = {
             .stamp = p->cfg.shard_stamps != NULL ? &p->cfg.shard_stamps[shard] : NULL,
@@ -81,41 +133,43 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
     return 2;
 }
 
-/* Read one item for slot s. Runs without the mutex. */
-static struct item produce(struct reader_thread *rt, struct slot *s) {
+/* Read one item for slot s into *it (an ITEM_ERROR on entry). Runs without
+ * the mutex. 0 when the gate put the sample off (nothing to queue), else 1. */
+static int produce(struct reader_thread *rt, struct slot *s, struct item *it) {
     struct stk__pipeline *p = rt->p;
-    struct item it = {.kind = ITEM_ERROR};
     if (s->reader == NULL) {
         int rc = open_next_shard(rt, s);
         if (rc < 0)
-            return it;
+            return 1;
         if (rc == 0) {
-            it.kind = ITEM_STREAM_END;
-            return it;
+            it->kind = ITEM_STREAM_END;
+            return 1;
         }
         if (rc == 2) {
             s->position += p->n_slots;
-            it.kind = ITEM_SHARD_END;
-            it.bad_shards = 1;
-            return it;
+            it->kind = ITEM_SHARD_END;
+            it->bad_shards = 1;
+            return 1;
         }
     }
-    int rc = stk__shard_next(s->reader, &it.sample, &rt->err);
+    int rc = stk__shard_next(s->reader, &it->sample, &rt->err);
+    if (rc == 2)
+        return 0;
     if (rc == 1) {
-        it.kind = ITEM_SAMPLE;
-        it.sample->pass = s->position / p->rank_shards;
-        return it;
+        it->kind = ITEM_SAMPLE;
+        it->sample->pass = s->position / p->rank_shards;
+        return 1;
     }
     if (rc == 0) {
         int failed;
-        stk__shard_tail(s->reader, &it.bad_samples, &failed);
-        it.bad_shards = (uint64_t)failed;
+        stk__shard_tail(s->reader, &it->bad_samples, &failed);
+        it->bad_shards = (uint64_t)failed;
         s->position += p->n_slots;
-        it.kind = ITEM_SHARD_END;
+        it->kind = ITEM_SHARD_END;
     }
     stk__shard_close(s->reader);
     s->reader = NULL;
-    return it;
+    return 1;
 }
 
 void *stk__pipeline_reader_main(void *arg) {
@@ -123,17 +177,38 @@ void *stk__pipeline_reader_main(void *arg) {
     struct stk__pipeline *p = rt->p;
     stk__mutex_lock(&p->mutex);
     while (!atomic_load(&p->cfg.run->cancel)) {
-        int j = choose_slot(p, rt);
+        int budget_bound;
+        int j = choose_slot(p, rt, &budget_bound);
         if (j < 0) {
-            stk__cond_wait(&rt->cond, &p->mutex);
+            /* Counted before the budget is looked at again (DESIGN). */
+            if (budget_bound)
+                atomic_fetch_add(&p->room_waiters, 1);
+            int still;
+            if (!budget_bound || choose_slot(p, rt, &still) < 0)
+                stk__cond_wait(&rt->cond, &p->mutex);
+            if (budget_bound)
+                atomic_fetch_sub(&p->room_waiters, 1);
             continue;
         }
         struct slot *s = &p->slots[j];
+        rt->slot = s;
+        rt->must_read = j == p->waiting_slot && s->count == 0;
         stk__mutex_unlock(&p->mutex);
         uint64_t start = stk__now_ns();
-        struct item it = produce(rt, s);
+        struct item it = {.kind = ITEM_ERROR};
+        const int produced = produce(rt, s, &it);
         atomic_fetch_add(&p->cfg.run->counters.read_ns, stk__now_ns() - start);
+        if (produced) {
+            /* The reservation becomes the sample's (none if the read ended
+             * without one) until the sequencer gives it back. */
+            atomic_fetch_add(&p->held_bytes,
+                             (it.sample != NULL ? it.sample->bytes : 0) - s->reading);
+            s->reading = 0;
+            s->deferred = 0;
+        }
         stk__mutex_lock(&p->mutex);
+        if (!produced)
+            continue;
         if (atomic_load(&p->cfg.run->cancel)) {
             stk__sample_free(it.sample);
             break;

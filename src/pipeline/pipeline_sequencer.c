@@ -19,7 +19,20 @@ struct sequencer {
     struct stk__sample *held;
     uint64_t pulled; /* input position (from the epoch's start) of the next sample */
     uint64_t carry_samples, carry_shards; /* for the epoch's first sample */
+    uint64_t largest; /* member bytes of the largest sample taken so far */
 };
+
+/* A sample left the shuffle: its member bytes go back to the budget, and
+ * readers waiting for room look again (pipeline_impl.h, DESIGN). */
+static void release_bytes(struct stk__pipeline *p, uint64_t bytes) {
+    atomic_fetch_sub(&p->held_bytes, bytes);
+    if (atomic_load(&p->room_waiters) == 0)
+        return;
+    stk__mutex_lock(&p->mutex);
+    for (unsigned t = 0; t < p->n_readers; t++)
+        stk__cond_signal(&p->readers[t].cond);
+    stk__mutex_unlock(&p->mutex);
+}
 
 /* Pop the next item of slot j, waiting for it. 1 popped, 0 stopped. */
 static int pop_item(struct stk__pipeline *p, unsigned j, struct item *out) {
@@ -98,6 +111,8 @@ static int next_input(struct sequencer *sq, struct stk__sample **out) {
         case ITEM_SAMPLE:
             stk__interleave_sample(&sq->il);
             stk__mixing_sample(&sq->mix, (unsigned)j);
+            if (it.sample->bytes > sq->largest)
+                sq->largest = it.sample->bytes;
             it.sample->bad_samples += sq->carry_samples;
             it.sample->bad_shards += sq->carry_shards;
             sq->carry_samples = sq->carry_shards = 0;
@@ -123,23 +138,31 @@ static int next_input(struct sequencer *sq, struct stk__sample **out) {
  * shuffle_buffer_bytes. Its reach is counted in samples so that the sequence
  * depends on sample counts alone (seek_plan.c finds where a resumed epoch
  * starts from the index's counts); samples that cannot be held fail instead,
- * whatever the error policy: the samples are fine, the budget is not. Frees
- * s; returns STK_ELIMIT. */
-static int window_too_big(struct stk__pipeline *p, const struct stk__shuffle *sh,
+ * whatever the error policy: the samples are fine, the budget is not. The
+ * hint is what holds whatever the order: a reach of W holds at most 2W + 1
+ * samples at a push (shuffle.h), so W = (budget / largest - 1) / 2 fits
+ * samples up to the largest so far, and a reach of 1 (a pass-through) holds
+ * one sample at a time, whatever its size. An average (what this said
+ * before) let the next window of larger samples fail again. Frees s;
+ * returns STK_ELIMIT. */
+static int window_too_big(struct sequencer *sq, const struct stk__shuffle *sh,
                           struct stk__sample *s) {
+    struct stk__pipeline *p = sq->p;
     const double mib = 1024.0 * 1024.0;
     uint64_t bytes = sh->bytes + s->bytes, budget = p->cfg.opts.shuffle_buffer_bytes;
-    /* The shuffle may hold twice its reach (shuffle.h): the reach that fits
-     * is half the samples that do. */
-    uint64_t each = bytes / (sh->count + 1), fit = each > 0 ? budget / each / 2 : sh->count;
+    uint64_t largest = sq->largest > s->bytes ? sq->largest : s->bytes;
+    uint64_t per_budget = budget / (largest > 0 ? largest : 1);
+    uint64_t fit = per_budget >= 3 ? (per_budget - 1) / 2 : 1;
     char key[STK__SHOWN_MAX];
     struct stk__err err;
     stk__errf(&err, STK_ELIMIT,
               "the shuffle window would hold %zu samples of %.1f MiB in all, above "
-              "shuffle_buffer_bytes (%.1f MiB); lower shuffle_buffer (to %llu for samples of "
-              "this size) or raise shuffle_buffer_bytes (the last: %s: sample '%s', %.1f MiB)",
+              "shuffle_buffer_bytes (%.1f MiB); lower shuffle_buffer (to %llu for samples up to "
+              "%.1f MiB, the largest so far) or raise shuffle_buffer_bytes (to %.1f MiB for "
+              "shuffle_buffer %zu) (the last: %s: sample '%s', %.1f MiB)",
               sh->count + 1, (double)bytes / mib, (double)budget / mib,
-              (unsigned long long)(fit > 1 ? fit : 1), s->pub.url,
+              (unsigned long long)fit, (double)largest / mib,
+              (double)(2 * sh->reach + 1) * (double)largest / mib, sh->reach, s->pub.url,
               stk__shown(key, sizeof key, s->key), (double)s->bytes / mib);
     stk__sample_free(s);
     stk__mutex_lock(&p->mutex);
@@ -275,7 +298,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
             if (held != NULL && sh->count > 0 &&
                 sh->bytes + held->bytes > p->cfg.opts.shuffle_buffer_bytes) {
                 stk__sample_free(s); /* the one taken after it */
-                rc = window_too_big(p, sh, held);
+                rc = window_too_big(sq, sh, held);
                 goto out;
             }
             if (held != NULL)
@@ -293,6 +316,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
             }
             continue;
         }
+        release_bytes(p, s->bytes);
         if (to_drop > 0) {
             to_drop--;
             stk__sample_free(s);

@@ -210,7 +210,8 @@ static int bad_shard(struct stk__shard_reader *r, struct stk__err *err, int code
     return 0;
 }
 
-/* Add the pending member to the current sample (starting one if needed). */
+/* Add the pending member to the current sample (starting one if needed):
+ * 0, 2 if the gate said "not now" (the member stays pending), or <0. */
 static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
 {
     const char *name = r->pending_name;
@@ -310,6 +311,16 @@ static int take_pending(struct stk__shard_reader *r, struct stk__err *err)
         if (stk__sample_add(r->current, ext, strlen(ext), NULL, 0) < 0)
             return stk__errf(err, STK_ENOMEM, "%s: out of memory", r->url);
         return 0;
+    }
+    if (r->cfg.gate != NULL && !r->passing_over) {
+        int go = r->cfg.gate(r->cfg.gate_data, r->current->bytes + size);
+        if (go < 0)
+            return stk__errf(err, STK_EINTR, "%s: cancelled before member '%s'", r->url,
+                             stk__shown(shown_name, sizeof shown_name, name));
+        if (go > 0) { /* asked again on the next call, the sample as it was */
+            r->have_pending = 1;
+            return 2;
+        }
     }
     /* A header that claims bytes the shard does not store costs nothing. */
     int rc = stk__tar_start(r->tar, size, err);
@@ -475,7 +486,7 @@ int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struc
             continue;
         }
         rc = take_pending(r, err);
-        if (rc < 0)
+        if (rc != 0)
             goto out;
     }
     rc = finish_sample(r, out);

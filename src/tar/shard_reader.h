@@ -42,6 +42,15 @@ struct stk__shard_config {
     struct stk__source_config source; /* source.counters: NULL or &run->counters */
     struct stk__buffer_pool *pool;         /* member buffers; NULL: plain allocation */
     struct stk__cache *cache;       /* node cache shards are opened through; may be NULL */
+    /* Called before a member's data is read into memory (not while passing
+     * over samples), with the bytes the sample being built holds once it is
+     * (this member included), so the owner can count them against its
+     * budget (the pipeline's backpressure). NULL: none. It returns 0 to
+     * read on, 1 for "not now": stk__shard_next() returns 2 with the member
+     * still pending, and the next call asks again; <0 stops the read with
+     * STK_EINTR (the owner was cancelled). */
+    int (*gate)(void *gate_data, uint64_t sample_bytes);
+    void *gate_data;
 };
 
 /* The config a loader with these options reads shards with, counting
@@ -68,7 +77,8 @@ int stk__shard_open_source(struct stk__source *src, const char *name, uint64_t s
                            const struct stk__shard_config *cfg, struct stk__shard_reader **out,
                            struct stk__err *err);
 
-/* 1: *out is the next sample (caller frees); 0: shard done; <0: error. */
+/* 1: *out is the next sample (caller frees); 0: shard done; 2: the gate
+ * said "not now" (call again later); <0: error. */
 int stk__shard_next(struct stk__shard_reader *r, struct stk__sample **out, struct stk__err *err);
 
 /* Pass over the next n samples that stk__shard_next() would return (read

@@ -1,16 +1,24 @@
 # SPDX-License-Identifier: MIT
 """`pip install --no-build-isolation .`, as docs/python.md says, on a fresh copy
 of the repository (the files git would check out, no build directory), in a
-fresh venv with the system's packages; and a wheel (`pip wheel`) that a Dask
+fresh venv with the system's packages; a wheel (`pip wheel`) that a Dask
 worker or GPU host with the same Debian libraries installs with no compiler
-on its PATH. Needs python3-mesonpy and patchelf (tools/install_deps.sh)."""
+on its PATH; and that wheel repaired (tools/repair_wheel.py) to carry every
+library but glibc's and the compiler runtime's. Needs python3-mesonpy and
+patchelf (tools/install_deps.sh)."""
 import os
+import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+import repair_wheel  # noqa: E402  the libraries a repaired wheel may take from the system
 
 BUILD_TIMEOUT_S = 900  # a whole build of the library and extension, on a loaded machine
 PYTHON = "/usr/bin/python3"
@@ -62,11 +70,18 @@ def test_pip_install_in_a_fresh_venv(source, tmp_path, dataset):
     assert out.startswith(str(tmp_path / "venv")) and out.split()[-1] == "8", out
 
 
-def test_wheel_installs_without_a_compiler(source, tmp_path, dataset):
+@pytest.fixture(scope="module")
+def wheel(source, tmp_path_factory):
+    """The wheel `pip wheel` builds of the fresh copy."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     builder = venv(tmp_path / "builder")
     run([builder, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q",
          "-w", tmp_path / "dist", "."], cwd=source, timeout=BUILD_TIMEOUT_S)
-    wheel, = (tmp_path / "dist").glob("stoker-*.whl")
+    built, = (tmp_path / "dist").glob("stoker-*.whl")
+    return built
+
+
+def test_wheel_installs_without_a_compiler(wheel, tmp_path, dataset):
     python = venv(tmp_path / "host")
     bare = {"HOME": str(tmp_path), "PATH": "/nonexistent"}  # no cc, gcc, meson or ninja
     run([python, "-m", "pip", "install", "--no-index", "--no-deps", "-q", wheel], env=bare,
@@ -74,4 +89,36 @@ def test_wheel_installs_without_a_compiler(source, tmp_path, dataset):
     out = run([python, "-c", USE, *dataset([5, 3])], cwd=tmp_path, env=bare, timeout=120)
     assert out.startswith(str(tmp_path / "host")) and out.split()[-1] == "8", out
     version = run([tmp_path / "host" / "bin" / "stoker", "--version"], env=bare, timeout=60)
+    assert version == "stoker 0.1.0\n"
+
+
+def test_repaired_wheel_carries_its_libraries(wheel, tmp_path, dataset):
+    """The wheel needs libarchive, libcurl, libjpeg, libspng, cJSON, expat,
+    zlib and yajl from the system, and through them some 40 more: it ran
+    only where the same Debian packages were installed. Repaired, every
+    library but glibc's and the compiler runtime's is inside the install
+    (ldd resolves each there, for the extension and the command alike),
+    and it reads shards."""
+    out = run([PYTHON, REPO / "tools" / "repair_wheel.py", wheel, tmp_path / "repaired"],
+              timeout=300)
+    repaired, = (tmp_path / "repaired").glob("stoker-*.whl")
+    assert "libraries in stoker.libs/" in out, out
+    host = tmp_path / "host"
+    python = venv(host)
+    bare = {"HOME": str(tmp_path), "PATH": "/nonexistent"}
+    run([python, "-m", "pip", "install", "--no-index", "--no-deps", "-q", repaired], env=bare,
+        timeout=300)
+    elves = [p for p in host.rglob("*") if p.is_file() and not p.is_symlink()
+             and "stoker" in str(p.relative_to(host)) and p.read_bytes()[:4] == b"\x7fELF"]
+    assert any(p.name.startswith("_stoker") for p in elves), elves
+    assert host / "bin" / "stoker" in elves, elves
+    for elf in elves:
+        listing = run(["ldd", elf], timeout=60)
+        for m in re.finditer(r"^\s*(\S+) => (\S+)", listing, re.M):
+            name, path = m[1], Path(m[2])
+            if not repair_wheel.SYSTEM.match(name):  # glibc's and the compiler's
+                assert path.resolve().is_relative_to(host.resolve()), (elf, name, path)
+    out = run([python, "-c", USE, *dataset([5, 3])], cwd=tmp_path, env=bare, timeout=120)
+    assert out.split()[-1] == "8", out
+    version = run([host / "bin" / "stoker", "--version"], env=bare, timeout=60)
     assert version == "stoker 0.1.0\n"

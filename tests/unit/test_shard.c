@@ -35,6 +35,26 @@ static uint64_t max_samples;
 /* headers_only of the readers of read_all: samples come without data. */
 static int headers_only;
 
+/* The gate of the readers of read_all when gating is set: "not now" at
+ * the first call for each member, go at the second; it records the sample
+ * bytes each member was asked for, and read_all counts the returns of 2. */
+static int gating;
+static char gate_log[256];
+static int gate_log_used, deferrals;
+
+static int test_gate(void *data, uint64_t sample_bytes)
+{
+    int *asked_before = data;
+    if (!*asked_before) {
+        *asked_before = 1;
+        return 1;
+    }
+    *asked_before = 0;
+    gate_log_used += snprintf(gate_log + gate_log_used, sizeof gate_log - (size_t)gate_log_used,
+                              "%llu ", (unsigned long long)sample_bytes);
+    return 0;
+}
+
 /* Read a shard from memory, `chunk` bytes per source read, into r. */
 static void read_all(const void *data, size_t size, size_t chunk, size_t block, int skip,
                      struct result *r)
@@ -49,6 +69,13 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
         .headers_only = headers_only,
         .run = &r->run,
     };
+    int asked_before = 0;
+    if (gating) {
+        cfg.gate = test_gate;
+        cfg.gate_data = &asked_before;
+        gate_log_used = deferrals = 0;
+        gate_log[0] = '\0';
+    }
     stk__run_init(&r->run, NULL);
     r->run.skip_bad = skip;
     struct stk__source *src;
@@ -64,7 +91,12 @@ static void read_all(const void *data, size_t size, size_t chunk, size_t block, 
     r->opened = 1;
     struct stk__sample *s;
     size_t used = 0;
-    while ((r->rc = stk__shard_next(reader, &s, &err)) == 1) {
+    while ((r->rc = stk__shard_next(reader, &s, &err)) >= 1) {
+        if (r->rc == 2) { /* the gate put a member off: ask again */
+            assert_null(s);
+            deferrals++;
+            continue;
+        }
         r->n++;
         used += (size_t)snprintf(r->listing + used, sizeof r->listing - used, "%s:", s->pub.key);
         for (size_t i = 0; i < s->pub.n_members; i++) {
@@ -123,6 +155,27 @@ static void test_grouping(void **state)
     assert_string_equal(r.listing, basic_listing);
     /* dir, symlink, README (no dot), __meta__ */
     assert_int_equal(r.run.counters.members_ignored, 4);
+    tb_free(&tb);
+}
+
+/* A gate that puts each member off once (the pipeline's backpressure when
+ * its budget is full) changes nothing in what is read: the member stays
+ * pending and the next call takes it into the same sample. The gate is
+ * asked for what the sample holds with the member. */
+static void test_gate_puts_members_off(void **state)
+{
+    (void)state;
+    struct tar_builder tb = {0};
+    build_basic(&tb);
+    struct result r;
+    gating = 1;
+    read_all(tb.data, tb.size, 0, 1 << 20, 0, &r);
+    gating = 0;
+    assert_int_equal(r.rc, 0);
+    assert_string_equal(r.listing, basic_listing);
+    assert_int_equal(deferrals, 5);
+    assert_string_equal(gate_log, "4 5 2 3 1 ");
+    assert_int_equal(r.run.counters.samples_skipped, 0);
     tb_free(&tb);
 }
 
@@ -515,6 +568,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grouping),
+        cmocka_unit_test(test_gate_puts_members_off),
         cmocka_unit_test(test_byte_at_a_time),
         cmocka_unit_test(test_guard_page),
         cmocka_unit_test(test_truncation_everywhere),
