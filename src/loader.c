@@ -54,6 +54,7 @@ struct stk_loader {
     struct stk__strlist names; /* urls redacted: samples point here until released */
     int any_remote;            /* some url is not a local file */
     int split_by_sample;       /* the index splits the epoch by sample over the ranks (plan.h) */
+    int global_order;          /* ... in a global order of the samples, read by offset */
     int rank;
     int world_size;
     /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
@@ -186,6 +187,27 @@ static int use_index(stk_loader *l, struct stk__err *err)
     return 0;
 }
 
+/* A global order of the samples (plan.h) where it is cheap: each sample is
+ * then opened at its own offset, which for a local file is a seek, for a
+ * remote one a request (a window over streams serves those). The index
+ * must locate every sample (compressed shards have no offsets). */
+static void choose_order(stk_loader *l)
+{
+    if (l->index.counts == NULL || !l->opts.shuffle || !l->opts.global_shuffle ||
+        l->opts.whole_shards || l->any_remote)
+        return;
+    uint64_t total = 0;
+    for (size_t i = 0; i < l->urls.count; i++) {
+        if (l->index.counts[i] > 0 && l->index.offsets[i] == NULL)
+            return;
+        total += l->index.counts[i];
+    }
+    if (total == 0 || total > UINT32_MAX)
+        return;
+    l->global_order = 1;
+    l->split_by_sample = 1;
+}
+
 int stk_loader_create(const struct stk_options *caller_opts, const char *const *urls,
                       size_t n_urls, stk_loader **out, char *errbuf, size_t errbuf_size)
 {
@@ -249,6 +271,8 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
      * (pipeline.c): once, here, not at each epoch start. */
     for (size_t i = 0; rc == 0 && i < l->urls.count && !l->any_remote; i++)
         l->any_remote = !stk__source_is_local(l->urls.items[i]);
+    if (rc == 0)
+        choose_order(l);
     if (rc < 0)
         goto fail;
     if (opts->transform != STK_TRANSFORM_NONE) {
@@ -313,10 +337,14 @@ static int start_epoch(stk_loader *l)
         .shard_stamps = l->index.stamps,
         .split_by_sample = l->split_by_sample,
         .split_pad = !o->uneven,
+        .global_order = l->global_order,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
         .run = &l->run,
     };
+    /* A global order is a uniform permutation already: no window. */
+    if (l->global_order)
+        cfg.opts.shuffle_buffer = 1;
     stk__shard_config_init(&cfg.shard, o, &l->run, l->pool);
     cfg.shard.cache = l->cache;
     if (o->transform != STK_TRANSFORM_NONE) {
@@ -474,7 +502,8 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
                               l->plan_world, l->opts.shuffle, 0) < 0)
         return 0;
     uint64_t total = 0;
-    if (!l->split_by_sample || stk__plan_cursor_by_sample(&c, l->index.counts, !l->opts.uneven) == 0) {
+    if (!l->split_by_sample ||
+        stk__plan_cursor_by_sample(&c, l->index.counts, !l->opts.uneven, 0) == 0) {
         struct stk__plan_segment seg;
         for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++)
             total += seg.count != STK__PLAN_WHOLE ? seg.count : l->index.counts[seg.shard];

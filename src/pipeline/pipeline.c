@@ -43,6 +43,7 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
         stk__plan_cursor_free(&p->readers[t].cursor);
     }
     stk__seek_plan_free(&p->seek);
+    stk__plan_cursor_free(&p->plan);
     while (p->queue_head != NULL) {
         struct stk__batch *b = p->queue_head;
         p->queue_head = b->next;
@@ -93,7 +94,7 @@ static int rank_cursor(const struct stk__pipeline_config *cfg, struct stk__plan_
                                    cfg->rank, cfg->world_size, cfg->opts.shuffle,
                                    cfg->opts.samples_per_rank != 0);
     if (rc == 0 && cfg->split_by_sample)
-        rc = stk__plan_cursor_by_sample(c, cfg->shard_samples, cfg->split_pad);
+        rc = stk__plan_cursor_by_sample(c, cfg->shard_samples, cfg->split_pad, cfg->global_order);
     if (rc < 0)
         stk__plan_cursor_free(c);
     return rc;
@@ -106,14 +107,12 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     if (p == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     p->cfg = *cfg;
-    struct stk__plan_cursor plan;
-    if (rank_cursor(cfg, &plan) < 0) {
+    if (rank_cursor(cfg, &p->plan) < 0) {
         stk__free(p);
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     }
-    p->rank_shards = plan.count; /* shards, or segments of shards */
-    atomic_store(&cfg->run->counters.samples_padded, plan.padded);
-    stk__plan_cursor_free(&plan);
+    p->rank_shards = p->plan.count; /* shards, or segments of shards */
+    atomic_store(&cfg->run->counters.samples_padded, p->plan.padded);
     /* More slots than the rank has shards would only read its next pass
      * early. */
     p->n_slots = cfg->opts.shards_in_flight;
@@ -153,7 +152,8 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         rt->index = t;
         stk__cond_init(&rt->cond);
         if (rc == 0)
-            rc = rank_cursor(cfg, &rt->cursor);
+            rc = p->plan.segments != NULL ? stk__plan_cursor_borrow(&rt->cursor, &p->plan)
+                                          : rank_cursor(cfg, &rt->cursor);
     }
     if (rc == 0)
         rc = plan_slots(p);

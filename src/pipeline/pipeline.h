@@ -51,6 +51,9 @@ struct stk__pipeline_config {
      * split_pad is set. */
     int split_by_sample;
     int split_pad;
+    /* With split_by_sample: the samples in a global seeded order, one
+     * segment each (plan.h); readers open each at its offset. */
+    int global_order;
     /* Counters, log, error policy; its cancel flag is the epoch's stop (set
      * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
     struct stk__run *run;

@@ -120,7 +120,10 @@ struct reader_thread {
 
 struct stk__pipeline {
     struct stk__pipeline_config cfg;
-    size_t rank_shards;         /* shards of this rank per pass */
+    size_t rank_shards;         /* shards (or segments of them) of this rank per pass */
+    /* The rank's plan for the epoch; the readers' cursors borrow its list
+     * when it is one by sample (a global order holds a segment a sample). */
+    struct stk__plan_cursor plan;
     struct stk__seek_plan seek; /* valid when resuming with seeking */
     int seeking;
     pthread_mutex_t mutex;

@@ -169,7 +169,36 @@ static void add_run(struct stk__plan_cursor *c, const uint64_t *counts, uint64_t
     }
 }
 
-int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad)
+/* The same run of a global permutation of the total samples: one segment
+ * per sample, found by its number through the shards' starts. */
+static int add_global_run(struct stk__plan_cursor *c, const uint64_t *counts, const uint32_t *order,
+                          uint64_t begin, uint64_t end)
+{
+    uint64_t *starts = stk__calloc(c->n_shards + 1, sizeof *starts);
+    if (starts == NULL)
+        return STK_ENOMEM;
+    for (size_t i = 0; i < c->n_shards; i++)
+        starts[i + 1] = starts[i] + counts[i];
+    for (uint64_t k = begin; k < end; k++) {
+        uint64_t id = order[k];
+        size_t lo = 0, hi = c->n_shards; /* the last shard starting at or before id */
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (starts[mid] <= id)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        while (counts[lo] == 0 || starts[lo] + counts[lo] <= id) /* empty shards share a start */
+            lo++;
+        c->segments[c->count++] = (struct stk__plan_segment){lo, id - starts[lo], 1};
+    }
+    stk__free(starts);
+    return 0;
+}
+
+int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad,
+                               int global)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < c->n_shards; i++)
@@ -195,20 +224,46 @@ int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *count
     } else if (end > total) {
         c->padded = end - total;
     }
-    /* Segments: at most every shard once per run, two runs. */
+    /* Segments: at most every shard once per run, two runs; with a global
+     * order a sample each. */
+    size_t room = global ? (size_t)(end - begin) + 1 : 2 * c->n_shards + 1;
+    if (global && total > UINT32_MAX)
+        return STK_EINVAL; /* the permutation is of 32-bit numbers */
     stk__free(c->order);
-    c->segments = stk__calloc(2 * c->n_shards + 1, sizeof *c->segments);
-    c->order = stk__calloc(2 * c->n_shards + 1, sizeof *c->order);
+    c->segments = stk__calloc(room, sizeof *c->segments);
+    c->order = stk__calloc(room, sizeof *c->order);
     if (c->segments == NULL || c->order == NULL)
         return STK_ENOMEM;
     c->count = 0;
     c->order_pass = 0;
     if (total == 0)
         return 0;
-    add_run(c, counts, begin, end < total ? end : total);
-    if (end > total)
-        add_run(c, counts, 0, end - total);
-    return 0;
+    if (!global) {
+        add_run(c, counts, begin, end < total ? end : total);
+        if (end > total)
+            add_run(c, counts, 0, end - total);
+        return 0;
+    }
+    uint32_t *order = stk__calloc(total, sizeof *order);
+    if (order == NULL)
+        return STK_ENOMEM;
+    /* The same on every rank: rank is not an input. */
+    permutation(total, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull), order);
+    int rc = add_global_run(c, counts, order, begin, end < total ? end : total);
+    if (rc == 0 && end > total)
+        rc = add_global_run(c, counts, order, 0, end - total);
+    stk__free(order);
+    return rc;
+}
+
+int stk__plan_cursor_borrow(struct stk__plan_cursor *c, const struct stk__plan_cursor *from)
+{
+    *c = *from;
+    c->perm = NULL;
+    c->borrowed = 1;
+    c->order_pass = 0;
+    c->order = stk__calloc(c->count + 1, sizeof *c->order);
+    return c->order == NULL ? STK_ENOMEM : 0;
 }
 
 int stk__plan_cursor_segment(struct stk__plan_cursor *c, uint64_t g,
@@ -247,7 +302,8 @@ void stk__plan_cursor_free(struct stk__plan_cursor *c)
 {
     stk__free(c->perm);
     stk__free(c->order);
-    stk__free(c->segments);
+    if (!c->borrowed)
+        stk__free(c->segments);
     c->perm = NULL;
     c->order = NULL;
     c->segments = NULL;

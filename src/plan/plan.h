@@ -22,6 +22,14 @@
  * truncates or repeats. Without padding (uneven evaluation) the runs are
  * [r * N / world, (r + 1) * N / world): each sample once, counts differing
  * by at most one, and fewer shards than ranks is no obstacle.
+ *
+ * With global set the sequence is instead a seeded permutation of every
+ * sample of the epoch, and each position of a rank's list one sample (a
+ * segment of count 1), read by its offset: the epoch's order is then a
+ * uniform permutation however the shards were written (sorted by class
+ * included), where a window over streamed shards mixes only what it holds.
+ * It needs random access, so the loader chooses it for local shards with
+ * offsets (loader.c).
  */
 #ifndef STK_PLAN_H
 #define STK_PLAN_H
@@ -80,6 +88,7 @@ struct stk__plan_cursor {
     uint32_t *order;
     uint64_t order_pass;
     struct stk__plan_segment *segments; /* the rank's list when split by sample, else NULL */
+    int borrowed;                       /* segments belong to another cursor */
     uint64_t padded;                    /* samples of the list repeated as padding */
 };
 
@@ -89,7 +98,14 @@ int stk__plan_cursor_init(struct stk__plan_cursor *c, size_t n_shards, uint64_t 
 /* Split the epoch by sample (see the top of this file) over counts[i], the
  * samples of each shard; pad: the last ranks repeat samples so that every
  * rank's share is ceil(N / world). 0 or STK_ENOMEM. */
-int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad);
+int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad,
+                               int global);
+
+/* A cursor over from's list by sample (read-only, from outlives c), with an
+ * order of its own for the extra passes: the lists of a global order hold
+ * a segment per sample, too many to copy per reader thread. 0 or
+ * STK_ENOMEM. */
+int stk__plan_cursor_borrow(struct stk__plan_cursor *c, const struct stk__plan_cursor *from);
 
 /* 1 and *shard set (index into the URL list) when the rank reads a shard
  * at position g; 0 when its epoch has no such position. */

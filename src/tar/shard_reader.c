@@ -35,6 +35,7 @@ struct stk__shard_reader {
     int failed;         /* the rest of the shard was skipped as unreadable */
     uint64_t bytes_reported;
     uint64_t next_position; /* number of the next good sample */
+    uint64_t opened_at;     /* number of the sample it was opened at (0: the start) */
     /* Samples started, good or bad (a reader opened mid-shard starts at its
      * position): what max_samples_per_shard bounds (the key set holds one
      * tag for each), and 0 for a shard without samples. */
@@ -135,7 +136,7 @@ int stk__shard_open_at(const char *url, const char *name, uint64_t shard_index,
     }
     rc = stk__shard_open_source(src, name, shard_index, cfg, out, err);
     if (rc == 0) {
-        (*out)->next_position = (*out)->started = position;
+        (*out)->next_position = (*out)->started = (*out)->opened_at = position;
         (*out)->run_start = offset;
     }
     return rc;
@@ -452,9 +453,18 @@ static int end_of_shard(struct stk__shard_reader *r, struct stk__err *err)
     if (r->empty)
         atomic_fetch_add(&r->cfg.run->counters.shards_empty, 1);
     if (r->expecting && r->next_position != r->expect.samples) {
-        char why[96];
-        snprintf(why, sizeof why, "it counts %llu samples, the shard holds %llu",
-                 (unsigned long long)r->expect.samples, (unsigned long long)r->next_position);
+        /* Opened at a sample's offset (a resume, a global order), the reader
+         * saw only what follows it: say so, not a count of the shard. */
+        char why[160];
+        if (r->opened_at > 0)
+            snprintf(why, sizeof why,
+                     "it counts %llu samples; read from the offset it records for sample %llu, "
+                     "the shard ended after %llu",
+                     (unsigned long long)r->expect.samples, (unsigned long long)r->opened_at,
+                     (unsigned long long)(r->next_position - r->opened_at));
+        else
+            snprintf(why, sizeof why, "it counts %llu samples, the shard holds %llu",
+                     (unsigned long long)r->expect.samples, (unsigned long long)r->next_position);
         return stale(r, err, why);
     }
     return 0;

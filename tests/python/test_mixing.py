@@ -100,6 +100,37 @@ def test_default_loader_mixes_sorted_shards_like_a_permutation(packed):
         assert got[0] >= 0.7 * uniform and got[0] > wds_first
 
 
+def test_an_index_over_local_shards_mixes_any_sort_order_like_a_permutation(tmp_path,
+                                                                             stoker_bin):
+    """Class-sorted shards too long for the window's reach (100 classes x 200
+    samples in 40 shards of 500: the window mixes what 16 shards in flight
+    hold): with a dataset index over local shards the epoch is read in a
+    global random order, by offset, at default options, so batches mix like
+    a uniform permutation; the same order on any thread count (issue 39)."""
+    classes, per_class = 100, 200
+    with stoker.ShardWriter(str(tmp_path / "s-%06d.tar"), max_samples=500) as w:
+        for c in range(classes):
+            for i in range(per_class):
+                w.write({"__key__": f"{c:04d}-{i:04d}", "cls": c})
+    shards = sorted(str(p) for p in tmp_path.glob("s-*.tar"))
+    index = str(tmp_path / "index.json")
+    subprocess.run([stoker_bin, "index", "-o", index, *shards], check=True,
+                   capture_output=True, timeout=120)
+    everything = [c for c in range(classes) for _ in range(per_class)]
+    uniform = mixing.uniform_classes_per_batch(everything, BATCH, rounds=5)
+
+    def labels(threads, **options):
+        return [s["cls"] for s in stoker.Samples(shards, decode_cls=True, seed=1, threads=threads,
+                                                 **options)]
+    window = mixing.mean(mixing.classes_per_batch(labels(2), BATCH))
+    ordered = labels(2, index_path=index)
+    got = mixing.classes_per_batch(ordered, BATCH)
+    print(f"uniform {uniform:.1f}, window {window:.1f}, global order {mixing.mean(got):.1f}")
+    assert sorted(ordered) == everything
+    assert mixing.mean(got) >= 0.9 * uniform and got[0] >= 0.7 * uniform
+    assert ordered == labels(1, index_path=index)
+
+
 def test_mixed_shards_stay_mixed(packed):
     everything = [x for s in shard_labels(packed["mixed"]) for x in s]
     uniform = mixing.uniform_classes_per_batch(everything, BATCH)

@@ -101,8 +101,9 @@ static void test_too_few_shards(void **state)
  * (ceil(total / world) each, at most world - 1 repeated, counted in
  * .padded); without padding each sample exactly once, shares differing by
  * at most one. Shards of uneven and zero sizes, fewer shards than ranks
- * and fewer samples than ranks included. */
-static void check_split(const uint64_t *counts, size_t n_shards, int world, int pad)
+ * and fewer samples than ranks included; with a global order the same with
+ * a segment per sample. */
+static void check_split(const uint64_t *counts, size_t n_shards, int world, int pad, int global)
 {
     uint64_t total = 0, start[16];
     for (size_t i = 0; i < n_shards; i++) {
@@ -115,11 +116,13 @@ static void check_split(const uint64_t *counts, size_t n_shards, int world, int 
     for (int r = 0; r < world; r++) {
         struct stk__plan_cursor c;
         assert_int_equal(stk__plan_cursor_init(&c, n_shards, 9, 1, r, world, 1, 0), 0);
-        assert_int_equal(stk__plan_cursor_by_sample(&c, counts, pad), 0);
+        assert_int_equal(stk__plan_cursor_by_sample(&c, counts, pad, global), 0);
         uint64_t mine = 0;
         struct stk__plan_segment seg;
         for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++) {
             assert_true(seg.count > 0 && seg.first + seg.count <= counts[seg.shard]);
+            if (global)
+                assert_int_equal(seg.count, 1);
             for (uint64_t k = 0; k < seg.count; k++)
                 seen[start[seg.shard] + seg.first + k]++;
             mine += seg.count;
@@ -148,13 +151,15 @@ static void test_split_by_sample(void **state)
     const uint64_t gaps[] = {7, 0, 13, 1, 0, 29, 5};
     const uint64_t two[] = {30, 10};
     const uint64_t tiny[] = {1, 0, 1};
-    for (int pad = 0; pad < 2; pad++) {
-        for (int world = 1; world <= 9; world++) {
-            check_split(uneven, 6, world, pad);
-            check_split(gaps, 7, world, pad);
-            check_split(two, 2, world, pad);
+    for (int global = 0; global < 2; global++) {
+        for (int pad = 0; pad < 2; pad++) {
+            for (int world = 1; world <= 9; world++) {
+                check_split(uneven, 6, world, pad, global);
+                check_split(gaps, 7, world, pad, global);
+                check_split(two, 2, world, pad, global);
+            }
+            check_split(tiny, 3, 5, pad, global); /* fewer samples than ranks */
         }
-        check_split(tiny, 3, 5, pad); /* fewer samples than ranks */
     }
 }
 
