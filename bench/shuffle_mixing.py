@@ -2,8 +2,9 @@
 """ImageNet-shaped shuffle simulation (issue 19): 1,000 classes x 1,281
 samples of a few bytes each, written in class order into shards of 10,000,
 read by stoker with its default options and with more shards in flight and
-a longer shuffle, and once more after `stoker reshard` (shuffled by
-default). Prints distinct classes per batch of 256 over the epoch (mean,
+a longer shuffle, with a dataset index (`stoker index`: a shuffled epoch
+over local shards is then a global random order of the samples), and once
+more after `stoker reshard` (shuffled by default). Prints distinct classes per batch of 256 over the epoch (mean,
 first batch, minimum) against a uniform permutation and WebDataset's
 shardshuffle=8 + shuffle(1000) (bench/mixing.py), and each run's peak RSS
 (its own process, os.wait4).
@@ -94,7 +95,14 @@ def main():
         line("WebDataset shardshuffle=8 + shuffle(1000)", wds, uniform)
         best = dict(shards_in_flight=args.best_in_flight or len(shards),
                     shuffle_buffer=args.best_buffer)
+        index = os.path.join(tmp, "index.json")
+        start = time.monotonic()
+        subprocess.run([args.stoker, "index", "-o", index, *shards], check=True,
+                       stdout=subprocess.DEVNULL)
+        indexed = time.monotonic() - start
         runs = [("stoker defaults (16 in flight, buffer 2000)", shards, {}),
+                (f"stoker defaults with index= ({indexed:.0f} s): global order", shards,
+                 {"index_path": index}),
                 (f"stoker {best['shards_in_flight']} in flight, buffer "
                  f"{best['shuffle_buffer']}", shards, best)]
         resharded = os.path.join(tmp, "resharded")

@@ -587,17 +587,18 @@ struct stk_options {
      * with uneven none is repeated and fewer shards than ranks is fine. A
      * shard may be read in part by two ranks. 1: each rank reads whole
      * shards, as without an index; their counts then differ, and equal
-     * shares leave some samples out and read others twice. */
+     * shares leave some samples out and read others twice. Refused without
+     * index_path. */
     int whole_shards;
-    /* 1 (default): with a dataset index over local, uncompressed shards and
+    /* 0 (default): with a dataset index over local, uncompressed shards and
      * shuffle on, each epoch reads its samples in a seeded global random
      * order, each opened at the offset the index records: batches mix like
      * a uniform permutation however the shards were written (sorted by
-     * class included), with no shuffle window (shuffle_buffer does not
-     * act). The ranks split that order as whole_shards=0 says. 0, or
+     * class included), with no shuffle window. The ranks split that order
+     * as whole_shards=0 says. 1, a shuffle_buffer other than its default,
      * remote or compressed shards, or no index: the sliding window over
-     * streamed shards. */
-    int global_shuffle;
+     * streamed shards. Refused without index_path and shuffle. */
+    int window_shuffle;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

@@ -190,11 +190,16 @@ static int use_index(stk_loader *l, struct stk__err *err)
 /* A global order of the samples (plan.h) where it is cheap: each sample is
  * then opened at its own offset, which for a local file is a seek, for a
  * remote one a request (a window over streams serves those). The index
- * must locate every sample (compressed shards have no offsets). */
+ * must locate every sample (compressed shards have no offsets), and a
+ * shuffle_buffer given by the caller asks for the window. */
 static void choose_order(stk_loader *l)
 {
-    if (l->index.counts == NULL || !l->opts.shuffle || !l->opts.global_shuffle ||
-        l->opts.whole_shards || l->any_remote)
+    struct stk_options defaults;
+    stk_options_init(&defaults);
+    /* A shuffle_buffer given asks for the window: it is honoured. */
+    if (l->index.counts == NULL || !l->opts.shuffle || l->opts.window_shuffle ||
+        l->opts.whole_shards || l->any_remote ||
+        l->opts.shuffle_buffer != defaults.shuffle_buffer)
         return;
     uint64_t total = 0;
     for (size_t i = 0; i < l->urls.count; i++) {

@@ -95,6 +95,18 @@ static int shuffles(const struct stk_options *o)
     return o->shuffle != 0;
 }
 
+/* The split by sample and the global order need a dataset index's counts
+ * and offsets (plan.h, loader.c). */
+static int indexed(const struct stk_options *o)
+{
+    return o->index_path != NULL && o->index_path[0] != '\0';
+}
+
+static int indexed_and_shuffles(const struct stk_options *o)
+{
+    return indexed(o) && shuffles(o);
+}
+
 static int scales_dct(const struct stk_options *o)
 {
     return decodes(o) && !o->full_decode;
@@ -161,6 +173,8 @@ static const struct rule rules[] = {
     RULE(shuffle_buffer, shuffles, "shuffle"),
     RULE(shuffle_buffer_bytes, shuffles, "shuffle"),
     RULE(cache_size, caches, "cache_dir"),
+    RULE(whole_shards, indexed, "index_path (a dataset index)"),
+    RULE(window_shuffle, indexed_and_shuffles, "index_path (a dataset index) and shuffle"),
 };
 #undef RULE
 #define N_RULES (sizeof rules / sizeof rules[0])

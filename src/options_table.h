@@ -206,9 +206,9 @@
     X(whole_shards, BOOL, 0, "0", 0, 1, NULL, NULL, \
       "with an index and several ranks, each rank reads whole shards (0: each rank an exact " \
       "run of the epoch's samples, shards cut between ranks: every sample once per epoch)") \
-    X(global_shuffle, BOOL, 0, "1", 0, 1, NULL, NULL, \
-      "with an index over local uncompressed shards, shuffle in a global random order of " \
-      "the samples, read by offset (0: the sliding window over streamed shards)")
+    X(window_shuffle, BOOL, 0, "0", 0, 1, NULL, NULL, \
+      "with an index over local uncompressed shards, shuffle with the sliding window over " \
+      "streamed shards (0: a global random order of the samples, read by offset)")
 
 /* clang-format on */
 

@@ -28,14 +28,21 @@ VALUES = {
     "ra_magnitude": 5, "blur_sigma_min": 0.2, "blur_sigma_max": 1.0, "num_classes": 10,
     "mix_switch_probability": 0.3, "eval_resize": 40, "cache_size": 1 << 26,
     "random_erase_value": "random", "interpolation": "bicubic", "shuffle_buffer": 10,
-    "shuffle_buffer_bytes": 1 << 30, "require_members": "cls",
+    "shuffle_buffer_bytes": 1 << 30, "require_members": "cls", "whole_shards": 1,
+    "window_shuffle": 1,
 }
 
 
-def contexts(cache_dir):
-    """Each rule in words -> (options where it does not hold, where it does)."""
+def contexts(cache_dir, index):
+    """Each rule in words -> (options where it does not hold, where it does);
+    index: a dataset index of the shards."""
     train = dict(transform="train")
     return {
+        "index_path (a dataset index)": (dict(transform="none"),
+                                         dict(transform="none", index_path=index)),
+        "index_path (a dataset index) and shuffle": (
+            dict(transform="none", index_path=index, shuffle=0),
+            dict(transform="none", index_path=index)),
         "transform=train or eval": (dict(transform="none"), dict(transform="eval")),
         "transform=train": (dict(transform="eval"), train),
         "transform=eval": (train, dict(transform="eval")),
@@ -82,11 +89,19 @@ def test_the_table_has_rules_for_the_pairs_the_issue_names():
     assert TABLE["max_image_pixels"]["needs"] is None
 
 
+@pytest.fixture(scope="module")
+def even_index(even_shards, stoker_bin, tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("pairs") / "index.json")
+    subprocess.run([stoker_bin, "index", "-o", path, *even_shards], check=True,
+                   capture_output=True, timeout=60)
+    return path
+
+
 @pytest.mark.parametrize("name", RULED)
 def test_every_rule_refuses_where_it_does_not_hold_and_acts_where_it_does(
-        even_shards, tmp_path, name):
+        even_shards, even_index, tmp_path, name):
     needs = TABLE[name]["needs"]
-    ctx = contexts(str(tmp_path / "cache"))
+    ctx = contexts(str(tmp_path / "cache"), even_index)
     assert needs in ctx, f"a new rule ({needs!r}): give the test its contexts"
     assert name in VALUES, f"a new ruled option: give the test a value for {name}"
     off, on = ctx[needs]
@@ -119,8 +134,8 @@ def cli_flags(options):
     return out
 
 
-def test_the_command_line_refuses_the_same(even_shards, stoker_bin, tmp_path):
-    ctx = contexts(str(tmp_path / "cache"))
+def test_the_command_line_refuses_the_same(even_shards, even_index, stoker_bin, tmp_path):
+    ctx = contexts(str(tmp_path / "cache"), even_index)
     tried = 0
     for name in RULED:
         off, on = ctx[TABLE[name]["needs"]]
