@@ -216,8 +216,10 @@ def rows_for(value, n):
     other value by None."""
     if isinstance(value, _Ref):
         return Rows(value, n)
-    if isinstance(value, (tuple, list)):
-        return type(value)(rows_for(x, n) for x in value)
+    if isinstance(value, tuple):
+        return like(value, [rows_for(x, n) for x in value])
+    if isinstance(value, list):
+        return [rows_for(x, n) for x in value]
     if isinstance(value, dict):
         return {k: rows_for(x, n) for k, x in value.items()}
     return None
@@ -237,8 +239,8 @@ def unpack_into(value, arena, rows, i):
         return _as_sent(row, value)
     if isinstance(value, (tuple, list)):
         same = type(rows) is type(value) and len(rows) == len(value)
-        return type(value)(unpack_into(x, arena, rows[j] if same else None, i)
-                           for j, x in enumerate(value))
+        items = [unpack_into(x, arena, rows[j] if same else None, i) for j, x in enumerate(value)]
+        return like(value, items) if isinstance(value, tuple) else items
     if isinstance(value, dict):
         inner = rows if isinstance(rows, dict) else {}
         return {k: unpack_into(x, arena, inner.get(k), i) for k, x in value.items()}
