@@ -993,6 +993,11 @@ struct stk_stats {
      * DistributedSampler pads (world - 1 at most over all ranks; 0 with
      * uneven). */
     uint64_t samples_padded;
+    /* Temporary cloud credentials this loader's reads fetched: a token
+     * endpoint, metadata server or STS asked (the first time, and before
+     * each expiry). The credentials are shared by the whole process, so
+     * another loader's fetch may serve this one. */
+    uint64_t cred_refreshes;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any

@@ -28,13 +28,19 @@ static const char *const cloud_vars[] = {
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
     "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
     "AWS_SHARED_CREDENTIALS_FILE", "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET",
-    "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "STOKER_GCS_ENDPOINT", "HOME"};
+    "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "STOKER_GCS_ENDPOINT", "HOME",
+    "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "GCE_METADATA_HOST",
+    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_EC2_METADATA_SERVICE_ENDPOINT"};
 
 static int clean_env(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof cloud_vars / sizeof cloud_vars[0]; i++)
         unsetenv(cloud_vars[i]);
+    /* No probe of the metadata addresses (the integration tests serve them). */
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+    setenv("NO_GCE_CHECK", "true", 1);
     return 0;
 }
 
@@ -72,7 +78,7 @@ static void expect_request(const char *cloud_url, const char *query, const char 
     struct stk__cloud_request r;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cloud_request_init(&r, cloud_url, query, &err);
+    int rc = stk__cloud_request_init(&r, cloud_url, query, NULL, &err);
     if (rc != 0)
         print_error("%s: %s\n", cloud_url, err.msg);
     assert_int_equal(rc, 0);
@@ -129,7 +135,7 @@ static void expect_failure(const char *cloud_url, int code, const char *needle,
     struct stk__cloud_request r;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cloud_request_init(&r, cloud_url, NULL, &err);
+    int rc = stk__cloud_request_init(&r, cloud_url, NULL, NULL, &err);
     assert_int_equal(rc, code);
     if (strstr(err.msg, needle) == NULL)
         print_error("%s: '%s' lacks '%s'\n", cloud_url, err.msg, needle);
@@ -171,26 +177,26 @@ static void test_profile_file(void **state)
     setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
     struct stk__cloud_creds c;
     struct stk__err err;
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), 0);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), 0);
     assert_string_equal(c.key_id, "D");
     assert_string_equal(c.secret, "DS");
     setenv("AWS_PROFILE", "other", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), 0);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), 0);
     assert_string_equal(c.key_id, "O");
     assert_string_equal(c.secret, "O=S");
     assert_string_equal(c.token, "T");
     stk__cloud_creds_wipe(&c);
     assert_int_equal(c.secret[0], 0);
     setenv("AWS_PROFILE", "half", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), STK_EINVAL);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), STK_EINVAL);
     assert_non_null(strstr(err.msg, "set both"));
     setenv("AWS_PROFILE", "missing", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), STK_EINVAL);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), STK_EINVAL);
     assert_non_null(strstr(err.msg, "no profile [missing]"));
     /* Environment variables win over the file. */
     setenv("AWS_ACCESS_KEY_ID", "E", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "ES", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), 0);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), 0);
     assert_string_equal(c.key_id, "E");
     assert_string_equal(c.token, "");
     unlink(path);
