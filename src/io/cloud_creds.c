@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "io/cred_cache.h"
 #include "stoker.h"
 
@@ -230,4 +231,20 @@ void stk__cloud_creds_wipe(struct stk__cloud_creds *c)
     volatile unsigned char *p = (volatile unsigned char *)c;
     for (size_t i = 0; i < sizeof *c; i++)
         p[i] = 0;
+}
+
+int stk_cloud_credentials_source(const char *url, char *buf, size_t cap)
+{
+    struct stk__err err = {0};
+    struct stk__cloud_creds *c = stk__calloc(1, sizeof *c);
+    int rc = c == NULL                      ? stk__errf(&err, STK_ENOMEM, "out of memory")
+             : strncmp(url, "s3://", 5) == 0 ? stk__cloud_creds_load(STK__CLOUD_S3, c, NULL, &err)
+             : strncmp(url, "gs://", 5) == 0 ? stk__cloud_creds_load(STK__CLOUD_GCS, c, NULL, &err)
+                                             : stk__errf(&err, STK_EINVAL, "not an s3:// or gs:// URL");
+    if (cap > 0)
+        snprintf(buf, cap, "%s", rc < 0 ? err.msg : c->source);
+    if (c != NULL)
+        stk__cloud_creds_wipe(c);
+    stk__free(c);
+    return rc;
 }
