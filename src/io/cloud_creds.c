@@ -18,6 +18,7 @@
 
 #include "base/alloc.h"
 #include "io/cred_cache.h"
+#include "io/cred_http.h"
 #include "stoker.h"
 
 /* Copy src into dst[cap]; 0, or -1 when it does not fit. */
@@ -227,10 +228,7 @@ int stk__cloud_creds_load(enum stk__cloud_provider provider, struct stk__cloud_c
 
 void stk__cloud_creds_wipe(struct stk__cloud_creds *c)
 {
-    /* volatile: the compiler may not drop stores to memory about to die. */
-    volatile unsigned char *p = (volatile unsigned char *)c;
-    for (size_t i = 0; i < sizeof *c; i++)
-        p[i] = 0;
+    stk__cred_wipe(c, sizeof *c);
 }
 
 int stk_cloud_credentials_source(const char *url, char *buf, size_t cap)

@@ -33,22 +33,21 @@ static const char *env(const char *name)
     return v != NULL && v[0] != '\0' ? v : NULL;
 }
 
-static int is_true(const char *v)
-{
-    return v != NULL && strcasecmp(v, "true") == 0;
-}
+static int is_true(const char *v) { return v != NULL && strcasecmp(v, "true") == 0; }
 
 /* Copy the four fields into c; 1, or an error naming who. */
 static int take(const char *who, const char *id, const char *secret, const char *token,
                 const char *expiration, struct stk__cloud_creds *c, struct stk__err *err)
 {
     if (id == NULL || secret == NULL || token == NULL || expiration == NULL)
-        return stk__errf(err, STK_EHTTP, "%s: the answer lacks AccessKeyId, SecretAccessKey, "
-                         "the session token or Expiration", who);
+        return stk__errf(err, STK_EHTTP,
+                         "%s: the answer lacks AccessKeyId, SecretAccessKey, "
+                         "the session token or Expiration",
+                         who);
     int64_t expires = stk__cred_parse_time(expiration);
     if (expires < 0)
-        return stk__errf(err, STK_EHTTP, "%s: Expiration '%.40s' is not an RFC 3339 UTC time",
-                         who, expiration);
+        return stk__errf(err, STK_EHTTP, "%s: Expiration '%.40s' is not an RFC 3339 UTC time", who,
+                         expiration);
     if (stk__cred_copy(c->key_id, sizeof c->key_id, id) < 0 ||
         stk__cred_copy(c->secret, sizeof c->secret, secret) < 0 ||
         stk__cred_copy(c->token, sizeof c->token, token) < 0)
@@ -64,8 +63,8 @@ static const char *string(const cJSON *obj, const char *name)
 }
 
 /* The JSON of the container endpoint and of IMDS. */
-static int take_json(const char *who, const struct stk__cred_answer *a,
-                     struct stk__cloud_creds *c, struct stk__err *err)
+static int take_json(const char *who, const struct stk__cred_answer *a, struct stk__cloud_creds *c,
+                     struct stk__err *err)
 {
     cJSON *doc = cJSON_Parse(a->body);
     const char *code = string(doc, "Code");
@@ -80,7 +79,7 @@ static int take_json(const char *who, const struct stk__cred_answer *a,
                   string(doc, "Token"), string(doc, "Expiration"), c, err);
     for (cJSON *item = doc != NULL ? doc->child : NULL; item != NULL; item = item->next)
         if (cJSON_IsString(item))
-            memset(item->valuestring, 0, strlen(item->valuestring));
+            stk__cred_wipe(item->valuestring, strlen(item->valuestring));
     cJSON_Delete(doc);
     return rc;
 }
@@ -88,9 +87,9 @@ static int take_json(const char *who, const struct stk__cred_answer *a,
 /* An answer other than 200 as an error: transient, refused or other. */
 static int status_error(const char *who, const char *url, long status, struct stk__err *err)
 {
-    int code = stk__cred_status_transient(status)          ? STK_EIO
+    int code = stk__cred_status_transient(status)                ? STK_EIO
                : status == 400 || status == 401 || status == 403 ? STK_EACCESS
-                                                          : STK_EHTTP;
+                                                                 : STK_EHTTP;
     return stk__errf(err, code, "%s: %s answered HTTP %ld", who, url, status);
 }
 
@@ -99,7 +98,7 @@ static int status_error(const char *who, const char *url, long status, struct st
 struct sts_xml {
     char field[4][4096]; /* AccessKeyId, SecretAccessKey, SessionToken, Expiration */
     char code[128], message[512];
-    char *into;          /* the field being read, NULL outside one */
+    char *into; /* the field being read, NULL outside one */
     size_t cap, len;
 };
 
@@ -173,7 +172,7 @@ static int web_identity(const char *token_file, const char *role, const char *re
                      e_role, e_session, e_jwt);
     }
     if (e_jwt != NULL)
-        memset(e_jwt, 0, strlen(e_jwt));
+        stk__cred_wipe(e_jwt, strlen(e_jwt));
     curl_free(e_role);
     curl_free(e_session);
     curl_free(e_jwt);
@@ -212,11 +211,8 @@ static int web_identity(const char *token_file, const char *role, const char *re
 out:
     if (p != NULL)
         XML_ParserFree(p);
-    if (x != NULL) {
-        volatile unsigned char *v = (volatile unsigned char *)x;
-        for (size_t i = 0; i < sizeof *x; i++)
-            v[i] = 0;
-    }
+    if (x != NULL)
+        stk__cred_wipe(x, sizeof *x);
     stk__free(x);
     stk__cred_wipe_free(body);
     stk__cred_answer_free(&a);
@@ -229,10 +225,10 @@ out:
  * plain http must be the loopback or the ECS/EKS agent addresses. */
 static int container_host_ok(const char *url)
 {
-    static const char *const ok[] = {"http://127.", "http://localhost:", "http://localhost/",
-                                     "http://[::1]", "http://169.254.170.2:",
-                                     "http://169.254.170.2/", "http://169.254.170.23",
-                                     "http://[fd00:ec2::23]"};
+    static const char *const ok[] = {
+        "http://127.",           "http://localhost:",     "http://localhost/",
+        "http://[::1]",          "http://169.254.170.2:", "http://169.254.170.2/",
+        "http://169.254.170.23", "http://[fd00:ec2::23]"};
     if (strncmp(url, "https://", 8) == 0)
         return 1;
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
@@ -253,15 +249,16 @@ static int container(const char *full, const char *relative, struct stk__cloud_c
              full != NULL ? "$AWS_CONTAINER_CREDENTIALS_FULL_URI"
                           : "$AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
     if (!container_host_ok(url))
-        return stk__errf(err, STK_EINVAL, "%s: over http only a loopback address or the ECS/EKS "
+        return stk__errf(err, STK_EINVAL,
+                         "%s: over http only a loopback address or the ECS/EKS "
                          "agent's (169.254.170.2, 169.254.170.23) gets the authorization token",
                          c->source);
     const char *token_file = env("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE");
     const char *token = env("AWS_CONTAINER_AUTHORIZATION_TOKEN");
     char *file_token = NULL, *header = NULL;
     if (token_file != NULL) {
-        file_token = stk__cred_read_file("$AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", token_file,
-                                         err);
+        file_token =
+            stk__cred_read_file("$AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", token_file, err);
         if (file_token == NULL)
             return err->code;
         file_token[strcspn(file_token, "\r\n")] = '\0';
@@ -317,8 +314,10 @@ static int imds(const char *base, int probing, struct stk__cloud_creds *c, struc
         snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/", base);
         rc = stk__cred_http(c->source, "GET", url, headers, 1, NULL, TIMEOUT_MS, &a, err);
         if (rc == 0 && a.status == 404)
-            rc = stk__errf(err, STK_EACCESS, "%s: the instance has no IAM role (instance "
-                           "profile)", c->source);
+            rc = stk__errf(err, STK_EACCESS,
+                           "%s: the instance has no IAM role (instance "
+                           "profile)",
+                           c->source);
         else if (rc == 0 && a.status != 200)
             rc = status_error(c->source, url, a.status, err);
         else if (rc == 0)
@@ -337,7 +336,7 @@ static int imds(const char *base, int probing, struct stk__cloud_creds *c, struc
                                  : status_error(c->source, url, a.status, err);
         stk__cred_answer_free(&a);
     }
-    memset(header, 0, sizeof header);
+    stk__cred_wipe(header, sizeof header);
     return rc;
 }
 
@@ -345,7 +344,8 @@ int stk__cred_aws_fetch(struct stk__cloud_creds *c, struct stk__err *err)
 {
     const char *token_file = env("AWS_WEB_IDENTITY_TOKEN_FILE"), *role = env("AWS_ROLE_ARN");
     if ((token_file == NULL) != (role == NULL))
-        return stk__errf(err, STK_EINVAL, "set both AWS_WEB_IDENTITY_TOKEN_FILE and "
+        return stk__errf(err, STK_EINVAL,
+                         "set both AWS_WEB_IDENTITY_TOKEN_FILE and "
                          "AWS_ROLE_ARN, or neither");
     if (token_file != NULL)
         return web_identity(token_file, role, c->region, c, err);
@@ -369,6 +369,7 @@ int stk__cred_aws_fetch(struct stk__cloud_creds *c, struct stk__err *err)
     if (rc == 0)
         snprintf(c->source, sizeof c->source,
                  "no credentials (tried the environment, web identity, the shared credentials "
-                 "file, container credentials, EC2 metadata at %s)", trimmed);
+                 "file, container credentials, EC2 metadata at %s)",
+                 trimmed);
     return rc;
 }

@@ -29,6 +29,7 @@
 #include "base/threads.h"
 #include "io/cred_aws.h"
 #include "io/cred_gcs.h"
+#include "io/cred_http.h"
 #include "io/retry.h"
 #include "stoker.h"
 
@@ -52,19 +53,23 @@ struct slot {
     struct stk__err last;     /* the last fetch's failure, code 0 when it worked */
 };
 
-static struct slot slots[2] = {
-    {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER},
-    {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER}};
+static struct slot slots[2] = {{.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER},
+                               {.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER}};
 
 static const char *const GCS_VARS[] = {"GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "HOME",
                                        "GCE_METADATA_HOST", "NO_GCE_CHECK"};
-static const char *const AWS_VARS[] = {
-    "AWS_WEB_IDENTITY_TOKEN_FILE",  "AWS_ROLE_ARN",
-    "AWS_ROLE_SESSION_NAME",        "AWS_ENDPOINT_URL_STS",
-    "AWS_REGION",                   "AWS_DEFAULT_REGION",
-    "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "AWS_CONTAINER_AUTHORIZATION_TOKEN",  "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-    "AWS_EC2_METADATA_SERVICE_ENDPOINT",  "AWS_EC2_METADATA_DISABLED"};
+static const char *const AWS_VARS[] = {"AWS_WEB_IDENTITY_TOKEN_FILE",
+                                       "AWS_ROLE_ARN",
+                                       "AWS_ROLE_SESSION_NAME",
+                                       "AWS_ENDPOINT_URL_STS",
+                                       "AWS_REGION",
+                                       "AWS_DEFAULT_REGION",
+                                       "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                                       "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+                                       "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                                       "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+                                       "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+                                       "AWS_EC2_METADATA_DISABLED"};
 
 static int64_t now_ms(void)
 {
@@ -97,8 +102,7 @@ static int64_t margin_ms(const struct slot *s)
 static int usable(const struct slot *s, int64_t now)
 {
     return s->resolved && !s->rejected &&
-           (!s->found || s->creds.expires_ms == 0 ||
-            now < s->creds.expires_ms - margin_ms(s) / 4);
+           (!s->found || s->creds.expires_ms == 0 || now < s->creds.expires_ms - margin_ms(s) / 4);
 }
 
 static int fresh(const struct slot *s, int64_t now)
@@ -125,7 +129,7 @@ static int fetch(enum stk__cloud_provider provider, struct stk__cloud_creds *c,
 {
     int rc = 0;
     for (unsigned attempt = 1; attempt <= ATTEMPTS; attempt++) {
-        stk__cloud_creds_wipe(c);
+        stk__cred_wipe(c, sizeof *c);
         c->region[0] = '\0';
         const char *region = getenv("AWS_REGION");
         if (region == NULL || region[0] == '\0')
@@ -153,7 +157,7 @@ static int fetch(enum stk__cloud_provider provider, struct stk__cloud_creds *c,
                        c->source, ahead);
     }
     if (rc < 0)
-        stk__cloud_creds_wipe(c);
+        stk__cred_wipe(c, sizeof *c);
     return rc;
 }
 
@@ -202,7 +206,7 @@ int stk__cred_cache_get(enum stk__cloud_provider provider, struct stk__cloud_cre
         s->last = ferr;
         pthread_cond_broadcast(&s->cond);
         if (got >= 0 && generation == s->generation) {
-            stk__cloud_creds_wipe(&s->creds);
+            stk__cred_wipe(&s->creds, sizeof s->creds);
             s->creds = *fetched;
             s->fetched_ms = now_ms();
             s->resolved = 1;
@@ -227,7 +231,7 @@ int stk__cred_cache_get(enum stk__cloud_provider provider, struct stk__cloud_cre
         }
     }
     pthread_mutex_unlock(&s->mu);
-    stk__cloud_creds_wipe(fetched);
+    stk__cred_wipe(fetched, sizeof *fetched);
     stk__free(fetched);
     return rc;
 }

@@ -62,9 +62,10 @@ static int take_token(const char *who, const char *url, const struct stk__cred_a
     if (a->status != 200) {
         const char *code = string(doc, "error"), *why = string(doc, "error_description");
         int refused = a->status == 400 || a->status == 401 || a->status == 403;
-        rc = stk__errf(err, stk__cred_status_transient(a->status) ? STK_EIO
-                            : refused                             ? STK_EACCESS
-                                                                  : STK_EHTTP,
+        rc = stk__errf(err,
+                       stk__cred_status_transient(a->status) ? STK_EIO
+                       : refused                             ? STK_EACCESS
+                                                             : STK_EHTTP,
                        "%s: %s answered HTTP %ld%s%.80s%s%.300s%s", who, url, a->status,
                        code ? ": " : "", code ? code : "", why ? " (" : "", why ? why : "",
                        why ? ")" : "");
@@ -73,13 +74,13 @@ static int take_token(const char *who, const char *url, const struct stk__cred_a
     const char *token = string(doc, "access_token");
     const cJSON *expires = cJSON_GetObjectItemCaseSensitive(doc, "expires_in");
     if (token == NULL || !cJSON_IsNumber(expires) || expires->valuedouble <= 0) {
-        rc = stk__errf(err, STK_EHTTP, "%s: %s answered without access_token and expires_in",
-                       who, url);
+        rc = stk__errf(err, STK_EHTTP, "%s: %s answered without access_token and expires_in", who,
+                       url);
         goto out;
     }
     if (stk__cred_copy(c->bearer, sizeof c->bearer, token) < 0) {
-        rc = stk__errf(err, STK_EHTTP, "%s: the access token from %s is longer than %zu bytes",
-                       who, url, sizeof c->bearer - 1);
+        rc = stk__errf(err, STK_EHTTP, "%s: the access token from %s is longer than %zu bytes", who,
+                       url, sizeof c->bearer - 1);
         goto out;
     }
     c->expires_ms = now_ms() + (int64_t)(expires->valuedouble * 1000);
@@ -90,11 +91,10 @@ out:
 }
 
 /* POST form (a secret) to url as application/x-www-form-urlencoded. */
-static int exchange(const char *who, const char *url, const char *form,
-                    struct stk__cloud_creds *c, struct stk__err *err)
+static int exchange(const char *who, const char *url, const char *form, struct stk__cloud_creds *c,
+                    struct stk__err *err)
 {
-    static const char *const headers[] = {
-        "Content-Type: application/x-www-form-urlencoded"};
+    static const char *const headers[] = {"Content-Type: application/x-www-form-urlencoded"};
     struct stk__cred_answer a;
     int rc = stk__cred_http(who, "POST", url, headers, 1, form, TIMEOUT_MS, &a, err);
     if (rc == 0)
@@ -124,7 +124,7 @@ static char *form(const char *const *kv, size_t n)
 out:
     for (size_t i = 0; i < n; i++) {
         if (esc[i] != NULL)
-            memset(esc[i], 0, strlen(esc[i]));
+            stk__cred_wipe(esc[i], strlen(esc[i]));
         curl_free(esc[i]);
     }
     return out;
@@ -136,8 +136,10 @@ static int service_account(const char *who, const cJSON *doc, struct stk__cloud_
     const char *email = string(doc, "client_email"), *key = string(doc, "private_key");
     const char *uri = string(doc, "token_uri");
     if (email == NULL || key == NULL)
-        return stk__errf(err, STK_EINVAL, "%s: a service_account key needs client_email and "
-                         "private_key", who);
+        return stk__errf(err, STK_EINVAL,
+                         "%s: a service_account key needs client_email and "
+                         "private_key",
+                         who);
     if (uri == NULL)
         uri = DEFAULT_TOKEN_URI;
     snprintf(c->source, sizeof c->source, "%.300s, service account %.150s", who, email);
@@ -145,8 +147,8 @@ static int service_account(const char *who, const cJSON *doc, struct stk__cloud_
                                now_ms() / 1000, err);
     if (jwt == NULL)
         return err->code;
-    const char *kv[] = {"grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer",
-                        "assertion", jwt};
+    const char *kv[] = {"grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer", "assertion",
+                        jwt};
     char *body = form(kv, 2);
     stk__cred_wipe_free(jwt);
     int rc = body != NULL ? exchange(c->source, uri, body, c, err)
@@ -161,13 +163,15 @@ static int authorized_user(const char *who, const cJSON *doc, struct stk__cloud_
     const char *id = string(doc, "client_id"), *secret = string(doc, "client_secret");
     const char *refresh = string(doc, "refresh_token"), *uri = string(doc, "token_uri");
     if (id == NULL || secret == NULL || refresh == NULL)
-        return stk__errf(err, STK_EINVAL, "%s: an authorized_user file needs client_id, "
-                         "client_secret and refresh_token", who);
+        return stk__errf(err, STK_EINVAL,
+                         "%s: an authorized_user file needs client_id, "
+                         "client_secret and refresh_token",
+                         who);
     if (uri == NULL)
         uri = DEFAULT_TOKEN_URI;
     snprintf(c->source, sizeof c->source, "%.400s, authorized_user", who);
-    const char *kv[] = {"grant_type", "refresh_token", "client_id", id,
-                        "client_secret", secret, "refresh_token", refresh};
+    const char *kv[] = {"grant_type",    "refresh_token", "client_id",     id,
+                        "client_secret", secret,          "refresh_token", refresh};
     char *body = form(kv, 4);
     int rc = body != NULL ? exchange(c->source, uri, body, c, err)
                           : stk__errf(err, STK_ENOMEM, "out of memory");
@@ -175,8 +179,10 @@ static int authorized_user(const char *who, const cJSON *doc, struct stk__cloud_
     if (rc == STK_EACCESS) {
         char why[STK__ERRMSG_MAX];
         snprintf(why, sizeof why, "%s", err->msg);
-        stk__errf(err, rc, "%.900s; the refresh token expired or was revoked: run `gcloud auth "
-                  "application-default login` again", why);
+        stk__errf(err, rc,
+                  "%.900s; the refresh token expired or was revoked: run `gcloud auth "
+                  "application-default login` again",
+                  why);
     }
     return rc;
 }
@@ -186,7 +192,7 @@ static void wipe_json(cJSON *item)
 {
     for (; item != NULL; item = item->next) {
         if (cJSON_IsString(item))
-            memset(item->valuestring, 0, strlen(item->valuestring));
+            stk__cred_wipe(item->valuestring, strlen(item->valuestring));
         wipe_json(item->child);
     }
 }
@@ -222,8 +228,7 @@ static int from_key_file(const char *path, const char *how, struct stk__cloud_cr
     return rc;
 }
 
-static int metadata(const char *host, int probing, struct stk__cloud_creds *c,
-                    struct stk__err *err)
+static int metadata(const char *host, int probing, struct stk__cloud_creds *c, struct stk__err *err)
 {
     static const char *const headers[] = {"Metadata-Flavor: Google"};
     char url[512];

@@ -31,9 +31,9 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     return n;
 }
 
-int stk__cred_http(const char *who, const char *method, const char *url,
-                   const char *const *headers, size_t n, const char *body, unsigned timeout_ms,
-                   struct stk__cred_answer *a, struct stk__err *err)
+int stk__cred_http(const char *who, const char *method, const char *url, const char *const *headers,
+                   size_t n, const char *body, unsigned timeout_ms, struct stk__cred_answer *a,
+                   struct stk__err *err)
 {
     memset(a, 0, sizeof *a);
     char shown[512];
@@ -91,21 +91,24 @@ out:
     return rc;
 }
 
+void stk__cred_wipe(void *p, size_t n)
+{
+    /* volatile: the compiler may not drop stores to memory about to die. */
+    volatile unsigned char *v = p;
+    for (size_t i = 0; i < n; i++)
+        v[i] = 0;
+}
+
 void stk__cred_answer_free(struct stk__cred_answer *a)
 {
     if (a->body != NULL) {
-        volatile char *p = a->body;
-        for (size_t i = 0; i < a->len; i++)
-            p[i] = 0;
+        stk__cred_wipe(a->body, a->len);
         stk__free(a->body);
     }
     memset(a, 0, sizeof *a);
 }
 
-int stk__cred_status_transient(long status)
-{
-    return status == 429 || status >= 500;
-}
+int stk__cred_status_transient(long status) { return status == 429 || status >= 500; }
 
 char *stk__cred_read_file(const char *what, const char *path, struct stk__err *err)
 {
@@ -134,9 +137,7 @@ void stk__cred_wipe_free(char *s)
 {
     if (s == NULL)
         return;
-    volatile char *p = s;
-    while (*p != '\0')
-        *p++ = '\0';
+    stk__cred_wipe(s, strlen(s));
     stk__free(s);
 }
 

@@ -29,9 +29,9 @@ struct stk__cred_answer {
  * filled for any HTTP answer (the caller judges the status); STK_EIO when
  * no answer came (refused, timed out, DNS), naming `who` and url; STK_ENOMEM.
  * Free with stk__cred_answer_free(). */
-int stk__cred_http(const char *who, const char *method, const char *url,
-                   const char *const *headers, size_t n, const char *body, unsigned timeout_ms,
-                   struct stk__cred_answer *a, struct stk__err *err);
+int stk__cred_http(const char *who, const char *method, const char *url, const char *const *headers,
+                   size_t n, const char *body, unsigned timeout_ms, struct stk__cred_answer *a,
+                   struct stk__err *err);
 
 /* Wipe and free the body; a zeroed answer is fine. */
 void stk__cred_answer_free(struct stk__cred_answer *a);
@@ -43,6 +43,9 @@ int stk__cred_status_transient(long status);
  * buffer of at most 1 MiB, wiped when freed with stk__cred_wipe_free().
  * NULL with err naming what (`what`, path) and why. */
 char *stk__cred_read_file(const char *what, const char *path, struct stk__err *err);
+
+/* Overwrite n bytes at p with zeros, stores the compiler may not drop. */
+void stk__cred_wipe(void *p, size_t n);
 
 /* Overwrite s (up to its NUL) and free it; NULL is a no-op. */
 void stk__cred_wipe_free(char *s);

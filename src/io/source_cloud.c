@@ -19,6 +19,7 @@
 #include "io/cred_cache.h"
 #include "io/redact.h"
 #include "io/source_http.h"
+#include "io/source_seek.h"
 #include "stoker.h"
 
 struct cloud_source {
@@ -55,7 +56,7 @@ static int open_inner(struct cloud_source *s, struct stk__err *err)
 static int reopen(struct cloud_source *s)
 {
     stk__cred_cache_reject(s->provider, s->generation);
-    stk__source_close(s->inner);
+    s->inner->ops->close(s->inner);
     s->inner = NULL;
     s->base.url = s->shown; /* until the new source names it */
     int rc = open_inner(s, &s->base.err);
@@ -111,7 +112,8 @@ static int64_t cloud_skip(struct stk__source *src, uint64_t n)
 static void cloud_close(struct stk__source *src)
 {
     struct cloud_source *s = (struct cloud_source *)src;
-    stk__source_close(s->inner);
+    if (s->inner != NULL)
+        s->inner->ops->close(s->inner);
     stk__free(s->url);
     stk__free(s->shown);
     stk__free(s);
