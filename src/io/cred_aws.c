@@ -298,9 +298,12 @@ static int imds(const char *base, int probing, struct stk__cloud_creds *c, struc
     struct stk__cred_answer a;
     int rc = stk__cred_http(c->source, "PUT", url, ttl, 1, NULL, probing ? PROBE_MS : TIMEOUT_MS,
                             &a, err);
-    if (rc == STK_EIO && probing) {
+    if (probing && (rc == STK_EIO || (rc == 0 && a.status != 200))) {
+        /* Nobody there, or no IMDSv2 session: not on EC2 (the AWS SDKs
+         * treat an instance metadata failure as "no credentials" too). */
+        stk__cred_answer_free(&a);
         stk__err_clear(err);
-        return 0; /* nobody there: not on EC2 */
+        return 0;
     }
     if (rc == 0 && a.status != 200)
         rc = status_error(c->source, url, a.status, err);

@@ -19,8 +19,8 @@
  *      $AWS_CONTAINER_AUTHORIZATION_TOKEN;
  *   3. EC2 instance metadata with an IMDSv2 session token, at
  *      $AWS_EC2_METADATA_SERVICE_ENDPOINT else http://169.254.169.254,
- *      unless $AWS_EC2_METADATA_DISABLED is true; "no answer" from the
- *      default address means "not on EC2".
+ *      unless $AWS_EC2_METADATA_DISABLED is true; no answer from the default
+ *      address, or no session token, means "not on EC2".
  * Return values as stk__cred_gcs_fetch(). */
 int stk__cred_aws_fetch(struct stk__cloud_creds *c, struct stk__err *err);
 

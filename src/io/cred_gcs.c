@@ -238,8 +238,10 @@ static int metadata(const char *host, int probing, struct stk__cloud_creds *c, s
     struct stk__cred_answer a;
     int rc = stk__cred_http(c->source, "GET", url, headers, 1, NULL,
                             probing ? PROBE_MS : TIMEOUT_MS, &a, err);
-    if (rc == STK_EIO && probing) {
-        rc = 0; /* nobody there: not on Google Cloud */
+    if (probing && (rc == STK_EIO || (rc == 0 && !a.google_flavor))) {
+        /* Nobody there, or not Google's metadata server (as google-auth
+         * tells them apart): not on Google Cloud. */
+        rc = 0;
         stk__err_clear(err);
     } else if (rc == 0) {
         rc = take_token(c->source, url, &a, c, err);

@@ -17,8 +17,8 @@
  *      or ~/.config/gcloud/application_default_credentials.json, same types;
  *   3. the metadata server (Compute Engine, GKE Workload Identity, Vertex
  *      AI, Cloud Run): $GCE_METADATA_HOST, else 169.254.169.254 unless
- *      $NO_GCE_CHECK is true; "no answer" from the default host means "not
- *      on Google Cloud".
+ *      $NO_GCE_CHECK is true; no answer from the default host, or one without
+ *      "Metadata-Flavor: Google", means "not on Google Cloud".
  * 1 with c filled; 0 when no source exists (c->source says what was
  * tried); <0 with err naming the source: STK_EIO when it gave no answer or
  * a transient one (worth asking again), STK_EACCESS when it refused,

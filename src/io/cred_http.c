@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "base/alloc.h"
@@ -28,6 +29,16 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *user)
     memcpy(a->body + a->len, data, n);
     a->len += n;
     a->body[a->len] = '\0';
+    return n;
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
+{
+    static const char want[] = "metadata-flavor: google";
+    struct stk__cred_answer *a = user;
+    size_t n = size * nmemb;
+    if (n >= sizeof want - 1 && strncasecmp(data, want, sizeof want - 1) == 0)
+        a->google_flavor = 1;
     return n;
 }
 
@@ -67,6 +78,8 @@ int stk__cred_http(const char *who, const char *method, const char *url, const c
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, a);
+    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(easy, CURLOPT_HEADERDATA, a);
     /* No proxy: metadata servers are link-local, and a token must not pass
      * through a proxy the user set up for bulk data. */
     curl_easy_setopt(easy, CURLOPT_NOPROXY, "*");

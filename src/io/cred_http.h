@@ -20,6 +20,9 @@
 /* An answer: status and body (NUL-terminated, at most 64 KiB). */
 struct stk__cred_answer {
     long status;
+    /* It carried "Metadata-Flavor: Google", which tells Google's metadata
+     * server from whatever else answers at its address. */
+    int google_flavor;
     char *body;
     size_t len;
 };

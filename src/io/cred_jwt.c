@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <openssl/bio.h>
+#include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <string.h>
@@ -74,23 +75,22 @@ char *stk__jwt_rs256(const char *who, const char *pem_key, const char *key_id, c
     }
     head = json_segment(h);
     claims = json_segment(c);
-    size_t sig_len = 0;
-    if (head == NULL || claims == NULL || (md = EVP_MD_CTX_new()) == NULL) {
+    /* The signature is the key's size: room for it and its base64 up front. */
+    size_t sig_len = (size_t)EVP_PKEY_get_size(pkey);
+    size_t hn = head != NULL ? strlen(head) : 0, cn = claims != NULL ? strlen(claims) : 0;
+    md = EVP_MD_CTX_new();
+    sig = stk__malloc(sig_len);
+    out = stk__malloc(hn + cn + 2 + 4 * (sig_len / 3 + 1) + 1);
+    if (head == NULL || claims == NULL || md == NULL || sig == NULL || out == NULL) {
         stk__errf(err, STK_ENOMEM, "out of memory signing for %s", who);
-        goto out;
-    }
-    size_t hn = strlen(head), cn = strlen(claims);
-    out = stk__malloc(hn + cn + 2 + 4 * ((size_t)EVP_PKEY_get_size(pkey) / 3 + 1) + 1);
-    if (out == NULL) {
-        stk__errf(err, STK_ENOMEM, "out of memory signing for %s", who);
+        stk__free(out);
+        out = NULL;
         goto out;
     }
     memcpy(out, head, hn);
     out[hn] = '.';
     memcpy(out + hn + 1, claims, cn + 1);
     if (EVP_DigestSignInit(md, NULL, EVP_sha256(), NULL, pkey) != 1 ||
-        EVP_DigestSign(md, NULL, &sig_len, (const unsigned char *)out, hn + 1 + cn) != 1 ||
-        (sig = stk__malloc(sig_len)) == NULL ||
         EVP_DigestSign(md, sig, &sig_len, (const unsigned char *)out, hn + 1 + cn) != 1) {
         stk__errf(err, STK_EINVAL, "%s: cannot sign the JWT assertion with private_key", who);
         stk__cred_wipe_free(out);
@@ -100,6 +100,8 @@ char *stk__jwt_rs256(const char *who, const char *pem_key, const char *key_id, c
     out[hn + 1 + cn] = '.';
     b64url(out + hn + 2 + cn, sig, sig_len);
 out:
+    if (out == NULL)
+        ERR_clear_error(); /* leave libcurl's TLS no stale OpenSSL error */
     stk__free(sig);
     stk__free(head);
     stk__free(claims);

@@ -114,6 +114,8 @@ class Issuer(ServedInThread):
     def send(h, code, body, ctype="application/json"):
         data = body.encode() if isinstance(body, str) else body
         h.send_response(code)
+        if h.path.startswith("/computeMetadata/"):
+            h.send_header("Metadata-Flavor", "Google")
         h.send_header("Content-Type", ctype)
         h.send_header("Content-Length", str(len(data)))
         h.end_headers()

@@ -4,7 +4,8 @@
  * encoding and canonical query strings, the s3:// and gs:// URL mapping,
  * credentials from the environment and a profile file, and the
  * ListObjectsV2 page parser (entities, CDATA, every truncation, failing
- * allocations).
+ * allocations); the RS256 JWT a service account signs (verified with the
+ * public key) and the expiry times credential endpoints send.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,12 +16,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 
 #include "base/alloc.h"
 #include "io/cloud_creds.h"
 #include "list/cloud_list.h"
 #include "io/cloud_request.h"
+#include "io/cred_http.h"
+#include "io/cred_jwt.h"
 #include "list/list_xml.h"
 #include "stoker.h"
 
@@ -290,6 +296,114 @@ static void test_is_prefix(void **state)
     assert_false(stk__cloud_is_prefix("/data/dir/"));
 }
 
+static void test_cred_parse_time(void **state)
+{
+    (void)state;
+    assert_int_equal(stk__cred_parse_time("1970-01-02T00:00:01Z"), 86401);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00Z"), 1795838400);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00.123Z"), 1795838400);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00+00:00"), 1795838400);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00+02:00"), -1); /* not UTC */
+    assert_int_equal(stk__cred_parse_time("2026-11-28 04:00:00Z"), -1);
+    assert_int_equal(stk__cred_parse_time(""), -1);
+}
+
+/* Base64url (no padding) segment i of a JWT, decoded into a new string. */
+static char *jwt_segment(const char *jwt, int i, size_t *len)
+{
+    const char *p = jwt;
+    for (int k = 0; k < i; k++)
+        p = strchr(p, '.') + 1;
+    size_t n = strcspn(p, ".");
+    char *b64 = calloc(1, n + 4);
+    for (size_t k = 0; k < n; k++)
+        b64[k] = p[k] == '-' ? '+' : p[k] == '_' ? '/' : p[k];
+    size_t m = n;
+    while (m % 4)
+        b64[m++] = '=';
+    unsigned char *out = calloc(1, n + 4);
+    int got = EVP_DecodeBlock(out, (unsigned char *)b64, (int)m);
+    assert_true(got >= 0);
+    *len = (size_t)got - (n % 4 == 2 ? 2 : n % 4 == 3 ? 1 : 0);
+    free(b64);
+    return (char *)out;
+}
+
+static char *new_rsa_pem(EVP_PKEY **key)
+{
+    *key = EVP_RSA_gen(2048);
+    assert_non_null(*key);
+    BIO *bio = BIO_new(BIO_s_mem());
+    assert_int_equal(PEM_write_bio_PrivateKey(bio, *key, NULL, NULL, 0, NULL, NULL), 1);
+    char *data;
+    long n = BIO_get_mem_data(bio, &data);
+    char *pem = calloc(1, (size_t)n + 1);
+    memcpy(pem, data, (size_t)n);
+    BIO_free(bio);
+    return pem;
+}
+
+static void test_jwt_rs256(void **state)
+{
+    (void)state;
+    EVP_PKEY *key;
+    char *pem = new_rsa_pem(&key);
+    struct stk__err err = {0};
+    char *jwt = stk__jwt_rs256("key file k.json", pem, "kid-9", "sa@p.iam.gserviceaccount.com",
+                               "scope-x", "https://oauth2.example/token", 1700000000, &err);
+    assert_non_null(jwt);
+    /* The signature verifies with the public key over "header.claims". */
+    const char *dot2 = strrchr(jwt, '.');
+    size_t sig_len;
+    char *sig = jwt_segment(jwt, 2, &sig_len);
+    assert_int_equal(sig_len, 256);
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    assert_int_equal(EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key), 1);
+    assert_int_equal(EVP_DigestVerify(md, (unsigned char *)sig, sig_len, (unsigned char *)jwt,
+                                      (size_t)(dot2 - jwt)),
+                     1);
+    EVP_MD_CTX_free(md);
+    size_t n;
+    char *head = jwt_segment(jwt, 0, &n), *claims = jwt_segment(jwt, 1, &n);
+    cJSON *h = cJSON_Parse(head), *c = cJSON_Parse(claims);
+    assert_string_equal(cJSON_GetObjectItem(h, "alg")->valuestring, "RS256");
+    assert_string_equal(cJSON_GetObjectItem(h, "kid")->valuestring, "kid-9");
+    assert_string_equal(cJSON_GetObjectItem(c, "iss")->valuestring,
+                        "sa@p.iam.gserviceaccount.com");
+    assert_string_equal(cJSON_GetObjectItem(c, "scope")->valuestring, "scope-x");
+    assert_string_equal(cJSON_GetObjectItem(c, "aud")->valuestring, "https://oauth2.example/token");
+    assert_int_equal((long)cJSON_GetObjectItem(c, "iat")->valuedouble, 1700000000);
+    assert_int_equal((long)cJSON_GetObjectItem(c, "exp")->valuedouble, 1700003600);
+    cJSON_Delete(h);
+    cJSON_Delete(c);
+    free(head);
+    free(claims);
+    free(sig);
+    stk__cred_wipe_free(jwt);
+    /* Not a key: an error naming the file, never the text. */
+    jwt = stk__jwt_rs256("key file k.json", "-----BEGIN PRIVATE KEY-----\nnot-a-key\n", "", "i",
+                         "s", "a", 1, &err);
+    assert_null(jwt);
+    assert_int_equal(err.code, STK_EINVAL);
+    assert_string_equal(err.msg, "key file k.json: private_key is not an RSA private key in PEM");
+    /* Every allocation of ours that can fail fails cleanly. */
+    int failures = 0;
+    for (unsigned long k = 1; k < 100; k++) {
+        stk__alloc_fail_after(k);
+        jwt = stk__jwt_rs256("f", pem, "", "i", "s", "a", 1, &err);
+        stk__alloc_fail_after(0);
+        if (jwt != NULL)
+            break;
+        assert_int_equal(err.code, STK_ENOMEM);
+        failures++;
+    }
+    assert_non_null(jwt);
+    assert_true(failures >= 3);
+    stk__cred_wipe_free(jwt);
+    free(pem);
+    EVP_PKEY_free(key);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +416,8 @@ int main(void)
         cmocka_unit_test(test_list_parse_truncated),
         cmocka_unit_test(test_list_parse_alloc_failures),
         cmocka_unit_test(test_is_prefix),
+        cmocka_unit_test(test_cred_parse_time),
+        cmocka_unit_test(test_jwt_rs256),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
