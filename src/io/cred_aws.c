@@ -330,7 +330,7 @@ static int imds(const char *base, int probing, struct stk__cloud_creds *c, struc
     if (rc == 0 && (role[0] == '\0' || strchr(role, '/') != NULL))
         rc = stk__errf(err, STK_EHTTP, "%s: no usable role name", c->source);
     if (rc == 0) {
-        snprintf(c->source, sizeof c->source, "EC2 instance metadata (IMDSv2) %.300s, role %s",
+        snprintf(c->source, sizeof c->source, "EC2 instance metadata (IMDSv2) %.300s, role %.150s",
                  base, role);
         snprintf(url, sizeof url, "%s/latest/meta-data/iam/security-credentials/%s", base, role);
         rc = stk__cred_http(c->source, "GET", url, headers, 1, NULL, TIMEOUT_MS, &a, err);
@@ -372,7 +372,7 @@ int stk__cred_aws_fetch(struct stk__cloud_creds *c, struct stk__err *err)
     if (rc == 0)
         snprintf(c->source, sizeof c->source,
                  "no credentials (tried the environment, web identity, the shared credentials "
-                 "file, container credentials, EC2 metadata at %s)",
+                 "file, container credentials, EC2 metadata at %.300s)",
                  trimmed);
     return rc;
 }

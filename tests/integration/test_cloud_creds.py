@@ -368,6 +368,10 @@ def test_s3_temporary_credentials(run, bench_json, shards, tmp_path, rsa_key, so
         assert got.stdout == ls(run, shards, e).stdout
         assert issuer.count(what) == 1 and all(ok for _, ok in issuer.log), issuer.log
         assert s3.requests and all(r["ok"] for r in s3.requests), s3.requests
+        label = {"imds": "EC2 instance metadata (IMDSv2) " + issuer.url + ", role train-role",
+                 "web-identity": f"web identity ($AWS_WEB_IDENTITY_TOKEN_FILE {tmp_path}",
+                 "container": "container credentials " + issuer.url}[source]
+        assert f"stoker ls: s3:// credentials: {label}" in got.stderr, got.stderr
         assert_no_secret(got, WEB_TOKEN, CONTAINER_TOKEN, *issuer.issued, *s3.signatures)
         report = bench_json(["--threads", "2", *FAST, *urls("s3")], env=e)
         assert report["samples"] == 12 * N_SHARDS and report["cred_refreshes"] == 1
@@ -455,3 +459,30 @@ def test_long_run_refreshes_before_every_expiry(run, bench_json, shards, rsa_key
         assert all(r["ok"] for r in gcs.requests + s3.requests), \
             [r for r in gcs.requests + s3.requests if not r["ok"]]
         assert len(gcs.requests) >= 2 * N_SHARDS and len(s3.requests) >= 2 * N_SHARDS
+
+
+class SlowFirstShard(SigV4Server):
+    """Answers shard-0 only after `pause` seconds."""
+
+    pause = 8.0
+
+    def handle(self, h):
+        if h.path.endswith("/shard-0.tar"):
+            time.sleep(self.pause)
+        super().handle(h)
+
+
+def test_refresh_comes_before_expiry_not_after(run, shards, tmp_path, rsa_key):
+    """Credentials living 10 s; shard-1 opens about 8.5 s after they were
+    fetched, within their last quarter but before they expire: they are
+    renewed then (ahead of expiry), not used to the last second. (Under
+    heavy load shard-1 may open after the expiry, which renews as well.)"""
+    with Issuer(rsa_key, life_s=10) as issuer, \
+            SlowFirstShard("bkt", objects(shards), token="", issuer=issuer) as s3:
+        _, extra = s3_sources(issuer, tmp_path)["imds"]
+        e = env(AWS_ENDPOINT_URL=s3.endpoint, **extra)
+        got = run(["ls", "--io-timeout-ms", "30000", *urls("s3")[:2]], env=e)
+        assert got.returncode == 0, got.stderr
+        assert got.stdout == ls(run, shards[:2], e).stdout
+        assert issuer.count("imds") == 2, issuer.log
+        assert all(r["ok"] for r in s3.requests)
