@@ -119,7 +119,7 @@ static void copy_out(const struct slot *s, struct stk__cloud_creds *c)
     memcpy(c->bearer, s->creds.bearer, sizeof c->bearer);
     memcpy(c->source, s->creds.source, sizeof c->source);
     c->expires_ms = s->creds.expires_ms;
-    c->generation = s->generation;
+    c->generation = s->found ? s->generation : 0; /* "none" is never worth a retry */
 }
 
 /* Fetch with the slot unlocked: asked again with backoff while no answer

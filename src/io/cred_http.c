@@ -74,6 +74,9 @@ int stk__cred_http(const char *who, const char *method, const char *url, const c
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    const char *ca = stk__curl_ca_bundle(NULL); /* as the shards' own requests */
+    if (ca != NULL)
+        curl_easy_setopt(easy, CURLOPT_CAINFO, ca);
     curl_easy_setopt(easy, CURLOPT_HTTPHEADER, list);
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, errbuf);
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_body);

@@ -404,6 +404,7 @@ def test_s3_clock_skew(run, shards, rsa_key):
 def test_no_source_found_names_what_was_tried(run, shards):
     with SigV4Server("bkt", objects(shards), secret="s") as s3:
         proc = run(["ls", *FAST, urls("s3")[0]], env=env(AWS_ENDPOINT_URL=s3.endpoint))
+        assert len(s3.requests) == 1  # no credentials to renew: no second request
     assert proc.returncode == 1
     assert "HTTP 403" in proc.stderr and "credentials: no credentials (tried the environment, " \
         "web identity, the shared credentials file, container credentials" in proc.stderr, \
