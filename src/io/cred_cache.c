@@ -171,7 +171,7 @@ int stk__cred_cache_get(enum stk__cloud_provider provider, struct stk__cloud_cre
     if (fetched == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory");
     int rc;
-    pthread_mutex_lock(&s->mu);
+    stk__mutex_lock(&s->mu);
     if (strcmp(fp, s->fingerprint) != 0) {
         memcpy(s->fingerprint, fp, sizeof fp);
         s->resolved = 0;
@@ -187,7 +187,7 @@ int stk__cred_cache_get(enum stk__cloud_provider provider, struct stk__cloud_cre
         if (s->refreshing) {
             unsigned long seen = s->fetches;
             while (s->refreshing)
-                pthread_cond_wait(&s->cond, &s->mu);
+                stk__cond_wait(&s->cond, &s->mu);
             if (s->fetches != seen && s->last.code < 0 && !usable(s, now_ms())) {
                 *err = s->last;
                 rc = err->code;
@@ -197,14 +197,14 @@ int stk__cred_cache_get(enum stk__cloud_provider provider, struct stk__cloud_cre
         }
         s->refreshing = 1;
         unsigned long generation = s->generation;
-        pthread_mutex_unlock(&s->mu);
+        stk__mutex_unlock(&s->mu);
         struct stk__err ferr = {0};
         int got = fetch(provider, fetched, &ferr);
-        pthread_mutex_lock(&s->mu);
+        stk__mutex_lock(&s->mu);
         s->refreshing = 0;
         s->fetches++;
         s->last = ferr;
-        pthread_cond_broadcast(&s->cond);
+        stk__cond_broadcast(&s->cond);
         if (got >= 0 && generation == s->generation) {
             stk__cred_wipe(&s->creds, sizeof s->creds);
             s->creds = *fetched;
@@ -230,7 +230,7 @@ int stk__cred_cache_get(enum stk__cloud_provider provider, struct stk__cloud_cre
             break;
         }
     }
-    pthread_mutex_unlock(&s->mu);
+    stk__mutex_unlock(&s->mu);
     stk__cred_wipe(fetched, sizeof *fetched);
     stk__free(fetched);
     return rc;
@@ -239,8 +239,8 @@ int stk__cred_cache_get(enum stk__cloud_provider provider, struct stk__cloud_cre
 void stk__cred_cache_reject(enum stk__cloud_provider provider, unsigned long generation)
 {
     struct slot *s = &slots[provider == STK__CLOUD_GCS];
-    pthread_mutex_lock(&s->mu);
+    stk__mutex_lock(&s->mu);
     if (s->generation == generation && s->resolved && s->found)
         s->rejected = 1;
-    pthread_mutex_unlock(&s->mu);
+    stk__mutex_unlock(&s->mu);
 }
