@@ -202,7 +202,9 @@ static int from_key_file(const char *path, const char *how, struct stk__cloud_cr
 {
     char who[400];
     snprintf(who, sizeof who, "credentials file %.300s (%s)", path, how);
-    char *text = stk__cred_read_file("credentials file", path, err);
+    char what[96];
+    snprintf(what, sizeof what, "credentials file (%s)", how);
+    char *text = stk__cred_read_file(what, path, err);
     if (text == NULL)
         return err->code;
     cJSON *doc = cJSON_Parse(text);

@@ -314,6 +314,19 @@ def test_gcs_external_account_is_refused_by_name(run, tmp_path):
     assert '"external_account" (workload identity federation) are not supported' in proc.stderr
 
 
+def test_gcs_key_file_missing_or_not_json(run, tmp_path):
+    missing = tmp_path / "nope.json"
+    proc = run(["ls", *FAST, "gs://b/k.tar"], env=env(GOOGLE_APPLICATION_CREDENTIALS=str(missing)))
+    assert proc.returncode == 1
+    assert "gs://b/k.tar: cannot read credentials file ($GOOGLE_APPLICATION_CREDENTIALS) " \
+        f"{missing}: No such file or directory" in proc.stderr, proc.stderr
+    garbled = tmp_path / "garbled.json"
+    garbled.write_text('{"type": "service_account", "private_key": "-----BEGIN PRIV')
+    proc = run(["ls", *FAST, "gs://b/k.tar"], env=env(GOOGLE_APPLICATION_CREDENTIALS=str(garbled)))
+    assert proc.returncode == 1 and 'not a JSON object with a "type"' in proc.stderr, proc.stderr
+    assert "BEGIN PRIV" not in proc.stderr
+
+
 def test_gcs_token_endpoint_down(run, shards):
     port = free_port()
     start = time.monotonic()
