@@ -4,6 +4,7 @@
  */
 #include <getopt.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli_common.h"
 
@@ -20,6 +21,8 @@ static void help(void)
            "or @FILE with one URL per line. A summary goes to standard error.\n\n"
            "options:\n"
            "  --url                  print the shard URL as a first column\n"
+           "  -v, --verbose          say where s3:// and gs:// credentials come from (a\n"
+           "                         variable, file or endpoint; never a secret)\n"
            "  -h, --help             this help\n");
     cli_table_help(STK_OPTION_CLI_LS, NULL);
     putchar('\n');
@@ -59,6 +62,7 @@ int cmd_ls(int argc, char **argv)
 {
     static const struct option own[] = {
         {"url", no_argument, NULL, 'u'},
+        {"verbose", no_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -68,12 +72,13 @@ int cmd_ls(int argc, char **argv)
     o.log = cli_log_stderr;
     o.log_data = (void *)CMD;
     struct ls_state st = {0};
-    int c;
+    int c, verbose = 0;
     struct option longopts[CLI_MAX_LONGOPTS];
     cli_longopts(own, STK_OPTION_CLI_LS, longopts);
-    while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hv", longopts, NULL)) != -1) {
         switch (c) {
         case 'u': st.show_url = 1; break;
+        case 'v': verbose = 1; break;
         case 'h': help(); return EXIT_OK;
         default:
             if (cli_parse_other_option(CMD, c, optarg, &o) != EXIT_OK)
@@ -82,6 +87,16 @@ int cmd_ls(int argc, char **argv)
     }
     if (optind >= argc)
         return cli_usage_error(CMD, "no URL given");
+    for (int i = optind, said = 0; verbose && i < argc; i++) {
+        int bit = strncmp(argv[i], "s3://", 5) == 0 ? 1 : strncmp(argv[i], "gs://", 5) == 0 ? 2 : 0;
+        if (bit == 0 || (said & bit))
+            continue;
+        said |= bit;
+        char source[1024];
+        int ok = stk_cloud_credentials_source(argv[i], source, sizeof source) == 0;
+        fprintf(stderr, "stoker ls: %s credentials: %s\n", bit == 1 ? "s3://" : "gs://",
+                ok ? source : "none usable");
+    }
     stk_loader *l = cli_create_loader(CMD, &o, (const char *const *)argv + optind, argc - optind);
     if (l == NULL)
         return EXIT_ERROR;

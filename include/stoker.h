@@ -1003,7 +1003,21 @@ struct stk_stats {
      * DistributedSampler pads (world - 1 at most over all ranks; 0 with
      * uneven). */
     uint64_t samples_padded;
+    /* Temporary cloud credentials this loader's reads fetched: a token
+     * endpoint, metadata server or STS asked (the first time, and before
+     * each expiry). The credentials are shared by the whole process, so
+     * another loader's fetch may serve this one. */
+    uint64_t cred_refreshes;
 };
+
+/* Where requests to an s3:// or gs:// url would get their credentials, in
+ * words ("metadata server http://...", "$AWS_ACCESS_KEY_ID", "no
+ * credentials (tried ...)"), never a secret: NUL-terminated into buf (cap
+ * bytes, truncated to fit). Temporary credentials are fetched (and cached
+ * for the process) as a read would. 0; STK_EINVAL for another scheme; or
+ * the source's error, its message in buf. Thread-safe while no thread
+ * changes the environment. */
+STK_API int stk_cloud_credentials_source(const char *url, char *buf, size_t cap);
 
 /* Copy the counters. Safe to call while batches are in flight, from any
  * thread, also while another thread is inside a call on the loader. */

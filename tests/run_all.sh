@@ -51,12 +51,13 @@ took build-tsan build+meson-test "$t"
 t=$(clock)
 
 # Remote sources under TSan (http, pipe:, s3://): reader threads share libcurl's handle pool and
-# DNS/TLS share, and pipeline stops cancel sources waiting on the network.
+# DNS/TLS share, pipeline stops cancel sources waiting on the network, and temporary cloud
+# credentials are one cache that every reader thread reads while one of them refreshes it.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \
     "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml=build-tsan/pytest-remote.xml \
-    -k "nginx or drop or stall or early or sigv4_every or range_resume or s3rver_epochs" \
+    -k "nginx or drop or stall or early or sigv4_every or range_resume or s3rver_epochs or long_run or temporary" \
     tests/integration/test_remote_http.py tests/integration/test_pipe.py \
-    tests/integration/test_s3.py || status=1
+    tests/integration/test_s3.py tests/integration/test_cloud_creds.py || status=1
 
 # Shard jobs under TSan: stoker index and stoker verify run one shard per thread.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \

@@ -9,8 +9,8 @@ packages="build-essential meson ninja-build pkg-config libarchive-dev libcmocka-
 libjpeg62-turbo-dev libspng-dev libcjson-dev python3-dev
 python3 python3-pil python3-numpy python3-pytest python3-torch python3-torchvision
 tar gzip zstd bzip2 xz-utils dpkg-dev time strace
-libcurl4-openssl-dev libexpat1-dev libyajl-dev zlib1g-dev ca-certificates nginx-light python3-botocore nodejs
-python3-distributed python3-prometheus-client
+libcurl4-openssl-dev libssl-dev libexpat1-dev libyajl-dev zlib1g-dev ca-certificates nginx-light python3-botocore nodejs
+python3-distributed python3-prometheus-client python3-jwt python3-cryptography
 python3-mesonpy patchelf python3-pip python3-venv"
 # Fuzzing (optional, `make fuzz`) additionally needs clang and its runtime.
 if [ "${STOKER_FUZZ:-0}" = 1 ]; then

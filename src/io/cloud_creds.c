@@ -16,6 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/alloc.h"
+#include "io/cred_cache.h"
+#include "io/cred_http.h"
 #include "stoker.h"
 
 /* Copy src into dst[cap]; 0, or -1 when it does not fit. */
@@ -82,6 +85,8 @@ static int from_file(struct stk__cloud_creds *c, struct stk__err *err)
         return stk__errf(err, STK_EINVAL, "cannot read AWS credentials file %s: %s", path,
                          strerror(errno));
     }
+    snprintf(c->source, sizeof c->source, "AWS credentials file %.300s, profile [%.100s]", path,
+             profile != NULL ? profile : "default");
     const char *want = profile != NULL ? profile : "default";
     char line[8192];
     int in_section = 0, found = 0, rc = 0;
@@ -146,7 +151,8 @@ static int key_pair(struct stk__cloud_creds *c, const char *const *id_var,
     return have_id;
 }
 
-static int load_s3(struct stk__cloud_creds *c, struct stk__err *err)
+static int load_s3(struct stk__cloud_creds *c, struct stk__counters *counters,
+                   struct stk__err *err)
 {
     static const char *const region[] = {"AWS_REGION", "AWS_DEFAULT_REGION"};
     static const char *const endpoint[] = {"AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"};
@@ -162,13 +168,22 @@ static int load_s3(struct stk__cloud_creds *c, struct stk__err *err)
     if (have_keys < 0)
         return have_keys;
     if (have_keys) {
+        snprintf(c->source, sizeof c->source, "$AWS_ACCESS_KEY_ID");
         rc = from_env(c->token, sizeof c->token, token, 1, err);
         return rc < 0 ? rc : 0;
     }
-    return from_file(c, err);
+    /* Web identity comes before the shared file in the AWS SDKs' chain. */
+    if (env("AWS_WEB_IDENTITY_TOKEN_FILE") == NULL && env("AWS_ROLE_ARN") == NULL) {
+        rc = from_file(c, err);
+        if (rc < 0 || c->key_id[0] != '\0')
+            return rc;
+    }
+    rc = stk__cred_cache_get(STK__CLOUD_S3, c, counters, err);
+    return rc < 0 ? rc : 0;
 }
 
-static int load_gcs(struct stk__cloud_creds *c, struct stk__err *err)
+static int load_gcs(struct stk__cloud_creds *c, struct stk__counters *counters,
+                    struct stk__err *err)
 {
     static const char *const endpoint[] = {"STOKER_GCS_ENDPOINT"};
     static const char *const key_id[] = {"GCS_HMAC_ACCESS_ID"};
@@ -179,19 +194,27 @@ static int load_gcs(struct stk__cloud_creds *c, struct stk__err *err)
     int have_keys = rc >= 0 ? key_pair(c, key_id, secret, err) : rc;
     if (have_keys < 0)
         return have_keys;
-    if (!have_keys) {
-        rc = from_env(c->bearer, sizeof c->bearer, bearer, 2, err);
-        if (rc < 0)
-            return rc;
+    if (have_keys) {
+        snprintf(c->source, sizeof c->source, "$GCS_HMAC_ACCESS_ID");
+        return 0;
     }
-    return 0;
+    rc = from_env(c->bearer, sizeof c->bearer, bearer, 2, err);
+    if (rc < 0)
+        return rc;
+    if (rc > 0) {
+        snprintf(c->source, sizeof c->source, "$%s",
+                 env(bearer[0]) != NULL ? bearer[0] : bearer[1]);
+        return 0;
+    }
+    rc = stk__cred_cache_get(STK__CLOUD_GCS, c, counters, err);
+    return rc < 0 ? rc : 0;
 }
 
 int stk__cloud_creds_load(enum stk__cloud_provider provider, struct stk__cloud_creds *c,
-                          struct stk__err *err)
+                          struct stk__counters *counters, struct stk__err *err)
 {
     memset(c, 0, sizeof *c);
-    int rc = provider == STK__CLOUD_S3 ? load_s3(c, err) : load_gcs(c, err);
+    int rc = provider == STK__CLOUD_S3 ? load_s3(c, counters, err) : load_gcs(c, counters, err);
     if (rc == 0) {
         /* "http://127.0.0.1:9000/" and "...:9000" name the same endpoint. */
         size_t n = strlen(c->endpoint);
@@ -205,8 +228,21 @@ int stk__cloud_creds_load(enum stk__cloud_provider provider, struct stk__cloud_c
 
 void stk__cloud_creds_wipe(struct stk__cloud_creds *c)
 {
-    /* volatile: the compiler may not drop stores to memory about to die. */
-    volatile unsigned char *p = (volatile unsigned char *)c;
-    for (size_t i = 0; i < sizeof *c; i++)
-        p[i] = 0;
+    stk__cred_wipe(c, sizeof *c);
+}
+
+int stk_cloud_credentials_source(const char *url, char *buf, size_t cap)
+{
+    struct stk__err err = {0};
+    struct stk__cloud_creds *c = stk__calloc(1, sizeof *c);
+    int rc = c == NULL                      ? stk__errf(&err, STK_ENOMEM, "out of memory")
+             : strncmp(url, "s3://", 5) == 0 ? stk__cloud_creds_load(STK__CLOUD_S3, c, NULL, &err)
+             : strncmp(url, "gs://", 5) == 0 ? stk__cloud_creds_load(STK__CLOUD_GCS, c, NULL, &err)
+                                             : stk__errf(&err, STK_EINVAL, "not an s3:// or gs:// URL");
+    if (cap > 0)
+        snprintf(buf, cap, "%s", rc < 0 ? err.msg : c->source);
+    if (c != NULL)
+        stk__cloud_creds_wipe(c);
+    stk__free(c);
+    return rc;
 }

@@ -184,7 +184,8 @@ static char *endpoint_url(const struct stk__cloud_url *u, const struct stk__clou
 }
 
 int stk__cloud_request_init(struct stk__cloud_request *r, const char *cloud_url,
-                            const char *query, struct stk__err *err)
+                            const char *query, struct stk__counters *counters,
+                            struct stk__err *err)
 {
     memset(r, 0, sizeof *r);
     struct stk__cloud_url u;
@@ -194,7 +195,7 @@ int stk__cloud_request_init(struct stk__cloud_request *r, const char *cloud_url,
     struct stk__cloud_creds *c = stk__calloc(1, sizeof *c);
     if (c == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory");
-    rc = stk__cloud_creds_load(u.provider, c, err);
+    rc = stk__cloud_creds_load(u.provider, c, counters, err);
     if (rc < 0) {
         char shown[512];
         stk__redact_url(cloud_url, shown, sizeof shown);
@@ -203,6 +204,9 @@ int stk__cloud_request_init(struct stk__cloud_request *r, const char *cloud_url,
         stk__errf(err, rc, "%s: %s", shown, why);
         goto out;
     }
+    r->provider = u.provider;
+    r->generation = c->generation;
+    snprintf(r->source, sizeof r->source, "%s", c->source);
     r->url = endpoint_url(&u, c, query);
     int nomem = r->url == NULL;
     if (c->key_id[0] != '\0') {

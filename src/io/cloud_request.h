@@ -50,15 +50,21 @@ struct stk__cloud_request {
     char sigv4[96];
     char *userpwd;
     struct stk__http_request http;
+    /* Which credentials signed it (cloud_creds.h): a 401/403 answer to
+     * temporary ones (generation != 0) is worth one retry with new ones. */
+    enum stk__cloud_provider provider;
+    unsigned long generation;
+    char source[512];
 };
 
 /* Build the request for cloud_url: a GET of its object when query is NULL,
  * else a GET of its bucket with that (canonical) query string, for
  * listings. Credentials, region and endpoint come from the environment
- * (cloud_creds.h). Messages name cloud_url, which display_url keeps
+ * (cloud_creds.h; counters as there, may be NULL). Messages name cloud_url, which display_url keeps
  * pointing to (it must outlive the request). 0 or <0 with err set. */
 int stk__cloud_request_init(struct stk__cloud_request *r, const char *cloud_url,
-                            const char *query, struct stk__err *err);
+                            const char *query, struct stk__counters *counters,
+                            struct stk__err *err);
 
 /* Free what init allocated; a zeroed request is fine. */
 void stk__cloud_request_free(struct stk__cloud_request *r);

@@ -20,6 +20,7 @@
 #include "io/curl_shared.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "base/alloc.h"
 #include "stoker.h"
@@ -134,4 +135,14 @@ void stk__curl_pair_put(struct stk__curl_pair *p)
         curl_multi_cleanup(p->multi);
         stk__free(p);
     }
+}
+
+const char *stk__curl_ca_bundle(const char *configured)
+{
+    const char *ca = configured;
+    if (ca == NULL || ca[0] == '\0')
+        ca = getenv("STOKER_CA_BUNDLE");
+    if (ca == NULL || ca[0] == '\0')
+        ca = getenv("CURL_CA_BUNDLE");
+    return ca != NULL && ca[0] != '\0' ? ca : NULL;
 }

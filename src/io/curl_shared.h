@@ -24,6 +24,11 @@ struct stk__curl_pair {
  * every easy handle must use, or NULL with err set. */
 CURLSH *stk__curl_share(struct stk__err *err);
 
+/* The CA bundle a transfer verifies TLS with: configured (the ca_bundle
+ * option) when set, else $STOKER_CA_BUNDLE, else $CURL_CA_BUNDLE; NULL for
+ * the system store. */
+const char *stk__curl_ca_bundle(const char *configured);
+
 /* A pair for one transfer: an idle one from the pool, else a new one. The
  * easy handle is reset (no options set) and not added to the multi handle.
  * NULL with err set on failure. Thread-safe. */

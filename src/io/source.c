@@ -71,32 +71,6 @@ int stk__source_local_stamp(const char *url, struct stk__shard_stamp *out)
     return stk__source_file_stamp(strncmp(url, "file://", 7) == 0 ? url + 7 : url, out);
 }
 
-int stk__source_seek(struct stk__source *src, uint64_t offset)
-{
-    uint64_t done = 0;
-    while (done < offset && src->ops->skip != NULL) {
-        int64_t n = src->ops->skip(src, offset - done);
-        if (n < 0)
-            return (int)n;
-        if (n == 0)
-            break;
-        done += (uint64_t)n;
-    }
-    unsigned char scratch[16384];
-    while (done < offset) {
-        size_t want = offset - done < sizeof scratch ? (size_t)(offset - done) : sizeof scratch;
-        ssize_t n = src->ops->read(src, scratch, want);
-        if (n < 0)
-            return (int)n;
-        if (n == 0)
-            return stk__errf(&src->err, STK_ETRUNC, "%s: ends at byte %llu, before offset %llu",
-                             src->url, (unsigned long long)done, (unsigned long long)offset);
-        done += (uint64_t)n;
-    }
-    src->start_offset = offset;
-    return 0;
-}
-
 int stk__stamp_differs(const struct stk__shard_stamp *recorded, const struct stk__shard_stamp *now,
                        char *why, size_t cap)
 {

@@ -56,7 +56,7 @@ struct stk__source {
      * named by their owner's list instead (stk__shard_open). */
     const char *url;
     uint64_t bytes_read;      /* maintained by stk__source_read() */
-    uint64_t start_offset;    /* where in the shard the stream starts (stk__source_seek) */
+    uint64_t start_offset;    /* where in the shard the stream starts (stk__source_seek, source_seek.h) */
     /* Filled by the backend at open, or before the first read returns
      * bytes (once a server has answered); never changed afterwards. */
     struct stk__shard_stamp stamp;
@@ -113,11 +113,6 @@ int stk__source_check(const char *url, const char *shown, struct stk__err *err);
  * which only a request can tell, and for a file that cannot be stat'ed
  * (opening it says why). */
 int stk__source_local_stamp(const char *url, struct stk__shard_stamp *out);
-
-/* Before the first read: start the stream at byte offset of the shard,
- * through the backend's skip where it has one (a seek, a Range request),
- * else by reading and dropping. 0 or an error in src->err. */
-int stk__source_seek(struct stk__source *src, uint64_t offset);
 
 ssize_t stk__source_read(struct stk__source *src, void *buf, size_t cap);
 void stk__source_close(struct stk__source *src);

@@ -292,11 +292,7 @@ static int set_options(struct http_source *h, CURLSH *share)
 {
     CURL *e = h->pair->easy;
     unsigned timeout = h->cfg.io_timeout_ms ? h->cfg.io_timeout_ms : STK__IO_TIMEOUT_MS;
-    const char *ca = h->cfg.ca_bundle;
-    if (ca == NULL || ca[0] == '\0')
-        ca = getenv("STOKER_CA_BUNDLE");
-    if (ca == NULL || ca[0] == '\0')
-        ca = getenv("CURL_CA_BUNDLE");
+    const char *ca = stk__curl_ca_bundle(h->cfg.ca_bundle);
     int bad = 0;
     bad |= curl_easy_setopt(e, CURLOPT_URL, h->url) != CURLE_OK;
     bad |= curl_easy_setopt(e, CURLOPT_SHARE, share) != CURLE_OK;

@@ -142,7 +142,7 @@ int stk__cloud_list(const char *prefix_url, const struct stk__source_config *cfg
         char *query = stk__canonical_query(kv, n);
         struct stk__cloud_request r;
         rc = query == NULL ? stk__errf(err, STK_ENOMEM, "out of memory")
-                           : stk__cloud_request_init(&r, prefix_url, query, err);
+                           : stk__cloud_request_init(&r, prefix_url, query, cfg->counters, err);
         stk__free(query);
         char *body = NULL;
         size_t len = 0;

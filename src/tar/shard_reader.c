@@ -16,6 +16,7 @@
 #include "cache/cache.h"
 #include "base/keyset.h"
 #include "tar/tar_reader.h"
+#include "io/source_seek.h"
 
 struct stk__shard_reader {
     struct stk__tar *tar;

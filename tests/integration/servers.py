@@ -181,6 +181,9 @@ def serve_in_thread(handle):
         def do_GET(self):
             handle(self)
 
+        # Credential endpoints (token exchange, STS, IMDSv2's session token).
+        do_POST = do_PUT = do_GET
+
     class Server(http.server.ThreadingHTTPServer):
         daemon_threads = True
 
@@ -548,6 +551,10 @@ class SigV4Server(ServedInThread):
     drop_first: object keys whose first GET sends half the body and then
     resets the connection (the client must resume with Range).
 
+    issuer: instead of one fixed key (or bearer token), accept the
+    temporary credentials an issuer handed out, each until it expires:
+    issuer.lookup(key_id) -> (secret, token) or None, issuer.bearer_ok(t).
+
     requests: dicts (method, path, query, range, ok, signature) per request;
     signatures: every signature value received.
     """
@@ -555,12 +562,13 @@ class SigV4Server(ServedInThread):
     EMPTY_SHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
     def __init__(self, bucket, objects, key_id="AKIDEXAMPLE", secret=None, token=None,
-                 region="us-east-1", auth="sigv4", bearer=None, drop_first=()):
+                 region="us-east-1", auth="sigv4", bearer=None, drop_first=(), issuer=None):
         self.bucket = bucket
         self.objects = dict(objects)
         self.key_id, self.secret, self.token = key_id, secret, token
         self.region, self.auth, self.bearer = region, auth, bearer
         self.drop_first = set(drop_first)
+        self.issuer = issuer
         self.requests = []
         self.signatures = []
         self.gets = {}
@@ -585,18 +593,24 @@ class SigV4Server(ServedInThread):
         key_id, day, region, service, signed, signature = m.groups()
         with self.lock:
             self.signatures.append(signature)
+        secret, token, want_id = self.secret, self.token, self.key_id
+        if self.issuer is not None:
+            issued = self.issuer.lookup(key_id)
+            if issued is None:
+                return f"unknown or expired key {key_id}", signature
+            secret, token, want_id = issued[0], issued[1], key_id
         signed = signed.split(";")
         amz_date = h.headers.get("x-amz-date", "")
         required = ["host", "x-amz-date", "x-amz-content-sha256"]
-        if self.token is not None:
+        if token is not None:
             required.append("x-amz-security-token")
-        if key_id != self.key_id or region != self.region or service != "s3":
+        if key_id != want_id or region != self.region or service != "s3":
             return f"wrong credential scope {key_id}/{region}/{service}", signature
         if any(r not in signed for r in required) or signed != sorted(signed):
             return f"signed headers {signed} lack one of {required}", signature
         if h.headers.get("x-amz-content-sha256") not in (self.EMPTY_SHA256, "UNSIGNED-PAYLOAD"):
             return "bad x-amz-content-sha256", signature
-        if self.token is not None and h.headers.get("x-amz-security-token") != self.token:
+        if token is not None and h.headers.get("x-amz-security-token") != token:
             return "wrong x-amz-security-token", signature
         try:
             when = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(
@@ -610,7 +624,7 @@ class SigV4Server(ServedInThread):
         request = AWSRequest(method=h.command, url=url,
                              headers={k: h.headers.get(k, "") for k in signed})
         request.context["timestamp"] = amz_date
-        signer = S3SigV4Auth(Credentials(self.key_id, self.secret, self.token), "s3", self.region)
+        signer = S3SigV4Auth(Credentials(want_id, secret, token), "s3", self.region)
         canonical = signer.canonical_request(request)
         expected = signer.signature(signer.string_to_sign(request, canonical), request)
         if expected != signature:
@@ -619,7 +633,11 @@ class SigV4Server(ServedInThread):
 
     def authenticate(self, h, path, query):
         if self.auth == "bearer":
-            ok = h.headers.get("Authorization") == f"Bearer {self.bearer}"
+            got = h.headers.get("Authorization", "")
+            if self.issuer is not None:
+                ok = got.startswith("Bearer ") and self.issuer.bearer_ok(got[7:])
+            else:
+                ok = got == f"Bearer {self.bearer}"
             return (None if ok else "bad bearer token"), None
         return self.verify_sigv4(h, path, query)
 

@@ -31,7 +31,10 @@ CLEAN_ENV = {k: "" for k in (
     "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
     "AWS_SHARED_CREDENTIALS_FILE", "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET",
     "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "STOKER_GCS_ENDPOINT",
-    "STOKER_LIST_MAX_KEYS")}
+    "STOKER_LIST_MAX_KEYS", "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG",
+    "GCE_METADATA_HOST", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT")}
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +56,9 @@ def objects(shards):
 
 
 def env(**kw):
-    out = dict(CLEAN_ENV, HOME="/nonexistent")
+    # No probe of the metadata addresses: test_cloud_creds.py serves those.
+    out = dict(CLEAN_ENV, HOME="/nonexistent", AWS_EC2_METADATA_DISABLED="true",
+               NO_GCE_CHECK="true")
     out.update(kw)
     return out
 

@@ -4,7 +4,8 @@
  * encoding and canonical query strings, the s3:// and gs:// URL mapping,
  * credentials from the environment and a profile file, and the
  * ListObjectsV2 page parser (entities, CDATA, every truncation, failing
- * allocations).
+ * allocations); the RS256 JWT a service account signs (verified with the
+ * public key) and the expiry times credential endpoints send.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,12 +16,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
 #include <cmocka.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 
 #include "base/alloc.h"
 #include "io/cloud_creds.h"
 #include "list/cloud_list.h"
 #include "io/cloud_request.h"
+#include "io/cred_http.h"
+#include "io/cred_jwt.h"
 #include "list/list_xml.h"
 #include "stoker.h"
 
@@ -28,13 +34,19 @@ static const char *const cloud_vars[] = {
     "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
     "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
     "AWS_SHARED_CREDENTIALS_FILE", "GCS_HMAC_ACCESS_ID", "GCS_HMAC_SECRET",
-    "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "STOKER_GCS_ENDPOINT", "HOME"};
+    "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "STOKER_GCS_ENDPOINT", "HOME",
+    "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "GCE_METADATA_HOST",
+    "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_EC2_METADATA_SERVICE_ENDPOINT"};
 
 static int clean_env(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof cloud_vars / sizeof cloud_vars[0]; i++)
         unsetenv(cloud_vars[i]);
+    /* No probe of the metadata addresses (the integration tests serve them). */
+    setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+    setenv("NO_GCE_CHECK", "true", 1);
     return 0;
 }
 
@@ -72,7 +84,7 @@ static void expect_request(const char *cloud_url, const char *query, const char 
     struct stk__cloud_request r;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cloud_request_init(&r, cloud_url, query, &err);
+    int rc = stk__cloud_request_init(&r, cloud_url, query, NULL, &err);
     if (rc != 0)
         print_error("%s: %s\n", cloud_url, err.msg);
     assert_int_equal(rc, 0);
@@ -129,7 +141,7 @@ static void expect_failure(const char *cloud_url, int code, const char *needle,
     struct stk__cloud_request r;
     struct stk__err err;
     stk__err_clear(&err);
-    int rc = stk__cloud_request_init(&r, cloud_url, NULL, &err);
+    int rc = stk__cloud_request_init(&r, cloud_url, NULL, NULL, &err);
     assert_int_equal(rc, code);
     if (strstr(err.msg, needle) == NULL)
         print_error("%s: '%s' lacks '%s'\n", cloud_url, err.msg, needle);
@@ -171,26 +183,26 @@ static void test_profile_file(void **state)
     setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
     struct stk__cloud_creds c;
     struct stk__err err;
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), 0);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), 0);
     assert_string_equal(c.key_id, "D");
     assert_string_equal(c.secret, "DS");
     setenv("AWS_PROFILE", "other", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), 0);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), 0);
     assert_string_equal(c.key_id, "O");
     assert_string_equal(c.secret, "O=S");
     assert_string_equal(c.token, "T");
     stk__cloud_creds_wipe(&c);
     assert_int_equal(c.secret[0], 0);
     setenv("AWS_PROFILE", "half", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), STK_EINVAL);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), STK_EINVAL);
     assert_non_null(strstr(err.msg, "set both"));
     setenv("AWS_PROFILE", "missing", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), STK_EINVAL);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), STK_EINVAL);
     assert_non_null(strstr(err.msg, "no profile [missing]"));
     /* Environment variables win over the file. */
     setenv("AWS_ACCESS_KEY_ID", "E", 1);
     setenv("AWS_SECRET_ACCESS_KEY", "ES", 1);
-    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, &err), 0);
+    assert_int_equal(stk__cloud_creds_load(STK__CLOUD_S3, &c, NULL, &err), 0);
     assert_string_equal(c.key_id, "E");
     assert_string_equal(c.token, "");
     unlink(path);
@@ -284,6 +296,114 @@ static void test_is_prefix(void **state)
     assert_false(stk__cloud_is_prefix("/data/dir/"));
 }
 
+static void test_cred_parse_time(void **state)
+{
+    (void)state;
+    assert_int_equal(stk__cred_parse_time("1970-01-02T00:00:01Z"), 86401);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00Z"), 1795838400);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00.123Z"), 1795838400);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00+00:00"), 1795838400);
+    assert_int_equal(stk__cred_parse_time("2026-11-28T04:00:00+02:00"), -1); /* not UTC */
+    assert_int_equal(stk__cred_parse_time("2026-11-28 04:00:00Z"), -1);
+    assert_int_equal(stk__cred_parse_time(""), -1);
+}
+
+/* Base64url (no padding) segment i of a JWT, decoded into a new string. */
+static char *jwt_segment(const char *jwt, int i, size_t *len)
+{
+    const char *p = jwt;
+    for (int k = 0; k < i; k++)
+        p = strchr(p, '.') + 1;
+    size_t n = strcspn(p, ".");
+    char *b64 = calloc(1, n + 4);
+    for (size_t k = 0; k < n; k++)
+        b64[k] = p[k] == '-' ? '+' : p[k] == '_' ? '/' : p[k];
+    size_t m = n;
+    while (m % 4)
+        b64[m++] = '=';
+    unsigned char *out = calloc(1, n + 4);
+    int got = EVP_DecodeBlock(out, (unsigned char *)b64, (int)m);
+    assert_true(got >= 0);
+    *len = (size_t)got - (n % 4 == 2 ? 2 : n % 4 == 3 ? 1 : 0);
+    free(b64);
+    return (char *)out;
+}
+
+static char *new_rsa_pem(EVP_PKEY **key)
+{
+    *key = EVP_RSA_gen(2048);
+    assert_non_null(*key);
+    BIO *bio = BIO_new(BIO_s_mem());
+    assert_int_equal(PEM_write_bio_PrivateKey(bio, *key, NULL, NULL, 0, NULL, NULL), 1);
+    char *data;
+    long n = BIO_get_mem_data(bio, &data);
+    char *pem = calloc(1, (size_t)n + 1);
+    memcpy(pem, data, (size_t)n);
+    BIO_free(bio);
+    return pem;
+}
+
+static void test_jwt_rs256(void **state)
+{
+    (void)state;
+    EVP_PKEY *key;
+    char *pem = new_rsa_pem(&key);
+    struct stk__err err = {0};
+    char *jwt = stk__jwt_rs256("key file k.json", pem, "kid-9", "sa@p.iam.gserviceaccount.com",
+                               "scope-x", "https://oauth2.example/token", 1700000000, &err);
+    assert_non_null(jwt);
+    /* The signature verifies with the public key over "header.claims". */
+    const char *dot2 = strrchr(jwt, '.');
+    size_t sig_len;
+    char *sig = jwt_segment(jwt, 2, &sig_len);
+    assert_int_equal(sig_len, 256);
+    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    assert_int_equal(EVP_DigestVerifyInit(md, NULL, EVP_sha256(), NULL, key), 1);
+    assert_int_equal(EVP_DigestVerify(md, (unsigned char *)sig, sig_len, (unsigned char *)jwt,
+                                      (size_t)(dot2 - jwt)),
+                     1);
+    EVP_MD_CTX_free(md);
+    size_t n;
+    char *head = jwt_segment(jwt, 0, &n), *claims = jwt_segment(jwt, 1, &n);
+    cJSON *h = cJSON_Parse(head), *c = cJSON_Parse(claims);
+    assert_string_equal(cJSON_GetObjectItem(h, "alg")->valuestring, "RS256");
+    assert_string_equal(cJSON_GetObjectItem(h, "kid")->valuestring, "kid-9");
+    assert_string_equal(cJSON_GetObjectItem(c, "iss")->valuestring,
+                        "sa@p.iam.gserviceaccount.com");
+    assert_string_equal(cJSON_GetObjectItem(c, "scope")->valuestring, "scope-x");
+    assert_string_equal(cJSON_GetObjectItem(c, "aud")->valuestring, "https://oauth2.example/token");
+    assert_int_equal((long)cJSON_GetObjectItem(c, "iat")->valuedouble, 1700000000);
+    assert_int_equal((long)cJSON_GetObjectItem(c, "exp")->valuedouble, 1700003600);
+    cJSON_Delete(h);
+    cJSON_Delete(c);
+    free(head);
+    free(claims);
+    free(sig);
+    stk__cred_wipe_free(jwt);
+    /* Not a key: an error naming the file, never the text. */
+    jwt = stk__jwt_rs256("key file k.json", "-----BEGIN PRIVATE KEY-----\nnot-a-key\n", "", "i",
+                         "s", "a", 1, &err);
+    assert_null(jwt);
+    assert_int_equal(err.code, STK_EINVAL);
+    assert_string_equal(err.msg, "key file k.json: private_key is not an RSA private key in PEM");
+    /* Every allocation of ours that can fail fails cleanly. */
+    int failures = 0;
+    for (unsigned long k = 1; k < 100; k++) {
+        stk__alloc_fail_after(k);
+        jwt = stk__jwt_rs256("f", pem, "", "i", "s", "a", 1, &err);
+        stk__alloc_fail_after(0);
+        if (jwt != NULL)
+            break;
+        assert_int_equal(err.code, STK_ENOMEM);
+        failures++;
+    }
+    assert_non_null(jwt);
+    assert_true(failures >= 3);
+    stk__cred_wipe_free(jwt);
+    free(pem);
+    EVP_PKEY_free(key);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -296,6 +416,8 @@ int main(void)
         cmocka_unit_test(test_list_parse_truncated),
         cmocka_unit_test(test_list_parse_alloc_failures),
         cmocka_unit_test(test_is_prefix),
+        cmocka_unit_test(test_cred_parse_time),
+        cmocka_unit_test(test_jwt_rs256),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
