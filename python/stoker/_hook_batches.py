@@ -11,6 +11,7 @@ import logging
 import math
 import queue
 import threading
+import time
 
 import numpy
 import torch
@@ -56,6 +57,7 @@ class HookedBatches:
         self.spec = None  # signature of map='s result, from the first sample
         self.map_shape = map_shape  # declared shape of map='s result, or None
         self.skipped = 0
+        self.wait_ns = 0  # the training loop waiting for hooked batches (report())
 
     def batches(self, source, epoch, with_skips=False):
         """Yield the hooked batches of source's (index, samples, keys, labels,
@@ -94,7 +96,9 @@ class HookedBatches:
         thread.start()
         try:
             while True:
+                asked = time.monotonic_ns()
                 batch, error = out.get()
+                self.wait_ns += time.monotonic_ns() - asked
                 if batch is done:
                     if error is not None:
                         raise error

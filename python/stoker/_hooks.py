@@ -100,6 +100,7 @@ class _Worker:
         self.inputs, self.outputs = _shm.Arena(), _shm.Arena()
         self.tasks = []  # sent, not answered yet, in order
         self.since = 0.0  # when it was sent its chunk or last answered
+        self.sent = time.monotonic()  # forked, then sent its chunk: its busy time runs from there
         self.ready = False  # it has loaded the hooks: it is sent samples from then on
 
     def stop(self):
@@ -140,11 +141,13 @@ class Pool:
         self.named = f"the hook ({names})" if names else "the hooks"  # for messages
         self._server = server if server is not None else ForkServer()
         self.digest = hashlib.sha256(hooks_bytes).hexdigest()
-        self._n = processes
+        self._n = self.processes = processes
         self.timeout = timeout
         self._workers = []
         self._queue = collections.deque()
         self.restarts = 0
+        self.busy_s = 0.0  # wall time processes spent on chunks of samples (report())
+        self.start_s = 0.0  # ... and starting (forked until the hooks were loaded)
         # step() is called by the thread making batches; run_aside() (the
         # cluster's canary) by another. The lock is held for one step, a
         # fraction of a second; what one finishes for the other waits here.
@@ -290,6 +293,7 @@ class Pool:
         packed, _ = _shm.pack(args, w.inputs)
         # hook_timeout counts from here: w has loaded the hooks, its start is not the hook's work
         w.tasks, w.since = tasks, time.monotonic()
+        w.sent = w.since
         try:
             w.conn.send(("task", [(t.which, t.key) for t in tasks], packed))
         except OSError:
@@ -307,12 +311,15 @@ class Pool:
             return False
         if message[0] == "ready":
             w.ready, self._start_deaths = True, 0
+            self.start_s += time.monotonic() - w.sent  # starting: busy, not waiting for samples
             return True
         if message[0] == "unloadable":  # every hook process would fail the same way
             self._unloadable = unloadable(self.named, message[1])
             raise OptionTypeError(self._unloadable)
         task = w.tasks.pop(0)
         w.since = time.monotonic()  # hook_timeout counts per sample
+        if not w.tasks:  # its chunk is done: busy since it was sent (report())
+            self.busy_s += w.since - w.sent
         if message[0] == "ok" and message[1] is None:
             task.error = (None, None, "returned None: a hook returns its result (a tensor or "
                           "array, or tuples, lists and dicts of them)")

@@ -15,8 +15,8 @@ from ._stoker import BusyError, OptionError, PlanError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
-from . import (_cluster, _cluster_hooks, _hook_batches, _index, _metrics, _pinned, _ranks,
-               _scope)
+from . import (_cluster, _cluster_hooks, _hook_batches, _hook_report, _index, _metrics, _pinned,
+               _ranks, _scope)
 from ._classes import find_classes
 from ._fields import _Fields, mix_of, targets
 from ._metrics import prometheus_text
@@ -607,6 +607,10 @@ class Loader:
         if self._agree is not None:
             stats["samples_cut_by_step_agreement"] = self._agreement_cut
         if self._hooks is not None:
+            stats["hook_wait_ns"] = self._hooks.wait_ns
+            stats["hook_busy_ns"] = int(self._hooks.pool.busy_s * 1e9)
+            stats["hook_start_ns"] = int(self._hooks.pool.start_s * 1e9)
+            stats["hook_processes"] = self._hooks.pool.processes
             stats["hook_samples_skipped"] = self._hooks.skipped
             stats["hook_processes_restarted"] = self._hooks.pool.restarts
         if self._offload is not None:
@@ -625,6 +629,8 @@ class Loader:
         see stoker.rates() and stoker.tensorboard()."""
         if self._offload is not None:
             return _cluster.report(self.stats())
+        if self._hooks is not None:
+            return _hook_report.report(self.stats(), self._c.report())
         return self._c.report()
 
     def close(self):

@@ -52,6 +52,11 @@ def slow_identity(image, rng):
     return image + 1
 
 
+def tenth_of_a_second(image, rng):
+    time.sleep(0.1)
+    return image
+
+
 def picked(image):
     """The images a misbehaving hook picks (a hook sees pixels, not keys)."""
     return int(image.sum()) % 7 == 3
