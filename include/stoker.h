@@ -589,6 +589,21 @@ struct stk_options {
      * shards, as without an index; their counts then differ, and equal
      * shares leave some samples out and read others twice. */
     int whole_shards;
+    /* 1: each shard stays on one node for the whole run, so that a node
+     * cache (cache_dir) holding the node's share serves every epoch after
+     * the first. The shards are dealt to the nodes once per run (by seed,
+     * balancing their samples), and each epoch a node's ranks split its own
+     * shards in the epoch's order, by shard or (with an index) by sample,
+     * every rank still yielding ceil(total / world_size) samples. Mixing
+     * within batches is unchanged (docs/node-cache.md); the epoch's sample
+     * order differs from node_affinity=0's, so a saved state resumes only
+     * under the same setting. Ranks must be numbered node by node (torchrun,
+     * Slurm's block distribution). Default 0. */
+    int node_affinity;
+    /* Ranks per node under node_affinity; 0 (default): the launcher's
+     * LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /
+     * SLURM_NNODES. Must divide world_size. */
+    int ranks_per_node;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it

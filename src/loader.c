@@ -62,6 +62,7 @@ struct stk_loader {
      * rank's own plan. */
     int plan_rank;
     int plan_world;
+    int plan_ranks_per_node; /* node affinity in the plan's ranks; 0: off */
     /* Counters (wait_ns: callers inside stk_loader_next; started_ns: the
      * first of them), log, error policy, the epoch's cancel flag. */
     struct stk__run run;
@@ -141,7 +142,16 @@ static int plan_ranks(stk_loader *l, struct stk__err *err)
                          reps, l->world_size);
     l->plan_rank = l->rank / reps;
     l->plan_world = l->world_size / reps;
-    return 0;
+    if (!l->opts.node_affinity)
+        return 0;
+    int rpn;
+    int rc = stk__plan_resolve_node(l->opts.ranks_per_node, l->rank, l->world_size, &rpn, err);
+    if (rc == 0 && rpn % reps != 0)
+        rc = stk__errf(err, STK_EINVAL, "ra_reps (%d) must divide the ranks per node (%d) under "
+                                        "node_affinity: a sample's ranks share a node",
+                       reps, rpn);
+    l->plan_ranks_per_node = rpn / reps;
+    return rc;
 }
 
 /* Load the dataset index. With several ranks its counts split the epoch by
@@ -301,6 +311,7 @@ static int start_epoch(stk_loader *l)
         .shard_stamps = l->index.stamps,
         .split_by_sample = l->split_by_sample,
         .split_pad = !o->uneven,
+        .ranks_per_node = l->plan_ranks_per_node,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
         .run = &l->run,
@@ -457,16 +468,25 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
         return l->opts.samples_per_rank;
     if (l->index.counts == NULL)
         return 0;
+    const struct stk__plan_spec spec = {
+        .n_shards = l->urls.count,
+        .seed = l->opts.seed,
+        .epoch = l->opts.epoch,
+        .rank = l->plan_rank,
+        .world = l->plan_world,
+        .shuffle = l->opts.shuffle,
+        .ranks_per_node = l->plan_ranks_per_node,
+        .counts = l->index.counts,
+        .by_sample = l->split_by_sample,
+        .pad = !l->opts.uneven,
+    };
     struct stk__plan_cursor c;
-    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->plan_rank,
-                              l->plan_world, l->opts.shuffle, 0) < 0)
+    if (stk__plan_cursor_open(&c, &spec) < 0)
         return 0;
     uint64_t total = 0;
-    if (!l->split_by_sample || stk__plan_cursor_by_sample(&c, l->index.counts, !l->opts.uneven) == 0) {
-        struct stk__plan_segment seg;
-        for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++)
-            total += seg.count != STK__PLAN_WHOLE ? seg.count : l->index.counts[seg.shard];
-    }
+    struct stk__plan_segment seg;
+    for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++)
+        total += seg.count != STK__PLAN_WHOLE ? seg.count : l->index.counts[seg.shard];
     stk__plan_cursor_free(&c);
     return total;
 }

@@ -51,6 +51,9 @@ struct stk__pipeline_config {
      * split_pad is set. */
     int split_by_sample;
     int split_pad;
+    /* Node affinity (plan.h): ranks per node, 0 off. rank and world_size
+     * number the ranks node by node. */
+    int ranks_per_node;
     /* Counters, log, error policy; its cancel flag is the epoch's stop (set
      * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
     struct stk__run *run;
