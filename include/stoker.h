@@ -1008,6 +1008,15 @@ struct stk_stats {
      * DistributedSampler pads (world - 1 at most over all ranks; 0 with
      * uneven). */
     uint64_t samples_padded;
+    /* The node cache in the current epoch (since the last epoch start,
+     * seek or set_epoch): cache_hits, cache_misses and cache_bytes_written
+     * (the bytes fetched from the origin) of this loader. With
+     * node_affinity and a cache holding the node's share, the misses and
+     * origin bytes fall to about zero after the first epoch
+     * (docs/node-cache.md). */
+    uint64_t cache_epoch_hits;
+    uint64_t cache_epoch_misses;
+    uint64_t cache_epoch_origin_bytes;
 };
 
 /* Copy the counters. Safe to call while batches are in flight, from any

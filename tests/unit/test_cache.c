@@ -307,6 +307,53 @@ static void test_eviction_order(void **state)
     stk__cache_free(c);
 }
 
+/* Told the coming reads, the cache evicts the shard used farthest ahead
+ * (Belady), not the least recently used: A (oldest, but read next) stays
+ * and B (read last) goes; a shard with no coming use goes before any;
+ * reads at or before the clock are past. */
+static void test_eviction_by_next_use(void **state)
+{
+    (void)state;
+    char a[256], b[256], cc[256], d[256], e[256];
+    const size_t size = 100 * KIB;
+    upstream("a.tar", size, 1, a, sizeof a);
+    upstream("b.tar", size, 2, b, sizeof b);
+    upstream("c.tar", size, 3, cc, sizeof cc);
+    upstream("d.tar", size, 4, d, sizeof d);
+    upstream("e.tar", size, 5, e, sizeof e);
+    struct stk__cache *c = new_cache(3 * (size + 256));
+    const char *urls[] = {a, b, cc};
+    for (int i = 0; i < 3; i++) {
+        read_through(open_ok(c, urls[i]));
+        pause_ms(20); /* distinct mtimes: LRU alone would evict a */
+    }
+    /* a at 10 and 50, b at 30, c at 20 and d now; e never. */
+    const struct stk__cache_use uses[] = {{a, 10}, {b, 30}, {cc, 20}, {d, 5}, {a, 50}};
+    assert_int_equal(stk__cache_set_uses(c, uses, 5), 0);
+    stk__cache_advance(c, 5);
+    read_through(open_ok(c, d));
+    assert_true(cached(a));
+    assert_false(cached(b));
+    assert_true(cached(cc));
+    assert_true(cached(d));
+    /* Past 20: c's only use is behind it (no next use) and goes before a,
+     * whose next use is 50; the clock never moves back. */
+    stk__cache_advance(c, 25);
+    stk__cache_advance(c, 1);
+    read_through(open_ok(c, e));
+    assert_true(cached(a));
+    assert_false(cached(cc));
+    /* No uses: least recently used again (a, then d, are the oldest). */
+    assert_int_equal(stk__cache_set_uses(c, NULL, 0), 0);
+    read_through(open_ok(c, b));
+    assert_false(cached(a));
+    assert_true(cached(e));
+    struct stk__cache_counts n;
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.evictions, 3);
+    stk__cache_free(c);
+}
+
 /* Open shards are never evicted; when nothing else can go, a clear error. */
 static void test_in_use_shards_stay(void **state)
 {
@@ -1027,6 +1074,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fill_then_hit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_local_paths_bypass_unless_asked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eviction_by_next_use, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_use_shards_stay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shard_larger_than_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_error_leaves_nothing, setup, teardown),

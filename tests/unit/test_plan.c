@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "base/alloc.h"
+#include "plan/node_uses.h"
 #include "plan/plan.h"
 #include "stoker.h"
 
@@ -288,6 +290,35 @@ static void test_affinity_by_sample(void **state)
     }
 }
 
+/* A node's coming reads: under affinity each of its shards once per epoch
+ * and no other shard, at times inside its epoch, position k of every rank
+ * at the same time. */
+static void test_node_uses(void **state)
+{
+    (void)state;
+    enum { SHARDS = 20, WORLD = 4, RPN = 2 };
+    const struct stk__plan_spec spec = {.n_shards = SHARDS, .seed = 3, .epoch = 7, .rank = 3,
+                                        .world = WORLD, .shuffle = 1, .ranks_per_node = RPN};
+    struct stk__plan_use *uses;
+    size_t n;
+    assert_int_equal(stk__plan_node_uses(&spec, 2, RPN, 2, &uses, &n), 0);
+    uint32_t node_of[SHARDS];
+    assert_int_equal(stk__plan_node_split(SHARDS, 3, 1, WORLD / RPN, NULL, node_of), 0);
+    int seen[2][SHARDS] = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t epoch = uses[i].when >> 32;
+        assert_true(epoch == 7 || epoch == 8);
+        assert_int_equal(node_of[uses[i].shard], 1);
+        seen[epoch - 7][uses[i].shard]++;
+    }
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < SHARDS; i++)
+            assert_int_equal(seen[e][i], node_of[i] == 1 ? 1 : 0);
+    assert_int_equal(stk__plan_use_time(7, 2, 5), stk__plan_use_time(7, 4, 10));
+    assert_true(stk__plan_use_time(7, 9, 10) < stk__plan_use_time(8, 0, 10));
+    stk__free(uses);
+}
+
 /* Node identity from the launcher, checked against the rank numbering. */
 static void test_node_from_environment(void **state)
 {
@@ -340,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_affinity_by_shard),
         cmocka_unit_test(test_affinity_by_sample),
         cmocka_unit_test(test_node_from_environment),
+        cmocka_unit_test(test_node_uses),
         cmocka_unit_test(test_rank_from_environment),
     };
     return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
