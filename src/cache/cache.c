@@ -315,6 +315,7 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     c->dir_fd = dfd;
     atomic_init(&c->refs, 1);
     stk__mutex_init(&c->uses_mutex);
+    atomic_init(&c->clock_epoch, UINT64_MAX);
     c->max_bytes = cfg->max_bytes;
     /* Each fill over-reserves at most one step: small against the limit,
      * large enough that the directory is not listed for every megabyte. */

@@ -405,7 +405,7 @@ int stk__cache_reserve(struct stk__cache *c, const char *name, const char *own_t
     uint64_t need = target - *reserved;
     if (s.total + need > c->max_bytes) {
         for (size_t i = 0; i < s.n; i++)
-            s.shards[i].next = stk__cache_next_use(c, s.shards[i].hex);
+            s.shards[i].next = stk__cache_next_use(c, s.shards[i].hex, &s.shards[i].used);
         if (s.n > 0)
             qsort(s.shards, s.n, sizeof *s.shards, evict_first);
         size_t busy = 0;

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cache/cache.h"
 
@@ -38,6 +39,8 @@ struct stk__cache {
     struct stk__cache_next *uses;
     size_t n_uses;
     atomic_uint_fast64_t now;
+    atomic_uint_fast64_t clock_epoch;    /* now's epoch, UINT64_MAX before the first advance */
+    atomic_uint_fast64_t epoch_start_ns; /* CLOCK_REALTIME when the clock entered it */
 };
 
 struct stk__cache_next {
@@ -45,9 +48,10 @@ struct stk__cache_next {
     uint64_t when;
 };
 
-/* The first use of shard hex after the handle's clock, UINT64_MAX for
- * none known. Thread-safe. */
-uint64_t stk__cache_next_use(struct stk__cache *c, const char *hex);
+/* The next use of shard hex, last opened at used (its mtime): the first
+ * after the handle's clock, or one of the clock's epoch not yet read (see
+ * cache_next_use.c); UINT64_MAX for none known. Thread-safe. */
+uint64_t stk__cache_next_use(struct stk__cache *c, const char *hex, const struct timespec *used);
 
 /* Take next (n entries, stk__calloc'd; NULL when n is 0) as the handle's
  * uses, freeing the old ones. */

@@ -308,9 +308,10 @@ static void test_eviction_order(void **state)
 }
 
 /* Told the coming reads, the cache evicts the shard used farthest ahead
- * (Belady), not the least recently used: A (oldest, but read next) stays
- * and B (read last) goes; a shard with no coming use goes before any;
- * reads at or before the clock are past. */
+ * (Belady), not the least recently used; a shard with no coming use goes
+ * before any; a use of the clock's epoch counts until some process read
+ * the shard in that epoch (its mtime), even behind the clock. */
+#define AT(epoch, along) (((uint64_t)(epoch) << 32) | (along))
 static void test_eviction_by_next_use(void **state)
 {
     (void)state;
@@ -327,30 +328,40 @@ static void test_eviction_by_next_use(void **state)
         read_through(open_ok(c, urls[i]));
         pause_ms(20); /* distinct mtimes: LRU alone would evict a */
     }
-    /* a at 10 and 50, b at 30, c at 20 and d now; e never. */
-    const struct stk__cache_use uses[] = {{a, 10}, {b, 30}, {cc, 20}, {d, 5}, {a, 50}};
+    const struct stk__cache_use uses[] = {
+        {a, AT(0, 10)}, {a, AT(1, 5)}, {b, AT(0, 30)}, {cc, AT(0, 20)}, {d, AT(0, 5)}};
     assert_int_equal(stk__cache_set_uses(c, uses, 5), 0);
-    stk__cache_advance(c, 5);
-    read_through(open_ok(c, d));
+    stk__cache_advance(c, AT(0, 5));
+    pause_ms(20);
+    read_through(open_ok(c, d)); /* b is read last */
     assert_true(cached(a));
     assert_false(cached(b));
     assert_true(cached(cc));
-    assert_true(cached(d));
-    /* Past 20: c's only use is behind it (no next use) and goes before a,
-     * whose next use is 50; the clock never moves back. */
-    stk__cache_advance(c, 25);
-    stk__cache_advance(c, 1);
+    /* Read in this epoch, a's next use is in the next one; d's only use is
+     * past; c's is to come, though behind the clock (a slower rank). */
+    read_through(open_ok(c, a));
+    stk__cache_advance(c, AT(0, 25));
+    stk__cache_advance(c, AT(0, 1)); /* never back */
+    pause_ms(20);
     read_through(open_ok(c, e));
+    assert_false(cached(d));
     assert_true(cached(a));
-    assert_false(cached(cc));
-    /* No uses: least recently used again (a, then d, are the oldest). */
-    assert_int_equal(stk__cache_set_uses(c, NULL, 0), 0);
+    assert_true(cached(cc));
+    /* In epoch 1, c's use is past and goes before a, which is still to come. */
+    stk__cache_advance(c, AT(1, 0));
+    pause_ms(20);
     read_through(open_ok(c, b));
+    assert_false(cached(cc));
+    assert_true(cached(a));
+    /* No uses: least recently used again (a, read before e was filled). */
+    assert_int_equal(stk__cache_set_uses(c, NULL, 0), 0);
+    pause_ms(20);
+    read_through(open_ok(c, d));
     assert_false(cached(a));
     assert_true(cached(e));
     struct stk__cache_counts n;
     stk__cache_counts(c, &n);
-    assert_int_equal(n.evictions, 3);
+    assert_int_equal(n.evictions, 4);
     stk__cache_free(c);
 }
 
