@@ -595,10 +595,13 @@ struct stk_options {
      * balancing their samples), and each epoch a node's ranks split its own
      * shards in the epoch's order, by shard or (with an index) by sample,
      * every rank still yielding ceil(total / world_size) samples. Mixing
-     * within batches is unchanged (docs/node-cache.md); the epoch's sample
+     * in batches is unchanged (docs/node-cache.md); the epoch's sample
      * order differs from node_affinity=0's, so a saved state resumes only
      * under the same setting. Ranks must be numbered node by node (torchrun,
-     * Slurm's block distribution). Default 0. */
+     * Slurm's block distribution). 0: every epoch splits all shards over
+     * all ranks anew. -1 (default): 1 where it pays, with a cache_dir and
+     * more ranks than the launcher's ranks per node (ranks_per_node); else
+     * 0. */
     int node_affinity;
     /* Ranks per node under node_affinity; 0 (default): the launcher's
      * LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /

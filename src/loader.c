@@ -150,16 +150,25 @@ static int plan_ranks(stk_loader *l, struct stk__err *err)
     l->plan_world = l->world_size / reps;
     int rpn;
     l->node_ranks = 1;
-    if (!l->opts.node_affinity) {
-        /* Without affinity the launcher may still say which ranks share
-         * this node (and its cache); else the rank plans for itself. */
-        struct stk__err ignored;
-        if (stk__plan_resolve_node(0, l->rank, l->world_size, &rpn, &ignored) == 0 &&
-            rpn % reps == 0)
+    /* Auto (-1): on with a cache and several nodes the launcher names
+     * (mixing is the same either way: docs/node-cache.md). Without affinity
+     * the launcher may still say which ranks share this node and its cache,
+     * for the cache's next uses; else the rank plans for itself. */
+    struct stk__err quiet;
+    int known = l->opts.node_affinity != 1
+                    ? stk__plan_resolve_node(l->opts.ranks_per_node, l->rank, l->world_size,
+                                             &rpn, &quiet) == 0
+                    : 0;
+    const int caches = l->opts.cache_dir != NULL && l->opts.cache_dir[0] != '\0';
+    int affinity = l->opts.node_affinity == 1 || (l->opts.node_affinity < 0 && known && caches &&
+                                                  l->world_size > rpn && rpn % reps == 0);
+    if (!affinity) {
+        if (known && rpn % reps == 0)
             l->node_ranks = rpn / reps;
         return 0;
     }
-    int rc = stk__plan_resolve_node(l->opts.ranks_per_node, l->rank, l->world_size, &rpn, err);
+    int rc = known ? 0 : stk__plan_resolve_node(l->opts.ranks_per_node, l->rank, l->world_size,
+                                                &rpn, err);
     if (rc == 0 && rpn % reps != 0)
         rc = stk__errf(err, STK_EINVAL, "ra_reps (%d) must divide the ranks per node (%d) under "
                                         "node_affinity: a sample's ranks share a node",

@@ -79,7 +79,7 @@ static int scales_dct(const struct stk_options *o)
 
 static int has_affinity(const struct stk_options *o)
 {
-    return o->node_affinity;
+    return o->node_affinity != 0;
 }
 
 static int caches(const struct stk_options *o)
@@ -101,7 +101,7 @@ struct rule {
      needs}
 static const struct rule rules[] = {
     RULE(image_size, decodes, DECODE),
-    RULE(ranks_per_node, has_affinity, "node_affinity=1"),
+    RULE(ranks_per_node, has_affinity, "node_affinity=1 or -1"),
     RULE(image_height, decodes, DECODE),
     RULE(image_width, decodes, DECODE),
     RULE(dtype, decodes, DECODE),

@@ -52,7 +52,8 @@ for line in sys.stdin:
 
 def write_shards(directory, n_shards, per_shard, sample_bytes, per_class):
     """n_shards tars of per_shard samples in class order (class = sample
-    number // per_class), each sample a .cls and a .bin of sample_bytes."""
+    number // per_class), each sample a .cls and a .bin of sample_bytes
+    (none when 0)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -60,8 +61,10 @@ def write_shards(directory, n_shards, per_shard, sample_bytes, per_class):
         path = directory / f"shard-{s:04d}.tar"
         with tarfile.open(path, "w", format=tarfile.USTAR_FORMAT) as tf:
             for i in range(s * per_shard, (s + 1) * per_shard):
-                for ext, data in (("cls", str(i // per_class).encode()),
-                                  ("bin", bytes([i % 251]) * sample_bytes)):
+                members = [("cls", str(i // per_class).encode())]
+                if sample_bytes:
+                    members.append(("bin", bytes([i % 251]) * sample_bytes))
+                for ext, data in members:
                     info = tarfile.TarInfo(f"{i:08d}.{ext}")
                     info.size = len(data)
                     tf.addfile(info, io.BytesIO(data))
@@ -176,17 +179,26 @@ def misses(trace, capacity, policy):
     return out
 
 
-def classes_per_batch(results):
-    """Mean distinct classes per batch over every rank's batches."""
-    counts = [len(set(b)) for r in results for b in r["labels"] if b]
+def batches(results, joined):
+    """Every rank's batches, or (joined) the global batches a DDP step
+    averages over: batch i of every rank together."""
+    if not joined:
+        return [b for r in results for b in r["labels"] if b]
+    steps = min(len(r["labels"]) for r in results)
+    return [[c for r in results for c in r["labels"][i]] for i in range(steps)]
+
+
+def classes_per_batch(results, joined=False):
+    """Mean distinct classes per batch."""
+    counts = [len(set(b)) for b in batches(results, joined)]
     return sum(counts) / len(counts)
 
 
-def uniform_classes_per_batch(results, rounds=20, seed=0):
+def uniform_classes_per_batch(results, joined=False, rounds=20, seed=0):
     """The same for uniform permutations of the same labels in batches of
     the same sizes."""
-    labels = [c for r in results for b in r["labels"] for c in b]
-    sizes = [len(b) for r in results for b in r["labels"] if b]
+    sizes = [len(b) for b in batches(results, joined)]
+    labels = [c for b in batches(results, joined) for c in b]
     rng = random.Random(seed)
     total = 0.0
     for _ in range(rounds):

@@ -44,7 +44,9 @@ def test_affinity_keeps_node_caches_warm(nodes):
     share = SHARDS // NODES * shard_bytes(nodes)
     size = share + share // 4  # the node's share, and room for the H.url files
     warm = run(nodes, {"node_affinity": 1}, "affinity", size)
-    cold = run(nodes, {}, "plain", size)
+    cold = run(nodes, {"node_affinity": 0}, "plain", size)
+    auto = run(nodes, {}, "auto", size)  # the default: on with a cache on several nodes
+    assert [e[0] for e in auto] == [e[0] for e in warm]
     for node in range(NODES):
         first = warm[0][0][node]
         assert first >= share  # the first epoch fetches the node's share

@@ -567,6 +567,45 @@ static void test_node_affinity(void **state)
     unlink(index_path);
 }
 
+/* node_affinity's default (-1) is on with a cache_dir and several nodes
+ * named by the launcher (LOCAL_WORLD_SIZE), off otherwise: the same
+ * sample order as 1 or 0. */
+static void test_node_affinity_default(void **state)
+{
+    (void)state;
+    char cache[96];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    static struct epoch on, off, deflt;
+    struct stk_options o = base_options();
+    o.world_size = 4;
+    o.rank = 2;
+    o.epoch = 1;
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    assert_int_equal(o.node_affinity, -1);
+    o.node_affinity = 1;
+    assert_int_equal(run_epoch(&o, &on), 0);
+    o.node_affinity = 0;
+    assert_int_equal(run_epoch(&o, &off), 0);
+    assert_true(on.n != off.n || memcmp(on.ids, off.ids, sizeof on.ids) != 0);
+    o.node_affinity = -1;
+    assert_int_equal(run_epoch(&o, &deflt), 0); /* no cache: off */
+    assert_int_equal(deflt.n, off.n);
+    assert_memory_equal(deflt.ids, off.ids, sizeof off.ids);
+    o.cache_dir = cache;
+    o.cache_size = 1u << 20;
+    assert_int_equal(run_epoch(&o, &deflt), 0); /* a cache on several nodes: on */
+    assert_int_equal(deflt.n, on.n);
+    assert_memory_equal(deflt.ids, on.ids, sizeof on.ids);
+    setenv("LOCAL_WORLD_SIZE", "4", 1); /* one node: off */
+    assert_int_equal(run_epoch(&o, &deflt), 0);
+    assert_memory_equal(deflt.ids, off.ids, sizeof off.ids);
+    unsetenv("LOCAL_WORLD_SIZE");
+    char lock[128];
+    snprintf(lock, sizeof lock, "%s/.lock", cache);
+    unlink(lock);
+    rmdir(cache);
+}
+
 /* The index gives every rank ceil(total / world) samples by default, split
  * by sample: together the ranks deliver every sample, repeating only the
  * padding (at most world - 1); whole_shards keeps floor(total / world). */
@@ -858,6 +897,7 @@ int main(void)
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_seek_resumes_exactly),
         cmocka_unit_test(test_node_affinity),
+        cmocka_unit_test(test_node_affinity_default),
         cmocka_unit_test(test_index_equal_shares),
         cmocka_unit_test(test_index_output),
         cmocka_unit_test(test_index_check),
