@@ -67,9 +67,9 @@ def cache_runs(args, sim, shard):
 def mixing(args, work):
     data = work / "sorted"
     per_class = args.mix_per_class
-    n = args.mix_classes * per_class
-    node_sim.write_shards(data, n // args.mix_per_shard, args.mix_per_shard, 0, per_class)
-    print(f"\nmixing: {n} samples of {args.mix_classes} classes in class order, shards of "
+    n = args.mix_shards * args.mix_per_shard
+    node_sim.write_shards(data, args.mix_shards, args.mix_per_shard, 0, per_class)
+    print(f"\nmixing: {n} samples of {-(-n // per_class)} classes in class order, shards of "
           f"{args.mix_per_shard}, {args.nodes} x {args.ranks_per_node} ranks, batches of "
           f"{args.mix_batch} per rank, default shards_in_flight and shuffle_buffer; classes per "
           f"batch / a uniform permutation's")
@@ -97,10 +97,10 @@ def main():
     ap.add_argument("--shards", type=int, default=64)
     ap.add_argument("--samples-per-shard", type=int, default=4)
     ap.add_argument("--sample-bytes", type=int, default=48 * 1024)
-    # As tests/python/test_mixing.py per rank (2 classes per shard, 16
-    # shards per rank), for 4 ranks.
-    ap.add_argument("--mix-classes", type=int, default=128)
-    ap.add_argument("--mix-per-class", type=int, default=100)
+    # As tests/python/test_mixing.py's 34 classes x 94 in 16 shards of
+    # 200, per rank of 4.
+    ap.add_argument("--mix-shards", type=int, default=64)
+    ap.add_argument("--mix-per-class", type=int, default=94)
     ap.add_argument("--mix-per-shard", type=int, default=200)
     ap.add_argument("--mix-batch", type=int, default=64)
     args = ap.parse_args()
