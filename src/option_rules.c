@@ -101,7 +101,7 @@ struct rule {
      needs}
 static const struct rule rules[] = {
     RULE(image_size, decodes, DECODE),
-    RULE(ranks_per_node, has_affinity, "node_affinity=1 or -1"),
+    RULE(ranks_per_node, has_affinity, "node_affinity other than 0"),
     RULE(image_height, decodes, DECODE),
     RULE(image_width, decodes, DECODE),
     RULE(dtype, decodes, DECODE),

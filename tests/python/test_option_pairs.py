@@ -27,6 +27,7 @@ VALUES = {
     "augment_interpolation": "bilinear", "augment_magnitude_bins": 11, "ra_num_ops": 3,
     "ra_magnitude": 5, "blur_sigma_min": 0.2, "blur_sigma_max": 1.0, "num_classes": 10,
     "mix_switch_probability": 0.3, "eval_resize": 40, "cache_size": 1 << 26,
+    "ranks_per_node": 1,
 }
 
 
@@ -38,6 +39,7 @@ def contexts(cache_dir):
         "transform=train": (dict(transform="eval"), train),
         "transform=eval": (train, dict(transform="eval")),
         "cache_dir": (dict(transform="eval"), dict(transform="eval", cache_dir=cache_dir)),
+        "node_affinity other than 0": (dict(node_affinity=0), dict(node_affinity=1)),
         "a float dtype (uint8 batches are not normalized)": (
             dict(transform="eval"), dict(transform="eval", dtype="float32")),
         "a float dtype (uint8 batches are not normalized), or random_erase under "
