@@ -821,6 +821,12 @@ STK_API size_t stk_loader_num_shards(const stk_loader *loader);
 STK_API int stk_loader_rank(const stk_loader *loader);
 STK_API int stk_loader_world_size(const stk_loader *loader);
 
+/* The ranks per node under node affinity as this loader resolved it (from
+ * node_affinity, ranks_per_node and the launcher's environment), 0 when
+ * off: what another process must be given (node_affinity=1 and this
+ * ranks_per_node, or node_affinity=0) to plan the same epochs elsewhere. */
+STK_API int stk_loader_ranks_per_node(const stk_loader *loader);
+
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */
 STK_API const char *stk_loader_errmsg(const stk_loader *loader);

@@ -553,6 +553,11 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
 size_t stk_loader_num_shards(const stk_loader *l) { return l->urls.count; }
 int stk_loader_rank(const stk_loader *l) { return l->rank; }
 int stk_loader_world_size(const stk_loader *l) { return l->world_size; }
+int stk_loader_ranks_per_node(const stk_loader *l)
+{
+    const int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
+    return l->plan_ranks_per_node * reps;
+}
 const char *stk_loader_errmsg(const stk_loader *l) { return l->err.msg; }
 
 void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t out_size)
