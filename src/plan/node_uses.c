@@ -41,8 +41,8 @@ int stk__plan_node_uses(const struct stk__plan_spec *spec, int first_rank, int n
             }
             struct stk__plan_segment seg;
             for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++)
-                uses[(*n)++] = (struct stk__plan_use){seg.shard,
-                                                      stk__plan_use_time(s.epoch, g, c.count)};
+                uses[(*n)++] =
+                    (struct stk__plan_use){seg.shard, stk__plan_use_time(s.epoch, g, c.count)};
             stk__plan_cursor_free(&c);
         }
     }

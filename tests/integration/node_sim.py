@@ -16,12 +16,16 @@ import io
 import json
 import os
 import random
+import select
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 from servers import Nginx
+
+EPOCH_TIMEOUT_S = 120  # per epoch of all ranks; tiny shards take ~1 s
 
 CHILD = r"""
 import json, sys
@@ -125,7 +129,12 @@ class Nodes:
             proc.stdin.write(json.dumps({"epoch": epoch, "options": opts}) + "\n")
             proc.stdin.flush()
         results = []
+        deadline = time.monotonic() + EPOCH_TIMEOUT_S
         for proc in self.procs:
+            # One line per command: nothing sits in the pipe's buffer
+            # before it, so select() sees it (a hung rank fails, not hangs).
+            if not select.select([proc.stdout], [], [], max(0, deadline - time.monotonic()))[0]:
+                raise RuntimeError(f"a rank process gave no result in {EPOCH_TIMEOUT_S} s")
             line = proc.stdout.readline()
             if not line:
                 raise RuntimeError(f"a rank process ended (exit status {proc.wait()})")
