@@ -254,28 +254,59 @@ int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
     return 0;
 }
 
+/* A node and the samples dealt to it; the least loaded first, the lower
+ * node among equals. */
+struct node_load {
+    uint64_t load;
+    uint32_t node;
+};
+
+static int lighter(const struct node_load *a, const struct node_load *b)
+{
+    return a->load != b->load ? a->load < b->load : a->node < b->node;
+}
+
+/* Restore the min-heap below position i (a sift-down). */
+static void sift_down(struct node_load *heap, size_t n, size_t i)
+{
+    for (;;) {
+        size_t least = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && lighter(&heap[l], &heap[least]))
+            least = l;
+        if (r < n && lighter(&heap[r], &heap[least]))
+            least = r;
+        if (least == i)
+            return;
+        struct node_load t = heap[i];
+        heap[i] = heap[least];
+        heap[least] = t;
+        i = least;
+    }
+}
+
 int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
                          const uint64_t *counts, uint32_t *node_of)
 {
     uint32_t *order = stk__calloc(n_shards + 1, sizeof *order);
-    uint64_t *load = stk__calloc((size_t)nodes, sizeof *load);
-    if (order == NULL || load == NULL) {
+    struct node_load *heap = stk__calloc((size_t)nodes, sizeof *heap);
+    if (order == NULL || heap == NULL) {
         stk__free(order);
-        stk__free(load);
+        stk__free(heap);
         return STK_ENOMEM;
     }
     /* Epoch-independent: the key has no epoch in it. */
     permutation(n_shards, shuffle, stk__mix(seed, 0x4e6f646573ull), order);
+    for (int k = 0; k < nodes; k++) /* all loads 0, nodes in order: a heap already */
+        heap[k].node = (uint32_t)k;
+    /* Each shard to the least loaded node: a heap keeps that O(log nodes)
+     * per shard, for runs of many shards on many nodes. */
     for (size_t i = 0; i < n_shards; i++) {
-        int least = 0;
-        for (int k = 1; k < nodes; k++)
-            if (load[k] < load[least])
-                least = k;
-        node_of[order[i]] = (uint32_t)least;
-        load[least] += counts != NULL ? counts[order[i]] : 1;
+        node_of[order[i]] = heap[0].node;
+        heap[0].load += counts != NULL ? counts[order[i]] : 1;
+        sift_down(heap, (size_t)nodes, 0);
     }
     stk__free(order);
-    stk__free(load);
+    stk__free(heap);
     return 0;
 }
 

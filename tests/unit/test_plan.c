@@ -290,6 +290,37 @@ static void test_affinity_by_sample(void **state)
     }
 }
 
+/* The dealing of shards to nodes: round robin without counts; with them
+ * the nodes' samples differ by at most one shard's (the least loaded node
+ * takes the next shard). */
+static void test_node_split_balances(void **state)
+{
+    (void)state;
+    enum { SHARDS = 200 };
+    static uint64_t counts[SHARDS];
+    uint64_t most = 0;
+    for (int i = 0; i < SHARDS; i++) {
+        counts[i] = (uint64_t)((i * 7919) % 500);
+        most = counts[i] > most ? counts[i] : most;
+    }
+    static uint32_t node_of[SHARDS];
+    for (int nodes = 1; nodes <= 9; nodes++) {
+        int shards[9] = {0};
+        uint64_t load[9] = {0};
+        assert_int_equal(stk__plan_node_split(SHARDS, 4, 1, nodes, NULL, node_of), 0);
+        for (int i = 0; i < SHARDS; i++)
+            shards[node_of[i]]++;
+        assert_int_equal(stk__plan_node_split(SHARDS, 4, 1, nodes, counts, node_of), 0);
+        for (int i = 0; i < SHARDS; i++)
+            load[node_of[i]] += counts[i];
+        for (int k = 0; k < nodes; k++) {
+            assert_true(shards[k] == SHARDS / nodes || shards[k] == SHARDS / nodes + 1);
+            for (int j = 0; j < nodes; j++)
+                assert_true(load[k] <= load[j] + most);
+        }
+    }
+}
+
 /* A node's coming reads: under affinity each of its shards once per epoch
  * and no other shard, at times inside its epoch, position k of every rank
  * at the same time. */
@@ -372,6 +403,7 @@ int main(void)
         cmocka_unit_test(test_affinity_by_sample),
         cmocka_unit_test(test_node_from_environment),
         cmocka_unit_test(test_node_uses),
+        cmocka_unit_test(test_node_split_balances),
         cmocka_unit_test(test_rank_from_environment),
     };
     return cmocka_run_group_tests_name("plan", tests, NULL, NULL);
