@@ -11,7 +11,7 @@ PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-index bench-decode bench-python bench-remote bench-cluster \
 	bench-gpu gpu-pack bench-recipe \
-	bench-shuffle bench-shuffle-sim bench-hooks bench-compare
+	bench-shuffle bench-shuffle-sim bench-hooks bench-compare bench-nodes
 
 deps:
 	sh tools/install_deps.sh
@@ -112,3 +112,11 @@ bench-shuffle: build $(DATA)/.complete
 # of 10,000: classes per batch of 256 and peak RSS (writes ~1.3 GB in /tmp).
 bench-shuffle-sim: build
 	PYTHONPATH=build-rel/python $(PYTHON) bench/shuffle_mixing.py --stoker build-rel/stoker
+
+# Two simulated nodes of two ranks reading 5 epochs through one nginx, a
+# cache directory each: origin bytes and hit rates per epoch with and
+# without node_affinity, eviction by next use against LRU and the optimum,
+# and label mixing on class-sorted shards with and without affinity
+# (docs/node-cache.md; writes ~80 MB in /tmp).
+bench-nodes: build
+	PYTHONPATH=build-rel/python $(PYTHON) bench/node_cache.py

@@ -599,6 +599,24 @@ struct stk_options {
      * remote or compressed shards, or no index: the sliding window over
      * streamed shards. Refused without index_path and shuffle. */
     int window_shuffle;
+    /* 1: each shard stays on one node for the whole run, so that a node
+     * cache (cache_dir) holding the node's share serves every epoch after
+     * the first. The shards are dealt to the nodes once per run (by seed,
+     * balancing their samples), and each epoch a node's ranks split its own
+     * shards in the epoch's order, by shard or (with an index) by sample,
+     * every rank still yielding ceil(total / world_size) samples. Mixing
+     * in batches is unchanged (docs/node-cache.md); the epoch's sample
+     * order differs from node_affinity=0's, so a saved state resumes only
+     * under the same setting. Ranks must be numbered node by node (torchrun,
+     * Slurm's block distribution). 0: every epoch splits all shards over
+     * all ranks anew. -1 (default): 1 where it pays, with a cache_dir and
+     * more ranks than the launcher's ranks per node (ranks_per_node); else
+     * 0. */
+    int node_affinity;
+    /* Ranks per node under node_affinity; 0 (default): the launcher's
+     * LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /
+     * SLURM_NNODES. Must divide world_size. */
+    int ranks_per_node;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -813,6 +831,12 @@ STK_API size_t stk_loader_num_shards(const stk_loader *loader);
 STK_API int stk_loader_rank(const stk_loader *loader);
 STK_API int stk_loader_world_size(const stk_loader *loader);
 
+/* The ranks per node under node affinity as this loader resolved it (from
+ * node_affinity, ranks_per_node and the launcher's environment), 0 when
+ * off: what another process must be given (node_affinity=1 and this
+ * ranks_per_node, or node_affinity=0) to plan the same epochs elsewhere. */
+STK_API int stk_loader_ranks_per_node(const stk_loader *loader);
+
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */
 STK_API const char *stk_loader_errmsg(const stk_loader *loader);
@@ -1008,6 +1032,15 @@ struct stk_stats {
      * each expiry). The credentials are shared by the whole process, so
      * another loader's fetch may serve this one. */
     uint64_t cred_refreshes;
+    /* The node cache in the current epoch (since the last epoch start,
+     * seek or set_epoch): cache_hits, cache_misses and cache_bytes_written
+     * (the bytes fetched from the origin) of this loader. With
+     * node_affinity and a cache holding the node's share, the misses and
+     * origin bytes fall to about zero after the first epoch
+     * (docs/node-cache.md). */
+    uint64_t cache_epoch_hits;
+    uint64_t cache_epoch_misses;
+    uint64_t cache_epoch_origin_bytes;
 };
 
 /* Where requests to an s3:// or gs:// url would get their credentials, in

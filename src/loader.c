@@ -19,6 +19,7 @@
  * Lock order: wake_mutex, then the pipeline's mutex; the owner never holds
  * a pipeline's mutex while taking wake_mutex.
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 #ifdef __GLIBC__
@@ -40,6 +41,7 @@
 #include "image/image.h"
 #include "pipeline/sample_image.h"
 #include "plan/mixing.h"
+#include "plan/node_uses.h"
 #include "plan/plan.h"
 #include "base/buffer_pool.h"
 #include "tar/shard_reader.h"
@@ -63,6 +65,11 @@ struct stk_loader {
      * rank's own plan. */
     int plan_rank;
     int plan_world;
+    int plan_ranks_per_node; /* node affinity in the plan's ranks; 0: off */
+    int node_ranks;          /* plan ranks on this node, for the cache's next uses */
+    /* The cache's counts when the current epoch started (stats reads them
+     * from any thread). */
+    atomic_uint_fast64_t epoch_hits, epoch_misses, epoch_bytes;
     /* Counters (wait_ns: callers inside stk_loader_next; started_ns: the
      * first of them), log, error policy, the epoch's cancel flag. */
     struct stk__run run;
@@ -154,7 +161,34 @@ static int plan_ranks(stk_loader *l, struct stk__err *err)
                          l->world_size < reps ? " (at least ra_reps ranks)" : "");
     l->plan_rank = l->rank / reps;
     l->plan_world = l->world_size / reps;
-    return 0;
+    int rpn;
+    l->node_ranks = 1;
+    /* Auto (-1): on with a cache and several nodes the launcher names
+     * (mixing is the same either way: docs/node-cache.md). Without affinity
+     * the launcher may still say which ranks share this node and its cache,
+     * for the cache's next uses; else the rank plans for itself. */
+    struct stk__err quiet;
+    int known = l->opts.node_affinity != 1
+                    ? stk__plan_resolve_node(l->opts.ranks_per_node, l->rank, l->world_size,
+                                             &rpn, &quiet) == 0
+                    : 0;
+    const int caches = l->opts.cache_dir != NULL && l->opts.cache_dir[0] != '\0';
+    int affinity = l->opts.node_affinity == 1 || (l->opts.node_affinity < 0 && known && caches &&
+                                                  l->world_size > rpn && rpn % reps == 0);
+    if (!affinity) {
+        if (known && rpn % reps == 0)
+            l->node_ranks = rpn / reps;
+        return 0;
+    }
+    int rc = known ? 0 : stk__plan_resolve_node(l->opts.ranks_per_node, l->rank, l->world_size,
+                                                &rpn, err);
+    if (rc == 0 && rpn % reps != 0)
+        rc = stk__errf(err, STK_EINVAL, "ra_reps (%d) must divide the ranks per node (%d) under "
+                                        "node_affinity: a sample's ranks share a node",
+                       reps, rpn);
+    l->plan_ranks_per_node = rpn / reps;
+    l->node_ranks = rpn / reps;
+    return rc;
 }
 
 /* Load the dataset index. With several ranks its counts split the epoch by
@@ -325,9 +359,55 @@ fail:
     return rc;
 }
 
+/* What decides this rank's list in the current epoch (plan.h). */
+static struct stk__plan_spec plan_spec(const stk_loader *l)
+{
+    return (struct stk__plan_spec){
+        .n_shards = l->urls.count,
+        .seed = l->opts.seed,
+        .epoch = l->opts.epoch,
+        .rank = l->plan_rank,
+        .world = l->plan_world,
+        .shuffle = l->opts.shuffle,
+        .unbounded = l->opts.samples_per_rank != 0,
+        .ranks_per_node = l->plan_ranks_per_node,
+        .counts = l->index.counts,
+        .by_sample = l->split_by_sample,
+        .pad = !l->opts.uneven,
+    };
+}
+
+/* Tell the node cache when this node reads its shards in this epoch and
+ * the next (node_uses.h), so that it evicts by next use. Out of memory
+ * only leaves it evicting by the uses it knew, or by LRU. */
+static void plan_cache_uses(stk_loader *l)
+{
+    const struct stk__plan_spec spec = plan_spec(l);
+    const int first = l->plan_rank / l->node_ranks * l->node_ranks;
+    struct stk__plan_use *uses;
+    size_t n;
+    if (stk__plan_node_uses(&spec, first, l->node_ranks, 2, &uses, &n) < 0)
+        return;
+    struct stk__cache_use *cu = stk__calloc(n + 1, sizeof *cu);
+    for (size_t i = 0; cu != NULL && i < n; i++)
+        cu[i] = (struct stk__cache_use){l->urls.items[uses[i].shard], uses[i].when};
+    if (cu != NULL)
+        (void)stk__cache_set_uses(l->cache, cu, n);
+    stk__free(cu);
+    stk__free(uses);
+}
+
 static int start_epoch(stk_loader *l)
 {
     const struct stk_options *o = &l->opts;
+    if (l->cache != NULL) {
+        plan_cache_uses(l);
+        struct stk__cache_counts cc;
+        stk__cache_counts(l->cache, &cc);
+        atomic_store(&l->epoch_hits, cc.hits);
+        atomic_store(&l->epoch_misses, cc.misses);
+        atomic_store(&l->epoch_bytes, cc.bytes_written);
+    }
     struct stk__pipeline_config cfg = {
         .opts = *o,
         .rank = l->plan_rank,
@@ -343,6 +423,7 @@ static int start_epoch(stk_loader *l)
         .split_by_sample = l->split_by_sample,
         .split_pad = !o->uneven,
         .global_order = l->global_order,
+        .ranks_per_node = l->plan_ranks_per_node,
         .budget = &l->budget,
         .interrupt = &l->interrupt,
         .run = &l->run,
@@ -502,17 +583,14 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
         return l->opts.samples_per_rank;
     if (l->index.counts == NULL)
         return 0;
+    const struct stk__plan_spec spec = plan_spec(l);
     struct stk__plan_cursor c;
-    if (stk__plan_cursor_init(&c, l->urls.count, l->opts.seed, l->opts.epoch, l->plan_rank,
-                              l->plan_world, l->opts.shuffle, 0) < 0)
+    if (stk__plan_cursor_open(&c, &spec) < 0)
         return 0;
     uint64_t total = 0;
-    if (!l->split_by_sample ||
-        stk__plan_cursor_by_sample(&c, l->index.counts, !l->opts.uneven, 0) == 0) {
-        struct stk__plan_segment seg;
-        for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++)
-            total += seg.count != STK__PLAN_WHOLE ? seg.count : l->index.counts[seg.shard];
-    }
+    struct stk__plan_segment seg;
+    for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++)
+        total += seg.count != STK__PLAN_WHOLE ? seg.count : l->index.counts[seg.shard];
     stk__plan_cursor_free(&c);
     return total;
 }
@@ -520,6 +598,11 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
 size_t stk_loader_num_shards(const stk_loader *l) { return l->urls.count; }
 int stk_loader_rank(const stk_loader *l) { return l->rank; }
 int stk_loader_world_size(const stk_loader *l) { return l->world_size; }
+int stk_loader_ranks_per_node(const stk_loader *l)
+{
+    const int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
+    return l->plan_ranks_per_node * reps;
+}
 const char *stk_loader_errmsg(const stk_loader *l) { return l->err.msg; }
 
 void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t out_size)
@@ -535,6 +618,11 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     full.cache_misses = cc.misses;
     full.cache_evictions = cc.evictions;
     full.cache_bytes_written = cc.bytes_written;
+    if (l->cache != NULL) {
+        full.cache_epoch_hits = cc.hits - atomic_load(&l->epoch_hits);
+        full.cache_epoch_misses = cc.misses - atomic_load(&l->epoch_misses);
+        full.cache_epoch_origin_bytes = cc.bytes_written - atomic_load(&l->epoch_bytes);
+    }
     stk__struct_copy(out, out_size, &full, sizeof full);
 }
 

@@ -112,6 +112,11 @@ static int scales_dct(const struct stk_options *o)
     return decodes(o) && !o->full_decode;
 }
 
+static int has_affinity(const struct stk_options *o)
+{
+    return o->node_affinity != 0;
+}
+
 static int caches(const struct stk_options *o)
 {
     return o->cache_dir != NULL && o->cache_dir[0] != '\0';
@@ -131,6 +136,7 @@ struct rule {
      needs}
 static const struct rule rules[] = {
     RULE(image_size, decodes, DECODE),
+    RULE(ranks_per_node, has_affinity, "node_affinity other than 0"),
     RULE(image_height, decodes, DECODE),
     RULE(image_width, decodes, DECODE),
     RULE(dtype, decodes, DECODE),

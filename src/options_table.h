@@ -208,7 +208,13 @@
       "run of the epoch's samples, shards cut between ranks: every sample once per epoch)") \
     X(window_shuffle, BOOL, 0, "0", 0, 1, NULL, NULL, \
       "with an index over local uncompressed shards, shuffle with the sliding window over " \
-      "streamed shards (0: a global random order of the samples, read by offset)")
+      "streamed shards (0: a global random order of the samples, read by offset)") \
+    X(node_affinity, INT, STK__BENCH, "-1", 0, 1, "node-affinity", "N", \
+      "1: each shard stays on one node for the run, reshuffled within the node each epoch, " \
+      "so node caches stay warm (-1: on with a cache_dir and several nodes named by the " \
+      "launcher; docs/node-cache.md)") \
+    X(ranks_per_node, INT, STK__BENCH, "0", 1, 1000000, "ranks-per-node", "N", \
+      "ranks per node for node_affinity (0: LOCAL_WORLD_SIZE or Slurm's tasks per node)")
 
 /* clang-format on */
 

@@ -156,6 +156,20 @@ size_t stk_stats_report_sized(const struct stk_stats *caller_stats, size_t stats
             (unsigned long long)s->images_replaced, s->images_replaced == 1 ? "" : "s",
             (unsigned long long)s->shards_failed, s->shards_failed == 1 ? "" : "s");
 
+    /* A node cache that misses every epoch downloads the dataset every
+     * epoch: the epoch's own figures say so where the run's totals blur it. */
+    if (s->cache_hits + s->cache_misses > 0) {
+        uint64_t opens = s->cache_epoch_hits + s->cache_epoch_misses;
+        put(&o,
+            "node cache this epoch: %llu hit%s, %llu miss%s (%.0f%% hits), %.1f MB from the "
+            "origin; run: %llu hits, %llu misses, %llu evictions\n",
+            (unsigned long long)s->cache_epoch_hits, s->cache_epoch_hits == 1 ? "" : "s",
+            (unsigned long long)s->cache_epoch_misses, s->cache_epoch_misses == 1 ? "" : "es",
+            opens ? 100.0 * (double)s->cache_epoch_hits / (double)opens : 0.0,
+            (double)s->cache_epoch_origin_bytes / 1e6, (unsigned long long)s->cache_hits,
+            (unsigned long long)s->cache_misses, (unsigned long long)s->cache_evictions);
+    }
+
     double read = r.read_busy, decode = r.decode_busy, batching = r.batching_busy;
     put(&o, "reading: %llu thread%s %.0f%% busy, %.3f ms per sample, %.1f MB/s read\n",
         (unsigned long long)s->read_threads, s->read_threads == 1 ? "" : "s", 100 * read,

@@ -308,8 +308,14 @@ class Loader:
             try:
                 # The workers' hook processes load the bytes the trainer's
                 # do (with transform=None, map= wrapped to decode first).
+                # Workers plan the epochs as this loader resolved node
+                # affinity here, not as their own environment would.
+                affinity = {k: v for k, v in config.items() if k != "ranks_per_node"}
+                affinity["node_affinity"] = 1 if info["ranks_per_node"] else 0
+                if info["ranks_per_node"]:
+                    affinity["ranks_per_node"] = info["ranks_per_node"]
                 self._offload = _cluster.Offload(
-                    cluster, urls, config, os.fspath(index), image_bytes, batches_per_task,
+                    cluster, urls, affinity, os.fspath(index), image_bytes, batches_per_task,
                     fields=fields, hook_pool=self._hooks and self._hooks.pool,
                     raw_labels=self._raw_labels, map_shape=map_shape)
             except BaseException:  # the scheduler is out of reach: no process left behind

@@ -65,7 +65,10 @@
     X(label_sample_pairs, COUNT, "sum of N_c(N_c-1) over the labels c seen, N_c samples each") \
     STK__AUG_OP_STATS(STK__AUG_OP_ROWS, X) \
     X(samples_padded, GAUGE, "samples this rank's epoch repeats so that every rank gets an equal share") \
-    X(cred_refreshes, COUNT, "temporary cloud credentials fetched (token endpoint, metadata server, STS)")
+    X(cred_refreshes, COUNT, "temporary cloud credentials fetched (token endpoint, metadata server, STS)") \
+    X(cache_epoch_hits, GAUGE, "cache_hits since the current epoch started") \
+    X(cache_epoch_misses, GAUGE, "cache_misses since the current epoch started") \
+    X(cache_epoch_origin_bytes, GAUGE, "bytes this loader downloaded into the cache since the current epoch started")
 
 /* The augmentation operations on the crop timed one by one, each with two
  * counters at the end of struct stk_stats: aug_NAME_ns, its time on the

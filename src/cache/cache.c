@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * cache.c - node-local shard cache: whole shards on local disk, filled once
- * per node, bounded in size by LRU eviction of shards nobody reads.
+ * per node, bounded in size by evicting shards nobody reads: by next use
+ * when the loader gave the node's coming reads (cache_next_use.c), else LRU.
  *
  * Layout of the cache directory (H = 32 hex digits, stk__cache_name(url)):
  *   H               the complete shard; its mtime is the LRU stamp
@@ -75,6 +76,7 @@
 #include <unistd.h>
 
 #include "base/alloc.h"
+#include "base/threads.h"
 #include "io/source_file.h"
 #include "stoker.h"
 
@@ -312,6 +314,8 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     c->dir = dir;
     c->dir_fd = dfd;
     atomic_init(&c->refs, 1);
+    stk__mutex_init(&c->uses_mutex);
+    atomic_init(&c->clock_epoch, UINT64_MAX);
     c->max_bytes = cfg->max_bytes;
     /* Each fill over-reserves at most one step: small against the limit,
      * large enough that the directory is not listed for every megabyte. */
@@ -338,6 +342,19 @@ void stk__cache_free(struct stk__cache *c)
 {
     if (c != NULL)
         stk__cache_unref(c);
+}
+
+int stk__cache_set_uses(struct stk__cache *c, const struct stk__cache_use *uses, size_t n)
+{
+    struct stk__cache_next *next = NULL;
+    if (n > 0 && (next = stk__calloc(n, sizeof *next)) == NULL)
+        return STK_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        stk__cache_name(uses[i].url, next[i].hex);
+        next[i].when = uses[i].when;
+    }
+    stk__cache_uses_replace(c, next, n);
+    return 0;
 }
 
 void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out)

@@ -69,6 +69,24 @@ int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
 
 void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out);
 
+/* One coming read of the node: url (only its hash is kept) at time when
+ * (any increasing scale; plan/node_uses.h gives the loader's). */
+struct stk__cache_use {
+    const char *url;
+    uint64_t when;
+};
+
+/* Replace what this handle knows of the node's coming reads (a copy). From
+ * then on its evictions take first the shards with no use after the
+ * handle's clock, least recently used first, then those used farthest
+ * ahead. n 0: plain LRU again. 0 or STK_ENOMEM (the old uses kept).
+ * Thread-safe. */
+int stk__cache_set_uses(struct stk__cache *c, const struct stk__cache_use *uses, size_t n);
+
+/* Move the handle's clock to now unless it is already later: the reads
+ * at or before it are past. Thread-safe. */
+void stk__cache_advance(struct stk__cache *c, uint64_t now);
+
 /* The file name (inside the cache directory) of url's cached copy:
  * 32 hex digits of a 128-bit FNV-1a hash of the URL. */
 void stk__cache_name(const char *url, char hex[33]);

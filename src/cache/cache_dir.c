@@ -2,7 +2,7 @@
 /*
  * cache_dir.c - the node cache's directory: file names, opening files
  * without following links, flock locks that follow renames, temp and .url
- * files, and room for a fill (scanning, stale temps, LRU eviction). The
+ * files, and room for a fill (scanning, stale temps, eviction by next use or LRU). The
  * layout and the locking design are described at the top of cache.c; this
  * file holds the primitives both cache.c (lookups) and cache_fill.c (a
  * miss being filled) build on, and calls neither of them.
@@ -229,6 +229,7 @@ int stk__cache_lock_file(const struct stk__cache *c, const char *name, int how, 
 struct entry {
     char hex[HEX_LEN + 1];
     struct timespec used;
+    uint64_t next; /* its next use (UINT64_MAX: none known) */
 };
 
 struct scan {
@@ -239,9 +240,13 @@ struct scan {
     uint64_t fill_bytes;
 };
 
-static int entry_older(const void *a, const void *b)
+/* Eviction order: no known next use, then the farthest next use (Belady),
+ * and among equals the least recently used. */
+static int evict_first(const void *a, const void *b)
 {
     const struct entry *x = a, *y = b;
+    if (x->next != y->next)
+        return x->next > y->next ? -1 : 1;
     if (x->used.tv_sec != y->used.tv_sec)
         return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
     if (x->used.tv_nsec != y->used.tv_nsec)
@@ -399,8 +404,10 @@ int stk__cache_reserve(struct stk__cache *c, const char *name, const char *own_t
     }
     uint64_t need = target - *reserved;
     if (s.total + need > c->max_bytes) {
+        for (size_t i = 0; i < s.n; i++)
+            s.shards[i].next = stk__cache_next_use(c, s.shards[i].hex, &s.shards[i].used);
         if (s.n > 0)
-            qsort(s.shards, s.n, sizeof *s.shards, entry_older);
+            qsort(s.shards, s.n, sizeof *s.shards, evict_first);
         size_t busy = 0;
         uint64_t busy_bytes = 0;
         for (size_t i = 0; i < s.n && s.total + need > c->max_bytes; i++) {
@@ -445,6 +452,7 @@ void stk__cache_unref(struct stk__cache *c)
     if (atomic_fetch_sub(&c->refs, 1) != 1)
         return;
     close(c->dir_fd);
+    stk__cache_uses_free(c);
     stk__free(c->dir);
     stk__free(c);
 }

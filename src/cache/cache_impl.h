@@ -8,8 +8,11 @@
 #ifndef STK_CACHE_IMPL_H
 #define STK_CACHE_IMPL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "cache/cache.h"
 
@@ -29,7 +32,33 @@ struct stk__cache {
     /* The owner's reference plus one per fill still running: a fill
      * outlives stk__cache_free() when its source is closed later. */
     atomic_uint refs;
+    /* The node's coming reads (cache_next_use.c): sorted by hex, then
+     * when; guarded by uses_mutex (the loader replaces them each epoch
+     * while fills evict). */
+    pthread_mutex_t uses_mutex;
+    struct stk__cache_next *uses;
+    size_t n_uses;
+    atomic_uint_fast64_t now;
+    atomic_uint_fast64_t clock_epoch;    /* now's epoch, UINT64_MAX before the first advance */
+    atomic_uint_fast64_t epoch_start_ns; /* CLOCK_REALTIME when the clock entered it */
 };
+
+struct stk__cache_next {
+    char hex[STK__CACHE_HEX_LEN + 1];
+    uint64_t when;
+};
+
+/* The next use of shard hex, last opened at used (its mtime): the first
+ * after the handle's clock, or one of the clock's epoch not yet read (see
+ * cache_next_use.c); UINT64_MAX for none known. Thread-safe. */
+uint64_t stk__cache_next_use(struct stk__cache *c, const char *hex, const struct timespec *used);
+
+/* Take next (n entries, stk__calloc'd; NULL when n is 0) as the handle's
+ * uses, freeing the old ones. */
+void stk__cache_uses_replace(struct stk__cache *c, struct stk__cache_next *next, size_t n);
+
+/* Free the uses and their mutex (the handle's last reference). */
+void stk__cache_uses_free(struct stk__cache *c);
 
 /* flock(2), retried on EINTR. */
 int stk__cache_flock(int fd, int how);
@@ -77,7 +106,8 @@ int stk__cache_write_url_file(const struct stk__cache *c, const char *hex, const
 
 /*
  * Grow the fill's temp file (own_tmp, open as tmp_fd, *reserved bytes so
- * far) to target bytes, evicting least recently used shards not in use
+ * far) to target bytes, evicting shards not in use (the farthest next use first, then the
+ * least recently used)
  * until the directory total fits max_bytes. 0, or STK_ECACHE / STK_ENOMEM
  * with a message naming name (the shard's redacted URL).
  */

@@ -90,14 +90,21 @@ static int plan_slots(struct stk__pipeline *p) {
 
 /* The plan of this rank's epoch: its shards, or its run of samples. */
 static int rank_cursor(const struct stk__pipeline_config *cfg, struct stk__plan_cursor *c) {
-    int rc = stk__plan_cursor_init(c, cfg->urls->count, cfg->opts.seed, cfg->opts.epoch,
-                                   cfg->rank, cfg->world_size, cfg->opts.shuffle,
-                                   cfg->opts.samples_per_rank != 0);
-    if (rc == 0 && cfg->split_by_sample)
-        rc = stk__plan_cursor_by_sample(c, cfg->shard_samples, cfg->split_pad, cfg->global_order);
-    if (rc < 0)
-        stk__plan_cursor_free(c);
-    return rc;
+    const struct stk__plan_spec spec = {
+        .n_shards = cfg->urls->count,
+        .seed = cfg->opts.seed,
+        .epoch = cfg->opts.epoch,
+        .rank = cfg->rank,
+        .world = cfg->world_size,
+        .shuffle = cfg->opts.shuffle,
+        .unbounded = cfg->opts.samples_per_rank != 0,
+        .ranks_per_node = cfg->ranks_per_node,
+        .counts = cfg->shard_samples,
+        .by_sample = cfg->split_by_sample,
+        .pad = cfg->split_pad,
+        .global = cfg->global_order,
+    };
+    return stk__plan_cursor_open(c, &spec);
 }
 
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,

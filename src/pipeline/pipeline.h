@@ -54,6 +54,9 @@ struct stk__pipeline_config {
     /* With split_by_sample: the samples in a global seeded order, one
      * segment each (plan.h); readers open each at its offset. */
     int global_order;
+    /* Node affinity (plan.h): ranks per node, 0 off. rank and world_size
+     * number the ranks node by node. */
+    int ranks_per_node;
     /* Counters, log, error policy; its cancel flag is the epoch's stop (set
      * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
     struct stk__run *run;

@@ -6,6 +6,9 @@
  */
 #include "pipeline/pipeline_impl.h"
 
+#include "cache/cache.h"
+#include "plan/node_uses.h"
+
 static int slot_has_room(const struct stk__pipeline *p, const struct slot *s) {
     return !s->ended && s->count < SLOT_MAX_ITEMS &&
            (s->count == 0 || s->bytes < p->cfg.opts.prefetch_bytes_per_shard);
@@ -86,6 +89,10 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
     if (!stk__plan_cursor_segment(&rt->cursor, s->position, &seg))
         return 0;
     const size_t shard = seg.shard;
+    /* The node cache's clock: reads planned before this one are past. */
+    if (p->cfg.shard.cache != NULL)
+        stk__cache_advance(p->cfg.shard.cache,
+                           stk__plan_use_time(p->cfg.opts.epoch, s->position, p->rank_shards));
     const uint64_t skip = seg.first + s->skip; /* samples of the shard not read here */
     /* A resumed slot starts at the last sample it must pass over that the
      * index locates (its offset: nothing before is read), else at the shard's

@@ -171,17 +171,17 @@ static void add_run(struct stk__plan_cursor *c, const uint64_t *counts, uint64_t
 
 /* The same run of a global permutation of the total samples: one segment
  * per sample, found by its number through the shards' starts. */
-static int add_global_run(struct stk__plan_cursor *c, const uint64_t *counts, const uint32_t *order,
-                          uint64_t begin, uint64_t end)
+static int add_global_run(struct stk__plan_cursor *c, const uint64_t *counts,
+                          const uint32_t *order, uint64_t begin, uint64_t end)
 {
-    uint64_t *starts = stk__calloc(c->n_shards + 1, sizeof *starts);
+    uint64_t *starts = stk__calloc(c->n_shards + 1, sizeof *starts); /* of shard perm[i] */
     if (starts == NULL)
         return STK_ENOMEM;
     for (size_t i = 0; i < c->n_shards; i++)
-        starts[i + 1] = starts[i] + counts[i];
+        starts[i + 1] = starts[i] + counts[c->perm[i]];
     for (uint64_t k = begin; k < end; k++) {
         uint64_t id = order[k];
-        size_t lo = 0, hi = c->n_shards; /* the last shard starting at or before id */
+        size_t lo = 0, hi = c->n_shards; /* the last position starting at or before id */
         while (hi - lo > 1) {
             size_t mid = lo + (hi - lo) / 2;
             if (starts[mid] <= id)
@@ -189,9 +189,9 @@ static int add_global_run(struct stk__plan_cursor *c, const uint64_t *counts, co
             else
                 hi = mid;
         }
-        while (counts[lo] == 0 || starts[lo] + counts[lo] <= id) /* empty shards share a start */
+        while (starts[lo + 1] <= id) /* empty shards share a start */
             lo++;
-        c->segments[c->count++] = (struct stk__plan_segment){lo, id - starts[lo], 1};
+        c->segments[c->count++] = (struct stk__plan_segment){c->perm[lo], id - starts[lo], 1};
     }
     stk__free(starts);
     return 0;
@@ -202,33 +202,28 @@ int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *count
 {
     uint64_t total = 0;
     for (size_t i = 0; i < c->n_shards; i++)
-        total += counts[i];
+        total += counts[c->perm[i]];
     const uint64_t world = (uint64_t)c->world, rank = (uint64_t)c->rank;
     uint64_t begin, end;
     if (pad) {
-        uint64_t share = (total + world - 1) / world;
+        uint64_t share = c->share ? c->share : (total + world - 1) / world;
         begin = rank * share;
         end = begin + share;
     } else {
         begin = rank * total / world;
         end = (rank + 1) * total / world;
     }
-    /* A run wraps at most once around the sequence when padding (share <=
-     * total unless total < world: then each rank's one sample is taken
-     * modulo total, a run of its own). */
-    if (total > 0 && begin >= total) {
-        uint64_t wrapped = begin % total;
-        c->padded = end - begin;
-        end = wrapped + (end - begin);
-        begin = wrapped;
-    } else if (end > total) {
-        c->padded = end - total;
-    }
-    /* Segments: at most every shard once per run, two runs; with a global
-     * order a sample each. */
-    size_t room = global ? (size_t)(end - begin) + 1 : 2 * c->n_shards + 1;
+    /* Positions at or past total cycle over the sequence again: the padding
+     * (at most world - 1 samples without node affinity, where share <=
+     * total unless total < world). */
+    if (end > total)
+        c->padded = end - (begin > total ? begin : total);
     if (global && total > UINT32_MAX)
         return STK_EINVAL; /* the permutation is of 32-bit numbers */
+    /* Segments: at most every shard once per cycle; with a global order a
+     * sample each. */
+    uint64_t cycles = total > 0 ? (end - begin + total - 1) / total + 1 : 0;
+    size_t room = global ? (size_t)(end - begin) + 1 : (size_t)cycles * c->n_shards + 1;
     stk__free(c->order);
     c->segments = stk__calloc(room, sizeof *c->segments);
     c->order = stk__calloc(room, sizeof *c->order);
@@ -236,22 +231,24 @@ int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *count
         return STK_ENOMEM;
     c->count = 0;
     c->order_pass = 0;
-    if (total == 0)
-        return 0;
-    if (!global) {
-        add_run(c, counts, begin, end < total ? end : total);
-        if (end > total)
-            add_run(c, counts, 0, end - total);
-        return 0;
+    uint32_t *order = NULL;
+    if (global && total > 0) {
+        order = stk__calloc(total, sizeof *order);
+        if (order == NULL)
+            return STK_ENOMEM;
+        /* The same on every rank of the sequence: rank is not an input. */
+        permutation(total, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull), order);
     }
-    uint32_t *order = stk__calloc(total, sizeof *order);
-    if (order == NULL)
-        return STK_ENOMEM;
-    /* The same on every rank: rank is not an input. */
-    permutation(total, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull), order);
-    int rc = add_global_run(c, counts, order, begin, end < total ? end : total);
-    if (rc == 0 && end > total)
-        rc = add_global_run(c, counts, order, 0, end - total);
+    int rc = 0;
+    for (uint64_t at = begin; rc == 0 && total > 0 && at < end;) {
+        uint64_t base = at / total * total;
+        uint64_t stop = end < base + total ? end : base + total;
+        if (global)
+            rc = add_global_run(c, counts, order, at - base, stop - base);
+        else
+            add_run(c, counts, at - base, stop - base);
+        at = stop;
+    }
     stk__free(order);
     return rc;
 }
@@ -264,6 +261,153 @@ int stk__plan_cursor_borrow(struct stk__plan_cursor *c, const struct stk__plan_c
     c->order_pass = 0;
     c->order = stk__calloc(c->count + 1, sizeof *c->order);
     return c->order == NULL ? STK_ENOMEM : 0;
+}
+
+int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
+                           struct stk__err *err)
+{
+    long rpn = opt > 0 ? opt : -1, v, w;
+    const char *source = "ranks_per_node";
+    int rc = 0;
+    if (rpn < 0 && (rc = env_int("LOCAL_WORLD_SIZE", &v, err)) == 0 && v > 0) {
+        rpn = v;
+        source = "LOCAL_WORLD_SIZE";
+    }
+    if (rc == 0 && rpn < 0 && (rc = env_int("SLURM_NTASKS_PER_NODE", &v, err)) == 0 && v > 0) {
+        rpn = v;
+        source = "SLURM_NTASKS_PER_NODE";
+    }
+    if (rc == 0 && rpn < 0 && (rc = env_int("SLURM_NTASKS", &v, err)) == 0 &&
+        (rc = env_int("SLURM_NNODES", &w, err)) == 0 && v > 0 && w > 0 && v % w == 0) {
+        rpn = v / w;
+        source = "SLURM_NTASKS / SLURM_NNODES";
+    }
+    if (rc < 0)
+        return rc;
+    if (rpn < 0)
+        return stk__errf(err, STK_EINVAL,
+                         "node_affinity needs the ranks per node: set ranks_per_node, or launch "
+                         "with torchrun (LOCAL_WORLD_SIZE) or Slurm (SLURM_NTASKS_PER_NODE)");
+    if (world % rpn != 0)
+        return stk__errf(err, STK_EINVAL,
+                         "node_affinity: %ld ranks per node (from %s) do not divide world size %d",
+                         rpn, source, world);
+    /* Node n is ranks n * rpn .. n * rpn + rpn - 1: what the launcher says
+     * of this process must agree, else shards would follow the wrong node. */
+    static const char *const checks[][2] = {
+        {"GROUP_RANK", "node"}, {"SLURM_NODEID", "node"}, {"LOCAL_RANK", "local"}};
+    for (size_t i = 0; i < sizeof checks / sizeof checks[0]; i++) {
+        if ((rc = env_int(checks[i][0], &v, err)) < 0)
+            return rc;
+        long want = checks[i][1][0] == 'n' ? rank / rpn : rank % rpn;
+        if (v >= 0 && v != want)
+            return stk__errf(err, STK_EINVAL,
+                             "node_affinity: %s=%ld but rank %d with %ld ranks per node (from %s) "
+                             "is %s %ld: ranks must be numbered node by node",
+                             checks[i][0], v, rank, rpn, source,
+                             checks[i][1][0] == 'n' ? "on node" : "local rank", want);
+    }
+    *ranks_per_node = (int)rpn;
+    return 0;
+}
+
+/* A node and the samples dealt to it; the least loaded first, the lower
+ * node among equals. */
+struct node_load {
+    uint64_t load;
+    uint32_t node;
+};
+
+static int lighter(const struct node_load *a, const struct node_load *b)
+{
+    return a->load != b->load ? a->load < b->load : a->node < b->node;
+}
+
+/* Restore the min-heap below position i (a sift-down). */
+static void sift_down(struct node_load *heap, size_t n, size_t i)
+{
+    for (;;) {
+        size_t least = i, l = 2 * i + 1, r = l + 1;
+        if (l < n && lighter(&heap[l], &heap[least]))
+            least = l;
+        if (r < n && lighter(&heap[r], &heap[least]))
+            least = r;
+        if (least == i)
+            return;
+        struct node_load t = heap[i];
+        heap[i] = heap[least];
+        heap[least] = t;
+        i = least;
+    }
+}
+
+int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
+                         const uint64_t *counts, uint32_t *node_of)
+{
+    uint32_t *order = stk__calloc(n_shards + 1, sizeof *order);
+    struct node_load *heap = stk__calloc((size_t)nodes, sizeof *heap);
+    if (order == NULL || heap == NULL) {
+        stk__free(order);
+        stk__free(heap);
+        return STK_ENOMEM;
+    }
+    /* Epoch-independent: the key has no epoch in it. */
+    permutation(n_shards, shuffle, stk__mix(seed, 0x4e6f646573ull), order);
+    for (int k = 0; k < nodes; k++) /* all loads 0, nodes in order: a heap already */
+        heap[k].node = (uint32_t)k;
+    /* Each shard to the least loaded node: a heap keeps that O(log nodes)
+     * per shard, for runs of many shards on many nodes. */
+    for (size_t i = 0; i < n_shards; i++) {
+        node_of[order[i]] = heap[0].node;
+        heap[0].load += counts != NULL ? counts[order[i]] : 1;
+        sift_down(heap, (size_t)nodes, 0);
+    }
+    stk__free(order);
+    stk__free(heap);
+    return 0;
+}
+
+int stk__plan_cursor_nodes(struct stk__plan_cursor *c, int ranks_per_node,
+                           const uint64_t *counts)
+{
+    const int nodes = c->world / ranks_per_node, node = c->rank / ranks_per_node;
+    uint32_t *node_of = stk__calloc(c->n_shards + 1, sizeof *node_of);
+    if (node_of == NULL || stk__plan_node_split(c->n_shards, c->seed, c->shuffle, nodes, counts,
+                                                node_of) < 0) {
+        stk__free(node_of);
+        return STK_ENOMEM;
+    }
+    uint64_t total = 0;
+    size_t len = 0;
+    for (size_t i = 0; i < c->n_shards; i++) {
+        if (counts != NULL)
+            total += counts[i];
+        if (node_of[c->perm[i]] == (uint32_t)node)
+            c->perm[len++] = c->perm[i];
+    }
+    stk__free(node_of);
+    c->share = (total + (uint64_t)c->world - 1) / (uint64_t)c->world;
+    c->n_shards = len;
+    c->rank %= ranks_per_node;
+    c->world = ranks_per_node;
+    c->count = stk__plan_rank_count(len, c->rank, c->world);
+    stk__free(c->order);
+    c->order = stk__calloc(c->count + 1, sizeof *c->order);
+    return c->order != NULL ? 0 : STK_ENOMEM;
+}
+
+int stk__plan_cursor_open(struct stk__plan_cursor *c, const struct stk__plan_spec *spec)
+{
+    int rc = stk__plan_cursor_init(c, spec->n_shards, spec->seed, spec->epoch, spec->rank,
+                                   spec->world, spec->shuffle, spec->unbounded);
+    if (rc == 0 && spec->ranks_per_node > 0)
+        /* Whole shards are dealt round robin: every rank needs one. */
+        rc = stk__plan_cursor_nodes(c, spec->ranks_per_node, spec->by_sample ? spec->counts : NULL);
+    if (rc == 0 && spec->by_sample)
+        rc = stk__plan_cursor_by_sample(c, spec->counts, spec->pad, spec->global);
+    if (rc < 0)
+        stk__plan_cursor_free(c);
+    return rc;
 }
 
 int stk__plan_cursor_segment(struct stk__plan_cursor *c, uint64_t g,

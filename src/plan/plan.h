@@ -30,6 +30,19 @@
  * included), where a window over streamed shards mixes only what it holds.
  * It needs random access, so the loader chooses it for local shards with
  * offsets (loader.c).
+ * Node affinity (stk__plan_cursor_nodes): ranks node * R .. node * R + R - 1
+ * form a node (R ranks per node, as torchrun and Slurm's block distribution
+ * number them). Once per run (seed, not epoch) the shards are dealt to the
+ * nodes: in a seeded order, each to the node holding the fewest samples so
+ * far (the fewest shards without counts: round robin). Each epoch a node's
+ * sequence is the epoch's permutation restricted to its own shards, and its
+ * R ranks split that sequence as above, by shard or by sample. By sample
+ * every rank still takes the run's equal share ceil(total / world), cycling
+ * over its node's sequence: a node holding fewer samples than R shares
+ * repeats some (counted in .padded), one holding more leaves its sequence's
+ * tail out that epoch (a different tail each epoch; the dealing keeps the
+ * excess under one shard's samples). So a node reads the same shards every
+ * epoch and its cache stays warm.
  */
 #ifndef STK_PLAN_H
 #define STK_PLAN_H
@@ -90,10 +103,52 @@ struct stk__plan_cursor {
     struct stk__plan_segment *segments; /* the rank's list when split by sample, else NULL */
     int borrowed;                       /* segments belong to another cursor */
     uint64_t padded;                    /* samples of the list repeated as padding */
+    uint64_t share;  /* by sample with padding: the rank's samples (0: of its sequence) */
 };
+/* (With node affinity n_shards, rank and world are those of the node: its
+ * shards, its rank within it, its ranks; perm holds its sequence.) */
+
+/* Everything that decides one rank's list in one epoch. */
+struct stk__plan_spec {
+    size_t n_shards;
+    uint64_t seed, epoch;
+    int rank, world, shuffle;
+    int unbounded;          /* extra passes allowed (samples_per_rank set) */
+    int ranks_per_node;     /* node affinity: ranks per node; 0: off */
+    const uint64_t *counts; /* samples per shard (a dataset index), or NULL */
+    int by_sample;          /* split by sample over counts */
+    int pad;                /* by sample: equal shares (see above) */
+    int global;             /* by sample: a global order of the samples (see above) */
+};
+
+/* Node identity for node affinity: *ranks_per_node from opt when > 0, else
+ * the launcher's LOCAL_WORLD_SIZE (torchrun), SLURM_NTASKS_PER_NODE, or
+ * SLURM_NTASKS / SLURM_NNODES. Fails when none is known, when it does not
+ * divide world, or when GROUP_RANK / SLURM_NODEID / LOCAL_RANK disagree
+ * with node = rank / ranks_per_node (ranks not numbered node by node). */
+int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
+                           struct stk__err *err);
+
+/* The node of every shard for the whole run (node_of[shard], n_shards
+ * entries) under node affinity with the given number of nodes; counts may
+ * be NULL (round robin). 0 or STK_ENOMEM. */
+int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
+                         const uint64_t *counts, uint32_t *node_of);
+
+/* One rank's list in one epoch: stk__plan_cursor_init, then
+ * stk__plan_cursor_nodes and stk__plan_cursor_by_sample as spec asks. 0 or
+ * STK_ENOMEM (the cursor then needs no free). */
+int stk__plan_cursor_open(struct stk__plan_cursor *c, const struct stk__plan_spec *spec);
 
 int stk__plan_cursor_init(struct stk__plan_cursor *c, size_t n_shards, uint64_t seed,
                           uint64_t epoch, int rank, int world, int shuffle, int unbounded);
+
+/* Restrict the cursor to the rank's node (see the top of this file):
+ * ranks_per_node divides world; counts (NULL: deal shards round robin)
+ * balance the nodes' samples and set the equal share of a split by sample.
+ * Before stk__plan_cursor_by_sample. 0 or STK_ENOMEM. */
+int stk__plan_cursor_nodes(struct stk__plan_cursor *c, int ranks_per_node,
+                           const uint64_t *counts);
 
 /* Split the epoch by sample (see the top of this file) over counts[i], the
  * samples of each shard; pad: the last ranks repeat samples so that every

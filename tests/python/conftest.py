@@ -51,6 +51,7 @@ TAR_MTIME = 946684800
 # Launcher variables stoker reads for its rank: a test run started under
 # torchrun/Slurm/MPI must not change what the tests see.
 RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS",
+            "LOCAL_WORLD_SIZE", "GROUP_RANK", "SLURM_NTASKS_PER_NODE", "SLURM_NNODES", "SLURM_NODEID",
             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE")
 
 # The indexes len() builds and remembers go to a directory of this run (and

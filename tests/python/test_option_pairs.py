@@ -30,6 +30,7 @@ VALUES = {
     "random_erase_value": "random", "interpolation": "bicubic", "shuffle_buffer": 10,
     "shuffle_buffer_bytes": 1 << 30, "require_members": "cls", "whole_shards": 1,
     "window_shuffle": 1,
+    "ranks_per_node": 1,
 }
 
 
@@ -47,6 +48,7 @@ def contexts(cache_dir, index):
         "transform=train": (dict(transform="eval"), train),
         "transform=eval": (train, dict(transform="eval")),
         "cache_dir": (dict(transform="eval"), dict(transform="eval", cache_dir=cache_dir)),
+        "node_affinity other than 0": (dict(node_affinity=0), dict(node_affinity=1)),
         "a float dtype (uint8 batches are not normalized)": (
             dict(transform="eval"), dict(transform="eval", dtype="float32")),
         "a float dtype (uint8 batches are not normalized), or random_erase under "

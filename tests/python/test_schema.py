@@ -106,7 +106,8 @@ def test_every_counter_has_a_kind_from_the_table():
     assert list(kinds) == STATS
     assert {k for k, v in kinds.items() if v == "ns"} == {k for k in STATS if k.endswith("_ns")}
     assert {k for k, v in kinds.items() if v == "gauge"} == {
-        "read_threads", "decode_threads", "shuffle_epoch_shards", "samples_padded"}
+        "read_threads", "decode_threads", "shuffle_epoch_shards", "samples_padded",
+        "cache_epoch_hits", "cache_epoch_misses", "cache_epoch_origin_bytes"}
     text = stoker._metrics.prometheus_text({k: 1 for k in STATS})
     for name, kind in kinds.items():
         if kind == "gauge":

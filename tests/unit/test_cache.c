@@ -307,6 +307,64 @@ static void test_eviction_order(void **state)
     stk__cache_free(c);
 }
 
+/* Told the coming reads, the cache evicts the shard used farthest ahead
+ * (Belady), not the least recently used; a shard with no coming use goes
+ * before any; a use of the clock's epoch counts until some process read
+ * the shard in that epoch (its mtime), even behind the clock. */
+#define AT(epoch, along) (((uint64_t)(epoch) << 32) | (along))
+static void test_eviction_by_next_use(void **state)
+{
+    (void)state;
+    char a[256], b[256], cc[256], d[256], e[256];
+    const size_t size = 100 * KIB;
+    upstream("a.tar", size, 1, a, sizeof a);
+    upstream("b.tar", size, 2, b, sizeof b);
+    upstream("c.tar", size, 3, cc, sizeof cc);
+    upstream("d.tar", size, 4, d, sizeof d);
+    upstream("e.tar", size, 5, e, sizeof e);
+    struct stk__cache *c = new_cache(3 * (size + 256));
+    const char *urls[] = {a, b, cc};
+    for (int i = 0; i < 3; i++) {
+        read_through(open_ok(c, urls[i]));
+        pause_ms(20); /* distinct mtimes: LRU alone would evict a */
+    }
+    const struct stk__cache_use uses[] = {
+        {a, AT(0, 10)}, {a, AT(1, 5)}, {b, AT(0, 30)}, {cc, AT(0, 20)}, {d, AT(0, 5)}};
+    assert_int_equal(stk__cache_set_uses(c, uses, 5), 0);
+    stk__cache_advance(c, AT(0, 5));
+    pause_ms(20);
+    read_through(open_ok(c, d)); /* b is read last */
+    assert_true(cached(a));
+    assert_false(cached(b));
+    assert_true(cached(cc));
+    /* Read in this epoch, a's next use is in the next one; d's only use is
+     * past; c's is to come, though behind the clock (a slower rank). */
+    read_through(open_ok(c, a));
+    stk__cache_advance(c, AT(0, 25));
+    stk__cache_advance(c, AT(0, 1)); /* never back */
+    pause_ms(20);
+    read_through(open_ok(c, e));
+    assert_false(cached(d));
+    assert_true(cached(a));
+    assert_true(cached(cc));
+    /* In epoch 1, c's use is past and goes before a, which is still to come. */
+    stk__cache_advance(c, AT(1, 0));
+    pause_ms(20);
+    read_through(open_ok(c, b));
+    assert_false(cached(cc));
+    assert_true(cached(a));
+    /* No uses: least recently used again (a, read before e was filled). */
+    assert_int_equal(stk__cache_set_uses(c, NULL, 0), 0);
+    pause_ms(20);
+    read_through(open_ok(c, d));
+    assert_false(cached(a));
+    assert_true(cached(e));
+    struct stk__cache_counts n;
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.evictions, 4);
+    stk__cache_free(c);
+}
+
 /* Open shards are never evicted; when nothing else can go, a clear error. */
 static void test_in_use_shards_stay(void **state)
 {
@@ -1027,6 +1085,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fill_then_hit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_local_paths_bypass_unless_asked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_eviction_by_next_use, setup, teardown),
         cmocka_unit_test_setup_teardown(test_in_use_shards_stay, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shard_larger_than_cache, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_error_leaves_nothing, setup, teardown),

@@ -511,9 +511,102 @@ static void test_seek_resumes_exactly(void **state)
             o.rank = 1;
             o.world_size = 3; /* uneven shards; with the index an equal share */
             check_resume(o, with_index ? index_path : NULL);
+            o.rank = 3; /* node affinity: the second rank of the second node */
+            o.world_size = 4;
+            o.node_affinity = 1;
+            o.ranks_per_node = 2;
+            check_resume(o, with_index ? index_path : NULL);
         }
     }
     unlink(index_path);
+}
+
+/* The shard holding sample id (ids are consecutive over the shards). */
+static int shard_of(int id)
+{
+    int first = 0;
+    for (size_t i = 0; i < N_SHARDS; i++) {
+        if (id < first + shard_sizes[i])
+            return (int)i;
+        first += shard_sizes[i];
+    }
+    return -1;
+}
+
+/* Node affinity end to end, with and without an index: over epochs every
+ * shard is read by one node only, and with the index every rank still
+ * yields ceil(total / world) samples. */
+static void test_node_affinity(void **state)
+{
+    (void)state;
+    char index_path[128];
+    build_index(index_path);
+    for (int with_index = 0; with_index < 2; with_index++) {
+        struct stk_options o = base_options();
+        o.world_size = 4;
+        o.node_affinity = 1;
+        o.ranks_per_node = 2;
+        o.index_path = with_index ? index_path : NULL;
+        int home[N_SHARDS];
+        for (size_t i = 0; i < N_SHARDS; i++)
+            home[i] = -1;
+        for (uint64_t epoch = 0; epoch < 3; epoch++) {
+            o.epoch = epoch;
+            for (int r = 0; r < 4; r++) {
+                o.rank = r;
+                static struct epoch e;
+                assert_int_equal(run_epoch(&o, &e), 0);
+                if (with_index)
+                    assert_int_equal(e.n, (total_samples + 3) / 4);
+                for (int i = 0; i < e.n && i < 1024; i++) {
+                    int shard = shard_of(e.ids[i]);
+                    if (home[shard] < 0)
+                        home[shard] = r / 2;
+                    assert_int_equal(home[shard], r / 2);
+                }
+            }
+        }
+    }
+    unlink(index_path);
+}
+
+/* node_affinity's default (-1) is on with a cache_dir and several nodes
+ * named by the launcher (LOCAL_WORLD_SIZE), off otherwise: the same
+ * sample order as 1 or 0. */
+static void test_node_affinity_default(void **state)
+{
+    (void)state;
+    char cache[96];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    static struct epoch on, off, deflt;
+    struct stk_options o = base_options();
+    o.world_size = 4;
+    o.rank = 2;
+    o.epoch = 1;
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    assert_int_equal(o.node_affinity, -1);
+    o.node_affinity = 1;
+    assert_int_equal(run_epoch(&o, &on), 0);
+    o.node_affinity = 0;
+    assert_int_equal(run_epoch(&o, &off), 0);
+    assert_true(on.n != off.n || memcmp(on.ids, off.ids, sizeof on.ids) != 0);
+    o.node_affinity = -1;
+    assert_int_equal(run_epoch(&o, &deflt), 0); /* no cache: off */
+    assert_int_equal(deflt.n, off.n);
+    assert_memory_equal(deflt.ids, off.ids, sizeof off.ids);
+    o.cache_dir = cache;
+    o.cache_size = 1u << 20;
+    assert_int_equal(run_epoch(&o, &deflt), 0); /* a cache on several nodes: on */
+    assert_int_equal(deflt.n, on.n);
+    assert_memory_equal(deflt.ids, on.ids, sizeof on.ids);
+    setenv("LOCAL_WORLD_SIZE", "4", 1); /* one node: off */
+    assert_int_equal(run_epoch(&o, &deflt), 0);
+    assert_memory_equal(deflt.ids, off.ids, sizeof off.ids);
+    unsetenv("LOCAL_WORLD_SIZE");
+    char lock[128];
+    snprintf(lock, sizeof lock, "%s/.lock", cache);
+    unlink(lock);
+    rmdir(cache);
 }
 
 /* The index gives every rank ceil(total / world) samples by default, split
@@ -806,6 +899,8 @@ int main(void)
         cmocka_unit_test(test_caller_holding_every_batch),
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_seek_resumes_exactly),
+        cmocka_unit_test(test_node_affinity),
+        cmocka_unit_test(test_node_affinity_default),
         cmocka_unit_test(test_index_equal_shares),
         cmocka_unit_test(test_index_output),
         cmocka_unit_test(test_index_check),

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "base/alloc.h"
+#include "plan/node_uses.h"
 #include "plan/plan.h"
 #include "stoker.h"
 
@@ -198,6 +200,201 @@ static void test_rank_from_environment(void **state)
     assert_int_equal(world, 1);
 }
 
+/* Node affinity by shard: every shard on one node for the whole run, the
+ * node's ranks reading each of its shards once per epoch, in an order
+ * that changes with the epoch. */
+static void test_affinity_by_shard(void **state)
+{
+    (void)state;
+    enum { SHARDS = 23, WORLD = 6, RPN = 3 };
+    int home[SHARDS], orders_differ = 0;
+    uint32_t first_order[SHARDS];
+    for (int i = 0; i < SHARDS; i++)
+        home[i] = -1;
+    for (uint64_t epoch = 0; epoch < 4; epoch++) {
+        int seen[SHARDS] = {0};
+        for (int r = 0; r < WORLD; r++) {
+            struct stk__plan_cursor c;
+            const struct stk__plan_spec spec = {.n_shards = SHARDS, .seed = 5, .epoch = epoch,
+                                                .rank = r, .world = WORLD, .shuffle = 1,
+                                                .ranks_per_node = RPN};
+            assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+            size_t shard;
+            for (uint64_t g = 0; stk__plan_cursor_shard(&c, g, &shard); g++) {
+                seen[shard]++;
+                if (home[shard] < 0)
+                    home[shard] = r / RPN;
+                assert_int_equal(home[shard], r / RPN);
+            }
+            assert_true(c.count >= 1); /* 23 shards over 2 nodes of 3 ranks */
+            if (r == 0 && epoch == 0)
+                memcpy(first_order, c.perm, sizeof first_order);
+            else if (r == 0)
+                orders_differ |= memcmp(first_order, c.perm, c.n_shards * sizeof *c.perm) != 0;
+            stk__plan_cursor_free(&c);
+        }
+        for (int i = 0; i < SHARDS; i++)
+            assert_int_equal(seen[i], 1);
+    }
+    assert_true(orders_differ);
+}
+
+/* Node affinity by sample: each rank yields the run's equal share
+ * ceil(total / world), reading only its node's shards; a node repeats
+ * samples (padding) only where its own shards hold fewer than its ranks'
+ * shares, and every sample of a node not over its share is read. */
+static void test_affinity_by_sample(void **state)
+{
+    (void)state;
+    const uint64_t counts[] = {300, 17, 300, 5, 120, 0, 64, 64, 90, 33, 250, 1};
+    enum { SHARDS = 12 };
+    uint64_t total = 0, start[SHARDS];
+    for (int i = 0; i < SHARDS; i++) {
+        start[i] = total;
+        total += counts[i];
+    }
+    for (int world = 2; world <= 8; world += 2) {
+        for (int rpn = 1; rpn <= world; rpn *= 2) {
+            if (world % rpn)
+                continue;
+            const uint64_t share = (total + (uint64_t)world - 1) / (uint64_t)world;
+            uint32_t node_of[SHARDS];
+            assert_int_equal(stk__plan_node_split(SHARDS, 7, 1, world / rpn, counts, node_of), 0);
+            static int seen[2048];
+            memset(seen, 0, sizeof seen);
+            uint64_t node_total[8] = {0}, padded[8] = {0};
+            for (int i = 0; i < SHARDS; i++)
+                node_total[node_of[i]] += counts[i];
+            for (int r = 0; r < world; r++) {
+                struct stk__plan_cursor c;
+                const struct stk__plan_spec spec = {
+                    .n_shards = SHARDS, .seed = 7, .epoch = 3, .rank = r, .world = world,
+                    .shuffle = 1, .ranks_per_node = rpn, .counts = counts, .by_sample = 1,
+                    .pad = 1};
+                assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+                uint64_t mine = 0;
+                struct stk__plan_segment seg;
+                for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++) {
+                    assert_int_equal(node_of[seg.shard], (uint32_t)(r / rpn));
+                    for (uint64_t k = 0; k < seg.count; k++)
+                        seen[start[seg.shard] + seg.first + k]++;
+                    mine += seg.count;
+                }
+                assert_int_equal(mine, share);
+                padded[r / rpn] += c.padded;
+                stk__plan_cursor_free(&c);
+            }
+            for (int n = 0; n < world / rpn; n++) {
+                uint64_t want = (uint64_t)rpn * share;
+                assert_int_equal(padded[n], want > node_total[n] ? want - node_total[n] : 0);
+                for (int i = 0; i < SHARDS && want >= node_total[n]; i++)
+                    for (uint64_t k = 0; node_of[i] == (uint32_t)n && k < counts[i]; k++)
+                        assert_true(seen[start[i] + k] >= 1);
+            }
+        }
+    }
+}
+
+/* The dealing of shards to nodes: round robin without counts; with them
+ * the nodes' samples differ by at most one shard's (the least loaded node
+ * takes the next shard). */
+static void test_node_split_balances(void **state)
+{
+    (void)state;
+    enum { SHARDS = 200 };
+    static uint64_t counts[SHARDS];
+    uint64_t most = 0;
+    for (int i = 0; i < SHARDS; i++) {
+        counts[i] = (uint64_t)((i * 7919) % 500);
+        most = counts[i] > most ? counts[i] : most;
+    }
+    static uint32_t node_of[SHARDS];
+    for (int nodes = 1; nodes <= 9; nodes++) {
+        int shards[9] = {0};
+        uint64_t load[9] = {0};
+        assert_int_equal(stk__plan_node_split(SHARDS, 4, 1, nodes, NULL, node_of), 0);
+        for (int i = 0; i < SHARDS; i++)
+            shards[node_of[i]]++;
+        assert_int_equal(stk__plan_node_split(SHARDS, 4, 1, nodes, counts, node_of), 0);
+        for (int i = 0; i < SHARDS; i++)
+            load[node_of[i]] += counts[i];
+        for (int k = 0; k < nodes; k++) {
+            assert_true(shards[k] == SHARDS / nodes || shards[k] == SHARDS / nodes + 1);
+            for (int j = 0; j < nodes; j++)
+                assert_true(load[k] <= load[j] + most);
+        }
+    }
+}
+
+/* A node's coming reads: under affinity each of its shards once per epoch
+ * and no other shard, at times inside its epoch, position k of every rank
+ * at the same time. */
+static void test_node_uses(void **state)
+{
+    (void)state;
+    enum { SHARDS = 20, WORLD = 4, RPN = 2 };
+    const struct stk__plan_spec spec = {.n_shards = SHARDS, .seed = 3, .epoch = 7, .rank = 3,
+                                        .world = WORLD, .shuffle = 1, .ranks_per_node = RPN};
+    struct stk__plan_use *uses;
+    size_t n;
+    assert_int_equal(stk__plan_node_uses(&spec, 2, RPN, 2, &uses, &n), 0);
+    uint32_t node_of[SHARDS];
+    assert_int_equal(stk__plan_node_split(SHARDS, 3, 1, WORLD / RPN, NULL, node_of), 0);
+    int seen[2][SHARDS] = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        uint64_t epoch = uses[i].when >> 32;
+        assert_true(epoch == 7 || epoch == 8);
+        assert_int_equal(node_of[uses[i].shard], 1);
+        seen[epoch - 7][uses[i].shard]++;
+    }
+    for (int e = 0; e < 2; e++)
+        for (int i = 0; i < SHARDS; i++)
+            assert_int_equal(seen[e][i], node_of[i] == 1 ? 1 : 0);
+    assert_int_equal(stk__plan_use_time(7, 2, 5), stk__plan_use_time(7, 4, 10));
+    assert_true(stk__plan_use_time(7, 9, 10) < stk__plan_use_time(8, 0, 10));
+    stk__free(uses);
+}
+
+/* Node identity from the launcher, checked against the rank numbering. */
+static void test_node_from_environment(void **state)
+{
+    (void)state;
+    struct stk__err err;
+    int rpn = 0;
+    unsetenv("SLURM_NTASKS_PER_NODE");
+    unsetenv("SLURM_NTASKS");
+    unsetenv("SLURM_NNODES");
+    unsetenv("SLURM_NODEID");
+    unsetenv("LOCAL_WORLD_SIZE");
+    unsetenv("GROUP_RANK");
+    unsetenv("LOCAL_RANK");
+    assert_int_equal(stk__plan_resolve_node(0, 1, 4, &rpn, &err), STK_EINVAL);
+    assert_non_null(strstr(err.msg, "ranks_per_node"));
+    assert_int_equal(stk__plan_resolve_node(2, 1, 4, &rpn, &err), 0);
+    assert_int_equal(rpn, 2);
+    assert_int_equal(stk__plan_resolve_node(3, 1, 4, &rpn, &err), STK_EINVAL);
+    setenv("SLURM_NTASKS", "8", 1);
+    setenv("SLURM_NNODES", "2", 1);
+    assert_int_equal(stk__plan_resolve_node(0, 5, 8, &rpn, &err), 0);
+    assert_int_equal(rpn, 4);
+    setenv("SLURM_NODEID", "0", 1); /* rank 5 of 4 per node is on node 1 */
+    assert_int_equal(stk__plan_resolve_node(0, 5, 8, &rpn, &err), STK_EINVAL);
+    assert_non_null(strstr(err.msg, "SLURM_NODEID=0"));
+    unsetenv("SLURM_NODEID");
+    unsetenv("SLURM_NTASKS");
+    unsetenv("SLURM_NNODES");
+    setenv("LOCAL_WORLD_SIZE", "2", 1);
+    setenv("GROUP_RANK", "1", 1);
+    setenv("LOCAL_RANK", "1", 1);
+    assert_int_equal(stk__plan_resolve_node(0, 3, 4, &rpn, &err), 0);
+    assert_int_equal(rpn, 2);
+    assert_int_equal(stk__plan_resolve_node(0, 2, 4, &rpn, &err), STK_EINVAL);
+    assert_non_null(strstr(err.msg, "LOCAL_RANK=1"));
+    unsetenv("LOCAL_WORLD_SIZE");
+    unsetenv("GROUP_RANK");
+    unsetenv("LOCAL_RANK");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -207,6 +404,11 @@ int main(void)
         cmocka_unit_test(test_pass_order_permutes_the_ranks_own_list),
         cmocka_unit_test(test_too_few_shards),
         cmocka_unit_test(test_split_by_sample),
+        cmocka_unit_test(test_affinity_by_shard),
+        cmocka_unit_test(test_affinity_by_sample),
+        cmocka_unit_test(test_node_from_environment),
+        cmocka_unit_test(test_node_uses),
+        cmocka_unit_test(test_node_split_balances),
         cmocka_unit_test(test_rank_from_environment),
     };
     return cmocka_run_group_tests_name("plan", tests, NULL, NULL);

@@ -69,6 +69,26 @@ static void test_bad_input_line(void **state)
     assert_contains(buf, "bad input skipped: 7 samples (2 images replaced), 1 shard cut short");
 }
 
+/* The node cache gets a line with the epoch's hits, misses and origin
+ * bytes when it was used, and none otherwise. */
+static void test_cache_line(void **state)
+{
+    (void)state;
+    struct stk_stats s = idle_loader();
+    char buf[2048];
+    report(&s, buf, sizeof buf);
+    assert_null(strstr(buf, "node cache"));
+    s.cache_hits = 40;
+    s.cache_misses = 10;
+    s.cache_evictions = 3;
+    s.cache_epoch_hits = 9;
+    s.cache_epoch_misses = 1;
+    s.cache_epoch_origin_bytes = 2500000;
+    report(&s, buf, sizeof buf);
+    assert_contains(buf, "node cache this epoch: 9 hits, 1 miss (90% hits), 2.5 MB from the "
+                         "origin; run: 40 hits, 10 misses, 3 evictions");
+}
+
 static void test_not_input_bound(void **state)
 {
     (void)state;
@@ -283,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_rates_between_snapshots), cmocka_unit_test(test_shuffle_quality),
         cmocka_unit_test(test_nothing_yet),    cmocka_unit_test(test_not_input_bound),
         cmocka_unit_test(test_bad_input_line),
+        cmocka_unit_test(test_cache_line),
         cmocka_unit_test(test_decode_bound),   cmocka_unit_test(test_read_bound),
         cmocka_unit_test(test_batching_bound), cmocka_unit_test(test_starved),
         cmocka_unit_test(test_small_buffers),   cmocka_unit_test(test_label_mixing),

@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: MIT
+"""Many nodes, many epochs (issue 36): node caches with and without
+node_affinity, and eviction by next use against LRU and the optimum.
+
+Simulates --nodes nodes of --ranks-per-node rank processes on this machine
+(tests/integration/node_sim.py: one nginx as the origin, one cache
+directory per node) and prints, per epoch, the bytes each node fetched from
+the origin and its cache hit rate, for
+  - node_affinity=1 and a cache holding the node's share,
+  - node_affinity=0 (every epoch a new split of all shards) and the same cache,
+  - node_affinity=1 and a cache of half the node's share (eviction by next
+    use), beside the misses of LRU and of the offline optimum (Belady) over
+    the node's read order of an uncached run.
+Then the label mixing on class-sorted shards at default options (16 shards
+in flight, shuffle buffer 2000) with and without affinity: distinct classes
+per batch against a uniform permutation of the same labels, in each rank's
+batches and in the global batches (batch i of every rank: what a DDP step
+averages over).
+
+Usage: PYTHONPATH=build-rel/python python3 bench/node_cache.py
+"""
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "integration"))
+import node_sim  # noqa: E402
+
+
+def cache_runs(args, sim, shard):
+    share = args.shards // args.nodes * shard
+    base = dict(batch_size=4, threads=1, shards_in_flight=2, seed=1)
+    runs = [("node_affinity=1, cache = node's share", dict(base, node_affinity=1), "full",
+             share + share // 4),
+            ("node_affinity=0, cache = node's share", dict(base, node_affinity=0), "plain",
+             share + share // 4),
+            ("node_affinity=1, cache = half the share", dict(base, node_affinity=1), "half",
+             share // 2 + shard // 2)]
+    trace = [sim.run_epoch(e, dict(base, node_affinity=1)) for e in range(args.epochs)]
+    for name, options, tag, size in runs:
+        print(f"{name} ({size / 1e6:.1f} MB per node)")
+        print(f"  {'epoch':>5s}  " + "  ".join(f"node {k}: MB from origin, hits" for k in
+                                                range(args.nodes)))
+        for e in range(args.epochs):
+            origin, _, results = sim.run_epoch(e, options, tag, size)
+            cells = []
+            for k in range(args.nodes):
+                ranks = results[k * args.ranks_per_node:(k + 1) * args.ranks_per_node]
+                hits = sum(r["hits"] for r in ranks)
+                opens = hits + sum(r["misses"] for r in ranks)
+                cells.append(f"{origin[k] / 1e6:21.2f} {100 * hits / max(opens, 1):5.0f}%")
+            print(f"  {e + 1:5d}  " + "  ".join(cells))
+    capacity = args.shards // args.nodes // 2
+    for k in range(args.nodes):
+        reads = [u for e in range(args.epochs) for u in trace[e][1][k]]
+        first = len(trace[0][1][k])
+        opt = node_sim.misses(reads, capacity, "belady") - first
+        lru = node_sim.misses(reads, capacity, "lru") - first
+        print(f"  node {k}, epochs 2-{args.epochs}, {capacity} shards cached: optimum "
+              f"{opt * shard / 1e6:.2f} MB ({opt} shards), LRU {lru * shard / 1e6:.2f} MB "
+              f"({lru} shards) from the origin")
+
+
+def mixing(args, work):
+    data = work / "sorted"
+    per_class = args.mix_per_class
+    n = args.mix_shards * args.mix_per_shard
+    node_sim.write_shards(data, args.mix_shards, args.mix_per_shard, 0, per_class)
+    print(f"\nmixing: {n} samples of {-(-n // per_class)} classes in class order, shards of "
+          f"{args.mix_per_shard}, {args.nodes} x {args.ranks_per_node} ranks, batches of "
+          f"{args.mix_batch} per rank, default shards_in_flight and shuffle_buffer; classes per "
+          f"batch / a uniform permutation's")
+    with node_sim.Nodes(data, work / "mix", args.nodes, args.ranks_per_node,
+                        os.environ.get("PYTHONPATH", "")) as sim:
+        for affinity in (0, 1):
+            for e in range(2):
+                _, _, results = sim.run_epoch(e, dict(batch_size=args.mix_batch, seed=1,
+                                                      threads=1, node_affinity=affinity))
+                cells = []
+                for joined in (False, True):
+                    got = node_sim.classes_per_batch(results, joined)
+                    uniform = node_sim.uniform_classes_per_batch(results, joined)
+                    cells.append(f"{got:6.1f} / {uniform:6.1f} = {got / uniform:.2f}x")
+                print(f"  node_affinity={affinity} epoch {e + 1}: rank batches {cells[0]}, "
+                      f"global batches {cells[1]}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=2)
+    ap.add_argument("--ranks-per-node", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--shards", type=int, default=64)
+    ap.add_argument("--samples-per-shard", type=int, default=4)
+    ap.add_argument("--sample-bytes", type=int, default=48 * 1024)
+    # As tests/python/test_mixing.py's 34 classes x 94 in 16 shards of
+    # 200, per rank of 4.
+    ap.add_argument("--mix-shards", type=int, default=64)
+    ap.add_argument("--mix-per-class", type=int, default=94)
+    ap.add_argument("--mix-per-shard", type=int, default=200)
+    ap.add_argument("--mix-batch", type=int, default=64)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="stoker-nodes-") as tmp:
+        work = Path(tmp)
+        node_sim.write_shards(work / "data", args.shards, args.samples_per_shard,
+                              args.sample_bytes, per_class=8)
+        print(f"{args.nodes} nodes x {args.ranks_per_node} ranks, {args.shards} shards, "
+              f"{args.epochs} epochs through one nginx")
+        with node_sim.Nodes(work / "data", work, args.nodes, args.ranks_per_node,
+                            os.environ.get("PYTHONPATH", "")) as sim:
+            cache_runs(args, sim, os.path.getsize(sim.data_dir / sim.names[0]))
+        mixing(args, work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+# SPDX-License-Identifier: MIT
+"""Two simulated nodes of two ranks each read five epochs through one nginx
+(node_sim.py), each node with its own cache directory; the access log
+counts each node's bytes from the origin.
+
+- node_affinity and a cache holding the node's share: from the second
+  epoch on a node fetches (next to) nothing, where without affinity it
+  fetches a large part of its share every epoch;
+- a cache of half the node's share evicting by next use (the plan's
+  order): its origin bytes stay within 10% of the offline optimum
+  (Belady) over the node's actual read order, and below LRU's on it.
+"""
+import os
+
+import pytest
+
+import node_sim
+
+NODES, RPN, EPOCHS = 2, 2, 5
+SHARDS, PER_SHARD, SAMPLE_BYTES = 64, 4, 48 * 1024
+BASE = dict(batch_size=4, threads=1, shards_in_flight=2, seed=11)
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory):
+    work = tmp_path_factory.mktemp("nodes")
+    node_sim.write_shards(work / "data", SHARDS, PER_SHARD, SAMPLE_BYTES, per_class=8)
+    pythonpath = os.environ.get("PYTHONPATH") or os.path.join(
+        os.path.dirname(os.environ["STOKER_BIN"]), "python")
+    with node_sim.Nodes(work / "data", work, NODES, RPN, pythonpath) as sim:
+        yield sim
+
+
+def shard_bytes(nodes):
+    return os.path.getsize(nodes.data_dir / nodes.names[0])
+
+
+def run(nodes, options, tag=None, cache_size=0):
+    """Per epoch: (origin bytes per node, GETs per node, per-rank results)."""
+    return [nodes.run_epoch(e, dict(BASE, **options), tag, cache_size) for e in range(EPOCHS)]
+
+
+def test_affinity_keeps_node_caches_warm(nodes):
+    share = SHARDS // NODES * shard_bytes(nodes)
+    size = share + share // 4  # the node's share, and room for the H.url files
+    warm = run(nodes, {"node_affinity": 1}, "affinity", size)
+    cold = run(nodes, {"node_affinity": 0}, "plain", size)
+    auto = run(nodes, {}, "auto", size)  # the default: on with a cache on several nodes
+    assert [e[0] for e in auto] == [e[0] for e in warm]
+    for node in range(NODES):
+        first = warm[0][0][node]
+        assert first >= share  # the first epoch fetches the node's share
+        later = [warm[e][0][node] for e in range(1, EPOCHS)]
+        assert all(b <= 0.05 * first for b in later), (node, first, later)
+        plain = [cold[e][0][node] / cold[0][0][node] for e in range(1, EPOCHS)]
+        # Without affinity the node reads other shards every epoch.
+        assert sum(plain) / len(plain) > 0.2, (node, plain)
+    # The loader's own per-epoch counts agree: no miss after the first epoch.
+    for e in range(1, EPOCHS):
+        assert all(r["misses"] == 0 and r["hits"] > 0 for r in warm[e][2])
+    assert sum(r["origin_bytes"] for r in warm[0][2]) == sum(warm[0][0])
+
+
+def test_half_cache_evicts_by_next_use(nodes):
+    size_shards = SHARDS // NODES // 2
+    shard = shard_bytes(nodes)
+    size = size_shards * shard + shard // 2
+    trace = run(nodes, {"node_affinity": 1})  # no cache: every read is a GET
+    cached = run(nodes, {"node_affinity": 1}, "half", size)
+    for node in range(NODES):
+        reads = [uri for e in range(EPOCHS) for uri in trace[e][1][node]]
+        first = len(trace[0][1][node])
+        # Misses after the first epoch's (the cold fills are the same for all).
+        belady = node_sim.misses(reads, size_shards, "belady") - first
+        lru = node_sim.misses(reads, size_shards, "lru") - first
+        got = sum(len(cached[e][1][node]) for e in range(1, EPOCHS))
+        got_bytes = sum(cached[e][0][node] for e in range(1, EPOCHS))
+        assert got_bytes == got * shard
+        assert got <= 1.1 * belady, (node, got, belady, lru)
+        assert got < lru, (node, got, belady, lru)
