@@ -71,6 +71,15 @@ def test_http_403(even_shards):
     assert "403" in str(e) and name in str(e), str(e)
 
 
+def served(paths):
+    """{name: bytes} of the shards, for a FaultServer."""
+    files = {}
+    for path in paths:
+        with open(path, "rb") as f:
+            files[os.path.basename(path)] = f.read()
+    return files
+
+
 class Expiring(FaultServer):
     """Serves like FaultServer until .expired is set, then refuses every
     request with 401, as an object store does once a token has expired."""
@@ -87,10 +96,7 @@ def test_expired_credentials_fail_the_epoch_under_skip(even_shards):
     on_error="skip" the epoch fails with the status and the shard's URL, and
     so does the next one, instead of skipping every later shard and
     returning empty epochs with no error (issue 39)."""
-    files = {}
-    for path in even_shards[:4]:
-        with open(path, "rb") as f:
-            files[os.path.basename(path)] = f.read()
+    files = served(even_shards[:4])
     with Expiring(files) as server:
         urls = [server.url("ok", name) for name in files]
         loader = eval_loader(urls, on_error="skip", shards_in_flight=1, io_retries=0,
@@ -113,10 +119,7 @@ def test_an_epoch_that_delivers_nothing_raises(even_shards):
     """When on_error="skip" drops every shard (here: all of them gone, 404),
     the epoch raises an error that counts the failures and names the last
     one, instead of ending as if the data set were empty."""
-    files = {}
-    for path in even_shards[:2]:
-        with open(path, "rb") as f:
-            files[os.path.basename(path)] = f.read()
+    files = served(even_shards[:2])
     with FaultServer(files) as server:
         urls = [server.url("404", name) for name in files]
         loader = eval_loader(urls, on_error="skip", io_retries=0, io_backoff_ms=1)
