@@ -22,10 +22,11 @@ epoch is read per probe.
 
 Not walked, and why (EXEMPT below, by option and mode):
 - transform: it is the mode itself.
-- index_path, uneven: with one rank they change how fast a resume reaches
-  its batch and what len() knows, or how ranks share, never the batches of
-  a single rank (test_index.py, test_distributed.py walk their effect over
-  ranks); a script runs the same options on one rank and on many.
+- index_path, uneven, node_affinity, ranks_per_node: with one rank they
+  change how fast a resume reaches its batch and what len() knows, or how
+  ranks and nodes share, never the batches of a single rank (test_index.py,
+  test_distributed.py, test_node_affinity.py walk their effect over ranks);
+  a script runs the same options on one rank and on many.
 - seed and epoch where nothing is drawn (eval without shuffle, no hook):
   they name the run (the loader state carries them) and key every draw; a
   script keeps its seed when it turns shuffling off for evaluation.
@@ -99,6 +100,8 @@ EXEMPT = {
     ("transform", None): "the mode itself",
     ("index_path", None): "one rank: resume speed and len(), not the batches",
     ("uneven", None): "one rank: nothing is shared between ranks",
+    ("node_affinity", None): "one rank: one node (test_node_affinity.py, test_nodes.py)",
+    ("ranks_per_node", None): "one rank: one node (test_node_affinity.py, test_nodes.py)",
     ("seed", "eval-unshuffled"): "nothing is drawn: the seed names the run",
     ("epoch", "eval-unshuffled"): "nothing is drawn: the epoch names the run",
     ("max_image_pixels", "transform-none"): "the hook's decode is being made to honour it",
