@@ -3,7 +3,7 @@
 node_affinity, and eviction by next use against LRU and the optimum.
 
 Simulates --nodes nodes of --ranks-per-node rank processes on this machine
-(tests/integration/node_sim.py: one nginx as the origin, one cache
+(tests/python/node_sim.py: one nginx as the origin, one cache
 directory per node) and prints, per epoch, the bytes each node fetched from
 the origin and its cache hit rate, for
   - node_affinity=1 and a cache holding the node's share,
@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
-                                "integration"))
+                                "python"))
 import node_sim  # noqa: E402
 
 

@@ -19,10 +19,10 @@ SHARD_SIZES = (7, 19, 4, 13, 11)
 CHILD = r"""
 import json, sys, torch, stoker
 args = json.loads(sys.argv[1])
+window = {"shuffle_buffer": 9} if args["shuffle"] else {}  # refused without shuffle
 loader = stoker.Loader(args["shards"], batch_size=5, image_size=24, transform="train",
-                       threads=args["threads"], shuffle=args["shuffle"], shuffle_buffer=9,
-                       samples_per_rank=48, seed=3, index=args.get("index"),
-                       prefetch_bytes_per_shard=1)
+                       threads=args["threads"], shuffle=args["shuffle"], samples_per_rank=48,
+                       seed=3, index=args.get("index"), prefetch_bytes_per_shard=1, **window)
 loader.set_epoch(1)
 if args.get("state"):
     loader.load_state_dict(args["state"])

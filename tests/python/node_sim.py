@@ -23,7 +23,8 @@ import tarfile
 import time
 from pathlib import Path
 
-from servers import Nginx
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
+from servers import Nginx  # noqa: E402  (the integration tests' nginx)
 
 EPOCH_TIMEOUT_S = 120  # per epoch of all ranks; tiny shards take ~1 s
 
