@@ -177,7 +177,6 @@ static const struct rule rules[] = {
     RULE(interpolation, decodes, DECODE),
     RULE(eval_resize, evaluates, "transform=eval"),
     RULE(shuffle_buffer, shuffles, "shuffle"),
-    RULE(shuffle_buffer_bytes, shuffles, "shuffle"),
     RULE(cache_size, caches, "cache_dir"),
     RULE(whole_shards, indexed, "index_path (a dataset index)"),
     RULE(window_shuffle, indexed_and_shuffles, "index_path (a dataset index) and shuffle"),

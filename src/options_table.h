@@ -66,7 +66,8 @@
     X(shuffle_buffer_bytes, SIZE, STK__BENCH | STK__RESHARD | STK__BYTES | STK__SPEED, "2G", 1, \
       SIZE_MAX, \
       "shuffle-buffer-bytes", "SIZE", \
-      "member bytes the shuffle may hold; samples holding more fail") \
+      "member bytes held between the tar reader and the batches (read ahead, queued per " \
+      "shard, in the shuffle); readers wait for room; a window that cannot fit fails") \
     X(shuffle, BOOL, STK__BENCH, "1", 0, 1, "shuffle", NULL, \
       "shuffle shard order and samples (0: storage order)") \
     X(seed, U64, STK__BENCH, "0", 0, UINT64_MAX, "seed", "N", \

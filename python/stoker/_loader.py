@@ -11,7 +11,7 @@ import warnings
 
 import torch
 
-from ._stoker import BusyError, OptionError, PlanError
+from ._stoker import BusyError, DataError, OptionError, PlanError, ReadError
 from . import _stoker
 from ._stoker import verify as _verify
 from ._stoker import Loader as _CLoader
@@ -348,6 +348,8 @@ class Loader:
         self._iterating = threading.Lock()
         self._agree = None
         self._agreement_cut, self._agreement_warned = 0, False
+        self._last_warning = None
+        self._indexed = index is not None
         self._eval_order = transform == "eval" and not shuffle  # an evaluation pass
         self._rank = rank
         if world_size > 1 and not self._epoch_samples and not uneven:
@@ -519,6 +521,8 @@ class Loader:
         goes to the `stoker` logger."""
         for level, message in self._c.take_log():
             log.log(_LOG_LEVELS[level], "%s", message)
+            if _LOG_LEVELS[level] >= logging.WARNING:
+                self._last_warning = message  # what an empty epoch's error names
 
     def _refuse_after_fork(self):
         """In a child of fork() the loader's threads (the C loader's, the
@@ -554,6 +558,7 @@ class Loader:
         else:
             source = self._local_batches(first)
         agree = self._agree
+        before = self._c.stats()
         try:
             for out in source:
                 if agree is not None and not agree(True):
@@ -568,6 +573,8 @@ class Loader:
             else:
                 if agree is not None:
                     agree(False)
+                if first == 0 and self._batch == 0:
+                    self._nothing_delivered(before)
         except GeneratorExit:
             # The loop broke out: the next iteration continues this epoch.
             self._resume_at = self._batch
@@ -578,6 +585,24 @@ class Loader:
                 self._forward_log()
         self._epoch += 1
         self._batch = 0
+
+    def _nothing_delivered(self, before):
+        """An epoch that delivered no batch is an error: under on_error="skip"
+        a bucket gone or shards that all fail to read would otherwise give
+        every later epoch empty, without an exception (issue 39). A rank the
+        index gives no sample (uneven, fewer samples than ranks) is the one
+        empty epoch that is right. The C loader ends such an epoch as any
+        other (`stoker ls` of bad shards lists nothing and says why)."""
+        if self._indexed and not self._c.info()["epoch_samples"]:
+            return
+        now = self._c.stats()
+        failed = now["shards_failed"] - before["shards_failed"]
+        skipped = now["samples_skipped"] - before["samples_skipped"] + self._raw_skipped
+        last = f" (the last: {self._last_warning})" if self._last_warning else ""
+        error = ReadError if failed else DataError
+        raise error(f"epoch {self._epoch} delivered no batch: {failed} shard"
+                    f"{'' if failed == 1 else 's'} failed and {skipped} sample"
+                    f"{'' if skipped == 1 else 's'} were skipped under on_error=skip{last}")
 
     def _cut_short(self, batch):
         """The ranks' step agreement ended the epoch while this rank still had

@@ -7,8 +7,6 @@
  */
 #include "pipeline/pipeline_impl.h"
 
-#include <inttypes.h>
-
 static void free_slots(struct stk__pipeline *p) {
     for (unsigned j = 0; j < p->n_slots; j++) {
         struct slot *s = &p->slots[j];
@@ -137,8 +135,6 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     p->waiting_slot = -1;
     p->next_index = cfg->first_batch;
     p->limit = cfg->batch_limit;
-    p->shards_failed_at_start = atomic_load(&cfg->run->counters.shards_failed);
-    p->samples_skipped_at_start = atomic_load(&cfg->run->counters.samples_skipped);
     /* The run's cancel flag is the epoch's stop: sources waiting on a
      * server or a command give up when it is set. */
     p->cfg.shard.run = cfg->run;
@@ -276,33 +272,6 @@ static int mix_batch(struct stk__pipeline *p, struct stk__batch *b, struct stk__
     return 0;
 }
 
-/* The end of an epoch (or of a range starting at its first batch; mutex
- * held) that handed out no batch is an error. Under on_error=skip an
- * expired credential or a lost bucket would otherwise make every later
- * epoch empty without a word, and no caller wants an empty epoch. A range
- * starting later may be past the epoch's end (a resume at its end, a
- * cluster's range beyond it): that one is simply over, as is the epoch of a
- * rank given no sample (uneven, fewer samples than ranks). The code is that of
- * the last shard skipped, so the exception's class says what failed. */
-static int empty_epoch(struct stk__pipeline *p, struct stk__err *err) {
-    if (p->delivered > 0 || p->cfg.first_batch > 0 || p->limit == 0 || p->rank_shards == 0)
-        return STK_EOF;
-    const uint64_t failed =
-        atomic_load(&p->cfg.run->counters.shards_failed) - p->shards_failed_at_start;
-    const uint64_t skipped =
-        atomic_load(&p->cfg.run->counters.samples_skipped) - p->samples_skipped_at_start;
-    if (p->last_skip.code != 0)
-        return stk__errf(err, p->last_skip.code,
-                         "epoch %" PRIu64 " delivered no batch: %" PRIu64 " shard%s failed and %"
-                         PRIu64 " sample%s were skipped under on_error=skip (the last: %s)",
-                         p->cfg.opts.epoch, failed, failed == 1 ? "" : "s", skipped,
-                         skipped == 1 ? "" : "s", p->last_skip.msg);
-    return stk__errf(err, skipped > 0 ? STK_EFORMAT : STK_EPLAN,
-                     "epoch %" PRIu64 " delivered no batch (%" PRIu64
-                     " sample%s skipped as bad input under on_error=skip)",
-                     p->cfg.opts.epoch, skipped, skipped == 1 ? "" : "s");
-}
-
 int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, unsigned timeout_ms,
                        struct stk__err *err) {
     *out = NULL;
@@ -338,7 +307,7 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, unsigne
                                (unsigned)((deadline - now + 999999u) / 1000000u));
     }
     if (p->next_index >= p->limit) {
-        rc = empty_epoch(p, err); /* the range is over; batches made past it stay queued */
+        rc = STK_EOF; /* the range is over; batches made past it stay queued */
     } else if (p->queue_head != NULL) {
         struct stk__batch *b = p->queue_head;
         p->queue_head = b->next;
@@ -352,13 +321,12 @@ int stk__pipeline_next(struct stk__pipeline *p, struct stk__batch **out, unsigne
         }
         atomic_fetch_add(&p->cfg.budget->held_by_caller, 1);
         p->next_index = b->pub.index + 1;
-        p->delivered++;
         *out = b;
     } else if (p->fail.code != 0) {
         *err = p->fail;
         rc = p->fail.code;
     } else {
-        rc = empty_epoch(p, err);
+        rc = STK_EOF;
     }
 out:
     stk__mutex_unlock(&p->mutex);

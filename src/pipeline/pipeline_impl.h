@@ -148,13 +148,6 @@ struct stk__pipeline {
     uint64_t limit;
     uint64_t next_index;
     pthread_cond_t range_cond;
-    /* An epoch (or range) that ends having delivered nothing is an error
-     * even under on_error=skip (empty_epoch() in pipeline.c): the batches
-     * handed out, the run's skip counters when it started, and the last
-     * shard skipped. delivered and last_skip guarded by mutex. */
-    uint64_t delivered;
-    uint64_t shards_failed_at_start, samples_skipped_at_start;
-    struct stk__err last_skip;
     /* Member bytes held before batching (DESIGN above), and the readers
      * waiting for some of them to be given back. */
     _Atomic uint64_t held_bytes;

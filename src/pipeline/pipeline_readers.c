@@ -154,9 +154,6 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
         return rc;
     stk__run_log(p->cfg.run, STK_LOG_WARN, "%s (shard skipped)", rt->err.msg);
     atomic_fetch_add(&p->cfg.run->counters.shards_failed, 1);
-    stk__mutex_lock(&p->mutex);
-    p->last_skip = rt->err;
-    stk__mutex_unlock(&p->mutex);
     return 2;
 }
 

@@ -125,7 +125,7 @@ def test_an_epoch_that_delivers_nothing_raises(even_shards):
         loader = eval_loader(urls, on_error="skip", io_retries=0, io_backoff_ms=1)
         for epoch in range(2):
             loader.set_epoch(epoch)
-            with pytest.raises(stoker.NotFound) as raised:
+            with pytest.raises(stoker.ReadError) as raised:
                 list(loader)
             message = str(raised.value)
             assert f"epoch {epoch} delivered no batch" in message, message
