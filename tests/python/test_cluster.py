@@ -126,8 +126,11 @@ def test_one_thread_and_two_workers_equal_a_local_epoch(cluster, indexed):
     shards, index = indexed
     cluster.add_worker("w1")
     cluster.add_worker("w2")
-    for shuffle in (True, False):
-        kw = dict(OPTIONS, index=index, shuffle=shuffle)
+    plain = {k: v for k, v in OPTIONS.items() if k != "shuffle_buffer"}
+    # The window (shuffle_buffer given), the global order (an index over
+    # local shards, no shuffle_buffer), and storage order.
+    for order in (OPTIONS, plain, dict(plain, shuffle=False)):
+        kw = dict(order, index=index)
         want = local_digests(shards, **kw)
         loader = stoker.Loader(shards, cluster=cluster.client, **kw, **TASKS)
         assert len(loader) == len(want)
