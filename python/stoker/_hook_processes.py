@@ -6,9 +6,10 @@ Importing torch takes a second of a core (1.0-1.2 s here, torchvision 0.3 s
 more); a fork of a process that has imported it takes milliseconds, and
 the forks share its pages (torch's code and data: each hook process's
 proportional share of them shrinks with their number). A loader's hook
-Pool starts its own server; a Dask worker started with `--preload stoker`
-starts one with the worker (_cluster_worker.dask_setup), so that a job's
-hook processes there start in milliseconds too.
+Pool starts its own server; a Dask worker starts one when a job with hooks
+first needs it (the trainer's warm_hooks task, _cluster_worker), shared by
+that worker's jobs and stopped when none is left, so that a job's hook
+processes there start in milliseconds too.
 
 multiprocessing's forkserver does the same for Process objects; a hook
 process is not one (it talks over its own socket, whose end says that it
