@@ -141,7 +141,7 @@ class Pool:
         self.named = f"the hook ({names})" if names else "the hooks"  # for messages
         self._server = server if server is not None else ForkServer()
         self.digest = hashlib.sha256(hooks_bytes).hexdigest()
-        self._n = self.processes = processes
+        self.processes = processes
         self.timeout = timeout
         self._workers = []
         self._queue = collections.deque()
@@ -243,7 +243,7 @@ class Pool:
         """step() or run_aside() of an open pool, holding the lock."""
         if self._unloadable is not None:
             raise OptionTypeError(self._unloadable)
-        while len(self._workers) < self._n:
+        while len(self._workers) < self.processes:
             self._workers.append(_Worker(self._server, self.hooks_bytes))
         idle = [w for w in self._workers if not w.tasks]  # a share each, starting ones too
         for w in idle:

@@ -179,18 +179,24 @@ def write_shard(path, samples):
 def noise_shard(tmp_path_factory):
     """One shard of 40 small JPEGs of random pixels (KEY.jpg + KEY.cls, labels 0..39)."""
     import numpy as np
-    from PIL import Image
     path = tmp_path_factory.mktemp("noise") / "shard.tar"
     rng = np.random.default_rng(1)
     with tarfile.open(path, "w") as tar:
         for n in range(40):
-            buf = io.BytesIO()
-            Image.fromarray(rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)).save(buf, "JPEG")
-            for ext, data in (("jpg", buf.getvalue()), ("cls", str(n).encode())):
-                info = tarfile.TarInfo(f"{n:04d}.{ext}")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
+            add_noise_sample(tar, rng, f"{n:04d}", n, (40, 50, 3))
     return str(path)
+
+
+def add_noise_sample(tar, rng, key, label, shape):
+    """Append KEY.jpg (random pixels of shape from rng) and KEY.cls (label) to tar."""
+    import numpy as np
+    from PIL import Image
+    buf = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(buf, "JPEG")
+    for ext, data in (("jpg", buf.getvalue()), ("cls", str(label).encode())):
+        info = tarfile.TarInfo(f"{key}.{ext}")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture(name="write_shard", scope="session")

@@ -11,17 +11,15 @@ equal shares need (ceil(160 / world) * world - 160, at most world - 1),
 which stats()["samples_padded"] counts. Evaluation with uneven=True splits
 by sample too, also over fewer shards than ranks: every sample once.
 """
-import io
 import json
 import subprocess
 import tarfile
 
 import numpy as np
 import pytest
-from PIL import Image
 
 import stoker
-from conftest import run_ranks
+from conftest import add_noise_sample, run_ranks
 
 SIZES = (30, 30, 30, 30, 30, 10)
 BATCH = 8
@@ -54,12 +52,7 @@ def write_numbered_shards(directory, sizes):
         path = directory / f"part-{i:06d}.tar"
         with tarfile.open(path, "w") as tar:
             for _ in range(size):
-                buf = io.BytesIO()
-                Image.fromarray(rng.integers(0, 256, (20, 24, 3), dtype=np.uint8)).save(buf, "JPEG")
-                for ext, data in (("jpg", buf.getvalue()), ("cls", str(n).encode())):
-                    info = tarfile.TarInfo(f"s{n:05d}.{ext}")
-                    info.size = len(data)
-                    tar.addfile(info, io.BytesIO(data))
+                add_noise_sample(tar, rng, f"s{n:05d}", n, (20, 24, 3))
                 n += 1
         paths.append(str(path))
     return paths
