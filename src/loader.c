@@ -374,6 +374,7 @@ static struct stk__plan_spec plan_spec(const stk_loader *l)
         .counts = l->index.counts,
         .by_sample = l->split_by_sample,
         .pad = !l->opts.uneven,
+        .global = l->global_order,
     };
 }
 
@@ -420,10 +421,7 @@ static int start_epoch(stk_loader *l)
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
         .shard_stamps = l->index.stamps,
-        .split_by_sample = l->split_by_sample,
-        .split_pad = !o->uneven,
-        .global_order = l->global_order,
-        .ranks_per_node = l->plan_ranks_per_node,
+        .plan = plan_spec(l),
         .budget = &l->budget,
         .interrupt = &l->interrupt,
         .run = &l->run,
@@ -583,7 +581,8 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
         return l->opts.samples_per_rank;
     if (l->index.counts == NULL)
         return 0;
-    const struct stk__plan_spec spec = plan_spec(l);
+    struct stk__plan_spec spec = plan_spec(l);
+    spec.global = 0; /* the same counts, without drawing the order */
     struct stk__plan_cursor c;
     if (stk__plan_cursor_open(&c, &spec) < 0)
         return 0;

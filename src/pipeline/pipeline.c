@@ -86,25 +86,6 @@ static int plan_slots(struct stk__pipeline *p) {
     return 0;
 }
 
-/* The plan of this rank's epoch: its shards, or its run of samples. */
-static int rank_cursor(const struct stk__pipeline_config *cfg, struct stk__plan_cursor *c) {
-    const struct stk__plan_spec spec = {
-        .n_shards = cfg->urls->count,
-        .seed = cfg->opts.seed,
-        .epoch = cfg->opts.epoch,
-        .rank = cfg->rank,
-        .world = cfg->world_size,
-        .shuffle = cfg->opts.shuffle,
-        .unbounded = cfg->opts.samples_per_rank != 0,
-        .ranks_per_node = cfg->ranks_per_node,
-        .counts = cfg->shard_samples,
-        .by_sample = cfg->split_by_sample,
-        .pad = cfg->split_pad,
-        .global = cfg->global_order,
-    };
-    return stk__plan_cursor_open(c, &spec);
-}
-
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
                         struct stk__err *err) {
     *out = NULL;
@@ -112,7 +93,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     if (p == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     p->cfg = *cfg;
-    if (rank_cursor(cfg, &p->plan) < 0) {
+    if (stk__plan_cursor_open(&p->plan, &cfg->plan) < 0) {
         stk__free(p);
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     }
@@ -156,7 +137,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         stk__cond_init(&rt->cond);
         if (rc == 0)
             rc = p->plan.segments != NULL ? stk__plan_cursor_borrow(&rt->cursor, &p->plan)
-                                          : rank_cursor(cfg, &rt->cursor);
+                                          : stk__plan_cursor_open(&rt->cursor, &cfg->plan);
     }
     if (rc == 0)
         rc = plan_slots(p);

@@ -22,6 +22,7 @@
 #include "base/error.h"
 #include "image/image.h"
 #include "pipeline/sample_image.h"
+#include "plan/plan.h"
 #include "tar/shard_reader.h"
 #include "base/strlist.h"
 
@@ -46,17 +47,10 @@ struct stk__pipeline_config {
     /* With it, per shard the stamp the index recorded: every shard opened
      * is checked against it and against its count (stk__shard_expect). */
     const struct stk__shard_stamp *shard_stamps;
-    /* With shard_samples: the rank's list is a run of samples, not whole
-     * shards (stk__plan_cursor_by_sample), padded to equal shares when
-     * split_pad is set. */
-    int split_by_sample;
-    int split_pad;
-    /* With split_by_sample: the samples in a global seeded order, one
-     * segment each (plan.h); readers open each at its offset. */
-    int global_order;
-    /* Node affinity (plan.h): ranks per node, 0 off. rank and world_size
-     * number the ranks node by node. */
-    int ranks_per_node;
+    /* What decides the rank's list for the epoch (plan.h: its shards, or
+     * its run of samples, in a global order or not, under node affinity
+     * or not); the owner fills it as it plans (stk_loader's plan_spec()). */
+    struct stk__plan_spec plan;
     /* Counters, log, error policy; its cancel flag is the epoch's stop (set
      * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
     struct stk__run *run;
