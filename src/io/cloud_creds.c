@@ -1,13 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * cloud_creds.c - read object store credentials from the environment and
- * the AWS shared credentials file.
+ * cloud_creds.c - read object store credentials from the environment, and
+ * pick the source of the rest in the order of the providers' SDKs: the AWS
+ * shared files (cred_profile.c), temporary credentials (cred_cache.c).
  *
- * The INI reader is a dozen lines, not a library: the AWS file format is
- * "[profile]" sections of "key = value" lines with '#'/';' comments, and
- * only three keys of one section matter. Secrets are copied into fixed
- * buffers (no allocation to forget to wipe) and overwritten by
- * stk__cloud_creds_wipe().
+ * Secrets are copied into fixed buffers (no allocation to forget to wipe)
+ * and overwritten by stk__cloud_creds_wipe().
  */
 #include "io/cloud_creds.h"
 
@@ -19,6 +17,7 @@
 #include "base/alloc.h"
 #include "io/cred_cache.h"
 #include "io/cred_http.h"
+#include "io/cred_profile.h"
 #include "stoker.h"
 
 /* Copy src into dst[cap]; 0, or -1 when it does not fit. */
@@ -50,90 +49,6 @@ static int from_env(char *dst, size_t cap, const char *const *names, size_t n,
         return 1;
     }
     return 0;
-}
-
-static void trim(char **s, size_t *n)
-{
-    while (*n > 0 && ((*s)[0] == ' ' || (*s)[0] == '\t')) {
-        (*s)++;
-        (*n)--;
-    }
-    while (*n > 0 && ((*s)[*n - 1] == ' ' || (*s)[*n - 1] == '\t' || (*s)[*n - 1] == '\r' ||
-                      (*s)[*n - 1] == '\n'))
-        (*n)--;
-}
-
-/* Read the keys of [profile] from the shared credentials file. A missing
- * file is no error unless the user named it or the profile. */
-static int from_file(struct stk__cloud_creds *c, struct stk__err *err)
-{
-    const char *profile = env("AWS_PROFILE");
-    const char *path = env("AWS_SHARED_CREDENTIALS_FILE");
-    char buf[4096];
-    if (path == NULL) {
-        const char *home = env("HOME");
-        if (home == NULL)
-            return 0;
-        if ((size_t)snprintf(buf, sizeof buf, "%s/.aws/credentials", home) >= sizeof buf)
-            return 0;
-        path = buf;
-    }
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        if (profile == NULL && env("AWS_SHARED_CREDENTIALS_FILE") == NULL)
-            return 0;
-        return stk__errf(err, STK_EINVAL, "cannot read AWS credentials file %s: %s", path,
-                         strerror(errno));
-    }
-    snprintf(c->source, sizeof c->source, "AWS credentials file %.300s, profile [%.100s]", path,
-             profile != NULL ? profile : "default");
-    const char *want = profile != NULL ? profile : "default";
-    char line[8192];
-    int in_section = 0, found = 0, rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
-        char *s = line;
-        size_t n = strlen(s);
-        trim(&s, &n);
-        if (n == 0 || s[0] == '#' || s[0] == ';')
-            continue;
-        if (s[0] == '[' && s[n - 1] == ']') {
-            char *name = s + 1;
-            size_t name_len = n - 2;
-            trim(&name, &name_len);
-            in_section = name_len == strlen(want) && memcmp(name, want, name_len) == 0;
-            found |= in_section;
-            continue;
-        }
-        char *eq = memchr(s, '=', n);
-        if (!in_section || eq == NULL)
-            continue;
-        char *key = s, *value = eq + 1;
-        size_t key_len = (size_t)(eq - s), value_len = n - key_len - 1;
-        trim(&key, &key_len);
-        trim(&value, &value_len);
-        char *dst = NULL;
-        size_t cap = 0;
-        if (key_len == 17 && memcmp(key, "aws_access_key_id", 17) == 0)
-            dst = c->key_id, cap = sizeof c->key_id;
-        else if (key_len == 21 && memcmp(key, "aws_secret_access_key", 21) == 0)
-            dst = c->secret, cap = sizeof c->secret;
-        else if (key_len == 17 && memcmp(key, "aws_session_token", 17) == 0)
-            dst = c->token, cap = sizeof c->token;
-        if (dst != NULL && copy(dst, cap, value, value_len) < 0)
-            rc = stk__errf(err, STK_EINVAL, "AWS credentials file %s: %.*s is too long", path,
-                           (int)key_len, key);
-    }
-    memset(line, 0, sizeof line); /* it held a secret */
-    fclose(f);
-    if (rc == 0 && profile != NULL && !found)
-        rc = stk__errf(err, STK_EINVAL, "AWS credentials file %s has no profile [%s]", path,
-                       profile);
-    if (rc == 0 && (c->key_id[0] == '\0') != (c->secret[0] == '\0'))
-        rc = stk__errf(err, STK_EINVAL,
-                       "AWS credentials file %s, profile [%s]: set both aws_access_key_id and "
-                       "aws_secret_access_key",
-                       path, want);
-    return rc;
 }
 
 /* The key id and secret from the variables id_var and secret_var: 1 both
@@ -172,11 +87,13 @@ static int load_s3(struct stk__cloud_creds *c, struct stk__counters *counters,
         rc = from_env(c->token, sizeof c->token, token, 1, err);
         return rc < 0 ? rc : 0;
     }
-    /* Web identity comes before the shared file in the AWS SDKs' chain. */
+    /* Web identity comes before the shared files in the AWS SDKs' chain;
+     * a profile's static keys are used as they are, its role or
+     * credential_process through the cache (cred_aws.c asks cred_profile.c). */
     if (env("AWS_WEB_IDENTITY_TOKEN_FILE") == NULL && env("AWS_ROLE_ARN") == NULL) {
-        rc = from_file(c, err);
-        if (rc < 0 || c->key_id[0] != '\0')
-            return rc;
+        rc = stk__cred_profile_kind(c, err);
+        if (rc < 0 || rc == STK__PROFILE_STATIC)
+            return rc < 0 ? rc : 0;
     }
     rc = stk__cred_cache_get(STK__CLOUD_S3, c, counters, err);
     return rc < 0 ? rc : 0;

@@ -40,11 +40,11 @@ struct stk__cloud_creds {
 /* Fill *c for provider from the environment:
  *
  * S3: AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY [+ AWS_SESSION_TOKEN]; else
- *     profile $AWS_PROFILE (default "default") of the INI file
- *     $AWS_SHARED_CREDENTIALS_FILE (default ~/.aws/credentials); else none
- *     the temporary credentials of web identity, container credentials or
- *     EC2 metadata (cred_aws.h; web identity before the file, as the AWS
- *     SDKs order them); else none (anonymous requests). Region: AWS_REGION, AWS_DEFAULT_REGION, else
+ *     web identity ($AWS_WEB_IDENTITY_TOKEN_FILE); else profile $AWS_PROFILE
+ *     (default "default") of the shared credentials and config files
+ *     (cred_profile.h: role_arn, static keys, credential_process); else
+ *     container credentials, else EC2 metadata (cred_aws.h), the AWS SDKs'
+ *     order; else none (anonymous requests). Region: AWS_REGION, AWS_DEFAULT_REGION, else
  *     us-east-1. Endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL.
  * GCS: GCS_HMAC_ACCESS_ID + GCS_HMAC_SECRET (HMAC keys, signed as AWS SigV4
  *     with region "auto"); else a bearer token from

@@ -58,7 +58,11 @@ static struct slot slots[2] = {{.mu = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD
 
 static const char *const GCS_VARS[] = {"GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "HOME",
                                        "GCE_METADATA_HOST", "NO_GCE_CHECK"};
-static const char *const AWS_VARS[] = {"AWS_WEB_IDENTITY_TOKEN_FILE",
+static const char *const AWS_VARS[] = {"HOME",
+                                       "AWS_PROFILE",
+                                       "AWS_CONFIG_FILE",
+                                       "AWS_SHARED_CREDENTIALS_FILE",
+                                       "AWS_WEB_IDENTITY_TOKEN_FILE",
                                        "AWS_ROLE_ARN",
                                        "AWS_ROLE_SESSION_NAME",
                                        "AWS_ENDPOINT_URL_STS",

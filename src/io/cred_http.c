@@ -42,8 +42,9 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *user)
     return n;
 }
 
-int stk__cred_http(const char *who, const char *method, const char *url, const char *const *headers,
-                   size_t n, const char *body, unsigned timeout_ms, struct stk__cred_answer *a,
+static int request(const char *who, const char *method, const char *url,
+                   const char *const *headers, size_t n, const char *body, unsigned timeout_ms,
+                   const struct stk__cred_sigv4 *sign, struct stk__cred_answer *a,
                    struct stk__err *err)
 {
     memset(a, 0, sizeof *a);
@@ -89,6 +90,10 @@ int stk__cred_http(const char *who, const char *method, const char *url, const c
     if (body != NULL)
         curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
     curl_easy_setopt(easy, CURLOPT_CUSTOMREQUEST, method);
+    if (sign != NULL) {
+        curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, sign->provider);
+        curl_easy_setopt(easy, CURLOPT_USERPWD, sign->userpwd);
+    }
     if (strcmp(method, "PUT") == 0 && body == NULL)
         curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "");
     CURLcode res = curl_easy_perform(easy);
@@ -122,6 +127,20 @@ void stk__cred_answer_free(struct stk__cred_answer *a)
         stk__free(a->body);
     }
     memset(a, 0, sizeof *a);
+}
+
+int stk__cred_http(const char *who, const char *method, const char *url, const char *const *headers,
+                   size_t n, const char *body, unsigned timeout_ms, struct stk__cred_answer *a,
+                   struct stk__err *err)
+{
+    return request(who, method, url, headers, n, body, timeout_ms, NULL, a, err);
+}
+
+int stk__cred_http_signed(const char *who, const char *url, const char *const *headers, size_t n,
+                          const char *body, unsigned timeout_ms, const struct stk__cred_sigv4 *sign,
+                          struct stk__cred_answer *a, struct stk__err *err)
+{
+    return request(who, "POST", url, headers, n, body, timeout_ms, sign, a, err);
 }
 
 int stk__cred_status_transient(long status) { return status == 429 || status >= 500; }

@@ -36,6 +36,18 @@ int stk__cred_http(const char *who, const char *method, const char *url, const c
                    size_t n, const char *body, unsigned timeout_ms, struct stk__cred_answer *a,
                    struct stk__err *err);
 
+/* SigV4 signing by libcurl (CURLOPT_AWS_SIGV4): provider as
+ * "aws:amz:REGION:SERVICE", userpwd as "KEY_ID:SECRET". */
+struct stk__cred_sigv4 {
+    const char *provider;
+    const char *userpwd;
+};
+
+/* stk__cred_http() of a POST signed with sign (STS AssumeRole). */
+int stk__cred_http_signed(const char *who, const char *url, const char *const *headers, size_t n,
+                          const char *body, unsigned timeout_ms, const struct stk__cred_sigv4 *sign,
+                          struct stk__cred_answer *a, struct stk__err *err);
+
 /* Wipe and free the body; a zeroed answer is fine. */
 void stk__cred_answer_free(struct stk__cred_answer *a);
 

@@ -5,7 +5,8 @@
  * One ListObjectsV2 request per page (GET bucket?list-type=2&prefix=P
  * [&continuation-token=T]), each fetched whole through the HTTP source
  * (signing, retries and messages as for shards) and parsed by list_xml.c.
- * GCS's XML API answers the same request. Objects that are not tar shards
+ * GCS's XML API answers the same request; temporary credentials refused
+ * mid-listing are replaced once (fetch_page). Objects that are not tar shards
  * (indexes, READMEs, "directory" markers) are left out.
  */
 #include "list/cloud_list.h"
@@ -16,6 +17,7 @@
 
 #include "base/alloc.h"
 #include "io/cloud_request.h"
+#include "io/cred_cache.h"
 #include "list/list_xml.h"
 #include "io/redact.h"
 #include "io/source_http.h"
@@ -86,6 +88,39 @@ static int fetch(const struct stk__cloud_request *r, const struct stk__source_co
     return rc;
 }
 
+/* One page: a request signed with the current credentials, and when a
+ * server refuses temporary ones (401/403; revoked, or expired while the
+ * listing went on), one more with new ones, as source_cloud.c does for
+ * objects. Static keys are not retried: a 403 to them is the answer. */
+static int fetch_page(const char *prefix_url, const char *query,
+                      const struct stk__source_config *cfg, char **body, size_t *len,
+                      struct stk__err *err)
+{
+    int rc = 0;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        struct stk__cloud_request r;
+        rc = stk__cloud_request_init(&r, prefix_url, query, cfg->counters, err);
+        if (rc < 0)
+            return rc;
+        rc = fetch(&r, cfg, body, len, err);
+        enum stk__cloud_provider provider = r.provider;
+        unsigned long generation = r.generation;
+        char source[sizeof r.source];
+        snprintf(source, sizeof source, "%s", r.source);
+        stk__cloud_request_free(&r);
+        if (rc != STK_EACCESS)
+            return rc;
+        if (generation == 0 || attempt == 1) {
+            char why[STK__ERRMSG_MAX];
+            snprintf(why, sizeof why, "%s", err->msg);
+            return stk__errf(err, rc, "%.700s (credentials: %.300s)", why,
+                             source[0] ? source : "none");
+        }
+        stk__cred_cache_reject(provider, generation);
+    }
+    return rc;
+}
+
 /* Page size from $STOKER_LIST_MAX_KEYS (tests use it to force several
  * pages); 0: the server's default. */
 static long max_keys(void)
@@ -140,16 +175,11 @@ int stk__cloud_list(const char *prefix_url, const struct stk__source_config *cfg
             n++;
         }
         char *query = stk__canonical_query(kv, n);
-        struct stk__cloud_request r;
-        rc = query == NULL ? stk__errf(err, STK_ENOMEM, "out of memory")
-                           : stk__cloud_request_init(&r, prefix_url, query, cfg->counters, err);
-        stk__free(query);
         char *body = NULL;
         size_t len = 0;
-        if (rc == 0) {
-            rc = fetch(&r, cfg, &body, &len, err);
-            stk__cloud_request_free(&r);
-        }
+        rc = query == NULL ? stk__errf(err, STK_ENOMEM, "out of memory")
+                           : fetch_page(prefix_url, query, cfg, &body, &len, err);
+        stk__free(query);
         struct stk__list_page page = {0};
         if (rc == 0)
             rc = stk__list_parse(body, len, &page, err);
