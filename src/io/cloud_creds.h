@@ -44,8 +44,8 @@ struct stk__cloud_creds {
  *     (default "default") of the shared credentials and config files
  *     (cred_profile.h: role_arn, static keys, credential_process); else
  *     container credentials, else EC2 metadata (cred_aws.h), the AWS SDKs'
- *     order; else none (anonymous requests). Region: AWS_REGION, AWS_DEFAULT_REGION, else
- *     us-east-1. Endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL.
+ *     order; else none (anonymous requests). Region: AWS_REGION, AWS_DEFAULT_REGION, the
+ *     profile's region, else us-east-1. Endpoint: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL.
  * GCS: GCS_HMAC_ACCESS_ID + GCS_HMAC_SECRET (HMAC keys, signed as AWS SigV4
  *     with region "auto"); else a bearer token from
  *     GOOGLE_OAUTH_ACCESS_TOKEN or CLOUDSDK_AUTH_ACCESS_TOKEN; else Application

@@ -147,6 +147,10 @@ int stk__cred_profile_kind(struct stk__cloud_creds *c, struct stk__err *err)
 {
     struct stk__aws_config cfg;
     int rc = stk__aws_config_load(&cfg, err);
+    const char *region = rc == 0 ? stk__aws_config_get(&cfg, cfg.profile, "region", NULL) : NULL;
+    if (region != NULL && env("AWS_REGION") == NULL && env("AWS_DEFAULT_REGION") == NULL &&
+        stk__cred_copy(c->region, sizeof c->region, region) < 0)
+        rc = stk__errf(err, STK_EINVAL, "profile [%.100s]: region is too long", cfg.profile);
     if (rc == 0)
         rc = resolve(&cfg, cfg.profile, 0, 1, 0, c, err);
     stk__aws_config_free(&cfg);

@@ -18,7 +18,8 @@ enum stk__profile_kind {
 /* What the profile holds, in the order botocore and the Go SDK resolve a
  * profile: role_arn first, then static keys, then credential_process. For
  * STK__PROFILE_STATIC, c gets the keys (and token) and c->source; the
- * others leave c alone. <0 with err naming the file when a file named by a
+ * others leave the credentials alone. The profile's region, if it has one,
+ * goes into c->region unless $AWS_REGION or $AWS_DEFAULT_REGION is set. <0 with err naming the file when a file named by a
  * variable cannot be read, a file is malformed, $AWS_PROFILE names a
  * profile neither file has, or a profile has half a key pair. Reads the
  * environment and the files; no network, no process. */

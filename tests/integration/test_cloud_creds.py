@@ -13,6 +13,8 @@ which recomputes every SigV4 signature with botocore) accepts only issued,
 unexpired ones. Nothing printed may hold a key, token or assertion.
 """
 import json
+import re
+import sys
 import time
 import threading
 import urllib.parse
@@ -42,7 +44,10 @@ VARS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_
         "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_ENDPOINT_URL_STS",
         "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
         "AWS_CONTAINER_AUTHORIZATION_TOKEN", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-        "AWS_EC2_METADATA_SERVICE_ENDPOINT", "STOKER_LIST_MAX_KEYS")
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT", "STOKER_LIST_MAX_KEYS", "AWS_CONFIG_FILE",
+        "AWS_ROLE_SESSION_NAME")
+SOURCE_KEY_ID, SOURCE_SECRET = "AKIDSOURCEPROFILE", "source-profile-secret-EXAMPLE"
+PROCESS_ARGS = ["two words", "$HOME;x", "it's"]  # reach the program literally: no shell
 
 
 def env(**kw):
@@ -64,6 +69,7 @@ class Issuer(ServedInThread):
         self.log = []   # (endpoint, verdict)
         self.issued = []  # every secret handed out, to look for in output
         self.refuse_refresh = False
+        self.sts_regions = []
         self.lock = threading.Lock()
 
     @property
@@ -128,8 +134,17 @@ class Issuer(ServedInThread):
         form = dict(urllib.parse.parse_qsl(body))
         if h.command == "POST" and path == "/token":
             return self.token(h, form)
+        if h.command == "POST" and path == "/sts/" and form.get("Action") == "AssumeRole":
+            return self.assume_role(h, path, body, form)
         if h.command == "POST" and path == "/sts/":
             return self.sts(h, form)
+        if h.command == "POST" and path == "/process":
+            ok = json.loads(body) == PROCESS_ARGS
+            self.note("process", ok)
+            key_id, secret, token, when = self.mint_keys()
+            return self.send(h, 200, json.dumps({"Version": 1, "AccessKeyId": key_id,
+                                                 "SecretAccessKey": secret, "SessionToken": token,
+                                                 "Expiration": when}))
         if path == "/computeMetadata/v1/instance/service-accounts/default/token":
             ok = h.headers.get("Metadata-Flavor") == "Google"
             self.note("metadata", ok)
@@ -187,6 +202,56 @@ class Issuer(ServedInThread):
                   f"<SessionToken>{token}</SessionToken><Expiration>{when}</Expiration>"
                   "</Credentials></AssumeRoleWithWebIdentityResult>"
                   "</AssumeRoleWithWebIdentityResponse>", "text/xml")
+
+    def sigv4_problem(self, h, path, body):
+        """Recompute the SigV4 signature of an STS request with botocore, for
+        the source profile's static keys or credentials this issuer minted."""
+        import datetime
+        from botocore.auth import SigV4Auth
+        from botocore.awsrequest import AWSRequest
+        from botocore.credentials import Credentials
+        m = re.match(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/sts/aws4_request,"
+                     r"\s*SignedHeaders=([a-z0-9;-]+),\s*Signature=([0-9a-f]{64})$",
+                     h.headers.get("Authorization", ""))
+        if not m:
+            return "no AWS4-HMAC-SHA256 Authorization header for sts"
+        key_id, day, region, signed, signature = m.groups()
+        secret, token = (SOURCE_SECRET, None) if key_id == SOURCE_KEY_ID else \
+            (self.lookup(key_id) or (None, None))
+        if secret is None:
+            return f"unknown key {key_id}"
+        signed = signed.split(";")
+        if token is not None and ("x-amz-security-token" not in signed
+                                  or h.headers.get("X-Amz-Security-Token") != token):
+            return "session token missing or not signed"
+        amz_date = h.headers.get("x-amz-date", "")
+        when = datetime.datetime.strptime(amz_date, "%Y%m%dT%H%M%SZ").replace(
+            tzinfo=datetime.timezone.utc)
+        if abs((datetime.datetime.now(datetime.timezone.utc) - when).total_seconds()) > 900:
+            return "x-amz-date too far from now"
+        request = AWSRequest(method="POST", url=f"http://{h.headers.get('Host')}{path}",
+                             data=body.encode(), headers={k: h.headers.get(k, "") for k in signed})
+        request.context["timestamp"] = amz_date
+        signer = SigV4Auth(Credentials(key_id, secret, token), "sts", region)
+        expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(
+            request)), request)
+        self.sts_regions.append(region)
+        return None if expected == signature else "SignatureDoesNotMatch"
+
+    def assume_role(self, h, path, body, form):
+        problem = self.sigv4_problem(h, path, body)
+        ok = (problem is None and form.get("RoleArn") == ROLE
+              and form.get("RoleSessionName") == "trainer-1" and form.get("Version") == "2011-06-15")
+        self.note("assume-role", ok)
+        if not ok:
+            return self.send(h, 403, "<ErrorResponse><Error><Code>SignatureDoesNotMatch</Code>"
+                             f"<Message>{problem}</Message></Error></ErrorResponse>", "text/xml")
+        key_id, secret, token, when = self.mint_keys()
+        self.send(h, 200, "<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+                  f"<AssumeRoleResult><Credentials><AccessKeyId>{key_id}</AccessKeyId>"
+                  f"<SecretAccessKey>{secret}</SecretAccessKey><SessionToken>{token}</SessionToken>"
+                  f"<Expiration>{when}</Expiration></Credentials></AssumeRoleResult>"
+                  "</AssumeRoleResponse>", "text/xml")
 
     def imds(self, h, path):
         if h.command == "PUT" and path == "/latest/api/token":
@@ -355,12 +420,44 @@ def test_gcs_bad_jwt_signature_is_refused(run, shards, tmp_path, rsa_key):
 
 # -------------------------------------------------------------------- S3
 
+def process_script(tmp_path, text):
+    script = tmp_path / "creds helper.py"  # a space in the path: quoted in the profile
+    script.write_text(text)
+    return f'{sys.executable} "{script}"'
+
+
+def profile_files(tmp_path, issuer, extra=""):
+    """The shared files as the AWS CLI reads them: [profile x] sections in
+    the config file, [x] in the credentials file, comments, a continued
+    value, keys in mixed case."""
+    helper = process_script(tmp_path, "import json, sys, urllib.request\n"
+                            "data = json.dumps(sys.argv[2:]).encode()\n"
+                            "print(urllib.request.urlopen(sys.argv[1], data=data).read().decode())\n")
+    config = tmp_path / "aws-config"
+    config.write_text(
+        "# shared config\n[default]\nregion = ap-south-1\n\n"
+        "[profile train]\nrole_arn = " + ROLE + "\nsource_profile = base\nregion = eu-west-3\n"
+        "role_session_name = trainer-1\ns3 =\n    max_concurrent_requests = 20\n"
+        "[sso-session corp]\nsso_region = us-east-1\n"
+        f"[profile batch]\n; refreshed by a helper\nCredential_Process = {helper} "
+        f"{issuer.url}/process 'two words' \"$HOME;x\" it\\'s\n" + extra)
+    creds = tmp_path / "aws-credentials"
+    creds.write_text(f"[base]\naws_access_key_id = {SOURCE_KEY_ID}\n"
+                     f"aws_secret_access_key = {SOURCE_SECRET}\n")
+    return config, creds
+
+
 def s3_sources(issuer, tmp_path):
     token_file = tmp_path / "web-token"
     token_file.write_text(WEB_TOKEN + "\n")
     auth_file = tmp_path / "container-token"
     auth_file.write_text(CONTAINER_TOKEN)
+    config, creds = profile_files(tmp_path, issuer)
+    profiles = dict(AWS_CONFIG_FILE=str(config), AWS_SHARED_CREDENTIALS_FILE=str(creds))
     return {
+        "assume-role": ("assume-role", dict(AWS_PROFILE="train",
+                                            AWS_ENDPOINT_URL_STS=issuer.url + "/sts/", **profiles)),
+        "process": ("process", dict(AWS_PROFILE="batch", **profiles)),
         "imds": ("imds", dict(AWS_EC2_METADATA_DISABLED="",
                               AWS_EC2_METADATA_SERVICE_ENDPOINT=issuer.url + "/")),
         "web-identity": ("sts", dict(AWS_WEB_IDENTITY_TOKEN_FILE=str(token_file),
@@ -371,10 +468,14 @@ def s3_sources(issuer, tmp_path):
     }
 
 
-@pytest.mark.parametrize("source", ["imds", "web-identity", "container"])
+@pytest.mark.parametrize("source", ["imds", "web-identity", "container", "assume-role",
+                                    "process"])
 def test_s3_temporary_credentials(run, bench_json, shards, tmp_path, rsa_key, source):
+    # The profile's region signs both STS and S3 requests when the
+    # environment names none.
+    region = "eu-west-3" if source == "assume-role" else "us-east-1"
     with Issuer(rsa_key) as issuer, \
-            SigV4Server("bkt", objects(shards), token="", issuer=issuer) as s3:
+            SigV4Server("bkt", objects(shards), token="", issuer=issuer, region=region) as s3:
         what, extra = s3_sources(issuer, tmp_path)[source]
         e = env(AWS_ENDPOINT_URL=s3.endpoint, **extra)
         got = ls(run, ["-v", *urls("s3")], e)
@@ -383,9 +484,16 @@ def test_s3_temporary_credentials(run, bench_json, shards, tmp_path, rsa_key, so
         assert s3.requests and all(r["ok"] for r in s3.requests), s3.requests
         label = {"imds": "EC2 instance metadata (IMDSv2) " + issuer.url + ", role train-role",
                  "web-identity": f"web identity ($AWS_WEB_IDENTITY_TOKEN_FILE {tmp_path}",
-                 "container": "container credentials " + issuer.url}[source]
+                 "container": "container credentials " + issuer.url,
+                 "assume-role": f"role {ROLE} of profile [train] ({tmp_path}/aws-config), "
+                                "source_profile [base], via STS at " + issuer.url,
+                 "process": f"credential_process of profile [batch] ({tmp_path}/aws-config)"
+                 }[source]
         assert f"stoker ls: s3:// credentials: {label}" in got.stderr, got.stderr
-        assert_no_secret(got, WEB_TOKEN, CONTAINER_TOKEN, *issuer.issued, *s3.signatures)
+        assert_no_secret(got, WEB_TOKEN, CONTAINER_TOKEN, SOURCE_SECRET, *issuer.issued,
+                         *s3.signatures)
+        # No region in the environment: STS is asked in the profile's region.
+        assert issuer.sts_regions == (["eu-west-3"] if source == "assume-role" else [])
         report = bench_json(["--threads", "2", *FAST, *urls("s3")], env=e)
         assert report["samples"] == 12 * N_SHARDS and report["cred_refreshes"] == 1
 
@@ -420,7 +528,7 @@ def test_no_source_found_names_what_was_tried(run, shards):
         assert len(s3.requests) == 1  # no credentials to renew: no second request
     assert proc.returncode == 1
     assert "HTTP 403" in proc.stderr and "credentials: no credentials (tried the environment, " \
-        "web identity, the shared credentials file, container credentials" in proc.stderr, \
+        "web identity, the shared credentials and config files, container credentials" in proc.stderr, \
         proc.stderr
 
 
@@ -440,6 +548,92 @@ def test_refused_temporary_credentials_are_replaced_once(run, shards, tmp_path, 
         assert ls(run, [urls("s3")[0]], e).stdout == ls(run, [shards[0]], e).stdout
         assert issuer.count("imds") == 2
         assert [r["ok"] for r in s3.requests] == [False, True]
+
+
+def test_listing_refused_temporary_credentials_are_replaced_once(run, shards, tmp_path,
+                                                                 rsa_key):
+    """A prefix listing (s3://bkt/train/) whose first page is refused to
+    credentials revoked while valid: one new fetch, the page asked again,
+    and the listing and its shards read through."""
+    with Issuer(rsa_key) as issuer, \
+            SigV4Server("bkt", objects(shards), token="", issuer=issuer) as s3:
+        what, extra = s3_sources(issuer, tmp_path)["process"]
+        e = env(AWS_ENDPOINT_URL=s3.endpoint, **extra)
+        original = issuer.lookup
+
+        def revoke_first(key_id, seen=set()):
+            seen.add(key_id)
+            return None if len(seen) == 1 else original(key_id)
+        issuer.lookup = revoke_first
+        assert ls(run, ["s3://bkt/train/"], e).stdout == ls(run, shards, e).stdout
+        assert issuer.count("process") == 2
+        assert [r["ok"] for r in s3.requests][:2] == [False, True], s3.requests
+        assert all("list-type=2" in r["query"] for r in s3.requests[:2])
+        assert all(r["ok"] for r in s3.requests[1:])
+
+
+def test_listing_refused_static_keys_not_retried(run, shards):
+    """Static keys refused on a listing: one request, and the error names
+    the prefix and where the keys came from."""
+    with SigV4Server("bkt", objects(shards), secret="right") as s3:
+        proc = run(["ls", *FAST, "s3://bkt/train/"],
+                   env=env(AWS_ENDPOINT_URL=s3.endpoint, AWS_ACCESS_KEY_ID="AKIDEXAMPLE",
+                           AWS_SECRET_ACCESS_KEY="wrong-secret"))
+        assert len(s3.requests) == 1
+    assert proc.returncode == 1
+    assert "s3://bkt/train/" in proc.stderr and "HTTP 403" in proc.stderr
+    assert "credentials: $AWS_ACCESS_KEY_ID" in proc.stderr, proc.stderr
+    assert_no_secret(proc, "wrong-secret")
+
+
+def test_profile_comes_before_container_credentials(run, shards, tmp_path, rsa_key):
+    """The AWS SDKs' order: web identity, then the profile (here its
+    credential_process), then container credentials."""
+    with Issuer(rsa_key) as issuer, \
+            SigV4Server("bkt", objects(shards), token="", issuer=issuer) as s3:
+        sources = s3_sources(issuer, tmp_path)
+        e = env(AWS_ENDPOINT_URL=s3.endpoint, **sources["process"][1], **sources["container"][1])
+        ls(run, [urls("s3")[0]], e)
+        assert issuer.count("process") == 1 and issuer.count("container") == 0, issuer.log
+        e.update(sources["web-identity"][1])
+        ls(run, [urls("s3")[0]], e)
+        assert issuer.count("sts") == 1 and issuer.count("process") == 1, issuer.log
+
+
+def test_credential_process_failures_name_profile_and_status(run, shards, tmp_path, rsa_key):
+    """A helper that fails: the error names the profile and file, the
+    program's exit status and the first line of its standard error, and
+    shows nothing it printed on standard output. One that prints more than
+    64 KiB, or JSON of another Version, is refused by name."""
+    failing = process_script(tmp_path, "import sys\nprint('AKIDLEAKED secret-on-stdout')\n"
+                             "sys.stderr.write('token broker: login required\\nsecond line\\n')\n"
+                             "sys.exit(3)\n")
+    config = tmp_path / "config"
+    config.write_text(f"[profile fails]\ncredential_process = {failing}\n"
+                      f"[profile chatty]\ncredential_process = {sys.executable} -c "
+                      "\"print('x' * 100000)\"\n"
+                      f"[profile v2]\ncredential_process = {sys.executable} -c "
+                      "'print(\"{\\\"Version\\\": 2}\")'\n"
+                      "[profile missing]\ncredential_process = /nonexistent/helper --flag\n"
+                      "[profile loop]\nrole_arn = " + ROLE + "\nsource_profile = loop2\n"
+                      "[profile loop2]\nrole_arn = " + ROLE + "\nsource_profile = loop\n")
+    expect = {
+        "fails": ["credential_process of profile [fails] (" + str(config) + ")",
+                  "exited with status 3: token broker: login required"],
+        "chatty": ["credential_process of profile [chatty]", "printed more than 65536 bytes"],
+        "v2": ["credential_process of profile [v2]", "unsupported Version (supported: 1)"],
+        "missing": ["credential_process of profile [missing]",
+                    "cannot run credential_process /nonexistent/helper"],
+        "loop": ["profile [loop", "chain is longer than 8 profiles"],
+    }
+    for profile, needles in expect.items():
+        proc = run(["ls", *FAST, urls("s3")[0]],
+                   env=env(AWS_CONFIG_FILE=str(config), AWS_PROFILE=profile))
+        assert proc.returncode == 1, (profile, proc.stderr)
+        for needle in needles:
+            assert needle in proc.stderr, (profile, proc.stderr)
+        assert "second line" not in proc.stderr
+        assert_no_secret(proc, "secret-on-stdout", "AKIDLEAKED")
 
 
 # ------------------------------------------------------------- long run
@@ -486,17 +680,20 @@ class SlowFirstShard(SigV4Server):
         super().handle(h)
 
 
-def test_refresh_comes_before_expiry_not_after(run, shards, tmp_path, rsa_key):
+@pytest.mark.parametrize("source", ["imds", "process", "assume-role"])
+def test_refresh_comes_before_expiry_not_after(run, shards, tmp_path, rsa_key, source):
     """Credentials living 10 s; shard-1 opens about 8.5 s after they were
     fetched, within their last quarter but before they expire: they are
     renewed then (ahead of expiry), not used to the last second. (Under
-    heavy load shard-1 may open after the expiry, which renews as well.)"""
+    heavy load shard-1 may open after the expiry, which renews as well.)
+    The same for a credential_process's Expiration and an assumed role's."""
+    region = "eu-west-3" if source == "assume-role" else "us-east-1"
     with Issuer(rsa_key, life_s=10) as issuer, \
-            SlowFirstShard("bkt", objects(shards), token="", issuer=issuer) as s3:
-        _, extra = s3_sources(issuer, tmp_path)["imds"]
+            SlowFirstShard("bkt", objects(shards), token="", issuer=issuer, region=region) as s3:
+        what, extra = s3_sources(issuer, tmp_path)[source]
         e = env(AWS_ENDPOINT_URL=s3.endpoint, **extra)
         got = run(["ls", "--io-timeout-ms", "30000", *urls("s3")[:2]], env=e)
         assert got.returncode == 0, got.stderr
         assert got.stdout == ls(run, shards[:2], e).stdout
-        assert issuer.count("imds") == 2, issuer.log
+        assert issuer.count(what) == 2 and all(ok for _, ok in issuer.log), issuer.log
         assert all(r["ok"] for r in s3.requests)
