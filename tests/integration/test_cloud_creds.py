@@ -557,7 +557,7 @@ def test_listing_refused_temporary_credentials_are_replaced_once(run, shards, tm
     and the listing and its shards read through."""
     with Issuer(rsa_key) as issuer, \
             SigV4Server("bkt", objects(shards), token="", issuer=issuer) as s3:
-        what, extra = s3_sources(issuer, tmp_path)["process"]
+        what, extra = s3_sources(issuer, tmp_path)["imds"]
         e = env(AWS_ENDPOINT_URL=s3.endpoint, **extra)
         original = issuer.lookup
 
@@ -566,7 +566,7 @@ def test_listing_refused_temporary_credentials_are_replaced_once(run, shards, tm
             return None if len(seen) == 1 else original(key_id)
         issuer.lookup = revoke_first
         assert ls(run, ["s3://bkt/train/"], e).stdout == ls(run, shards, e).stdout
-        assert issuer.count("process") == 2
+        assert issuer.count("imds") == 2
         assert [r["ok"] for r in s3.requests][:2] == [False, True], s3.requests
         assert all("list-type=2" in r["query"] for r in s3.requests[:2])
         assert all(r["ok"] for r in s3.requests[1:])

@@ -222,7 +222,7 @@ def test_profile_credentials(run, shards, tmp_path, signed):
     assert ls(run, ["s3://bkt/train/shard-0.tar"], e) == ls(run, [shards[0]], e)
     assert signed.requests and all(r["ok"] for r in signed.requests)
     proc = run(["ls", "s3://bkt/train/shard-0.tar"], env=dict(e, AWS_PROFILE="nope"))
-    assert proc.returncode == 1 and "has no profile [nope]" in proc.stderr
+    assert proc.returncode == 1 and "no profile [nope] in the AWS credentials file" in proc.stderr
     assert_no_secret(proc, SECRET)
 
 
