@@ -109,7 +109,7 @@ static int spawn(const char *who, char **argv, int out[2], int errp[2], pid_t *p
     close(errp[1]);
     out[1] = errp[1] = -1;
     if (e != 0)
-        return stk__errf(err, STK_EINVAL, "%s: cannot run credential_process %s: %s", who,
+        return stk__errf(err, STK_EINVAL, "%s: cannot run %s: %s", who,
                          argv[0], strerror(e));
     return 0;
 }
@@ -193,23 +193,23 @@ static int parse(const char *who, const char *json, struct stk__cloud_creds *c,
     int64_t expires = expiration != NULL ? stk__cred_parse_time(expiration) : 0;
     int rc = 1;
     if (doc == NULL || !cJSON_IsObject(doc))
-        rc = stk__errf(err, STK_EFORMAT, "%s: credential_process printed no JSON object", who);
+        rc = stk__errf(err, STK_EFORMAT, "%s: the program printed no JSON object", who);
     else if (!cJSON_IsNumber(version) || version->valuedouble != 1)
         rc = stk__errf(err, STK_EFORMAT,
-                       "%s: credential_process printed an unsupported Version (supported: 1)",
+                       "%s: the program printed an unsupported Version (supported: 1)",
                        who);
     else if (id == NULL || secret == NULL)
         rc = stk__errf(err, STK_EFORMAT,
-                       "%s: credential_process printed no AccessKeyId or SecretAccessKey", who);
+                       "%s: the program printed no AccessKeyId or SecretAccessKey", who);
     else if (expires < 0)
         rc = stk__errf(err, STK_EFORMAT,
-                       "%s: credential_process printed an Expiration that is not an RFC 3339 "
+                       "%s: the program printed an Expiration that is not an RFC 3339 "
                        "UTC time",
                        who);
     else if (stk__cred_copy(c->key_id, sizeof c->key_id, id) < 0 ||
              stk__cred_copy(c->secret, sizeof c->secret, secret) < 0 ||
              stk__cred_copy(c->token, sizeof c->token, token != NULL ? token : "") < 0)
-        rc = stk__errf(err, STK_EFORMAT, "%s: a credential credential_process printed is too long",
+        rc = stk__errf(err, STK_EFORMAT, "%s: a credential the program printed is too long",
                        who);
     else
         c->expires_ms = expires * 1000;
@@ -242,21 +242,21 @@ int stk__cred_process_run(const char *who, const char *command, struct stk__clou
     ebuf[strcspn(ebuf, "\r\n")] = '\0';
     obuf[olen] = '\0';
     if (killed < 0)
-        rc = stk__errf(err, STK_EIO, "%s: cannot wait for credential_process %s: %s", who,
+        rc = stk__errf(err, STK_EIO, "%s: cannot wait for %s: %s", who,
                        argv[0], strerror(errno));
     else if (cut == 2)
         rc = stk__errf(err, STK_ELIMIT,
-                       "%s: credential_process %s printed more than %d bytes; it was killed", who,
+                       "%s: %s printed more than %d bytes; it was killed", who,
                        argv[0], MAX_OUT);
     else if (cut == 1 || killed == 1)
         rc = stk__errf(err, STK_EACCESS,
-                       "%s: credential_process %s did not finish within %d s; it was killed", who,
+                       "%s: %s did not finish within %d s; it was killed", who,
                        argv[0], TIMEOUT_MS / 1000);
     else if (WIFSIGNALED(status))
-        rc = stk__errf(err, STK_EACCESS, "%s: credential_process %s was killed by signal %d%s%.300s",
+        rc = stk__errf(err, STK_EACCESS, "%s: %s was killed by signal %d%s%.300s",
                        who, argv[0], WTERMSIG(status), ebuf[0] ? ": " : "", ebuf);
     else if (WEXITSTATUS(status) != 0)
-        rc = stk__errf(err, STK_EACCESS, "%s: credential_process %s exited with status %d%s%.300s",
+        rc = stk__errf(err, STK_EACCESS, "%s: %s exited with status %d%s%.300s",
                        who, argv[0], WEXITSTATUS(status), ebuf[0] ? ": " : "", ebuf);
     else
         rc = parse(who, obuf, c, err);

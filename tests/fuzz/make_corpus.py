@@ -6,7 +6,9 @@ Usage: make_corpus.py [--stamp FILE] DIR
 
 Creates DIR/shard/ (inputs of fuzz_shard: one configuration byte, then a
 shard), DIR/urls/ (inputs of fuzz_urls: a brace pattern), DIR/list_xml/
-(inputs of fuzz_list_xml: ListObjectsV2 response pages), DIR/gzip/
+(inputs of fuzz_list_xml: ListObjectsV2 response pages), DIR/aws_config/
+(inputs of fuzz_aws_config: a kind byte, then an AWS config or credentials
+file), DIR/gzip/
 (inputs of fuzz_gzip) and DIR/index/ (inputs of fuzz_index: dataset index
 files). The seeds are
 small and deterministic (no timestamps, no randomness) and are regenerated
@@ -521,6 +523,23 @@ INDEX_SEEDS = [
     _V2 + '"shards": [{"url": "a", "url_tag": "00", "samples": 1}]}',
 ]
 
+# fuzz_aws_config: byte 0 even = config file, odd = credentials file.
+AWS_CONFIG_SEEDS = [
+    b"\0# shared config\n[default]\nregion = eu-west-3\n\n[profile train]\n"
+    b"role_arn = arn:aws:iam::123456789012:role/train\nsource_profile = base\n"
+    b"s3 =\n    max_concurrent_requests = 20\n\n    addressing_style = path\n"
+    b"[sso-session corp]\nsso_region = us-east-1\n",
+    b"\0[profile \"two words\"]\nCredential_Process = /bin/helper 'a b' \"c\\\"d\" e\\ f\n"
+    b"; comment\n  # indented comment\nkey: value # not a comment\n",
+    b"\1[base]\r\naws_access_key_id = AKID\r\naws_secret_access_key = S=1:2\r\n"
+    b"aws_session_token =\r\n[ spaced ]\rk=v\r",
+    b"\1k = before any section\n",
+    b"\0[default]\nno delimiter here\n",
+    b"\1[a]\nk=1\nK=2\n",
+    b"\0[profile a]\n[profile  a ]\n",
+    b"\0[profile 'open quote]\n[profile a b]\n[profilex y]\n[]\n[x]]\n= v\n",
+]
+
 
 def main(argv):
     args = argv[1:]
@@ -532,7 +551,7 @@ def main(argv):
         sys.stderr.write(__doc__)
         return 2
     out = args[0]
-    for sub in ("shard", "urls", "list_xml", "gzip", "index"):
+    for sub in ("shard", "urls", "list_xml", "gzip", "index", "aws_config"):
         path = os.path.join(out, sub)
         if os.path.isdir(path):
             shutil.rmtree(path)
@@ -550,6 +569,9 @@ def main(argv):
     for i, page in enumerate(LIST_XML_SEEDS):
         with open(os.path.join(out, "list_xml", "seed%03d" % i), "wb") as f:
             f.write(page.encode())
+    for i, text in enumerate(AWS_CONFIG_SEEDS):
+        with open(os.path.join(out, "aws_config", "seed%03d" % i), "wb") as f:
+            f.write(text)
     for i, text in enumerate(INDEX_SEEDS):
         with open(os.path.join(out, "index", "seed%03d" % i), "wb") as f:
             f.write(text.encode())

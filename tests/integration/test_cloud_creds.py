@@ -623,7 +623,7 @@ def test_credential_process_failures_name_profile_and_status(run, shards, tmp_pa
         "chatty": ["credential_process of profile [chatty]", "printed more than 65536 bytes"],
         "v2": ["credential_process of profile [v2]", "unsupported Version (supported: 1)"],
         "missing": ["credential_process of profile [missing]",
-                    "cannot run credential_process /nonexistent/helper"],
+                    "cannot run /nonexistent/helper: No such file"],
         "loop": ["profile [loop", "chain is longer than 8 profiles"],
     }
     for profile, needles in expect.items():

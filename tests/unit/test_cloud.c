@@ -37,7 +37,7 @@ static const char *const cloud_vars[] = {
     "GOOGLE_OAUTH_ACCESS_TOKEN", "CLOUDSDK_AUTH_ACCESS_TOKEN", "STOKER_GCS_ENDPOINT", "HOME",
     "GOOGLE_APPLICATION_CREDENTIALS", "CLOUDSDK_CONFIG", "GCE_METADATA_HOST",
     "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_EC2_METADATA_SERVICE_ENDPOINT"};
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_EC2_METADATA_SERVICE_ENDPOINT", "AWS_CONFIG_FILE"};
 
 static int clean_env(void **state)
 {
@@ -176,7 +176,7 @@ static void test_profile_file(void **state)
     assert_true(fd >= 0);
     FILE *f = fdopen(fd, "w");
     fputs("# comment\n[default]\naws_access_key_id=D\naws_secret_access_key=DS\n"
-          "[ other ]\r\n  aws_access_key_id = O  \r\n; c\naws_secret_access_key = O=S\n"
+          "[other]\r\n  aws_access_key_id = O  \r\n; c\naws_secret_access_key = O=S\n"
           "aws_session_token=T\n[half]\naws_access_key_id = H\n",
           f);
     fclose(f);
