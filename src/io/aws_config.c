@@ -36,8 +36,7 @@ struct parser {
 static int fail(struct parser *p, const char *what)
 {
     return stk__errf(p->err, STK_EINVAL, "AWS %s file %s, line %zu: %s",
-                     p->kind == STK__AWS_CONFIG ? "config" : "credentials", p->path, p->line,
-                     what);
+                     p->kind == STK__AWS_CONFIG ? "config" : "credentials", p->path, p->line, what);
 }
 
 /* Append s[0..n) and a NUL to the text; where it starts. The text has room
@@ -117,10 +116,10 @@ int stk__aws_ini_parse(const char *data, size_t len, enum stk__aws_file kind, co
         return stk__errf(err, STK_ENOMEM, "out of memory reading %s", path);
     const char *profile = NULL; /* of the open section; NULL: none, or not a profile */
     int in_section = 0;
-    size_t section_first = 0;       /* its first entry */
-    char *value = NULL;             /* the open key's value (NULL: none open) */
+    size_t section_first = 0; /* its first entry */
+    char *value = NULL;       /* the open key's value (NULL: none open) */
     size_t value_indent = 0, blanks = 0;
-    int open_key = 0;               /* a key is open, stored or not */
+    int open_key = 0; /* a key is open, stored or not */
     int rc = 0;
     const char *s = data, *end = data + len;
     while (rc == 0 && s < end) {
@@ -130,7 +129,7 @@ int stk__aws_ini_parse(const char *data, size_t len, enum stk__aws_file kind, co
             eol++;
         const char *next = eol < end && *eol == '\r' && eol + 1 < end && eol[1] == '\n' ? eol + 2
                            : eol < end                                                  ? eol + 1
-                                                                                         : eol;
+                                                                                        : eol;
         size_t n = (size_t)(eol - s), indent = 0;
         while (n > 0 && is_space(s[n - 1]))
             n--;
@@ -231,8 +230,7 @@ int stk__aws_ini_parse(const char *data, size_t len, enum stk__aws_file kind, co
     return rc;
 }
 
-const char *stk__aws_ini_get(const struct stk__aws_ini *ini, const char *profile,
-                             const char *key)
+const char *stk__aws_ini_get(const struct stk__aws_ini *ini, const char *profile, const char *key)
 {
     for (size_t i = 0; i < ini->count; i++) {
         const struct stk__aws_entry *e = &ini->entries[i];
@@ -272,9 +270,8 @@ static int load_one(struct stk__aws_config *cfg, enum stk__aws_file kind, const 
     char *path = cfg->path[kind];
     if (named != NULL)
         snprintf(path, sizeof cfg->path[kind], "%s", named);
-    else if (home == NULL ||
-             (size_t)snprintf(path, sizeof cfg->path[kind], "%s/%s", home, home_path) >=
-                 sizeof cfg->path[kind])
+    else if (home == NULL || (size_t)snprintf(path, sizeof cfg->path[kind], "%s/%s", home,
+                                              home_path) >= sizeof cfg->path[kind])
         return 0;
     if (named == NULL && access(path, F_OK) != 0 && errno == ENOENT)
         return 0;
@@ -294,8 +291,8 @@ int stk__aws_config_load(struct stk__aws_config *cfg, struct stk__err *err)
     cfg->profile_named = cfg->profile != NULL;
     if (cfg->profile == NULL)
         cfg->profile = "default";
-    int rc = load_one(cfg, STK__AWS_CREDENTIALS, "AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials",
-                      err);
+    int rc =
+        load_one(cfg, STK__AWS_CREDENTIALS, "AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", err);
     if (rc == 0)
         rc = load_one(cfg, STK__AWS_CONFIG, "AWS_CONFIG_FILE", ".aws/config", err);
     return rc;

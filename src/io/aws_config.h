@@ -52,8 +52,7 @@ int stk__aws_ini_parse(const char *data, size_t len, enum stk__aws_file kind, co
                        struct stk__aws_ini *ini, struct stk__err *err);
 
 /* The value of key in profile, or NULL. */
-const char *stk__aws_ini_get(const struct stk__aws_ini *ini, const char *profile,
-                             const char *key);
+const char *stk__aws_ini_get(const struct stk__aws_ini *ini, const char *profile, const char *key);
 
 /* 1 if the file has a section for profile. */
 int stk__aws_ini_has(const struct stk__aws_ini *ini, const char *profile);

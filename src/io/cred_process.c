@@ -59,8 +59,8 @@ static int split(const char *who, const char *command, char ***argv, char **stor
     int got;
     while ((got = stk__command_word(at, &start, &end, out, &n, &quote)) > 0) {
         if (words == MAX_WORDS)
-            return stk__errf(err, STK_EINVAL, "%s: credential_process has more than %d words",
-                             who, MAX_WORDS);
+            return stk__errf(err, STK_EINVAL, "%s: credential_process has more than %d words", who,
+                             MAX_WORDS);
         out[n] = '\0';
         (*argv)[words++] = out;
         out += n + 1;
@@ -109,8 +109,7 @@ static int spawn(const char *who, char **argv, int out[2], int errp[2], pid_t *p
     close(errp[1]);
     out[1] = errp[1] = -1;
     if (e != 0)
-        return stk__errf(err, STK_EINVAL, "%s: cannot run %s: %s", who,
-                         argv[0], strerror(e));
+        return stk__errf(err, STK_EINVAL, "%s: cannot run %s: %s", who, argv[0], strerror(e));
     return 0;
 }
 
@@ -196,8 +195,7 @@ static int parse(const char *who, const char *json, struct stk__cloud_creds *c,
         rc = stk__errf(err, STK_EFORMAT, "%s: the program printed no JSON object", who);
     else if (!cJSON_IsNumber(version) || version->valuedouble != 1)
         rc = stk__errf(err, STK_EFORMAT,
-                       "%s: the program printed an unsupported Version (supported: 1)",
-                       who);
+                       "%s: the program printed an unsupported Version (supported: 1)", who);
     else if (id == NULL || secret == NULL)
         rc = stk__errf(err, STK_EFORMAT,
                        "%s: the program printed no AccessKeyId or SecretAccessKey", who);
@@ -209,8 +207,7 @@ static int parse(const char *who, const char *json, struct stk__cloud_creds *c,
     else if (stk__cred_copy(c->key_id, sizeof c->key_id, id) < 0 ||
              stk__cred_copy(c->secret, sizeof c->secret, secret) < 0 ||
              stk__cred_copy(c->token, sizeof c->token, token != NULL ? token : "") < 0)
-        rc = stk__errf(err, STK_EFORMAT, "%s: a credential the program printed is too long",
-                       who);
+        rc = stk__errf(err, STK_EFORMAT, "%s: a credential the program printed is too long", who);
     else
         c->expires_ms = expires * 1000;
     for (cJSON *item = doc != NULL ? doc->child : NULL; item != NULL; item = item->next)
@@ -242,22 +239,19 @@ int stk__cred_process_run(const char *who, const char *command, struct stk__clou
     ebuf[strcspn(ebuf, "\r\n")] = '\0';
     obuf[olen] = '\0';
     if (killed < 0)
-        rc = stk__errf(err, STK_EIO, "%s: cannot wait for %s: %s", who,
-                       argv[0], strerror(errno));
+        rc = stk__errf(err, STK_EIO, "%s: cannot wait for %s: %s", who, argv[0], strerror(errno));
     else if (cut == 2)
-        rc = stk__errf(err, STK_ELIMIT,
-                       "%s: %s printed more than %d bytes; it was killed", who,
+        rc = stk__errf(err, STK_ELIMIT, "%s: %s printed more than %d bytes; it was killed", who,
                        argv[0], MAX_OUT);
     else if (cut == 1 || killed == 1)
-        rc = stk__errf(err, STK_EACCESS,
-                       "%s: %s did not finish within %d s; it was killed", who,
+        rc = stk__errf(err, STK_EACCESS, "%s: %s did not finish within %d s; it was killed", who,
                        argv[0], TIMEOUT_MS / 1000);
     else if (WIFSIGNALED(status))
-        rc = stk__errf(err, STK_EACCESS, "%s: %s was killed by signal %d%s%.300s",
-                       who, argv[0], WTERMSIG(status), ebuf[0] ? ": " : "", ebuf);
+        rc = stk__errf(err, STK_EACCESS, "%s: %s was killed by signal %d%s%.300s", who, argv[0],
+                       WTERMSIG(status), ebuf[0] ? ": " : "", ebuf);
     else if (WEXITSTATUS(status) != 0)
-        rc = stk__errf(err, STK_EACCESS, "%s: %s exited with status %d%s%.300s",
-                       who, argv[0], WEXITSTATUS(status), ebuf[0] ? ": " : "", ebuf);
+        rc = stk__errf(err, STK_EACCESS, "%s: %s exited with status %d%s%.300s", who, argv[0],
+                       WEXITSTATUS(status), ebuf[0] ? ": " : "", ebuf);
     else
         rc = parse(who, obuf, c, err);
 out:

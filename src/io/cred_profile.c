@@ -95,8 +95,8 @@ static int assume_role(const struct stk__aws_config *cfg, const char *name, cons
         snprintf(what, sizeof what, "role %.150s of %.250s, source_profile [%.60s], via STS", role,
                  who, source);
         rc = stk__cred_sts_assume_role(what, role, named != NULL ? named : session,
-                                       stk__aws_config_get(cfg, name, "external_id", NULL),
-                                       region, from, c, err);
+                                       stk__aws_config_get(cfg, name, "external_id", NULL), region,
+                                       from, c, err);
         rc = rc > 0 ? STK__PROFILE_TEMPORARY : rc;
     }
     stk__cred_wipe(from, sizeof *from);

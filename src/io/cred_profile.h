@@ -19,10 +19,11 @@ enum stk__profile_kind {
  * profile: role_arn first, then static keys, then credential_process. For
  * STK__PROFILE_STATIC, c gets the keys (and token) and c->source; the
  * others leave the credentials alone. The profile's region, if it has one,
- * goes into c->region unless $AWS_REGION or $AWS_DEFAULT_REGION is set. <0 with err naming the file when a file named by a
- * variable cannot be read, a file is malformed, $AWS_PROFILE names a
- * profile neither file has, or a profile has half a key pair. Reads the
- * environment and the files; no network, no process. */
+ * goes into c->region unless $AWS_REGION or $AWS_DEFAULT_REGION is set.
+ * <0 with err naming the file when a file named by a variable cannot be
+ * read, a file is malformed, $AWS_PROFILE names a profile neither file
+ * has, or a profile has half a key pair. Reads the environment and the
+ * files; no network, no process. */
 int stk__cred_profile_kind(struct stk__cloud_creds *c, struct stk__err *err);
 
 /* Fetch the temporary credentials of a STK__PROFILE_TEMPORARY profile into

@@ -41,7 +41,6 @@ int stk__cred_aws_take(const char *who, const char *id, const char *secret, cons
     return 1;
 }
 
-
 /* An answer other than 200 as an error: transient, refused or other. */
 int stk__cred_aws_status_error(const char *who, const char *url, long status, struct stk__err *err)
 {
@@ -50,7 +49,6 @@ int stk__cred_aws_status_error(const char *who, const char *url, long status, st
                                                                  : STK_EHTTP;
     return stk__errf(err, code, "%s: %s answered HTTP %ld", who, url, status);
 }
-
 
 /* ------------------------------------------------------------ answers */
 
@@ -144,10 +142,9 @@ static int sts_call(const char *who, const char *url, const char *body,
     } else if (!parsed) {
         rc = stk__errf(err, STK_EHTTP, "%s: the answer is not XML", who);
     } else {
-        rc = stk__cred_aws_take(who, x->field[0][0] ? x->field[0] : NULL,
-                                x->field[1][0] ? x->field[1] : NULL,
-                                x->field[2][0] ? x->field[2] : NULL,
-                                x->field[3][0] ? x->field[3] : NULL, c, err);
+        rc = stk__cred_aws_take(
+            who, x->field[0][0] ? x->field[0] : NULL, x->field[1][0] ? x->field[1] : NULL,
+            x->field[2][0] ? x->field[2] : NULL, x->field[3][0] ? x->field[3] : NULL, c, err);
     }
 out:
     if (p != NULL)
@@ -201,9 +198,10 @@ int stk__cred_sts_web_identity(const char *token_file, const char *role, const c
         return err->code;
     jwt[strcspn(jwt, "\r\n")] = '\0';
     const char *session = getenv("AWS_ROLE_SESSION_NAME");
-    const char *pairs[] = {"RoleArn", role, "RoleSessionName",
-                           session != NULL && session[0] != '\0' ? session : "stoker",
-                           "WebIdentityToken", jwt};
+    const char *pairs[] = {
+        "RoleArn",          role,
+        "RoleSessionName",  session != NULL && session[0] != '\0' ? session : "stoker",
+        "WebIdentityToken", jwt};
     char *body = form("AssumeRoleWithWebIdentity", pairs, 3);
     stk__cred_wipe_free(jwt);
     int rc = body != NULL ? sts_call(c->source, url, body, NULL, NULL, c, err)

@@ -37,7 +37,6 @@ int stk__cred_aws_take(const char *who, const char *id, const char *secret, cons
 
 /* An answer other than 200 as an error: STK_EIO when transient (429,
  * 5xx), STK_EACCESS when refused (400, 401, 403), else STK_EHTTP. */
-int stk__cred_aws_status_error(const char *who, const char *url, long status,
-                               struct stk__err *err);
+int stk__cred_aws_status_error(const char *who, const char *url, long status, struct stk__err *err);
 
 #endif

@@ -23,33 +23,32 @@
 #include "io/aws_config.h"
 #include "stoker.h"
 
-static const char CONFIG[] =
-    "# shared config\n"
-    "[default]\n"
-    "region = eu-west-3\n"
-    "\n"
-    "[profile train]\n"
-    "Role_ARN = arn:aws:iam::123456789012:role/train\n"
-    "  ; an indented comment\n"
-    "source_profile:base\n"
-    "s3 =\n"
-    "    max_concurrent_requests = 20\n"
-    "\n"
-    "    addressing_style = path\n"
-    "note = first\n"
-    "  second # kept: no comments after a value\n"
-    "empty =\n"
-    "[profile \"two words\"]\n"
-    "credential_process = /bin/helper 'a b'\n"
-    "[sso-session corp]\n"
-    "sso_region = us-east-1\n"
-    "[dev]\n"
-    "region = nowhere\n"
-    "[profile a b]\n"
-    "x = 1\n";
+static const char CONFIG[] = "# shared config\n"
+                             "[default]\n"
+                             "region = eu-west-3\n"
+                             "\n"
+                             "[profile train]\n"
+                             "Role_ARN = arn:aws:iam::123456789012:role/train\n"
+                             "  ; an indented comment\n"
+                             "source_profile:base\n"
+                             "s3 =\n"
+                             "    max_concurrent_requests = 20\n"
+                             "\n"
+                             "    addressing_style = path\n"
+                             "note = first\n"
+                             "  second # kept: no comments after a value\n"
+                             "empty =\n"
+                             "[profile \"two words\"]\n"
+                             "credential_process = /bin/helper 'a b'\n"
+                             "[sso-session corp]\n"
+                             "sso_region = us-east-1\n"
+                             "[dev]\n"
+                             "region = nowhere\n"
+                             "[profile a b]\n"
+                             "x = 1\n";
 
 static void check_value(const struct stk__aws_ini *ini, const char *profile, const char *key,
-                         const char *want)
+                        const char *want)
 {
     const char *got = stk__aws_ini_get(ini, profile, key);
     if (want == NULL ? got != NULL : got == NULL || strcmp(got, want) != 0)
@@ -98,9 +97,8 @@ static void test_credentials_file(void **state)
                                "[profile x]\nk = p";
     struct stk__aws_ini ini;
     struct stk__err err;
-    assert_int_equal(stk__aws_ini_parse(text, strlen(text), STK__AWS_CREDENTIALS, "creds", &ini,
-                                        &err),
-                     0);
+    assert_int_equal(
+        stk__aws_ini_parse(text, strlen(text), STK__AWS_CREDENTIALS, "creds", &ini, &err), 0);
     check_value(&ini, "default", "aws_access_key_id", "AKID");
     check_value(&ini, "default", "aws_secret_access_key", "S=1:2");
     check_value(&ini, " spaced ", "k", "v");
@@ -133,7 +131,8 @@ static void test_errors(void **state)
                  "line 1: a key before the first [section]");
     expect_error(STK__AWS_CONFIG, "[default]\nregion = x\nSECRET\n",
                  "line 3: neither a [section], a key = value nor a comment");
-    expect_error(STK__AWS_CONFIG, "[profile a]\n[profile  a ]\n", "line 2: a profile is defined twice");
+    expect_error(STK__AWS_CONFIG, "[profile a]\n[profile  a ]\n",
+                 "line 2: a profile is defined twice");
     expect_error(STK__AWS_CREDENTIALS, "[a]\nk = SECRET\n\nK = SECRET\n",
                  "line 4: a key is set twice in one profile");
     expect_error(STK__AWS_CONFIG, "[default]\n = SECRET\n", "line 2: a value without a key");
@@ -153,8 +152,8 @@ static void test_every_truncation_at_a_guard_page(void **state)
     long page = sysconf(_SC_PAGESIZE);
     size_t n = strlen(CONFIG);
     assert_true((long)n < page);
-    char *map = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    char *map =
+        mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     assert_true(map != MAP_FAILED);
     assert_int_equal(mprotect(map + page, (size_t)page, PROT_NONE), 0);
     for (size_t len = 0; len <= n; len++) {
