@@ -600,6 +600,49 @@ def test_profile_comes_before_container_credentials(run, shards, tmp_path, rsa_k
         assert issuer.count("sts") == 1 and issuer.count("process") == 1, issuer.log
 
 
+def test_assume_role_chain_signed_with_temporary_keys(run, shards, tmp_path, rsa_key):
+    """role_arn chained: [profile top] takes its source from [profile mid],
+    a role whose source_profile is itself (its own static keys, as the SDKs
+    allow). The second AssumeRole is signed with the first one's temporary
+    keys, session token included and signed."""
+    config = tmp_path / "config"
+    config.write_text(f"[profile top]\nrole_arn = {ROLE}\nsource_profile = mid\n"
+                      "role_session_name = trainer-1\n"
+                      f"[profile mid]\nrole_arn = {ROLE}\nsource_profile = mid\n"
+                      "role_session_name = trainer-1\n"
+                      f"aws_access_key_id = {SOURCE_KEY_ID}\naws_secret_access_key = {SOURCE_SECRET}\n")
+    with Issuer(rsa_key) as issuer, \
+            SigV4Server("bkt", objects(shards), token="", issuer=issuer) as s3:
+        e = env(AWS_ENDPOINT_URL=s3.endpoint, AWS_CONFIG_FILE=str(config), AWS_PROFILE="top",
+                AWS_ENDPOINT_URL_STS=issuer.url + "/sts/", AWS_REGION="us-east-1")
+        got = ls(run, ["-v", urls("s3")[0]], e)
+        assert got.stdout == ls(run, [shards[0]], e).stdout
+        assert issuer.log == [("assume-role", True), ("assume-role", True)], issuer.log
+        assert all(r["ok"] for r in s3.requests)
+        assert "role " + ROLE + " of profile [top]" in got.stderr, got.stderr
+        assert_no_secret(got, SOURCE_SECRET, *issuer.issued)
+
+
+def test_profile_role_errors_name_the_profile(run, shards, tmp_path):
+    config = tmp_path / "config"
+    config.write_text(f"[profile ec2]\nrole_arn = {ROLE}\ncredential_source = Ec2InstanceMetadata\n"
+                      f"[profile bare]\nrole_arn = {ROLE}\n"
+                      f"[profile nosrc]\nrole_arn = {ROLE}\nsource_profile = ghost\n")
+    broken = tmp_path / "broken"  # a malformed file fails every profile, as in the AWS CLI
+    broken.write_text("[profile broken]\nregion = x\nnot a key\n")
+    expect = {"ec2": "profile [ec2] (" + str(config) + "): role_arn with credential_source is "
+                     "not supported",
+              "bare": "profile [bare] (" + str(config) + "): role_arn without source_profile",
+              "nosrc": "no profile [ghost] in the AWS credentials file",
+              "broken": f"AWS config file {broken}, line 3: neither a [section], a key = value "
+                        "nor a comment"}
+    for profile, needle in expect.items():
+        proc = run(["ls", *FAST, urls("s3")[0]],
+                   env=env(AWS_CONFIG_FILE=str(broken if profile == "broken" else config),
+                           AWS_PROFILE=profile))
+        assert proc.returncode == 1 and needle in proc.stderr, (profile, proc.stderr)
+
+
 def test_credential_process_failures_name_profile_and_status(run, shards, tmp_path, rsa_key):
     """A helper that fails: the error names the profile and file, the
     program's exit status and the first line of its standard error, and
