@@ -103,6 +103,27 @@ static const char *profile_of(struct parser *p, const char *name, size_t n, int 
     return profile;
 }
 
+/* A second section for profile: the same header twice is an error (as
+ * configparser's DuplicateSectionError); another header naming the same
+ * profile ("[default]" and "[profile default]") replaces the first
+ * section, as botocore's profile map does. */
+static int redefine(struct parser *p, const char *profile, const char *raw, size_t raw_len)
+{
+    struct stk__aws_ini *ini = p->ini;
+    size_t kept = 0;
+    for (size_t i = 0; i < ini->count; i++) {
+        const struct stk__aws_entry *e = &ini->entries[i];
+        if (strcmp(e->profile, profile) != 0) {
+            ini->entries[kept++] = *e;
+            continue;
+        }
+        if (e->key == NULL && strlen(e->value) == raw_len && memcmp(e->value, raw, raw_len) == 0)
+            return fail(p, "a section is defined twice");
+    }
+    ini->count = kept;
+    return 0;
+}
+
 int stk__aws_ini_parse(const char *data, size_t len, enum stk__aws_file kind, const char *path,
                        struct stk__aws_ini *ini, struct stk__err *err)
 {
@@ -165,19 +186,19 @@ int stk__aws_ini_parse(const char *data, size_t len, enum stk__aws_file kind, co
             if (t[i] == ']')
                 close = t + i;
         if (close != NULL) {
-            profile = profile_of(&p, t + 1, (size_t)(close - t - 1), &rc);
+            size_t raw_len = (size_t)(close - t - 1);
+            profile = profile_of(&p, t + 1, raw_len, &rc);
             if (rc < 0)
                 break;
-            if (profile != NULL && stk__aws_ini_has(ini, profile)) {
-                rc = fail(&p, "a profile is defined twice");
+            if (profile != NULL && (rc = redefine(&p, profile, t + 1, raw_len)) < 0)
                 break;
-            }
             in_section = 1;
             open_key = 0;
             value = NULL;
             section_first = ini->count;
-            if (profile != NULL)
-                rc = push(&p, profile, NULL, NULL);
+            const char *raw = profile != NULL ? put(&p, t + 1, raw_len) : NULL;
+            if (raw != NULL)
+                rc = push(&p, profile, NULL, raw);
             continue;
         }
         size_t k = 0; /* the first '=' or ':' */

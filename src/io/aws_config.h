@@ -12,9 +12,11 @@
  * "[profile NAME]" (NAME may be quoted) and "[default]" are profiles and
  * other sections (sso-session, services) are not; in the credentials file
  * every section is a profile of its exact name (no trimming: the CLI does
- * not find "[ dev ]" as "dev" either). A key outside a section, a line that
- * is neither, a profile defined twice or a key set twice in one profile is
- * an error naming the file and line, as the CLI refuses such a file.
+ * not find "[ dev ]" as "dev" either). A second section naming the same
+ * profile under another header ("[default]", "[profile default]")
+ * replaces the first. A key outside a section, a line that is neither, the
+ * same section header twice or a key set twice in one section is an error
+ * naming the file and line, as the CLI refuses such a file.
  */
 #ifndef STK_AWS_CONFIG_H
 #define STK_AWS_CONFIG_H
@@ -29,7 +31,8 @@ enum stk__aws_file {
 };
 
 /* A key of a profile; key NULL marks the profile's section itself (a
- * profile may have no keys). Pointers into the file's parsed text. */
+ * profile may have no keys), its value then being the section's header as
+ * written. Pointers into the file's parsed text. */
 struct stk__aws_entry {
     const char *profile;
     const char *key;

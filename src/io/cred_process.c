@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -36,6 +37,19 @@ extern char **environ;
 #define MAX_OUT 65536
 #define MAX_ERR 1024
 #define MAX_WORDS 256
+
+/* The bound of one run; test builds (-Dtest_hooks=true) may shorten it
+ * with $STOKER_CRED_PROCESS_TEST_TIMEOUT_MS so that the kill of a hung
+ * program is tested in a second, not a minute. */
+static int64_t timeout_ms(void)
+{
+#ifdef STK_TEST_HOOKS
+    const char *v = getenv("STOKER_CRED_PROCESS_TEST_TIMEOUT_MS");
+    if (v != NULL && v[0] != '\0')
+        return strtol(v, NULL, 10);
+#endif
+    return TIMEOUT_MS;
+}
 
 static int64_t mono_ms(void)
 {
@@ -115,9 +129,9 @@ static int spawn(const char *who, char **argv, int out[2], int errp[2], pid_t *p
 
 /* Read both pipes to their end, or until the deadline or the cap. 0, or
  * 1 (timed out) or 2 (too much output). */
-static int drain(int out, int errfd, char *obuf, size_t *olen, char *ebuf, size_t *elen)
+static int drain(int out, int errfd, int64_t deadline, char *obuf, size_t *olen, char *ebuf,
+                 size_t *elen)
 {
-    int64_t deadline = mono_ms() + TIMEOUT_MS;
     struct pollfd p[2] = {{.fd = out, .events = POLLIN}, {.fd = errfd, .events = POLLIN}};
     while (p[0].fd >= 0 || p[1].fd >= 0) {
         int64_t left = deadline - mono_ms();
@@ -155,10 +169,9 @@ static int drain(int out, int errfd, char *obuf, size_t *olen, char *ebuf, size_
     return 0;
 }
 
-/* Wait for pid until the deadline (ms from now), then kill its group. */
-static int reap(pid_t pid, int64_t within_ms, int *status)
+/* Wait for pid until the deadline (mono_ms()), then kill its group. */
+static int reap(pid_t pid, int64_t deadline, int *status)
 {
-    int64_t deadline = mono_ms() + within_ms;
     for (;;) {
         pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid)
@@ -233,8 +246,10 @@ int stk__cred_process_run(const char *who, const char *command, struct stk__clou
     if (rc < 0)
         goto out;
     int status = 0;
-    int cut = drain(out[0], errp[0], obuf, &olen, ebuf, &elen);
-    int killed = reap(pid, cut ? 0 : TIMEOUT_MS, &status);
+    int64_t limit = timeout_ms();
+    int64_t deadline = mono_ms() + limit; /* for the whole run */
+    int cut = drain(out[0], errp[0], deadline, obuf, &olen, ebuf, &elen);
+    int killed = reap(pid, cut ? 0 : deadline, &status);
     ebuf[elen] = '\0';
     ebuf[strcspn(ebuf, "\r\n")] = '\0';
     obuf[olen] = '\0';
@@ -244,8 +259,8 @@ int stk__cred_process_run(const char *who, const char *command, struct stk__clou
         rc = stk__errf(err, STK_ELIMIT, "%s: %s printed more than %d bytes; it was killed", who,
                        argv[0], MAX_OUT);
     else if (cut == 1 || killed == 1)
-        rc = stk__errf(err, STK_EACCESS, "%s: %s did not finish within %d s; it was killed", who,
-                       argv[0], TIMEOUT_MS / 1000);
+        rc = stk__errf(err, STK_EACCESS, "%s: %s did not finish within %g s; it was killed", who,
+                       argv[0], (double)limit / 1000);
     else if (WIFSIGNALED(status))
         rc = stk__errf(err, STK_EACCESS, "%s: %s was killed by signal %d%s%.300s", who, argv[0],
                        WTERMSIG(status), ebuf[0] ? ": " : "", ebuf);

@@ -108,6 +108,23 @@ static void test_credentials_file(void **state)
     stk__aws_ini_free(&ini);
 }
 
+/* Two headers naming one profile: the later section replaces the earlier
+ * (botocore's profile map); the same header twice is refused below. */
+static void test_profile_redefined(void **state)
+{
+    (void)state;
+    static const char text[] = "[profile a]\nk = 1\n[profile  a ]\nj = 2\n"
+                               "[default]\nx = 1\n[profile default]\ny = 2\n";
+    struct stk__aws_ini ini;
+    struct stk__err err;
+    assert_int_equal(stk__aws_ini_parse(text, strlen(text), STK__AWS_CONFIG, "cfg", &ini, &err), 0);
+    check_value(&ini, "a", "k", NULL);
+    check_value(&ini, "a", "j", "2");
+    check_value(&ini, "default", "x", NULL);
+    check_value(&ini, "default", "y", "2");
+    stk__aws_ini_free(&ini);
+}
+
 static void expect_error(enum stk__aws_file kind, const char *text, const char *needle)
 {
     struct stk__aws_ini ini;
@@ -131,8 +148,8 @@ static void test_errors(void **state)
                  "line 1: a key before the first [section]");
     expect_error(STK__AWS_CONFIG, "[default]\nregion = x\nSECRET\n",
                  "line 3: neither a [section], a key = value nor a comment");
-    expect_error(STK__AWS_CONFIG, "[profile a]\n[profile  a ]\n",
-                 "line 2: a profile is defined twice");
+    expect_error(STK__AWS_CREDENTIALS, "[a]\nk = 1\n[b]\n[a]\n",
+                 "line 4: a section is defined twice");
     expect_error(STK__AWS_CREDENTIALS, "[a]\nk = SECRET\n\nK = SECRET\n",
                  "line 4: a key is set twice in one profile");
     expect_error(STK__AWS_CONFIG, "[default]\n = SECRET\n", "line 2: a value without a key");
@@ -201,6 +218,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_file),
         cmocka_unit_test(test_credentials_file),
+        cmocka_unit_test(test_profile_redefined),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_every_truncation_at_a_guard_page),
         cmocka_unit_test(test_allocation_failures),

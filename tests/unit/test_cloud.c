@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -27,6 +28,7 @@
 #include "io/cloud_request.h"
 #include "io/cred_http.h"
 #include "io/cred_jwt.h"
+#include "io/cred_process.h"
 #include "list/list_xml.h"
 #include "stoker.h"
 
@@ -404,6 +406,36 @@ static void test_jwt_rs256(void **state)
     EVP_PKEY_free(key);
 }
 
+/* A credential_process that hangs is killed at its bound, with its process
+ * group (the shell's sleeping child too: the run returns though the child
+ * held the pipes open). The bound is a minute; test builds
+ * (-Dtest_hooks=true, as the ASan build of the unit tests) shorten it. */
+#ifdef STK_TEST_HOOKS
+static void test_credential_process_bound(void **state)
+{
+    (void)state;
+    setenv("STOKER_CRED_PROCESS_TEST_TIMEOUT_MS", "300", 1);
+    struct stk__cloud_creds c;
+    memset(&c, 0, sizeof c);
+    struct stk__err err;
+    stk__err_clear(&err);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int rc = stk__cred_process_run("credential_process of profile [p] (f)",
+                                   "/bin/sh -c 'sleep 30 & sleep 30'", &c, &err);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    unsetenv("STOKER_CRED_PROCESS_TEST_TIMEOUT_MS");
+    double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (rc != STK_EACCESS || strstr(err.msg, "/bin/sh did not finish within 0.3 s") == NULL)
+        print_error("rc %d after %.1f s: %s\n", rc, took, err.msg);
+    assert_int_equal(rc, STK_EACCESS);
+    assert_non_null(strstr(err.msg, "credential_process of profile [p] (f): /bin/sh did not "
+                                    "finish within 0.3 s; it was killed"));
+    assert_true(took < 20.0); /* not the children's 30 s: a generous bound for a loaded host */
+    assert_string_equal(c.key_id, "");
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +450,9 @@ int main(void)
         cmocka_unit_test(test_is_prefix),
         cmocka_unit_test(test_cred_parse_time),
         cmocka_unit_test(test_jwt_rs256),
+#ifdef STK_TEST_HOOKS
+        cmocka_unit_test(test_credential_process_bound),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
