@@ -362,7 +362,7 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO|O", &epoch_obj, &batch_obj, &count_obj) ||
         stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
         stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &batch) < 0 ||
-        (count_obj != NULL && stk_py_integer(count_obj, "count", 1, ULLONG_MAX, &count) < 0) ||
+        (count_obj != NULL && stk_py_integer(count_obj, "count", 0, ULLONG_MAX, &count) < 0) ||
         enter(self) < 0)
         return NULL;
     Py_CLEAR(self->alloc_failure); /* the next epoch tries the allocator again */
@@ -371,6 +371,24 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
     Py_BEGIN_ALLOW_THREADS
     rc = count_obj != NULL ? stk_loader_seek_range(self->loader, epoch, batch, count)
                            : stk_loader_seek(self->loader, epoch, batch);
+    if (rc < 0)
+        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+    PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS
+    if (rc < 0)
+        return stk_py_raise(rc, msg);
+    Py_RETURN_NONE;
+}
+
+static PyObject *loader_start(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (enter(self) < 0)
+        return NULL;
+    int rc;
+    char msg[1024];
+    Py_BEGIN_ALLOW_THREADS
+    rc = stk_loader_start(self->loader);
     if (rc < 0)
         snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
     PyThread_release_lock(self->lock);
@@ -488,8 +506,11 @@ static PyMethodDef loader_methods[] = {
     {"seek", (PyCFunction)loader_seek, METH_VARARGS,
      "seek(epoch, batch): the next next() delivers that batch of that epoch"},
     {"seek_range", (PyCFunction)loader_seek, METH_VARARGS,
-     "seek_range(epoch, first, count): deliver batches [first, first + count) of epoch, "
-     "continuing the previous range without re-reading when it ended at first"},
+     "seek_range(epoch, first, count): deliver batches [first, first + count) of epoch "
+     "(count 0: to its end), continuing the epoch's threads without re-reading when they "
+     "are at first"},
+    {"start", (PyCFunction)loader_start, METH_NOARGS,
+     "start(): start reading the batches the next next() delivers, without waiting"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
     {"take_log", (PyCFunction)loader_take_log, METH_NOARGS,
      "take_log() -> [(level, message)]: what the loader's threads logged since the last call"},
