@@ -12,6 +12,10 @@ For each start
 and each contender
   stoker          stoker.Loader defaults (train transform, 224 px);
   stoker index=   the same with a dataset index (`stoker index`);
+  stoker prefetch the defaults with Loader.start_prefetch() called where
+                  the clock would start, and the clock started --busy-s
+                  later (the model built, the checkpoint loaded, the
+                  evaluation run meanwhile): what is left of the wait;
   WebDataset      WebDataset(shardshuffle=100).shuffle(1000), PIL decode,
                   torchvision RandomResizedCrop(224) + flip + ToTensor,
                   DataLoader(batch_size, num_workers=threads), the checkout
@@ -33,7 +37,8 @@ Prints medians of --rounds alternating rounds and the issue's targets as
 ratios. The page cache is warm for every contender.
 
 usage: bench/first_batch.py [--stoker build-rel/stoker] [--webdataset DIR]
-           [--rounds 3] [--threads 2] [--batch-size 64] [--delay-ms 50] SHARD...
+           [--rounds 3] [--threads 2] [--batch-size 64] [--delay-ms 50]
+           [--busy-s 2] SHARD...
 """
 import argparse
 import collections
@@ -68,20 +73,28 @@ def stoker_bytes(loader):
     return loader.stats()["bytes_read"]
 
 
-def stoker_run(urls, a, seed, start, **options):
-    """(seconds, bytes read, labels of the first batch) for one start."""
+def stoker_run(urls, a, seed, start, prefetch=False, **options):
+    """(seconds, bytes read, labels of the first batch) for one start. With
+    prefetch, start_prefetch() is called where the clock would start and the
+    clock starts --busy-s later: the caller built its model (fresh), loaded
+    its checkpoint (resume) or evaluated (epoch 2) meanwhile."""
+    def clock_from(loader, t):
+        if not prefetch:
+            return t
+        loader.start_prefetch()
+        time.sleep(a.busy_s)
+        return time.monotonic()
+
     if start == "fresh":
         t = time.monotonic()
         loader = stoker_loader(urls, a, seed, **options)
-        _, labels = next(iter(loader))
-        took, read = time.monotonic() - t, stoker_bytes(loader)
+        t, before = clock_from(loader, t), 0
     elif start == "epoch 2":
         loader = stoker_loader(urls, a, seed, **options)
         for _ in loader:
             pass
-        t, before = time.monotonic(), stoker_bytes(loader)
-        _, labels = next(iter(loader))
-        took, read = time.monotonic() - t, stoker_bytes(loader) - before
+        before = stoker_bytes(loader)
+        t = clock_from(loader, time.monotonic())
     else:  # resume at the middle of epoch 0
         probe = stoker_loader(urls, a, seed, **options)
         state = dict(probe.state_dict(), batch=a.mid_batch)
@@ -89,8 +102,9 @@ def stoker_run(urls, a, seed, start, **options):
         t = time.monotonic()
         loader = stoker_loader(urls, a, seed, **options)
         loader.load_state_dict(state)
-        _, labels = next(iter(loader))
-        took, read = time.monotonic() - t, stoker_bytes(loader)
+        t, before = clock_from(loader, t), 0
+    _, labels = next(iter(loader))
+    took, read = time.monotonic() - t, stoker_bytes(loader) - before
     loader.close()
     return took, read, labels.tolist()
 
@@ -208,6 +222,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--delay-ms", type=float, default=50.0, help="added each direction")
+    ap.add_argument("--busy-s", type=float, default=2.0,
+                    help="what the caller does after start_prefetch() (model build, "
+                         "evaluation) before it asks for the first batch")
     ap.add_argument("shards", nargs="+")
     a = ap.parse_args()
     if a.webdataset:
@@ -233,7 +250,9 @@ def main():
                 results[("local", "one batch alone", "fresh")].append(one_batch_alone(local, a))
                 for name, (urls, idx) in where.items():
                     for start in ("fresh", "epoch 2", "resume"):
-                        for contender, opts in (("stoker", {}), ("stoker index=", {"index": idx})):
+                        for contender, opts in (
+                                ("stoker", {}), ("stoker index=", {"index": idx}),
+                                ("stoker prefetch", {"prefetch": True})):
                             took, read, _ = stoker_run(urls, a, r, start, **opts)
                             results[(name, contender, start)].append((took, read))
                         if a.webdataset and start != "resume":
