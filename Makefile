@@ -11,7 +11,7 @@ PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-index bench-decode bench-python bench-remote bench-cluster \
 	bench-gpu gpu-pack bench-recipe \
-	bench-shuffle bench-shuffle-sim bench-hooks bench-compare bench-nodes
+	bench-shuffle bench-shuffle-sim bench-hooks bench-compare bench-nodes bench-first-batch
 
 deps:
 	sh tools/install_deps.sh
@@ -72,6 +72,16 @@ bench-decode: build $(DATA)/.complete $(SMALL_DATA)/.complete
 # Python iteration (stoker.Loader) against the C benchmark, same threads.
 bench-python: build $(DATA)/.complete
 	PYTHONPATH=build-rel/python $(PYTHON) bench/python_overhead.py --rounds 3 $(DATA)/train-*.tar
+
+# Time and bytes before the first batch (fresh, the second epoch, a resume;
+# local and over http +100 ms): stoker defaults, index=, start_prefetch(),
+# and WebDataset from a checkout when WEBDATASET=DIR/src is given (it is
+# not part of stoker); docs/performance.md, "The first batch".
+WEBDATASET ?=
+bench-first-batch: build $(DATA)/.complete
+	$(if $(WEBDATASET),STOKER_WEBDATASET=1 sh tools/install_deps.sh)
+	PYTHONPATH=build-rel/python $(PYTHON) bench/first_batch.py --rounds 3 \
+	  $(if $(WEBDATASET),--webdataset $(WEBDATASET)) $(DATA)/train-*.tar
 
 # Decode over http through a 100 ms round-trip proxy against local disk.
 bench-remote: build $(DATA)/.complete

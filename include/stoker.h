@@ -734,7 +734,7 @@ typedef struct stk_loader stk_loader;
  * they need only outlive this call.
  *
  * Apart from prefix listings, nothing is read until the first
- * stk_loader_next(). On failure *out is
+ * stk_loader_next() or stk_loader_start(). On failure *out is
  * NULL and the return code says why; a detailed message for errors found
  * while planning (bad pattern, too few shards) is copied into errbuf when
  * errbuf is not NULL (errbuf_size bytes including the NUL).
@@ -764,6 +764,20 @@ STK_API int stk_loader_next(stk_loader *loader, struct stk_batch **out);
  */
 STK_API int stk_loader_next_timed(stk_loader *loader, struct stk_batch **out,
                                   unsigned timeout_ms);
+
+/*
+ * Start reading the batches the next stk_loader_next() delivers (the
+ * position of the last stk_loader_seek(), stk_loader_seek_range() or
+ * stk_loader_set_epoch(), else epoch `epoch` of the options from batch 0)
+ * without waiting for one: the epoch's reader, sequencer and image threads
+ * begin now, so a caller with other work to do first (building a model,
+ * loading a checkpoint, evaluating between epochs) finds its first batch
+ * ready, or nearer (Grain's start_prefetch). Returns 0 when the epoch is
+ * started (also when it already was), or the error that starting it met,
+ * which stk_loader_next() then returns too. Same threading rules as
+ * stk_loader_next().
+ */
+STK_API int stk_loader_start(stk_loader *loader);
 
 /*
  * Make stk_loader_next() return STK_EINTR (and no batch) instead of

@@ -4,8 +4,8 @@
  *
  * A loader owns the expanded URL list, the options, the counters and the
  * batch budget; each epoch gets a fresh pipeline, started lazily by the
- * first stk_loader_next() and stopped by stk_loader_set_epoch() or
- * stk_loader_destroy().
+ * first stk_loader_next() (or ahead of it by stk_loader_start()) and
+ * stopped by stk_loader_set_epoch() or stk_loader_destroy().
  *
  * DESIGN (threads). Every call but stk_loader_interrupt(), stk_loader_stats()
  * and stk_batch_release() comes from one thread at a time, the owner; only
@@ -465,6 +465,29 @@ static void stop_epoch(stk_loader *l)
 #endif
 }
 
+/* The current epoch's pipeline, started here unless it runs already. */
+static int ensure_epoch(stk_loader *l)
+{
+    if (l->epoch_failed)
+        return stk__errf(&l->err, l->epoch_failed,
+                         "the epoch failed earlier (%s); call stk_loader_set_epoch() to restart",
+                         stk_strerror(l->epoch_failed));
+    if (l->pipeline != NULL)
+        return 0;
+    int rc = start_epoch(l);
+    if (rc < 0)
+        l->epoch_failed = rc;
+    return rc;
+}
+
+int stk_loader_start(stk_loader *l)
+{
+    stk__err_clear(&l->err);
+    int rc = ensure_epoch(l);
+    stk__err_ensure(&l->err, rc);
+    return rc;
+}
+
 static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms);
 
 int stk_loader_next(stk_loader *l, struct stk_batch **out)
@@ -489,19 +512,11 @@ static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms
     if (atomic_exchange(&l->interrupt, 0))
         return stk__errf(&l->err, STK_EINTR, "interrupted (stk_loader_interrupt) before "
                          "waiting for a batch; the epoch goes on");
-    if (l->epoch_failed)
-        return stk__errf(&l->err, l->epoch_failed,
-                         "the epoch failed earlier (%s); call stk_loader_set_epoch() to restart",
-                         stk_strerror(l->epoch_failed));
-    if (l->pipeline == NULL) {
-        int rc = start_epoch(l);
-        if (rc < 0) {
-            l->epoch_failed = rc;
-            return rc;
-        }
-    }
+    int rc = ensure_epoch(l);
+    if (rc < 0)
+        return rc;
     struct stk__batch *b;
-    int rc = stk__pipeline_next(l->pipeline, &b, timeout_ms, &l->err);
+    rc = stk__pipeline_next(l->pipeline, &b, timeout_ms, &l->err);
     if (rc == 0) {
         atomic_fetch_add(&l->run.counters.samples, b->pub.n_samples);
         atomic_fetch_add(&l->run.counters.batches, 1);

@@ -16,6 +16,11 @@ python3-mesonpy patchelf python3-pip python3-venv"
 if [ "${STOKER_FUZZ:-0}" = 1 ]; then
     packages="$packages clang libclang-rt-14-dev"
 fi
+# WebDataset from a checkout (`make bench-first-batch WEBDATASET=DIR/src`;
+# not a Debian package) needs braceexpand, which is one.
+if [ "${STOKER_WEBDATASET:-0}" = 1 ]; then
+    packages="$packages python3-braceexpand"
+fi
 
 missing=""
 for p in $packages; do

@@ -353,24 +353,34 @@ static PyObject *loader_next(LoaderObject *self, PyObject *unused)
                             &self->skipped_in_python);
 }
 
-/* seek(epoch, batch), or with count (seek_range) only that many batches,
- * continuing the previous range when it ended at batch. */
-static PyObject *loader_seek(LoaderObject *self, PyObject *args)
+/* What seek and start ask of the C loader. */
+struct position {
+    unsigned long long epoch, batch, count;
+    int range; /* seek_range: count given (0: to the epoch's end) */
+};
+
+static int do_seek(stk_loader *l, const struct position *at)
 {
-    PyObject *epoch_obj, *batch_obj, *count_obj = NULL;
-    unsigned long long epoch, batch, count = 0;
-    if (!PyArg_ParseTuple(args, "OO|O", &epoch_obj, &batch_obj, &count_obj) ||
-        stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
-        stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &batch) < 0 ||
-        (count_obj != NULL && stk_py_integer(count_obj, "count", 1, ULLONG_MAX, &count) < 0) ||
-        enter(self) < 0)
-        return NULL;
-    Py_CLEAR(self->alloc_failure); /* the next epoch tries the allocator again */
+    return at->range ? stk_loader_seek_range(l, at->epoch, at->batch, at->count)
+                     : stk_loader_seek(l, at->epoch, at->batch);
+}
+
+static int do_start(stk_loader *l, const struct position *at)
+{
+    (void)at;
+    return stk_loader_start(l);
+}
+
+/* fn(loader, at) with the loader's lock held (enter() took it) and the GIL
+ * released; its error raised with the loader's message. */
+static PyObject *locked_call(LoaderObject *self,
+                             int (*fn)(stk_loader *, const struct position *),
+                             const struct position *at)
+{
     int rc;
     char msg[1024];
     Py_BEGIN_ALLOW_THREADS
-    rc = count_obj != NULL ? stk_loader_seek_range(self->loader, epoch, batch, count)
-                           : stk_loader_seek(self->loader, epoch, batch);
+    rc = fn(self->loader, at);
     if (rc < 0)
         snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
     PyThread_release_lock(self->lock);
@@ -378,6 +388,32 @@ static PyObject *loader_seek(LoaderObject *self, PyObject *args)
     if (rc < 0)
         return stk_py_raise(rc, msg);
     Py_RETURN_NONE;
+}
+
+/* seek(epoch, batch), or with count (seek_range) only that many batches,
+ * continuing the epoch's threads when they are at batch. */
+static PyObject *loader_seek(LoaderObject *self, PyObject *args)
+{
+    PyObject *epoch_obj, *batch_obj, *count_obj = NULL;
+    struct position at = {0};
+    if (!PyArg_ParseTuple(args, "OO|O", &epoch_obj, &batch_obj, &count_obj) ||
+        stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &at.epoch) < 0 ||
+        stk_py_integer(batch_obj, "batch", 0, ULLONG_MAX, &at.batch) < 0 ||
+        (count_obj != NULL && stk_py_integer(count_obj, "count", 0, ULLONG_MAX, &at.count) < 0) ||
+        enter(self) < 0)
+        return NULL;
+    at.range = count_obj != NULL;
+    Py_CLEAR(self->alloc_failure); /* the next epoch tries the allocator again */
+    return locked_call(self, do_seek, &at);
+}
+
+/* start(): the epoch's threads begin without a batch asked for. */
+static PyObject *loader_start(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (enter(self) < 0)
+        return NULL;
+    return locked_call(self, do_start, NULL);
 }
 
 /* The loader's counters, with the samples left out in Python (Samples'
@@ -488,8 +524,11 @@ static PyMethodDef loader_methods[] = {
     {"seek", (PyCFunction)loader_seek, METH_VARARGS,
      "seek(epoch, batch): the next next() delivers that batch of that epoch"},
     {"seek_range", (PyCFunction)loader_seek, METH_VARARGS,
-     "seek_range(epoch, first, count): deliver batches [first, first + count) of epoch, "
-     "continuing the previous range without re-reading when it ended at first"},
+     "seek_range(epoch, first, count): deliver batches [first, first + count) of epoch "
+     "(count 0: to its end), continuing the epoch's threads without re-reading when they "
+     "are at first"},
+    {"start", (PyCFunction)loader_start, METH_NOARGS,
+     "start(): start reading the batches the next next() delivers, without waiting"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
     {"take_log", (PyCFunction)loader_take_log, METH_NOARGS,
      "take_log() -> [(level, message)]: what the loader's threads logged since the last call"},

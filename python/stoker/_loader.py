@@ -401,6 +401,28 @@ class Loader:
         self._epoch = epoch
         self._restored = False
 
+    def start_prefetch(self):
+        """Start reading and decoding the batches the next iteration
+        delivers, now, in the loader's threads, and return at once: the
+        epoch set_epoch() chose (after a finished loop, the next one), from
+        the batch load_state_dict() restored. Call it before building or
+        compiling the model, while a checkpoint loads, or after an epoch's
+        loop before evaluating: the loop then finds its first batch ready
+        instead of waiting for the first shuffle window to be read (Grain's
+        start_prefetch). The iteration continues these threads: nothing is
+        read twice and the batches are the same. set_epoch() or
+        load_state_dict() to another place afterwards drops what was read.
+        Not while a loop over this loader is open."""
+        self._refuse_after_fork()
+        if self._iterating.locked():
+            raise RuntimeError("start_prefetch() while this Loader is being iterated: call it "
+                               "after the loop (it reads the next iteration's batches)")
+        self._c.seek_range(self._epoch, self._resume_at, 0)
+        try:
+            self._c.start()
+        finally:
+            self._forward_log()
+
     def state_dict(self):
         """Where the loader stands, in a few integers: save it with the model.
 
@@ -488,7 +510,9 @@ class Loader:
 
     def _c_batches(self, first):
         c = self._c
-        c.seek(self._epoch, first)
+        # Continues threads already at this batch (start_prefetch(), or a loop
+        # that broke out right before it) instead of reading again.
+        c.seek_range(self._epoch, first, 0)
         while True:
             try:
                 batch = c.next()

@@ -400,12 +400,58 @@ static void test_range_edges(void **state)
     stk_loader_destroy(l);
 }
 
+/* stk_loader_start() reads before any batch is asked for, and the calls
+ * that follow continue its threads: the same batches, every shard opened
+ * once, no sample read twice (issue 35: the first window is read while the
+ * caller builds its model). Also after a seek to a later batch. */
+static void test_start_reads_ahead_and_next_continues(void **state)
+{
+    (void)state;
+    struct stk_options o = range_options(1);
+    struct full_epoch full;
+    run_full(&o, &full);
+    for (uint64_t first = 0; first <= 2; first += 2) {
+        stk_loader *l = create(&o);
+        assert_int_equal(stk_loader_seek_range(l, o.epoch, first, 0), 0);
+        assert_int_equal(stk_loader_start(l), 0);
+        assert_int_equal(stk_loader_start(l), 0); /* started already: nothing more */
+        struct stk_stats st;
+        for (int waited_ms = 0;; waited_ms += 10) { /* 30 s: a loaded machine, never a hang */
+            stk_loader_stats(l, &st);
+            if (st.samples_read > 0)
+                break;
+            if (waited_ms >= 30000)
+                fail_msg("nothing read 30 s after stk_loader_start()");
+            usleep(10000);
+        }
+        assert_int_equal(st.batches, 0);
+        assert_int_equal(stk_loader_seek_range(l, o.epoch, first, 0), 0); /* kept */
+        struct stk_batch *b;
+        uint64_t index = first;
+        int rc;
+        while ((rc = stk_loader_next(l, &b)) == 0) {
+            assert_same_batch(&full.batches[index], b, index);
+            index++;
+            stk_batch_release(b);
+        }
+        assert_int_equal(rc, STK_EOF);
+        assert_int_equal(index, full.n);
+        stk_loader_stats(l, &st);
+        if (first == 0) {
+            assert_int_equal(st.shards_opened, full.stats.shards_opened);
+            assert_int_equal(st.samples_read, full.stats.samples_read);
+        }
+        stk_loader_destroy(l);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranges_equal_the_epoch),
         cmocka_unit_test(test_consecutive_ranges_continue),
         cmocka_unit_test(test_range_edges),
+        cmocka_unit_test(test_start_reads_ahead_and_next_continues),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
