@@ -58,7 +58,7 @@ static void view_dealloc(ViewObject *self)
 static PyBufferProcs view_as_buffer = {(getbufferproc)view_getbuffer, NULL};
 
 PyTypeObject stk_py_view_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker._stoker.BufferView",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker._ext._stoker.BufferView",
     .tp_basicsize = sizeof(ViewObject),
     .tp_dealloc = (destructor)view_dealloc,
     .tp_as_buffer = &view_as_buffer,
@@ -351,7 +351,7 @@ static PyMethodDef batch_methods[] = {
 };
 
 PyTypeObject stk_py_batch_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker._stoker.Batch",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker._ext._stoker.Batch",
     .tp_basicsize = sizeof(BatchObject),
     .tp_dealloc = (destructor)batch_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -45,7 +45,7 @@ static struct error_class {
      "and whether it is bad input (what on_error=\"skip\" skips: never out of\n"
      "memory, a cache that cannot take a shard, a stale index or a bad option)\n"
      "are one row of the C library's error table (src/base/errors_table.h);\n"
-     "stoker._stoker.error_codes maps its names to codes."},
+     "stoker._ext._stoker.error_codes maps its names to codes."},
     {"DataError", &stk_py_data_error, NULL, 0,
      "A shard, sample, image, label or the dataset index is bad input (the message names "
      "shard and key, or the index and what in it)."},

@@ -2,7 +2,7 @@
 /*
  * _index.c - stoker._stoker.index_build(path, urls, overwrite=False,
  * **options): stk_index_build from Python, for the index a Loader builds
- * on first use (_index.py).
+ * on first use (loader/index.py).
  */
 #include "_stoker.h"
 

@@ -500,7 +500,7 @@ static PyMethodDef loader_methods[] = {
 };
 
 PyTypeObject stk_py_loader_type = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker._stoker.Loader",
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stoker._ext._stoker.Loader",
     .tp_basicsize = sizeof(LoaderObject),
     .tp_dealloc = (destructor)loader_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,

@@ -92,7 +92,7 @@ PyObject *stk_py_rates(PyObject *module, PyObject *args)
 
 /* stats_kinds() -> {name: "count" | "ns" | "gauge"}: what each key of
  * Loader.stats() is (the kind column of the library's table), so the
- * Prometheus exposition (_metrics.py) keeps no list of its own. */
+ * Prometheus exposition (loader/metrics.py) keeps no list of its own. */
 PyObject *stk_py_stats_kinds(PyObject *module, PyObject *unused)
 {
     (void)module;

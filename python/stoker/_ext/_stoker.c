@@ -42,7 +42,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, .m_name = "stoker._stoker", .m_methods = module_methods,
+    PyModuleDef_HEAD_INIT, .m_name = "stoker._ext._stoker", .m_methods = module_methods,
     .m_doc = "C core of stoker: WebDataset tar shards to batches.", .m_size = -1,
 };
 

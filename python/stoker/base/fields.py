@@ -4,7 +4,7 @@ import json
 
 import torch
 
-from ._stoker import OptionError, OptionTypeError, member_kind
+from .._ext._stoker import OptionError, OptionTypeError, member_kind
 
 # How a member named in fields= parses: the C library's rule (member_kind(),
 # by the last "."-separated part of its extension, as WebDataset's default

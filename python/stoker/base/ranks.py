@@ -7,7 +7,7 @@ import time
 
 import torch
 
-from ._stoker import OptionError, resolve_rank
+from .._ext._stoker import OptionError, resolve_rank
 
 # Ranks on this node, as launchers say it (torchrun, Open MPI, Slurm).
 _ENV_LOCAL_WORLD = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE")

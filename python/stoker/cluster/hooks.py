@@ -10,7 +10,7 @@ holds the GIL would starve the worker's event loop (dask distributed issues
 6324 and 6325). The keys of the hooks' random streams are those of a local
 run (_hook_batches), so the batches are the same bytes wherever they are
 made, as long as the hook gives the same bytes for the same input and key
-there: the fingerprint (_hook_env, and _hook_code for the modules the
+there: the fingerprint (hooks.env, and hooks.code for the modules the
 hooks run) compares what is known to change that, and the canary tries
 each hook (map= and batch_map=) on its first call on each worker.
 """
@@ -20,10 +20,10 @@ import zlib
 import numpy
 import torch
 
-from . import _hook_batches
-from ._fields import _Fields
-from ._hook_decode import DecodeFirst
-from ._hooks import Task
+from ..hooks import batches as _hook_batches
+from ..base.fields import _Fields
+from ..hooks.decode import DecodeFirst
+from ..hooks.pool import Task
 
 CANARY_TIMEOUT_S = 120.0  # a cold hook process imports torch first
 
@@ -46,7 +46,7 @@ def owned(value):
 
 def digest(value):
     """CRC-32 of a batch object: its arrays' dtypes, shapes and bytes and the
-    repr of everything else, in order. As _cluster_worker.batch_digest, an
+    repr of everything else, in order. As cluster.worker.batch_digest, an
     integrity check of what crossed the network, not a signature."""
     crc = [0]
 

@@ -39,8 +39,8 @@ takes back what was in flight, and a warning says so once. close() does
 not wait for it either.
 
 Files: this one is the trainer's side (the client, the tasks, the local
-thread, the counters); _claims.py decides which side makes which range,
-with no threads and no Dask; _cluster_worker.py is what runs inside the
+thread, the counters); claims.py decides which side makes which range,
+with no threads and no Dask; worker.py is what runs inside the
 Dask workers.
 """
 import hashlib
@@ -52,12 +52,12 @@ import weakref
 
 import numpy as np
 
-from . import _stoker
-from ._claims import PENDING, Claims
-from ._hooks import HookError, RemoteTraceback
-from ._cluster_hooks import Canary, digest as object_digest, nbytes as object_nbytes
-from ._fields import mix_of
-from ._cluster_worker import (WorkerMismatch, batch_digest, build_identity, make_range,
+from .._ext import _stoker
+from .claims import PENDING, Claims
+from ..hooks.pool import HookError, RemoteTraceback
+from .hooks import Canary, digest as object_digest, nbytes as object_nbytes
+from ..base.fields import mix_of
+from .worker import (WorkerMismatch, batch_digest, build_identity, make_range,
                               warm_hooks)
 
 log = logging.getLogger("stoker.cluster")
@@ -141,7 +141,7 @@ class Offload:
         batch_size = options["batch_size"]
         self.batches_per_task = batches_per_task
         worker_options = {k: v for k, v in options.items() if k != "threads"}
-        # Hooks keep two batches in flight (_hook_batches), each holding a
+        # Hooks keep two batches in flight (hooks.batches), each holding a
         # C buffer while its samples are in the hook processes.
         worker_options["max_batches"] = 2 if hooks is None else 3
         fields = None if fields is None else tuple(fields)
@@ -304,7 +304,7 @@ class Offload:
         return True
 
     def shared(self):
-        """(their keys (one string: _cluster_worker._job says why), the
+        """(their keys (one string: cluster.worker._job says why), the
         dataset index, the pickled hooks or None) as futures held by the
         workers, or None while they are being (re)sent.
         They are scattered to every worker when first needed, and again when
@@ -348,7 +348,7 @@ class Offload:
 
     def close(self):
         """Stop asking the scheduler; let go of the data scattered to the
-        workers (releasing it ends the job there: _cluster_worker lets go
+        workers (releasing it ends the job there: cluster.worker lets go
         of its loaders and hook processes); close the client if it is ours,
         in at most SCHEDULER_TIMEOUT_S whatever the scheduler does."""
         with self.lock:
@@ -406,9 +406,9 @@ def check_result(result, first, count, batch_size, image_bytes, n):
     each of 1..batch_size samples (fewer only in the epoch's last batch),
     image and label arrays of exactly the bytes the sizes say, labels of -1
     or more, and each batch's bytes matching the digest the worker took
-    from its loader (_cluster_worker.batch_digest says what that catches).
+    from its loader (cluster.worker.batch_digest says what that catches).
     With fields= or hooks, one object per batch instead of the arrays, each
-    matching its digest (_cluster_hooks.digest)."""
+    matching its digest (cluster.hooks.digest)."""
     def need(ok, what):
         if not ok:
             raise BadResult(f"batches {first}..{first + count - 1}: {what}")
@@ -471,7 +471,7 @@ class Run:
     reorder buffer (_claims.Claims), the local thread and the tasks in
     flight. tensors(images, labels, n, mix) makes the training loop's tensors
     out of two buffers (mix: the Mixup/CutMix partner labels and weight, or
-    None); with fields= or hooks, outputs (a _cluster_hooks.Outputs) makes
+    None); with fields= or hooks, outputs (a cluster.hooks.Outputs) makes
     the local thread's batch objects instead, as the workers make theirs.
 
     Claims are per range (batches_per_task batches); delivery is per batch:

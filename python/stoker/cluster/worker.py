@@ -2,7 +2,7 @@
 """The part of Loader(cluster=...) that runs inside Dask worker processes:
 make_range, the task that makes a run of batches with a stoker loader kept
 per worker process and job, and warm_hooks, which starts a job's hook
-processes ahead of its first task (_cluster.py has the design). What a job
+processes ahead of its first task (trainer.py has the design). What a job
 keeps here lasts as long as the data its trainer scattered (_Job)."""
 import hashlib
 import os
@@ -16,11 +16,13 @@ import zlib
 
 import numpy as np
 
-from . import _hook_code, _ranks, _stoker
-from ._cluster_hooks import digest as object_digest, worker_outputs
-from ._hook_processes import ForkServer
-from ._hooks import Pool
-from ._hook_env import compare, fingerprint
+from .._ext import _stoker
+from ..base import ranks as _ranks
+from ..hooks import code as _hook_code
+from .hooks import digest as object_digest, worker_outputs
+from ..hooks.processes import ForkServer
+from ..hooks.pool import Pool
+from ..hooks.env import compare, fingerprint
 
 # What this worker process keeps per job (the spec key of one trainer's
 # Loader), under _cache_lock: the jobs most recently used last.
@@ -59,7 +61,7 @@ def build_identity(hooks=None):
     unpickled (None without hooks): the C library's build identity
     (version, commit, libjpeg-turbo, libspng and zlib versions:
     _stoker.build_id), and with hooks (their pickled bytes) the
-    environment fingerprint of _hook_env (torch, torchvision, numpy
+    environment fingerprint of hooks.env (torch, torchvision, numpy
     versions, the hooks' digest, the CPU capability torch dispatches to)
     and the digest of each module file they run here (_hook_code). Raises
     what unpickling the hooks raises."""

@@ -16,10 +16,11 @@ import time
 import numpy
 import torch
 
-from . import _hook_decode, _rng, _shm
-from ._hooks import (HookError, Pool, RemoteTraceback, Task, collate, describe, dumps, hook_name,
+from . import arena as _shm, decode as _hook_decode
+from ..base import rng as _rng
+from .pool import (HookError, Pool, RemoteTraceback, Task, collate, describe, dumps, hook_name,
                      hook_names, signature)
-from ._stoker import DataError, OptionError, OptionTypeError
+from .._ext._stoker import DataError, OptionError, OptionTypeError
 
 log = logging.getLogger("stoker")
 _STEP_S = 0.1  # how often the thread looks at its stop flag while hooks run

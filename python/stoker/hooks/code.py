@@ -10,8 +10,8 @@ with an Unpickler that notes every module it imports from (functions and
 classes by reference: a hook module's functions, functools.partial's
 function, a torchvision transform's class) and every module a by-value
 function's globals import (cloudpickle's subimport), and the digest of
-each such module's file becomes part of a worker's identity (_hook_env,
-_cluster_worker.build_identity): another file there, and the worker is
+each such module's file becomes part of a worker's identity (env,
+cluster.worker.build_identity): another file there, and the worker is
 refused with the module named.
 
 Left out: the standard library's modules (the Python version, compared

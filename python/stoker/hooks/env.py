@@ -6,16 +6,16 @@ numpy, or on a CPU where torch dispatches to other kernels (torchvision
 issue 9122, pytorch issue 155552). A process whose fingerprint differs
 from the trainer's must not make batches for it; compare() says what
 differs, for the message that refuses it. Kept apart from the stoker
-version check of the Dask workers (_cluster_worker) so that both can be
+version check of the Dask workers (cluster.worker) so that both can be
 extended separately: a worker's whole identity is that check's fields plus
 fingerprint(hooks_digest) and the digests of the hooks' module files
-(_hook_code).
+(code).
 """
 import importlib
 import platform
 import re
 
-from ._stoker import version as _stoker_version
+from .._ext._stoker import version as _stoker_version
 
 _LIBRARIES = ("torch", "torchvision", "numpy", "PIL", "cv2", "albumentations")
 

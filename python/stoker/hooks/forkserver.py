@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The fork server of hook processes: main(), started by
-_hook_processes.ForkServer with its control socket and the pid of the
+processes.ForkServer with its control socket and the pid of the
 process it serves (the trainer, or a Dask worker process: "the trainer"
 below). A fresh interpreter (never a fork of the threaded trainer or of
 a Dask worker) that imports torch once and forks each hook process
@@ -75,7 +75,7 @@ def _child(control, fd, trainer):
         control.close()
         os.setpgid(0, 0)  # the server does too: whichever runs first
         _die_with(trainer)
-        from . import _hook_worker
+        from . import worker as _hook_worker
         _hook_worker.main(connection.Connection(fd))
     except BaseException:
         traceback.print_exc()
@@ -96,7 +96,7 @@ def serve(control, trainer):
         import torchvision  # noqa: F401
     except ImportError:
         pass
-    from . import _hook_worker  # noqa: F401  and the hook loop's own modules
+    from . import worker as _hook_worker  # noqa: F401  and the hook loop's own modules
     # What the imports made is never collected: frozen, the collector of
     # a hook process leaves those objects' pages alone, which stay shared.
     gc.freeze()

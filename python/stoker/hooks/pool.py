@@ -27,9 +27,9 @@ from multiprocessing import connection, reduction
 import numpy
 import torch
 
-from ._stoker import Error, OptionTypeError, ReadError
-from . import _shm
-from ._hook_processes import ForkServer
+from .._ext._stoker import Error, OptionTypeError, ReadError
+from . import arena as _shm
+from .processes import ForkServer
 
 try:
     import cloudpickle as _pickler

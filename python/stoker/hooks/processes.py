@@ -1,13 +1,13 @@
 # SPDX-License-Identifier: MIT
 """How hook processes start, die and are reaped: the client of a fork
-server (_hook_forkserver).
+server (forkserver).
 
 Importing torch takes a second of a core (1.0-1.2 s here, torchvision 0.3 s
 more); a fork of a process that has imported it takes milliseconds, and
 the forks share its pages (torch's code and data: each hook process's
 proportional share of them shrinks with their number). A loader's hook
 Pool starts its own server; a Dask worker starts one when a job with hooks
-first needs it (the trainer's warm_hooks task, _cluster_worker), shared by
+first needs it (the trainer's warm_hooks task, cluster.worker), shared by
 that worker's jobs and stopped when none is left, so that a job's hook
 processes there start in milliseconds too.
 
@@ -42,7 +42,7 @@ from multiprocessing import connection, reduction
 # the directory the job runs in, which the trainer (`python train.py`)
 # does not. Python 3.11's -P does this; stoker runs on older ones too.
 _SERVER_MAIN = ("import sys; sys.path[:] = [p for p in sys.path if p]; "
-                "from stoker._hook_forkserver import main; main()")
+                "from stoker.hooks.forkserver import main; main()")
 
 
 def hook_process_env():

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The loop of one hook process (Loader(map=, batch_map=)), forked by the
-fork server (_hook_forkserver) of a stoker._hooks.Pool, which talks to it
+fork server (forkserver) of a stoker.hooks.pool.Pool, which talks to it
 over conn.
 
 It answers the pickled hooks with ("ready",), or ("unloadable", why) and
@@ -16,7 +16,8 @@ import traceback
 from multiprocessing import reduction
 from multiprocessing.reduction import ForkingPickler
 
-from . import _rng, _shm
+from . import arena as _shm
+from ..base import rng as _rng
 
 
 def main(conn):

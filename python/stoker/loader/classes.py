@@ -4,8 +4,8 @@ per line in label order, in the classes.txt that `stoker pack --classes
 DIR/classes.txt` writes beside the shards, or from the caller."""
 import os
 
-from ._stoker import OptionError
-from ._urls import _has_scheme
+from .._ext._stoker import OptionError
+from ..base.urls import _has_scheme
 
 SIDECAR = "classes.txt"
 

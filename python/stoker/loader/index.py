@@ -32,9 +32,9 @@ import stat
 import tempfile
 import warnings
 
-from ._stoker import Error, OutputExists, error_codes, index_build
-from ._stoker import Loader as _CLoader
-from ._urls import _has_scheme
+from .._ext._stoker import Error, OutputExists, error_codes, index_build
+from .._ext._stoker import Loader as _CLoader
+from ..base.urls import _has_scheme
 
 # Options that decide which samples a shard counts: the shard reader's
 # grouping limits and bad-input rule (stk__shard_config_init in

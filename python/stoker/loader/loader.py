@@ -11,17 +11,19 @@ import warnings
 
 import torch
 
-from ._stoker import BusyError, DataError, OptionError, PlanError, ReadError
-from . import _stoker
-from ._stoker import verify as _verify
-from ._stoker import Loader as _CLoader
-from . import (_cluster, _cluster_hooks, _hook_batches, _hook_report, _index, _metrics, _pinned,
-               _ranks, _scope)
-from ._classes import find_classes
-from ._fields import _Fields, mix_of, targets
-from ._metrics import prometheus_text
-from ._options_doc import _options_doc
-from ._urls import _as_list
+from .._ext._stoker import BusyError, DataError, OptionError, PlanError, ReadError
+from .._ext import _stoker
+from .._ext._stoker import verify as _verify
+from .._ext._stoker import Loader as _CLoader
+from . import index as _index, metrics as _metrics, pinned as _pinned, scope as _scope
+from ..base import ranks as _ranks
+from ..cluster import hooks as _cluster_hooks, trainer as _cluster
+from ..hooks import batches as _hook_batches, report as _hook_report
+from .classes import find_classes
+from ..base.fields import _Fields, mix_of, targets
+from .metrics import prometheus_text
+from .options_doc import _options_doc
+from ..base.urls import _as_list
 
 _DTYPES = {
     torch.uint8: "uint8", torch.float32: "float32", torch.float16: "float16",
@@ -193,7 +195,7 @@ class Loader:
                           "ordinary memory", stacklevel=2)
         elif pin_memory:
             options["batch_allocator"] = _pinned_buffer
-        raw = transform is None  # map= gets the whole decoded image (_hook_decode)
+        raw = transform is None  # map= gets the whole decoded image (hooks.decode)
         if transform not in ("train", "eval") and not raw:
             raise OptionError(f"transform must be 'train', 'eval' or None (with map=: the hook "
                               f"gets the whole image; for raw samples use stoker.Samples), not "

@@ -20,7 +20,7 @@ import os
 import socket
 import threading
 
-from ._stoker import rates, stats_kinds
+from .._ext._stoker import rates, stats_kinds
 
 __all__ = ["rates", "tensorboard", "prometheus_text"]
 

@@ -5,7 +5,7 @@ import fractions
 import inspect
 import textwrap
 
-from . import _stoker
+from .._ext import _stoker
 
 # Python names of the C options that Loader spells otherwise.
 _PY_NAMES = {"index_path": "index"}

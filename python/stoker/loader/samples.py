@@ -8,12 +8,12 @@ import multiprocessing.sharedctypes
 
 import torch
 
-from ._stoker import DataError, PlanError
-from ._stoker import Loader as _CLoader
-from ._ranks import rank_and_world as _rank_and_world
-from ._urls import _as_list
-from ._classes import find_classes
-from . import _scope
+from .._ext._stoker import DataError, PlanError
+from .._ext._stoker import Loader as _CLoader
+from ..base.ranks import rank_and_world as _rank_and_world
+from ..base.urls import _as_list
+from .classes import find_classes
+from . import scope as _scope
 
 log = logging.getLogger("stoker")
 

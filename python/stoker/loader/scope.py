@@ -13,7 +13,7 @@ rules the option table's rows carry (options()[i]["needs"], src/option_rules.c),
 so the command line refuses them too; the keywords of stoker.Loader that
 the table does not hold have their rules here (LOADER_NEEDS).
 tests/python/test_option_pairs.py walks both."""
-from ._stoker import OptionError, options
+from .._ext._stoker import OptionError, options
 
 # Options that shape decoded image batches only.
 IMAGE_BATCH = frozenset((
