@@ -35,7 +35,7 @@ def _c_default(o):
 
 def _options_doc(init):
     """The options section of a docstring, made from the C library's option
-    table (stoker._stoker.options()), with init's own defaults where its
+    table (stoker._ext._stoker.options()), with init's own defaults where its
     signature has the option."""
     defaults = {name: p.default for name, p in inspect.signature(init).parameters.items()
                 if p.default is not inspect.Parameter.empty}
