@@ -6,7 +6,7 @@ Starts N gloo ranks (torch.distributed on 127.0.0.1), each with
 stoker.Loader(SHARDS, batch_size=B), in two modes, alternated for --rounds:
 
   agree   no samples_per_rank or index: the ranks agree on every step (one
-          all_reduce of one int over gloo, see python/stoker/_ranks.py);
+          all_reduce of one int over gloo, see python/stoker/base/ranks.py);
   count   samples_per_rank= set to the steps the agree run made, so the
           ranks have equal steps by count and never talk.
 

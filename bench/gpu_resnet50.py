@@ -468,7 +468,7 @@ def describe_data(shards):
 def host_info(setup):
     info = {"python": platform.python_version(), "torch": torch.__version__,
             "torchvision": torchvision.__version__, "cores": os.cpu_count(),
-            "stoker": stoker._stoker.version}
+            "stoker": stoker._ext._stoker.version}
     if setup.device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name()
     return info

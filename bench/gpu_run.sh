@@ -42,7 +42,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 "$py" -c 'import torch, torchvision, PIL; print("torch", torch.__version__, "torchvision", torchvision.__version__, "pillow", PIL.__version__)'
 
 echo "== libraries ($(elapsed) s)"
-mkdir -p "$work/lib" "$work/py/stoker"
+mkdir -p "$work/lib" "$work/py"
 tar -xJf "$carry/libs.tar.xz" -C "$work/lib"
 # Where the host has a library (a newer one, same soname), it is used
 # (PREFER_HOST=0: the carried ones, as a rehearsal on the packing machine).
@@ -55,15 +55,15 @@ fi
 echo "carried: $(ls "$work/lib" | tr '\n' ' ')"
 
 echo "== build the extension ($(elapsed) s)"
-cp "$src"/python/stoker/*.py "$work/py/stoker/"
-# The same sources meson's python/stoker/meson.build compiles, linked against
+(cd "$src/python" && find stoker -name "*.py" -exec cp --parents {} "$work/py/" \;)
+# The same sources meson's python/stoker/_ext/meson.build compiles, linked against
 # the library built on the packing machine; DT_RPATH (not RUNPATH) so that the
 # carried libraries' own dependencies are found there too.
 gcc -O2 -shared -fPIC -std=c11 -D_GNU_SOURCE -I"$src/include" -I"$src/src" -I"$pyinc" \
-    "$src"/python/stoker/*.c "$carry/libstoker_internal.a" \
+    "$src"/python/stoker/_ext/*.c "$carry/libstoker_internal.a" \
     -L"$work/lib" -l:libarchive.so.13 -l:libjpeg.so.62 -l:libspng.so.0 -l:libcjson.so.1 \
     -l:libyajl.so.2 -l:libcurl.so.4 -l:libexpat.so.1 -l:libz.so.1 -lm -lpthread \
-    -Wl,--disable-new-dtags,-rpath,"$work/lib" -o "$work/py/stoker/_stoker$suffix" || exit 1
+    -Wl,--disable-new-dtags,-rpath,"$work/lib" -o "$work/py/stoker/_ext/_stoker$suffix" || exit 1
 export PYTHONPATH=$work/py
 if [ -n "${BENCH_CMD:-}" ]; then
     gcc -O2 -std=c11 -D_GNU_SOURCE -I"$src/include" "$src"/cli/*.c "$carry/libstoker_internal.a" \
@@ -71,7 +71,7 @@ if [ -n "${BENCH_CMD:-}" ]; then
         -l:libyajl.so.2 -l:libcurl.so.4 -l:libexpat.so.1 -l:libz.so.1 -lm -lpthread \
         -Wl,--disable-new-dtags,-rpath,"$work/lib" -o "$work/stoker" || exit 1
 fi
-"$py" -c 'import stoker; print("stoker", stoker._stoker.version, stoker.__file__)' || exit 1
+"$py" -c 'import stoker; print("stoker", stoker._ext._stoker.version, stoker.__file__)' || exit 1
 
 echo "== dataset ($(elapsed) s)"
 count=${COUNT:-25000}

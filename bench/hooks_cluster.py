@@ -179,7 +179,7 @@ def main():
     scheduler = start(["dask-scheduler", "--host", "127.0.0.1", "--port", str(port),
                        "--no-dashboard"], worker_core, env, log)
     ratios, per_cpu, ceilings = [], [], []
-    from stoker._hook_processes import hook_process_env  # the malloc settings of hook processes
+    from stoker.hooks.processes import hook_process_env  # the malloc settings of hook processes
     ceiling_env = dict(hook_process_env(), **{k: env[k] for k in ("PYTHONPATH", "OMP_NUM_THREADS")})
     # The worker as the docs start it: with Dask's nanny, which puts its
     # own MALLOC_TRIM_THRESHOLD_ in the worker's environment.

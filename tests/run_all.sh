@@ -73,7 +73,7 @@ took build-asan pytest "$t"
 t=$(clock)
 setup build-rel -Dbuildtype=release || exit 1
 # The extension's file name holds the Python version: ask ninja for it.
-extension=$(ninja -C build-rel -t targets all | sed -n 's|^\(python/stoker/_stoker[^:]*\.so\):.*|\1|p')
+extension=$(ninja -C build-rel -t targets all | sed -n 's|^\(python/stoker/_ext/_stoker[^:]*\.so\):.*|\1|p')
 ninja -C build-rel stoker tests/transform_tool $extension || exit 1
 took build-rel build "$t"
 t=$(clock)

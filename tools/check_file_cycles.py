@@ -10,14 +10,24 @@ a dependency between object files. Files of one folder count as much as
 files of two: a cycle inside image/ is as much a cycle as one across
 folders.
 
-The CPython extension's C files (python/stoker/*.c) get the same check from
+The CPython extension's C files (python/stoker/_ext/*.c) get the same check from
 their sources, since the build that runs the style suite (ASan) does not
 build the extension: their shared names all begin with stk_py_ and are
 declared in _stoker.h, so a file uses another when it names a stk_py_
 function or object that the other defines.
 
-usage: check_file_cycles.py libstoker.a [--sources python/stoker]
+The Python package (python/stoker) is read for its imports (ast, every
+import statement, those inside functions too): no module imports from a
+package above its own (its parent's __init__.py or a module beside it), so
+a part of the package can be read and imported without the layers on top;
+and no modules, nor subpackages, import each other in a loop. A parent
+package's __init__.py, which Python runs before any module under it, is
+not counted as a dependency of the module imported.
+
+usage: check_file_cycles.py libstoker.a [--sources python/stoker/_ext]
+                            [--package python/stoker]
 """
+import ast
 import glob
 import os
 import re
@@ -68,6 +78,109 @@ def source_symbols(folder):
     return files
 
 
+def package_modules(root):
+    """{module name: path} of the .py files under root, the package named
+    after root's folder (python/stoker: stoker, stoker.hooks.pool, ...), and
+    of the C extensions built there (their PyInit_NAME, at the .c file that
+    defines it)."""
+    name = os.path.basename(os.path.normpath(root))
+    modules = {}
+    for path in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True) +
+                       glob.glob(os.path.join(root, "**", "*.c"), recursive=True)):
+        folder = [name] + os.path.relpath(os.path.dirname(path), root).split(os.sep)
+        folder = [part for part in folder if part != "."]
+        if path.endswith(".py"):
+            leaf = os.path.basename(path)[:-3]
+            modules[".".join(folder + ([leaf] if leaf != "__init__" else []))] = path
+        else:
+            with open(path, encoding="utf-8") as f:
+                for init in re.findall(r"\bPyInit_(\w+)\s*\(", f.read()):
+                    modules[".".join(folder + [init])] = path
+    return modules
+
+
+def package_of(module, modules):
+    """The package a module lives in: itself for a package's __init__.py."""
+    return module if modules[module].endswith("__init__.py") else module.rpartition(".")[0]
+
+
+def imported(module, node, modules):
+    """The modules of the package that one import statement names."""
+    root = module.split(".")[0]
+    if isinstance(node, ast.Import):
+        named = [a.name for a in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            here = package_of(module, modules).split(".")
+            base = ".".join(here[:len(here) - node.level + 1] + ([base] if base else []))
+        # "from P import x": the module P.x where there is one, else P's names
+        named = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    found = set()
+    for name in named:
+        if name != root and not name.startswith(root + "."):
+            continue
+        while name not in modules:  # a name in a module
+            name = name.rpartition(".")[0]
+        found.add(name)
+    return found
+
+
+def package_imports(root):
+    """({module: modules it imports}, [upward imports as text], modules)."""
+    modules = package_modules(root)
+    graph, upward = {}, []
+    for module, path in modules.items():
+        graph[module] = set()
+        if not path.endswith(".py"):
+            continue  # the extension imports no Python module of the package
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        mine = package_of(module, modules)
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for target in imported(module, node, modules) - {module}:
+                graph[module].add(target)
+                theirs = package_of(target, modules)
+                if mine.startswith(theirs + "."):
+                    upward.append(f"{path}:{node.lineno}: {module} imports {target}, "
+                                  f"from {theirs}, a package above its own")
+    return graph, upward, modules
+
+
+def check_package(root):
+    """Print what is wrong with the package's imports; the number of faults."""
+    graph, upward, modules = package_imports(root)
+    if len(modules) < 5:
+        sys.exit(f"{root}: only {len(modules)} modules: not the Python package?")
+    for line in upward:
+        print("upward import:", line)
+    found = cycles(graph)
+    for component in found:
+        print("modules importing each other:", ", ".join(component))
+        for m in component:
+            print(f"  {m} imports {', '.join(sorted(graph[m] & set(component)))}")
+    # Subpackages: the first level under the package (stoker.hooks, ...).
+    name = os.path.basename(os.path.normpath(root))
+    top = {m: ".".join(m.split(".")[:2]) for m in modules if package_of(m, modules) != name}
+    subs = {p: set() for p in top.values()}
+    for m, deps in graph.items():
+        if m in top:
+            subs[top[m]] |= {top[d] for d in deps if d in top} - {top[m]}
+    found_subs = cycles(subs)
+    for component in found_subs:
+        print("subpackages importing each other:", ", ".join(component))
+        for m in sorted(top):
+            for d in sorted(graph[m]):
+                if top[m] in component and d in top and top[d] in component and top[d] != top[m]:
+                    print(f"  {m} imports {d}")
+    print(f"{root}: {len(modules)} modules, {sum(map(len, graph.values()))} imports, "
+          f"{len(upward)} upward, {len(found)} cycles; {len(subs)} subpackages, "
+          f"{len(found_subs)} cycles")
+    return len(upward) + len(found) + len(found_subs)
+
+
 def graph_of(files):
     owner = {sym: f for f, (defined, _) in files.items() for sym in defined}
     return {f: {owner[s] for s in used if s in owner and owner[s] != f}
@@ -114,10 +227,14 @@ def cycles(graph):
 
 def main():
     args = sys.argv[1:]
-    sources = None
+    sources = package = None
     if "--sources" in args:
         i = args.index("--sources")
         sources = args[i + 1]
+        del args[i:i + 2]
+    if "--package" in args:
+        i = args.index("--package")
+        package = args[i + 1]
         del args[i:i + 2]
     graph = graph_of(symbols(args[0]))
     if len(graph) < 10:
@@ -147,7 +264,8 @@ def main():
                     print(f"  {f} calls {g}")
     print(f"{len(graph)} files, {sum(map(len, graph.values()))} dependencies, "
           f"{len(found)} cycles; {len(folders)} folders, {len(found_folders)} cycles")
-    sys.exit(1 if found or found_folders else 0)
+    faults = check_package(package) if package is not None else 0
+    sys.exit(1 if found or found_folders or faults else 0)
 
 
 if __name__ == "__main__":

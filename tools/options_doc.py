@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Write docs/options.md, the reference of every loader option and counter,
 from the C library's tables (src/options_table.h and src/base/stats_table.h
-through the Python module's stoker._stoker.options(), stats_fields() and
+through the Python module's stoker._ext._stoker.options(), stats_fields() and
 stats_kinds()).
 
     PYTHONPATH=build-rel/python tools/options_doc.py > docs/options.md
@@ -31,8 +31,8 @@ def markdown():
            "where it would not act.", "",
            "| option | Python | flag | default | accepts | meaning |",
            "|---|---|---|---|---|---|"]
-    for o in stoker._stoker.options():
-        py = stoker._options_doc._PY_NAMES.get(o["name"], "")
+    for o in stoker._ext._stoker.options():
+        py = stoker.loader.options_doc._PY_NAMES.get(o["name"], "")
         flag = ""
         if o["cli"]:
             prefix = "no-" if o["type"] == "bool" and o["default"] == "1" else ""
@@ -48,9 +48,9 @@ def markdown():
             "Kinds: *count* only grows, *ns* is time summed over threads (only grows),",
             "*gauge* is a current value (Prometheus types them so).",
             "", "| counter | kind | meaning |", "|---|---|---|"]
-    kinds = stoker._stoker.stats_kinds()
+    kinds = stoker._ext._stoker.stats_kinds()
     out += [f"| `{name}` | {kinds[name]} | {cell(doc)} |"
-            for name, doc in stoker._stoker.stats_fields()]
+            for name, doc in stoker._ext._stoker.stats_fields()]
     return "\n".join(out) + "\n"
 
 

@@ -7,7 +7,7 @@ its docstrings, so that help(stoker.Loader) and the page say the same.
 
 tests/python/test_docs.py fails when the committed file differs: change the
 docstring, then regenerate. The Loader's options come from the C library's
-option table through its docstring (python/stoker/_options_doc.py).
+option table through its docstring (python/stoker/loader/options_doc.py).
 """
 import inspect
 import sys

@@ -14,14 +14,14 @@ tensor uses it any more, so holding a batch is always safe. `Samples`
 yields raw samples as dicts for any modality and splits shards across
 DataLoader workers by itself.
 """
-from ._stoker import (BusyError, CacheError, DataError, Error, HTTPError, Interrupted, NotFound,
+from ._ext._stoker import (BusyError, CacheError, DataError, Error, HTTPError, Interrupted, NotFound,
                       OptionError, OptionTypeError, OutOfMemory, OutputExists, PlanError,
                       ReadError, ShardWriter, version)
-from ._cluster import ClusterError
-from ._hooks import HookError
-from ._loader import Loader, log, verify  # log: the "stoker" logger, as before
-from ._metrics import prometheus_text, rates, tensorboard
-from ._samples import Samples
+from .cluster.trainer import ClusterError
+from .hooks.pool import HookError
+from .loader.loader import Loader, log, verify  # log: the "stoker" logger, as before
+from .loader.metrics import prometheus_text, rates, tensorboard
+from .loader.samples import Samples
 
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
            "BusyError", "ClusterError", "HookError", "OptionError", "OptionTypeError", "NotFound",

@@ -69,13 +69,13 @@ def imports(tree):
 def third_party_imports():
     """{distribution: (required, [where])} over the package's modules."""
     out = {}
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):  # the subpackages' modules too
         for module, required in imports(ast.parse(path.read_text(), str(path))):
             if module in sys.stdlib_module_names or module == "stoker":
                 continue
             dist = distribution_of(module)
             was_required, where = out.get(dist, (False, []))
-            out[dist] = (was_required or required, where + [f"{path.name}: {module}"])
+            out[dist] = (was_required or required, where + [f"{path.relative_to(PACKAGE)}: {module}"])
     return out
 
 

@@ -30,7 +30,7 @@ EPOCH_TIMEOUT_S = 120  # per epoch of all ranks; tiny shards take ~1 s
 
 CHILD = r"""
 import json, sys
-from stoker._stoker import Loader
+from stoker._ext._stoker import Loader
 urls = json.loads(sys.argv[1])
 loader, current = None, None
 for line in sys.stdin:

@@ -150,7 +150,7 @@ def allocate(nbytes):
         go_on.wait(30)
     return np.zeros(nbytes, dtype=np.uint8)
 
-c = stoker._stoker.Loader([sys.argv[1]], transform="eval", batch_size=1, image_size=8,
+c = stoker._ext._stoker.Loader([sys.argv[1]], transform="eval", batch_size=1, image_size=8,
                           threads=2, max_batches=4, batch_allocator=allocate)
 batch = c.next()
 assert inside.wait(30)  # a loader thread is in the allocator for batch 1's buffer

@@ -5,7 +5,7 @@ a range back; driven with a fake clock and a fake cluster, no threads, no
 Dask."""
 import pytest
 
-from stoker._claims import CLUSTER, DONE, LOCAL, PENDING, Claims
+from stoker.cluster.claims import CLUSTER, DONE, LOCAL, PENDING, Claims
 
 
 class Clock:

@@ -331,7 +331,7 @@ def test_a_worker_of_another_build_is_refused(cluster, indexed, caplog):
     want = local_digests(shards, index=index, **OPTIONS)
     loader = stoker.Loader(shards, cluster=cluster.client, index=index, **OPTIONS, **TASKS)
     mine = loader._offload.spec["identity"]["stoker"]
-    assert f"stoker {stoker._stoker.version} commit " in mine and "libjpeg-turbo" in mine
+    assert f"stoker {stoker._ext._stoker.version} commit " in mine and "libjpeg-turbo" in mine
     older = re.sub(r"commit \S+", "commit 0123456789abcdef0123456789abcdef01234567", mine)
     assert older != mine
     loader._offload.spec["identity"] = {"stoker": older}  # as an older trainer sends it
@@ -366,7 +366,7 @@ def test_training_example_with_a_cluster(cluster, indexed, clean_env_factory, tm
 
 
 def test_worker_threads_follow_the_cgroup_cpu_limit(tmp_path):
-    from stoker import _ranks  # the worker sizes its threads with it
+    from stoker.base import ranks as _ranks  # the worker sizes its threads with it
     assert _ranks.cpu_quota(str(tmp_path)) is None  # no cgroup files
     (tmp_path / "cpu.max").write_text("max 100000\n")
     assert _ranks.cpu_quota(str(tmp_path)) is None  # no limit
@@ -486,7 +486,7 @@ def test_scheduler_stopped_mid_epoch(cluster, indexed, clean_env_factory):
 PATCHED_WORKER = """
 import os
 import numpy as np
-import stoker._cluster_worker as w
+import stoker.cluster.worker as w
 
 # Dask may run a preload file twice: patch the honest function once.
 honest = getattr(w.make_range, "honest", w.make_range)
@@ -517,7 +517,7 @@ def test_a_worker_whose_tasks_keep_failing_is_refused(cluster, indexed, tmp_path
     """Every task of w1 raises: after MAX_FAILED_TASKS in a row it is
     refused, naming the error, and the epoch is made here. Before, each
     failed range was submitted again at once, as fast as it failed."""
-    from stoker._cluster import MAX_FAILED_TASKS
+    from stoker.cluster.trainer import MAX_FAILED_TASKS
     shards, index = indexed
     patch = tmp_path / "patched_worker.py"
     patch.write_text(PATCHED_WORKER)

@@ -110,7 +110,7 @@ def test_a_worker_with_another_fingerprint_is_refused(cluster, even_shards, tmp_
     """ATEN_CPU_CAPABILITY=default makes torch on w1 dispatch to its plain
     kernels (what another CPU does): its fingerprint differs, it is refused
     with the difference named, and w2 and the trainer make the epoch."""
-    from stoker._hook_env import fingerprint
+    from stoker.hooks.env import fingerprint
     if fingerprint("")["cpu_capability"] in ("NO", "DEFAULT", "default"):
         pytest.skip("this CPU already runs torch's default kernels: nothing to differ from")
     kw = dict(AUGMENTED, index=str(tmp_path / "index.json"))
@@ -227,7 +227,7 @@ def _fork_servers(parent):
     for pid in _children(parent):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as c:
-                if b"stoker._hook_forkserver" in c.read():
+                if b"stoker.hooks.forkserver" in c.read():
                     found.append(pid)
         except FileNotFoundError:
             pass

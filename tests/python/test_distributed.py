@@ -42,9 +42,9 @@ keys = []  # keys of each batch's samples, in order, for the current epoch
 
 
 class Spy:
-    """stoker._loader._CLoader, plus the keys of every batch handed out."""
+    """stoker.loader.loader._CLoader, plus the keys of every batch handed out."""
     def __init__(self, *a, **kw):
-        self._real = stoker._stoker.Loader(*a, **kw)
+        self._real = stoker._ext._stoker.Loader(*a, **kw)
 
     def next(self):
         b = self._real.next()
@@ -56,7 +56,7 @@ class Spy:
         return getattr(self._real, name)
 
 
-stoker._loader._CLoader = Spy
+stoker.loader.loader._CLoader = Spy
 loader = stoker.Loader(urls, batch_size=batch, image_size=32, transform="train",
                        samples_per_rank=samples_per_rank, threads=1, seed=1)
 info = loader._c.info()

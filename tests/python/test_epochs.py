@@ -114,7 +114,7 @@ def test_stats_tell_where_time_goes(even_shards):
 def _interval(after, before):
     """The counters of an interval: what grew between two stats() (counts and
     times), the gauges as they are at its end."""
-    kinds = stoker._stoker.stats_kinds()
+    kinds = stoker._ext._stoker.stats_kinds()
     return {k: (v - before[k] if kinds.get(k) in ("count", "ns") else v)
             for k, v in after.items()}
 
@@ -149,7 +149,7 @@ def test_report_tells_input_bound_from_consumer_bound(even_shards):
         next(batches)
     interval = _interval(slow.stats(), before)
     slow.close()
-    text = stoker._stoker.report(interval)
+    text = stoker._ext._stoker.report(interval)
     assert text.startswith("not input-bound"), text
     assert "verdict: the consumer, not the input, sets the pace" in text, text
 
@@ -170,7 +170,7 @@ def test_report_names_the_saturated_stage_on_fixed_counters(even_shards):
         s.update(wall_ns=second, wait_ns=second // 2, batches=10, samples=80, samples_read=80,
                  images_decoded=80, read_threads=1, decode_threads=1,
                  read_ns=int(read_share * second), decode_ns=int(decode_share * second))
-        return stoker._stoker.report(s)
+        return stoker._ext._stoker.report(s)
 
     text = report(0.05, 0.95)
     assert text.startswith("input-bound: the caller waited for batches 50%"), text

@@ -199,9 +199,9 @@ def test_every_class_is_a_stoker_error_with_a_code():
 
 
 def test_error_codes_come_from_the_c_table():
-    """stoker._stoker.error_codes is the C library's error table: Python code
+    """stoker._ext._stoker.error_codes is the C library's error table: Python code
     tells codes apart by name, and each code raises the class its row names."""
-    from stoker import _stoker
+    from stoker._ext import _stoker
     codes = _stoker.error_codes
     assert codes["EINDEX"] == STK_EINDEX and codes["EHTTP"] == STK_EHTTP
     assert codes["OK"] == 0 and len(codes) == 22, codes

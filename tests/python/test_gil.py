@@ -32,7 +32,7 @@ def test_next_releases_the_gil(even_shards, monkeypatch):
 
     class TimedLoader:
         def __init__(self, *a, **kw):
-            self._real = stoker._stoker.Loader(*a, **kw)
+            self._real = stoker._ext._stoker.Loader(*a, **kw)
 
         def next(self):
             t0, k0 = time.perf_counter(), ticker.ticks
@@ -43,7 +43,7 @@ def test_next_releases_the_gil(even_shards, monkeypatch):
         def __getattr__(self, name):
             return getattr(self._real, name)
 
-    monkeypatch.setattr(stoker._loader, "_CLoader", TimedLoader)
+    monkeypatch.setattr(stoker.loader.loader, "_CLoader", TimedLoader)
     # Slow on purpose: one thread, full-scale decodes, float output.
     ld = stoker.Loader(even_shards, transform="eval", image_size=224, batch_size=16,
                        dtype=torch.float32, threads=1, shards_in_flight=1, full_decode=1,

@@ -152,8 +152,8 @@ def test_every_option_acts_or_is_refused_in_every_entry_point(even_shards, stoke
     refused there, naming it (Loader uses every row; what acts only
     beside another is test_option_pairs.py's); on the command line a command either offers the
     flag (--help lists it) or refuses it with a usage error naming it."""
-    from stoker import _scope
-    table = stoker._stoker.options()
+    from stoker.loader import scope as _scope
+    table = stoker._ext._stoker.options()
     names = {o["name"] for o in table}
     assert _scope.SAMPLES_REFUSES <= names and _scope.VERIFY_USES <= names
     for o in table:

@@ -25,7 +25,7 @@ import torch
 import stoker
 import hook_data_fns
 import hook_fns
-from stoker._hooks import Pool, Task, dumps
+from stoker.hooks.pool import Pool, Task, dumps
 
 SMALL = dict(batch_size=8, image_size=32, shuffle_buffer=16, seed=5)
 
@@ -251,7 +251,7 @@ def test_the_thread_making_batches_holds_at_most_depth_of_them():
     """While the loop holds one batch, the thread takes no more C batches
     than it may hold made or in the making (depth): before, two queued, one
     waiting to be and two in flight."""
-    from stoker import _hook_batches
+    from stoker.hooks import batches as _hook_batches
     drawn = []
 
     def source():

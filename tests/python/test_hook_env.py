@@ -4,8 +4,8 @@ message naming a difference (a Dask worker with another one is refused), and
 the malloc settings they start with."""
 import torch
 
-from stoker import _hook_env
-from stoker._hook_processes import hook_process_env
+from stoker.hooks import env as _hook_env
+from stoker.hooks.processes import hook_process_env
 
 
 def test_hook_processes_get_stokers_malloc_settings_over_a_dask_nanny(monkeypatch):

@@ -418,7 +418,7 @@ def test_a_task_aside_runs_while_another_thread_steps_the_pool():
     the thread making batches: each gets its own tasks back, every one
     once, whichever thread's step finished it."""
     import threading
-    from stoker._hooks import Pool, Task, dumps
+    from stoker.hooks.pool import Pool, Task, dumps
     pool = Pool(dumps({"map": hook_fns.slow_identity}), 1, None)
     try:
         owner = object()
@@ -461,7 +461,7 @@ def test_closing_the_pool_while_a_task_runs_aside_leaves_no_process():
     """The cluster's canary may be waiting in run_aside when the loader
     closes: it returns at once, and no step starts a process again."""
     import threading
-    from stoker._hooks import Pool, Task, dumps
+    from stoker.hooks.pool import Pool, Task, dumps
     pool = Pool(dumps({"map": hook_fns.hang_on_picked}), 1, None)
     pool.start()
     pids = pool.pids()
@@ -626,7 +626,7 @@ def test_max_batches_1_is_enough_with_hooks(even_shards, reference, whole_refere
 
 def test_transform_none_decoders_agree(dataset):
     """Without torchvision the hook process decodes with Pillow: same pixels."""
-    from stoker import _hook_decode
+    from stoker.hooks import decode as _hook_decode
     for s in dataset[:10]:
         data = numpy.frombuffer(s.jpg, dtype=numpy.uint8)
         assert torch.equal(_hook_decode._decoder()(data), _hook_decode._decode_pillow(data))

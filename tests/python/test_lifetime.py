@@ -155,7 +155,7 @@ import sys
 import stoker
 
 urls = sys.argv[1:]
-c = stoker._stoker.Loader(urls, transform="eval", image_size=16, batch_size=4, shuffle=0)
+c = stoker._ext._stoker.Loader(urls, transform="eval", image_size=16, batch_size=4, shuffle=0)
 held = c.next()
 try:
     c.__init__(urls, transform="eval", image_size=16, batch_size=2)

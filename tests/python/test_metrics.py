@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import stoker
-from stoker import _stoker
+from stoker._ext import _stoker
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -212,7 +212,7 @@ def test_prometheus_endpoint_serves_metrics_only_on_localhost(even_shards):
 ENDPOINT_PROCESS = r"""
 import os, sys
 import stoker
-from stoker import _metrics
+from stoker.loader import metrics as _metrics
 
 
 def counts():

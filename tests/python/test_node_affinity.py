@@ -19,15 +19,15 @@ def keys(loader):
 def test_resolved_affinity_plans_the_same_elsewhere(even_shards, tmp_path, monkeypatch):
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
     cached = dict(BASE, cache_dir=str(tmp_path / "cache"), cache_size=1 << 26)
-    here = stoker._stoker.Loader(even_shards, **cached)
+    here = stoker._ext._stoker.Loader(even_shards, **cached)
     assert here.info()["ranks_per_node"] == 2
-    assert stoker._stoker.Loader(even_shards, **BASE).info()["ranks_per_node"] == 0
+    assert stoker._ext._stoker.Loader(even_shards, **BASE).info()["ranks_per_node"] == 0
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # one node: nothing to keep apart
-    assert stoker._stoker.Loader(even_shards, **cached).info()["ranks_per_node"] == 0
+    assert stoker._ext._stoker.Loader(even_shards, **cached).info()["ranks_per_node"] == 0
     monkeypatch.delenv("LOCAL_WORLD_SIZE")
-    elsewhere = stoker._stoker.Loader(even_shards, **dict(BASE, node_affinity=1,
+    elsewhere = stoker._ext._stoker.Loader(even_shards, **dict(BASE, node_affinity=1,
                                                           ranks_per_node=2))
     assert elsewhere.info()["ranks_per_node"] == 2
-    plain = stoker._stoker.Loader(even_shards, **BASE)
+    plain = stoker._ext._stoker.Loader(even_shards, **BASE)
     mine, theirs, off = keys(here), keys(elsewhere), keys(plain)
     assert mine == theirs and mine != off

@@ -11,9 +11,9 @@ import subprocess
 import pytest
 
 import stoker
-from stoker import _scope
+from stoker.loader import scope as _scope
 
-TABLE = {o["name"]: o for o in stoker._stoker.options()}
+TABLE = {o["name"]: o for o in stoker._ext._stoker.options()}
 RULED = sorted(name for name, o in TABLE.items() if o["needs"])
 
 # A value other than the default, valid wherever the option acts.
@@ -111,11 +111,11 @@ def test_every_rule_refuses_where_it_does_not_hold_and_acts_where_it_does(
     off, on = ctx[needs]
     base = dict(batch_size=4, threads=1)
     with pytest.raises(stoker.OptionError, match=refused(name, needs)):
-        stoker._stoker.Loader(even_shards, **dict(base, **off, **{name: VALUES[name]}))
-    stoker._stoker.Loader(even_shards, **dict(base, **on, **{name: VALUES[name]})).close()
+        stoker._ext._stoker.Loader(even_shards, **dict(base, **off, **{name: VALUES[name]}))
+    stoker._ext._stoker.Loader(even_shards, **dict(base, **on, **{name: VALUES[name]})).close()
     # The same default given explicitly is no request: taken anywhere.
-    default = stoker._options_doc._default_value(TABLE[name])
-    stoker._stoker.Loader(even_shards, **dict(base, **off, **{name: default})).close()
+    default = stoker.loader.options_doc._default_value(TABLE[name])
+    stoker._ext._stoker.Loader(even_shards, **dict(base, **off, **{name: default})).close()
     if off.get("transform") in ("train", "eval"):  # what stoker.Loader can be asked for
         with pytest.raises(stoker.OptionError, match=refused(name, needs)):
             stoker.Loader(even_shards, image_size=16, **dict(base, **off, **{name: VALUES[name]}))

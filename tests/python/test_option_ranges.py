@@ -12,19 +12,19 @@ U32 = 2**32
 U64 = 2**64
 
 # The integer options of the table, with their ranges.
-INTEGERS = {o["name"]: o for o in stoker._stoker.options() if o["type"] == "int"}
-BOOLS = [o["name"] for o in stoker._stoker.options() if o["type"] == "bool"]
+INTEGERS = {o["name"]: o for o in stoker._ext._stoker.options() if o["type"] == "int"}
+BOOLS = [o["name"] for o in stoker._ext._stoker.options() if o["type"] == "bool"]
 
 
 def c_loader(urls, **kw):
     """The C loader directly: the Python layer converts some options first."""
-    return stoker._stoker.Loader(urls, **kw)
+    return stoker._ext._stoker.Loader(urls, **kw)
 
 
 @pytest.mark.parametrize("name", sorted(INTEGERS))
 def test_integer_options_refuse_what_is_out_of_range(even_shards, name):
     o = INTEGERS[name]
-    low, top, default = o["min"], o["max"], stoker._options_doc._default_value(o)
+    low, top, default = o["min"], o["max"], stoker.loader.options_doc._default_value(o)
     for value in (top + 1, top + 1 + 32, U32 + 1, U64, U64 + 1, low - 1, -(2**63), -(2**70)):
         if low <= value <= top or value == default:
             continue
@@ -146,7 +146,8 @@ def test_threads_0_means_the_default(even_shards):
 
 # Every option that takes a real number: the table's float and float3 rows,
 # and stoker.Loader's own numeric keywords.
-FLOATS = sorted(o["name"] for o in stoker._stoker.options() if o["type"] in ("float", "float3"))
+FLOATS = sorted(o["name"] for o in stoker._ext._stoker.options()
+                if o["type"] in ("float", "float3"))
 NON_FINITE = (float("nan"), float("inf"), float("-inf"))
 
 
@@ -156,7 +157,7 @@ def test_float_options_refuse_nan_and_inf(even_shards, name):
     1 is false, but so is nan < 0) and reached the augmentations; inf has
     no meaning for any of them. Refused by the C parser for the Python
     module and the command line alike, naming the option."""
-    kind = next(o["type"] for o in stoker._stoker.options() if o["name"] == name)
+    kind = next(o["type"] for o in stoker._ext._stoker.options() if o["name"] == name)
     for bad in NON_FINITE:
         value = (0.5, bad, 0.5) if kind == "float3" else bad
         for make in (c_loader, stoker.Loader):

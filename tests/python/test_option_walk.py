@@ -52,7 +52,7 @@ from PIL import Image
 import hook_fns
 import stoker
 
-TABLE = {o["name"]: o for o in stoker._stoker.options()}
+TABLE = {o["name"]: o for o in stoker._ext._stoker.options()}
 BASE = dict(batch_size=4, threads=1, seed=3)
 TRAIN = dict(transform="train", image_size=12)
 MODES = {
@@ -184,7 +184,7 @@ def outcome(urls, options):
 def raw_outcome(urls, options):
     """outcome() of the C loader alone at transform=None: its raw samples."""
     try:
-        c = stoker._stoker.Loader(urls, transform="none", **options)
+        c = stoker._ext._stoker.Loader(urls, transform="none", **options)
     except stoker.OptionError:
         return "refused"
     except Exception as e:  # noqa: BLE001

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 import stoker
-from stoker import _pinned
+from stoker.loader import pinned as _pinned
 
 
 class FakeQueue:
@@ -44,7 +44,8 @@ def fake_cuda(monkeypatch, queue):
     monkeypatch.setattr(torch.cuda, "current_stream", lambda: None)
     monkeypatch.setattr(_pinned.torch.cuda, "Event", Event)
     # Ordinary memory for the ring: what is under test is when it is reused.
-    monkeypatch.setattr(stoker._loader, "_pinned_buffer", lambda n: np.zeros(n, dtype=np.uint8))
+    monkeypatch.setattr(stoker.loader.loader, "_pinned_buffer",
+                        lambda n: np.zeros(n, dtype=np.uint8))
 
 
 def pinned_loader(shard, max_batches, **options):

@@ -10,7 +10,8 @@ import types
 import pytest
 
 import stoker
-from stoker import _ranks, _stoker
+from stoker.base import ranks as _ranks
+from stoker._ext import _stoker
 
 
 @pytest.mark.parametrize("ext,kind", [
@@ -23,11 +24,11 @@ def test_member_kinds_are_the_c_librarys(ext, kind):
 
 
 def test_fields_take_their_kinds_from_the_c_rule():
-    fields = stoker._fields._Fields(("jpg;png", "cls", "txt", "json", "seg.png", "__key__"))
+    fields = stoker.base.fields._Fields(("jpg;png", "cls", "txt", "json", "seg.png", "__key__"))
     assert fields.columns == (("cls", "i"), ("txt", "s"), ("json", "j"), ("seg.png", "b"),
                               ("__key__", "k"))
     with pytest.raises(stoker.OptionError, match="mixes the image"):
-        stoker._fields._Fields(("jpg;txt",))
+        stoker.base.fields._Fields(("jpg;txt",))
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def test_default_threads_honour_the_cgroup_cpu_quota(tmp_path, monkeypatch):
 
 def test_sizes_are_read_by_the_c_library():
     assert _stoker.parse_size("4G") == 4 << 30 and _stoker.parse_size("256KiB") == 256 << 10
-    assert stoker._options_doc._default_value(
+    assert stoker.loader.options_doc._default_value(
         {"default": "2G", "type": "int", "bytes": True}) == 2 << 30
     with pytest.raises(stoker.OptionError, match="is not a size"):
         _stoker.parse_size("4 G")

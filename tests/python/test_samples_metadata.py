@@ -66,7 +66,7 @@ def test_skip_leaves_the_sample_out(tmp_path, kind):
 
 def test_skipped_samples_are_counted(tmp_path):
     path = shard_with(tmp_path, b".__url__")
-    c = stoker._stoker.Loader([path], shuffle=0, on_error="skip", batch_size=8)
+    c = stoker._ext._stoker.Loader([path], shuffle=0, on_error="skip", batch_size=8)
     batch = c.next()
     assert [d["__key__"] for d in batch.samples()] == ["a", "c"]
     stats = c.stats()
@@ -79,7 +79,7 @@ def test_skipped_samples_are_counted(tmp_path):
 def test_metadata_never_overwritten_in_batch_samples(tmp_path):
     """The same through the Loader's raw batches (Batch.samples())."""
     path = shard_with(tmp_path, b".__key__")
-    c = stoker._stoker.Loader([path], shuffle=0, batch_size=8)
+    c = stoker._ext._stoker.Loader([path], shuffle=0, batch_size=8)
     batch = c.next()
     with pytest.raises(stoker.DataError, match="__key__"):
         batch.samples()

@@ -16,15 +16,15 @@ import pytest
 
 import stoker
 
-OPTIONS = stoker._stoker.options()
+OPTIONS = stoker._ext._stoker.options()
 CLI_OPTIONS = [o for o in OPTIONS if o["cli"]]
-STATS = [name for name, _ in stoker._stoker.stats_fields()]
+STATS = [name for name, _ in stoker._ext._stoker.stats_fields()]
 INIT = inspect.signature(stoker.Loader.__init__).parameters
 READERS = ("bench", "ls", "cat", "index", "verify", "reshard")
 
 
 def py_name(o):
-    return stoker._options_doc._PY_NAMES.get(o["name"], o["name"])
+    return stoker.loader.options_doc._PY_NAMES.get(o["name"], o["name"])
 
 
 def test_the_table_is_whole():
@@ -45,14 +45,15 @@ def test_the_table_is_whole():
 def test_python_takes_and_documents_every_option(even_shards, o):
     name = py_name(o)
     assert f"\n    {name}=" in stoker.Loader.__doc__, name
-    value = INIT[name].default if name in INIT else stoker._options_doc._default_value(o)
+    value = INIT[name].default if name in INIT else stoker.loader.options_doc._default_value(o)
     kw = dict(batch_size=4, image_size=16, transform="eval", rank=0, world_size=1)
     kw[name] = value
     if name in ("rank", "world_size") and value is None:
         del kw["rank"], kw["world_size"]  # both or neither
     stoker.Loader(even_shards, **kw).close()
     # the C loader itself, with the table's own default
-    stoker._stoker.Loader(even_shards, **{o["name"]: stoker._options_doc._default_value(o)}).close()
+    default = stoker.loader.options_doc._default_value(o)
+    stoker._ext._stoker.Loader(even_shards, **{o["name"]: default}).close()
 
 
 def flag(o):
@@ -102,13 +103,13 @@ def test_every_counter_has_a_kind_from_the_table():
     """The kind column (count, ns, gauge) covers every counter: times are
     the _ns fields, the gauges the values that may go down, and the
     Prometheus exposition types each metric by it."""
-    kinds = stoker._stoker.stats_kinds()
+    kinds = stoker._ext._stoker.stats_kinds()
     assert list(kinds) == STATS
     assert {k for k, v in kinds.items() if v == "ns"} == {k for k in STATS if k.endswith("_ns")}
     assert {k for k, v in kinds.items() if v == "gauge"} == {
         "read_threads", "decode_threads", "shuffle_epoch_shards", "samples_padded",
         "cache_epoch_hits", "cache_epoch_misses", "cache_epoch_origin_bytes"}
-    text = stoker._metrics.prometheus_text({k: 1 for k in STATS})
+    text = stoker.loader.metrics.prometheus_text({k: 1 for k in STATS})
     for name, kind in kinds.items():
         if kind == "gauge":
             assert f"# TYPE stoker_{name} gauge" in text, name

@@ -135,12 +135,12 @@ def test_half_precision_close(even_shards, uint8_nchw, dtype, mantissa_bits):
 # Zero copy
 
 class SpyLoader:
-    """Stands in for stoker._loader._CLoader and records, for every batch it hands
+    """Stands in for stoker.loader.loader._CLoader and records, for every batch it hands
     out, the address and size of its images and labels buffers."""
     records = []
 
     def __init__(self, *args, **kw):
-        self._real = stoker._stoker.Loader(*args, **kw)
+        self._real = stoker._ext._stoker.Loader(*args, **kw)
 
     def next(self):
         batch = self._real.next()
@@ -160,7 +160,7 @@ class SpyLoader:
 @pytest.fixture
 def spy(monkeypatch):
     SpyLoader.records = []
-    monkeypatch.setattr(stoker._loader, "_CLoader", SpyLoader)
+    monkeypatch.setattr(stoker.loader.loader, "_CLoader", SpyLoader)
     return SpyLoader.records
 
 
@@ -182,7 +182,7 @@ def test_tensors_are_the_batch_buffers(even_shards, spy, dtype):
 
 def test_tensor_writes_reach_the_buffer(even_shards):
     """The tensor is the buffer itself, not a copy of it."""
-    c = stoker._stoker.Loader(even_shards, transform="eval", image_size=32, batch_size=8,
+    c = stoker._ext._stoker.Loader(even_shards, transform="eval", image_size=32, batch_size=8,
                               shuffle=0, threads=1)
     batch = c.next()
     raw = np.frombuffer(batch.images, dtype=np.uint8)

@@ -187,7 +187,7 @@ print(len(batches), "epochs,", len(refused), "refused")
 
 # The C loader itself, several threads calling next() at once: the calls
 # are serialised, every batch is delivered once.
-c = stoker._stoker.Loader(urls, transform="eval", image_size=16, batch_size=2, threads=2,
+c = stoker._ext._stoker.Loader(urls, transform="eval", image_size=16, batch_size=2, threads=2,
                           max_batches=8)
 seen, lock = [], threading.Lock()
 

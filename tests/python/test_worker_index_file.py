@@ -11,7 +11,7 @@ import tempfile
 
 import pytest
 
-from stoker import _cluster_worker
+from stoker.cluster import worker as _cluster_worker
 
 INDEX = b'{"format":"stoker-index","version":1,"samples":[3],"offsets":[[0,1024,2048]]}'
 DIGEST = hashlib.sha256(INDEX).hexdigest()[:32]

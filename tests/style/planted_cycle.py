@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: MIT
 """The file-cycle check must fail on the cycles it is meant to catch, within
 one folder as across folders: two files of image/ calling each other in a
-made-up library of ten object files (compiled here with cc), and a call
-planted in a copy of the extension's sources (python/stoker) that closes a
-loop between two of its files. Each copy is first checked clean, and the
-message must name both files.
+made-up library of ten object files (compiled here with cc), a call
+planted in a copy of the extension's sources (python/stoker/_ext) that
+closes a loop between two of its files, and in a copy of the Python
+package (python/stoker) an import from the package above, a loop between
+two subpackages and one between two modules. Each copy is first checked
+clean, and the message must name the files.
 
-usage: planted_cycle.py CHECK_SCRIPT PYTHON_STOKER_DIR
+usage: planted_cycle.py CHECK_SCRIPT PYTHON_EXT_DIR PYTHON_PACKAGE_DIR
 """
 import glob
 import os
@@ -18,6 +20,17 @@ import tempfile
 
 # (extension file, call planted there, the files the report must name)
 EXT_PLANT = ("_errors.c", "stk_py_batch_new(NULL, NULL, 0, NULL)", "_batch.c, _errors.c")
+# (package module, import planted there, what the report must say)
+PACKAGE_PLANTS = [
+    ("hooks/arena.py", "from .. import Loader",
+     "upward import: ", "stoker.hooks.arena imports stoker, from stoker, a package above"),
+    ("base/rng.py", "from ..hooks import pool",
+     "subpackages importing each other: stoker.base, stoker.hooks",
+     "stoker.base.rng imports stoker.hooks.pool"),
+    ("hooks/arena.py", "from . import pool",
+     "modules importing each other: stoker.hooks.arena, stoker.hooks.pool",
+     "stoker.hooks.pool imports stoker.hooks.arena"),
+]
 
 
 def run(check, *args):
@@ -50,8 +63,28 @@ def library(tmp, plant):
     return archive
 
 
+def package_plants(check, tmp, clean, package_dir):
+    """The failures of the Python package's plants, each in a fresh copy."""
+    failures = []
+    for i, (path, line, *said) in enumerate([(None, None)] + PACKAGE_PLANTS):
+        copy = os.path.join(tmp, f"package{i}", "stoker")
+        shutil.copytree(package_dir, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        if path is not None:
+            with open(os.path.join(copy, path), "a", encoding="utf-8") as f:
+                f.write(f"\n{line}\n")
+        rc, out = run(check, clean, "--package", copy)
+        if path is None and rc != 0:
+            failures.append(f"the Python package as it is should pass, got rc={rc}:\n{out}")
+        elif path is not None and (rc != 1 or not all(s in out for s in said)):
+            failures.append(f"{line!r} planted in {path}: expected rc=1 and {said}, "
+                            f"got rc={rc}:\n{out}")
+        elif path is not None:
+            print(f"planted {line!r} in {path}: rejected")
+    return failures
+
+
 def main():
-    check, ext_dir = sys.argv[1], sys.argv[2]
+    check, ext_dir, package_dir = sys.argv[1], sys.argv[2], sys.argv[3]
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         rc, out = run(check, library(tmp, plant=False))
@@ -81,6 +114,7 @@ def main():
                             f"got rc={rc}:\n{out}")
         else:
             print(f"planted {call} in {path}: rejected")
+        failures += package_plants(check, tmp, clean, package_dir)
     print("\n".join(failures))
     sys.exit(1 if failures else 0)
 
