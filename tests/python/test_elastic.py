@@ -130,6 +130,17 @@ def test_resume_at_another_world_size_delivers_the_rest_once(indexed, world, sto
     check_resumed_epoch(before, after, new_world, reference(tuple(urls), index))
 
 
+def test_without_shuffle_too(indexed):
+    """shuffle=False: each rank reads its run in storage order, front to back."""
+    urls, index = indexed
+    plain = dict(shuffle=False, transform="eval")
+    before = [run_rank(urls, index, r, 2, stop=3, **plain) for r in range(2)]
+    after = [run_rank(urls, index, r, 3, state=[b["state"] for b in before], **plain)
+             for r in range(3)]
+    want = dict(s for b in run_rank(urls, index, 0, 1, **plain)["batches"] for s in b)
+    check_resumed_epoch(before, after, 3, want)
+
+
 def test_the_next_epoch_is_a_fresh_run_at_the_new_size(indexed):
     urls, index = indexed
     states = [r["state"] for r in interrupted(tuple(urls), index, 4, 3)]
