@@ -838,14 +838,16 @@ STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t f
  * sequence). stk_loader_set_remainder() then makes epoch `epoch` of this
  * loader deliver only those positions, split over this loader's ranks as a
  * whole epoch is split (equal shares of ceil(R / world_size), padding
- * counted in samples_padded; uneven: each once), each sample with the
- * augmentation it has at any world size; other epochs are as ever. It
+ * counted in samples_padded; uneven: each once; without node affinity,
+ * which applies again from the next epoch), each sample with the
+ * augmentation it has at any world size; other epochs are as ever. The
+ * old ranks must have split one sequence: not under node_affinity. It
  * stops the epoch in flight unless the same ranges were set already;
  * ranges NULL clears them (n_ranges 0 with ranges not NULL: nothing is
  * left). Both refuse with STK_EINVAL (the message says why) a loader whose
  * delivered samples do not follow from counts: no index, a shuffle window
  * (shuffle_buffer given, window_shuffle, remote or compressed shards; not
- * with shuffle off), node_affinity, ra_reps, or samples_per_rank given; and
+ * with shuffle off), ra_reps, or samples_per_rank given; and
  * ranges that are not ascending, disjoint and within the index's samples.
  * stk_loader_remainder() fails with STK_ELIMIT when out is too small.
  */

@@ -386,10 +386,11 @@ static uint64_t epoch_target(const stk_loader *l)
     return (stk__plan_ranges_total(l->remainder, l->n_remainder) + w - 1) / w;
 }
 
-/* What decides this rank's list in the current epoch (plan.h). */
-static struct stk__plan_spec plan_spec(const stk_loader *l)
+/* What decides this rank's list in the current epoch (plan.h) when it is
+ * a whole one. */
+static struct stk__plan_spec whole_spec(const stk_loader *l)
 {
-    struct stk__plan_spec spec = {
+    return (struct stk__plan_spec){
         .n_shards = l->urls.count,
         .seed = l->opts.seed,
         .epoch = l->opts.epoch,
@@ -403,11 +404,21 @@ static struct stk__plan_spec plan_spec(const stk_loader *l)
         .pad = !l->opts.uneven,
         .global = l->global_order,
     };
-    if (in_remainder(l)) { /* the rest of an interrupted epoch, split by sample */
+}
+
+/* The same in the current epoch, also the rest of an interrupted one:
+ * split by sample over all ranks, without node affinity (the old ranks
+ * split one sequence, not one per node; a node gets its own shards again
+ * from the next epoch). */
+static struct stk__plan_spec plan_spec(const stk_loader *l)
+{
+    struct stk__plan_spec spec = whole_spec(l);
+    if (in_remainder(l)) {
         spec.by_sample = 1;
         spec.ranges = l->remainder;
         spec.n_ranges = l->n_remainder;
         spec.unbounded = epoch_target(l) != 0;
+        spec.ranks_per_node = 0;
     }
     return spec;
 }
@@ -417,11 +428,17 @@ static struct stk__plan_spec plan_spec(const stk_loader *l)
  * only leaves it evicting by the uses it knew, or by LRU. */
 static void plan_cache_uses(stk_loader *l)
 {
-    const struct stk__plan_spec spec = plan_spec(l);
+    struct stk__plan_spec spec = plan_spec(l);
+    uint64_t epochs = 2;
+    if (in_remainder(l)) { /* it reads a bit of every shard: tell the next epoch's uses */
+        spec = whole_spec(l);
+        spec.epoch++;
+        epochs = 1;
+    }
     const int first = l->plan_rank / l->node_ranks * l->node_ranks;
     struct stk__plan_use *uses;
     size_t n;
-    if (stk__plan_node_uses(&spec, first, l->node_ranks, 2, &uses, &n) < 0)
+    if (stk__plan_node_uses(&spec, first, l->node_ranks, epochs, &uses, &n) < 0)
         return;
     struct stk__cache_use *cu = stk__calloc(n + 1, sizeof *cu);
     for (size_t i = 0; cu != NULL && i < n; i++)
@@ -630,9 +647,6 @@ static int elastic_refusal(stk_loader *l)
         why = "it needs the global order (an index over local, uncompressed shards, the default "
               "shuffle_buffer, window_shuffle=0, whole_shards=0): under a shuffle window the "
               "samples a rank delivered are not the front of its list";
-    else if (l->plan_ranks_per_node > 0)
-        why = "node_affinity splits each node's shards apart, a sequence per node: resume with "
-              "node_affinity=0 for the interrupted epoch";
     else if (l->plan_world != l->world_size)
         why = "ra_reps repeats each sample on several ranks";
     else if (l->opts.samples_per_rank != 0 && !l->auto_share)

@@ -12,7 +12,8 @@ the epoch's sequence they were splitting, never a list of samples.
 """
 
 # What every rank's state must hold for a merge (Loader.state_dict()).
-_KEYS = ("epoch", "batch", "seed", "rank", "world_size", "dataset", "batch_size", "remaining")
+_KEYS = ("epoch", "batch", "seed", "rank", "world_size", "dataset", "batch_size", "remaining",
+         "ranks_per_node")
 
 
 def ranges(value):
@@ -42,7 +43,8 @@ def merge_states(states):
     first = states[0]
     for key, what in (("world_size", "world sizes"), ("epoch", "epochs"), ("seed", "seeds"),
                       ("dataset", "datasets (URLs or options that shape the sequence)"),
-                      ("batch_size", "batch sizes"), ("remaining", "resumed epochs")):
+                      ("batch_size", "batch sizes"), ("remaining", "resumed epochs"),
+                      ("ranks_per_node", "node affinity (ranks per node)")):
         values = {}
         for s in states:
             values.setdefault(repr(s[key]), s["rank"])
@@ -65,7 +67,8 @@ def merge_states(states):
     return {"merged": True, "epoch": int(first["epoch"]), "seed": first["seed"],
             "dataset": first["dataset"], "world_size": world,
             "delivered": [int(by_rank[r]["batch"]) * batch_size for r in range(world)],
-            "remaining": ranges(first["remaining"])}
+            "remaining": ranges(first["remaining"]),
+            "ranks_per_node": int(first["ranks_per_node"])}
 
 
 def is_merged(state):
@@ -73,7 +76,15 @@ def is_merged(state):
     return not isinstance(state, dict) or bool(state.get("merged"))
 
 
-def check_dataset(merged, dataset, seed):
+def check(merged, dataset, seed):
+    """Refuse merged states that cannot resume a loader of this dataset
+    fingerprint and seed."""
+    if merged["ranks_per_node"]:
+        raise ValueError(
+            f"these loader states were saved under node affinity ({merged['ranks_per_node']} "
+            "ranks per node): each node split its own shards, so what the ranks delivered is "
+            "not known from their counts and they resume only at their own world size (not "
+            "built: re-homing a node's rest to the new nodes)")
     if merged["dataset"] != dataset:
         raise ValueError("these loader states were saved by a loader with other URLs or options "
                          "that shape the sample sequence (shuffle, transform, fields, index "

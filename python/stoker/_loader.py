@@ -332,12 +332,14 @@ class Loader:
         # between world sizes: a state saved at another world size fits
         # this loader when these agree (elastic resume).
         dataset = {k: v for k, v in order.items()
-                   if k not in ("rank", "world_size", "batch_size", "samples_per_rank")}
+                   if k not in ("rank", "world_size", "batch_size", "samples_per_rank",
+                                "node_affinity", "ranks_per_node")}
         text = repr((urls, sorted(dataset.items())))
         self._dataset = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._uneven = bool(uneven)
         self._world = world_size
         self._remaining = None  # (epoch, ranges) of an elastic resume, or None
+        self._ranks_per_node = info["ranks_per_node"]  # node affinity as resolved; 0: off
         self._seed = seed
         self._urls = urls
         self.classes = find_classes(urls, classes)
@@ -427,7 +429,8 @@ class Loader:
         return {"epoch": self._epoch, "batch": self._batch, "seed": self._seed,
                 "fingerprint": self._fingerprint, "rank": self._rank,
                 "world_size": self._world, "dataset": self._dataset,
-                "batch_size": self._batch_size, "remaining": remaining}
+                "batch_size": self._batch_size, "remaining": remaining,
+                "ranks_per_node": self._ranks_per_node}
 
     def load_state_dict(self, state):
         """Continue from state_dict() of a loader with the same URLs and
@@ -443,9 +446,11 @@ class Loader:
         counted in samples_padded), and the epochs after it are those of a
         fresh run at this world size. batch_size, threads, hook_processes
         and cluster= may differ too. It needs index= over local
-        uncompressed shards (the global order) or shuffle=False, and no
-        node_affinity for the interrupted epoch; an incomplete or mixed set
-        of states is refused, naming what is wrong."""
+        uncompressed shards (the global order) or shuffle=False, and an old
+        run without node affinity (the new one may have it: the resumed
+        epoch is split over all ranks, the next ones by node); an
+        incomplete or mixed set of states is refused, naming what is
+        wrong."""
         if _elastic.is_merged(state) or (state.get("world_size") == 1 and self._world != 1):
             return self._load_states(_elastic.merge_states(state))
         if state.get("fingerprint") != self._fingerprint:
@@ -468,7 +473,7 @@ class Loader:
     def _load_states(self, merged):
         """Elastic resume from merge_states()'s state: what no old rank
         delivered is this epoch's, split over this loader's ranks."""
-        _elastic.check_dataset(merged, self._dataset, self._seed)
+        _elastic.check(merged, self._dataset, self._seed)
         epoch = merged["epoch"]
         left = self._c.remainder(merged["delivered"], merged["remaining"])
         self._batch = self._resume_at = 0

@@ -172,6 +172,34 @@ def test_a_resumed_epoch_resumes_again_at_its_size_or_another(indexed):
     check_resumed_epoch(first + middle, last, 2, reference(tuple(urls), index))
 
 
+def test_new_ranks_with_node_affinity(indexed):
+    """The resumed epoch is split over all new ranks (the old ones split one
+    sequence); the next epoch is a fresh run's with node affinity."""
+    urls, index = indexed
+    nodes = dict(node_affinity=1, ranks_per_node=2)
+    states = [r["state"] for r in interrupted(tuple(urls), index, 2, 4)]
+    after = [run_rank(urls, index, r, 4, state=states, epochs=2, **nodes) for r in range(4)]
+    check_resumed_epoch(interrupted(tuple(urls), index, 2, 4), after, 4,
+                        reference(tuple(urls), index))
+    fresh = []
+    for r in range(4):
+        loader = stoker.Loader(urls, index=index, rank=r, world_size=4, threads=1, **OPTIONS,
+                               **nodes)
+        loader.set_epoch(EPOCH + 1)
+        fresh.append([samples(i, l) for i, l in loader])
+    assert [r["next"] for r in after] == fresh
+
+
+def test_states_saved_under_node_affinity_are_refused(indexed):
+    urls, index = indexed
+    nodes = dict(node_affinity=1, ranks_per_node=2)
+    states = [run_rank(urls, index, r, 4, stop=1, **nodes)["state"] for r in range(4)]
+    loader = stoker.Loader(urls, index=index, rank=0, world_size=2, threads=1, **OPTIONS)
+    with pytest.raises(ValueError, match=r"saved under node affinity \(2 ranks per node\)"):
+        loader.load_state_dict(states)
+    loader.close()
+
+
 def test_incomplete_or_mixed_states_are_refused(indexed):
     urls, index = indexed
     states = [r["state"] for r in interrupted(tuple(urls), index, 4, 3)]
