@@ -46,8 +46,8 @@ def merge_states(states):
                       ("batch_size", "batch sizes"), ("remaining", "resumed epochs"),
                       ("ranks_per_node", "node affinity (ranks per node)")):
         values = {}
-        for s in states:
-            values.setdefault(repr(s[key]), s["rank"])
+        for s in states:  # ranges read back from JSON are lists: compared as tuples
+            values.setdefault(repr(ranges(s[key]) if key == "remaining" else s[key]), s["rank"])
         if len(values) > 1:
             shown = ", ".join(f"rank {rank}: {value}" for value, rank in values.items())
             raise ValueError(f"merge_states: the states are of different {what} ({shown}): "

@@ -130,6 +130,25 @@ def test_resume_at_another_world_size_delivers_the_rest_once(indexed, world, sto
     check_resumed_epoch(before, after, new_world, reference(tuple(urls), index))
 
 
+def test_one_rank_state_alone_resumes_at_three(indexed):
+    """A run of one rank has one state: given alone (not in a list), it is
+    the whole set."""
+    urls, index = indexed
+    before = [run_rank(urls, index, 0, 1, stop=5)]
+    after = [run_rank(urls, index, r, 3, state=before[0]["state"]) for r in range(3)]
+    check_resumed_epoch(before, after, 3, reference(tuple(urls), index))
+
+
+def test_states_from_json_and_not_merge_alike(indexed):
+    """Inside a resumed epoch the states carry its ranges; a checkpoint read
+    back from JSON has lists where the others have tuples: the same set."""
+    urls, index = indexed
+    first = [r["state"] for r in interrupted(tuple(urls), index, 2, 2)]
+    middle = [run_rank(urls, index, r, 3, state=first, stop=1)["state"] for r in range(3)]
+    mixed = [json.loads(json.dumps(middle[0]))] + middle[1:]
+    assert stoker.merge_states(mixed) == stoker.merge_states(middle)
+
+
 def test_without_shuffle_too(indexed):
     """shuffle=False: each rank reads its run in storage order, front to back."""
     urls, index = indexed
