@@ -847,7 +847,7 @@ STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t f
  * left). Both refuse with STK_EINVAL (the message says why) a loader whose
  * delivered samples do not follow from counts: no index, a shuffle window
  * (shuffle_buffer given, window_shuffle, remote or compressed shards; not
- * with shuffle off), ra_reps, or samples_per_rank given; and
+ * with shuffle off), whole_shards, ra_reps, or samples_per_rank given; and
  * ranges that are not ascending, disjoint and within the index's samples.
  * stk_loader_remainder() fails with STK_ELIMIT when out is too small.
  */

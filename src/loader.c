@@ -647,6 +647,9 @@ static int elastic_refusal(stk_loader *l)
         why = "it needs the global order (an index over local, uncompressed shards, the default "
               "shuffle_buffer, window_shuffle=0, whole_shards=0): under a shuffle window the "
               "samples a rank delivered are not the front of its list";
+    else if (l->opts.whole_shards)
+        why = "whole_shards splits the epoch by shard: the rest of a shard a rank was reading "
+              "is no run of one sequence";
     else if (l->plan_world != l->world_size)
         why = "ra_reps repeats each sample on several ranks";
     else if (l->opts.samples_per_rank != 0 && !l->auto_share)
@@ -656,6 +659,17 @@ static int elastic_refusal(stk_loader *l)
         return 0;
     return stk__errf(&l->err, STK_EINVAL, "elastic resume (a state saved at another world "
                      "size): %s", why);
+}
+
+/* Ranges of the sequence as stk_loader_remainder() takes them: refused
+ * unless ascending, disjoint and within the index's samples. */
+static int check_ranges(stk_loader *l, const uint64_t *ranges, size_t n_ranges)
+{
+    if (stk__plan_ranges_check(ranges, n_ranges, l->index_total) == 0)
+        return 0;
+    return stk__errf(&l->err, STK_EINVAL, "elastic resume: the remaining ranges are not "
+                     "ascending disjoint ranges of the %llu samples the index counts",
+                     (unsigned long long)l->index_total);
 }
 
 int stk_loader_remainder(stk_loader *l, int old_world, const uint64_t *delivered,
@@ -670,10 +684,8 @@ int stk_loader_remainder(stk_loader *l, int old_world, const uint64_t *delivered
     if (old_world < 1 || delivered == NULL)
         return stk__errf(&l->err, STK_EINVAL, "elastic resume: %d ranks' delivered counts given",
                          old_world);
-    if (ranges != NULL && stk__plan_ranges_check(ranges, n_ranges, l->index_total) < 0)
-        return stk__errf(&l->err, STK_EINVAL, "elastic resume: the remaining ranges are not "
-                         "ascending disjoint ranges of the %llu samples the index counts",
-                         (unsigned long long)l->index_total);
+    if (ranges != NULL && (rc = check_ranges(l, ranges, n_ranges)) < 0)
+        return rc;
     uint64_t *rest;
     size_t n;
     rc = stk__plan_remainder(l->index_total, ranges, n_ranges, old_world, !l->opts.uneven,
@@ -708,12 +720,10 @@ int stk_loader_set_remainder(stk_loader *l, uint64_t epoch, const uint64_t *rang
         memcmp(l->remainder, ranges, 2 * n_ranges * sizeof *ranges) == 0)
         return 0;
     int rc = elastic_refusal(l);
+    if (rc == 0)
+        rc = check_ranges(l, ranges, n_ranges);
     if (rc < 0)
         return rc;
-    if (stk__plan_ranges_check(ranges, n_ranges, l->index_total) < 0)
-        return stk__errf(&l->err, STK_EINVAL, "elastic resume: the remaining ranges are not "
-                         "ascending disjoint ranges of the %llu samples the index counts",
-                         (unsigned long long)l->index_total);
     uint64_t *copy = stk__calloc(2 * n_ranges + 1, sizeof *copy);
     if (copy == NULL)
         return stk__errf(&l->err, STK_ENOMEM, "out of memory planning an elastic resume");

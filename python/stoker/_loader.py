@@ -332,8 +332,8 @@ class Loader:
         # between world sizes: a state saved at another world size fits
         # this loader when these agree (elastic resume).
         dataset = {k: v for k, v in order.items()
-                   if k not in ("rank", "world_size", "batch_size", "samples_per_rank",
-                                "node_affinity", "ranks_per_node")}
+                   if k not in ("rank", "world_size", "batch_size", "node_affinity",
+                                "ranks_per_node")}
         text = repr((urls, sorted(dataset.items())))
         self._dataset = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._uneven = bool(uneven)

@@ -242,18 +242,23 @@ def test_incomplete_or_mixed_states_are_refused(indexed):
     other.close()
 
 
-def test_what_counts_cannot_tell_is_refused_naming_why(indexed, tmp_path):
+@pytest.mark.parametrize("options,why", [
+    (dict(index=False), "needs a dataset index"),
+    (dict(shuffle_buffer=9), "needs the global order"),
+    (dict(shuffle=False, whole_shards=True), "whole_shards splits the epoch by shard"),
+    (dict(samples_per_rank=30), "samples_per_rank is set"),
+])
+def test_what_counts_cannot_tell_is_refused_naming_why(indexed, options, why):
+    """The old run's states are complete and of the same dataset, but the
+    new loader would not know from counts what the old ranks delivered."""
     urls, index = indexed
-    states = [r["state"] for r in interrupted(tuple(urls), index, 2, 1)]
-    for options, why in ((dict(index=None), "needs a dataset index"),
-                         (dict(index=index, shuffle_buffer=9), "needs the global order")):
-        # The same dataset fingerprint as the saved run's, other than what
-        # makes the refusal: only the C loader can tell.
-        loader = stoker.Loader(urls, rank=0, world_size=1, threads=1, **OPTIONS, **options)
-        with pytest.raises(stoker.Error, match=why) as e:
-            loader._c.remainder([4, 4], None)  # what load_state_dict asks
-        assert "elastic resume" in str(e.value)
-        loader.close()
+    new_index = None if options.pop("index", True) is False else index
+    states = [run_rank(urls, index, r, 2, stop=1, **options)["state"] for r in range(2)]
+    loader = stoker.Loader(urls, index=new_index, rank=0, world_size=1, threads=1, **OPTIONS,
+                           **options)
+    with pytest.raises(stoker.Error, match=f"elastic resume .*{why}"):
+        loader.load_state_dict(states)
+    loader.close()
 
 
 def test_with_a_hook_and_other_thread_and_process_counts(indexed):
