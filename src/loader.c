@@ -43,6 +43,7 @@
 #include "plan/mixing.h"
 #include "plan/node_uses.h"
 #include "plan/plan.h"
+#include "plan/remainder.h"
 #include "base/buffer_pool.h"
 #include "tar/shard_reader.h"
 #include "io/source.h"
@@ -87,6 +88,13 @@ struct stk_loader {
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
     uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
     struct stk__dataset_index index; /* counts NULL without one */
+    uint64_t index_total;            /* samples the index counts */
+    int auto_share;                  /* use_index chose samples_per_rank (equal shares) */
+    /* Elastic resume (stk_loader_set_remainder): epoch remainder_epoch
+     * delivers only these n_remainder ranges of its sequence; NULL: none. */
+    uint64_t *remainder;
+    size_t n_remainder;
+    uint64_t remainder_epoch;
     struct stk__label_mixing labels; /* of delivered batches (with a transform) */
     int counts_labels;
     /* Copies of the caller's option strings, which need only outlive
@@ -206,11 +214,13 @@ static int use_index(stk_loader *l, struct stk__err *err)
     if (rc < 0)
         return rc;
     l->split_by_sample = l->plan_world > 1 && !l->opts.whole_shards;
+    uint64_t total = 0;
+    for (size_t i = 0; i < l->urls.count; i++)
+        total += l->index.counts[i];
+    l->index_total = total;
     if (l->world_size > 1 && l->opts.samples_per_rank == 0 && !l->opts.uneven) {
-        uint64_t total = 0;
-        for (size_t i = 0; i < l->urls.count; i++)
-            total += l->index.counts[i];
         const uint64_t world = (uint64_t)l->world_size;
+        l->auto_share = 1;
         l->opts.samples_per_rank = l->split_by_sample && l->plan_world == l->world_size
                                        ? (total + world - 1) / world
                                        : total / world;
@@ -359,8 +369,26 @@ fail:
     return rc;
 }
 
-/* What decides this rank's list in the current epoch (plan.h). */
-static struct stk__plan_spec plan_spec(const stk_loader *l)
+/* The current epoch is the rest of an interrupted one (elastic resume). */
+static int in_remainder(const stk_loader *l)
+{
+    return l->remainder != NULL && l->opts.epoch == l->remainder_epoch;
+}
+
+/* Samples this rank yields in the current epoch (0: all of its list): an
+ * equal share of the remainder's positions in a resumed epoch, as
+ * use_index() sets it for a whole one. */
+static uint64_t epoch_target(const stk_loader *l)
+{
+    if (!in_remainder(l) || !l->auto_share)
+        return l->opts.samples_per_rank;
+    const uint64_t w = (uint64_t)l->world_size;
+    return (stk__plan_ranges_total(l->remainder, l->n_remainder) + w - 1) / w;
+}
+
+/* What decides this rank's list in the current epoch (plan.h) when it is
+ * a whole one. */
+static struct stk__plan_spec whole_spec(const stk_loader *l)
 {
     return (struct stk__plan_spec){
         .n_shards = l->urls.count,
@@ -378,16 +406,39 @@ static struct stk__plan_spec plan_spec(const stk_loader *l)
     };
 }
 
+/* The same in the current epoch, also the rest of an interrupted one:
+ * split by sample over all ranks, without node affinity (the old ranks
+ * split one sequence, not one per node; a node gets its own shards again
+ * from the next epoch). */
+static struct stk__plan_spec plan_spec(const stk_loader *l)
+{
+    struct stk__plan_spec spec = whole_spec(l);
+    if (in_remainder(l)) {
+        spec.by_sample = 1;
+        spec.ranges = l->remainder;
+        spec.n_ranges = l->n_remainder;
+        spec.unbounded = epoch_target(l) != 0;
+        spec.ranks_per_node = 0;
+    }
+    return spec;
+}
+
 /* Tell the node cache when this node reads its shards in this epoch and
  * the next (node_uses.h), so that it evicts by next use. Out of memory
  * only leaves it evicting by the uses it knew, or by LRU. */
 static void plan_cache_uses(stk_loader *l)
 {
-    const struct stk__plan_spec spec = plan_spec(l);
+    struct stk__plan_spec spec = plan_spec(l);
+    uint64_t epochs = 2;
+    if (in_remainder(l)) { /* it reads a bit of every shard: tell the next epoch's uses */
+        spec = whole_spec(l);
+        spec.epoch++;
+        epochs = 1;
+    }
     const int first = l->plan_rank / l->node_ranks * l->node_ranks;
     struct stk__plan_use *uses;
     size_t n;
-    if (stk__plan_node_uses(&spec, first, l->node_ranks, 2, &uses, &n) < 0)
+    if (stk__plan_node_uses(&spec, first, l->node_ranks, epochs, &uses, &n) < 0)
         return;
     struct stk__cache_use *cu = stk__calloc(n + 1, sizeof *cu);
     for (size_t i = 0; cu != NULL && i < n; i++)
@@ -426,9 +477,16 @@ static int start_epoch(stk_loader *l)
         .interrupt = &l->interrupt,
         .run = &l->run,
     };
-    /* A global order is a uniform permutation already: no window. */
-    if (l->global_order)
+    /* A global order is a uniform permutation already: no window, and no
+     * random interleave of its one-sample segments either. Taking the
+     * shard slots in turn delivers the rank's list front to back, which is
+     * what lets an elastic resume know what each rank delivered from its
+     * count alone (plan/remainder.h). */
+    if (l->global_order) {
         cfg.opts.shuffle_buffer = 1;
+        cfg.opts.shuffle = 0;
+    }
+    cfg.opts.samples_per_rank = epoch_target(l);
     stk__shard_config_init(&cfg.shard, o, &l->run, l->pool);
     cfg.shard.cache = l->cache;
     if (o->transform != STK_TRANSFORM_NONE) {
@@ -590,10 +648,114 @@ int stk_loader_set_epoch(stk_loader *l, uint64_t epoch)
     return stk_loader_seek(l, epoch, 0);
 }
 
+/* Why the samples the ranks delivered are not known from their counts
+ * alone, or 0 when they are (remainder.h): each rank must deliver its run
+ * of the sequence front to back, and the split must be the index's equal
+ * shares (or uneven's), the same at any world size. */
+static int elastic_refusal(stk_loader *l)
+{
+    const char *why = NULL;
+    if (l->index.counts == NULL)
+        why = "it needs a dataset index (index_path, from `stoker index`): the samples no rank "
+              "delivered are found from the index's counts";
+    else if (l->opts.shuffle && !l->global_order)
+        why = "it needs the global order (an index over local, uncompressed shards, the default "
+              "shuffle_buffer, window_shuffle=0, whole_shards=0): under a shuffle window the "
+              "samples a rank delivered are not the front of its list";
+    else if (l->opts.whole_shards)
+        why = "whole_shards splits the epoch by shard: the rest of a shard a rank was reading "
+              "is no run of one sequence";
+    else if (l->plan_world != l->world_size)
+        why = "ra_reps repeats each sample on several ranks";
+    else if (l->opts.samples_per_rank != 0 && !l->auto_share)
+        why = "samples_per_rank is set: a rank's count then depends on the world size given, "
+              "not on the index (leave it out: equal shares)";
+    if (why == NULL)
+        return 0;
+    return stk__errf(&l->err, STK_EINVAL, "elastic resume (a state saved at another world "
+                     "size): %s", why);
+}
+
+/* Ranges of the sequence as stk_loader_remainder() takes them: refused
+ * unless ascending, disjoint and within the index's samples. */
+static int check_ranges(stk_loader *l, const uint64_t *ranges, size_t n_ranges)
+{
+    if (stk__plan_ranges_check(ranges, n_ranges, l->index_total) == 0)
+        return 0;
+    return stk__errf(&l->err, STK_EINVAL, "elastic resume: the remaining ranges are not "
+                     "ascending disjoint ranges of the %llu samples the index counts",
+                     (unsigned long long)l->index_total);
+}
+
+int stk_loader_remainder(stk_loader *l, int old_world, const uint64_t *delivered,
+                         const uint64_t *ranges, size_t n_ranges, uint64_t *out,
+                         size_t capacity, size_t *n_out)
+{
+    stk__err_clear(&l->err);
+    *n_out = 0;
+    int rc = elastic_refusal(l);
+    if (rc < 0)
+        return rc;
+    if (old_world < 1 || delivered == NULL)
+        return stk__errf(&l->err, STK_EINVAL, "elastic resume: %d ranks' delivered counts given",
+                         old_world);
+    if (ranges != NULL && (rc = check_ranges(l, ranges, n_ranges)) < 0)
+        return rc;
+    uint64_t *rest;
+    size_t n;
+    rc = stk__plan_remainder(l->index_total, ranges, n_ranges, old_world, !l->opts.uneven,
+                             delivered, &rest, &n);
+    if (rc < 0)
+        return stk__errf(&l->err, rc, "out of memory planning an elastic resume");
+    *n_out = n;
+    if (n <= capacity)
+        memcpy(out, rest, 2 * n * sizeof *rest);
+    else
+        rc = stk__errf(&l->err, STK_ELIMIT, "elastic resume: %zu ranges remain, room for %zu",
+                       n, capacity);
+    stk__free(rest);
+    return rc;
+}
+
+int stk_loader_set_remainder(stk_loader *l, uint64_t epoch, const uint64_t *ranges,
+                             size_t n_ranges)
+{
+    stk__err_clear(&l->err);
+    if (ranges == NULL) {
+        if (l->remainder != NULL && in_remainder(l))
+            restart(l, l->opts.epoch, 0, UINT64_MAX);
+        stk__free(l->remainder);
+        l->remainder = NULL;
+        l->n_remainder = 0;
+        return 0;
+    }
+    /* The same again (a Dask worker's loader, told before each range):
+     * the epoch in flight goes on. */
+    if (l->remainder != NULL && l->remainder_epoch == epoch && l->n_remainder == n_ranges &&
+        memcmp(l->remainder, ranges, 2 * n_ranges * sizeof *ranges) == 0)
+        return 0;
+    int rc = elastic_refusal(l);
+    if (rc == 0)
+        rc = check_ranges(l, ranges, n_ranges);
+    if (rc < 0)
+        return rc;
+    uint64_t *copy = stk__calloc(2 * n_ranges + 1, sizeof *copy);
+    if (copy == NULL)
+        return stk__errf(&l->err, STK_ENOMEM, "out of memory planning an elastic resume");
+    if (n_ranges > 0)
+        memcpy(copy, ranges, 2 * n_ranges * sizeof *copy);
+    restart(l, l->opts.epoch, 0, UINT64_MAX);
+    stk__free(l->remainder);
+    l->remainder = copy;
+    l->n_remainder = n_ranges;
+    l->remainder_epoch = epoch;
+    return 0;
+}
+
 uint64_t stk_loader_epoch_samples(const stk_loader *l)
 {
-    if (l->opts.samples_per_rank != 0)
-        return l->opts.samples_per_rank;
+    if (epoch_target(l) != 0)
+        return epoch_target(l);
     if (l->index.counts == NULL)
         return 0;
     struct stk__plan_spec spec = plan_spec(l);
@@ -655,6 +817,7 @@ void stk_loader_destroy(stk_loader *l)
     stk__strlist_free(&l->names);
     stk__index_free(&l->index);
     stk__label_mixing_free(&l->labels);
+    stk__free(l->remainder);
     free_strings(l);
     stk__free(l);
 }

@@ -18,6 +18,7 @@ from ._ext._stoker import (BusyError, CacheError, DataError, Error, HTTPError, I
                       OptionError, OptionTypeError, OutOfMemory, OutputExists, PlanError,
                       ReadError, ShardWriter, version)
 from .cluster.trainer import ClusterError
+from .loader.elastic import merge_states
 from .hooks.pool import HookError
 from .loader.loader import Loader, log, verify  # log: the "stoker" logger, as before
 from .loader.metrics import prometheus_text, rates, tensorboard
@@ -26,10 +27,10 @@ from .loader.samples import Samples
 __all__ = ["Loader", "Samples", "ShardWriter", "verify", "Error", "DataError", "PlanError",
            "BusyError", "ClusterError", "HookError", "OptionError", "OptionTypeError", "NotFound",
            "ReadError", "CacheError", "HTTPError", "OutOfMemory", "Interrupted", "OutputExists", "version",
-           "rates", "tensorboard", "prometheus_text"]
+           "rates", "tensorboard", "prometheus_text", "merge_states"]
 
 # Named as the package's own, as before the split: help(), reprs and pickles
 # of a Samples say stoker.Samples.
-for _public in (Loader, Samples, verify):
+for _public in (Loader, Samples, verify, merge_states):
     _public.__module__ = __name__
 del _public

@@ -10,6 +10,7 @@
 
 #include "base/alloc.h"
 #include "base/rng.h"
+#include "plan/remainder.h"
 #include "stoker.h"
 
 /* Parse a non-negative decimal environment variable; -1 when unset. */
@@ -197,33 +198,66 @@ static int add_global_run(struct stk__plan_cursor *c, const uint64_t *counts,
     return 0;
 }
 
+/* Append the sequence's positions [begin, end) as segments. */
+static int add_positions(struct stk__plan_cursor *c, const uint64_t *counts,
+                         const uint32_t *order, uint64_t begin, uint64_t end)
+{
+    if (order != NULL)
+        return add_global_run(c, counts, order, begin, end);
+    add_run(c, counts, begin, end);
+    return 0;
+}
+
+/* The same for positions [begin, end) of the remainder's ranges (plan.h),
+ * each range's part in turn. */
+static int add_remainder(struct stk__plan_cursor *c, const uint64_t *counts,
+                         const uint32_t *order, uint64_t begin, uint64_t end)
+{
+    if (c->ranges == NULL)
+        return add_positions(c, counts, order, begin, end);
+    uint64_t acc = 0; /* remainder position of range i's start */
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < c->n_ranges && acc < end; i++) {
+        const uint64_t from = c->ranges[2 * i], len = c->ranges[2 * i + 1] - from;
+        const uint64_t lo = begin > acc ? begin : acc, hi = end < acc + len ? end : acc + len;
+        if (lo < hi)
+            rc = add_positions(c, counts, order, from + (lo - acc), from + (hi - acc));
+        acc += len;
+    }
+    return rc;
+}
+
 int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad,
                                int global)
 {
     uint64_t total = 0;
     for (size_t i = 0; i < c->n_shards; i++)
         total += counts[c->perm[i]];
+    /* The positions split over the ranks: the sequence's, or the ranges'. */
+    const uint64_t span =
+        c->ranges != NULL ? stk__plan_ranges_total(c->ranges, c->n_ranges) : total;
     const uint64_t world = (uint64_t)c->world, rank = (uint64_t)c->rank;
     uint64_t begin, end;
     if (pad) {
-        uint64_t share = c->share ? c->share : (total + world - 1) / world;
+        uint64_t share = c->share ? c->share : (span + world - 1) / world;
         begin = rank * share;
         end = begin + share;
     } else {
-        begin = rank * total / world;
-        end = (rank + 1) * total / world;
+        begin = rank * span / world;
+        end = (rank + 1) * span / world;
     }
-    /* Positions at or past total cycle over the sequence again: the padding
+    /* Positions at or past span cycle over the sequence again: the padding
      * (at most world - 1 samples without node affinity, where share <=
-     * total unless total < world). */
-    if (end > total)
-        c->padded = end - (begin > total ? begin : total);
+     * span unless span < world). */
+    if (end > span)
+        c->padded = end - (begin > span ? begin : span);
     if (global && total > UINT32_MAX)
         return STK_EINVAL; /* the permutation is of 32-bit numbers */
-    /* Segments: at most every shard once per cycle; with a global order a
-     * sample each. */
-    uint64_t cycles = total > 0 ? (end - begin + total - 1) / total + 1 : 0;
-    size_t room = global ? (size_t)(end - begin) + 1 : (size_t)cycles * c->n_shards + 1;
+    /* Segments: at most every shard once per cycle (and once more per
+     * range of a remainder); with a global order a sample each. */
+    uint64_t cycles = span > 0 ? (end - begin + span - 1) / span + 1 : 0;
+    size_t room = global ? (size_t)(end - begin) + 1
+                         : (size_t)cycles * (c->n_shards + c->n_ranges) + 1;
     stk__free(c->order);
     c->segments = stk__calloc(room, sizeof *c->segments);
     c->order = stk__calloc(room, sizeof *c->order);
@@ -240,13 +274,10 @@ int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *count
         permutation(total, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull), order);
     }
     int rc = 0;
-    for (uint64_t at = begin; rc == 0 && total > 0 && at < end;) {
-        uint64_t base = at / total * total;
-        uint64_t stop = end < base + total ? end : base + total;
-        if (global)
-            rc = add_global_run(c, counts, order, at - base, stop - base);
-        else
-            add_run(c, counts, at - base, stop - base);
+    for (uint64_t at = begin; rc == 0 && span > 0 && at < end;) {
+        uint64_t base = at / span * span;
+        uint64_t stop = end < base + span ? end : base + span;
+        rc = add_remainder(c, counts, order, at - base, stop - base);
         at = stop;
     }
     stk__free(order);
@@ -403,6 +434,8 @@ int stk__plan_cursor_open(struct stk__plan_cursor *c, const struct stk__plan_spe
     if (rc == 0 && spec->ranks_per_node > 0)
         /* Whole shards are dealt round robin: every rank needs one. */
         rc = stk__plan_cursor_nodes(c, spec->ranks_per_node, spec->by_sample ? spec->counts : NULL);
+    c->ranges = spec->ranges;
+    c->n_ranges = spec->ranges != NULL ? spec->n_ranges : 0;
     if (rc == 0 && spec->by_sample)
         rc = stk__plan_cursor_by_sample(c, spec->counts, spec->pad, spec->global);
     if (rc < 0)

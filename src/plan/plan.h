@@ -104,6 +104,8 @@ struct stk__plan_cursor {
     int borrowed;                       /* segments belong to another cursor */
     uint64_t padded;                    /* samples of the list repeated as padding */
     uint64_t share;  /* by sample with padding: the rank's samples (0: of its sequence) */
+    const uint64_t *ranges; /* by sample: only these positions of the sequence (see spec) */
+    size_t n_ranges;
 };
 /* (With node affinity n_shards, rank and world are those of the node: its
  * shards, its rank within it, its ranks; perm holds its sequence.) */
@@ -119,6 +121,12 @@ struct stk__plan_spec {
     int by_sample;          /* split by sample over counts */
     int pad;                /* by sample: equal shares (see above) */
     int global;             /* by sample: a global order of the samples (see above) */
+    /* By sample, elastic resume (remainder.h): the ranks split only these
+     * positions of the epoch's sequence, n_ranges [begin, end) pairs,
+     * ascending, as they would split the whole; NULL: the whole. Not with
+     * ranks_per_node. */
+    const uint64_t *ranges;
+    size_t n_ranges;
 };
 
 /* Node identity for node affinity: *ranks_per_node from opt when > 0, else
@@ -152,7 +160,8 @@ int stk__plan_cursor_nodes(struct stk__plan_cursor *c, int ranks_per_node,
 
 /* Split the epoch by sample (see the top of this file) over counts[i], the
  * samples of each shard; pad: the last ranks repeat samples so that every
- * rank's share is ceil(N / world). 0 or STK_ENOMEM. */
+ * rank's share is ceil(N / world). With c->ranges set, N is the positions
+ * they hold, and the split is of those positions alone. 0 or STK_ENOMEM. */
 int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad,
                                int global);
 

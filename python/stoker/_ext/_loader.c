@@ -416,6 +416,130 @@ static PyObject *loader_start(LoaderObject *self, PyObject *unused)
     return locked_call(self, do_start, NULL);
 }
 
+/* A sequence of n_per_item-tuples (or of ints, n_per_item 1) of
+ * non-negative integers as one array (PyMem_Free it); None: NULL. */
+static int uint64_items(PyObject *obj, const char *what, size_t n_per_item, uint64_t **out,
+                        size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (obj == Py_None)
+        return 0;
+    PyObject *seq = PySequence_Fast(obj, what);
+    if (seq == NULL)
+        return -1;
+    const size_t n = (size_t)PySequence_Fast_GET_SIZE(seq);
+    uint64_t *a = PyMem_Calloc(n * n_per_item + 1, sizeof *a);
+    int rc = a == NULL ? (PyErr_NoMemory(), -1) : 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
+        PyObject *parts = n_per_item == 1 ? NULL : PySequence_Fast(item, what);
+        if (n_per_item > 1 &&
+            (parts == NULL || (size_t)PySequence_Fast_GET_SIZE(parts) != n_per_item)) {
+            if (parts != NULL)
+                PyErr_Format(PyExc_ValueError, "%s: each item has %zu numbers", what, n_per_item);
+            rc = -1;
+        }
+        for (size_t k = 0; rc == 0 && k < n_per_item; k++) {
+            unsigned long long v;
+            PyObject *x = parts != NULL ? PySequence_Fast_GET_ITEM(parts, (Py_ssize_t)k) : item;
+            rc = stk_py_integer(x, what, 0, ULLONG_MAX, &v);
+            a[i * n_per_item + k] = v;
+        }
+        Py_XDECREF(parts);
+    }
+    Py_DECREF(seq);
+    if (rc < 0) {
+        PyMem_Free(a);
+        return -1;
+    }
+    *out = a;
+    *n_out = n;
+    return 0;
+}
+
+/* remainder(delivered, ranges): the [begin, end) ranges of the epoch's
+ * sequence no old rank delivered (stk_loader_remainder). */
+static PyObject *loader_remainder(LoaderObject *self, PyObject *args)
+{
+    PyObject *delivered_obj, *ranges_obj, *result = NULL;
+    uint64_t *delivered = NULL, *ranges = NULL, *out = NULL;
+    size_t n_old, n_ranges, n = 0;
+    if (!PyArg_ParseTuple(args, "OO", &delivered_obj, &ranges_obj) ||
+        uint64_items(delivered_obj, "delivered", 1, &delivered, &n_old) < 0 ||
+        uint64_items(ranges_obj, "ranges", 2, &ranges, &n_ranges) < 0)
+        goto out;
+    if (n_old == 0 || n_old > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "remainder: give every old rank's delivered count");
+        goto out;
+    }
+    const size_t capacity = n_ranges + 2 * n_old + 1;
+    if ((out = PyMem_Calloc(2 * capacity, sizeof *out)) == NULL) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    if (enter(self) < 0)
+        goto out;
+    char msg[1024];
+    const uint64_t *given = ranges_obj == Py_None ? NULL : ranges;
+    int rc = stk_loader_remainder(self->loader, (int)n_old, delivered, given, n_ranges, out,
+                                  capacity, &n);
+    if (rc < 0)
+        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+    PyThread_release_lock(self->lock);
+    if (rc < 0) {
+        stk_py_raise(rc, msg);
+        goto out;
+    }
+    if ((result = PyList_New((Py_ssize_t)n)) == NULL)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *pair = Py_BuildValue("(KK)", (unsigned long long)out[2 * i],
+                                       (unsigned long long)out[2 * i + 1]);
+        if (pair == NULL) {
+            Py_CLEAR(result);
+            goto out;
+        }
+        PyList_SET_ITEM(result, (Py_ssize_t)i, pair);
+    }
+out:
+    PyMem_Free(delivered);
+    PyMem_Free(ranges);
+    PyMem_Free(out);
+    return result;
+}
+
+/* set_remainder(epoch, ranges): epoch delivers only those ranges of its
+ * sequence (None: all of it), stk_loader_set_remainder. */
+static PyObject *loader_set_remainder(LoaderObject *self, PyObject *args)
+{
+    PyObject *epoch_obj, *ranges_obj;
+    unsigned long long epoch;
+    uint64_t *ranges = NULL;
+    size_t n = 0;
+    if (!PyArg_ParseTuple(args, "OO", &epoch_obj, &ranges_obj) ||
+        stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
+        uint64_items(ranges_obj, "ranges", 2, &ranges, &n) < 0)
+        return NULL;
+    if (enter(self) < 0) {
+        PyMem_Free(ranges);
+        return NULL;
+    }
+    char msg[1024];
+    const uint64_t *given = ranges_obj == Py_None ? NULL : ranges;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* it stops the epoch in flight: joins its threads */
+    rc = stk_loader_set_remainder(self->loader, epoch, given, n);
+    if (rc < 0)
+        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+    PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(ranges);
+    if (rc < 0)
+        return stk_py_raise(rc, msg);
+    Py_RETURN_NONE;
+}
+
 /* The loader's counters, with the samples left out in Python (Samples'
  * bad metadata) moved from delivered to skipped. */
 static void loader_counts(LoaderObject *self, struct stk_stats *s)
@@ -529,6 +653,13 @@ static PyMethodDef loader_methods[] = {
      "are at first"},
     {"start", (PyCFunction)loader_start, METH_NOARGS,
      "start(): start reading the batches the next next() delivers, without waiting"},
+    {"remainder", (PyCFunction)loader_remainder, METH_VARARGS,
+     "remainder(delivered, ranges): the [begin, end) ranges of an epoch's sample sequence that "
+     "no old rank delivered, delivered[r] samples by old rank r (ranges: what they split, None: "
+     "all)"},
+    {"set_remainder", (PyCFunction)loader_set_remainder, METH_VARARGS,
+     "set_remainder(epoch, ranges): epoch delivers only those ranges of its sequence, split over "
+     "the ranks (None: the whole epoch)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
     {"take_log", (PyCFunction)loader_take_log, METH_NOARGS,
      "take_log() -> [(level, message)]: what the loader's threads logged since the last call"},

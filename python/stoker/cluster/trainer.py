@@ -467,7 +467,9 @@ def check_result(result, first, count, batch_size, image_bytes, n):
 
 
 class Run:
-    """One iteration over batches [first, n) of an epoch: the claims and
+    """One iteration over batches [first, n) of an epoch (with remaining, of
+    an elastic resume's part of it; the trainer's C loader is set to the
+    same): the claims and
     reorder buffer (_claims.Claims), the local thread and the tasks in
     flight. tensors(images, labels, n, mix) makes the training loop's tensors
     out of two buffers (mix: the Mixup/CutMix partner labels and weight, or
@@ -481,12 +483,14 @@ class Run:
     that they run there in order and each continues the previous one's
     pipeline."""
 
-    def __init__(self, offload, c_loader, epoch, first, n, tensors, outputs=None):
+    def __init__(self, offload, c_loader, epoch, first, n, tensors, outputs=None,
+                 remaining=None):
         self.o = offload
         self.c = c_loader
         self.tensors = tensors
         self.outputs = outputs
         self.epoch = epoch
+        self.remaining = remaining  # an elastic resume's ranges of the epoch (or None)
         self.n = n
         self.claims = Claims(first, n, offload.batches_per_task, offload)
         self.errors = {}    # batch index -> the error that ended its range there
@@ -516,7 +520,8 @@ class Run:
                     # Once a worker is refused, Dask may not place a task
                     # elsewhere: it could pick the refused one.
                     fut = self.o.client.submit(make_range, self.o.spec, keys, index, hooks,
-                                               self.epoch, b, count, canary, key=key,
+                                               self.epoch, b, count, canary,
+                                               self.remaining, key=key,
                                                pure=False, workers=[worker],
                                                allow_other_workers=not self.o.refused,
                                                priority=-b)

@@ -332,7 +332,8 @@ def _checkin(job, kept):
             _jobs.pop(key).close()
 
 
-def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=False):
+def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=False,
+               remaining=None):
     """Dask task: batches [first, first + count) of `epoch` for the loader
     described by spec; keys: the Dask keys of index_data and hooks_data
     (_job), the dataset index and the pickled hooks (None without), which the
@@ -342,11 +343,15 @@ def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=F
     ("outputs", and with canary the hooks' canary samples); the sizes and
     bad-input counts per batch, and, when the data was bad under
     on_error="fail" (or a hook failed), the error that ended the range (the
-    batches before it are kept, as a local loader delivers them)."""
+    batches before it are kept, as a local loader delivers them).
+    remaining: the ranges of the epoch an elastic resume left, or None."""
     job = _job(spec, keys, hooks_data, _this_worker())
     kept = None
     try:
         loader, outputs = kept = _checkout(spec, job, index_data)
+        # The epoch's part an elastic resume left (None: all of it), as the
+        # trainer's loader has it: a kept loader may have had another.
+        loader.set_remainder(epoch, remaining)
         before = loader.stats()
         if outputs is None:
             result = _arrays(loader, spec, epoch, first, count)

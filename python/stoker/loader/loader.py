@@ -15,7 +15,7 @@ from .._ext._stoker import BusyError, DataError, OptionError, PlanError, ReadErr
 from .._ext import _stoker
 from .._ext._stoker import verify as _verify
 from .._ext._stoker import Loader as _CLoader
-from . import index as _index, metrics as _metrics, pinned as _pinned, scope as _scope
+from . import elastic as _elastic, index as _index, metrics as _metrics, pinned as _pinned, scope as _scope
 from ..base import ranks as _ranks
 from ..cluster import hooks as _cluster_hooks, trainer as _cluster
 from ..hooks import batches as _hook_batches, report as _hook_report
@@ -330,6 +330,18 @@ class Loader:
         order = {k: v for k, v in config.items() if k not in _SPEED_ONLY_OPTIONS}
         text = repr((urls, sorted(order.items()), info["samples_per_rank"]))
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        # The same without what differs between the ranks of a run and
+        # between world sizes: a state saved at another world size fits
+        # this loader when these agree (elastic resume).
+        dataset = {k: v for k, v in order.items()
+                   if k not in ("rank", "world_size", "batch_size", "node_affinity",
+                                "ranks_per_node")}
+        text = repr((urls, sorted(dataset.items())))
+        self._dataset = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+        self._uneven = bool(uneven)
+        self._world = world_size
+        self._remaining = None  # (epoch, ranges) of an elastic resume, or None
+        self._ranks_per_node = info["ranks_per_node"]  # node affinity as resolved; 0: off
         self._seed = seed
         self._urls = urls
         self.classes = find_classes(urls, classes)
@@ -400,6 +412,8 @@ class Loader:
         epoch = int(epoch)
         if not (self._restored and epoch == self._epoch):
             self._resume_at = 0
+        if self._remaining is not None and self._remaining[0] != epoch:
+            self._remaining = None
         self._epoch = epoch
         self._restored = False
 
@@ -426,26 +440,71 @@ class Loader:
             self._forward_log()
 
     def state_dict(self):
-        """Where the loader stands, in a few integers: save it with the model.
+        """Where the loader stands, in a few integers: save it with the model
+        (each rank its own).
 
         A loader restored from it continues with exactly the batches an
-        uninterrupted run would have delivered next.
+        uninterrupted run would have delivered next. The states of all
+        ranks together also resume a run at another world size (see
+        load_state_dict()).
         """
+        remaining = self._remaining[1] if self._remaining is not None and \
+            self._remaining[0] == self._epoch else None
         return {"epoch": self._epoch, "batch": self._batch, "seed": self._seed,
-                "fingerprint": self._fingerprint}
+                "fingerprint": self._fingerprint, "rank": self._rank,
+                "world_size": self._world, "dataset": self._dataset,
+                "batch_size": self._batch_size, "remaining": remaining,
+                "ranks_per_node": self._ranks_per_node}
 
     def load_state_dict(self, state):
         """Continue from state_dict() of a loader with the same URLs and
         options (threads may differ). The next iteration starts at the saved
         batch. With an index the readers jump to the shuffle window of that
         batch (at most shuffle_buffer samples are read again); without one
-        the batches before it are read again. Nothing before it is decoded."""
+        the batches before it are read again. Nothing before it is decoded.
+
+        At another world size (elastic resume) give every new rank the
+        list of all old ranks' state_dict()s, or stoker.merge_states() of
+        it: the samples no old rank delivered in the interrupted epoch are
+        then delivered once across the new ranks, in equal steps (padding
+        counted in samples_padded), and the epochs after it are those of a
+        fresh run at this world size. batch_size, threads, hook_processes
+        and cluster= may differ too. It needs index= over local
+        uncompressed shards (the global order) or shuffle=False, and an old
+        run without node affinity (the new one may have it: the resumed
+        epoch is split over all ranks, the next ones by node); an
+        incomplete or mixed set of states is refused, naming what is
+        wrong."""
+        if _elastic.is_merged(state) or (state.get("world_size") == 1 and self._world != 1):
+            return self._load_states(_elastic.merge_states(state))
         if state.get("fingerprint") != self._fingerprint:
+            if state.get("dataset") == self._dataset and state.get("world_size") != self._world:
+                raise ValueError(
+                    f"this loader state is rank {state.get('rank')}'s of "
+                    f"{state.get('world_size')} ranks, this loader is one of {self._world}: to "
+                    f"resume at another world size load the list of all "
+                    f"{state.get('world_size')} ranks' state_dict()s (or "
+                    f"stoker.merge_states() of it) on every new rank")
             raise ValueError("this loader state was saved by a loader with other URLs or "
                              "options (batch size, seed, shuffle, rank/world size, transform, "
                              "samples_per_rank ...); it cannot resume this one")
         self._epoch = int(state["epoch"])
         self._batch = self._resume_at = int(state["batch"])
+        remaining = state.get("remaining")
+        self._remaining = None if remaining is None else (self._epoch, _elastic.ranges(remaining))
+        self._restored = True
+
+    def _load_states(self, merged):
+        """Elastic resume from merge_states()'s state: what no old rank
+        delivered is this epoch's, split over this loader's ranks."""
+        _elastic.check(merged, self._dataset, self._seed)
+        epoch = merged["epoch"]
+        left = self._c.remainder(merged["delivered"], merged["remaining"])
+        self._batch = self._resume_at = 0
+        if left:
+            self._epoch, self._remaining = epoch, (epoch, left)
+        else:  # every sample of it was delivered: the next epoch, whole
+            self._epoch, self._remaining = epoch + 1, None
         self._restored = True
 
     def __len__(self):
@@ -457,7 +516,9 @@ class Loader:
         read-only or full disk, a directory others may write to) the count
         serves this process, with a RuntimeWarning once per directory."""
         n = self._epoch_samples
-        if not n:
+        if self._remaining is not None and self._remaining[0] == self._epoch:
+            n = _elastic.share(self._remaining[1], self._rank, self._world, self._uneven)
+        elif not n:
             if self._epoch not in self._lengths:
                 config, threads, rank, world = self._counting
                 path = self._remembered_index(config, threads)
@@ -564,13 +625,16 @@ class Loader:
         self._batch = first
         self._resume_at = 0
         self._restored = False
+        remaining = self._remaining[1] if self._remaining is not None and \
+            self._remaining[0] == self._epoch else None
+        self._c.set_remainder(self._epoch, remaining)  # None: the whole epoch
         if self._offload is not None:
             outputs = None
             if self._fields is not None or self._hooks is not None:
                 outputs = _cluster_hooks.Outputs(self._fields, self._hooks, self._images,
                                                  raw_labels=self._raw_labels)
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
-                               self._tensors, outputs)
+                               self._tensors, outputs, remaining)
             source = run.batches()
         elif self._raw_labels is not None:
             source = self._hooks.batches(
@@ -611,6 +675,7 @@ class Loader:
                 self._forward_log()
         self._epoch += 1
         self._batch = 0
+        self._remaining = None
 
     def _nothing_delivered(self, before):
         """An epoch that delivered no batch is an error: under on_error="skip"

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * remainder.h - elastic resume: the samples of an epoch that the ranks of
+ * an interrupted run have not delivered, as ranges of its sequence.
+ *
+ * Split by sample (plan.h), an epoch is one sequence of N positions (the
+ * shards' samples in permutation order, or the global order) and rank r of
+ * W reads the contiguous run of it that the split gives, padding wrapping
+ * to the sequence's start. Where a rank delivers its run front to back (a
+ * global order, or no shuffle: no window reorders it), what it delivered
+ * after k samples is the first k positions of its run; so the whole
+ * group's progress is W numbers, and what no rank delivered yet is a few
+ * ranges of positions: at most (ranges before) + 2 * W + 1 of them, whatever
+ * the dataset's size. A resumed epoch splits those ranges over the new
+ * ranks as a fresh epoch splits the whole sequence (plan.c), and an epoch
+ * resumed that way can be interrupted and resumed again: its sequence is
+ * the ranges', and the new remainder is again ranges of the epoch's
+ * positions. Memory: two ranges per old rank, never a set of samples.
+ */
+#ifndef STK_REMAINDER_H
+#define STK_REMAINDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Positions in ranges: n [begin, end) pairs (2 * n numbers). */
+uint64_t stk__plan_ranges_total(const uint64_t *ranges, size_t n);
+
+/* 0 when ranges are ascending, disjoint, non-empty and end at or below
+ * total; else -1. */
+int stk__plan_ranges_check(const uint64_t *ranges, size_t n, uint64_t total);
+
+/* The remainder after an interrupted epoch: the sequence's positions (of
+ * total; or only those in ranges, n_ranges pairs, when ranges is not NULL)
+ * that world ranks split as plan.c does (pad: equal shares of ceil(R /
+ * world), wrapping; else [r * R / world, (r + 1) * R / world)) have not
+ * delivered when rank r has delivered delivered[r] samples (more than its
+ * share counts as its share). *out (pairs, freed with stk__free) holds
+ * *n_out ranges, ascending; 0 or STK_ENOMEM. */
+int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
+                        const uint64_t *delivered, uint64_t **out, size_t *n_out);
+
+#endif

@@ -1,0 +1,350 @@
+# SPDX-License-Identifier: MIT
+"""Elastic resume (issue 36): an epoch interrupted at world size W1 resumes
+at W2. Every rank of the old run saved its own state_dict(); each new rank
+loads the list of them. Over the interrupted epoch the union of the keys
+delivered before and after is the dataset, each sample once (only the
+padding that equal shares need is repeated, and stats() counts it), every
+new rank takes the same number of steps, each sample is the same bytes as
+in an uninterrupted run, and the next epoch is a fresh W2 run's.
+
+Shards of 7..19 noise JPEGs (79 samples: shares that need padding at most
+world sizes), each sample's label its own number. Most combinations run the
+ranks one after another in this process (rank=/world_size=); one pair of
+runs uses real gloo process groups, one a hook (map=) with other thread and
+hook process counts, one a Dask cluster (cluster=).
+"""
+import functools
+import hashlib
+import json
+import tarfile
+
+import numpy as np
+import pytest
+
+import hook_fns
+import stoker
+import test_cluster
+
+pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
+from conftest import add_noise_sample, run_ranks
+from test_coverage_ddp import make_index
+
+SIZES = (7, 19, 4, 13, 11, 9, 6, 10)
+TOTAL = sum(SIZES)
+BATCH = 4
+OPTIONS = dict(batch_size=BATCH, image_size=16, seed=3)
+EPOCH = 1
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory, stoker_bin):
+    directory = tmp_path_factory.mktemp("elastic")
+    rng = np.random.default_rng(7)
+    urls, n = [], 0
+    for i, size in enumerate(SIZES):
+        path = directory / f"part-{i:06d}.tar"
+        with tarfile.open(path, "w") as tar:
+            for _ in range(size):
+                add_noise_sample(tar, rng, f"s{n:05d}", n, (20, 24, 3))
+                n += 1
+        urls.append(str(path))
+    return urls, make_index(stoker_bin, urls, directory / "index.json")
+
+
+def samples(images, labels):
+    """(label, digest of its image) per sample of a batch."""
+    return [(int(label), hashlib.sha1(image.numpy().tobytes()).hexdigest())
+            for image, label in zip(images, labels)]
+
+
+def run_rank(urls, index, rank, world, stop=None, state=None, epochs=1, **kw):
+    """One rank: epoch EPOCH (or the loaded state's), stopped after `stop`
+    batches. Returns len() before iterating, the batches' samples, the state
+    at the end and the padding counted; with epochs=2 the next epoch's
+    samples too."""
+    kw = dict(OPTIONS, **{"threads": 1, **kw})
+    loader = stoker.Loader(urls, index=index, rank=rank, world_size=world, **kw)
+    loader.set_epoch(EPOCH)
+    if state is not None:
+        loader.load_state_dict(state)
+        loader.set_epoch(EPOCH)  # the usual loop; keeps the loaded position
+    length, batches = len(loader), []
+    for step, (images, labels) in enumerate(loader):
+        batches.append(samples(images, labels))
+        if step + 1 == stop:
+            break
+    stats = loader.stats()
+    out = {"len": length, "batches": batches, "state": loader.state_dict(),
+           "padded": stats["samples_padded"], "cluster": stats.get("cluster")}
+    if epochs == 2:
+        out["next"] = [samples(i, l) for i, l in loader]
+    loader.close()
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def reference(urls, index):
+    """Every sample's bytes in epoch EPOCH of an uninterrupted one-rank run:
+    a sample's augmentation is keyed by the sample, not by the rank."""
+    return dict(s for b in run_rank(list(urls), index, 0, 1)["batches"] for s in b)
+
+
+@functools.lru_cache(maxsize=None)
+def interrupted(urls, index, world, stop):
+    """The old run: every rank stopped after `stop` batches (DDP steps in
+    lockstep), as they save their checkpoints."""
+    return [run_rank(list(urls), index, r, world, stop=stop) for r in range(world)]
+
+
+def flat(ranks, key="batches"):
+    return [s for r in ranks for b in r[key] for s in (b if key == "batches" else [b])]
+
+
+def check_resumed_epoch(before, after, new_world, want):
+    got_before, got_after = flat(before), flat(after)
+    labels_before = [label for label, _ in got_before]
+    labels_after = [label for label, _ in got_after]
+    # Equal steps on the new ranks, as len() said before the loop.
+    steps = {len(r["batches"]) for r in after}
+    assert len(steps) == 1 and steps == {r["len"] for r in after}, \
+        [(r["len"], len(r["batches"])) for r in after]
+    # The old ranks repeated at most their padding.
+    assert len(labels_before) - len(set(labels_before)) <= len(before) - 1
+    # Nothing delivered before is delivered again; nothing is left out.
+    assert not set(labels_before) & set(labels_after)
+    assert set(labels_before) | set(labels_after) == set(range(TOTAL))
+    # The new ranks repeat exactly the padding they count, at most W2 - 1.
+    repeated = len(labels_after) - len(set(labels_after))
+    assert repeated == sum(r["padded"] for r in after) <= new_world - 1
+    # Each sample is the bytes an uninterrupted run gives it.
+    assert all(want[label] == digest for label, digest in got_before + got_after)
+
+
+@pytest.mark.parametrize("new_world", [1, 2, 3, 4])
+@pytest.mark.parametrize("world,stop", [(2, 1), (2, 5), (2, 9), (4, 1), (4, 3), (4, 4)])
+def test_resume_at_another_world_size_delivers_the_rest_once(indexed, world, stop, new_world):
+    urls, index = indexed
+    before = interrupted(tuple(urls), index, world, stop)
+    states = [r["state"] for r in before]
+    after = [run_rank(urls, index, r, new_world, state=states) for r in range(new_world)]
+    check_resumed_epoch(before, after, new_world, reference(tuple(urls), index))
+
+
+def test_one_rank_state_alone_resumes_at_three(indexed):
+    """A run of one rank has one state: given alone (not in a list), it is
+    the whole set."""
+    urls, index = indexed
+    before = [run_rank(urls, index, 0, 1, stop=5)]
+    after = [run_rank(urls, index, r, 3, state=before[0]["state"]) for r in range(3)]
+    check_resumed_epoch(before, after, 3, reference(tuple(urls), index))
+
+
+def test_states_from_json_and_not_merge_alike(indexed):
+    """Inside a resumed epoch the states carry its ranges; a checkpoint read
+    back from JSON has lists where the others have tuples: the same set."""
+    urls, index = indexed
+    first = [r["state"] for r in interrupted(tuple(urls), index, 2, 2)]
+    middle = [run_rank(urls, index, r, 3, state=first, stop=1)["state"] for r in range(3)]
+    mixed = [json.loads(json.dumps(middle[0]))] + middle[1:]
+    assert stoker.merge_states(mixed) == stoker.merge_states(middle)
+
+
+def test_without_shuffle_too(indexed):
+    """shuffle=False: each rank reads its run in storage order, front to back."""
+    urls, index = indexed
+    plain = dict(shuffle=False, transform="eval")
+    before = [run_rank(urls, index, r, 2, stop=3, **plain) for r in range(2)]
+    after = [run_rank(urls, index, r, 3, state=[b["state"] for b in before], **plain)
+             for r in range(3)]
+    want = dict(s for b in run_rank(urls, index, 0, 1, **plain)["batches"] for s in b)
+    check_resumed_epoch(before, after, 3, want)
+
+
+def test_the_next_epoch_is_a_fresh_run_at_the_new_size(indexed):
+    urls, index = indexed
+    states = [r["state"] for r in interrupted(tuple(urls), index, 4, 3)]
+    # Through merge_states() (one object to store) and in JSON, as a
+    # checkpoint keeps it.
+    merged = json.loads(json.dumps(stoker.merge_states(reversed(states))))
+    resumed = [run_rank(urls, index, r, 3, state=merged, epochs=2) for r in range(3)]
+    fresh = []
+    for r in range(3):
+        loader = stoker.Loader(urls, index=index, rank=r, world_size=3, threads=2, **OPTIONS)
+        loader.set_epoch(EPOCH + 1)
+        fresh.append([samples(i, l) for i, l in loader])
+    assert [r["next"] for r in resumed] == fresh
+
+
+def test_a_resumed_epoch_resumes_again_at_its_size_or_another(indexed):
+    urls, index = indexed
+    first = interrupted(tuple(urls), index, 4, 2)
+    # Three ranks take the rest, stop after 2 steps and save.
+    middle = [run_rank(urls, index, r, 3, state=[s["state"] for s in first], stop=2)
+              for r in range(3)]
+    assert all(r["state"]["remaining"] for r in middle)
+    # Rank 1 resumed alone at the same size continues exactly.
+    whole = run_rank(urls, index, 1, 3, state=[s["state"] for s in first])
+    alone = run_rank(urls, index, 1, 3, state=middle[1]["state"])
+    assert middle[1]["batches"] + alone["batches"] == whole["batches"]
+    # All three states at two ranks: the rest of the rest, once.
+    last = [run_rank(urls, index, r, 2, state=[s["state"] for s in middle]) for r in range(2)]
+    check_resumed_epoch(first + middle, last, 2, reference(tuple(urls), index))
+
+
+def test_new_ranks_with_node_affinity(indexed):
+    """The resumed epoch is split over all new ranks (the old ones split one
+    sequence); the next epoch is a fresh run's with node affinity."""
+    urls, index = indexed
+    nodes = dict(node_affinity=1, ranks_per_node=2)
+    states = [r["state"] for r in interrupted(tuple(urls), index, 2, 4)]
+    after = [run_rank(urls, index, r, 4, state=states, epochs=2, **nodes) for r in range(4)]
+    check_resumed_epoch(interrupted(tuple(urls), index, 2, 4), after, 4,
+                        reference(tuple(urls), index))
+    fresh = []
+    for r in range(4):
+        loader = stoker.Loader(urls, index=index, rank=r, world_size=4, threads=1, **OPTIONS,
+                               **nodes)
+        loader.set_epoch(EPOCH + 1)
+        fresh.append([samples(i, l) for i, l in loader])
+    assert [r["next"] for r in after] == fresh
+
+
+def test_states_saved_under_node_affinity_are_refused(indexed):
+    urls, index = indexed
+    nodes = dict(node_affinity=1, ranks_per_node=2)
+    states = [run_rank(urls, index, r, 4, stop=1, **nodes)["state"] for r in range(4)]
+    loader = stoker.Loader(urls, index=index, rank=0, world_size=2, threads=1, **OPTIONS)
+    with pytest.raises(ValueError, match=r"saved under node affinity \(2 ranks per node\)"):
+        loader.load_state_dict(states)
+    loader.close()
+
+
+def test_incomplete_or_mixed_states_are_refused(indexed):
+    urls, index = indexed
+    states = [r["state"] for r in interrupted(tuple(urls), index, 4, 3)]
+    loader = stoker.Loader(urls, index=index, rank=0, world_size=3, threads=1, **OPTIONS)
+    with pytest.raises(ValueError, match=r"incomplete: rank 2 of 4 missing"):
+        loader.load_state_dict(states[:2] + states[3:])
+    with pytest.raises(ValueError, match=r"rank 1 given twice"):
+        loader.load_state_dict(states[:3] + [states[1]])
+    with pytest.raises(ValueError, match=r"different epochs \(rank 0: 1, rank 3: 2\)"):
+        loader.load_state_dict(states[:3] + [dict(states[3], epoch=2)])
+    with pytest.raises(ValueError, match=r"different seeds"):
+        loader.load_state_dict([dict(s, seed=4) if s["rank"] == 2 else s for s in states])
+    with pytest.raises(ValueError, match=r"rank 0's of 4 ranks.*list of all 4 ranks"):
+        loader.load_state_dict(states[0])
+    with pytest.raises(ValueError, match=r"lacks rank, world_size"):
+        loader.load_state_dict([{"epoch": 1, "batch": 3, "seed": 3, "fingerprint": 1}])
+    loader.close()
+    other = stoker.Loader(urls[:-1], index=None, rank=0, world_size=1, threads=1, **OPTIONS)
+    with pytest.raises(ValueError, match=r"other URLs or options"):
+        other.load_state_dict(states)
+    other.close()
+
+
+@pytest.mark.parametrize("options,why", [
+    (dict(index=False), "needs a dataset index"),
+    (dict(shuffle_buffer=9), "needs the global order"),
+    (dict(shuffle=False, whole_shards=True), "whole_shards splits the epoch by shard"),
+    (dict(samples_per_rank=30), "samples_per_rank is set"),
+])
+def test_what_counts_cannot_tell_is_refused_naming_why(indexed, options, why):
+    """The old run's states are complete and of the same dataset, but the
+    new loader would not know from counts what the old ranks delivered."""
+    urls, index = indexed
+    new_index = None if options.pop("index", True) is False else index
+    states = [run_rank(urls, index, r, 2, stop=1, **options)["state"] for r in range(2)]
+    loader = stoker.Loader(urls, index=new_index, rank=0, world_size=1, threads=1, **OPTIONS,
+                           **options)
+    with pytest.raises(stoker.Error, match=f"elastic resume .*{why}"):
+        loader.load_state_dict(states)
+    loader.close()
+
+
+def test_with_a_hook_and_other_thread_and_process_counts(indexed):
+    urls, index = indexed
+    hooked = dict(map=hook_fns.augment)
+    want = dict(s for b in run_rank(urls, index, 0, 1, **hooked)["batches"] for s in b)
+    before = [run_rank(urls, index, r, 2, stop=3, hook_processes=1, **hooked) for r in range(2)]
+    states = [r["state"] for r in before]
+    after = [run_rank(urls, index, r, 3, state=states, threads=2, hook_processes=2, **hooked)
+             for r in range(3)]
+    check_resumed_epoch(before, after, 3, want)
+
+
+def test_with_a_dask_cluster(indexed, cluster):
+    urls, index = indexed
+    cluster.add_worker("w1")
+    before = interrupted(tuple(urls), index, 4, 2)
+    states = [r["state"] for r in before]
+    after = [run_rank(urls, index, r, 2, state=states, cluster=cluster.client,
+                      batches_per_task=1) for r in range(2)]
+    check_resumed_epoch(before, after, 2, reference(tuple(urls), index))
+    # Whoever made them (the workers, or the local thread on a machine too
+    # loaded for them to be first: not asserted), all are counted.
+    assert sum(r["cluster"]["batches_cluster"] + r["cluster"]["batches_local"]
+               for r in after) == sum(len(r["batches"]) for r in after)
+
+
+def test_a_batch_range_of_a_resumed_epoch_is_the_trainers(indexed):
+    """What a Dask task does (_cluster_worker.make_range): a loader of its
+    own told the trainer's remainder, then a range of its batches. The
+    trainer's loader gives the same batches at those indices."""
+    urls, index = indexed
+    states = [r["state"] for r in interrupted(tuple(urls), index, 4, 1)]
+    trainer = run_rank(urls, index, 1, 2, state=states)
+    # The ranges the trainer's state names while in that epoch.
+    remaining = run_rank(urls, index, 1, 2, state=states, stop=1)["state"]["remaining"]
+    assert remaining
+    task = stoker.Loader(urls, index=index, rank=1, world_size=2, threads=1, **OPTIONS)._c
+    for first, count in ((2, 2), (4, 1), (0, 2)):
+        task.set_remainder(EPOCH, remaining)
+        task.seek_range(EPOCH, first, count)
+        got = []
+        while (b := task.next()) is not None:
+            got.append([int(v) for v in np.frombuffer(b.labels, np.int64)])
+            del b
+        assert got == [[label for label, _ in batch]
+                       for batch in trainer["batches"][first:first + count]]
+    task.close()
+
+
+cluster = test_cluster.cluster  # the fixture: a dask-scheduler and workers on 127.0.0.1
+
+RANK = r'''
+import json, sys
+import torch.distributed as dist
+import stoker
+rank, world, port, index, urls, states, stop = sys.argv[1:8]
+rank, world, stop = int(rank), int(world), int(stop)
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                        world_size=world)
+loader = stoker.Loader(json.loads(urls), index=index, batch_size=%d, image_size=16, threads=1,
+                       seed=3)
+loader.set_epoch(%d)
+if states != "-":
+    with open(states) as f:
+        loader.load_state_dict(json.load(f))
+    loader.set_epoch(%d)
+out = {"len": len(loader), "batches": []}
+for step, (_, labels) in enumerate(loader):
+    out["batches"].append([[int(v), ""] for v in labels])
+    if step + 1 == stop:
+        break
+out["state"] = loader.state_dict()
+out["padded"] = loader.stats()["samples_padded"]
+dist.barrier()
+dist.destroy_process_group()
+print(json.dumps(out))
+''' % (BATCH, EPOCH, EPOCH)
+
+
+def test_gloo_ranks_two_then_three(indexed, clean_env_factory, tmp_path):
+    urls, index = indexed
+    env = clean_env_factory(OMP_NUM_THREADS=1)
+    before = run_ranks(RANK, 2, [index, json.dumps(urls), "-", 4], env, timeout=240)
+    states = tmp_path / "states.json"
+    states.write_text(json.dumps([r["state"] for r in before]))
+    after = run_ranks(RANK, 3, [index, json.dumps(urls), states, 0], env, timeout=240)
+    want = {label: "" for label in range(TOTAL)}  # labels only through the processes
+    check_resumed_epoch(before, after, 3, want)

@@ -1,0 +1,231 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * test_remainder.c - what an interrupted epoch has left (plan/remainder.h),
+ * checked against a brute-force replay of the ranks' runs, and the split of
+ * such a remainder over new ranks (plan.c with spec.ranges).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/alloc.h"
+#include "plan/plan.h"
+#include "plan/remainder.h"
+#include "stoker.h"
+
+#define MAX_TOTAL 200
+
+/* The remainder of the positions in ranges (NULL: all of [0, total)) as
+ * flags, by replaying each old rank's run one position at a time. */
+static void brute_force(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
+                        const uint64_t *delivered, int *left)
+{
+    uint64_t seq[MAX_TOTAL], span = 0;
+    memset(left, 0, MAX_TOTAL * sizeof *left);
+    for (uint64_t p = 0; p < total; p++) {
+        int in = ranges == NULL;
+        for (size_t i = 0; !in && i < n_ranges; i++)
+            in = p >= ranges[2 * i] && p < ranges[2 * i + 1];
+        if (in) {
+            seq[span++] = p;
+            left[p] = 1;
+        }
+    }
+    for (int r = 0; r < world; r++) {
+        const uint64_t share = (span + (uint64_t)world - 1) / (uint64_t)world;
+        const uint64_t begin = pad ? r * share : r * span / (uint64_t)world;
+        const uint64_t end = pad ? begin + share : (r + 1) * span / (uint64_t)world;
+        for (uint64_t k = 0; k < delivered[r] && begin + k < end; k++)
+            left[seq[(begin + k) % span]] = 0;
+    }
+}
+
+static void check_against_brute_force(uint64_t total, const uint64_t *ranges, size_t n_ranges,
+                                      int world, int pad, const uint64_t *delivered)
+{
+    int want[MAX_TOTAL], got[MAX_TOTAL] = {0};
+    brute_force(total, ranges, n_ranges, world, pad, delivered, want);
+    uint64_t *out;
+    size_t n;
+    assert_int_equal(stk__plan_remainder(total, ranges, n_ranges, world, pad, delivered, &out, &n),
+                     0);
+    assert_true(n <= n_ranges + 2 * (size_t)world + 1);
+    assert_int_equal(stk__plan_ranges_check(out, n, total), 0);
+    for (size_t i = 0; i < n; i++)
+        for (uint64_t p = out[2 * i]; p < out[2 * i + 1]; p++)
+            got[p] = 1;
+    assert_memory_equal(got, want, sizeof got);
+    stk__free(out);
+}
+
+static void test_two_ranks_stopped_apart(void **state)
+{
+    (void)state;
+    const uint64_t delivered[] = {12, 20};
+    uint64_t *out;
+    size_t n;
+    assert_int_equal(stk__plan_remainder(63, NULL, 0, 2, 1, delivered, &out, &n), 0);
+    assert_int_equal(n, 2);
+    const uint64_t want[] = {12, 32, 52, 63};
+    assert_memory_equal(out, want, sizeof want);
+    stk__free(out);
+}
+
+/* Rank 3's padding repeats positions 0 and 1: delivered there, they are not
+ * left for the new ranks even though rank 0 had not reached them. */
+static void test_padding_counts_as_delivered(void **state)
+{
+    (void)state;
+    const uint64_t delivered[] = {0, 0, 0, 3};
+    uint64_t *out;
+    size_t n;
+    assert_int_equal(stk__plan_remainder(10, NULL, 0, 4, 1, delivered, &out, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(out[0], 2);
+    assert_int_equal(out[1], 9);
+    stk__free(out);
+}
+
+/* A remainder resumed and interrupted again: the old ranks split its
+ * ranges' positions, and what is left is still ranges of the epoch's. */
+static void test_remainder_of_a_remainder(void **state)
+{
+    (void)state;
+    const uint64_t ranges[] = {12, 32, 52, 63};
+    const uint64_t delivered[] = {11, 0, 5};
+    uint64_t *out;
+    size_t n;
+    assert_int_equal(stk__plan_remainder(63, ranges, 2, 3, 1, delivered, &out, &n), 0);
+    const uint64_t want[] = {23, 32, 52, 54, 59, 63};
+    assert_int_equal(n, 3);
+    assert_memory_equal(out, want, sizeof want);
+    stk__free(out);
+}
+
+/* Many shapes: worlds 1-5, padded and uneven, counts past the share. */
+static void test_matches_brute_force(void **state)
+{
+    (void)state;
+    const uint64_t ranges[] = {3, 9, 20, 21, 40, 77, 90, 100};
+    for (uint64_t total = 1; total <= 100; total += 7)
+        for (int world = 1; world <= 5; world++)
+            for (int pad = 0; pad <= 1; pad++)
+                for (uint64_t seed = 0; seed < 4; seed++) {
+                    uint64_t delivered[5];
+                    for (int r = 0; r < world; r++)
+                        delivered[r] = (seed * 7 + (uint64_t)r * 13) % (total / 2 + 3);
+                    check_against_brute_force(total, NULL, 0, world, pad, delivered);
+                    if (total == 100)
+                        check_against_brute_force(total, ranges, 4, world, pad, delivered);
+                }
+}
+
+/* New ranks split a remainder as a fresh epoch splits the whole sequence:
+ * each position once over equal shares, the padding counted. */
+static void test_new_ranks_split_the_remainder(void **state)
+{
+    (void)state;
+    const uint64_t counts[] = {7, 19, 4, 13, 11, 9}; /* 63 samples */
+    const uint64_t ranges[] = {12, 32, 52, 63};      /* 31 left */
+    for (int global = 0; global <= 1; global++) {
+        int seen[6][19] = {{0}};
+        uint64_t padded = 0, sum = 0;
+        for (int rank = 0; rank < 3; rank++) {
+            struct stk__plan_spec spec = {
+                .n_shards = 6,
+                .seed = 3,
+                .epoch = 1,
+                .rank = rank,
+                .world = 3,
+                .shuffle = 1,
+                .unbounded = 1,
+                .counts = counts,
+                .by_sample = 1,
+                .pad = 1,
+                .global = global,
+                .ranges = ranges,
+                .n_ranges = 2,
+            };
+            struct stk__plan_cursor c;
+            assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+            uint64_t mine = 0;
+            struct stk__plan_segment seg;
+            for (uint64_t g = 0; g < c.count && stk__plan_cursor_segment(&c, g, &seg); g++) {
+                for (uint64_t k = 0; k < seg.count; k++)
+                    seen[seg.shard][seg.first + k]++;
+                mine += seg.count;
+            }
+            assert_int_equal(mine, 11); /* ceil(31 / 3) */
+            padded += c.padded;
+            sum += mine;
+            stk__plan_cursor_free(&c);
+        }
+        assert_int_equal(padded, 2);
+        assert_int_equal(sum, 33);
+        /* The positions of the ranges, mapped to samples by the whole
+         * epoch's plan (one rank of one), are the ones seen. */
+        struct stk__plan_spec whole = {
+            .n_shards = 6,
+            .seed = 3,
+            .epoch = 1,
+            .rank = 0,
+            .world = 1,
+            .shuffle = 1,
+            .counts = counts,
+            .by_sample = 1,
+            .pad = 1,
+            .global = global,
+        };
+        struct stk__plan_cursor c;
+        assert_int_equal(stk__plan_cursor_open(&c, &whole), 0);
+        uint64_t pos = 0, twice = 0;
+        struct stk__plan_segment seg;
+        for (uint64_t g = 0; g < c.count && stk__plan_cursor_segment(&c, g, &seg); g++)
+            for (uint64_t k = 0; k < seg.count; k++, pos++) {
+                const int in = (pos >= 12 && pos < 32) || pos >= 52;
+                const int n = seen[seg.shard][seg.first + k];
+                assert_true(in ? n >= 1 : n == 0);
+                twice += n > 1;
+            }
+        assert_int_equal(pos, 63);
+        assert_int_equal(twice, 2); /* the padding */
+        stk__plan_cursor_free(&c);
+    }
+}
+
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    const uint64_t delivered[] = {3, 4, 5};
+    for (unsigned long fail = 1;; fail++) {
+        uint64_t *out;
+        size_t n;
+        stk__alloc_fail_after(fail);
+        int rc = stk__plan_remainder(50, NULL, 0, 3, 1, delivered, &out, &n);
+        stk__alloc_fail_after(0);
+        if (rc == 0) {
+            stk__free(out);
+            break;
+        }
+        assert_int_equal(rc, STK_ENOMEM);
+        assert_null(out);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_ranks_stopped_apart),
+        cmocka_unit_test(test_padding_counts_as_delivered),
+        cmocka_unit_test(test_remainder_of_a_remainder),
+        cmocka_unit_test(test_matches_brute_force),
+        cmocka_unit_test(test_new_ranks_split_the_remainder),
+        cmocka_unit_test(test_allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
