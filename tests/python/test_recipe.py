@@ -191,6 +191,22 @@ def test_repeated_augmentation_resumes_exactly_whatever_the_threads(even_shards,
     assert len(head + tail) == len(whole)
 
 
+def test_repeated_augmentation_refuses_what_it_cannot_deal(even_shards, even_index):
+    """Where ra_reps does not divide world_size a rank reads the parts of
+    several copies: node affinity (a sample's ranks on one node) and a
+    samples_per_rank below one sample of each part are refused, saying
+    why."""
+    with pytest.raises(stoker.OptionError, match=r"node_affinity with ra_reps=3 and "
+                       r"world_size=4: .* node affinity needs ra_reps to divide the ranks per "
+                       r"node"):
+        stoker.Loader(even_shards, transform="train", rank=0, world_size=4, ra_reps=3,
+                      index=even_index, node_affinity=1, ranks_per_node=2)
+    with pytest.raises(stoker.OptionError, match=r"samples_per_rank=2 with ra_reps=3 and "
+                       r"world_size=4: each rank reads 3 parts of the epoch"):
+        stoker.Loader(even_shards, transform="train", rank=0, world_size=4, ra_reps=3,
+                      index=even_index, samples_per_rank=2)
+
+
 def erased_images(shards, threads=2, **options):
     loader = stoker.Loader(shards, batch_size=8, image_size=40, transform="train", seed=4,
                            samples_per_rank=48, random_erase=1.0, threads=threads, **options)
