@@ -510,15 +510,23 @@ struct stk_options {
      * center crop (default 0: int(min(height, width) / 0.875)). */
     unsigned eval_resize;
     /* Repeated augmentation (the reference's --ra-sampler --ra-reps;
-     * default 0: 1, off): ranks rank / ra_reps * ra_reps ... + ra_reps - 1
-     * read the same samples in the same order, each with its own crop,
-     * augmentations and mixing, so each sample is seen ra_reps times per
-     * epoch on ra_reps different ranks. world_size must be a multiple of
-     * ra_reps. With a dataset index each rank still yields total /
-     * world_size samples (as the reference's sampler), so an epoch covers
-     * 1 / ra_reps of the data, a different part each epoch when
-     * shuffling; without one and without samples_per_rank a rank yields
-     * its group's whole share. */
+     * default 0: 1, off): each sample is seen ra_reps times per epoch, each
+     * copy with its own crop and augmentations, the copies dealt round
+     * robin over the ranks as torchvision's RASampler deals them: on
+     * ra_reps different ranks when world_size >= ra_reps, else spread over
+     * all ranks as evenly as they go. Any pair works. Where ra_reps divides
+     * world_size, ranks rank / ra_reps * ra_reps ... + ra_reps - 1 read the
+     * same samples in the same order; else the epoch is split into
+     * world_size / gcd(ra_reps, world_size) parts and each rank reads
+     * ra_reps / gcd of them, one per copy it holds. With a dataset index
+     * each rank still yields total / world_size samples (as the
+     * reference's sampler), rounded down to a multiple of the parts it
+     * reads, the same count of each, so an epoch covers 1 / ra_reps of the
+     * data, a different part each epoch when shuffling; without one and
+     * without samples_per_rank a rank yields its parts whole (samples_per_rank
+     * without an index then cuts the rank's stream, and the last samples'
+     * copies may not all be delivered). node_affinity needs ra_reps to
+     * divide the ranks per node. */
     unsigned ra_reps;
     enum stk_auto_augment auto_augment;
     enum stk_interpolation augment_interpolation;

@@ -60,12 +60,17 @@ struct stk_loader {
     int global_order;          /* ... in a global order of the samples, read by offset */
     int rank;
     int world_size;
-    /* Repeated augmentation (stk_options.ra_reps): the shard plan of rank
-     * rank / reps among world_size / reps, so reps consecutive ranks read
-     * the same samples and draw their own augmentations. reps 1: the
-     * rank's own plan. */
+    /* Repeated augmentation (stk_options.ra_reps, plan.h): where reps
+     * divides world_size, the shard plan of rank rank / reps among
+     * world_size / reps, so reps consecutive ranks read the same samples
+     * and draw their own augmentations (reps 1: the rank's own plan); else
+     * the rank's own, made of plan_slots of the epoch's plan_parts parts,
+     * slot_samples of each. */
     int plan_rank;
     int plan_world;
+    int plan_parts;
+    int plan_slots;
+    uint64_t slot_samples;
     int plan_ranks_per_node; /* node affinity in the plan's ranks; 0: off */
     int node_ranks;          /* plan ranks on this node, for the cache's next uses */
     /* The cache's counts when the current epoch started (stats reads them
@@ -152,25 +157,27 @@ static int plan_ranks(stk_loader *l, struct stk__err *err)
 {
     /* torchvision's RASampler deals the copies of its index list round
      * robin, so any pair works there: with 3 copies on 4 ranks, sample 0
-     * goes to ranks 0-2 and sample 1 to 3, 0, 1. A shard stream cannot
-     * share samples that way (no rank set reads the same shards as
-     * another), nor repeat a sample on one rank: reps consecutive ranks read
-     * one plan share instead. */
+     * goes to ranks 0-2 and sample 1 to 3, 0, 1. Where reps divides the
+     * world, reps consecutive ranks read one plan share; else each rank
+     * reads several shares, one per copy it holds (plan.h). */
     int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
-    if (l->world_size % reps != 0)
-        return stk__errf(err, STK_EINVAL,
-                         "ra_reps=%d with world_size=%d: stoker gives each sample to ra_reps "
-                         "ranks that read the same shards (ranks 0 to ra_reps-1 share one "
-                         "part, the next ra_reps the next), so world_size must be a multiple "
-                         "of ra_reps%s; unlike torchvision's RASampler it does not deal the "
-                         "copies round robin over any world size, nor repeat a sample on one "
-                         "rank",
-                         reps, l->world_size,
-                         l->world_size < reps ? " (at least ra_reps ranks)" : "");
+    stk__plan_repeats(reps, l->world_size, &l->plan_parts, &l->plan_slots);
+    l->node_ranks = 1;
+    if (l->plan_slots > 1) {
+        l->plan_rank = l->rank;
+        l->plan_world = l->world_size;
+        if (l->opts.node_affinity == 1)
+            return stk__errf(err, STK_EINVAL,
+                             "node_affinity with ra_reps=%d and world_size=%d: where ra_reps "
+                             "does not divide world_size each rank reads the parts of several "
+                             "copies, dealt over the ranks of every node; node affinity needs "
+                             "ra_reps to divide the ranks per node",
+                             reps, l->world_size);
+        return 0;
+    }
     l->plan_rank = l->rank / reps;
     l->plan_world = l->world_size / reps;
     int rpn;
-    l->node_ranks = 1;
     /* Auto (-1): on with a cache and several nodes the launcher names
      * (mixing is the same either way: docs/node-cache.md). Without affinity
      * the launcher may still say which ranks share this node and its cache,
@@ -213,20 +220,35 @@ static int use_index(stk_loader *l, struct stk__err *err)
                              l->opts.max_samples_per_shard, &l->index, err);
     if (rc < 0)
         return rc;
-    l->split_by_sample = l->plan_world > 1 && !l->opts.whole_shards;
+    l->split_by_sample = l->plan_parts > 1 && !l->opts.whole_shards;
+    const int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;
     uint64_t total = 0;
     for (size_t i = 0; i < l->urls.count; i++)
         total += l->index.counts[i];
     l->index_total = total;
-    if (l->world_size > 1 && l->opts.samples_per_rank == 0 && !l->opts.uneven) {
+    if ((l->world_size > 1 || reps > 1) && l->opts.samples_per_rank == 0 && !l->opts.uneven) {
         const uint64_t world = (uint64_t)l->world_size;
         l->auto_share = 1;
-        l->opts.samples_per_rank = l->split_by_sample && l->plan_world == l->world_size
-                                       ? (total + world - 1) / world
-                                       : total / world;
+        l->opts.samples_per_rank = l->split_by_sample && reps == 1 ? (total + world - 1) / world
+                                                                   : total / world;
         if (l->opts.samples_per_rank == 0)
             return stk__errf(err, STK_EPLAN, "the dataset index counts %llu samples: too few for %d ranks",
                              (unsigned long long)total, l->world_size);
+    }
+    /* A rank holding several copies' parts reads the same count of each,
+     * so every rank holding a part reads the same samples of it: the share
+     * rounds down to a multiple of the parts (at most plan_slots - 1
+     * samples a rank, as RASampler truncates to num_selected_samples). */
+    if (l->plan_slots > 1 && l->opts.samples_per_rank != 0) {
+        l->slot_samples = l->opts.samples_per_rank / (uint64_t)l->plan_slots;
+        if (l->slot_samples == 0)
+            return stk__errf(err, STK_EINVAL,
+                             "samples_per_rank=%llu with ra_reps=%d and world_size=%d: each rank "
+                             "reads %d parts of the epoch, one per copy it holds, and needs at "
+                             "least one sample of each",
+                             (unsigned long long)l->opts.samples_per_rank, reps, l->world_size,
+                             l->plan_slots);
+        l->opts.samples_per_rank = l->slot_samples * (uint64_t)l->plan_slots;
     }
     return 0;
 }
@@ -311,7 +333,7 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     if (rc == 0 && opts->index_path != NULL)
         rc = use_index(l, &err);
     if (rc == 0 && !l->split_by_sample)
-        rc = stk__plan_check(l->urls.count, l->plan_world, &err);
+        rc = stk__plan_check(l->urls.count, l->plan_parts, &err);
     /* A local shard that is missing fails now, not when its turn comes (a
      * stat each); under the skip policy it is skipped then, and counted. */
     for (size_t i = 0; rc == 0 && opts->on_error == STK_ON_ERROR_FAIL && i < l->urls.count; i++)
@@ -332,7 +354,7 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
             goto fail;
         /* Repeated augmentation: the ranks that share a plan draw their
          * own crops, augmentations and mixing. */
-        if (l->plan_world != l->world_size)
+        if (l->opts.ra_reps > 1)
             l->image.seed = stk__mix(opts->seed, (uint64_t)l->rank);
         l->has_ring = 1; /* destroyable even when its init fails */
         if (stk__image_ring_init(&l->ring, opts->max_batches, opts->batch_size,
@@ -403,6 +425,8 @@ static struct stk__plan_spec whole_spec(const stk_loader *l)
         .by_sample = l->split_by_sample,
         .pad = !l->opts.uneven,
         .global = l->global_order,
+        .reps = l->plan_slots > 1 ? (int)l->opts.ra_reps : 0,
+        .slot_samples = l->slot_samples,
     };
 }
 
@@ -665,7 +689,7 @@ static int elastic_refusal(stk_loader *l)
     else if (l->opts.whole_shards)
         why = "whole_shards splits the epoch by shard: the rest of a shard a rank was reading "
               "is no run of one sequence";
-    else if (l->plan_world != l->world_size)
+    else if (l->opts.ra_reps > 1)
         why = "ra_reps repeats each sample on several ranks";
     else if (l->opts.samples_per_rank != 0 && !l->auto_share)
         why = "samples_per_rank is set: a rank's count then depends on the world size given, "

@@ -140,7 +140,8 @@
     X(interpolation, CHOICE, STK__BENCH, "bilinear", 0, 0, "interpolation", "bilinear,bicubic", \
       "filter resizing the crop, Pillow's antialiased bilinear or bicubic (as torchvision on PIL)") \
     X(ra_reps, UINT, STK__BENCH, "0", 1, 64, "ra-reps", "N", \
-      "repeated augmentation: each sample on N ranks per epoch, own draws (0: 1)") \
+      "repeated augmentation: each sample N times per epoch, own draws, the copies dealt " \
+      "round robin over the ranks (0: 1)") \
     X(auto_augment, CHOICE, STK__BENCH, "none", 0, 0, "auto-augment", "none,ta_wide,ra,imagenet", \
       "train: TrivialAugmentWide, RandAugment or AutoAugment's ImageNet policy on the crop") \
     X(augment_interpolation, CHOICE, STK__BENCH, "nearest", 0, 0, "augment-interpolation", \

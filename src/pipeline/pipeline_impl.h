@@ -103,6 +103,7 @@ struct slot {
     uint64_t deferred; /* what that sample would hold with the member the gate put off */
     uint64_t position; /* position of the shard being read in the rank's list */
     uint64_t skip;     /* samples to skip in it (a resumed epoch), 0 afterwards */
+    uint32_t draws;    /* its segment's copy under repeated augmentation (plan.h) */
 };
 
 struct reader_thread {

@@ -89,6 +89,7 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
     if (!stk__plan_cursor_segment(&rt->cursor, s->position, &seg))
         return 0;
     const size_t shard = seg.shard;
+    s->draws = seg.draws;
     /* The node cache's clock: reads planned before this one are past. */
     if (p->cfg.shard.cache != NULL)
         stk__cache_advance(p->cfg.shard.cache,
@@ -182,6 +183,7 @@ static int produce(struct reader_thread *rt, struct slot *s, struct item *it) {
     if (rc == 1) {
         it->kind = ITEM_SAMPLE;
         it->sample->pass = s->position / p->rank_shards;
+        it->sample->draws = s->draws;
         return 1;
     }
     if (rc == 0) {

@@ -229,8 +229,12 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
         }
     }
     /* The image config's seed differs from the option's for repeated
-     * augmentation (loader.c); without a transform there is none. */
-    uint64_t seed = p->cfg.image != NULL ? p->cfg.image->seed : p->cfg.opts.seed;
+     * augmentation (loader.c); without a transform there is none. A rank
+     * holding several copies' parts (plan.h) draws each as its copy's
+     * virtual rank, as the loader's seed for a rank holding one. */
+    uint64_t seed = s->draws != 0 ? stk__mix(p->cfg.opts.seed, (uint64_t)s->draws - 1)
+                    : p->cfg.image != NULL ? p->cfg.image->seed
+                                           : p->cfg.opts.seed;
     stk__batch_add(*batch, s,
                    stk__draws_key(seed, p->cfg.opts.epoch, s->pub.shard_index, s->pass,
                                   s->position));

@@ -164,7 +164,7 @@ static void add_run(struct stk__plan_cursor *c, const uint64_t *counts, uint64_t
             uint64_t first = begin > start ? begin : start;
             uint64_t last = end < stop ? end : stop;
             c->segments[c->count++] =
-                (struct stk__plan_segment){shard, first - start, last - first};
+                (struct stk__plan_segment){shard, first - start, last - first, 0};
         }
         start = stop;
     }
@@ -192,7 +192,7 @@ static int add_global_run(struct stk__plan_cursor *c, const uint64_t *counts,
         }
         while (starts[lo + 1] <= id) /* empty shards share a start */
             lo++;
-        c->segments[c->count++] = (struct stk__plan_segment){c->perm[lo], id - starts[lo], 1};
+        c->segments[c->count++] = (struct stk__plan_segment){c->perm[lo], id - starts[lo], 1, 0};
     }
     stk__free(starts);
     return 0;
@@ -427,8 +427,112 @@ int stk__plan_cursor_nodes(struct stk__plan_cursor *c, int ranks_per_node,
     return c->order != NULL ? 0 : STK_ENOMEM;
 }
 
+void stk__plan_repeats(int reps, int world, int *parts, int *slots)
+{
+    int a = reps > 1 ? reps : 1, b = world;
+    while (b != 0) { /* a becomes gcd(reps, world) */
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    *parts = world / a;
+    *slots = (reps > 1 ? reps : 1) / a;
+}
+
+/* Append seg to c->segments, growing it. 0 or STK_ENOMEM. */
+static int push_segment(struct stk__plan_cursor *c, struct stk__plan_segment seg, size_t *room)
+{
+    if (c->count == *room) {
+        size_t grown = *room ? *room * 2 : 64;
+        struct stk__plan_segment *more = stk__realloc(c->segments, grown * sizeof *more);
+        if (more == NULL)
+            return STK_ENOMEM;
+        c->segments = more;
+        *room = grown;
+    }
+    c->segments[c->count++] = seg;
+    return 0;
+}
+
+/* Append a part's pass-0 list to c's, tagged with draws: all of it (want
+ * 0), or its first want samples, over it again from its start while it
+ * holds fewer (counts, the samples per shard, needed then). 0 or
+ * STK_ENOMEM. */
+static int append_part(struct stk__plan_cursor *c, struct stk__plan_cursor *part,
+                       const uint64_t *counts, uint64_t want, uint32_t draws, size_t *room)
+{
+    uint64_t taken = 0, held = 0; /* samples appended; samples of the part's list */
+    struct stk__plan_segment seg;
+    for (size_t i = 0; want != 0 && i < part->count; i++) {
+        (void)stk__plan_cursor_segment(part, i, &seg);
+        held += seg.count != STK__PLAN_WHOLE ? seg.count : counts[seg.shard];
+    }
+    if (want == 0)
+        c->padded += part->padded;
+    else if (want > held - part->padded) /* the part's padding or a cycle repeats samples */
+        c->padded += want - (held - part->padded);
+    while (held > 0 || want == 0) {
+        for (size_t i = 0; i < part->count && (want == 0 || taken < want); i++) {
+            (void)stk__plan_cursor_segment(part, i, &seg);
+            if (want != 0) {
+                uint64_t n = seg.count != STK__PLAN_WHOLE ? seg.count : counts[seg.shard];
+                if (n > want - taken)
+                    n = want - taken;
+                if (n == 0)
+                    continue;
+                seg.count = n;
+                taken += n;
+            }
+            seg.draws = draws;
+            if (push_segment(c, seg, room) < 0)
+                return STK_ENOMEM;
+        }
+        if (want == 0 || taken == want)
+            break;
+    }
+    return 0;
+}
+
+/* The rank's list under repeated augmentation over virtual ranks (see the
+ * top of plan.h): its parts' lists one after the other. */
+static int open_repeats(struct stk__plan_cursor *c, const struct stk__plan_spec *spec)
+{
+    int parts, slots;
+    stk__plan_repeats(spec->reps, spec->world, &parts, &slots);
+    int rc = stk__plan_cursor_init(c, spec->n_shards, spec->seed, spec->epoch, spec->rank,
+                                   spec->world, spec->shuffle, spec->unbounded);
+    if (rc < 0)
+        return rc;
+    c->count = 0;
+    size_t room = 0;
+    struct stk__plan_spec one = *spec;
+    one.reps = 0;
+    one.world = parts;
+    for (int j = 0; rc == 0 && j < slots; j++) {
+        const int v = spec->rank + j * spec->world;
+        one.rank = v / spec->reps;
+        struct stk__plan_cursor part;
+        rc = stk__plan_cursor_open(&part, &one);
+        if (rc == 0) {
+            rc = append_part(c, &part, spec->counts, spec->slot_samples, (uint32_t)v + 1, &room);
+            stk__plan_cursor_free(&part);
+        }
+    }
+    /* Extra passes (samples_per_rank without counts) reorder the whole list. */
+    if (rc == 0) {
+        stk__free(c->order);
+        c->order = stk__calloc(c->count + 1, sizeof *c->order);
+        rc = c->order == NULL ? STK_ENOMEM : 0;
+    }
+    if (rc < 0)
+        stk__plan_cursor_free(c);
+    return rc;
+}
+
 int stk__plan_cursor_open(struct stk__plan_cursor *c, const struct stk__plan_spec *spec)
 {
+    if (spec->reps > 1)
+        return open_repeats(c, spec);
     int rc = stk__plan_cursor_init(c, spec->n_shards, spec->seed, spec->epoch, spec->rank,
                                    spec->world, spec->shuffle, spec->unbounded);
     if (rc == 0 && spec->ranks_per_node > 0)
@@ -462,7 +566,7 @@ int stk__plan_cursor_segment(struct stk__plan_cursor *c, uint64_t g,
         *seg = c->segments[i];
     else
         *seg = (struct stk__plan_segment){stk__plan_rank_shard(c->perm, i, c->rank, c->world), 0,
-                                          STK__PLAN_WHOLE};
+                                          STK__PLAN_WHOLE, 0};
     return 1;
 }
 

@@ -84,6 +84,8 @@ struct stk__plan_segment {
     size_t shard;
     uint64_t first;
     uint64_t count; /* STK__PLAN_WHOLE: the whole shard, however many it holds */
+    uint32_t draws; /* repeated augmentation: 1 + the virtual rank whose draws the samples
+                     * take (see the top of this file); 0: the rank's own */
 };
 #define STK__PLAN_WHOLE UINT64_MAX
 
@@ -127,7 +129,16 @@ struct stk__plan_spec {
      * ranks_per_node. */
     const uint64_t *ranges;
     size_t n_ranges;
+    int reps;               /* repeated augmentation dealt over virtual ranks (see above),
+                             * rank and world the real ones; 0 or 1: off */
+    uint64_t slot_samples;  /* with reps and counts: samples of each part the rank
+                             * reads; 0: all */
 };
+
+/* Repeated augmentation of reps copies over world ranks (see the top of this
+ * file): *parts, the plan parts of the epoch, and *slots, the parts each
+ * rank reads. */
+void stk__plan_repeats(int reps, int world, int *parts, int *slots);
 
 /* Node identity for node affinity: *ranks_per_node from opt when > 0, else
  * the launcher's LOCAL_WORLD_SIZE (torchrun), SLURM_NTASKS_PER_NODE, or

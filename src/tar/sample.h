@@ -26,6 +26,7 @@ struct stk__sample {
      * good samples of its shard and the pass over the rank's shards. */
     uint64_t position;
     uint64_t pass;
+    uint32_t draws; /* repeated augmentation: its copy's (plan.h's segment.draws) */
     /* Where a reader starts to deliver it (uncompressed): its first member's
      * header, or that of the bad samples just before it. */
     uint64_t offset;

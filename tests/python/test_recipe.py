@@ -3,6 +3,8 @@
 RandomErasing and Mixup/CutMix are the same bytes whatever the threads and
 after a resume; Mixup/CutMix batches are the un-mixed batch mixed with
 itself rolled by one, with soft targets that say so."""
+import math
+
 import pytest
 import torch
 
@@ -111,33 +113,98 @@ def test_eval_resize(even_shards):
     assert not torch.equal(default, eval_images(even_shards, eval_resize=40))
 
 
-def test_repeated_augmentation(even_shards, stoker_bin, tmp_path):
-    """ra_reps 2 over 4 ranks: each sample of the epoch comes exactly twice,
-    on two different ranks, with different pixels; every rank yields the
-    same number of batches."""
+@pytest.fixture(scope="module")
+def even_index(even_shards, stoker_bin, tmp_path_factory):
     import subprocess
-    index = tmp_path / "index.json"
+    index = tmp_path_factory.mktemp("ra-index") / "index.json"
     subprocess.run([stoker_bin, "index", "-o", str(index), *even_shards], check=True,
                    capture_output=True, timeout=120)
+    return str(index)
+
+
+def ra_epoch(shards, index, reps, world, **options):
+    """Every rank of a world in this process: the ranks each sample came to
+    (one entry a copy), its pixels per copy, and the batches of each rank."""
     seen, pixels, lengths = {}, {}, []
-    for rank in range(4):
-        loader = stoker.Loader(even_shards, batch_size=6, image_size=32, transform="train",
-                               seed=9, rank=rank, world_size=4, ra_reps=2, index=str(index),
-                               fields=("jpg", "__key__"), auto_augment="ta_wide")
+    for rank in range(world):
         n = 0
-        for images, keys in loader:
-            n += 1
-            for k, img in zip(keys, images):
-                seen.setdefault(k, []).append(rank)
-                pixels.setdefault(k, []).append(img.clone())
+        with stoker.Loader(shards, batch_size=5, image_size=16, transform="train", seed=9,
+                           rank=rank, world_size=world, ra_reps=reps, index=index, threads=2,
+                           fields=("jpg", "__key__"), **options) as loader:
+            for images, keys in loader:
+                n += 1
+                for k, img in zip(keys, images):
+                    seen.setdefault(k, []).append(rank)
+                    pixels.setdefault(k, []).append(img.clone())
         lengths.append(n)
-        loader.close()
-    assert len(set(lengths)) == 1
-    assert all(len(r) == 2 and r[0] // 2 == r[1] // 2 and r[0] != r[1] for r in seen.values())
-    assert len(seen) == 120 // 2  # each rank 30 samples, 2 copies: half the data per epoch
-    assert all(not torch.equal(*p) for p in pixels.values())
-    with pytest.raises(stoker.OptionError, match="ra_reps"):
-        stoker.Loader(even_shards, transform="train", rank=0, world_size=3, ra_reps=2)
+    return seen, pixels, lengths
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4, 8])
+@pytest.mark.parametrize("reps", [1, 2, 3, 4])
+def test_repeated_augmentation_takes_any_pair(even_shards, even_index, reps, world):
+    """ra_reps over any world size, as torchvision's RASampler deals the
+    copies round robin: every sample of the epoch comes ra_reps times, on
+    ra_reps different ranks where there are that many (else spread over
+    all ranks as evenly as can be), each copy with its own pixels; every
+    rank yields the same number of batches. Each rank yields total / world
+    samples rounded down to a multiple of the copies' parts it reads
+    (docs/images.md), so an epoch covers about 1 / ra_reps of the data."""
+    seen, pixels, lengths = ra_epoch(even_shards, even_index, reps, world)
+    total = 120
+    slots = reps // math.gcd(reps, world)  # the copies' parts a rank reads
+    share = total // world // slots * slots
+    assert lengths == [math.ceil(share / 5)] * world
+    assert all(len(ranks) == reps for ranks in seen.values()), seen
+    assert len(seen) * reps == share * world
+    for ranks in seen.values():
+        per_rank = [ranks.count(r) for r in range(world)]
+        if world >= reps:
+            assert len(set(ranks)) == reps, ranks
+        else:
+            assert max(per_rank) - min(per_rank) <= 1, ranks
+    assert all(not torch.equal(p[i], p[j]) for p in pixels.values()
+               for i in range(len(p)) for j in range(i))
+
+
+def test_repeated_augmentation_resumes_exactly_whatever_the_threads(even_shards, even_index):
+    """ra_reps=3 on 4 ranks (each rank reads three copies' parts): a resumed
+    epoch continues the same bytes, on another thread count too."""
+    def run(n=None, state=None, threads=2):
+        out, saved = [], None
+        with stoker.Loader(even_shards, batch_size=4, image_size=16, transform="train", seed=3,
+                           rank=1, world_size=4, ra_reps=3, index=even_index, threads=threads,
+                           fields=("jpg", "__key__")) as loader:
+            if state is not None:
+                loader.load_state_dict(state)
+            for images, keys in loader:
+                out.append((images.clone(), list(keys)))
+                if len(out) == n:
+                    saved = loader.state_dict()
+                    break
+        return out, saved
+    whole, _ = run()
+    head, state = run(n=3)
+    tail, _ = run(state=state, threads=1)
+    assert len(whole) == 8 and len(head) == 3
+    assert all(torch.equal(a[0], b[0]) and a[1] == b[1] for a, b in zip(head + tail, whole))
+    assert len(head + tail) == len(whole)
+
+
+def test_repeated_augmentation_refuses_what_it_cannot_deal(even_shards, even_index):
+    """Where ra_reps does not divide world_size a rank reads the parts of
+    several copies: node affinity (a sample's ranks on one node) and a
+    samples_per_rank below one sample of each part are refused, saying
+    why."""
+    with pytest.raises(stoker.OptionError, match=r"node_affinity with ra_reps=3 and "
+                       r"world_size=4: .* node affinity needs ra_reps to divide the ranks per "
+                       r"node"):
+        stoker.Loader(even_shards, transform="train", rank=0, world_size=4, ra_reps=3,
+                      index=even_index, node_affinity=1, ranks_per_node=2)
+    with pytest.raises(stoker.OptionError, match=r"samples_per_rank=2 with ra_reps=3 and "
+                       r"world_size=4: each rank reads 3 parts of the epoch"):
+        stoker.Loader(even_shards, transform="train", rank=0, world_size=4, ra_reps=3,
+                      index=even_index, samples_per_rank=2)
 
 
 def erased_images(shards, threads=2, **options):
@@ -293,17 +360,3 @@ def first_train_batch(shards, **options):
                        **options) as loader:
         images, _ = next(iter(loader))
         return images.clone()
-
-
-@pytest.mark.parametrize("world_size", [1, 4, 8])
-def test_ra_reps_that_do_not_divide_the_world_say_why(even_shards, world_size):
-    """ra_reps=3 (torchvision's default) on 1, 4 or 8 ranks: torchvision's
-    RASampler deals the copies round robin and takes any pair; stoker's
-    ranks share whole plan parts, so it refuses, saying so."""
-    with pytest.raises(stoker.OptionError) as info:
-        stoker.Loader(even_shards, transform="train", rank=0, world_size=world_size, ra_reps=3,
-                      samples_per_rank=12)
-    message = str(info.value)
-    assert f"ra_reps=3 with world_size={world_size}" in message, message
-    assert "world_size must be a multiple of ra_reps" in message and "RASampler" in message
-    assert ("at least ra_reps ranks" in message) == (world_size < 3), message

@@ -165,6 +165,98 @@ static void test_split_by_sample(void **state)
     }
 }
 
+/* Repeated augmentation over virtual ranks (plan.h): over every rank of a
+ * world, every sample read is read reps times, each copy tagged with a
+ * distinct virtual rank of the rank reading it, on reps distinct ranks when
+ * world >= reps; cut to slot_samples per part, every rank reads the same
+ * count and the epoch covers the parts' first slot_samples samples; whole
+ * parts without padding read every sample reps times. */
+static void check_repeats(const uint64_t *counts, size_t n_shards, int reps, int world,
+                          int by_sample, int global, uint64_t slot_samples)
+{
+    uint64_t total = 0, start[16];
+    for (size_t i = 0; i < n_shards; i++) {
+        start[i] = total;
+        total += counts[i];
+    }
+    int parts, slots;
+    stk__plan_repeats(reps, world, &parts, &slots);
+    assert_int_equal(parts * reps, world * slots); /* the lcm of reps and world */
+    static int copies[4096];
+    static uint32_t draws[4096][8], ranks[4096][8];
+    memset(copies, 0, sizeof copies);
+    for (int r = 0; r < world; r++) {
+        struct stk__plan_spec spec = {.n_shards = n_shards, .seed = 5, .epoch = 2, .rank = r,
+                                      .world = world, .shuffle = 1, .counts = counts,
+                                      .by_sample = by_sample, .pad = 0, .global = global,
+                                      .reps = reps, .slot_samples = slot_samples};
+        struct stk__plan_cursor c;
+        assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+        uint64_t mine = 0;
+        struct stk__plan_segment seg;
+        for (uint64_t g = 0; stk__plan_cursor_segment(&c, g, &seg); g++) {
+            uint64_t n = seg.count != STK__PLAN_WHOLE ? seg.count : counts[seg.shard];
+            assert_true(seg.first + n <= counts[seg.shard]);
+            assert_int_equal((seg.draws - 1) % (uint32_t)world, (uint32_t)r);
+            for (uint64_t k = 0; k < n; k++) {
+                uint64_t id = start[seg.shard] + seg.first + k;
+                assert_true(copies[id] < 8);
+                draws[id][copies[id]] = seg.draws;
+                ranks[id][copies[id]++] = (uint32_t)r;
+            }
+            mine += n;
+        }
+        if (slot_samples)
+            assert_int_equal(mine, slot_samples * (uint64_t)slots);
+        stk__plan_cursor_free(&c);
+    }
+    uint64_t read = 0;
+    for (uint64_t i = 0; i < total; i++) {
+        if (copies[i] == 0 && slot_samples)
+            continue;
+        assert_int_equal(copies[i], reps);
+        read++;
+        for (int a = 0; a < reps; a++)
+            for (int b = 0; b < a; b++) {
+                assert_true(draws[i][a] != draws[i][b]);
+                if (world >= reps)
+                    assert_true(ranks[i][a] != ranks[i][b]);
+            }
+    }
+    if (slot_samples)
+        assert_int_equal(read * (uint64_t)reps, slot_samples * (uint64_t)slots * (uint64_t)world);
+}
+
+static void test_repeats(void **state)
+{
+    (void)state;
+    const uint64_t uneven[] = {300, 300, 300, 300, 300, 100};
+    const uint64_t gaps[] = {7, 0, 13, 1, 0, 29, 5, 0, 17};
+    for (int reps = 2; reps <= 5; reps++) {
+        for (int world = 1; world <= 9; world++) {
+            int parts, slots;
+            stk__plan_repeats(reps, world, &parts, &slots);
+            if (slots == 1)
+                continue; /* the loader plans those as a plain plan of parts ranks */
+            for (int global = 0; global < 2; global++) {
+                check_repeats(uneven, 6, reps, world, parts > 1, global && parts > 1,
+                              1600 / (uint64_t)world / (uint64_t)slots);
+                check_repeats(gaps, 9, reps, world, parts > 1, global && parts > 1,
+                              72 / (uint64_t)world / (uint64_t)slots);
+            }
+            if (parts <= 9) /* whole shards of each part, as without an index */
+                check_repeats(gaps, 9, reps, world, 0, 0, 0);
+        }
+    }
+    int parts, slots;
+    stk__plan_repeats(3, 4, &parts, &slots);
+    assert_int_equal(parts, 4);
+    assert_int_equal(slots, 3);
+    stk__plan_repeats(4, 2, &parts, &slots);
+    assert_int_equal(parts, 1);
+    assert_int_equal(slots, 2);
+}
+
 static void test_rank_from_environment(void **state)
 {
     (void)state;
@@ -404,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_pass_order_permutes_the_ranks_own_list),
         cmocka_unit_test(test_too_few_shards),
         cmocka_unit_test(test_split_by_sample),
+        cmocka_unit_test(test_repeats),
         cmocka_unit_test(test_affinity_by_shard),
         cmocka_unit_test(test_affinity_by_sample),
         cmocka_unit_test(test_node_from_environment),

@@ -17,6 +17,7 @@ meaning the bytes alone do not: pack() refuses them, naming where in the
 value they are. torch.bfloat16, which numpy lacks, crosses as its 16 bits
 and is viewed as bfloat16 again on the other side.
 """
+import itertools
 import mmap
 import os
 
@@ -39,17 +40,19 @@ _REFUSED = {  # dtype kind -> why it cannot cross, and what to send instead
 
 
 class _Ref:
-    """Where one array lies in an arena."""
-    __slots__ = ("offset", "shape", "dtype", "is_torch")
+    """Where one array lies in an arena, or (in_slot) in its row of the
+    batch slot the result was written to (see Slot)."""
+    __slots__ = ("offset", "shape", "dtype", "is_torch", "in_slot")
 
-    def __init__(self, offset, shape, dtype, is_torch):
+    def __init__(self, offset, shape, dtype, is_torch, in_slot=False):
         self.offset, self.shape, self.dtype, self.is_torch = offset, shape, dtype, is_torch
+        self.in_slot = in_slot
 
     def __getstate__(self):
-        return (self.offset, self.shape, self.dtype, self.is_torch)
+        return (self.offset, self.shape, self.dtype, self.is_torch, self.in_slot)
 
     def __setstate__(self, state):
-        self.offset, self.shape, self.dtype, self.is_torch = state
+        self.offset, self.shape, self.dtype, self.is_torch, self.in_slot = state
 
 
 class Arena:
@@ -76,6 +79,14 @@ class Arena:
         self._attach(fd, size)
         return True
 
+    def close_fd(self):
+        """Close the fd only: the mapping stays while anything refers to
+        it (numpy views of an mmap hold no buffer export, so close() would
+        unmap memory they still point at)."""
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+
     def close(self):
         if self.map is not None:
             try:
@@ -100,9 +111,32 @@ def _arrays(value, found):
     return found
 
 
-def packed_size(value):
-    """Bytes that pack(value) needs in an arena."""
-    return sum(_aligned(_nbytes(a)) for a in _arrays(value, []))
+def packed_size(value, dest=None):
+    """Bytes that pack(value, dest=dest) needs in an arena."""
+    return sum(_aligned(_nbytes(a)) for k, a in enumerate(_arrays(value, []))
+               if _place(dest, k, a) is None)
+
+
+def _place(dest, k, a):
+    """The offset in the slot where the k-th array a of a result goes
+    (dest: a Slot's row_dest), or None when it is not laid out there."""
+    if dest is None or k >= len(dest[1]):
+        return None
+    offset, shape, dtype, is_torch = dest[1][k]
+    if isinstance(a, torch.Tensor):
+        if not is_torch or a.dtype == torch.bfloat16 or tuple(a.shape) != shape:
+            return None  # bfloat16 and the odd ones take the general path
+        try:
+            kind = numpy.dtype(str(a.dtype).replace("torch.", "")).str
+        except TypeError:
+            return None
+    elif isinstance(a, numpy.ndarray):
+        if is_torch or a.shape != shape:
+            return None
+        kind = a.dtype.str
+    else:
+        return None
+    return offset if kind == dtype else None
 
 
 def _nbytes(a):
@@ -134,20 +168,28 @@ def _numbers(v, where):
     return v, v.dtype.str
 
 
-def pack(value, arena, start=0, name="the value"):
+def pack(value, arena, start=0, name="the value", dest=None, slot=None):
     """(value with its arrays copied into arena from byte `start` on, the
-    end of what it took); the arena must hold start + packed_size(value).
-    name: what value is, for the TypeError of an array that cannot cross."""
+    end of what it took); the arena must hold start + packed_size(value,
+    dest). name: what value is, for the TypeError of an array that cannot
+    cross. dest, slot: a Slot's row_dest and the Arena mapping that slot:
+    each array laid out there goes straight into its row of the batch
+    instead."""
     offset = [start]
+    k = [0]
 
     def walk(v, where):
         if isinstance(v, (torch.Tensor, numpy.ndarray)):
+            at = _place(dest, k[0], v)
+            k[0] += 1
             a, dtype = _numbers(v, where)
-            dst = numpy.ndarray(a.shape, a.dtype, arena.map, offset[0])
+            in_slot = at is not None
+            if not in_slot:
+                at = offset[0]
+                offset[0] += _aligned(a.nbytes)
+            dst = numpy.ndarray(a.shape, a.dtype, (slot if in_slot else arena).map, at)
             dst[...] = a
-            ref = _Ref(offset[0], a.shape, dtype, isinstance(v, torch.Tensor))
-            offset[0] += _aligned(a.nbytes)
-            return ref
+            return _Ref(at, a.shape, dtype, isinstance(v, torch.Tensor), in_slot)
         if isinstance(v, tuple):
             return like(v, [walk(x, f"{where}[{i}]") for i, x in enumerate(v)])
         if isinstance(v, list):
@@ -195,42 +237,99 @@ def unpack(value, arena, copy):
 
 # A batch built in place: the results of a batch's samples are copied out
 # of the arenas straight into its rows, not each into memory of its own
-# and then all stacked into a batch (two copies, both alive at once).
+# and then all stacked into a batch (two copies, both alive at once). Once
+# the first result has shown the layout, each batch is a Slot instead: a
+# memfd laid out as the batch, which the hook processes write each result
+# into, row by row, and whose rows the trainer's batch is a view of (no
+# copy in the trainer, no result in an arena); the kernel frees it when the
+# last view of the user's batch and the last process's mapping go.
 
 
 class Rows:
     """The n rows of one array of a batch, shaped and typed as a sample's."""
     __slots__ = ("bits", "ref")
 
-    def __init__(self, ref, n):
-        self.ref, self.bits = ref, numpy.empty((n,) + tuple(ref.shape), _numpy_dtype(ref))
+    def __init__(self, ref, bits):
+        self.ref, self.bits = ref, bits
 
     def batch(self):
         """The batch's array: every row, as the hook returned each."""
         return _as_sent(self.bits, self.ref)
 
 
-def rows_for(value, n):
-    """For the value pack() made of one sample's result: the same structure
-    with each array replaced by the Rows of a batch of n samples, each
-    other value by None."""
+class Slot:
+    """A batch of n results laid out as template's (a result as pack()
+    made it): .rows, the same structure with a Rows over shared memory for
+    each array, None for each other value;
+    .arena, the Arena to hand to the hook processes (close_fd() once they
+    have written every row: the rows keep the memory mapped)."""
+
+    def __init__(self, template, n):
+        layout = []  # (Ref, offset of its first row) per array, in pack()'s order
+        size = [0]
+
+        def walk(v):
+            if isinstance(v, _Ref):
+                layout.append((v, size[0]))
+                size[0] += _aligned(n * _numpy_dtype(v).itemsize * int(numpy.prod(v.shape)))
+            elif isinstance(v, (tuple, list)):
+                for x in v:
+                    walk(x)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+
+        walk(template)
+        self.arena = Arena()
+        if layout:
+            self.arena.ensure(size[0])
+        self.key = next(_slot_keys)  # names it to the hook processes (fd numbers are reused)
+        self.layout = layout
+        self.n = n
+        it = iter(layout)
+        self.rows = _map_rows(template, lambda ref: _slot_rows(self.arena, next(it), n))
+
+    def row_dest(self, i):
+        """What the hook process needs to write row i: (the slot's key,
+        (offset, shape, numpy dtype str, is_torch) per array)."""
+        return (self.key, [(start + i * _numpy_dtype(ref).itemsize *
+                                 int(numpy.prod(ref.shape)), tuple(ref.shape), ref.dtype,
+                                 ref.is_torch) for ref, start in self.layout])
+
+
+_slot_keys = itertools.count()
+
+
+def _slot_rows(arena, placed, n):
+    ref, start = placed
+    return Rows(ref, numpy.ndarray((n,) + tuple(ref.shape), _numpy_dtype(ref), arena.map, start))
+
+
+def _map_rows(value, make):
     if isinstance(value, _Ref):
-        return Rows(value, n)
+        return make(value)
     if isinstance(value, tuple):
-        return like(value, [rows_for(x, n) for x in value])
+        return like(value, [_map_rows(x, make) for x in value])
     if isinstance(value, list):
-        return [rows_for(x, n) for x in value]
+        return [_map_rows(x, make) for x in value]
     if isinstance(value, dict):
-        return {k: rows_for(x, n) for k, x in value.items()}
+        return {k: _map_rows(x, make) for k, x in value.items()}
     return None
 
 
-def unpack_into(value, arena, rows, i):
+def unpack_into(value, arena, rows, i, slot=None):
     """unpack(value, arena, copy=True) with each array copied into row i of
-    the matching Rows of rows (from rows_for) and a view of it; an array
+    the matching Rows of rows (a Slot's) and a view of it; an array
     whose place, shape or dtype rows do not have gets memory of its own
-    (the caller names the sample that differs)."""
+    (the caller names the sample that differs). slot: the Arena of the
+    Slot whose row i the hook process wrote arrays into (in_slot), which
+    are views of it already."""
     if isinstance(value, _Ref):
+        if value.in_slot:
+            if isinstance(rows, Rows) and (rows.ref.shape, rows.ref.dtype) == \
+                    (value.shape, value.dtype):
+                return _as_sent(rows.bits[i, ...], value)
+            return unpack(value, slot, copy=True)  # in another row's place: the caller names it
         if not isinstance(rows, Rows) or (rows.ref.shape, rows.ref.dtype, rows.ref.is_torch) != \
                 (value.shape, value.dtype, value.is_torch):
             return unpack(value, arena, copy=True)
@@ -239,9 +338,10 @@ def unpack_into(value, arena, rows, i):
         return _as_sent(row, value)
     if isinstance(value, (tuple, list)):
         same = type(rows) is type(value) and len(rows) == len(value)
-        items = [unpack_into(x, arena, rows[j] if same else None, i) for j, x in enumerate(value)]
+        items = [unpack_into(x, arena, rows[j] if same else None, i, slot)
+                 for j, x in enumerate(value)]
         return like(value, items) if isinstance(value, tuple) else items
     if isinstance(value, dict):
         inner = rows if isinstance(rows, dict) else {}
-        return {k: unpack_into(x, arena, inner.get(k), i) for k, x in value.items()}
+        return {k: unpack_into(x, arena, inner.get(k), i, slot) for k, x in value.items()}
     return value

@@ -37,13 +37,25 @@ class _Job:
         self.batch_task = None
         self.out = None
         self.ready = False
-        self.rows = None  # the batch map= results are copied into, from the first back
+        # The batch map= results go to: a Slot the hook processes write
+        # into, laid out as the first result back (until then nothing).
+        self.slot = self.rows = None
 
-    def place(self, n, i, packed, arena):
-        """Task.into of sample i of n: its result into row i of the batch."""
-        if self.rows is None:
-            self.rows = _shm.rows_for(packed, n)
-        return _shm.unpack_into(packed, arena, self.rows, i)
+    def give_slot(self, template):
+        """Lay the batch out as template (the first result, packed) in a
+        Slot: the samples not sent yet are written there by the hook
+        processes; those sent already are copied into their rows."""
+        self.slot = _shm.Slot(template, len(self.tasks))
+        self.rows = self.slot.rows
+        if self.slot.layout:  # arrays to write; else Python values only, pickled back
+            for i, task in enumerate(self.tasks):
+                task.dest = (self.slot, i)
+
+    def release(self):
+        """The hook processes have written every row: the batch keeps the
+        slot's memory mapped, not its fd."""
+        if self.slot is not None:
+            self.slot.arena.close_fd()
 
 
 class HookedBatches:
@@ -56,6 +68,8 @@ class HookedBatches:
         self.has_map, self.has_batch = map_fn is not None, batch_fn is not None
         self.seed, self.rank = seed, rank
         self.spec = None  # signature of map='s result, from the first sample
+        self.template = None  # the first result back, packed: the layout of every batch's slot
+        self._in_flight = ()  # the batches in flight (_run's)
         self.map_shape = map_shape  # declared shape of map='s result, or None
         self.skipped = 0
         self.wait_ns = 0  # the training loop waiting for hooked batches (report())
@@ -113,11 +127,13 @@ class HookedBatches:
             source.close()
 
     def _run(self, source, epoch, stop, with_skips, slots):
-        jobs = collections.deque()
+        jobs = self._in_flight = collections.deque()
         try:
             yield from self._jobs(jobs, source, epoch, stop, with_skips, slots)
         finally:  # stopped early: the hook processes go on to the next batches' samples
             self.pool.discard(set(jobs))
+            for job in jobs:
+                job.release()
 
     def _jobs(self, jobs, source, epoch, stop, with_skips, slots):
         exhausted = False
@@ -162,11 +178,24 @@ class HookedBatches:
         job = _Job(index, tasks, labels, names, direct)
         if self.has_map:
             for i, (sample, key) in enumerate(zip(samples, keys)):
-                task = Task("map", key, sample, job, functools.partial(job.place, len(samples), i))
-                tasks.append(task)
+                tasks.append(Task("map", key, sample, job, functools.partial(self._place, job, i)))
+            if self.template is not None:
+                job.give_slot(self.template)
+            for task in tasks:
                 self.pool.submit(task)
             job.remaining = len(tasks)
         return job
+
+    def _place(self, job, i, packed, arena):
+        """Task.into of sample i of job: its result in row i of the batch,
+        written there by the hook process or copied there now. The first
+        result back lays out the slots of its batch and every batch after."""
+        if self.template is None:
+            self.template = packed
+            for other in self._in_flight:
+                if other.rows is None:
+                    other.give_slot(packed)
+        return _shm.unpack_into(packed, arena, job.rows, i, job.slot.arena)
 
     def _advance(self, jobs, epoch):
         """Assemble, in order, each batch whose samples are all back."""
@@ -176,6 +205,7 @@ class HookedBatches:
             if job.out is not None or job.batch_task is not None or job.ready:
                 continue
             batch = self._assemble(job) if self.has_map else job.direct
+            job.release()
             if self.has_batch:
                 k = _rng.batch_key(self.seed, epoch, self.rank, job.index)
                 job.batch_task = Task("batch_map", k, batch, job)

@@ -80,11 +80,15 @@ def dumps(hooks):
 class Task:
     """One call of a hook: hooks[which](arg, rng(key)). into: None, or
     into(packed, arena) that copies the result out of the arena where its
-    owner wants it (a sample's into its batch's rows) and returns it."""
-    __slots__ = ("which", "key", "arg", "done", "result", "error", "attempts", "owner", "into")
+    owner wants it (a sample's into its batch's rows) and returns it.
+    dest: None, or (an _shm.Slot, row): the hook process writes the result
+    into that row of the slot itself."""
+    __slots__ = ("which", "key", "arg", "done", "result", "error", "attempts", "owner", "into",
+                 "dest")
 
-    def __init__(self, which, key, arg, owner, into=None):
+    def __init__(self, which, key, arg, owner, into=None, dest=None):
         self.which, self.key, self.arg, self.owner, self.into = which, key, arg, owner, into
+        self.dest = dest
         self.done, self.result, self.error, self.attempts = False, None, None, 0
 
 
@@ -98,6 +102,7 @@ class _Worker:
         self.process, self.conn = server.fork()
         self.conn.send_bytes(hooks_bytes)
         self.inputs, self.outputs = _shm.Arena(), _shm.Arena()
+        self.slots = set()  # keys of the batch slots it maps (those of its chunk)
         self.tasks = []  # sent, not answered yet, in order
         self.since = 0.0  # when it was sent its chunk or last answered
         self.sent = time.monotonic()  # forked, then sent its chunk: its busy time runs from there
@@ -295,7 +300,16 @@ class Pool:
         w.tasks, w.since = tasks, time.monotonic()
         w.sent = w.since
         try:
-            w.conn.send(("task", [(t.which, t.key) for t in tasks], packed))
+            # The slots its results go to; it lets go of the others (_hook_worker).
+            dests = [t.dest for t in tasks]  # read once: run_aside's thread may send these
+            slots = {d[0].key: d[0] for d in dests if d is not None}
+            for key, slot in slots.items():
+                if key not in w.slots:
+                    w.conn.send(("slot", key, slot.arena.size))
+                    reduction.send_handle(w.conn, slot.arena.fd, None)
+            w.slots = set(slots)
+            w.conn.send(("task", [(t.which, t.key, d and d[0].row_dest(d[1]))
+                                  for t, d in zip(tasks, dests)], packed))
         except OSError:
             pass  # the process died: the end of its socket says so next
 
@@ -303,9 +317,10 @@ class Pool:
         """Read one message of w; False when it is gone."""
         try:
             message = w.conn.recv()
-            while message[0] == "arena":
+            while message[0] == "arena":  # a new one, or none (size 0): its results go to slots
                 w.outputs.close()
-                w.outputs = _shm.Arena(reduction.recv_handle(w.conn), message[1])
+                w.outputs = _shm.Arena(reduction.recv_handle(w.conn), message[1]) \
+                    if message[1] else _shm.Arena()
                 message = w.conn.recv()
         except (EOFError, OSError):
             return False
@@ -454,7 +469,7 @@ def collate(values, rows=None):
     """One batch from the samples' results: arrays stacked into a tensor
     (numpy arrays become tensors; uint16 and uint32, which torch lacks,
     int32 and int64), the same structure around them, any other value a
-    list. rows: the batch built in place (_shm.rows_for), each sample's
+    list. rows: the batch built in place (_shm.Slot.rows), each sample's
     arrays a view of their row: its arrays are the batch's, no copy."""
     first = values[0]
     if isinstance(rows, _shm.Rows):

@@ -4,7 +4,8 @@ fork server (forkserver) of a stoker.hooks.pool.Pool, which talks to it
 over conn.
 
 It answers the pickled hooks with ("ready",), or ("unloadable", why) and
-ends; each sample of a chunk with ("ok", packed result), ("error",
+ends; each sample of a chunk (its result written into its row of a batch
+slot where the trainer says where, _shm.Slot) with ("ok", packed result), ("error",
 exception, traceback) when the hook raised, whatever it raised, or
 ("unsendable", result type, why) when its result cannot be sent back."""
 import io
@@ -31,6 +32,8 @@ def main(conn):
     if hooks is None:
         return
     inputs, outputs = _shm.Arena(), _shm.Arena()
+    slots = {}  # key -> Arena: the batch slots this process writes results into
+    end = 0
     while True:
         try:
             message = conn.recv()
@@ -40,26 +43,39 @@ def main(conn):
             fd = reduction.recv_handle(conn)
             inputs = _shm.Arena(fd, message[1])
             continue
+        if message[0] == "slot":
+            slots[message[1]] = _shm.Arena(reduction.recv_handle(conn), message[2])
+            continue
         # A chunk of samples, answered one by one (its results stay in
         # the arena until the trainer has read them: the next chunk comes
         # only after).
         _, calls, packed = message
         args = _shm.unpack(packed, inputs, copy=False)
+        # The slots of earlier chunks are written: their memory goes with
+        # the trainer's views. An arena the last chunk left unused goes too
+        # (results go to slots once the trainer knows their layout).
+        used = {dest[0] for _, _, dest in calls if dest is not None}
+        for old in [k for k in slots if k not in used]:
+            slots.pop(old).close()
+        if end == 0 and outputs.size:
+            outputs.close()
+            conn.send(("arena", 0))
         end = 0
-        for (which, key), arg in zip(calls, args):
+        for (which, key, dest), arg in zip(calls, args):
             try:
                 result = hooks[which](arg, _rng.seeded(key))
             except BaseException as e:  # sys.exit() and KeyboardInterrupt too: the hook's, not ours
                 conn.send(("error", _picklable(e), traceback.format_exc()))
                 continue
             try:
-                size = _shm.packed_size(result)
+                slot = slots[dest[0]] if dest is not None else None
+                size = _shm.packed_size(result, dest)
                 if end + size > outputs.size:
                     outputs.ensure(max(size, 2 * outputs.size))
                     conn.send(("arena", outputs.size))
                     reduction.send_handle(conn, outputs.fd, os.getppid())
                     end = 0  # the trainer has copied what the old arena held
-                reply, end = _shm.pack(result, outputs, end, "its result")
+                reply, end = _shm.pack(result, outputs, end, "its result", dest, slot)
             except Exception as e:  # an array that cannot cross: the hook's error, and its cause
                 conn.send(("error", _picklable(e), traceback.format_exc()))
                 continue
