@@ -20,6 +20,7 @@ import subprocess
 import pytest
 
 import node_sim
+from stoker._stoker import Loader
 
 NODES, RPN = 2, 2
 SHARDS, PER_SHARD, PER_CLASS = 64, 200, 100  # 12,800 samples, 2 classes a shard
@@ -110,3 +111,44 @@ def test_a_cache_too_small_for_the_node_keeps_the_window(sim):
     # The batches of the window asked for by name: no global order.
     assert [r["labels"] for r in results] == [r["labels"] for r in window]
     assert all(r["labels"] for r in results)
+
+
+def read_epoch(urls, options, first=0, count=None):
+    """Labels per batch of epoch 1 from batch `first` (count: that many, as
+    a Dask task's seek_range asks), one loader in this process."""
+    loader = Loader(urls, **options)
+    try:
+        if count is None:
+            loader.seek(1, first)
+        else:
+            loader.seek_range(1, first, count)
+        out = []
+        while (batch := loader.next()) is not None:
+            out.append([int(s["cls"]) for s in batch.samples()])
+            del batch
+        return out
+    finally:
+        loader.close()
+
+
+def test_resume_threads_and_ranges_give_the_same_batches_through_the_cache(sim, tmp_path):
+    """One rank reading node 0's URLs through a cache: the global order is
+    chosen (it mixes like a permutation), and a resume at a batch, a range of
+    batches (a Dask task), another thread count and a cold cache against a
+    warm one all give the same batches as one uninterrupted epoch."""
+    nodes, index = sim
+    urls = [nodes.nginx.url(f"node0/{n}") for n in nodes.names]
+    options = dict(BASE, index_path=index, cache_dir=str(tmp_path / "cache"),
+                   cache_size=2 * all_bytes(nodes))
+    whole = read_epoch(urls, options)
+    labels = [c for b in whole for c in b]
+    assert sorted(labels) == sorted(i // PER_CLASS for i in range(SHARDS * PER_SHARD))
+    everything = [{"labels": whole}]
+    got = node_sim.classes_per_batch(everything)
+    uniform = node_sim.uniform_classes_per_batch(everything, rounds=5)
+    assert got >= 0.9 * uniform, (got, uniform)
+    assert read_epoch(urls, options, first=7) == whole[7:]  # warm cache
+    assert read_epoch(urls, options, first=3, count=4) == whole[3:7]
+    assert read_epoch(urls, dict(options, threads=2)) == whole
+    cold = dict(options, cache_dir=str(tmp_path / "cold"))
+    assert read_epoch(urls, cold, first=150) == whole[150:]
