@@ -14,7 +14,6 @@ cache that holds each node's shards.
   from the options and the index alone, so every rank makes the same).
 """
 import os
-import random
 import subprocess
 
 import pytest
@@ -42,27 +41,6 @@ def sim(tmp_path_factory, stoker_bin):
         yield nodes, index
 
 
-def uniform_from_node(results, rank, rounds=5, seed=0):
-    """Distinct classes per batch of a uniform draw, in the rank's batch
-    sizes, from every sample its node reads: what a rank's batches reach
-    when its share is a random part of its node's samples. (Against the
-    rank's own labels alone a split into runs of whole shards would look
-    well mixed: each rank would hold fewer classes to mix.)"""
-    node = rank // RPN
-    pool = [c for r in results[node * RPN:(node + 1) * RPN] for b in r["labels"] for c in b]
-    sizes = [len(b) for b in results[rank]["labels"] if b]
-    rng = random.Random(seed)
-    total = 0.0
-    for _ in range(rounds):
-        rng.shuffle(pool)
-        at, counts = 0, []
-        for n in sizes:
-            counts.append(len(set(pool[at:at + n])))
-            at += n
-        total += sum(counts) / len(counts)
-    return total / rounds
-
-
 def all_bytes(nodes):
     return sum(os.path.getsize(nodes.data_dir / n) for n in nodes.names)
 
@@ -77,7 +55,7 @@ def test_sorted_remote_shards_mix_like_a_permutation_through_the_cache(sim):
     for e, (origin, gets, results) in enumerate(epochs):
         for rank, r in enumerate(results):
             got = node_sim.classes_per_batch([r])
-            uniform = uniform_from_node(results, rank)
+            uniform = node_sim.node_uniform_classes_per_batch(results, rank, RPN, rounds=5)
             plain = node_sim.classes_per_batch([window[2][rank]])
             print(f"epoch {e} rank {rank}: global order {got:.1f}, window {plain:.1f}, "
                   f"uniform {uniform:.1f}; origin bytes per node {origin}")
