@@ -229,13 +229,13 @@ static int use_index(stk_loader *l, struct stk__err *err)
  * (a global order reads every shard of the node throughout the epoch).
  * Under node affinity a node reads its own shards (plan.h): the busiest
  * node's must fit. Without it every rank's share of the permutation spans
- * nearly every shard, so a node needs all of them, and that only costs no
- * more than the window's streams when the node holds every rank (one
- * node): with several nodes each would fetch the whole dataset where the
- * window fetches its share. The choice is a pure function of the options
- * and the index (never of what the cache holds now), so every rank, a
- * resume and a Dask worker plan the same order. 1: it fits; 0: the window
- * (why in *why); STK_ENOMEM. */
+ * nearly every shard: all of them must fit (with several nodes each then
+ * fetches the whole dataset once, in the first epoch, where the window
+ * fetches a part of it every epoch). The choice is a pure function of the
+ * options and the index: never of what the cache holds now, nor of the
+ * launcher's environment (a Dask worker has none), so every rank, a resume
+ * and a Dask worker plan the same order. 1: it fits; 0: the window (why
+ * in *why); STK_ENOMEM. */
 static int cache_serves_order(const stk_loader *l, const char **why)
 {
     const int caches = l->opts.cache_dir != NULL && l->opts.cache_dir[0] != '\0';
@@ -247,9 +247,6 @@ static int cache_serves_order(const stk_loader *l, const char **why)
         if (l->index.stamps == NULL || !l->index.stamps[i].has_size)
             return 0;
     const int nodes = l->plan_ranks_per_node > 0 ? l->plan_world / l->plan_ranks_per_node : 1;
-    *why = "several nodes without node_affinity would each fetch every shard";
-    if (nodes == 1 && l->node_ranks < l->plan_world)
-        return 0;
     uint32_t *node_of = stk__calloc(l->urls.count ? l->urls.count : 1, sizeof *node_of);
     uint64_t *bytes = stk__calloc((size_t)nodes, sizeof *bytes);
     size_t *shards = stk__calloc((size_t)nodes, sizeof *shards);
@@ -663,6 +660,7 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
 size_t stk_loader_num_shards(const stk_loader *l) { return l->urls.count; }
 int stk_loader_rank(const stk_loader *l) { return l->rank; }
 int stk_loader_world_size(const stk_loader *l) { return l->world_size; }
+int stk_loader_global_order(const stk_loader *l) { return l->global_order; }
 int stk_loader_ranks_per_node(const stk_loader *l)
 {
     const int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;

@@ -343,7 +343,8 @@ static uint64_t fill_step(uint64_t max_bytes)
 
 int stk__cache_holds(uint64_t max_bytes, uint64_t bytes, size_t n_shards, unsigned fills)
 {
-    const uint64_t need = bytes + (uint64_t)n_shards * URL_FILE_BYTES + fills * fill_step(max_bytes);
+    const uint64_t need =
+        bytes + (uint64_t)n_shards * URL_FILE_BYTES + fills * fill_step(max_bytes);
     return need >= bytes && need <= max_bytes;
 }
 

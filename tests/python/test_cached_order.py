@@ -130,3 +130,36 @@ def test_resume_threads_and_ranges_give_the_same_batches_through_the_cache(sim, 
     assert read_epoch(urls, dict(options, threads=2)) == whole
     cold = dict(options, cache_dir=str(tmp_path / "cold"))
     assert read_epoch(urls, cold, first=150) == whole[150:]
+
+
+def test_the_order_kind_is_part_of_a_saved_state(sim, tmp_path):
+    """cache_size only changes speed, except that a cache holding the node's
+    shards gives remote shards the global order: a state saved by such a
+    loader is refused by one whose cache is too small (another order), and
+    info() says which order each reads."""
+    import stoker
+    nodes, index = sim
+    urls = [nodes.nginx.url(f"node0/{n}") for n in nodes.names]
+    cache = str(tmp_path / "cache")
+    big, small = 2 * all_bytes(nodes), all_bytes(nodes) // 2
+
+    def loader(size):
+        return stoker.Loader(urls, batch_size=64, image_size=8, index=index, cache_dir=cache,
+                             cache_size=size, shards_in_flight=4)
+    orders = []
+    for size in (big, small):
+        c = Loader(urls, **dict(BASE, index_path=index, cache_dir=cache, cache_size=size,
+                                shards_in_flight=4))
+        orders.append(c.info()["global_order"])
+        c.close()
+    assert orders == [True, False]
+    saved = loader(big)
+    state = saved.state_dict()
+    saved.close()
+    same = loader(big + (1 << 20))
+    same.load_state_dict(state)  # another cache_size with the same order is fine
+    same.close()
+    other = loader(small)
+    with pytest.raises(ValueError, match="other URLs or options"):
+        other.load_state_dict(state)
+    other.close()
