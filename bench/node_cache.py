@@ -15,7 +15,10 @@ Then the label mixing on class-sorted shards at default options (16 shards
 in flight, shuffle buffer 2000) with and without affinity: distinct classes
 per batch against a uniform permutation of the same labels, in each rank's
 batches and in the global batches (batch i of every rank: what a DDP step
-averages over).
+averages over). Last, the same shards through node caches that hold each
+node's shards, with a dataset index (the global order) and without (the
+window): mixing per rank against a uniform draw from its node's samples,
+and each node's bytes from the origin per epoch.
 
 Usage: PYTHONPATH=build-rel/python python3 bench/node_cache.py
 """
@@ -28,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "python"))
 import node_sim  # noqa: E402
+from stoker._stoker import index_build  # noqa: E402
 
 
 def cache_runs(args, sim, shard):
@@ -86,6 +90,32 @@ def mixing(args, work):
                     cells.append(f"{got:6.1f} / {uniform:6.1f} = {got / uniform:.2f}x")
                 print(f"  node_affinity={affinity} epoch {e + 1}: rank batches {cells[0]}, "
                       f"global batches {cells[1]}")
+        cached_order(args, sim, work, data)
+
+
+def cached_order(args, sim, work, data):
+    """The same shards through a cache holding each node's shards, with a
+    dataset index (the global order, docs/shuffle.md) and without (the
+    window): rank batches against a uniform draw from the node's samples,
+    and the bytes each node fetched from the origin per epoch."""
+    index = str(work / "mix-index.json")
+    urls = [sim.nginx.url(f"node{k}/{n}") for k in range(args.nodes) for n in sim.names]
+    index_build(index, urls, False)
+    size = sum(os.path.getsize(data / n) for n in sim.names)  # each node's shards twice over
+    print(f"\nthrough a node cache of {size / 1e6:.1f} MB per node (node_affinity auto), "
+          f"rank batches / a uniform draw from the node's samples, MB from the origin per node")
+    base = dict(batch_size=args.mix_batch, seed=1, threads=1)
+    for name, options in (("window", base), ("index= (global order)",
+                                             dict(base, index_path=index))):
+        for e in range(3):
+            origin, _, results = sim.run_epoch(e, options, name.split()[0], size)
+            got = [node_sim.classes_per_batch([r]) for r in results]
+            uniform = [node_sim.node_uniform_classes_per_batch(results, rank, args.ranks_per_node)
+                       for rank in range(len(results))]
+            ratio = sum(g / u for g, u in zip(got, uniform)) / len(got)
+            print(f"  {name:22s} epoch {e + 1}: {sum(got) / len(got):6.1f} / "
+                  f"{sum(uniform) / len(uniform):6.1f} = {ratio:.2f}x, origin MB "
+                  + " ".join(f"{b / 1e6:.2f}" for b in origin))
 
 
 def main():

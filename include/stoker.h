@@ -894,6 +894,14 @@ STK_API int stk_loader_world_size(const stk_loader *loader);
  * ranks_per_node, or node_affinity=0) to plan the same epochs elsewhere. */
 STK_API int stk_loader_ranks_per_node(const stk_loader *loader);
 
+/* 1 when this loader reads each epoch in a global order of the samples
+ * (docs/shuffle.md: an index over local shards, or over remote ones with a
+ * node cache that holds the node's shards), 0 when through the shuffle
+ * window. Decided at creation from the options and the index alone; two
+ * loaders whose choices differ give different batches, so a saved state
+ * belongs to one of them. */
+STK_API int stk_loader_global_order(const stk_loader *loader);
+
 /* Detailed message of the last failed call on this loader ("" if none).
  * Valid until the next call on the loader. */
 STK_API const char *stk_loader_errmsg(const stk_loader *loader);

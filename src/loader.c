@@ -253,30 +253,88 @@ static int use_index(stk_loader *l, struct stk__err *err)
     return 0;
 }
 
-/* A global order of the samples (plan.h) where it is cheap: each sample is
- * then opened at its own offset, which for a local file is a seek, for a
- * remote one a request (a window over streams serves those). The index
- * must locate every sample (compressed shards have no offsets), and a
- * shuffle_buffer given by the caller asks for the window. */
-static void choose_order(stk_loader *l)
+/* Remote shards have cheap random access only through a node cache that
+ * keeps every shard the node reads: each is then downloaded whole once
+ * (stk__cache_open_whole) and its samples read by offset from the local
+ * copy, for the run, where a request per sample would double the origin's
+ * bytes and a cache evicting mid-epoch would fetch shards again and again
+ * (a global order reads every shard of the node throughout the epoch).
+ * Under node affinity a node reads its own shards (plan.h): the busiest
+ * node's must fit. Without it every rank's share of the permutation spans
+ * nearly every shard: all of them must fit (with several nodes each then
+ * fetches the whole dataset once, in the first epoch, where the window
+ * fetches a part of it every epoch). The choice is a pure function of the
+ * options and the index: never of what the cache holds now, nor of the
+ * launcher's environment (a Dask worker has none), so every rank, a resume
+ * and a Dask worker plan the same order. 1: it fits; 0: the window (why
+ * in *why); STK_ENOMEM. */
+static int cache_serves_order(const stk_loader *l, const char **why)
+{
+    const int caches = l->opts.cache_dir != NULL && l->opts.cache_dir[0] != '\0';
+    *why = "no cache_dir";
+    if (!caches)
+        return 0;
+    *why = "the index records no size for some remote shard";
+    for (size_t i = 0; i < l->urls.count; i++)
+        if (l->index.stamps == NULL || !l->index.stamps[i].has_size)
+            return 0;
+    const int nodes = l->plan_ranks_per_node > 0 ? l->plan_world / l->plan_ranks_per_node : 1;
+    uint32_t *node_of = stk__calloc(l->urls.count ? l->urls.count : 1, sizeof *node_of);
+    uint64_t *bytes = stk__calloc((size_t)nodes, sizeof *bytes);
+    size_t *shards = stk__calloc((size_t)nodes, sizeof *shards);
+    int rc = node_of == NULL || bytes == NULL || shards == NULL ? STK_ENOMEM : 0;
+    if (rc == 0 && nodes > 1)
+        rc = stk__plan_node_split(l->urls.count, l->opts.seed, l->opts.shuffle, nodes,
+                                  l->index.counts, node_of);
+    for (size_t i = 0; rc == 0 && i < l->urls.count; i++) {
+        bytes[node_of[i]] += l->index.stamps[i].size;
+        shards[node_of[i]]++;
+    }
+    *why = "cache_size is below the shards of a node";
+    for (int n = 0; rc == 0 && n < nodes; n++)
+        if (!stk__cache_holds(l->opts.cache_size, bytes[n], shards[n], l->opts.shards_in_flight))
+            rc = -1;
+    stk__free(node_of);
+    stk__free(bytes);
+    stk__free(shards);
+    return rc == STK_ENOMEM ? rc : rc == 0;
+}
+
+/* A global order of the samples (plan.h) where random access is cheap:
+ * each sample is then opened at its own offset, which for a local file is
+ * a seek, for a remote one a request unless the node cache holds its shard
+ * (cache_serves_order). The index must locate every sample (compressed
+ * shards have no offsets), and a shuffle_buffer given by the caller asks
+ * for the window. Pure streams keep the window. */
+static int choose_order(stk_loader *l)
 {
     struct stk_options defaults;
     stk_options_init(&defaults);
     /* A shuffle_buffer given asks for the window: it is honoured. */
     if (l->index.counts == NULL || !l->opts.shuffle || l->opts.window_shuffle ||
-        l->opts.whole_shards || l->any_remote ||
-        l->opts.shuffle_buffer != defaults.shuffle_buffer)
-        return;
+        l->opts.whole_shards || l->opts.shuffle_buffer != defaults.shuffle_buffer)
+        return 0;
     uint64_t total = 0;
     for (size_t i = 0; i < l->urls.count; i++) {
         if (l->index.counts[i] > 0 && l->index.offsets[i] == NULL)
-            return;
+            return 0;
         total += l->index.counts[i];
     }
     if (total == 0 || total > UINT32_MAX)
-        return;
+        return 0;
+    if (l->any_remote) {
+        const char *why;
+        int rc = cache_serves_order(l, &why);
+        if (rc <= 0) {
+            if (rc == 0)
+                stk__run_log(&l->run, STK_LOG_INFO,
+                             "remote shards: the shuffle window, not a global order (%s)", why);
+            return rc;
+        }
+    }
     l->global_order = 1;
     l->split_by_sample = 1;
+    return 0;
 }
 
 int stk_loader_create(const struct stk_options *caller_opts, const char *const *urls,
@@ -343,7 +401,7 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     for (size_t i = 0; rc == 0 && i < l->urls.count && !l->any_remote; i++)
         l->any_remote = !stk__source_is_local(l->urls.items[i]);
     if (rc == 0)
-        choose_order(l);
+        rc = choose_order(l);
     if (rc < 0)
         goto fail;
     if (opts->transform != STK_TRANSFORM_NONE) {
@@ -477,7 +535,11 @@ static int start_epoch(stk_loader *l)
 {
     const struct stk_options *o = &l->opts;
     if (l->cache != NULL) {
-        plan_cache_uses(l);
+        /* A global order keeps every shard of the node in the cache
+         * (cache_serves_order): no eviction to order, and its uses, one
+         * per sample, would cost memory for nothing. */
+        if (!l->global_order)
+            plan_cache_uses(l);
         struct stk__cache_counts cc;
         stk__cache_counts(l->cache, &cc);
         atomic_store(&l->epoch_hits, cc.hits);
@@ -513,6 +575,7 @@ static int start_epoch(stk_loader *l)
     cfg.opts.samples_per_rank = epoch_target(l);
     stk__shard_config_init(&cfg.shard, o, &l->run, l->pool);
     cfg.shard.cache = l->cache;
+    cfg.shard.cache_whole = l->global_order;
     if (o->transform != STK_TRANSFORM_NONE) {
         l->image.epoch = o->epoch;
         cfg.image = &l->image;
@@ -798,6 +861,7 @@ uint64_t stk_loader_epoch_samples(const stk_loader *l)
 size_t stk_loader_num_shards(const stk_loader *l) { return l->urls.count; }
 int stk_loader_rank(const stk_loader *l) { return l->rank; }
 int stk_loader_world_size(const stk_loader *l) { return l->world_size; }
+int stk_loader_global_order(const stk_loader *l) { return l->global_order; }
 int stk_loader_ranks_per_node(const stk_loader *l)
 {
     const int reps = l->opts.ra_reps ? (int)l->opts.ra_reps : 1;

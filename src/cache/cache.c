@@ -227,11 +227,36 @@ static int open_entry(struct stk__cache *c, const char *hex, const char *url, co
 
 /* ---------------------------------------------------------------------- */
 
+/* A miss opened whole: fill the shard to its end (holding the fill lock
+ * lk, which the fill owns), then return a source over the finished file,
+ * opened before the fill's source lets go of its LOCK_SH so that no
+ * evictor can take the shard in between. */
+static int open_filled(struct stk__cache *c, const char *hex, const char *url, const char *name,
+                       const struct stk__source_config *scfg, int lk, struct stk__source **out,
+                       struct stk__err *err)
+{
+    struct stk__source *fill;
+    int rc = stk__cache_fill_open(c, hex, url, name, scfg, lk, &fill, err);
+    if (rc < 0)
+        return rc;
+    int fd = -1;
+    rc = stk__cache_fill_wait(fill, err);
+    if (rc == 0)
+        rc = open_entry(c, hex, url, name, &fd, err);
+    stk__source_close(fill);
+    if (rc == 0)
+        rc = stk__errf(err, STK_ECACHE, "%s: cache file %s/%s is gone right after its fill", name,
+                       c->dir, hex);
+    if (rc < 0)
+        return rc;
+    return cached_source_new(name, fd, out, err); /* the fill counted the miss */
+}
+
 /* A plain path or file:// URL. "pipe:CMD" is not local: the command
  * usually fetches from remote storage, and its output is cached by the
  * full command string like any other URL. */
-int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
-                    const struct stk__source_config *scfg, struct stk__source **out,
+static int open_url(struct stk__cache *c, const char *url, const char *name,
+                    const struct stk__source_config *scfg, int whole, struct stk__source **out,
                     struct stk__err *err)
 {
     *out = NULL;
@@ -249,6 +274,8 @@ int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
             return stk__errf(err, STK_ECACHE, "%s: cannot lock %s/%s: %s", name, c->dir, lock,
                              stk__cache_strerror(-lk));
         rc = open_entry(c, hex, url, name, &fd, err); /* filled while we waited? */
+        if (rc == 0 && whole)
+            return open_filled(c, hex, url, name, scfg, lk, out, err);
         if (rc == 0) /* a miss: stream it while it fills; the fill owns lk */
             return stk__cache_fill_open(c, hex, url, name, scfg, lk, out, err);
         close(lk);
@@ -257,6 +284,20 @@ int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
         return rc;
     atomic_fetch_add(&c->hits, 1);
     return cached_source_new(name, fd, out, err);
+}
+
+int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
+                    const struct stk__source_config *scfg, struct stk__source **out,
+                    struct stk__err *err)
+{
+    return open_url(c, url, name, scfg, 0, out, err);
+}
+
+int stk__cache_open_whole(struct stk__cache *c, const char *url, const char *name,
+                          const struct stk__source_config *scfg, struct stk__source **out,
+                          struct stk__err *err)
+{
+    return open_url(c, url, name, scfg, 1, out, err);
 }
 
 /* The cache is per user. A directory we just made gets exactly 0700 (the
@@ -282,6 +323,29 @@ static int check_private_dir(const char *dir, int dfd, int created, struct stk__
                          "user: chmod 700 it or use another directory",
                          dir, (unsigned)(st.st_mode & 0777));
     return 0;
+}
+
+/* Each fill over-reserves at most one step: small against the limit,
+ * large enough that the directory is not listed for every megabyte. */
+static uint64_t fill_step(uint64_t max_bytes)
+{
+    uint64_t step = max_bytes / 64;
+    if (step < ((uint64_t)64 << 10))
+        step = (uint64_t)64 << 10;
+    if (step > ((uint64_t)16 << 20))
+        step = (uint64_t)16 << 20;
+    return step;
+}
+
+/* An H.url file holds the redacted URL and a digest: a block of the file
+ * system at most, for any URL of sane length. */
+#define URL_FILE_BYTES 4096
+
+int stk__cache_holds(uint64_t max_bytes, uint64_t bytes, size_t n_shards, unsigned fills)
+{
+    const uint64_t need =
+        bytes + (uint64_t)n_shards * URL_FILE_BYTES + fills * fill_step(max_bytes);
+    return need >= bytes && need <= max_bytes;
 }
 
 int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
@@ -317,13 +381,7 @@ int stk__cache_new(const struct stk__cache_config *cfg, struct stk__cache **out,
     stk__mutex_init(&c->uses_mutex);
     atomic_init(&c->clock_epoch, UINT64_MAX);
     c->max_bytes = cfg->max_bytes;
-    /* Each fill over-reserves at most one step: small against the limit,
-     * large enough that the directory is not listed for every megabyte. */
-    c->step = cfg->max_bytes / 64;
-    if (c->step < ((uint64_t)64 << 10))
-        c->step = (uint64_t)64 << 10;
-    if (c->step > ((uint64_t)16 << 20))
-        c->step = (uint64_t)16 << 20;
+    c->step = fill_step(cfg->max_bytes);
     c->shards_in_flight = cfg->shards_in_flight;
     const char *local = getenv("STOKER_CACHE_LOCAL");
     c->cache_local = cfg->cache_local || (local != NULL && strcmp(local, "1") == 0);

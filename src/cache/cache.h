@@ -67,6 +67,26 @@ int stk__cache_open(struct stk__cache *c, const char *url, const char *name,
                     const struct stk__source_config *scfg, struct stk__source **out,
                     struct stk__err *err);
 
+/*
+ * The same, but a miss returns only once the whole shard is in the cache
+ * (one download, as a streamed miss makes), with a source over the
+ * complete file: for readers that open a shard at a sample's offset, many
+ * times over (a global order, plan.h), where a streamed miss would read
+ * every byte before the offset and its close would abandon the fill. The
+ * caller waits for the whole shard instead of its first chunk; a hit is
+ * the same as stk__cache_open's. Thread-safe.
+ */
+int stk__cache_open_whole(struct stk__cache *c, const char *url, const char *name,
+                          const struct stk__source_config *scfg, struct stk__source **out,
+                          struct stk__err *err);
+
+/* Whether a cache of max_bytes keeps n_shards shards of bytes in all at
+ * once, with their H.url files and the room fills (at most fills at a
+ * time) reserve ahead: the caller can then read them in any order for a
+ * whole run without evicting one to make room for another. A pure
+ * function of its arguments, so every rank of a run decides the same. */
+int stk__cache_holds(uint64_t max_bytes, uint64_t bytes, size_t n_shards, unsigned fills);
+
 void stk__cache_counts(const struct stk__cache *c, struct stk__cache_counts *out);
 
 /* One coming read of the node: url (only its hash is kept) at time when

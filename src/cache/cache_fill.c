@@ -230,6 +230,25 @@ static int64_t fill_skip(struct stk__source *src, uint64_t n)
     return 0;
 }
 
+int stk__cache_fill_wait(struct stk__source *src, struct stk__err *err)
+{
+    struct fill *f = (struct fill *)src;
+    int rc = 0;
+    stk__mutex_lock(&f->mutex);
+    while (f->state == FILL_RUNNING && rc == 0) {
+        if (f->caller_cancel != NULL && atomic_load(f->caller_cancel))
+            rc = stk__errf(err, STK_EIO, "%s: cancelled", f->name);
+        else
+            stk__cond_timedwait_ms(&f->cond, &f->mutex, WAIT_SLICE_MS);
+    }
+    if (rc == 0 && f->state == FILL_FAILED) {
+        *err = f->fill_err;
+        rc = err->code < 0 ? err->code : STK_ECACHE;
+    }
+    stk__mutex_unlock(&f->mutex);
+    return rc;
+}
+
 static void fill_close(struct stk__source *src)
 {
     struct fill *f = (struct fill *)src;

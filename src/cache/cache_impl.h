@@ -72,6 +72,12 @@ int stk__cache_still_named(const struct stk__cache *c, int fd, const char *name)
  * (stk__cache_strerror). */
 int stk__cache_lock_file(const struct stk__cache *c, const char *name, int how, int create);
 
+/* Wait for the fill behind src (a source of stk__cache_fill_open, not yet
+ * read) to end: 0 once the shard is in place under its final name (src
+ * still holding its LOCK_SH), else the fill's error, or STK_EIO when the
+ * caller's cancel flag (scfg->cancel) was set meanwhile. */
+int stk__cache_fill_wait(struct stk__source *src, struct stk__err *err);
+
 /* Beyond errno values, for names in the cache directory: not a regular
  * file; replaced each time it was locked (after STK__CACHE_TRIES opens). */
 #define STK__CACHE_ENOTREG 10001

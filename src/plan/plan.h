@@ -28,8 +28,9 @@
  * segment of count 1), read by its offset: the epoch's order is then a
  * uniform permutation however the shards were written (sorted by class
  * included), where a window over streamed shards mixes only what it holds.
- * It needs random access, so the loader chooses it for local shards with
- * offsets (loader.c).
+ * It needs random access, so the loader chooses it for shards with
+ * offsets that are local files or that a node cache keeps whole for the
+ * run (loader.c).
  * Node affinity (stk__plan_cursor_nodes): ranks node * R .. node * R + R - 1
  * form a node (R ranks per node, as torchrun and Slurm's block distribution
  * number them). Once per run (seed, not epoch) the shards are dealt to the

@@ -126,8 +126,13 @@ int stk__shard_open_at(const char *url, const char *name, uint64_t shard_index,
 {
     struct stk__source *src;
     *out = NULL;
-    int rc = cfg->cache != NULL ? stk__cache_open(cfg->cache, url, name, &cfg->source, &src, err)
-                                : stk__source_open(url, &cfg->source, &src, err);
+    int rc;
+    if (cfg->cache == NULL)
+        rc = stk__source_open(url, &cfg->source, &src, err);
+    else if (cfg->cache_whole)
+        rc = stk__cache_open_whole(cfg->cache, url, name, &cfg->source, &src, err);
+    else
+        rc = stk__cache_open(cfg->cache, url, name, &cfg->source, &src, err);
     if (rc < 0)
         return rc;
     if (offset > 0 && (rc = stk__source_seek(src, offset)) < 0) {

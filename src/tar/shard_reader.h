@@ -42,6 +42,9 @@ struct stk__shard_config {
     struct stk__source_config source; /* source.counters: NULL or &run->counters */
     struct stk__buffer_pool *pool;         /* member buffers; NULL: plain allocation */
     struct stk__cache *cache;       /* node cache shards are opened through; may be NULL */
+    /* Through the cache, a miss is filled whole before the shard is read
+     * (stk__cache_open_whole): for a global order's opens at offsets. */
+    int cache_whole;
     /* Called before a member's data is read into memory (not while passing
      * over samples), with the bytes the sample being built holds once it is
      * (this member included), so the owner can count them against its

@@ -204,18 +204,36 @@ def classes_per_batch(results, joined=False):
     return sum(counts) / len(counts)
 
 
+def _uniform(pool, sizes, rounds, seed):
+    """Mean distinct classes per batch of the given sizes drawn from a
+    shuffle of pool, over rounds shuffles."""
+    pool = list(pool)
+    rng = random.Random(seed)
+    total = 0.0
+    for _ in range(rounds):
+        rng.shuffle(pool)
+        at, counts = 0, []
+        for n in sizes:
+            counts.append(len(set(pool[at:at + n])))
+            at += n
+        total += sum(counts) / len(counts)
+    return total / rounds
+
+
 def uniform_classes_per_batch(results, joined=False, rounds=20, seed=0):
     """The same for uniform permutations of the same labels in batches of
     the same sizes."""
     sizes = [len(b) for b in batches(results, joined)]
-    labels = [c for b in batches(results, joined) for c in b]
-    rng = random.Random(seed)
-    total = 0.0
-    for _ in range(rounds):
-        rng.shuffle(labels)
-        at, counts = 0, []
-        for n in sizes:
-            counts.append(len(set(labels[at:at + n])))
-            at += n
-        total += sum(counts) / len(counts)
-    return total / rounds
+    return _uniform([c for b in batches(results, joined) for c in b], sizes, rounds, seed)
+
+
+def node_uniform_classes_per_batch(results, rank, ranks_per_node, rounds=20, seed=0):
+    """The same for a uniform draw, in rank's batch sizes, from every label
+    its node read: what a rank's batches reach when its share is a random
+    part of its node's samples. (Against the rank's own labels alone, a
+    split of the node's samples into runs of whole shards would look well
+    mixed: each rank would hold fewer classes to mix.)"""
+    node = rank // ranks_per_node
+    ranks = results[node * ranks_per_node:(node + 1) * ranks_per_node]
+    sizes = [len(b) for b in results[rank]["labels"] if b]
+    return _uniform([c for r in ranks for b in r["labels"] for c in b], sizes, rounds, seed)

@@ -13,6 +13,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 
 #include "base/alloc.h"
 #include "cache/cache.h"
+#include "io/source_seek.h"
 #include "stoker.h"
 #include "tar_builder.h"
 
@@ -992,6 +994,84 @@ static void test_early_close_abandons_fill(void **state)
     stk__cache_free(c);
 }
 
+/* A global order opens a shard at many offsets (plan.h): opened whole, a
+ * miss returns only once the shard is complete in the cache (the first
+ * read already finds it there, and a seek lands in the cached file), one
+ * download, and the next opens are hits. A caller cancelled meanwhile gets
+ * an error and leaves nothing behind. */
+static void test_open_whole_fills_before_returning(void **state)
+{
+    (void)state;
+    const size_t size = 300 * KIB, off = 100000;
+    struct fifo_writer w;
+    pthread_t t;
+    fifo_writer_start(&w, &t, "whole.tar", size, size, 0);
+    sem_post(&w.go);
+    char url[300];
+    snprintf(url, sizeof url, "pipe:cat %s", w.path);
+    const struct stk__source_config scfg = {.allow_pipe = 1};
+    struct stk__cache *c = new_cache(4u << 20);
+    struct stk__source *src;
+    struct stk__err err;
+    stk__err_clear(&err);
+    if (stk__cache_open_whole(c, url, url, &scfg, &src, &err) < 0)
+        fail_msg("open: %s", err.msg);
+    fifo_writer_join(&w, t);
+    assert_true(cached(url)); /* before any read */
+    struct stk__cache_counts n;
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.misses, 1);
+    assert_int_equal(n.bytes_written, size);
+    assert_int_equal(stk__source_seek(src, off), 0);
+    expect_prefix(src, off, size - off);
+    stk__source_close(src);
+    stk__err_clear(&err);
+    if (stk__cache_open_whole(c, url, url, &scfg, &src, &err) < 0)
+        fail_msg("reopen: %s", err.msg);
+    expect_prefix(src, 0, size);
+    stk__source_close(src);
+    stk__cache_counts(c, &n);
+    assert_int_equal(n.misses, 1);
+    assert_int_equal(n.hits, 1);
+
+    stk__cache_free(c);
+
+    /* A cancelled caller: an error, no shard, no temp. The fill sleeps
+     * first (a test hook), so the cancel surely comes before its end. */
+#ifndef STK_TEST_HOOKS
+    fail_msg("built without -Dtest_hooks=true: the fill delay this test needs is compiled out");
+#endif
+    upstream("cancelled.tar", size, 3, url, sizeof url);
+    setenv("STOKER_CACHE_TEST_FILL_DELAY_MS", "60000", 1);
+    c = new_cache(4u << 20);
+    unsetenv("STOKER_CACHE_TEST_FILL_DELAY_MS");
+    atomic_int cancel = 1;
+    const struct stk__source_config cancelled = {.cancel = &cancel};
+    stk__err_clear(&err);
+    assert_int_equal(stk__cache_open_whole(c, url, url, &cancelled, &src, &err), STK_EIO);
+    assert_non_null(strstr(err.msg, "cancelled"));
+    assert_false(cached(url));
+    int temps;
+    cache_total(&temps);
+    assert_int_equal(temps, 0);
+    stk__cache_free(c);
+}
+
+/* Whether a cache keeps a set of shards whole: their bytes, a block for
+ * each H.url, and a reservation step (max / 64, 64 KiB .. 16 MiB) for each
+ * fill in flight. */
+static void test_holds(void **state)
+{
+    (void)state;
+    const uint64_t mib = 1u << 20;
+    /* 64 MiB: a 1 MiB step, 4 fills, 10 H.url files of 4 KiB. */
+    assert_true(stk__cache_holds(64 * mib, 59 * mib, 10, 4));
+    assert_false(stk__cache_holds(64 * mib, 60 * mib, 10, 4));
+    assert_false(stk__cache_holds(64 * mib, 65 * mib, 0, 0));
+    assert_false(stk__cache_holds(64 * mib, UINT64_MAX - 1, 1, 1)); /* no wrap-around */
+    assert_true(stk__cache_holds(64 * mib, 0, 0, 0));
+}
+
 /* Eight openers at once, each with its own handle as separate processes
  * would have: one download, seven hits, everybody reads the same bytes. */
 #define OPENERS 8
@@ -1047,9 +1127,26 @@ static void test_concurrent_fills_download_once(void **state)
     assert_int_equal(hits, OPENERS - 1);
 }
 
-static void test_allocation_failures(void **state)
+/* Open url whole (stk__cache_open_whole) and read it all: as open_and_read. */
+static int open_whole_and_read(struct stk__cache *c, const char *url, struct stk__err *err)
 {
-    (void)state;
+    struct stk__source *src;
+    stk__err_clear(err);
+    int rc = stk__cache_open_whole(c, url, url, NULL, &src, err);
+    if (rc < 0)
+        return rc;
+    unsigned char buf[4096];
+    ssize_t n;
+    while ((n = stk__source_read(src, buf, sizeof buf)) > 0)
+        ;
+    if (n < 0)
+        *err = src->err;
+    stk__source_close(src);
+    return (int)n;
+}
+
+static void allocation_failures(int whole)
+{
     char url[256];
     upstream("a.tar", 5000, 1, url, sizeof url);
     int failures = 0;
@@ -1059,7 +1156,7 @@ static void test_allocation_failures(void **state)
         /* Through the reads too: the fill allocates while it streams. */
         stk__alloc_fail_after(n);
         struct stk__err err;
-        int rc = open_and_read(c, url, &err);
+        int rc = whole ? open_whole_and_read(c, url, &err) : open_and_read(c, url, &err);
         stk__alloc_fail_after(0);
         if (rc == 0) {
             struct stk__source *src = open_ok(c, url);
@@ -1069,7 +1166,15 @@ static void test_allocation_failures(void **state)
             break;
         }
         assert_int_equal(rc, STK_ENOMEM);
-        assert_false(cached(url));
+        if (whole && cached(url)) {
+            /* The fill ended, and an allocation after it failed: the
+             * shard is in place, and complete. */
+            struct stk__source *src = open_ok(c, url);
+            expect_bytes(src, 5000, 1);
+            stk__source_close(src);
+        } else {
+            assert_false(cached(url));
+        }
         int temps;
         cache_total(&temps);
         assert_int_equal(temps, 0);
@@ -1077,6 +1182,13 @@ static void test_allocation_failures(void **state)
         failures++;
     }
     assert_true(failures >= 3);
+}
+
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    allocation_failures(0);
+    allocation_failures(1);
 }
 
 int main(void)
@@ -1102,6 +1214,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_early_close_abandons_fill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_fills_download_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_open_whole_fills_before_returning, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holds, setup, teardown),
     };
     return cmocka_run_group_tests_name("cache", tests, NULL, NULL);
 }

@@ -598,7 +598,7 @@ static PyObject *loader_info(LoaderObject *self, PyObject *unused)
     if (enter(self) < 0) /* the epoch's sample count reads the epoch a seek sets */
         return NULL;
     const struct stk_options *o = &self->opts;
-    PyObject *info = Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:I,s:I,s:n,s:i}", "num_shards",
+    PyObject *info = Py_BuildValue("{s:n,s:i,s:i,s:K,s:K,s:n,s:I,s:I,s:I,s:n,s:i,s:O}", "num_shards",
                          (Py_ssize_t)stk_loader_num_shards(self->loader), "rank",
                          stk_loader_rank(self->loader), "world_size",
                          stk_loader_world_size(self->loader), "samples_per_rank",
@@ -608,7 +608,8 @@ static PyObject *loader_info(LoaderObject *self, PyObject *unused)
                          "image_height", o->image_height ? o->image_height : o->image_size,
                          "image_width", o->image_width ? o->image_width : o->image_size,
                          "drop_last", (Py_ssize_t)self->opts.drop_last, "ranks_per_node",
-                         stk_loader_ranks_per_node(self->loader));
+                         stk_loader_ranks_per_node(self->loader), "global_order",
+                         stk_loader_global_order(self->loader) ? Py_True : Py_False);
     PyThread_release_lock(self->lock);
     return info;
 }

@@ -326,9 +326,14 @@ class Loader:
                 raise
         # Everything that shapes the sequence of batches (not threads, which
         # only change speed; not the index's path, only what it implies): a
-        # saved state only fits the same values.
+        # saved state only fits the same values. With a node cache (a
+        # speed-only option otherwise) the order's kind too: the cache gives
+        # remote shards the global order where it holds the node's shards.
+        # (Without one the options decide it, and states saved before it
+        # was counted stay valid.)
         order = {k: v for k, v in config.items() if k not in _SPEED_ONLY_OPTIONS}
-        text = repr((urls, sorted(order.items()), info["samples_per_rank"]))
+        kind = (info["global_order"],) if config.get("cache_dir") else ()
+        text = repr((urls, sorted(order.items()), info["samples_per_rank"], *kind))
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         # The same without what differs between the ranks of a run and
         # between world sizes: a state saved at another world size fits
