@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "python"))
 import node_sim  # noqa: E402
-from stoker._stoker import index_build  # noqa: E402
+from stoker._ext._stoker import index_build  # noqa: E402
 
 
 def cache_runs(args, sim, shard):

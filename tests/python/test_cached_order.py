@@ -19,7 +19,7 @@ import subprocess
 import pytest
 
 import node_sim
-from stoker._stoker import Loader
+from stoker._ext._stoker import Loader
 
 NODES, RPN = 2, 2
 SHARDS, PER_SHARD, PER_CLASS = 64, 200, 100  # 12,800 samples, 2 classes a shard
