@@ -421,8 +421,8 @@ def test_default_task_sizes_offload_a_short_epoch(cluster, indexed):
     assert got == want
     stats = loader.stats()
     c = stats["cluster"]
-    assert c["batches_per_task"] == "auto"
-    assert c["tasks_submitted"] > 0 and c["ranges_cluster"] > 0, c
+    assert c["tasks_submitted"] > 0, c  # 0 when the local thread took the one range
+    assert c["batches_per_task"] == "auto" and c["ranges_cluster"] > 0, c
     assert c["batches_cluster"] + c["batches_local"] == 16
     # Read amplification: the worker's tasks' reads plus the local loader's
     # own counters, per sample delivered.
