@@ -869,7 +869,8 @@ def report(stats):
     if c["read_per_sample"] > READ_AMPLIFICATION_ADVICE:
         lines.append(
             f"reading: each sample was read {c['read_per_sample']:.1f} times: a range started "
-            "from scratch first reads its shuffle window; give index= over local uncompressed "
-            "shards (the global order reads each sample by offset, once), or larger tasks "
-            "(batches_per_task=N, or leave it to \"auto\"), or a smaller shuffle_buffer")
+            "from scratch first reads what precedes it in the shuffle (under the sliding "
+            "window, the window); an index= over local uncompressed shards (the global "
+            "order, read by offset) reads least, larger tasks (batches_per_task=N) start "
+            "fewer ranges, a smaller shuffle_buffer reads less for each")
     return _stoker.report(stats) + "\n".join(lines) + "\n"

@@ -453,7 +453,7 @@ def test_report_names_what_to_do_about_read_amplification(even_shards):
     text = _cluster.report(dict(stats, cluster=counters))
     assert "7.00 samples read per sample delivered (90 kB per sample), by 2 ranges" in text
     assert "each sample was read 7.0 times" in text and "index=" in text, text
-    assert "batches_per_task=N" in text
+    assert "batches_per_task=N" in text and "shuffle_buffer" in text
     counters.update(samples_read=1100, read_per_sample=1.1)
     assert "each sample was read" not in _cluster.report(dict(stats, cluster=counters))
 
