@@ -96,7 +96,7 @@ bench-recipe: build $(DATA)/.complete
 # User hooks: 2 hook processes against 1, and against DataLoader + the same Compose.
 bench-hooks: build $(DATA)/.complete
 	PYTHONPATH=build-rel/python $(PYTHON) bench/hooks_vs_dataloader.py --rounds 3 $(DATA)/train-00000[0-1].tar
-	PYTHONPATH=build-rel/python $(PYTHON) bench/hooks_cluster.py --rounds 3 $(DATA)/train-00000[0-1].tar
+	PYTHONPATH=build-rel/python $(PYTHON) bench/hooks_cluster.py --rounds 3 $(DATA)/train-00000[0-3].tar
 
 # A trainer on one core alone, then with one Dask worker on another core.
 bench-cluster: build $(DATA)/.complete

@@ -58,12 +58,20 @@ def blur10(image, rng):
     return _BLUR(image)
 
 
-def _compose_blur():
+def crop_blur10(image, rng):
+    """The whole decoded image (transform=None): RandomResizedCrop 224 + flip,
+    then blur10."""
+    return _CROP_BLUR(image)
+
+
+def _compose_blur(crop=False):
     from torchvision import transforms as T
-    return T.Compose([T.GaussianBlur(11, sigma=(0.1, 2.0)) for _ in range(10)])
+    first = [T.RandomResizedCrop(224, antialias=True), T.RandomHorizontalFlip()] if crop else []
+    return T.Compose(first + [T.GaussianBlur(11, sigma=(0.1, 2.0)) for _ in range(10)])
 
 
 _BLUR = _compose_blur()
+_CROP_BLUR = _compose_blur(crop=True)
 
 
 def pss_kib(pids):

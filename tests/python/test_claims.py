@@ -5,7 +5,7 @@ a range back; driven with a fake clock and a fake cluster, no threads, no
 Dask."""
 import pytest
 
-from stoker.cluster.claims import CLUSTER, DONE, LOCAL, PENDING, Claims
+from stoker.cluster.claims import CLUSTER, DONE, LOCAL, PENDING, Claims, TaskSizes
 
 
 class Clock:
@@ -268,3 +268,70 @@ def test_clear_hands_back_every_chunk_in_flight():
     claims.put(9, 9, local=False)
     assert set(claims.clear()) == chunks
     assert not claims.ready and not claims.futures
+
+
+def auto(n, most=32, reread=0, first=0, **kw):
+    """Claims whose ranges TaskSizes cuts as they are claimed (batch 64)."""
+    clock, cluster = Clock(), Cluster(**kw)
+    sizes = TaskSizes(64, most, reread)
+    return Claims(first, n, most, cluster, clock, sizes=sizes), sizes
+
+
+def test_auto_sizes_send_a_short_epoch_to_the_worker():
+    """An epoch of 16 batches, one worker: under one range of 32 batches
+    (the default before) the local thread took the epoch whole and no task
+    went out; cut as claimed, the worker gets ranges while the local thread
+    makes the first."""
+    claims, _ = auto(16)
+    assert claims.pick_local() == (0, None)
+    claims.claim_local(0)
+    assert claims.ranges[0] == (0, 4)  # half the local share of 16 batches
+    # Range 1 is cut for the local thread to continue with; the cluster gets 2 and 3.
+    submit(claims, 2, "w1")
+    submit(claims, 3, "w1")
+    assert claims.ranges[1:] == [(4, 7), (7, 10), (10, 12)]
+    assert claims.to_submit(index) is None  # two ranges per worker thread in flight
+
+
+def test_auto_ranges_cover_the_epoch_and_shrink_towards_its_end():
+    claims, _ = auto(100, first=3, workers=("w1", "w2"))
+    while claims._has(len(claims.ranges), CLUSTER):
+        pass
+    assert claims.ranges[0][0] == 3 and claims.ranges[-1][1] == 100
+    assert all(a[1] == b[0] for a, b in zip(claims.ranges, claims.ranges[1:]))
+    sizes = [e - s for s, e in claims.ranges]
+    assert sizes == sorted(sizes, reverse=True) and sizes[-1] == 1
+    assert max(sizes) <= 32
+    claims.next = 50
+    s, e = claims.ranges[claims.front()]
+    assert s <= 50 < e
+
+
+def test_auto_sizes_follow_the_measured_speeds():
+    """A worker thread three times slower than the local thread gets a third
+    of the local thread's range; both finish their shares together."""
+    sizes = TaskSizes(64, 1000, 0)
+    assert sizes.size(400, 1, cluster=True) == sizes.size(400, 1, cluster=False) == 100
+    sizes.timed_local(4.0, 4)   # 1 s a batch here
+    sizes.timed_worker(6.0, 2)  # 3 s a batch on a worker thread
+    assert sizes.size(400, 1, cluster=False) == 150  # 400 * 3/4 / 2
+    assert sizes.size(400, 1, cluster=True) == 50    # 400 * 1/4 / 2
+    assert sizes.size(400, 3, cluster=True) == 34    # ceil(400 * (1/3) / 2 / 2)
+
+
+def test_auto_sizes_pay_for_the_window_a_task_reads_again():
+    """A range read from scratch first fills the shuffle reach: before
+    anything is measured it may read again what it delivers at most; then
+    re-reading and starting it may take a tenth of its time."""
+    sizes = TaskSizes(64, 1000, reread=2000)
+    assert sizes.least() == 32  # 2000 samples / 64
+    assert sizes.size(16, 1, cluster=True) == 16  # the epoch left is too short to split
+    sizes.timed_local(2.4, 1)
+    sizes.timed_read(2.0, 2000)  # 1 ms a sample
+    assert sizes.least() == 9    # (2000 * 1 ms + 50 ms) / (0.1 * 2.4 s), rounded up
+    # A task that started a range read 100 samples beyond its own: the
+    # expected re-read follows it.
+    sizes.timed_worker(2.4, 1, extra_samples=100)
+    assert sizes.reread == pytest.approx(0.8 * 2000 + 0.2 * 100)
+    # The global order re-reads nothing: ranges are as small as the shares ask.
+    assert TaskSizes(64, 1000, reread=0).least() == 0

@@ -97,9 +97,16 @@ class DaskCluster:
             proc.wait(timeout=10)
 
 
+# How long a trainer's local thread leaves the epoch to the workers before
+# making batches itself (until a task ends): without it the machine's load
+# decides whether the workers make any, which most tests here assert.
+LOCAL_WAITS_S = "30"
+
+
 @pytest.fixture
-def cluster(tmp_path, clean_env_factory):
+def cluster(tmp_path, clean_env_factory, monkeypatch):
     c = DaskCluster(tmp_path, clean_env_factory())
+    monkeypatch.setenv("STOKER_TEST_LOCAL_WAITS_S", LOCAL_WAITS_S)  # the trainers, not the workers
     yield c
     c.stop()
 
@@ -398,6 +405,66 @@ def test_no_worker_at_start(cluster, indexed):
     loader.close()
 
 
+def test_default_task_sizes_offload_a_short_epoch(cluster, indexed):
+    """At the default batches_per_task an epoch of 16 batches was one range
+    (two shuffle windows, at least 256 samples, per task), which the local
+    thread took whole: no task went to the worker. Cut as they are claimed,
+    ranges go to the worker too; the batches are still a local run's, and
+    what both sides read is counted."""
+    shards, index = indexed
+    cluster.add_worker("w1")
+    kw = dict(OPTIONS, index=index, samples_per_rank=96)  # 16 batches of 6
+    want = local_digests(shards, **kw)
+    assert len(want) == 16
+    loader = stoker.Loader(shards, cluster=cluster.client, **kw)
+    # Until the poller has seen the worker and the dataset index reached it
+    # (bounded): the loop's first batch then sends ranges, however fast the
+    # local thread decodes these small images.
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while not loader._offload.workers() or loader._offload.shared() is None:
+        assert time.monotonic() < deadline, "the worker or the index never became usable"
+        time.sleep(0.1)
+    got = [digest(i, l) for i, l in loader]
+    assert got == want
+    stats = loader.stats()
+    c = stats["cluster"]
+    assert c["tasks_submitted"] > 0, c  # 0 when the local thread took the one range
+    assert c["batches_per_task"] == "auto" and c["ranges_cluster"] > 0, c
+    assert c["batches_cluster"] + c["batches_local"] == 16
+    # Read amplification: the worker's tasks' reads plus the local loader's
+    # own counters, per sample delivered.
+    local = loader._c.stats()
+    assert c["samples_read"] == c["samples_read_cluster"] + local["samples_read"]
+    assert c["bytes_read"] == c["bytes_read_cluster"] + local["bytes_read"]
+    assert c["read_per_sample"] == pytest.approx(c["samples_read"] / 96)
+    assert c["bytes_read_per_sample"] == pytest.approx(c["bytes_read"] / 96)
+    assert c["samples_read"] >= 96 and c["bytes_read"] > 0
+    if c["tasks_done"]:  # what the worker read is in it
+        assert c["samples_read_cluster"] > 0 and c["bytes_read_cluster"] > 0, c
+    loader.close()
+
+
+def test_report_names_what_to_do_about_read_amplification(even_shards):
+    """report() with cluster= on made-up counters: above 1.2 samples read
+    per sample delivered it says how to read less; below it does not."""
+    from stoker.cluster import trainer as _cluster
+    with stoker.Loader(even_shards, **OPTIONS) as loader:
+        for _ in loader:
+            pass
+        stats = loader.stats()
+    counters = dict(batches_cluster=8, batches_local=8, cluster_wait_ns=0, local_wait_ns=0,
+                    tasks_done=4, tasks_submitted=4, tasks_failed=0, tasks_dropped=0,
+                    ranges_taken_back=0, ranges_cluster=2, bytes_received=10**6, workers=1,
+                    batches_per_task="auto", samples_read=7000, read_per_sample=7.0,
+                    bytes_read_per_sample=90e3)
+    text = _cluster.report(dict(stats, cluster=counters))
+    assert "7.00 samples read per sample delivered (90 kB per sample), by 2 ranges" in text
+    assert "each sample was read 7.0 times" in text and "index=" in text, text
+    assert "batches_per_task=N" in text and "shuffle_buffer" in text
+    counters.update(samples_read=1100, read_per_sample=1.1)
+    assert "each sample was read" not in _cluster.report(dict(stats, cluster=counters))
+
+
 @pytest.mark.parametrize("extra", [{}, dict(interpolation="bicubic", random_erase_value="random",
                                             color_jitter=0.4, blur_kernel=3)],
                          ids=["reference", "bicubic-random-erase-jitter-blur"])
@@ -463,7 +530,7 @@ def test_scheduler_stopped_mid_epoch(cluster, indexed, clean_env_factory):
     want = local_digests(shards, index=index, **options)
     arg = json.dumps([shards, index, cluster.address, cluster.scheduler.pid, options])
     proc = subprocess.Popen([sys.executable, "-c", STOPPED_CHILD, arg],
-                            env=clean_env_factory(), stdout=subprocess.PIPE,
+                            env=clean_env_factory(STOKER_TEST_LOCAL_WAITS_S=0), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
     try:
         out, err = proc.communicate(timeout=120)

@@ -22,7 +22,7 @@ import torch
 import stoker
 import cluster_hook_fns
 import hook_fns
-from test_cluster import DaskCluster
+from test_cluster import LOCAL_WAITS_S, DaskCluster
 
 pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
 
@@ -36,11 +36,12 @@ AUGMENTED = dict(HOOKED, map=hook_fns.augment, batch_map=hook_fns.mixup)
 
 
 @pytest.fixture
-def cluster(tmp_path, clean_env_factory):
+def cluster(tmp_path, clean_env_factory, monkeypatch):
     env = clean_env_factory()
     # The workers unpickle the hooks, which are functions of the tests' modules.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), HERE) if p)
     c = DaskCluster(tmp_path, env)
+    monkeypatch.setenv("STOKER_TEST_LOCAL_WAITS_S", LOCAL_WAITS_S)
     yield c
     c.stop()
 

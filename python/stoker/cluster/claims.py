@@ -8,23 +8,112 @@ its lock) so that tests drive it alone, with a fake clock and a fake
 cluster. The cluster is anything with usable(), workers() (worker
 threads) and worker_addresses(), asked only when a decision needs them;
 chunks are any hashable values (Dask futures in a Run).
+
+Range sizes. With batches_per_task=N every range holds N batches. Left to
+stoker (the default), ranges are cut as they are claimed, each sized by
+TaskSizes for the side that takes it: half that side's share of the
+batches left at the speeds measured so far (guided self-scheduling, as
+OpenMP's schedule(guided)), so ranges shrink towards the epoch's end and
+both sides finish together; never so small that re-reading the shuffle
+reach and starting the task cost more than a tenth of its time. Which
+side makes a batch never changes its bytes.
 """
+import bisect
+import math
 import time
 
 PENDING, LOCAL, CLUSTER, DONE = range(4)
 
 
-class Claims:
-    """Batches [first, n) cut into ranges of per_range batches, each claimed
-    by one side, and the batches made and not read yet (the reorder buffer:
-    the first made of each batch is kept, wherever it came from)."""
+class TaskSizes:
+    """The batches of each range when batches_per_task is left to stoker,
+    from what is measured as the run goes (kept across epochs): the local
+    thread's time per batch, a worker thread's (its tasks' own time, not
+    their wait in Dask's queue), the samples a task reads beyond its own
+    (the shuffle reach a range read from scratch fills first; about none in
+    the global order, which reads by offset) and the time to read one.
+    most: the largest range (the local C loader's buffers are sized for
+    it); reread: the samples a task is expected to read again before any
+    has been measured."""
 
-    def __init__(self, first, n, per_range, cluster, clock=time.monotonic):
+    # A range is 1/SHARE of its side's fair share of the batches left.
+    SHARE = 2
+    # Re-reading and starting a task may cost this share of its time...
+    OVERHEAD = 0.1
+    # ... where starting one (Dask's round trip, the worker's pipeline and
+    # hook processes picking up) costs about this.
+    TASK_START_S = 0.05
+
+    def __init__(self, batch_size, most, reread):
+        self.batch_size = batch_size
+        self.most = most
+        self.reread = reread
+        self.local_batch_s = None   # running means, None until measured
+        self.worker_batch_s = None
+        self.read_s = None          # reading one sample, the local loader's readers
+
+    @staticmethod
+    def _mean(old, new):
+        return new if old is None else 0.8 * old + 0.2 * new
+
+    def timed_local(self, seconds, batches):
+        self.local_batch_s = self._mean(self.local_batch_s, seconds / batches)
+
+    def timed_worker(self, seconds, batches, extra_samples=None):
+        """A task made `batches` in `seconds` of its worker's thread; when it
+        started a range, it read extra_samples beyond the range's own."""
+        if batches:
+            self.worker_batch_s = self._mean(self.worker_batch_s, seconds / batches)
+        if extra_samples is not None:
+            self.reread = 0.8 * self.reread + 0.2 * max(0, extra_samples)
+
+    def timed_read(self, seconds, samples):
+        if samples:
+            self.read_s = self._mean(self.read_s, seconds / samples)
+
+    def least(self):
+        """The smallest range worth a task: re-reading its window and
+        starting it cost at most OVERHEAD of its time (before anything is
+        measured: it reads again at most what it delivers)."""
+        batch_s = min((s for s in (self.local_batch_s, self.worker_batch_s) if s), default=None)
+        if batch_s is None or self.read_s is None:
+            return math.ceil(self.reread / self.batch_size)
+        cost = self.reread * self.read_s + self.TASK_START_S
+        return math.ceil(cost / (self.OVERHEAD * batch_s))
+
+    def size(self, left, workers, cluster):
+        """Batches of the next range of the `left` not cut yet, for a worker
+        thread (cluster) or the local thread; workers: the worker threads
+        (at least one is assumed: with none, the local thread takes range
+        after range, each continuing the previous one's pipeline)."""
+        here = self.local_batch_s or self.worker_batch_s or 1.0
+        there = self.worker_batch_s or here
+        rate = 1.0 / (there if cluster else here)
+        share = rate / (1.0 / here + max(workers, 1) / there)
+        guided = math.ceil(left * share / self.SHARE)
+        return max(1, min(left, self.most, max(guided, self.least())))
+
+
+class Claims:
+    """Batches [first, n) cut into ranges, each claimed by one side, and
+    the batches made and not read yet (the reorder buffer: the first made
+    of each batch is kept, wherever it came from). per_range: the batches
+    of every range, or with sizes (a TaskSizes) the most one holds; ranges
+    are then cut as the sides claim them."""
+
+    def __init__(self, first, n, per_range, cluster, clock=time.monotonic, sizes=None):
         self.cluster = cluster
         self.clock = clock
         self.per_range = per_range
-        self.ranges = [(b, min(b + per_range, n)) for b in range(first, n, per_range)]
-        self.state = [PENDING] * len(self.ranges)
+        self.sizes = sizes
+        self.n = n
+        self.ranges, self.state, self._starts = [], [], []
+        self.cut = first  # the batches before it are cut into ranges
+        if sizes is None:
+            while self.cut < n:
+                self._cut(per_range)
+        else:
+            self._has(0, LOCAL)  # the loop's first range, the local thread's
         self.ready = {}        # batch index -> item, made and not read yet
         self.held_local = set()  # the batches of ready made by the local thread
         self.futures = {}      # range -> {chunk: worker}, its chunks not finished
@@ -38,9 +127,31 @@ class Claims:
         self.local_batch_s = None  # running mean of the local thread's time per batch
         self.spared = None  # the range pick_local takes from the cluster at the epoch's end
 
+    def _cut(self, size):
+        end = min(self.cut + size, self.n)
+        self.ranges.append((self.cut, end))
+        self._starts.append(self.cut)
+        self.state.append(PENDING)
+        self.cut = end
+
+    def _has(self, r, side):
+        """Whether range r exists: with TaskSizes, the ranges up to r are
+        cut now (sized for side, LOCAL or CLUSTER) if the epoch has batches
+        left for them."""
+        while len(self.ranges) <= r and self.cut < self.n:
+            self._cut(self.sizes.size(self.n - self.cut, self.cluster.workers(), side == CLUSTER))
+        return r < len(self.ranges)
+
+    def _at_end(self, end):
+        """Whether range `end` is past the epoch's last range."""
+        return self.cut >= self.n and end >= len(self.ranges)
+
     def front(self):
-        """The range holding the batch the loop reads next."""
-        return (self.next - self.ranges[0][0]) // self.per_range if self.ranges else 0
+        """The range holding the batch the loop reads next (len(ranges) when
+        it is not cut yet)."""
+        if self.next >= self.cut:
+            return len(self.ranges)
+        return bisect.bisect_right(self._starts, self.next) - 1
 
     def limits(self):
         """(ranges in flight on the cluster, ranges claimed ahead of the loop)."""
@@ -77,13 +188,15 @@ class Claims:
         it yet."""
         in_flight, lookahead = self.limits()
         front = self.front()
-        for r in range(front, min(len(self.ranges), front + lookahead)):
+        for r in range(front, front + lookahead):
             if len(self.futures) >= in_flight:
                 return None
             # The range after the local thread's is left to it: its pipeline
             # continues there without reading anything again.
-            if self.state[r] != PENDING or r in self.local_only or (
-                    self.local_range is not None and r == self.local_range + 1):
+            after_local = self.local_range is not None and r == self.local_range + 1
+            if not self._has(r, LOCAL if after_local else CLUSTER):
+                return None
+            if self.state[r] != PENDING or r in self.local_only or after_local:
                 continue
             start = self.missing_from(r)
             worker, held = self._pick_worker(), shared()
@@ -157,7 +270,7 @@ class Claims:
         """(range, reason it is taken back from the cluster or None) for
         the local thread to make next, or None."""
         front = self.front()
-        if front >= len(self.ranges):
+        if not self._has(front, LOCAL):
             return None
         if self.state[front] == PENDING:
             return front, None  # first the batches the loop needs next
@@ -166,24 +279,26 @@ class Claims:
         if why is not None:
             return front, why
         _, lookahead = self.limits()
-        end = min(len(self.ranges), front + lookahead)
+        end = front + lookahead
         if len(self.held_local) > self.per_range:
             # Wait for the loop (_cluster.LOCAL_RANGES), but at the epoch's
             # end make the cluster's last range: the third range held.
-            if end < len(self.ranges) or len(self.held_local) > 2 * self.per_range:
+            if not self._at_end(end) or len(self.held_local) > 2 * self.per_range:
                 return None
-            return self._spare_last(front, end)
+            return self._spare_last(front, len(self.ranges))
         # The range after the previous one continues its pipeline: nothing
         # is read again.
         if self.last_local is not None:
             nxt = self.last_local + 1
-            if front <= nxt < end and self.state[nxt] == PENDING:
+            if front <= nxt < end and self._has(nxt, LOCAL) and self.state[nxt] == PENDING:
                 return nxt, None
-        for r in range(front, end):
+        r = front
+        while r < end and self._has(r, LOCAL):
             if self.state[r] == PENDING:
                 return r, None
-        if end == len(self.ranges):
-            return self._spare_last(front, end)
+            r += 1
+        if self._at_end(end):
+            return self._spare_last(front, len(self.ranges))
         # Nothing left to claim: rather than idle, make the range the loop
         # waits for if that is quicker than waiting for the cluster.
         why = self._sooner_here(front) if front_waits else None
@@ -230,6 +345,8 @@ class Claims:
         per_batch = seconds / batches
         self.local_batch_s = per_batch if self.local_batch_s is None else \
             0.8 * self.local_batch_s + 0.2 * per_batch
+        if self.sizes is not None:
+            self.sizes.timed_local(seconds, batches)
 
     # -- the reorder buffer --
 

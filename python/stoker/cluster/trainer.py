@@ -5,9 +5,10 @@ DESIGN. An epoch of one rank is a fixed sequence of batches. A task makes
 a run of it, batches [first, first + count), with a stoker loader on a Dask
 worker: stk_loader_seek_range gives the bytes an uninterrupted local run
 gives there, whichever process makes them, and the bad input each batch
-accounts for. The epoch is cut into ranges (two shuffle windows each, so
-that a range read from scratch reads at most twice what it delivers), and
-each range is claimed by one side: the cluster, which makes it as a few
+accounts for. The epoch is cut into ranges (sized as they are claimed,
+from the epoch's length, the re-read cost and the measured speeds:
+_claims.TaskSizes; or batches_per_task each), and each range is claimed
+by one side: the cluster, which makes it as a few
 chunk tasks pinned to one worker (each continues the previous one's
 pipeline there), or the trainer's own C loader. The trainer takes a range
 back when the loop waits for it and the cluster is late, lost, or slower
@@ -53,7 +54,7 @@ import weakref
 import numpy as np
 
 from .._ext import _stoker
-from .claims import PENDING, Claims
+from .claims import PENDING, Claims, TaskSizes
 from ..hooks.pool import HookError, RemoteTraceback
 from .hooks import Canary, digest as object_digest, nbytes as object_nbytes
 from ..base.fields import mix_of
@@ -76,25 +77,54 @@ GATHER_TIMEOUT_S = 60.0
 # fast as they fail.
 MAX_FAILED_TASKS = 3
 
+# Above this many samples read per sample delivered, report() says how to
+# read less.
+READ_AMPLIFICATION_ADVICE = 1.2
+
 # Ranges of batches made by the local thread that may wait for the loop at
 # once: one read while the thread makes the next, and one taken back from a
 # late task. The local C loader's max_batches is sized for it.
 LOCAL_RANGES = 3
 
 
+_DEFAULTS = {o["name"]: o["default"] for o in _stoker.options()}
+
+
+def is_auto(requested):
+    """Whether batches_per_task is left to stoker (None or "auto")."""
+    return requested is None or requested == "auto"
+
+
 def batches_per_task(options, requested=None):
-    """Batches a task makes. A task that does not continue the previous
-    one on its worker reads its first and last shuffle window whole: with
-    two windows' worth of samples per task it reads at most twice what it
-    delivers, and at least 256 samples (a third of a second of decoding on
-    one core) keep Dask's ~1 ms per task negligible."""
-    if requested is not None:
+    """The most batches a task makes: requested, or when it is left to
+    stoker (each range then sized by _claims.TaskSizes) two shuffle
+    windows' worth and at least 256 samples: a range read from scratch
+    then reads at most twice what it delivers. The local C loader's
+    buffers are sized for it."""
+    if not is_auto(requested):
         # int() took 2.5 as 2 and failed on nan without naming the option.
         if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
-            raise _stoker.OptionError(f"batches_per_task must be an int >= 1, not {requested!r}")
+            raise _stoker.OptionError("batches_per_task must be an int >= 1 or \"auto\", "
+                                      f"not {requested!r}")
         return requested
-    window = options.get("shuffle_buffer", 1000) if options.get("shuffle", 1) else 1
+    window = _reach(options) or 1
     return max(1, -(-max(2 * window, 256) // options["batch_size"]))
+
+
+def _reach(options):
+    """The shuffle's reach in samples (0 without a shuffle)."""
+    if not options.get("shuffle", 1):
+        return 0
+    return int(options.get("shuffle_buffer", _DEFAULTS["shuffle_buffer"]))
+
+
+def _reread(options):
+    """Samples a range read from scratch is expected to read beyond its
+    own before any is measured: the reach it fills first under the
+    sliding window, about none in the global order (an index over local
+    shards reads by offset); measured from the first tasks on."""
+    window = options.get("window_shuffle", int(_DEFAULTS["window_shuffle"]))
+    return _reach(options) if window else 0
 
 
 class ClusterError(_stoker.Error, ConnectionError):
@@ -131,7 +161,7 @@ class Offload:
     map_shape: as Loader's."""
 
     def __init__(self, cluster, urls, options, index_path, image_bytes, batches_per_task,
-                 fields=None, hook_pool=None, raw_labels=None, map_shape=None):
+                 fields=None, hook_pool=None, raw_labels=None, map_shape=None, auto=False):
         self.client, self._owns_client = _connect(cluster)
         hooks = None if hook_pool is None else hook_pool.hooks_bytes
         self.image_bytes = image_bytes
@@ -140,6 +170,8 @@ class Offload:
         digest = hashlib.sha256(index_data).hexdigest()[:32]
         batch_size = options["batch_size"]
         self.batches_per_task = batches_per_task
+        # With auto: range sizes from the measured speeds, kept across epochs.
+        self.sizes = TaskSizes(batch_size, batches_per_task, _reread(options)) if auto else None
         worker_options = {k: v for k, v in options.items() if k != "threads"}
         # Hooks keep two batches in flight (hooks.batches), each holding a
         # C buffer while its samples are in the hook processes.
@@ -171,8 +203,9 @@ class Offload:
         self.counters = dict(
             batches_cluster=0, batches_local=0, tasks_submitted=0, tasks_done=0,
             tasks_failed=0, tasks_dropped=0, ranges_taken_back=0, samples_read_cluster=0,
+            bytes_read_cluster=0, ranges_cluster=0,
             bytes_received=0, cluster_wait_ns=0, local_wait_ns=0, samples_skipped=0,
-            images_replaced=0, shards_failed=0, samples=0, samples_read_local=0,
+            images_replaced=0, shards_failed=0, samples=0,
             hook_samples_skipped=0, hook_restarts_cluster=0,
             samples_cluster=0, samples_local=0,
             first_batch_ns=0)
@@ -432,8 +465,10 @@ def check_result(result, first, count, batch_size, image_bytes, n):
                            all(isinstance(v, str) for v in error)), f"error {error!r}")
     need(isinstance(result.get("hook_restarts", 0), int) and result.get("hook_restarts", 0) >= 0,
          f"hook_restarts {result.get('hook_restarts')!r}")
-    need(isinstance(result.get("samples_read"), int) and result["samples_read"] >= 0,
-         f"samples_read {result.get('samples_read')!r}")
+    for key in ("samples_read", "bytes_read"):
+        need(isinstance(result.get(key), int) and result[key] >= 0, f"{key} {result.get(key)!r}")
+    need(isinstance(result.get("busy_s"), float) and 0.0 <= result["busy_s"] < float("inf"),
+         f"busy_s {result.get('busy_s')!r}")
     if "outputs" in result:
         outputs = result["outputs"]
         need(isinstance(outputs, list) and len(outputs) == len(sizes),
@@ -492,12 +527,18 @@ class Run:
         self.epoch = epoch
         self.remaining = remaining  # an elastic resume's ranges of the epoch (or None)
         self.n = n
-        self.claims = Claims(first, n, offload.batches_per_task, offload)
+        self.claims = Claims(first, n, offload.batches_per_task, offload, sizes=offload.sizes)
         self.errors = {}    # batch index -> the error that ended its range there
         self.closing = False
         self.chunk = max(1, CHUNK_BYTES // max(1, offload.spec["batch_bytes"]))
         self.cond = threading.Condition()
         self.local = threading.Thread(target=self._local_main, name="stoker-local", daemon=True)
+        # Tests only (STOKER_TEST_LOCAL_WAITS_S): the local thread leaves the
+        # epoch to the cluster until a task ends or that many seconds pass,
+        # so that a test on a loaded machine sees the workers make batches
+        # (else the machine's load decides who makes them first).
+        self.local_waits_until = time.monotonic() + \
+            float(os.environ.get("STOKER_TEST_LOCAL_WAITS_S", "0"))
 
     # -- tasks (called with cond held) --
 
@@ -526,14 +567,15 @@ class Run:
                                                allow_other_workers=not self.o.refused,
                                                priority=-b)
                     chunks[fut] = worker
-                    fut.add_done_callback(lambda f, r=r, b=b, n=count: self._on_done(r, f, b, n))
+                    fut.add_done_callback(lambda f, r=r, b=b, n=count, opens=b == start:
+                                          self._on_done(r, f, b, n, opens))
             except Exception as e:  # the client is closed or lost its scheduler
                 self.o.warn_once("submit", f"stoker: cannot submit to the Dask cluster ({e}); "
                                  "decoding locally")
                 self._drop_chunks(chunks)
                 return
             claims.submitted_to_cluster(r, chunks)
-            self.o.add(tasks_submitted=len(chunks))
+            self.o.add(tasks_submitted=len(chunks), ranges_cluster=1)
 
     @staticmethod
     def _drop_chunks(chunks):
@@ -557,7 +599,7 @@ class Run:
             with self.cond:
                 pick = None
                 while not self.closing and pick is None:
-                    pick = claims.pick_local()
+                    pick = None if self._local_waits() else claims.pick_local()
                     if pick is None:
                         self.cond.wait(0.05)
                 if self.closing:
@@ -580,6 +622,11 @@ class Run:
                 self._drop_chunks(claims.local_done(r))
                 self.cond.notify_all()
 
+    def _local_waits(self):
+        c = self.o.counters
+        return time.monotonic() < self.local_waits_until and not (c["tasks_done"] or
+                                                                  c["tasks_failed"])
+
     def _local_batches(self, start, count):
         """Yield (batch, samples, bad-input counts) of [start, start + count)."""
         if self.outputs is not None:
@@ -598,7 +645,7 @@ class Run:
 
     def _make_local(self, r, start):
         end = self.claims.ranges[r][1]
-        read = self.c.stats()["samples_read"]
+        before = self.c.stats()
         began, made = time.monotonic(), 0
         batches = self._local_batches(start, end - start)
         try:
@@ -616,14 +663,17 @@ class Run:
                 self.cond.notify_all()
         finally:
             batches.close()
-            self.o.add(samples_read_local=self.c.stats()["samples_read"] - read)
+            after = self.c.stats()
             if made:
                 with self.cond:
                     self.claims.timed_local(time.monotonic() - began, made)
+                    if self.o.sizes is not None:  # what re-reading a window costs
+                        self.o.sizes.timed_read((after["read_ns"] - before["read_ns"]) / 1e9,
+                                                after["samples_read"] - before["samples_read"])
 
     # -- cluster results (Dask's callback thread) --
 
-    def _on_done(self, r, fut, first, count):
+    def _on_done(self, r, fut, first, count, opens):
         result = failure = None
         client = self.o.client
         try:
@@ -664,7 +714,7 @@ class Run:
             try:
                 if result is not None:
                     self.o.task_ended(worker)
-                    self._take_chunk(result)
+                    self._take_chunk(result, opens)
                 elif refused is not None:
                     self.o.add(tasks_failed=1)
                     self._drop_chunks(self.claims.range_failed(r))
@@ -685,11 +735,18 @@ class Run:
                 self._submit_more()
                 self.cond.notify_all()
 
-    def _take_chunk(self, result):
+    def _take_chunk(self, result, opens):
+        """Keep a task's batches (opens: it is the first of its submission,
+        which may have read a window before its batches)."""
         received = sum(object_nbytes(o) for o in result["outputs"]) if "outputs" in result \
             else result["images"].nbytes + result["labels"].nbytes
         self.o.add(tasks_done=1, samples_read_cluster=result["samples_read"],
+                   bytes_read_cluster=result["bytes_read"],
                    bytes_received=received, hook_restarts_cluster=result.get("hook_restarts", 0))
+        if self.o.sizes is not None:
+            self.o.sizes.timed_worker(result["busy_s"], len(result["sizes"]),
+                                      result["samples_read"] - sum(result["sizes"])
+                                      if opens else None)
         kept = 0
         for k, (out, n, skips) in enumerate(self._chunk_batches(result)):
             kept += self._put(result["first"] + k, (out, n, skips, "cluster"))
@@ -788,12 +845,18 @@ def merge_stats(stats, offload):
     stats["batches"] = c["batches_cluster"] + c["batches_local"]
     stats["wait_ns"] = c["cluster_wait_ns"] + c["local_wait_ns"]
     stats["wall_ns"] = time.perf_counter_ns() - offload.started_ns if offload.started_ns else 0
+    # Read amplification: what the workers' tasks and the local loader read
+    # (the local loader's own counters: its readers read ahead of a range,
+    # and that counts) per sample delivered.
+    c["samples_read_local"], c["bytes_read_local"] = stats["samples_read"], stats["bytes_read"]
     read = c["samples_read_cluster"] + c["samples_read_local"]
     c["samples_read"] = read
+    c["bytes_read"] = c["bytes_read_cluster"] + c["bytes_read_local"]
     c["read_per_sample"] = read / c["samples"] if c["samples"] else 0.0
+    c["bytes_read_per_sample"] = c["bytes_read"] / c["samples"] if c["samples"] else 0.0
     c["bytes_per_image"] = c["bytes_received"] / c["samples_cluster"] if c["samples_cluster"] else 0
     c["workers"] = offload.workers()
-    c["batches_per_task"] = offload.batches_per_task
+    c["batches_per_task"] = "auto" if offload.sizes is not None else offload.batches_per_task
     stats["cluster"] = c
 
 
@@ -814,7 +877,16 @@ def report(stats):
         f"tasks: {c['tasks_done']} done of {c['tasks_submitted']} submitted, "
         f"{c['tasks_failed']} failed or lost, {c['tasks_dropped']} results dropped as "
         f"duplicates, {c['ranges_taken_back']} ranges taken back from late tasks",
-        f"reading: {c['read_per_sample']:.2f} samples read per sample delivered; "
-        f"{c['bytes_received'] / 1e6:.0f} MB received from workers",
+        f"reading: {c['read_per_sample']:.2f} samples read per sample delivered "
+        f"({c['bytes_read_per_sample'] / 1e3:.0f} kB per sample), by {c['ranges_cluster']} "
+        f"ranges sent to the cluster (batches_per_task={c['batches_per_task']}) and this "
+        f"process; {c['bytes_received'] / 1e6:.0f} MB received from workers",
     ]
+    if c["read_per_sample"] > READ_AMPLIFICATION_ADVICE:
+        lines.append(
+            f"reading: each sample was read {c['read_per_sample']:.1f} times: a range started "
+            "from scratch first reads what precedes it in the shuffle (under the sliding "
+            "window, the window); an index= over local uncompressed shards (the global "
+            "order, read by offset) reads least, larger tasks (batches_per_task=N) start "
+            "fewer ranges, a smaller shuffle_buffer reads less for each")
     return _stoker.report(stats) + "\n".join(lines) + "\n"

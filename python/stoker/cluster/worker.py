@@ -345,6 +345,7 @@ def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=F
     on_error="fail" (or a hook failed), the error that ended the range (the
     batches before it are kept, as a local loader delivers them).
     remaining: the ranges of the epoch an elastic resume left, or None."""
+    began = time.monotonic()  # the trainer sizes later tasks by it
     job = _job(spec, keys, hooks_data, _this_worker())
     kept = None
     try:
@@ -363,7 +364,8 @@ def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=F
     if _TEST_TASK_DELAY_S:
         time.sleep(_TEST_TASK_DELAY_S)
     result.update(first=first, samples_read=after["samples_read"] - before["samples_read"],
-                  worker=_worker_address())
+                  bytes_read=after["bytes_read"] - before["bytes_read"],
+                  busy_s=time.monotonic() - began, worker=_worker_address())
     return result
 
 

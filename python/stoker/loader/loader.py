@@ -146,8 +146,12 @@ class Loader:
     lag (lost tasks are made again, and the loader decodes a range itself
     when the cluster is late with it). Needs index= (workers jump to their
     ranges through it); the shards must be reachable under the same URLs
-    from every worker. batches_per_task sets a task's size (default: two
-    shuffle windows' worth, at least 256 samples).
+    from every worker. batches_per_task sets a task's size in batches;
+    left out (or "auto"), each range is sized as it is claimed: from the
+    batches left, the workers and this process's measured time per batch
+    (ranges shrink towards the epoch's end, so both sides finish together)
+    and the samples a task reads again (its shuffle window; about none in
+    the global order), at most two shuffle windows' worth.
 
     classes: the class names, label order (what torchvision's datasets
     call dataset.classes): a file of one name per line, a sequence of str,
@@ -267,6 +271,7 @@ class Loader:
             if index is None:
                 raise OptionError("cluster= needs a dataset index (index=, from `stoker index`): "
                                  "workers jump to their batch ranges through it")
+            auto_tasks = _cluster.is_auto(batches_per_task)
             batches_per_task = _cluster.batches_per_task(config, batches_per_task)
             # Batches made here wait for the loop: the local thread keeps at
             # most two ranges ahead of it, plus one it takes back from a
@@ -319,7 +324,7 @@ class Loader:
                 self._offload = _cluster.Offload(
                     cluster, urls, affinity, os.fspath(index), image_bytes, batches_per_task,
                     fields=fields, hook_pool=self._hooks and self._hooks.pool,
-                    raw_labels=self._raw_labels, map_shape=map_shape)
+                    raw_labels=self._raw_labels, map_shape=map_shape, auto=auto_tasks)
             except BaseException:  # the scheduler is out of reach: no process left behind
                 if self._hooks is not None:
                     self._hooks.pool.close()
