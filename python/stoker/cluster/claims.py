@@ -3,7 +3,7 @@
 each range of an epoch's batches, the local thread or the Dask cluster,
 when a task is late and when the trainer takes a range back.
 
-Kept apart from the threads and from Dask (_cluster.Run drives it under
+Kept apart from the threads and from Dask (trainer.Run drives it under
 its lock) so that tests drive it alone, with a fake clock and a fake
 cluster. The cluster is anything with usable(), workers() (worker
 threads) and worker_addresses(), asked only when a decision needs them;
@@ -281,7 +281,7 @@ class Claims:
         _, lookahead = self.limits()
         end = front + lookahead
         if len(self.held_local) > self.per_range:
-            # Wait for the loop (_cluster.LOCAL_RANGES), but at the epoch's
+            # Wait for the loop (trainer.LOCAL_RANGES), but at the epoch's
             # end make the cluster's last range: the third range held.
             if not self._at_end(end) or len(self.held_local) > 2 * self.per_range:
                 return None

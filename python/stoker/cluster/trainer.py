@@ -7,7 +7,7 @@ worker: stk_loader_seek_range gives the bytes an uninterrupted local run
 gives there, whichever process makes them, and the bad input each batch
 accounts for. The epoch is cut into ranges (sized as they are claimed,
 from the epoch's length, the re-read cost and the measured speeds:
-_claims.TaskSizes; or batches_per_task each), and each range is claimed
+claims.TaskSizes; or batches_per_task each), and each range is claimed
 by one side: the cluster, which makes it as a few
 chunk tasks pinned to one worker (each continues the previous one's
 pipeline there), or the trainer's own C loader. The trainer takes a range

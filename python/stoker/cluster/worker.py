@@ -255,7 +255,7 @@ def _reap_ended_jobs(worker):
 
 
 def _checkout(spec, job, index_data):
-    """(C loader, its _cluster_hooks.Outputs or None) for spec: one kept
+    """(C loader, its hooks.Outputs or None) for spec: one kept
     from an earlier task, else new ones (the hooks' processes with them)."""
     with _cache_lock:
         if job.idle:

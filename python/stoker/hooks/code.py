@@ -53,7 +53,7 @@ class _Recorder(pickle.Unpickler):
 
 def load(data):
     """(the unpickled hooks, {"code MODULE": digest of its file}) for the
-    hooks pickled in data (_hooks.dumps); raises what unpickling raises
+    hooks pickled in data (pool.dumps); raises what unpickling raises
     (ModuleNotFoundError where a hook's module is missing)."""
     recorder = _Recorder(data)
     hooks = recorder.load()
