@@ -533,10 +533,12 @@ class Run:
         self.chunk = max(1, CHUNK_BYTES // max(1, offload.spec["batch_bytes"]))
         self.cond = threading.Condition()
         self.local = threading.Thread(target=self._local_main, name="stoker-local", daemon=True)
-        # Tests only (STOKER_TEST_LOCAL_WAITS_S): the local thread leaves the
-        # epoch to the cluster until a task ends or that many seconds pass,
-        # so that a test on a loaded machine sees the workers make batches
-        # (else the machine's load decides who makes them first).
+        # Tests only (STOKER_TEST_LOCAL_WAITS_S): after its first range (the
+        # loop's first batches, claimed before any task goes out) the local
+        # thread leaves the epoch to the cluster until a task ends or that
+        # many seconds pass, so that a test on a loaded machine sees the
+        # workers make batches (else the machine's load decides who makes
+        # them first).
         self.local_waits_until = time.monotonic() + \
             float(os.environ.get("STOKER_TEST_LOCAL_WAITS_S", "0"))
 
@@ -624,8 +626,8 @@ class Run:
 
     def _local_waits(self):
         c = self.o.counters
-        return time.monotonic() < self.local_waits_until and not (c["tasks_done"] or
-                                                                  c["tasks_failed"])
+        return (self.claims.last_local is not None and time.monotonic() < self.local_waits_until
+                and not (c["tasks_done"] or c["tasks_failed"]))
 
     def _local_batches(self, start, count):
         """Yield (batch, samples, bad-input counts) of [start, start + count)."""
