@@ -8,6 +8,13 @@
 # a suite's executables), build-rel the CLI, the extension and the
 # transform tool. Prints each tree's build and run time and the ten slowest
 # tests, and ends with one line "N passed, N failed".
+#
+# Where the time goes (docs/tests.md): the pixel comparisons with Pillow and
+# torchvision run once, against the release build's tools (marker `pixels`),
+# not under ASan at twice the cost; the tests of remote sources, which spend
+# their time waiting on servers, stalls and credential expiry, run two at a
+# time (pytest-xdist), the rest one at a time because they time or measure
+# themselves.
 set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -54,7 +61,7 @@ t=$(clock)
 # DNS/TLS share, pipeline stops cancel sources waiting on the network, and temporary cloud
 # credentials are one cache that every reader thread reads while one of them refreshes it.
 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/stoker \
-    "$PYTHON" -m pytest -q -p no:cacheprovider --junitxml=build-tsan/pytest-remote.xml \
+    "$PYTHON" -m pytest -q -p no:cacheprovider -n 2 --junitxml=build-tsan/pytest-remote.xml \
     -k "nginx or drop or stall or early or sigv4_every or range_resume or s3rver_epochs or long_run or temporary" \
     tests/integration/test_remote_http.py tests/integration/test_pipe.py \
     tests/integration/test_s3.py tests/integration/test_cloud_creds.py || status=1
@@ -65,17 +72,33 @@ TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 STOKER_BIN=$PWD/build-tsan/
     tests/integration/test_verify.py tests/integration/test_index.py || status=1
 took build-tsan pytest "$t"
 
+# The remote sources' tests wait on their servers far more than they compute: two at a time.
+remote="tests/integration/test_remote_http.py tests/integration/test_pipe.py
+tests/integration/test_s3.py tests/integration/test_cloud_creds.py tests/integration/test_remote_cache.py"
 t=$(clock)
-STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider \
-    --junitxml=build-asan/pytest.xml tests/integration || status=1
+# shellcheck disable=SC2086
+STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider -n 2 \
+    --junitxml=build-asan/pytest-remote.xml $remote || status=1
+took build-asan pytest-remote "$t"
+t=$(clock)
+ignore=$(for f in $remote; do printf ' --ignore=%s' "$f"; done)
+# shellcheck disable=SC2086
+STOKER_BIN=$PWD/build-asan/stoker "$PYTHON" -m pytest -q -p no:cacheprovider -m "not pixels" \
+    --junitxml=build-asan/pytest.xml $ignore tests/integration || status=1
 took build-asan pytest "$t"
 
 t=$(clock)
 setup build-rel -Dbuildtype=release || exit 1
 # The extension's file name holds the Python version: ask ninja for it.
 extension=$(ninja -C build-rel -t targets all | sed -n 's|^\(python/stoker/_ext/_stoker[^:]*\.so\):.*|\1|p')
-ninja -C build-rel stoker tests/transform_tool $extension || exit 1
+ninja -C build-rel stoker tests/transform_tool tests/resize_tool $extension || exit 1
 took build-rel build "$t"
+t=$(clock)
+# The image tools' pixels against Pillow and torchvision, on the build users run.
+STOKER_BUILD_DIR=$PWD/build-rel STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
+    -p no:cacheprovider -m pixels --junitxml=build-rel/pytest-pixels.xml \
+    tests/integration/test_image_vs_torchvision.py tests/integration/test_resize_vs_pil.py || status=1
+took build-rel pytest-pixels "$t"
 t=$(clock)
 PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
     -p no:cacheprovider --junitxml=build-rel/pytest-python.xml tests/python || status=1
@@ -84,6 +107,6 @@ took build-rel pytest "$t"
 cat "$TIMES"
 "$PYTHON" tests/summarize.py build-asan/meson-logs/testlog.json \
     build-tsan/meson-logs/testlog.json build-tsan/pytest-remote.xml build-tsan/pytest-jobs.xml \
-    build-asan/pytest.xml \
+    build-asan/pytest-remote.xml build-asan/pytest.xml build-rel/pytest-pixels.xml \
     build-rel/pytest-python.xml || status=1
 exit $status

@@ -10,7 +10,7 @@ libjpeg62-turbo-dev libspng-dev libcjson-dev python3-dev
 python3 python3-pil python3-numpy python3-pytest python3-torch python3-torchvision
 tar gzip zstd bzip2 xz-utils dpkg-dev time strace
 libcurl4-openssl-dev libssl-dev libexpat1-dev libyajl-dev zlib1g-dev ca-certificates nginx-light python3-botocore nodejs
-python3-distributed python3-prometheus-client python3-jwt python3-cryptography
+python3-distributed python3-prometheus-client python3-pytest-xdist python3-jwt python3-cryptography
 python3-mesonpy patchelf python3-pip python3-venv"
 # Fuzzing (optional, `make fuzz`) additionally needs clang and its runtime.
 if [ "${STOKER_FUZZ:-0}" = 1 ]; then

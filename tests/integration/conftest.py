@@ -37,6 +37,13 @@ SUMMARY_RE = re.compile(r"^(\d+) samples, (\d+) members, (\d+) bytes"
                         re.M)
 
 
+def pytest_configure(config):
+    # tests/run_all.sh runs these against the release build and the rest against build-asan.
+    config.addinivalue_line(
+        "markers", "pixels: compares the pixels of an image tool with Pillow or torchvision; "
+        "the sanitizers add nothing that the C unit tests and fuzz replays under them miss")
+
+
 def find_binary():
     env = os.environ.get("STOKER_BIN")
     if env:

@@ -26,6 +26,11 @@ build-data/photos-cache with apt-get download when missing), plus two
 larger re-encodings of source photos so the DCT scales below 8/8 get
 exercised, plus PNG copies. The figures (mean and max errors, KS
 statistics) are printed at the end of the module.
+
+tests/run_all.sh runs the comparisons with torchvision (marked `pixels`)
+against the release build's tool, which users run and which takes half
+ASan's time; decode and bad are run under ASan, where a sanitizer report
+is what they look for.
 """
 import io
 import json
@@ -313,6 +318,7 @@ def summarize(label, rows, noun, where="", extra=lambda maes: ""):
 # --------------------------------------------------------------------------
 # Eval
 
+@pytest.mark.pixels
 @pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
 # (h, w): a portrait output, and a wide one that pads every photograph
 # narrower than 2.3:1 (short side 109, long side < 224).
@@ -387,6 +393,7 @@ def train_rows(work, name, path, img, size, boxes, flags,
     return rows
 
 
+@pytest.mark.pixels
 @pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
 @pytest.mark.parametrize("size", [224, 96, (160, 224), (224, 96)], ids=size_tag)
 def test_train_matches_torchvision(tool, work, shard_images, large_images, png_images, size,
@@ -411,6 +418,7 @@ def test_train_matches_torchvision(tool, work, shard_images, large_images, png_i
     assert not bad, f"train {size} {tag}: {len(bad)} boxes with MAE above {limit}: {bad[:10]}"
 
 
+@pytest.mark.pixels
 @pytest.mark.parametrize("full", [False, True], ids=["fast", "full"])
 @pytest.mark.parametrize("mode", ["train", "eval"])
 def test_bicubic_matches_torchvision(tool, work, shard_images, large_images, mode, full):
@@ -460,6 +468,7 @@ def smooth_pattern(w, h, period):
     return Image.fromarray(rgb.round().clip(0, 255).astype(np.uint8))
 
 
+@pytest.mark.pixels
 def test_fast_path_geometry_on_smooth_images(tool, work):
     """Where DCT scaling is near exact (smooth content, quality 100, 4:4:4),
     the fast path must land on torchvision's pixels: a scaled image placed
@@ -527,6 +536,7 @@ def fallback_box(w, h, ratio=(3 / 4, 4 / 3)):
     return ((h - bh) // 2, (w - bw) // 2, bh, bw)
 
 
+@pytest.mark.pixels
 @pytest.mark.parametrize("w,h", [(500, 375), (375, 500), (100, 1000), (64, 64), (1000, 100)])
 def test_crop_distribution_matches_torchvision(tool, w, h):
     proc = run_tool(["crops", w, h, N_CROPS, 12345])

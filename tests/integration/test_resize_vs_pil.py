@@ -19,7 +19,9 @@ case for rounding) of many shapes down to 1x1. Every test runs four times:
 with the kernels the CPU selects (AVX2 where present) and with the portable
 ones, for each filter (the bicubic's negative weights take other sums).
 The tool comes from $STOKER_BUILD_DIR (default build-asan under the
-repository root).
+repository root). tests/run_all.sh runs the comparisons (marked `pixels`)
+against the release build, which users run and which takes half the time,
+and test_extreme_ratios under ASan.
 """
 import os
 import random
@@ -225,6 +227,7 @@ def photo_params():
     return params
 
 
+@pytest.mark.pixels
 @pytest.mark.parametrize("path,long_side", photo_params())
 def test_photographs(tool, tmp_path, path, long_side):
     if path is None:  # no photographs on this machine: a smooth synthetic one
@@ -237,6 +240,7 @@ def test_photographs(tool, tmp_path, path, long_side):
     compare(tool, tmp_path, im, case_list(zlib.crc32(f"{path}:{long_side}".encode()), *im.size, n=n))
 
 
+@pytest.mark.pixels
 @pytest.mark.parametrize("w,h", [(1, 1), (1, 7), (9, 1), (2, 3), (5, 5), (17, 13), (64, 48),
                                  (500, 375), (375, 500), (1000, 750)])
 def test_random_noise(tool, tmp_path, w, h):
