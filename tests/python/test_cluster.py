@@ -193,8 +193,11 @@ def run_with_event(loader, after, event, step_s=0):
 
 
 @pytest.mark.parametrize("killed", ["one worker", "every worker"])
-def test_workers_killed_mid_epoch(cluster, indexed, killed, caplog):
+def test_workers_killed_mid_epoch(cluster, indexed, killed, caplog, monkeypatch):
     shards, index = indexed
+    # The local thread works from the start: held, it leaves the cluster the
+    # whole epoch before the kill, and nothing is left to take back.
+    monkeypatch.setenv("STOKER_TEST_LOCAL_WAITS_S", "0")
     cluster.add_worker("w1", STOKER_TEST_TASK_DELAY_MS="400")
     cluster.add_worker("w2", STOKER_TEST_TASK_DELAY_MS="400")
     kw = dict(OPTIONS, index=index)
