@@ -15,7 +15,8 @@ from .._ext._stoker import BusyError, DataError, OptionError, PlanError, ReadErr
 from .._ext import _stoker
 from .._ext._stoker import verify as _verify
 from .._ext._stoker import Loader as _CLoader
-from . import elastic as _elastic, index as _index, metrics as _metrics, pinned as _pinned, scope as _scope
+from . import (elastic as _elastic, index as _index, metrics as _metrics, pinned as _pinned,
+               scope as _scope)
 from ..base import ranks as _ranks
 from ..cluster import hooks as _cluster_hooks, trainer as _cluster
 from ..hooks import batches as _hook_batches, report as _hook_report
