@@ -21,8 +21,12 @@ SIGNAL_AFTER_S = 0.5   # into the wait: next() is inside C by then
 CLOSE_S = 10.0         # close() after the interrupt
 CHILD_TIMEOUT_S = 60
 
+# Each child takes Ctrl-C as a program started from a terminal does: a test
+# run started in the background (a non-interactive shell's `&`) has SIGINT
+# ignored, and its children would inherit that.
 CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     import stoker
     loader = stoker.Loader(sys.argv[2:], batch_size=int(sys.argv[1]), image_size=224, threads=1,
                            shuffle=False, transform="train")

@@ -482,7 +482,8 @@ def test_closing_the_pool_while_a_task_runs_aside_leaves_no_process():
 
 
 EXIT_SCRIPT = """
-import os, sys, threading, time
+import os, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # ignored in a test run started with &
 import stoker
 sys.path.insert(0, {tests!r})
 import hook_fns
