@@ -532,6 +532,17 @@ def test_no_source_found_names_what_was_tried(run, shards):
         proc.stderr
 
 
+def revoke_first_keys(issuer):
+    """The issuer no longer knows the first keys it handed out (revoked
+    while valid): requests signed with them are refused, later keys work."""
+    original, seen = issuer.lookup, set()
+
+    def lookup(key_id):
+        seen.add(key_id)
+        return None if len(seen) == 1 else original(key_id)
+    issuer.lookup = lookup
+
+
 def test_refused_temporary_credentials_are_replaced_once(run, shards, tmp_path, rsa_key):
     """Credentials revoked while valid (a 403 to them): one new fetch and
     one retry, and the shard reads through."""
@@ -539,12 +550,7 @@ def test_refused_temporary_credentials_are_replaced_once(run, shards, tmp_path, 
             SigV4Server("bkt", objects(shards), token="", issuer=issuer) as s3:
         what, extra = s3_sources(issuer, tmp_path)["imds"]
         e = env(AWS_ENDPOINT_URL=s3.endpoint, **extra)
-        original = issuer.lookup
-
-        def revoke_first(key_id, seen=set()):
-            seen.add(key_id)
-            return None if len(seen) == 1 else original(key_id)
-        issuer.lookup = revoke_first
+        revoke_first_keys(issuer)
         assert ls(run, [urls("s3")[0]], e).stdout == ls(run, [shards[0]], e).stdout
         assert issuer.count("imds") == 2
         assert [r["ok"] for r in s3.requests] == [False, True]
@@ -559,12 +565,7 @@ def test_listing_refused_temporary_credentials_are_replaced_once(run, shards, tm
             SigV4Server("bkt", objects(shards), token="", issuer=issuer) as s3:
         what, extra = s3_sources(issuer, tmp_path)["imds"]
         e = env(AWS_ENDPOINT_URL=s3.endpoint, **extra)
-        original = issuer.lookup
-
-        def revoke_first(key_id, seen=set()):
-            seen.add(key_id)
-            return None if len(seen) == 1 else original(key_id)
-        issuer.lookup = revoke_first
+        revoke_first_keys(issuer)
         assert ls(run, ["s3://bkt/train/"], e).stdout == ls(run, shards, e).stdout
         assert issuer.count("imds") == 2
         assert [r["ok"] for r in s3.requests][:2] == [False, True], s3.requests
