@@ -467,5 +467,5 @@ def test_100mb_index_is_refused_quickly_in_bounded_memory(run_measured, dataset,
     assert path.stat().st_size > 100_000_000
     result = run_measured(["bench", "--index", str(path), shard])
     assert result.returncode == 1 and message in result.stderr, result.stderr
-    assert result.wall_s < 5, result.wall_s
+    assert result.cpu_s < 5, result.cpu_s
     assert result.peak_mib < 64, result.peak_mib

@@ -88,11 +88,15 @@ class Arena:
         self.fd = None
 
     def close(self):
+        """Unmap and close. Only for an arena nothing reads any more: numpy
+        views of the map hold no buffer export, so close() unmaps memory
+        they would still point at (close_fd() is for arenas whose views
+        outlive the handle)."""
         if self.map is not None:
             try:
                 self.map.close()
             except BufferError:
-                pass  # a view still exists: the mapping goes with the last one
+                pass  # a memoryview still exports it: the mapping goes with the last one
             os.close(self.fd)
         self.fd, self.size, self.map = None, 0, None
 
