@@ -104,7 +104,8 @@ void stk__label_mixing_free(struct stk__label_mixing *m)
     stk__free(m->scratch);
     stk__free(m->keys);
     stk__free(m->counts);
-    m->scratch = m->keys = NULL;
+    m->scratch = NULL;
+    m->keys = NULL;
     m->counts = NULL;
 }
 
