@@ -3,7 +3,7 @@
  * cred_process.c - run a profile's credential_process and read its answer.
  *
  * As botocore does: the command line is split into words (shlex.split,
- * which command.h's scanner follows) and run directly with posix_spawnp,
+ * which command.h's scanner follows) and run directly (command.h's spawn),
  * never through a shell; the exit status decides, and a failure shows the
  * program's standard error. Unlike botocore the run is bounded, as the AWS
  * SDK for Java bounds it: a program that hangs (a prompt on a terminal it
@@ -18,7 +18,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +30,9 @@
 #include "io/cred_http.h"
 #include "stoker.h"
 
-extern char **environ;
-
 #define TIMEOUT_MS 60000
 #define MAX_OUT 65536
 #define MAX_ERR 1024
-#define MAX_WORDS 256
 
 /* The bound of one run; test builds (-Dtest_hooks=true) may shorten it
  * with $STOKER_CRED_PROCESS_TEST_TIMEOUT_MS so that the kill of a hung
@@ -58,67 +54,25 @@ static int64_t mono_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* The words of command: argv (NULL-terminated) pointing into *store. */
-static int split(const char *who, const char *command, char ***argv, char **store,
-                 struct stk__err *err)
+/* The words of command (command.h), as argv; messages name the profile. */
+static int split(const char *who, const char *command, char ***argv, struct stk__err *err)
 {
-    size_t len = strlen(command);
-    *store = stk__malloc(2 * len + 2);
-    *argv = stk__calloc(MAX_WORDS + 1, sizeof **argv);
-    if (*store == NULL || *argv == NULL)
-        return stk__errf(err, STK_ENOMEM, "out of memory");
-    const char *at = command, *start, *end;
-    char *out = *store, quote;
-    size_t n = 0, words = 0;
-    int got;
-    while ((got = stk__command_word(at, &start, &end, out, &n, &quote)) > 0) {
-        if (words == MAX_WORDS)
-            return stk__errf(err, STK_EINVAL, "%s: credential_process has more than %d words", who,
-                             MAX_WORDS);
-        out[n] = '\0';
-        (*argv)[words++] = out;
-        out += n + 1;
-        at = end;
+    size_t n;
+    int rc = stk__split_command(command, argv, &n, err);
+    if (rc < 0 && rc != STK_ENOMEM) {
+        char why[STK__ERRMSG_MAX];
+        snprintf(why, sizeof why, "%s", err->msg);
+        stk__errf(err, rc, "%s: credential_process: %s", who, why);
     }
-    if (got < 0)
-        return stk__errf(err, STK_EINVAL, "%s: credential_process has an unclosed %c quote", who,
-                         quote);
-    if (words == 0)
-        return stk__errf(err, STK_EINVAL, "%s: credential_process is empty", who);
-    return 0;
+    return rc;
 }
 
 static int spawn(const char *who, char **argv, int out[2], int errp[2], pid_t *pid,
                  struct stk__err *err)
 {
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
     if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0)
         return stk__errf(err, STK_EIO, "%s: cannot create a pipe: %s", who, strerror(errno));
-    int e = posix_spawn_file_actions_init(&fa);
-    if (e != 0)
-        return stk__errf(err, STK_ENOMEM, "%s: %s", who, strerror(e));
-    e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (e == 0)
-        e = posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    if (e == 0)
-        e = posix_spawn_file_actions_adddup2(&fa, errp[1], 2);
-    int have_attr = e == 0 && posix_spawnattr_init(&attr) == 0;
-    /* Its own process group, so a timeout kills what it started too. */
-    sigset_t dfl;
-    sigemptyset(&dfl);
-    sigaddset(&dfl, SIGPIPE);
-    e = have_attr ? posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF)
-                  : (e ? e : ENOMEM);
-    if (e == 0)
-        e = posix_spawnattr_setpgroup(&attr, 0);
-    if (e == 0)
-        e = posix_spawnattr_setsigdefault(&attr, &dfl);
-    if (e == 0)
-        e = posix_spawnp(pid, argv[0], &fa, &attr, argv, environ);
-    if (have_attr)
-        posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
+    int e = stk__spawn_command(argv, out[1], errp[1], pid);
     close(out[1]);
     close(errp[1]);
     out[1] = errp[1] = -1;
@@ -234,13 +188,13 @@ int stk__cred_process_run(const char *who, const char *command, struct stk__clou
                           struct stk__err *err)
 {
     snprintf(c->source, sizeof c->source, "%s", who);
-    char **argv = NULL, *store = NULL;
+    char **argv = NULL;
     char *obuf = stk__malloc(MAX_OUT + 1), ebuf[MAX_ERR + 1];
     int out[2] = {-1, -1}, errp[2] = {-1, -1};
     size_t olen = 0, elen = 0;
     pid_t pid = 0;
     int rc = obuf == NULL ? stk__errf(err, STK_ENOMEM, "out of memory")
-                          : split(who, command, &argv, &store, err);
+                          : split(who, command, &argv, err);
     if (rc == 0)
         rc = spawn(who, argv, out, errp, &pid, err);
     if (rc < 0)
@@ -280,6 +234,5 @@ out:
         stk__cred_wipe(obuf, MAX_OUT + 1);
     stk__free(obuf);
     stk__free(argv);
-    stk__free(store);
     return rc;
 }

@@ -28,7 +28,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -40,8 +39,6 @@
 #include "io/retry.h"
 #include "stoker.h"
 #include "base/threads.h"
-
-extern char **environ;
 
 /* How often a blocked read looks at the cancel flag and the clock. */
 #define POLL_MS 100
@@ -59,45 +56,6 @@ struct pipe_source {
     struct stk__rate_window rate;
     uint64_t rng; /* backoff jitter */
 };
-
-int stk__split_command(const char *cmd, char ***words, size_t *count, struct stk__err *err)
-{
-    *words = NULL;
-    *count = 0;
-    size_t len = strlen(cmd);
-    /* Pointers then characters in one block: words never outgrow the
-     * command, and each needs at most one NUL. */
-    size_t ptr_bytes = (STK__PIPE_MAX_ARGS + 1) * sizeof(char *);
-    char **argv = stk__malloc(ptr_bytes + 2 * len + 2);
-    if (argv == NULL)
-        return stk__errf(err, STK_ENOMEM, "out of memory splitting a pipe: command");
-    char *w = (char *)argv + ptr_bytes;
-    size_t n = 0, wlen;
-    const char *p = cmd, *start;
-    char quote;
-    int r;
-    while ((r = stk__command_word(p, &start, &p, w, &wlen, &quote)) != 0) {
-        if (r < 0 || n == STK__PIPE_MAX_ARGS) {
-            stk__free(argv);
-            /* The command itself is not named: it may hold secrets, and the
-             * caller names it redacted. */
-            if (r < 0)
-                return stk__errf(err, STK_EINVAL, "unterminated %c quote", quote);
-            return stk__errf(err, STK_EINVAL, "more than %d arguments", STK__PIPE_MAX_ARGS);
-        }
-        argv[n++] = w;
-        w[wlen] = '\0';
-        w += wlen + 1;
-    }
-    if (n == 0) {
-        stk__free(argv);
-        return stk__errf(err, STK_EINVAL, "pipe: URL without a command");
-    }
-    argv[n] = NULL;
-    *words = argv;
-    *count = n;
-    return 0;
-}
 
 /* Wait for the program and turn its end into 0 or an error. */
 static int reap(struct pipe_source *s)
@@ -135,56 +93,24 @@ static void stop_command(struct pipe_source *s)
 /* Start the command with its standard output on a new pipe (s->fd). */
 static int spawn(struct pipe_source *s, struct stk__err *err)
 {
-    int fds[2] = {-1, -1};
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    int have_fa = 0, have_attr = 0, rc = 0;
+    int fds[2];
     if (pipe2(fds, O_CLOEXEC) < 0)
         return stk__errf(err, STK_EIO, "%s: cannot create a pipe: %s", s->shown, strerror(errno));
-    int e = posix_spawn_file_actions_init(&fa);
-    have_fa = e == 0;
-    if (e == 0)
-        e = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (e == 0)
-        e = posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    if (e == 0)
-        e = posix_spawnattr_init(&attr);
-    have_attr = have_fa && e == 0;
-    /* Own process group, so closing early can kill what it started too;
-     * default signal handling, whatever the host process changed. */
-    sigset_t all;
-    sigemptyset(&all);
-    sigaddset(&all, SIGPIPE);
-    if (e == 0)
-        e = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF);
-    if (e == 0)
-        e = posix_spawnattr_setpgroup(&attr, 0);
-    if (e == 0)
-        e = posix_spawnattr_setsigdefault(&attr, &all);
     pid_t pid = 0;
-    if (e == 0)
-        e = posix_spawnp(&pid, s->argv[0], &fa, &attr, s->argv, environ);
+    int e = stk__spawn_command(s->argv, fds[1], -1, &pid);
+    close(fds[1]);
     if (e != 0) {
-        /* Not argv[0] alone: the redacted command is all that may be shown. */
-        rc = stk__errf(err, e == ENOENT ? STK_ENOENT : STK_EIO, "%s: cannot run the command: %s",
-                       s->shown, strerror(e));
-    } else {
-        s->pid = pid;
-        s->fd = fds[0];
-        fds[0] = -1;
-        s->received = 0;
-        unsigned timeout = s->cfg.io_timeout_ms ? s->cfg.io_timeout_ms : STK__IO_TIMEOUT_MS;
-        stk__rate_init(&s->rate, (uint64_t)timeout * 1000000u, s->cfg.io_min_rate);
-    }
-    if (have_attr)
-        posix_spawnattr_destroy(&attr);
-    if (have_fa)
-        posix_spawn_file_actions_destroy(&fa);
-    if (fds[0] >= 0)
         close(fds[0]);
-    if (fds[1] >= 0)
-        close(fds[1]);
-    return rc;
+        /* Not argv[0] alone: the redacted command is all that may be shown. */
+        return stk__errf(err, e == ENOENT ? STK_ENOENT : STK_EIO, "%s: cannot run the command: %s",
+                         s->shown, strerror(e));
+    }
+    s->pid = pid;
+    s->fd = fds[0];
+    s->received = 0;
+    unsigned timeout = s->cfg.io_timeout_ms ? s->cfg.io_timeout_ms : STK__IO_TIMEOUT_MS;
+    stk__rate_init(&s->rate, (uint64_t)timeout * 1000000u, s->cfg.io_min_rate);
+    return 0;
 }
 
 /* The attempt failed for `problem` (a stall, a drip): kill it, then run the

@@ -45,7 +45,7 @@
 #include "fuzz.h"
 #include "stoker.h"
 #include "io/redact.h"
-#include "io/source_pipe.h"
+#include "io/command.h"
 #include "list/urls.h"
 
 #define FUZZ_URLS_MAX_INPUT 4096

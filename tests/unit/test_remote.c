@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "io/command.h"
 #include "io/redact.h"
 #include "io/retry.h"
 #include "io/source_http.h"
@@ -176,12 +177,12 @@ static void expect_split_error(const char *cmd, const char *needle)
 static void test_split_errors(void **state)
 {
     (void)state;
-    expect_split_error("", "without a command");
-    expect_split_error("   \t", "without a command");
+    expect_split_error("", "is empty");
+    expect_split_error("   \t", "is empty");
     expect_split_error("cat 'x", "unterminated ' quote");
     expect_split_error("cat \"x\\\"", "unterminated \" quote");
-    char many[2 * (STK__PIPE_MAX_ARGS + 1) + 1];
-    for (size_t i = 0; i < STK__PIPE_MAX_ARGS + 1; i++) {
+    char many[2 * (STK__COMMAND_MAX_WORDS + 1) + 1];
+    for (size_t i = 0; i < STK__COMMAND_MAX_WORDS + 1; i++) {
         many[2 * i] = 'a';
         many[2 * i + 1] = ' ';
     }
