@@ -489,11 +489,15 @@ static PyObject *loader_remainder(LoaderObject *self, PyObject *args)
         }
         if (enter(self) < 0)
             goto out;
+        /* Under a window it replays every old rank's epoch: about a second
+         * for an ImageNet-sized one at 8 ranks (docs/ddp.md). */
+        Py_BEGIN_ALLOW_THREADS
         rc = stk_loader_remainder(self->loader, epoch, (int)n_old, delivered, given, n_ranges,
                                   out, capacity, &n);
         if (rc < 0)
             snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
         PyThread_release_lock(self->lock);
+        Py_END_ALLOW_THREADS
         if (rc != STK_ELIMIT)
             break;
         capacity = n;
