@@ -11,7 +11,10 @@ Shards of 7..19 noise JPEGs (79 samples: shares that need padding at most
 world sizes), each sample's label its own number. Most combinations run the
 ranks one after another in this process (rank=/world_size=); one pair of
 runs uses real gloo process groups, one a hook (map=) with other thread and
-hook process counts, one a Dask cluster (cluster=).
+hook process counts, one a Dask cluster (cluster=). Each in the global order
+(local uncompressed shards with an index) and under the shuffle window (a
+shuffle_buffer given; remote shards without a node cache), and the same
+shards from nginx through a node cache (the cached global order).
 """
 import functools
 import gzip
@@ -195,6 +198,9 @@ def test_under_the_window_a_resumed_epoch_resumes_again(indexed):
     middle = [run_rank(urls, index, r, 3, state=[s["state"] for s in first], stop=2, **window)
               for r in range(3)]
     assert all(r["state"]["remaining"] for r in middle)
+    # More ranges than a rest read front to back (2 per old rank + 1): the
+    # extension asked the C loader again with the room it said it needs.
+    assert len(middle[0]["state"]["remaining"]) > 2 * 2 + 1
     # Rank 2 resumed alone at the same size continues exactly.
     whole = run_rank(urls, index, 2, 3, state=[s["state"] for s in first], **window)
     alone = run_rank(urls, index, 2, 3, state=middle[2]["state"], **window)
