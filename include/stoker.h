@@ -849,17 +849,25 @@ STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t f
  * interrupted. With a dataset index each epoch is one sequence of the
  * index's N samples (its shards in the epoch's order, or the global order)
  * that the ranks split into equal contiguous runs, each rank delivering its
- * run front to back; so what the old ranks delivered follows from how many
- * samples each delivered. stk_loader_remainder() turns those counts
- * (delivered[r] for old rank r of old_world: batches times batch size is
- * enough, a count past the rank's share counts as its share) into the
- * positions of the sequence that no rank delivered: pairs [begin, end) in
- * out (capacity pairs; ranges + 2 * old_world + 1 always suffice), their
- * number in *n_out. ranges/n_ranges: the positions the old ranks were
- * splitting when they themselves ran an epoch so resumed (NULL: the whole
- * sequence). stk_loader_set_remainder() then makes epoch `epoch` of this
- * loader deliver only those positions, split over this loader's ranks as a
- * whole epoch is split (equal shares of ceil(R / world_size), padding
+ * run front to back (a global order, or no shuffle) or through its shuffle
+ * window, whose order is a function of the seed, the window and the
+ * index's counts alone; so what the old ranks delivered follows from how
+ * many samples each delivered. stk_loader_remainder() turns those counts
+ * (delivered[r] for old rank r of old_world in epoch `epoch`: batches times
+ * batch size is enough, a count past the rank's share counts as its share)
+ * into the positions of the sequence that no rank delivered: pairs [begin,
+ * end) in out (capacity pairs), their number in *n_out. Front to back,
+ * ranges + 2 * old_world + 1 always suffice; under a window the samples it
+ * held make more (about shuffle_buffer / 4 per old rank, at most
+ * shards_in_flight + 2 * shuffle_buffer + 3 per old rank besides): on
+ * STK_ELIMIT *n_out says how many, call again with that room.
+ * ranges/n_ranges: the positions the old ranks were splitting when they
+ * themselves ran an epoch so resumed (NULL: the whole sequence). The old
+ * ranks ran with this loader's options (threads aside) and order: under
+ * the window, its replay uses this loader's shuffle_buffer and
+ * shards_in_flight. stk_loader_set_remainder() then makes epoch `epoch` of
+ * this loader deliver only those positions, split over this loader's ranks
+ * as a whole epoch is split (equal shares of ceil(R / world_size), padding
  * counted in samples_padded; uneven: each once; without node affinity,
  * which applies again from the next epoch), each sample with the
  * augmentation it has at any world size; other epochs are as ever. The
@@ -867,15 +875,14 @@ STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t f
  * stops the epoch in flight unless the same ranges were set already;
  * ranges NULL clears them (n_ranges 0 with ranges not NULL: nothing is
  * left). Both refuse with STK_EINVAL (the message says why) a loader whose
- * delivered samples do not follow from counts: no index, a shuffle window
- * (shuffle_buffer given, window_shuffle, remote or compressed shards; not
- * with shuffle off), whole_shards, ra_reps, or samples_per_rank given; and
- * ranges that are not ascending, disjoint and within the index's samples.
- * stk_loader_remainder() fails with STK_ELIMIT when out is too small.
+ * delivered samples do not follow from counts: no index, a window over
+ * compressed shards (no sample offsets), whole_shards, ra_reps, or
+ * samples_per_rank given; and ranges that are not ascending, disjoint and
+ * within the index's samples.
  */
-STK_API int stk_loader_remainder(stk_loader *loader, int old_world, const uint64_t *delivered,
-                                 const uint64_t *ranges, size_t n_ranges, uint64_t *out,
-                                 size_t capacity, size_t *n_out);
+STK_API int stk_loader_remainder(stk_loader *loader, uint64_t epoch, int old_world,
+                                 const uint64_t *delivered, const uint64_t *ranges,
+                                 size_t n_ranges, uint64_t *out, size_t capacity, size_t *n_out);
 STK_API int stk_loader_set_remainder(stk_loader *loader, uint64_t epoch, const uint64_t *ranges,
                                      size_t n_ranges);
 

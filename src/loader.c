@@ -735,20 +735,30 @@ int stk_loader_set_epoch(stk_loader *l, uint64_t epoch)
     return stk_loader_seek(l, epoch, 0);
 }
 
+/* The index has every sample's offset (no compressed shard). */
+static int locates_all(const stk_loader *l)
+{
+    for (size_t i = 0; i < l->urls.count; i++)
+        if (l->index.counts[i] > 0 && l->index.offsets[i] == NULL)
+            return 0;
+    return 1;
+}
+
 /* Why the samples the ranks delivered are not known from their counts
  * alone, or 0 when they are (remainder.h): each rank must deliver its run
- * of the sequence front to back, and the split must be the index's equal
- * shares (or uneven's), the same at any world size. */
+ * of the sequence front to back or through a window replayed on the
+ * index's counts, and the split must be the index's equal shares (or
+ * uneven's), the same at any world size. */
 static int elastic_refusal(stk_loader *l)
 {
     const char *why = NULL;
     if (l->index.counts == NULL)
         why = "it needs a dataset index (index_path, from `stoker index`): the samples no rank "
               "delivered are found from the index's counts";
-    else if (l->opts.shuffle && !l->global_order)
-        why = "it needs the global order (an index over local, uncompressed shards, the default "
-              "shuffle_buffer, window_shuffle=0, whole_shards=0): under a shuffle window the "
-              "samples a rank delivered are not the front of its list";
+    else if (l->opts.shuffle && !l->global_order && !locates_all(l))
+        why = "under the shuffle window it needs uncompressed shards (an index with every "
+              "sample's offset): the samples the window held are read again one by one, by "
+              "offset";
     else if (l->opts.whole_shards)
         why = "whole_shards splits the epoch by shard: the rest of a shard a rank was reading "
               "is no run of one sequence";
@@ -774,7 +784,51 @@ static int check_ranges(stk_loader *l, const uint64_t *ranges, size_t n_ranges)
                      (unsigned long long)l->index_total);
 }
 
-int stk_loader_remainder(stk_loader *l, int old_world, const uint64_t *delivered,
+/* The rest under the shuffle window (plan/remainder.h): each old rank's
+ * epoch replayed on the index's counts as it ran, rank r of old_world with
+ * this loader's options (the states' dataset fingerprint says they are the
+ * old run's), gives the pieces of its run it delivered. */
+static int window_rest(stk_loader *l, uint64_t epoch, int old_world, const uint64_t *delivered,
+                       const uint64_t *ranges, size_t n_ranges, uint64_t **rest, size_t *n)
+{
+    const uint64_t w = (uint64_t)old_world;
+    const uint64_t span =
+        ranges != NULL ? stk__plan_ranges_total(ranges, n_ranges) : l->index_total;
+    struct stk__pipeline_config cfg = {
+        .opts = l->opts,
+        .world_size = old_world,
+        .shard_samples = l->index.counts,
+        .plan = whole_spec(l),
+    };
+    cfg.opts.epoch = epoch;
+    /* The old ranks' equal shares (use_index, epoch_target). */
+    cfg.opts.samples_per_rank = old_world > 1 && !l->opts.uneven ? (span + w - 1) / w : 0;
+    cfg.plan.epoch = epoch;
+    cfg.plan.world = old_world;
+    cfg.plan.unbounded = cfg.opts.samples_per_rank != 0;
+    cfg.plan.ranks_per_node = 0;
+    cfg.plan.by_sample = old_world > 1 || ranges != NULL;
+    cfg.plan.ranges = ranges;
+    cfg.plan.n_ranges = n_ranges;
+    uint64_t **done = stk__calloc(w, sizeof *done);
+    size_t *n_done = stk__calloc(w, sizeof *n_done);
+    int rc = done == NULL || n_done == NULL ? STK_ENOMEM : 0;
+    for (int r = 0; rc == 0 && r < old_world; r++) {
+        cfg.rank = cfg.plan.rank = r;
+        rc = stk__pipeline_delivered(&cfg, delivered[r], &done[r], &n_done[r]);
+    }
+    if (rc == 0)
+        rc = stk__plan_remainder_runs(l->index_total, ranges, n_ranges, old_world,
+                                      !l->opts.uneven, (const uint64_t *const *)done, n_done,
+                                      rest, n);
+    for (int r = 0; done != NULL && r < old_world; r++)
+        stk__free(done[r]);
+    stk__free(done);
+    stk__free(n_done);
+    return rc;
+}
+
+int stk_loader_remainder(stk_loader *l, uint64_t epoch, int old_world, const uint64_t *delivered,
                          const uint64_t *ranges, size_t n_ranges, uint64_t *out,
                          size_t capacity, size_t *n_out)
 {
@@ -790,8 +844,15 @@ int stk_loader_remainder(stk_loader *l, int old_world, const uint64_t *delivered
         return rc;
     uint64_t *rest;
     size_t n;
-    rc = stk__plan_remainder(l->index_total, ranges, n_ranges, old_world, !l->opts.uneven,
-                             delivered, &rest, &n);
+    if (l->opts.shuffle && !l->global_order)
+        rc = window_rest(l, epoch, old_world, delivered, ranges, n_ranges, &rest, &n);
+    else
+        rc = stk__plan_remainder(l->index_total, ranges, n_ranges, old_world, !l->opts.uneven,
+                                 delivered, &rest, &n);
+    if (rc == STK_EINVAL)
+        return stk__errf(&l->err, rc, "elastic resume: a delivered count is past what its rank "
+                         "of %d read in epoch %llu under the shuffle window (states of other "
+                         "options?)", old_world, (unsigned long long)epoch);
     if (rc < 0)
         return stk__errf(&l->err, rc, "out of memory planning an elastic resume");
     *n_out = n;

@@ -56,6 +56,32 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
     stk__free(p);
 }
 
+/* Shard slots of an epoch whose list holds rank_shards positions: more
+ * than that would only read its next pass early. */
+static unsigned slots_for(const struct stk__pipeline_config *cfg, size_t rank_shards) {
+    unsigned n = cfg->opts.shards_in_flight;
+    return rank_shards > 0 && n > rank_shards ? (unsigned)rank_shards : n;
+}
+
+/* What the sequencer of cfg's epoch does, for a replay on counts from
+ * output position `output` (seek_plan.h). */
+static struct stk__seek_request seek_request(const struct stk__pipeline_config *cfg,
+                                             struct stk__plan_cursor *cursor, unsigned n_slots,
+                                             uint64_t output) {
+    const struct stk_options *o = &cfg->opts;
+    return (struct stk__seek_request){
+        .cursor = cursor,
+        .shard_samples = cfg->shard_samples,
+        .n_slots = n_slots,
+        .shuffle = o->shuffle,
+        .interleave_seed = stk__pipeline_sequencer_seed(cfg, INTERLEAVE_SEED),
+        .shuffle_seed = stk__pipeline_sequencer_seed(cfg, SHUFFLE_SEED),
+        .window = stk__pipeline_shuffle_window(o),
+        .output_position = output,
+        .target = o->samples_per_rank ? o->samples_per_rank : UINT64_MAX,
+    };
+}
+
 /* Where each slot starts: at shards 0..K-1, or for a resumed epoch with
  * per-shard sample counts where the seek plan puts it. */
 static int plan_slots(struct stk__pipeline *p) {
@@ -63,18 +89,8 @@ static int plan_slots(struct stk__pipeline *p) {
         p->slots[j].position = j;
     if (p->cfg.first_batch == 0 || p->cfg.shard_samples == NULL)
         return 0;
-    const struct stk_options *o = &p->cfg.opts;
-    struct stk__seek_request req = {
-        .cursor = &p->readers[0].cursor,
-        .shard_samples = p->cfg.shard_samples,
-        .n_slots = p->n_slots,
-        .shuffle = o->shuffle,
-        .interleave_seed = stk__pipeline_sequencer_seed(&p->cfg, INTERLEAVE_SEED),
-        .shuffle_seed = stk__pipeline_sequencer_seed(&p->cfg, SHUFFLE_SEED),
-        .window = stk__pipeline_shuffle_window(o),
-        .output_position = p->cfg.first_batch * o->batch_size,
-        .target = o->samples_per_rank ? o->samples_per_rank : UINT64_MAX,
-    };
+    struct stk__seek_request req = seek_request(&p->cfg, &p->readers[0].cursor, p->n_slots,
+                                                p->cfg.first_batch * p->cfg.opts.batch_size);
     int rc = stk__seek_plan_compute(&p->seek, &req);
     if (rc <= 0)
         return rc;
@@ -84,6 +100,21 @@ static int plan_slots(struct stk__pipeline *p) {
         p->slots[j].skip = p->seek.slot_skip[j];
     }
     return 0;
+}
+
+int stk__pipeline_delivered(const struct stk__pipeline_config *cfg, uint64_t delivered,
+                            uint64_t **out, size_t *n_out) {
+    struct stk__plan_cursor cursor;
+    *out = NULL;
+    *n_out = 0;
+    int rc = stk__plan_cursor_open(&cursor, &cfg->plan);
+    if (rc < 0)
+        return rc;
+    struct stk__seek_request req = seek_request(cfg, &cursor, slots_for(cfg, cursor.count),
+                                                delivered);
+    rc = stk__seek_plan_delivered(&req, out, n_out);
+    stk__plan_cursor_free(&cursor);
+    return rc;
 }
 
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
@@ -99,11 +130,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     }
     p->rank_shards = p->plan.count; /* shards, or segments of shards */
     atomic_store(&cfg->run->counters.samples_padded, p->plan.padded);
-    /* More slots than the rank has shards would only read its next pass
-     * early. */
-    p->n_slots = cfg->opts.shards_in_flight;
-    if (p->rank_shards > 0 && p->n_slots > p->rank_shards)
-        p->n_slots = (unsigned)p->rank_shards;
+    p->n_slots = slots_for(cfg, p->rank_shards);
     p->n_readers = cfg->opts.threads < p->n_slots ? cfg->opts.threads : p->n_slots;
     /* A remote stream blocks its reader for a round trip at every shard
      * start and stall: one reader per slot keeps the others flowing (and

@@ -73,6 +73,14 @@ struct stk__pipeline;
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
                         struct stk__err *err);
 
+/* Elastic resume under a shuffle window: which positions of its run (its
+ * list's samples, from 0) the rank of cfg (plan, seeds, options as its
+ * epoch ran) delivered with its first `delivered` samples, replayed on the
+ * index's counts without reading data (stk__seek_plan_delivered). *out:
+ * ascending pairs, freed with stk__free. 0, STK_EINVAL or STK_ENOMEM. */
+int stk__pipeline_delivered(const struct stk__pipeline_config *cfg, uint64_t delivered,
+                            uint64_t **out, size_t *n_out);
+
 /* Next batch: 0 (*out set), STK_EOF, STK_EBUSY, STK_EINTR (cfg.interrupt
  * was set, before or while it waited, or timeout_ms passed without a batch;
  * 0: no timeout; the epoch goes on either way) or an error with err set. */

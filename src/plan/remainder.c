@@ -58,53 +58,84 @@ static size_t map_out(const uint64_t *ranges, size_t n_ranges, uint64_t from, ui
     return n;
 }
 
-int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
-                        const uint64_t *delivered, uint64_t **out, size_t *n_out)
+int stk__plan_remainder_runs(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world,
+                             int pad, const uint64_t *const *done, const size_t *n_done,
+                             uint64_t **out, size_t *n_out)
 {
     const uint64_t span = ranges != NULL ? stk__plan_ranges_total(ranges, n_ranges) : total;
-    const uint64_t w = (uint64_t)world;
+    const uint64_t w = (uint64_t)world, share = (span + w - 1) / w;
     *out = NULL;
     *n_out = 0;
-    /* What the ranks delivered, in positions of the split sequence: each
-     * rank's prefix, taken modulo span (padding repeats the sequence's
-     * start), so at most two pieces per rank. */
-    uint64_t *done = stk__calloc(4 * w + 2, sizeof *done);
-    uint64_t *res = stk__calloc(2 * (n_ranges + 2 * w + 2), sizeof *res);
-    if (done == NULL || res == NULL) {
-        stk__free(done);
+    /* Every piece a rank delivered, in positions of the split sequence:
+     * taken modulo span (padding repeats the sequence's start), so one
+     * piece of a run at most share / span + 2 pieces of the sequence. */
+    const uint64_t cuts = span > 0 ? share / span + 2 : 1;
+    size_t room = 1;
+    for (int r = 0; r < world; r++)
+        room += n_done[r] * cuts;
+    uint64_t *pieces = stk__calloc(2 * room, sizeof *pieces);
+    uint64_t *res = stk__calloc(2 * (n_ranges + room + 1), sizeof *res);
+    if (pieces == NULL || res == NULL) {
+        stk__free(pieces);
         stk__free(res);
         return STK_ENOMEM;
     }
-    size_t n_done = 0;
-    const uint64_t share = (span + w - 1) / w;
+    size_t n_pieces = 0;
     for (uint64_t r = 0; span > 0 && r < w; r++) {
         const uint64_t begin = pad ? r * share : r * span / w;
         const uint64_t end = pad ? begin + share : (r + 1) * span / w;
-        const uint64_t d = delivered[r] < end - begin ? delivered[r] : end - begin;
-        const uint64_t lo = begin % span, hi = lo + d; /* d <= share <= span */
-        if (d == 0)
-            continue;
-        done[2 * n_done] = lo;
-        done[2 * n_done++ + 1] = hi < span ? hi : span;
-        if (hi > span) {
-            done[2 * n_done] = 0;
-            done[2 * n_done++ + 1] = hi - span;
+        for (size_t i = 0; i < n_done[r]; i++) {
+            /* More than the run counts as the run. */
+            uint64_t at = begin + done[r][2 * i];
+            const uint64_t upto = done[r][2 * i + 1];
+            const uint64_t stop = upto < end - begin ? begin + upto : end;
+            while (at < stop) {
+                const uint64_t base = at / span * span;
+                const uint64_t to = stop < base + span ? stop : base + span;
+                pieces[2 * n_pieces] = at - base;
+                pieces[2 * n_pieces++ + 1] = to - base;
+                at = to;
+            }
         }
     }
-    qsort(done, n_done, 2 * sizeof *done, by_begin);
+    qsort(pieces, n_pieces, 2 * sizeof *pieces, by_begin);
     /* The complement of their union within [0, span). */
     size_t n = 0;
     uint64_t at = 0;
-    for (size_t i = 0; i < n_done; i++) {
-        if (done[2 * i] > at)
-            n = map_out(ranges, n_ranges, at, done[2 * i], res, n);
-        if (done[2 * i + 1] > at)
-            at = done[2 * i + 1];
+    for (size_t i = 0; i < n_pieces; i++) {
+        if (pieces[2 * i] > at)
+            n = map_out(ranges, n_ranges, at, pieces[2 * i], res, n);
+        if (pieces[2 * i + 1] > at)
+            at = pieces[2 * i + 1];
     }
     if (at < span)
         n = map_out(ranges, n_ranges, at, span, res, n);
-    stk__free(done);
+    stk__free(pieces);
     *out = res;
     *n_out = n;
     return 0;
+}
+
+int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
+                        const uint64_t *delivered, uint64_t **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    /* Each rank delivered the front of its run. */
+    uint64_t *fronts = stk__calloc(2 * (size_t)world, sizeof *fronts);
+    const uint64_t **done = stk__calloc((size_t)world, sizeof *done);
+    size_t *n_done = stk__calloc((size_t)world, sizeof *n_done);
+    int rc = fronts == NULL || done == NULL || n_done == NULL ? STK_ENOMEM : 0;
+    for (int r = 0; rc == 0 && r < world; r++) {
+        fronts[2 * r + 1] = delivered[r];
+        done[r] = &fronts[2 * r];
+        n_done[r] = delivered[r] > 0;
+    }
+    if (rc == 0)
+        rc = stk__plan_remainder_runs(total, ranges, n_ranges, world, pad, done, n_done, out,
+                                      n_out);
+    stk__free(fronts);
+    stk__free(done);
+    stk__free(n_done);
+    return rc;
 }

@@ -16,6 +16,25 @@
  * resumed that way can be interrupted and resumed again: its sequence is
  * the ranges', and the new remainder is again ranges of the epoch's
  * positions. Memory: two ranges per old rank, never a set of samples.
+ *
+ * Under a shuffle window a rank delivers its run out of order, but the
+ * window's output depends only on (seed, W, input count) and the
+ * interleave's on the segments' counts (shuffle.h, interleave.h): replaying
+ * both for delivered[r] outputs (stk__seek_plan_delivered) gives the
+ * pieces of its run it delivered, which stk__plan_remainder_runs() takes.
+ * Those are the front each shard slot consumed (a whole segment or a part
+ * of one, at most K slots' fronts) less the samples the window still held,
+ * at most 2W + 1 single positions; so the rest is at most (ranges before)
+ * + (list segments) + W1 * (K + 2W + 3) + 1 ranges, K the slots
+ * (shards_in_flight). The held samples are a random part of about the last
+ * W inputs and runs of them merge: measured at the default W = 2000, K =
+ * 16, 8 ranks of 8,000 samples stopped mid-epoch, 2,733 ranges (0.17 W per
+ * rank; tests/unit/test_remainder.c prints it), 44 KB as integers in the
+ * merged state, where the bound allows 32,000. A resumed epoch reads the
+ * held ones as short segments of their shards, each by its offset (so not
+ * over compressed shards, which have none: loader.c refuses). A remainder
+ * so made is again ranges of the epoch's sequence: resumed again the same
+ * way.
  */
 #ifndef STK_REMAINDER_H
 #define STK_REMAINDER_H
@@ -39,5 +58,14 @@ int stk__plan_ranges_check(const uint64_t *ranges, size_t n, uint64_t total);
  * *n_out ranges, ascending; 0 or STK_ENOMEM. */
 int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
                         const uint64_t *delivered, uint64_t **out, size_t *n_out);
+
+/* The same when rank r delivered the pieces done[r] of its run (n_done[r]
+ * [begin, end) pairs of its run's positions, from 0; past the run counts
+ * as the run), not its front: under a shuffle window. At most n_ranges +
+ * (the pieces, each cut at most share / R + 2 times) + 1 ranges; 0 or
+ * STK_ENOMEM. */
+int stk__plan_remainder_runs(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world,
+                             int pad, const uint64_t *const *done, const size_t *n_done,
+                             uint64_t **out, size_t *n_out);
 
 #endif

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * seek_plan.c - replay the interleave on per-shard sample counts.
+ * seek_plan.c - replay the interleave on per-shard sample counts: where a
+ * resumed epoch starts, and what an interrupted one delivered.
  */
 #include "plan/seek_plan.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -17,11 +19,10 @@ static uint64_t segment_samples(const struct stk__seek_request *req,
     return seg->count != STK__PLAN_WHOLE ? seg->count : req->shard_samples[seg->shard];
 }
 
-int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
+/* The inputs of the epoch: the target, or the pass over the rank's shards
+ * that a rank without one makes. */
+static uint64_t epoch_inputs(const struct stk__seek_request *req)
 {
-    memset(sp, 0, sizeof *sp);
-    /* The inputs of the epoch: the target, or the pass over the rank's
-     * shards that a rank without one makes. */
     uint64_t total = req->target;
     if (total == UINT64_MAX) {
         total = 0;
@@ -31,13 +32,19 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
                 total += segment_samples(req, &seg);
         }
     }
-    struct stk__shuffle_start start;
-    uint64_t drop;
-    int found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position, total,
-                                    &start, &drop);
-    if (found <= 0)
-        return found;
-    uint64_t input_start = start.input;
+    return total;
+}
+
+/* Replay the interleave on counts until `until` samples are pulled: the
+ * sequencer's state then in sp->il, and per slot the samples of its
+ * current shard consumed in sp->slot_skip. marks (n_marks input positions,
+ * ascending) get the list position and the sample within its segment of
+ * each in mark_pos[2 * m], mark_pos[2 * m + 1]. 1 reached; 0 the rank's
+ * input ends before; STK_ENOMEM. */
+static int replay_interleave(struct stk__seek_plan *sp, const struct stk__seek_request *req,
+                             uint64_t until, const uint64_t *marks, size_t n_marks,
+                             uint64_t *mark_pos)
+{
     uint64_t *left = stk__calloc(req->n_slots, sizeof *left); /* of each opened shard */
     unsigned char *opened = stk__calloc(req->n_slots, 1);
     sp->slot_skip = stk__calloc(req->n_slots, sizeof *sp->slot_skip);
@@ -45,14 +52,9 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
     if (rc == 0)
         rc = stk__interleave_init(&sp->il, req->n_slots, req->cursor->count, req->shuffle,
                                   req->interleave_seed);
-    if (rc < 0) {
-        stk__free(left);
-        stk__free(opened);
-        stk__seek_plan_free(sp);
-        return rc;
-    }
     uint64_t pulled = 0;
-    while (pulled < input_start) {
+    size_t m = 0;
+    while (rc == 0 && pulled < until) {
         int j = stk__interleave_pick(&sp->il);
         if (j < 0)
             break;
@@ -68,6 +70,10 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
             sp->slot_skip[j] = 0;
         }
         if (left[j] > 0) {
+            if (m < n_marks && marks[m] == pulled) {
+                mark_pos[2 * m] = sp->il.slot_position[j];
+                mark_pos[2 * m++ + 1] = sp->slot_skip[j];
+            }
             left[j]--;
             sp->slot_skip[j]++;
             pulled++;
@@ -81,14 +87,112 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
     }
     stk__free(left);
     stk__free(opened);
-    if (pulled < input_start) {
+    if (rc == 0)
+        rc = pulled == until;
+    if (rc <= 0)
         stk__seek_plan_free(sp);
-        return 0;
-    }
-    sp->input_start = input_start;
+    return rc;
+}
+
+int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
+{
+    memset(sp, 0, sizeof *sp);
+    struct stk__shuffle_start start;
+    uint64_t drop;
+    int found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position,
+                                    epoch_inputs(req), &start, &drop);
+    if (found <= 0)
+        return found;
+    int rc = replay_interleave(sp, req, start.input, NULL, 0, NULL);
+    if (rc <= 0)
+        return rc;
+    sp->input_start = start.input;
     sp->start = start;
     sp->drop = drop;
     return 1;
+}
+
+/* Add run positions [from, to) to the ascending ranges out[0..*n). */
+static void add_range(uint64_t *out, size_t *n, uint64_t from, uint64_t to)
+{
+    if (from >= to)
+        return;
+    if (*n > 0 && out[2 * *n - 1] == from) {
+        out[2 * *n - 1] = to;
+        return;
+    }
+    out[2 * *n] = from;
+    out[2 * ++*n - 1] = to;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int stk__seek_plan_delivered(const struct stk__seek_request *req, uint64_t **out, size_t *n_out)
+{
+    *out = NULL;
+    *n_out = 0;
+    const size_t count = req->cursor->count;
+    uint64_t *held = NULL, *held_pos = NULL, *first = NULL, *res = NULL, pushed;
+    size_t n_held = 0, n = 0;
+    struct stk__seek_plan sp;
+    memset(&sp, 0, sizeof sp);
+    int rc = stk__shuffle_held(req->window, req->shuffle_seed, req->output_position,
+                               epoch_inputs(req), &pushed, &held, &n_held);
+    if (rc < 0)
+        return rc;
+    held_pos = stk__calloc(2 * n_held + 1, sizeof *held_pos);
+    first = stk__calloc(count + 1, sizeof *first); /* run position of each list position */
+    res = stk__calloc(2 * (count + n_held + 1), sizeof *res);
+    rc = held_pos == NULL || first == NULL || res == NULL ? STK_ENOMEM : 0;
+    for (size_t g = 0; rc == 0 && g < count; g++) {
+        struct stk__plan_segment seg;
+        first[g + 1] = first[g];
+        if (stk__plan_cursor_segment(req->cursor, g, &seg))
+            first[g + 1] += segment_samples(req, &seg);
+    }
+    if (rc == 0) {
+        rc = replay_interleave(&sp, req, pushed, held, n_held, held_pos);
+        if (rc == 0) /* the list ends before what the shuffle read: another rank's count */
+            rc = STK_EINVAL;
+    }
+    if (rc < 0)
+        goto out;
+    rc = 0;
+    /* The held inputs' run positions; those past the list (an extra pass)
+     * are not of the run. */
+    size_t n_points = 0;
+    for (size_t m = 0; m < n_held; m++)
+        if (held_pos[2 * m] < count)
+            held[n_points++] = first[held_pos[2 * m]] + held_pos[2 * m + 1];
+    qsort(held, n_points, sizeof *held, by_value);
+    /* What was read: each list position's consumed front (a slot reads the
+     * positions j, j + K, ... in turn), less what is held. */
+    size_t h = 0;
+    for (size_t g = 0; g < count; g++) {
+        const unsigned j = (unsigned)(g % req->n_slots);
+        const uint64_t at = sp.il.slot_position[j];
+        const uint64_t read = g < at ? first[g + 1] - first[g] : g == at ? sp.slot_skip[j] : 0;
+        uint64_t from = first[g];
+        for (; h < n_points && held[h] < first[g] + read; h++) {
+            add_range(res, &n, from, held[h]);
+            from = held[h] + 1;
+        }
+        add_range(res, &n, from, first[g] + read);
+    }
+    *out = res;
+    *n_out = n;
+    res = NULL;
+out:
+    stk__seek_plan_free(&sp);
+    stk__free(held);
+    stk__free(held_pos);
+    stk__free(first);
+    stk__free(res);
+    return rc;
 }
 
 void stk__seek_plan_free(struct stk__seek_plan *sp)

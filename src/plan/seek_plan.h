@@ -46,6 +46,19 @@ struct stk__seek_request {
  * pipeline report it); STK_ENOMEM. */
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req);
 
+/* Elastic resume under a shuffle window (remainder.h): which positions of
+ * the rank's run (its list's samples in list order, from 0) its first
+ * req->output_position outputs were. The shuffle replay gives the inputs
+ * read by then and the <= 2W + 1 still held; the interleave replay puts
+ * each input at its place in the list. So what went out is the front each
+ * slot consumed of its positions (whole segments before, a part of the
+ * current one) less the held samples: *out (pairs, ascending, freed with
+ * stk__free), *n_out of them, at most (list positions) + (held) + 1. 0;
+ * STK_EINVAL when the rank's input ends before the shuffle's replay read
+ * that many (a count not of this rank and options); STK_ENOMEM. */
+int stk__seek_plan_delivered(const struct stk__seek_request *req, uint64_t **out,
+                             size_t *n_out);
+
 void stk__seek_plan_free(struct stk__seek_plan *sp);
 
 #endif

@@ -159,6 +159,26 @@ static uint64_t oldest_held(const struct stk__shuffle *sh)
     return oldest;
 }
 
+/* Replay on positions until output `output` may go out next (1), or until
+ * the input is over with nothing ready (0: `output` falls in the final
+ * drain); *emitted: the outputs taken before. */
+static int replay_to(struct stk__shuffle *sh, uint64_t output, uint64_t total, uint64_t *emitted)
+{
+    *emitted = 0;
+    for (;;) {
+        if (ready(sh) != NULL && *emitted == output)
+            return 1;
+        if (ready(sh) != NULL) {
+            take(sh);
+            ++*emitted;
+            continue;
+        }
+        if (sh->pushed == total)
+            return 0;
+        stk__shuffle_push(sh, NULL);
+    }
+}
+
 int stk__shuffle_locate(size_t reach, uint64_t seed, uint64_t output, uint64_t total,
                         struct stk__shuffle_start *start, uint64_t *drop)
 {
@@ -167,36 +187,62 @@ int stk__shuffle_locate(size_t reach, uint64_t seed, uint64_t output, uint64_t t
     struct stk__shuffle sh;
     if (stk__shuffle_init(&sh, reach, seed, NULL) < 0)
         return STK_ENOMEM;
-    uint64_t emitted = 0;
-    for (;;) {
-        const struct stk__shuffle_entry *next = ready(&sh);
-        if (next != NULL && emitted == output) {
-            /* Output `output` is the heap's top: everything held and
-             * everything not yet read comes at or after it. */
-            start->input = oldest_held(&sh);
-            start->cut_key = next->key;
-            start->cut_input = next->input;
-            *drop = 0;
-            break;
-        }
-        if (next != NULL) {
-            take(&sh);
-            emitted++;
-            continue;
-        }
-        if (sh.pushed == total) {
-            /* Output falls in the final drain: keep only what is held now
-             * (keys above the last base), drain it, drop what went before. */
-            start->input = oldest_held(&sh);
-            start->cut_key = (base_of(&sh, total) << KEY_BITS) + 1;
-            start->cut_input = 0;
-            *drop = output - emitted;
-            break;
-        }
-        stk__shuffle_push(&sh, NULL);
+    uint64_t emitted;
+    if (replay_to(&sh, output, total, &emitted)) {
+        /* Output `output` is the heap's top: everything held and
+         * everything not yet read comes at or after it. */
+        start->input = oldest_held(&sh);
+        start->cut_key = sh.heap[0].key;
+        start->cut_input = sh.heap[0].input;
+        *drop = 0;
+    } else {
+        /* Output falls in the final drain: keep only what is held now
+         * (keys above the last base), drain it, drop what went before. */
+        start->input = oldest_held(&sh);
+        start->cut_key = (base_of(&sh, total) << KEY_BITS) + 1;
+        start->cut_input = 0;
+        *drop = output - emitted;
     }
     stk__shuffle_free(&sh);
     return 1;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int stk__shuffle_held(size_t reach, uint64_t seed, uint64_t output, uint64_t total,
+                      uint64_t *pushed, uint64_t **held, size_t *n_held)
+{
+    *held = NULL;
+    *n_held = 0;
+    struct stk__shuffle sh;
+    if (stk__shuffle_init(&sh, reach, seed, NULL) < 0)
+        return STK_ENOMEM;
+    uint64_t emitted;
+    if (!replay_to(&sh, output < total ? output : total, total, &emitted)) {
+        stk__shuffle_finish(&sh);
+        while (emitted < output && ready(&sh) != NULL) {
+            take(&sh);
+            emitted++;
+        }
+    }
+    const size_t from = sh.draining ? sh.drain_next : 0;
+    uint64_t *in = stk__calloc(sh.count - from + 1, sizeof *in);
+    if (in == NULL) {
+        stk__shuffle_free(&sh);
+        return STK_ENOMEM;
+    }
+    for (size_t i = from; i < sh.count; i++)
+        in[i - from] = sh.heap[i].input;
+    qsort(in, sh.count - from, sizeof *in, by_value);
+    *pushed = sh.pushed;
+    *held = in;
+    *n_held = sh.count - from;
+    stk__shuffle_free(&sh);
+    return 0;
 }
 
 void stk__shuffle_free(struct stk__shuffle *sh)

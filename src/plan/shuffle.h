@@ -112,6 +112,15 @@ struct stk__sample *stk__shuffle_pop(struct stk__shuffle *sh);
 int stk__shuffle_locate(size_t reach, uint64_t seed, uint64_t output, uint64_t total,
                         struct stk__shuffle_start *start, uint64_t *drop);
 
+/* Replay a shuffle of `total` inputs on positions alone up to the moment
+ * its first `output` outputs have gone out (all of them when output >=
+ * total): *pushed, the inputs read by then, and *held (freed with
+ * stk__free), ascending, the *n_held of those not out yet, at most 2W + 1.
+ * So what went out is [0, *pushed) less *held (elastic resume under a
+ * window, seek_plan.h). 0 or STK_ENOMEM. */
+int stk__shuffle_held(size_t reach, uint64_t seed, uint64_t output, uint64_t total,
+                      uint64_t *pushed, uint64_t **held, size_t *n_held);
+
 /* Free the held samples and the buffer. */
 void stk__shuffle_free(struct stk__shuffle *sh);
 

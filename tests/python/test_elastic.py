@@ -11,11 +11,16 @@ Shards of 7..19 noise JPEGs (79 samples: shares that need padding at most
 world sizes), each sample's label its own number. Most combinations run the
 ranks one after another in this process (rank=/world_size=); one pair of
 runs uses real gloo process groups, one a hook (map=) with other thread and
-hook process counts, one a Dask cluster (cluster=).
+hook process counts, one a Dask cluster (cluster=). Each in the global order
+(local uncompressed shards with an index) and under the shuffle window (a
+shuffle_buffer given; remote shards without a node cache), and the same
+shards from nginx through a node cache (the cached global order).
 """
 import functools
+import gzip
 import hashlib
 import json
+import os
 import tarfile
 
 import numpy as np
@@ -27,6 +32,7 @@ import test_cluster
 
 pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
 from conftest import add_noise_sample, run_ranks
+from node_sim import Nginx
 from test_coverage_ddp import make_index
 
 SIZES = (7, 19, 4, 13, 11, 9, 6, 10)
@@ -82,18 +88,28 @@ def run_rank(urls, index, rank, world, stop=None, state=None, epochs=1, **kw):
     return out
 
 
+# The shuffle window over the same local shards (a shuffle_buffer given asks
+# for it): 8 samples, so that a stop after one batch of 4 is inside the
+# first window and the last batches come from the final drain.
+WINDOW = (("shuffle_buffer", 8),)
+# The window at its default reach (2000): the whole epoch is one window.
+DEFAULT_WINDOW = (("window_shuffle", 1),)
+
+
 @functools.lru_cache(maxsize=None)
-def reference(urls, index):
+def reference(urls, index, options=()):
     """Every sample's bytes in epoch EPOCH of an uninterrupted one-rank run:
     a sample's augmentation is keyed by the sample, not by the rank."""
-    return dict(s for b in run_rank(list(urls), index, 0, 1)["batches"] for s in b)
+    return dict(s for b in run_rank(list(urls), index, 0, 1, **dict(options))["batches"]
+                for s in b)
 
 
 @functools.lru_cache(maxsize=None)
-def interrupted(urls, index, world, stop):
+def interrupted(urls, index, world, stop, options=()):
     """The old run: every rank stopped after `stop` batches (DDP steps in
     lockstep), as they save their checkpoints."""
-    return [run_rank(list(urls), index, r, world, stop=stop) for r in range(world)]
+    return [run_rank(list(urls), index, r, world, stop=stop, **dict(options))
+            for r in range(world)]
 
 
 def flat(ranks, key="batches"):
@@ -128,6 +144,73 @@ def test_resume_at_another_world_size_delivers_the_rest_once(indexed, world, sto
     states = [r["state"] for r in before]
     after = [run_rank(urls, index, r, new_world, state=states) for r in range(new_world)]
     check_resumed_epoch(before, after, new_world, reference(tuple(urls), index))
+
+
+@pytest.mark.parametrize("new_world", [1, 2, 3, 4])
+@pytest.mark.parametrize("world,stop", [(2, 1), (2, 5), (2, 9), (4, 1), (4, 3), (4, 4)])
+def test_under_the_shuffle_window(indexed, world, stop, new_world):
+    """Each old rank delivered its run out of order, through its window:
+    replayed on the index's counts, the window and the interleave say which
+    samples. Stops inside the first window (4 samples of 8), past it, and
+    in the final drain; the new ranks read the rest through their own."""
+    urls, index = indexed
+    before = interrupted(tuple(urls), index, world, stop, WINDOW)
+    states = [r["state"] for r in before]
+    after = [run_rank(urls, index, r, new_world, state=states, **dict(WINDOW))
+             for r in range(new_world)]
+    check_resumed_epoch(before, after, new_world, reference(tuple(urls), index, WINDOW))
+
+
+def test_under_the_default_window_the_whole_epoch_held(indexed):
+    """window_shuffle=1 at the default reach (2000 > the 79 samples): every
+    output so far came from the first window and the final drain."""
+    urls, index = indexed
+    before = interrupted(tuple(urls), index, 2, 3, DEFAULT_WINDOW)
+    after = [run_rank(urls, index, r, 3, state=[b["state"] for b in before],
+                      **dict(DEFAULT_WINDOW)) for r in range(3)]
+    check_resumed_epoch(before, after, 3, reference(tuple(urls), index, DEFAULT_WINDOW))
+
+
+def test_under_the_window_any_threads_then_a_fresh_epoch(indexed):
+    """The resumed epoch is the same batches whatever the threads, and the
+    next epoch is a fresh window run's at the new size."""
+    urls, index = indexed
+    states = [r["state"] for r in interrupted(tuple(urls), index, 4, 2, WINDOW)]
+    merged = json.loads(json.dumps(stoker.merge_states(states)))
+    resumed = [run_rank(urls, index, r, 3, state=merged, epochs=2, **dict(WINDOW))
+               for r in range(3)]
+    threaded = [run_rank(urls, index, r, 3, state=merged, threads=3, **dict(WINDOW))
+                for r in range(3)]
+    assert [r["batches"] for r in threaded] == [r["batches"] for r in resumed]
+    fresh = []
+    for r in range(3):
+        loader = stoker.Loader(urls, index=index, rank=r, world_size=3, threads=2, **OPTIONS,
+                               **dict(WINDOW))
+        loader.set_epoch(EPOCH + 1)
+        fresh.append([samples(i, l) for i, l in loader])
+    assert [r["next"] for r in resumed] == fresh
+
+
+def test_under_the_window_a_resumed_epoch_resumes_again(indexed):
+    urls, index = indexed
+    window = dict(WINDOW)
+    first = interrupted(tuple(urls), index, 2, 3, WINDOW)
+    middle = [run_rank(urls, index, r, 3, state=[s["state"] for s in first], stop=2, **window)
+              for r in range(3)]
+    assert all(r["state"]["remaining"] for r in middle)
+    # More ranges than a rest read front to back (2 per old rank + 1): the
+    # extension asked the C loader again with the room it said it needs.
+    assert len(middle[0]["state"]["remaining"]) > 2 * 2 + 1
+    # Rank 2 resumed alone at the same size continues exactly.
+    whole = run_rank(urls, index, 2, 3, state=[s["state"] for s in first], **window)
+    alone = run_rank(urls, index, 2, 3, state=middle[2]["state"], **window)
+    assert middle[2]["batches"] + alone["batches"] == whole["batches"]
+    # All three states at four ranks, then at one: the rest of the rest, once.
+    for new_world in (4, 1):
+        last = [run_rank(urls, index, r, new_world, state=[s["state"] for s in middle],
+                         **window) for r in range(new_world)]
+        check_resumed_epoch(first + middle, last, new_world,
+                            reference(tuple(urls), index, WINDOW))
 
 
 def test_one_rank_state_alone_resumes_at_three(indexed):
@@ -244,7 +327,6 @@ def test_incomplete_or_mixed_states_are_refused(indexed):
 
 @pytest.mark.parametrize("options,why", [
     (dict(index=False), "needs a dataset index"),
-    (dict(shuffle_buffer=9), "needs the global order"),
     (dict(shuffle=False, whole_shards=True), "whole_shards splits the epoch by shard"),
     (dict(samples_per_rank=30), "samples_per_rank is set"),
 ])
@@ -261,9 +343,68 @@ def test_what_counts_cannot_tell_is_refused_naming_why(indexed, options, why):
     loader.close()
 
 
-def test_with_a_hook_and_other_thread_and_process_counts(indexed):
+@pytest.fixture(scope="module")
+def remote(indexed, tmp_path_factory, stoker_bin):
+    """The same shards from nginx on 127.0.0.1, an index over their URLs."""
+    urls, _ = indexed
+    work = tmp_path_factory.mktemp("elastic-remote")
+    with Nginx(os.path.dirname(urls[0]), work / "nginx") as server:
+        http = [server.url(os.path.basename(u)) for u in urls]
+        yield http, make_index(stoker_bin, http, work / "index.json"), work
+
+
+@pytest.mark.parametrize("cached", [True, False], ids=["cache-global-order", "no-cache-window"])
+def test_remote_shards_through_a_node_cache_or_the_window(remote, cached):
+    """Object storage: with a node cache that holds the shards, the global
+    order read from the cached copies; without one, the window over the
+    streams. Either resumes at another world size."""
+    urls, index, work = remote
+    options = (("cache_dir", str(work / "cache")), ("cache_size", 1 << 30)) if cached else ()
+    probe = stoker.Loader(urls, index=index, rank=0, world_size=2, **OPTIONS, **dict(options))
+    assert probe._c.info()["global_order"] is cached
+    probe.close()
+    before = interrupted(tuple(urls), index, 2, 3, options)
+    after = [run_rank(urls, index, r, 3, state=[b["state"] for b in before], **dict(options))
+             for r in range(3)]
+    check_resumed_epoch(before, after, 3, reference(tuple(urls), index, options))
+
+
+def test_states_of_the_cached_order_do_not_resume_the_window(remote):
+    """The global order's positions and the window's are of two different
+    sequences: states saved with a cache that held the shards are refused by
+    a loader without it (which would read them through the window)."""
+    urls, index, work = remote
+    cached = (("cache_dir", str(work / "cache")), ("cache_size", 1 << 30))
+    states = [r["state"] for r in interrupted(tuple(urls), index, 2, 3, cached)]
+    loader = stoker.Loader(urls, index=index, rank=0, world_size=3, threads=1, **OPTIONS)
+    with pytest.raises(ValueError, match="other URLs or options"):
+        loader.load_state_dict(states)
+    loader.close()
+
+
+def test_the_window_over_compressed_shards_is_refused(indexed, tmp_path, stoker_bin):
+    """Gzipped shards have counts but no sample offsets: the samples the
+    window held would be read again from each shard's start, one by one."""
+    urls, _ = indexed
+    zipped = []
+    for url in urls:
+        path = tmp_path / (url.rsplit("/", 1)[-1] + ".gz")
+        with open(url, "rb") as f, gzip.open(path, "wb") as out:
+            out.write(f.read())
+        zipped.append(str(path))
+    index = make_index(stoker_bin, zipped, tmp_path / "index.json")
+    states = [run_rank(zipped, index, r, 2, stop=1)["state"] for r in range(2)]
+    loader = stoker.Loader(zipped, index=index, rank=0, world_size=1, threads=1, **OPTIONS)
+    with pytest.raises(stoker.Error, match=r"elastic resume .*under the shuffle window it needs "
+                                           r"uncompressed shards"):
+        loader.load_state_dict(states)
+    loader.close()
+
+
+@pytest.mark.parametrize("order", [(), WINDOW], ids=["global", "window"])
+def test_with_a_hook_and_other_thread_and_process_counts(indexed, order):
     urls, index = indexed
-    hooked = dict(map=hook_fns.augment)
+    hooked = dict(map=hook_fns.augment, **dict(order))
     want = dict(s for b in run_rank(urls, index, 0, 1, **hooked)["batches"] for s in b)
     before = [run_rank(urls, index, r, 2, stop=3, hook_processes=1, **hooked) for r in range(2)]
     states = [r["state"] for r in before]
@@ -272,14 +413,15 @@ def test_with_a_hook_and_other_thread_and_process_counts(indexed):
     check_resumed_epoch(before, after, 3, want)
 
 
-def test_with_a_dask_cluster(indexed, cluster):
+@pytest.mark.parametrize("order", [(), WINDOW], ids=["global", "window"])
+def test_with_a_dask_cluster(indexed, cluster, order):
     urls, index = indexed
     cluster.add_worker("w1")
-    before = interrupted(tuple(urls), index, 4, 2)
+    before = interrupted(tuple(urls), index, 4, 2, order)
     states = [r["state"] for r in before]
     after = [run_rank(urls, index, r, 2, state=states, cluster=cluster.client,
-                      batches_per_task=1) for r in range(2)]
-    check_resumed_epoch(before, after, 2, reference(tuple(urls), index))
+                      batches_per_task=1, **dict(order)) for r in range(2)]
+    check_resumed_epoch(before, after, 2, reference(tuple(urls), index, order))
     # Whoever made them (the workers, or the local thread on a machine too
     # loaded for them to be first: not asserted), all are counted.
     assert sum(r["cluster"]["batches_cluster"] + r["cluster"]["batches_local"]

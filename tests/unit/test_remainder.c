@@ -2,7 +2,9 @@
 /*
  * test_remainder.c - what an interrupted epoch has left (plan/remainder.h),
  * checked against a brute-force replay of the ranks' runs, and the split of
- * such a remainder over new ranks (plan.c with spec.ranges).
+ * such a remainder over new ranks (plan.c with spec.ranges); under a
+ * shuffle window, what a rank delivered (seek_plan.h) checked against the
+ * live shuffle driven as the sequencer drives it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,9 +16,13 @@
 #include <cmocka.h>
 
 #include "base/alloc.h"
+#include "plan/interleave.h"
 #include "plan/plan.h"
 #include "plan/remainder.h"
+#include "plan/seek_plan.h"
+#include "plan/shuffle.h"
 #include "stoker.h"
+#include "tar/sample.h"
 
 #define MAX_TOTAL 200
 
@@ -198,6 +204,242 @@ static void test_new_ranks_split_the_remainder(void **state)
     }
 }
 
+/* ---- Under a shuffle window ---- */
+
+#define MAX_RUN 4096
+#define MAX_SLOTS 16
+
+static const uint64_t window_counts[] = {7, 19, 4, 13, 11, 9, 6, 10}; /* 79 samples */
+
+static struct stk__plan_spec window_spec(const uint64_t *counts, size_t n_shards, int rank,
+                                         int world)
+{
+    return (struct stk__plan_spec){
+        .n_shards = n_shards,
+        .seed = 3,
+        .epoch = 1,
+        .rank = rank,
+        .world = world,
+        .shuffle = 1,
+        .counts = counts,
+        .by_sample = 1,
+        .pad = 1,
+    };
+}
+
+/* The run positions of a rank's outputs in order (returns how many), from
+ * the live shuffle, pushed and popped as the sequencer drives it over the
+ * interleave: each sample pushed is fake[its run position]. */
+static size_t live_outputs(struct stk__plan_cursor *c, const uint64_t *counts, unsigned n_slots,
+                           size_t window, uint64_t *order)
+{
+    static struct stk__sample fake[MAX_RUN];
+    uint64_t first[MAX_RUN + 1] = {0}, left[MAX_SLOTS] = {0}, taken[MAX_SLOTS] = {0};
+    int opened[MAX_SLOTS] = {0};
+    struct stk__plan_segment seg;
+    for (size_t g = 0; g < c->count && stk__plan_cursor_segment(c, g, &seg); g++)
+        first[g + 1] = first[g] + (seg.count != STK__PLAN_WHOLE ? seg.count : counts[seg.shard]);
+    struct stk__interleave il;
+    struct stk__shuffle sh;
+    assert_int_equal(stk__interleave_init(&il, n_slots, c->count, 1, 11), 0);
+    assert_int_equal(stk__shuffle_init(&sh, window, 12, NULL), 0);
+    size_t n = 0;
+    struct stk__sample *s;
+    for (;;) {
+        while ((s = stk__shuffle_pop(&sh)) != NULL)
+            order[n++] = (uint64_t)(s - fake);
+        const int j = stk__interleave_pick(&il);
+        if (j < 0)
+            break;
+        if (!opened[j]) {
+            if (!stk__plan_cursor_segment(c, il.slot_position[j], &seg)) {
+                if (stk__interleave_stream_end(&il))
+                    break;
+                continue;
+            }
+            opened[j] = 1;
+            left[j] = seg.count;
+            taken[j] = 0;
+        }
+        if (left[j] > 0) {
+            stk__shuffle_push(&sh, &fake[first[il.slot_position[j]] + taken[j]++]);
+            left[j]--;
+            stk__interleave_sample(&il);
+            continue;
+        }
+        opened[j] = 0;
+        assert_int_equal(stk__interleave_shard_end(&il, (unsigned)j), 0);
+    }
+    stk__shuffle_finish(&sh);
+    while ((s = stk__shuffle_pop(&sh)) != NULL)
+        order[n++] = (uint64_t)(s - fake);
+    stk__shuffle_free(&sh);
+    stk__interleave_free(&il);
+    return n;
+}
+
+static struct stk__seek_request window_request(struct stk__plan_cursor *c, const uint64_t *counts,
+                                               unsigned n_slots, size_t window, uint64_t output)
+{
+    return (struct stk__seek_request){
+        .cursor = c,
+        .shard_samples = counts,
+        .n_slots = n_slots,
+        .shuffle = 1,
+        .interleave_seed = 11,
+        .shuffle_seed = 12,
+        .window = window,
+        .output_position = output,
+        .target = UINT64_MAX,
+    };
+}
+
+/* After every count of outputs, in the first window, the middle and the
+ * final drain, the replay's pieces are exactly the live run's first
+ * outputs, ascending and disjoint, within the bound. */
+static void test_window_delivered_matches_the_live_shuffle(void **state)
+{
+    (void)state;
+    static const size_t windows[] = {1, 3, 8, 2000};
+    static const unsigned slots[] = {1, 3, 16};
+    for (int world = 1; world <= 4; world++)
+        for (int rank = 0; rank < world; rank++)
+            for (size_t w = 0; w < sizeof windows / sizeof *windows; w++)
+                for (size_t k = 0; k < sizeof slots / sizeof *slots; k++) {
+                    struct stk__plan_spec spec = window_spec(window_counts, 8, rank, world);
+                    struct stk__plan_cursor c;
+                    assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+                    const unsigned n_slots = slots[k] < c.count ? slots[k] : (unsigned)c.count;
+                    uint64_t order[MAX_RUN];
+                    const size_t run = live_outputs(&c, window_counts, n_slots, windows[w], order);
+                    assert_int_equal(run, (79 + world - 1) / world);
+                    for (uint64_t d = 0; d <= run + 1; d++) {
+                        struct stk__seek_request req =
+                            window_request(&c, window_counts, n_slots, windows[w], d);
+                        uint64_t *out;
+                        size_t n;
+                        assert_int_equal(stk__seek_plan_delivered(&req, &out, &n), 0);
+                        assert_true(n <= c.count + 2 * windows[w] + 2);
+                        assert_int_equal(stk__plan_ranges_check(out, n, run), 0);
+                        int want[MAX_RUN] = {0}, got[MAX_RUN] = {0};
+                        for (uint64_t i = 0; i < d && i < run; i++)
+                            want[order[i]] = 1;
+                        for (size_t i = 0; i < n; i++)
+                            for (uint64_t p = out[2 * i]; p < out[2 * i + 1]; p++)
+                                got[p] = 1;
+                        assert_memory_equal(got, want, run * sizeof *got);
+                        stk__free(out);
+                    }
+                    stk__plan_cursor_free(&c);
+                }
+}
+
+/* The rest after ranks stopped under windows is what none of their live
+ * outputs was, padding counted as delivered. */
+static void test_window_rest_is_what_no_rank_delivered(void **state)
+{
+    (void)state;
+    for (int world = 2; world <= 4; world += 2)
+        for (uint64_t stop = 0; stop <= 24; stop += 4) {
+            int left[79];
+            for (int i = 0; i < 79; i++)
+                left[i] = 1;
+            uint64_t *done[4];
+            size_t n_done[4];
+            for (int r = 0; r < world; r++) {
+                struct stk__plan_spec spec = window_spec(window_counts, 8, r, world);
+                struct stk__plan_cursor c;
+                assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+                const unsigned n_slots = c.count < 4 ? (unsigned)c.count : 4;
+                uint64_t order[MAX_RUN];
+                const size_t run = live_outputs(&c, window_counts, n_slots, 8, order);
+                const uint64_t share = (79 + (uint64_t)world - 1) / (uint64_t)world;
+                for (uint64_t i = 0; i < stop && i < run; i++)
+                    left[(r * share + order[i]) % 79] = 0;
+                struct stk__seek_request req = window_request(&c, window_counts, n_slots, 8, stop);
+                assert_int_equal(stk__seek_plan_delivered(&req, &done[r], &n_done[r]), 0);
+                stk__plan_cursor_free(&c);
+            }
+            uint64_t *out;
+            size_t n;
+            assert_int_equal(stk__plan_remainder_runs(79, NULL, 0, world, 1,
+                                                      (const uint64_t *const *)done, n_done,
+                                                      &out, &n),
+                             0);
+            assert_int_equal(stk__plan_ranges_check(out, n, 79), 0);
+            int got[79] = {0};
+            for (size_t i = 0; i < n; i++)
+                for (uint64_t p = out[2 * i]; p < out[2 * i + 1]; p++)
+                    got[p] = 1;
+            assert_memory_equal(got, left, sizeof got);
+            stk__free(out);
+            for (int r = 0; r < world; r++)
+                stk__free(done[r]);
+        }
+}
+
+/* At the default window (2000) and shards_in_flight (16) over 64 shards of
+ * 1,000 samples and 8 ranks stopped mid-epoch: the rest's ranges stay
+ * under the header's bound (remainder.h); the figure it states is printed. */
+static void test_window_rest_bound_at_the_default_window(void **state)
+{
+    (void)state;
+    static uint64_t counts[64];
+    for (size_t i = 0; i < 64; i++)
+        counts[i] = 1000;
+    enum { WORLD = 8, W = 2000, K = 16 };
+    uint64_t *done[WORLD], delivered = 0;
+    size_t n_done[WORLD], segments = 0;
+    for (int r = 0; r < WORLD; r++) {
+        struct stk__plan_spec spec = window_spec(counts, 64, r, WORLD);
+        struct stk__plan_cursor c;
+        assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+        const uint64_t stop = 3000 + 512 * (uint64_t)r; /* of 8,000 */
+        struct stk__seek_request req = window_request(&c, counts, K, W, stop);
+        assert_int_equal(stk__seek_plan_delivered(&req, &done[r], &n_done[r]), 0);
+        assert_true(n_done[r] <= c.count + 2 * W + 2);
+        assert_int_equal(stk__plan_ranges_total(done[r], n_done[r]), stop);
+        segments += c.count;
+        delivered += stop;
+        stk__plan_cursor_free(&c);
+    }
+    uint64_t *out;
+    size_t n;
+    assert_int_equal(stk__plan_remainder_runs(64000, NULL, 0, WORLD, 1,
+                                              (const uint64_t *const *)done, n_done, &out, &n),
+                     0);
+    assert_true(n <= segments + (size_t)WORLD * (K + 2 * W + 3) + 1);
+    assert_int_equal(stk__plan_ranges_total(out, n), 64000 - delivered);
+    print_message("window rest: %zu ranges for %d ranks (%.2f W per rank)\n", n, WORLD,
+                  (double)n / WORLD / W);
+    stk__free(out);
+    for (int r = 0; r < WORLD; r++)
+        stk__free(done[r]);
+}
+
+static void test_window_allocation_failures(void **state)
+{
+    (void)state;
+    struct stk__plan_spec spec = window_spec(window_counts, 8, 1, 2);
+    struct stk__plan_cursor c;
+    assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+    struct stk__seek_request req = window_request(&c, window_counts, 4, 8, 20);
+    for (unsigned long fail = 1;; fail++) {
+        uint64_t *out;
+        size_t n;
+        stk__alloc_fail_after(fail);
+        int rc = stk__seek_plan_delivered(&req, &out, &n);
+        stk__alloc_fail_after(0);
+        if (rc == 0) {
+            stk__free(out);
+            break;
+        }
+        assert_int_equal(rc, STK_ENOMEM);
+        assert_null(out);
+    }
+    stk__plan_cursor_free(&c);
+}
+
 static void test_allocation_failures(void **state)
 {
     (void)state;
@@ -226,6 +468,10 @@ int main(void)
         cmocka_unit_test(test_matches_brute_force),
         cmocka_unit_test(test_new_ranks_split_the_remainder),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_window_delivered_matches_the_live_shuffle),
+        cmocka_unit_test(test_window_rest_is_what_no_rank_delivered),
+        cmocka_unit_test(test_window_rest_bound_at_the_default_window),
+        cmocka_unit_test(test_window_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -458,14 +458,16 @@ static int uint64_items(PyObject *obj, const char *what, size_t n_per_item, uint
     return 0;
 }
 
-/* remainder(delivered, ranges): the [begin, end) ranges of the epoch's
- * sequence no old rank delivered (stk_loader_remainder). */
+/* remainder(epoch, delivered, ranges): the [begin, end) ranges of the
+ * epoch's sequence no old rank delivered (stk_loader_remainder). */
 static PyObject *loader_remainder(LoaderObject *self, PyObject *args)
 {
-    PyObject *delivered_obj, *ranges_obj, *result = NULL;
+    PyObject *epoch_obj, *delivered_obj, *ranges_obj, *result = NULL;
+    unsigned long long epoch;
     uint64_t *delivered = NULL, *ranges = NULL, *out = NULL;
     size_t n_old, n_ranges, n = 0;
-    if (!PyArg_ParseTuple(args, "OO", &delivered_obj, &ranges_obj) ||
+    if (!PyArg_ParseTuple(args, "OOO", &epoch_obj, &delivered_obj, &ranges_obj) ||
+        stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
         uint64_items(delivered_obj, "delivered", 1, &delivered, &n_old) < 0 ||
         uint64_items(ranges_obj, "ranges", 2, &ranges, &n_ranges) < 0)
         goto out;
@@ -473,20 +475,33 @@ static PyObject *loader_remainder(LoaderObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "remainder: give every old rank's delivered count");
         goto out;
     }
-    const size_t capacity = n_ranges + 2 * n_old + 1;
-    if ((out = PyMem_Calloc(2 * capacity, sizeof *out)) == NULL) {
-        PyErr_NoMemory();
-        goto out;
-    }
-    if (enter(self) < 0)
-        goto out;
-    char msg[1024];
     const uint64_t *given = ranges_obj == Py_None ? NULL : ranges;
-    int rc = stk_loader_remainder(self->loader, (int)n_old, delivered, given, n_ranges, out,
-                                  capacity, &n);
-    if (rc < 0)
-        snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
-    PyThread_release_lock(self->lock);
+    char msg[1024];
+    int rc = 0;
+    /* Room for a rest read front to back; under a window it says how much
+     * more it needs (STK_ELIMIT), once. */
+    size_t capacity = n_ranges + 2 * n_old + 1;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        PyMem_Free(out);
+        if ((out = PyMem_Calloc(2 * capacity, sizeof *out)) == NULL) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        if (enter(self) < 0)
+            goto out;
+        /* Under a window it replays every old rank's epoch: about a second
+         * for an ImageNet-sized one at 8 ranks (docs/ddp.md). */
+        Py_BEGIN_ALLOW_THREADS
+        rc = stk_loader_remainder(self->loader, epoch, (int)n_old, delivered, given, n_ranges,
+                                  out, capacity, &n);
+        if (rc < 0)
+            snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
+        PyThread_release_lock(self->lock);
+        Py_END_ALLOW_THREADS
+        if (rc != STK_ELIMIT)
+            break;
+        capacity = n;
+    }
     if (rc < 0) {
         stk_py_raise(rc, msg);
         goto out;
@@ -655,9 +670,9 @@ static PyMethodDef loader_methods[] = {
     {"start", (PyCFunction)loader_start, METH_NOARGS,
      "start(): start reading the batches the next next() delivers, without waiting"},
     {"remainder", (PyCFunction)loader_remainder, METH_VARARGS,
-     "remainder(delivered, ranges): the [begin, end) ranges of an epoch's sample sequence that "
-     "no old rank delivered, delivered[r] samples by old rank r (ranges: what they split, None: "
-     "all)"},
+     "remainder(epoch, delivered, ranges): the [begin, end) ranges of an epoch's sample "
+     "sequence that no old rank delivered, delivered[r] samples by old rank r (ranges: what they "
+     "split, None: all)"},
     {"set_remainder", (PyCFunction)loader_set_remainder, METH_VARARGS,
      "set_remainder(epoch, ranges): epoch delivers only those ranges of its sequence, split over "
      "the ranks (None: the whole epoch)"},

@@ -88,7 +88,8 @@ def check(merged, dataset, seed):
     if merged["dataset"] != dataset:
         raise ValueError("these loader states were saved by a loader with other URLs or options "
                          "that shape the sample sequence (shuffle, transform, fields, index "
-                         "contents ...); they cannot resume this one")
+                         "contents, the global order a node cache holding the shards gives "
+                         "...); they cannot resume this one")
     if merged["seed"] != seed:
         raise ValueError(f"these loader states were saved with seed={merged['seed']}, this "
                          f"loader has seed={seed}")

@@ -343,11 +343,13 @@ class Loader:
         self._fingerprint = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         # The same without what differs between the ranks of a run and
         # between world sizes: a state saved at another world size fits
-        # this loader when these agree (elastic resume).
+        # this loader when these agree (elastic resume). The order's kind
+        # stays in: a window's positions and a global order's are of two
+        # different sequences.
         dataset = {k: v for k, v in order.items()
                    if k not in ("rank", "world_size", "batch_size", "node_affinity",
                                 "ranks_per_node")}
-        text = repr((urls, sorted(dataset.items())))
+        text = repr((urls, sorted(dataset.items()), *kind))
         self._dataset = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._uneven = bool(uneven)
         self._world = world_size
@@ -480,9 +482,10 @@ class Loader:
         then delivered once across the new ranks, in equal steps (padding
         counted in samples_padded), and the epochs after it are those of a
         fresh run at this world size. batch_size, threads, hook_processes
-        and cluster= may differ too. It needs index= over local
-        uncompressed shards (the global order) or shuffle=False, and an old
-        run without node affinity (the new one may have it: the resumed
+        and cluster= may differ too. It needs index= (under the shuffle
+        window, remote shards or a shuffle_buffer given, over uncompressed
+        shards: the samples the window held are read again by offset), and
+        an old run without node affinity (the new one may have it: the resumed
         epoch is split over all ranks, the next ones by node); an
         incomplete or mixed set of states is refused, naming what is
         wrong."""
@@ -510,7 +513,7 @@ class Loader:
         delivered is this epoch's, split over this loader's ranks."""
         _elastic.check(merged, self._dataset, self._seed)
         epoch = merged["epoch"]
-        left = self._c.remainder(merged["delivered"], merged["remaining"])
+        left = self._c.remainder(epoch, merged["delivered"], merged["remaining"])
         self._batch = self._resume_at = 0
         if left:
             self._epoch, self._remaining = epoch, (epoch, left)
