@@ -11,7 +11,7 @@ PHOTOS_CACHE ?= build-data/photos-cache
 
 .PHONY: demo test deps build clean fuzz bench-raw bench-index bench-decode bench-python bench-remote bench-cluster \
 	bench-gpu gpu-pack bench-recipe \
-	bench-shuffle bench-shuffle-sim bench-hooks bench-compare bench-nodes bench-first-batch
+	bench-shuffle bench-shuffle-sim bench-hooks bench-compare bench-nodes bench-first-batch bench-http-first-batch
 
 deps:
 	sh tools/install_deps.sh
@@ -82,6 +82,11 @@ bench-first-batch: build $(DATA)/.complete
 	$(if $(WEBDATASET),STOKER_WEBDATASET=1 sh tools/install_deps.sh)
 	PYTHONPATH=build-rel/python $(PYTHON) bench/first_batch.py --rounds 3 \
 	  $(if $(WEBDATASET),--webdataset $(WEBDATASET)) $(DATA)/train-*.tar
+
+# The http first batch taken apart: local, nginx, the proxy at 0/50/250 ms
+# each way, CPU of stoker and of the proxy, GETs, curl's own throughput.
+bench-http-first-batch: build $(DATA)/.complete
+	PYTHONPATH=build-rel/python $(PYTHON) bench/http_first_batch.py --rounds 5 $(DATA)/train-*.tar
 
 # Decode over http through a 100 ms round-trip proxy against local disk.
 bench-remote: build $(DATA)/.complete
