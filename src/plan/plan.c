@@ -342,59 +342,81 @@ int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
     return 0;
 }
 
-/* A node and the samples dealt to it; the least loaded first, the lower
- * node among equals. */
-struct node_load {
-    uint64_t load;
-    uint32_t node;
-};
-
-static int lighter(const struct node_load *a, const struct node_load *b)
-{
-    return a->load != b->load ? a->load < b->load : a->node < b->node;
-}
-
-/* Restore the min-heap below position i (a sift-down). */
-static void sift_down(struct node_load *heap, size_t n, size_t i)
-{
-    for (;;) {
-        size_t least = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && lighter(&heap[l], &heap[least]))
-            least = l;
-        if (r < n && lighter(&heap[r], &heap[least]))
-            least = r;
-        if (least == i)
-            return;
-        struct node_load t = heap[i];
-        heap[i] = heap[least];
-        heap[least] = t;
-        i = least;
-    }
-}
-
+/* The dealing is bounded-load rendezvous hashing (highest random weight,
+ * with the bounded loads of Mirrokni, Thorup and Zadimoghaddam): every
+ * shard ranks the nodes by hash(seed, shard, node), and the shards, in a
+ * seeded order, go each to the best-ranked node that stays under a cap.
+ * A shard's ranking does not depend on how many nodes there are, so a run
+ * at 6 nodes and one at 8 place most shards alike: going 8 -> 6 moves about
+ * the lost nodes' shards, 6 -> 8 about the 2/8 the new nodes take, and
+ * after an elastic resume most node caches stay warm. The greedy dealing it
+ * replaced (each shard in a seeded order to the least loaded node) kept the
+ * nodes within one shard of each other but shared almost no placement
+ * between node counts (bench/node_cache.py prints both). The cap: with
+ * counts, ceil(total / nodes) + the largest shard's samples (there is
+ * always room under it: the least loaded node holds at most the mean); a
+ * node above the mean leaves its sequence's tail out of an epoch, one below
+ * it pads (plan.h), so the cap bounds both. Without counts (a split by
+ * whole shard, where every rank needs a shard) the nodes hold floor or
+ * ceil(n_shards / nodes) shards exactly: only n_shards % nodes of them may
+ * pass the floor. */
 int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
                          const uint64_t *counts, uint32_t *node_of)
 {
     uint32_t *order = stk__calloc(n_shards + 1, sizeof *order);
-    struct node_load *heap = stk__calloc((size_t)nodes, sizeof *heap);
-    if (order == NULL || heap == NULL) {
+    uint64_t *load = stk__calloc((size_t)nodes, sizeof *load);
+    if (order == NULL || load == NULL) {
         stk__free(order);
-        stk__free(heap);
+        stk__free(load);
         return STK_ENOMEM;
     }
-    /* Epoch-independent: the key has no epoch in it. */
+    /* Epoch-independent: the keys have no epoch in them. */
     permutation(n_shards, shuffle, stk__mix(seed, 0x4e6f646573ull), order);
-    for (int k = 0; k < nodes; k++) /* all loads 0, nodes in order: a heap already */
-        heap[k].node = (uint32_t)k;
-    /* Each shard to the least loaded node: a heap keeps that O(log nodes)
-     * per shard, for runs of many shards on many nodes. */
+    const uint64_t key = stk__mix(seed, 0x52656e64657a766full), n = (uint64_t)nodes;
+    uint64_t total = 0, most = 0;
+    size_t left = 0; /* shards with samples not dealt yet */
     for (size_t i = 0; i < n_shards; i++) {
-        node_of[order[i]] = heap[0].node;
-        heap[0].load += counts != NULL ? counts[order[i]] : 1;
-        sift_down(heap, (size_t)nodes, 0);
+        const uint64_t w = counts != NULL ? counts[i] : 1;
+        total += w;
+        most = w > most ? w : most;
+        left += w > 0;
+    }
+    size_t empty = (size_t)nodes; /* nodes without samples yet */
+    const uint64_t floor_load = total / n;
+    const uint64_t cap = (total + n - 1) / n + (counts != NULL ? most : 0);
+    uint64_t over = total % n; /* without counts: nodes that may still pass the floor */
+    for (size_t i = 0; i < n_shards; i++) {
+        const size_t shard = order[i];
+        const uint64_t w = counts != NULL ? counts[shard] : 1;
+        const uint64_t h = stk__mix(key, (uint64_t)shard);
+        /* A node without samples would leave its ranks nothing to read:
+         * once the shards left are as few as the empty nodes, each goes to
+         * one of those. */
+        const int to_empty = w > 0 && empty >= left;
+        uint64_t best_score = 0;
+        int best = -1;
+        for (int k = 0; k < nodes; k++) {
+            const uint64_t limit = counts != NULL || over > 0 ? cap : floor_load;
+            const uint64_t score = stk__mix(h, (uint64_t)k);
+            if (load[k] + w <= limit && (!to_empty || load[k] == 0) &&
+                (best < 0 || score > best_score)) {
+                best = k;
+                best_score = score;
+            }
+        }
+        /* Some node always has room: the least loaded holds at most the
+         * floor, and w is at most the cap's margin over it (without counts,
+         * fewer than all shards are dealt, so some node is below its
+         * limit). */
+        if (counts == NULL && load[best] == floor_load && over > 0)
+            over--;
+        empty -= w > 0 && load[best] == 0;
+        left -= w > 0;
+        node_of[shard] = (uint32_t)best;
+        load[best] += w;
     }
     stk__free(order);
-    stk__free(heap);
+    stk__free(load);
     return 0;
 }
 

@@ -34,15 +34,15 @@
  * Node affinity (stk__plan_cursor_nodes): ranks node * R .. node * R + R - 1
  * form a node (R ranks per node, as torchrun and Slurm's block distribution
  * number them). Once per run (seed, not epoch) the shards are dealt to the
- * nodes: in a seeded order, each to the node holding the fewest samples so
- * far (the fewest shards without counts: round robin). Each epoch a node's
+ * nodes by bounded-load rendezvous hashing (stk__plan_node_split), so that
+ * runs at other node counts place most shards alike. Each epoch a node's
  * sequence is the epoch's permutation restricted to its own shards, and its
  * R ranks split that sequence as above, by shard or by sample. By sample
  * every rank still takes the run's equal share ceil(total / world), cycling
  * over its node's sequence: a node holding fewer samples than R shares
  * repeats some (counted in .padded), one holding more leaves its sequence's
- * tail out that epoch (a different tail each epoch; the dealing keeps the
- * excess under one shard's samples). So a node reads the same shards every
+ * tail out that epoch (a different tail each epoch; the dealing keeps a
+ * node under the mean plus one shard's samples). So a node reads the same shards every
  * epoch and its cache stays warm.
  */
 #ifndef STK_PLAN_H
@@ -150,8 +150,11 @@ int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
                            struct stk__err *err);
 
 /* The node of every shard for the whole run (node_of[shard], n_shards
- * entries) under node affinity with the given number of nodes; counts may
- * be NULL (round robin). 0 or STK_ENOMEM. */
+ * entries) under node affinity with the given number of nodes: each shard
+ * to its best-ranked node by hash(seed, shard, node) with room under the
+ * cap, ceil(total / nodes) + the largest count (counts NULL: floor or
+ * ceil(n_shards / nodes) shards a node). Stable across node counts: from
+ * n to n - 1 nodes about the lost node's shards move. 0 or STK_ENOMEM. */
 int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
                          const uint64_t *counts, uint32_t *node_of);
 
