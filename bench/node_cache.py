@@ -19,11 +19,18 @@ averages over). Last, the same shards through node caches that hold each
 node's shards, with a dataset index (the global order) and without (the
 window): mixing per rank against a uniform draw from its node's samples,
 and each node's bytes from the origin per epoch.
+First (no simulation: the dealing alone), what a resize moves: the
+fraction of shards and of bytes that change node from one node count to
+another, for stoker's dealing (bounded-load rendezvous hashing) and for the
+greedy dealing it replaced (each shard to the least loaded node), with the
+nodes' balance (max / mean samples) at both counts.
 
 Usage: PYTHONPATH=build-rel/python python3 bench/node_cache.py
 """
 import argparse
+import heapq
 import os
+import random
 import sys
 import tempfile
 from pathlib import Path
@@ -31,7 +38,53 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "python"))
 import node_sim  # noqa: E402
-from stoker._ext._stoker import index_build  # noqa: E402
+from stoker._ext._stoker import index_build, node_split  # noqa: E402
+
+
+def greedy_split(counts, seed, nodes):
+    """The dealing before rendezvous hashing (src/plan/plan.c until issue
+    36's elastic resume): shards in a seeded order, each to the node
+    holding the fewest samples (Python's order, not stoker's RNG: the
+    figures are statistical)."""
+    order = list(range(len(counts)))
+    random.Random(seed).shuffle(order)
+    heap = [(0, k) for k in range(nodes)]
+    node_of = [0] * len(counts)
+    for i in order:
+        load, k = heapq.heappop(heap)
+        node_of[i] = k
+        heapq.heappush(heap, (load + counts[i], k))
+    return node_of
+
+
+def balance(counts, node_of, nodes):
+    loads = [0] * nodes
+    for c, k in zip(counts, node_of):
+        loads[k] += c
+    return max(loads) / (sum(loads) / nodes)
+
+
+def resize_moves(args):
+    """Shards and bytes that change node when a run resumes at another node
+    count, and the balance before and after."""
+    rng = random.Random(5)
+    counts = [rng.randint(args.move_samples // 2, args.move_samples * 3 // 2)
+              for _ in range(args.move_shards)]
+    sizes = [c * rng.randint(80, 120) * 1024 for c in counts]  # bytes: samples of ~100 KiB
+    print(f"resize: {args.move_shards} shards of {min(counts)}..{max(counts)} samples; "
+          f"changed node: shards, bytes (max/mean samples per node before, after)")
+    for old, new in ((8, 6), (4, 3), (4, 2), (2, 4)):
+        cells = []
+        for name, split in (("rendezvous", lambda n: node_split(counts, 1, n)),
+                            ("greedy", lambda n: greedy_split(counts, 1, n))):
+            a, b = split(old), split(new)
+            moved = [i for i in range(len(counts)) if a[i] != b[i]]
+            cells.append(f"{name} {len(moved) / len(counts):5.1%} "
+                         f"{sum(sizes[i] for i in moved) / sum(sizes):5.1%} "
+                         f"({balance(counts, a, old):.3f}, {balance(counts, b, new):.3f})")
+        lost = max(0, old - new) / old or (new - old) / new
+        print(f"  {old} -> {new} nodes (the least that must move: {lost:5.1%}): "
+              + ";  ".join(cells))
 
 
 def cache_runs(args, sim, shard):
@@ -133,7 +186,10 @@ def main():
     ap.add_argument("--mix-per-class", type=int, default=94)
     ap.add_argument("--mix-per-shard", type=int, default=200)
     ap.add_argument("--mix-batch", type=int, default=64)
+    ap.add_argument("--move-shards", type=int, default=4096)
+    ap.add_argument("--move-samples", type=int, default=1000)
     args = ap.parse_args()
+    resize_moves(args)
     with tempfile.TemporaryDirectory(prefix="stoker-nodes-") as tmp:
         work = Path(tmp)
         node_sim.write_shards(work / "data", args.shards, args.samples_per_shard,

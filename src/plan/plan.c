@@ -227,6 +227,47 @@ static int add_remainder(struct stk__plan_cursor *c, const uint64_t *counts,
     return rc;
 }
 
+/* The concatenation of the seq_nodes nodes' sequences (plan.h) in place of
+ * the cursor's one: c->perm grouped by node, each node's shards in their
+ * epoch order; with global, *order (the total's positions) the nodes'
+ * global orders one after the other, each of its own block. 0 or
+ * STK_ENOMEM. */
+static int node_sequences(struct stk__plan_cursor *c, const uint64_t *counts, int global,
+                          uint64_t total, uint32_t **order)
+{
+    const size_t n = c->n_shards;
+    uint32_t *node_of = stk__calloc(n + 1, sizeof *node_of);
+    uint32_t *grouped = stk__calloc(n + 1, sizeof *grouped);
+    int rc = node_of == NULL || grouped == NULL ? STK_ENOMEM : 0;
+    if (rc == 0)
+        rc = stk__plan_node_split(n, c->seed, c->shuffle, c->seq_nodes, counts, node_of);
+    if (rc == 0 && global && (*order = stk__calloc(total + 1, sizeof **order)) == NULL)
+        rc = STK_ENOMEM;
+    size_t len = 0;
+    uint64_t start = 0; /* of node g's block */
+    for (uint32_t g = 0; rc == 0 && g < (uint32_t)c->seq_nodes; g++) {
+        uint64_t samples = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (node_of[c->perm[i]] != g)
+                continue;
+            grouped[len++] = c->perm[i];
+            samples += counts[c->perm[i]];
+        }
+        if (global && samples > 0) { /* as the node's own cursor draws it */
+            permutation(samples, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull),
+                        *order + start);
+            for (uint64_t k = 0; k < samples; k++)
+                (*order)[start + k] += (uint32_t)start;
+        }
+        start += samples;
+    }
+    if (rc == 0)
+        memcpy(c->perm, grouped, n * sizeof *grouped);
+    stk__free(node_of);
+    stk__free(grouped);
+    return rc;
+}
+
 int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad,
                                int global)
 {
@@ -266,14 +307,16 @@ int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *count
     c->count = 0;
     c->order_pass = 0;
     uint32_t *order = NULL;
-    if (global && total > 0) {
+    int rc = 0;
+    if (c->ranges != NULL && c->seq_nodes > 1) {
+        rc = node_sequences(c, counts, global, total, &order);
+    } else if (global && total > 0) {
         order = stk__calloc(total, sizeof *order);
         if (order == NULL)
             return STK_ENOMEM;
         /* The same on every rank of the sequence: rank is not an input. */
         permutation(total, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull), order);
     }
-    int rc = 0;
     for (uint64_t at = begin; rc == 0 && span > 0 && at < end;) {
         uint64_t base = at / span * span;
         uint64_t stop = end < base + span ? end : base + span;
@@ -420,6 +463,14 @@ int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
     return 0;
 }
 
+int stk_node_split(size_t n_shards, const uint64_t *counts, uint64_t seed, int shuffle,
+                   int nodes, uint32_t *node_of)
+{
+    if (nodes < 1)
+        return STK_EINVAL;
+    return stk__plan_node_split(n_shards, seed, shuffle, nodes, counts, node_of);
+}
+
 int stk__plan_cursor_nodes(struct stk__plan_cursor *c, int ranks_per_node,
                            const uint64_t *counts)
 {
@@ -562,6 +613,7 @@ int stk__plan_cursor_open(struct stk__plan_cursor *c, const struct stk__plan_spe
         rc = stk__plan_cursor_nodes(c, spec->ranks_per_node, spec->by_sample ? spec->counts : NULL);
     c->ranges = spec->ranges;
     c->n_ranges = spec->ranges != NULL ? spec->n_ranges : 0;
+    c->seq_nodes = spec->seq_nodes;
     if (rc == 0 && spec->by_sample)
         rc = stk__plan_cursor_by_sample(c, spec->counts, spec->pad, spec->global);
     if (rc < 0)

@@ -109,6 +109,7 @@ struct stk__plan_cursor {
     uint64_t share;  /* by sample with padding: the rank's samples (0: of its sequence) */
     const uint64_t *ranges; /* by sample: only these positions of the sequence (see spec) */
     size_t n_ranges;
+    int seq_nodes;          /* with ranges: of the nodes' sequences (see spec) */
 };
 /* (With node affinity n_shards, rank and world are those of the node: its
  * shards, its rank within it, its ranks; perm holds its sequence.) */
@@ -130,6 +131,11 @@ struct stk__plan_spec {
      * ranks_per_node. */
     const uint64_t *ranges;
     size_t n_ranges;
+    /* With ranges, above 1: the positions are of the concatenation of the
+     * sequences of this many nodes under node affinity, node 0's first
+     * (the rest of an epoch of a run with that many nodes,
+     * stk__plan_node_remainder); else of the one sequence. */
+    int seq_nodes;
     int reps;               /* repeated augmentation dealt over virtual ranks (see above),
                              * rank and world the real ones; 0 or 1: off */
     uint64_t slot_samples;  /* with reps and counts: samples of each part the rank

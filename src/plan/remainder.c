@@ -58,41 +58,47 @@ static size_t map_out(const uint64_t *ranges, size_t n_ranges, uint64_t from, ui
     return n;
 }
 
-int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
-                        const uint64_t *delivered, uint64_t **out, size_t *n_out)
+/* Append to done (pairs) what ranks of one sequence of span positions,
+ * placed at offset, delivered when rank r delivered delivered[r]: the
+ * prefix of its run (pad: [r * share, + share), wrapping: padding repeats
+ * the sequence's start; else [r * span / ranks, (r + 1) * span / ranks)),
+ * taken modulo span: at most two pieces a rank. Returns the new count. */
+static size_t add_done(uint64_t offset, uint64_t span, uint64_t ranks, uint64_t share, int pad,
+                       const uint64_t *delivered, uint64_t *done, size_t n)
 {
-    const uint64_t span = ranges != NULL ? stk__plan_ranges_total(ranges, n_ranges) : total;
-    const uint64_t w = (uint64_t)world;
-    *out = NULL;
-    *n_out = 0;
-    /* What the ranks delivered, in positions of the split sequence: each
-     * rank's prefix, taken modulo span (padding repeats the sequence's
-     * start), so at most two pieces per rank. */
-    uint64_t *done = stk__calloc(4 * w + 2, sizeof *done);
-    uint64_t *res = stk__calloc(2 * (n_ranges + 2 * w + 2), sizeof *res);
-    if (done == NULL || res == NULL) {
-        stk__free(done);
-        stk__free(res);
-        return STK_ENOMEM;
-    }
-    size_t n_done = 0;
-    const uint64_t share = (span + w - 1) / w;
-    for (uint64_t r = 0; span > 0 && r < w; r++) {
-        const uint64_t begin = pad ? r * share : r * span / w;
-        const uint64_t end = pad ? begin + share : (r + 1) * span / w;
+    for (uint64_t r = 0; span > 0 && r < ranks; r++) {
+        const uint64_t begin = pad ? r * share : r * span / ranks;
+        const uint64_t end = pad ? begin + share : (r + 1) * span / ranks;
         const uint64_t d = delivered[r] < end - begin ? delivered[r] : end - begin;
-        const uint64_t lo = begin % span, hi = lo + d; /* d <= share <= span */
+        const uint64_t lo = begin % span, hi = lo + d;
         if (d == 0)
             continue;
-        done[2 * n_done] = lo;
-        done[2 * n_done++ + 1] = hi < span ? hi : span;
+        if (d >= span) { /* a node's run longer than its sequence: all of it */
+            done[2 * n] = offset;
+            done[2 * n++ + 1] = offset + span;
+            continue;
+        }
+        done[2 * n] = offset + lo;
+        done[2 * n++ + 1] = offset + (hi < span ? hi : span);
         if (hi > span) {
-            done[2 * n_done] = 0;
-            done[2 * n_done++ + 1] = hi - span;
+            done[2 * n] = offset;
+            done[2 * n++ + 1] = offset + hi - span;
         }
     }
+    return n;
+}
+
+/* The complement of done's n_done pieces within [0, span), mapped through
+ * ranges, into *out (*n_out pairs). Frees done. 0 or STK_ENOMEM. */
+static int complement(uint64_t *done, size_t n_done, uint64_t span, const uint64_t *ranges,
+                      size_t n_ranges, uint64_t **out, size_t *n_out)
+{
+    uint64_t *res = stk__calloc(2 * (n_ranges + n_done + 2), sizeof *res);
+    if (res == NULL) {
+        stk__free(done);
+        return STK_ENOMEM;
+    }
     qsort(done, n_done, 2 * sizeof *done, by_begin);
-    /* The complement of their union within [0, span). */
     size_t n = 0;
     uint64_t at = 0;
     for (size_t i = 0; i < n_done; i++) {
@@ -107,4 +113,39 @@ int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges,
     *out = res;
     *n_out = n;
     return 0;
+}
+
+int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
+                        const uint64_t *delivered, uint64_t **out, size_t *n_out)
+{
+    const uint64_t span = ranges != NULL ? stk__plan_ranges_total(ranges, n_ranges) : total;
+    const uint64_t w = (uint64_t)world;
+    *out = NULL;
+    *n_out = 0;
+    /* What the ranks delivered, in positions of the split sequence. */
+    uint64_t *done = stk__calloc(4 * w + 2, sizeof *done);
+    if (done == NULL)
+        return STK_ENOMEM;
+    const size_t n_done = add_done(0, span, w, (span + w - 1) / w, pad, delivered, done, 0);
+    return complement(done, n_done, span, ranges, n_ranges, out, n_out);
+}
+
+int stk__plan_node_remainder(const uint64_t *lengths, int nodes, int ranks_per_node,
+                             uint64_t share, int pad, const uint64_t *delivered, uint64_t **out,
+                             size_t *n_out)
+{
+    const uint64_t rpn = (uint64_t)ranks_per_node;
+    *out = NULL;
+    *n_out = 0;
+    uint64_t *done = stk__calloc(4 * rpn * (uint64_t)nodes + 2, sizeof *done);
+    if (done == NULL)
+        return STK_ENOMEM;
+    size_t n_done = 0;
+    uint64_t offset = 0; /* of node g's sequence in the concatenation */
+    for (int g = 0; g < nodes; g++) {
+        n_done = add_done(offset, lengths[g], rpn, share, pad, delivered + (uint64_t)g * rpn,
+                          done, n_done);
+        offset += lengths[g];
+    }
+    return complement(done, n_done, offset, NULL, 0, out, n_out);
 }
