@@ -80,10 +80,13 @@ def write_shards(directory, n_shards, per_shard, sample_bytes, per_class):
 class Nodes:
     """nodes x ranks_per_node rank processes over the shards in data_dir,
     served by nginx. run_epoch() returns per node the bytes it fetched and
-    the GETs in log order, and per rank its epoch's stats and labels."""
+    the GETs in log order, and per rank its epoch's stats and labels.
+    nginx: the origin of another Nodes over the same work_dir, so that the
+    URLs (and the caches' entries) are the same at another node count."""
 
-    def __init__(self, data_dir, work_dir, nodes, ranks_per_node, pythonpath):
+    def __init__(self, data_dir, work_dir, nodes, ranks_per_node, pythonpath, nginx=None):
         self.data_dir = Path(data_dir).resolve()
+        self.shared_nginx = nginx
         self.work = Path(work_dir)
         self.nodes, self.rpn = nodes, ranks_per_node
         self.pythonpath = pythonpath
@@ -97,7 +100,7 @@ class Nodes:
             link = root / f"node{k}"
             if not link.exists():
                 link.symlink_to(self.data_dir)
-        self.nginx = Nginx(root, self.work / "nginx").__enter__()
+        self.nginx = self.shared_nginx or Nginx(root, self.work / "nginx").__enter__()
         world = self.nodes * self.rpn
         try:
             for rank in range(world):
@@ -158,7 +161,8 @@ class Nodes:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        self.nginx.__exit__()
+        if self.shared_nginx is None:
+            self.nginx.__exit__()
 
 
 def misses(trace, capacity, policy):

@@ -8,13 +8,17 @@ counts each node's bytes from the origin.
   fetches a large part of its share every epoch;
 - a cache of half the node's share evicting by next use (the plan's
   order): its origin bytes stay within 10% of the offline optimum
-  (Belady) over the node's actual read order, and below LRU's on it.
+  (Belady) over the node's actual read order, and below LRU's on it;
+- a run resized from 3 nodes to 2 (as after an elastic resume, from the
+  epoch after the interrupted one): the nodes that stay fetch only the
+  shards re-homed to them, about the lost node's.
 """
 import os
 
 import pytest
 
 import node_sim
+from stoker._ext._stoker import node_split
 
 NODES, RPN, EPOCHS = 2, 2, 5
 SHARDS, PER_SHARD, SAMPLE_BYTES = 64, 4, 48 * 1024
@@ -78,3 +82,31 @@ def test_half_cache_evicts_by_next_use(nodes):
         assert got_bytes == got * shard
         assert got <= 1.1 * belady, (node, got, belady, lru)
         assert got < lru, (node, got, belady, lru)
+
+
+def test_a_resize_fetches_about_the_lost_nodes_shards(tmp_path):
+    """Three nodes of one rank read two epochs through caches that hold a
+    node's share at two nodes; then two nodes (the same cache directories
+    for nodes 0 and 1) read the next epoch. Shards are dealt to nodes by
+    rendezvous hashing, so the two fetch the lost node's shards and few
+    others: the greedy dealing it replaced re-homed about two thirds."""
+    node_sim.write_shards(tmp_path / "data", SHARDS, PER_SHARD, SAMPLE_BYTES, per_class=8)
+    pythonpath = os.environ.get("PYTHONPATH") or os.path.join(
+        os.path.dirname(os.environ["STOKER_BIN"]), "python")
+    options = dict(BASE, node_affinity=1)
+    shard = os.path.getsize(tmp_path / "data" / "shard-0000.tar")
+    size = SHARDS // 2 * shard * 5 // 4
+    with node_sim.Nodes(tmp_path / "data", tmp_path, 3, 1, pythonpath) as three:
+        for e in range(2):
+            three.run_epoch(e, options, "resize", size)
+        with node_sim.Nodes(tmp_path / "data", tmp_path, 2, 1, pythonpath,
+                            nginx=three.nginx) as two:
+            origin, _, _ = two.run_epoch(2, options, "resize", size)
+    before = node_split(SHARDS, BASE["seed"], 3)
+    after = node_split(SHARDS, BASE["seed"], 2)
+    lost = sum(node == 2 for node in before)
+    moved = sum(a != b for a, b in zip(before, after))
+    assert moved <= lost + SHARDS // 16, (moved, lost)
+    # Each re-homed shard is fetched once; the others are in the caches.
+    assert sum(origin) <= (moved + 1) * shard, (origin, moved, lost)
+    assert sum(origin) >= lost * shard

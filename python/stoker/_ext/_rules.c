@@ -34,29 +34,33 @@ PyObject *stk_py_parse_size(PyObject *module, PyObject *text)
 PyObject *stk_py_node_split(PyObject *module, PyObject *args)
 {
     (void)module;
-    PyObject *counts_obj, *result = NULL;
+    PyObject *counts_obj, *seq = NULL, *result = NULL;
     unsigned long long seed;
     int nodes, shuffle = 1;
     if (!PyArg_ParseTuple(args, "OKi|p", &counts_obj, &seed, &nodes, &shuffle))
         return NULL;
     if (nodes < 1)
         return stk_py_option_error(0, "node_split: nodes=%d, at least 1", nodes);
-    PyObject *seq = PySequence_Fast(counts_obj, "node_split: counts is a sequence of ints");
-    if (seq == NULL)
+    /* An int: that many shards dealt by number (no dataset index). */
+    Py_ssize_t n = PyLong_Check(counts_obj) ? PyLong_AsSsize_t(counts_obj) : -1;
+    if (n < 0 && !PyErr_Occurred() &&
+        (seq = PySequence_Fast(counts_obj, "node_split: counts is an int or ints")) != NULL)
+        n = PySequence_Fast_GET_SIZE(seq);
+    if (n < 0)
         return NULL;
-    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
     uint64_t *counts = PyMem_Calloc((size_t)n + 1, sizeof *counts);
     uint32_t *node_of = PyMem_Calloc((size_t)n + 1, sizeof *node_of);
     if (counts == NULL || node_of == NULL) {
         PyErr_NoMemory();
         goto out;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = 0; seq != NULL && i < n; i++) {
         counts[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(seq, i));
         if (PyErr_Occurred())
             goto out;
     }
-    int rc = stk_node_split((size_t)n, counts, seed, shuffle, nodes, node_of);
+    int rc = stk_node_split((size_t)n, seq != NULL ? counts : NULL, seed, shuffle, nodes,
+                            node_of);
     if (rc < 0) {
         stk_py_raise(rc, "node_split: out of memory");
         goto out;
@@ -66,7 +70,7 @@ PyObject *stk_py_node_split(PyObject *module, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++)
         PyList_SET_ITEM(result, i, PyLong_FromUnsignedLong(node_of[i]));
 out:
-    Py_DECREF(seq);
+    Py_XDECREF(seq);
     PyMem_Free(counts);
     PyMem_Free(node_of);
     return result;
