@@ -121,6 +121,39 @@ def cache_runs(args, sim, shard):
               f"({lru} shards) from the origin")
 
 
+def resize_runs(args, work):
+    """A run at one node count warmed for two epochs, then the third epoch
+    at another (as after an elastic resume, from the epoch after the
+    interrupted one) through the same caches, against the warm run going
+    on unchanged: each node's MB from the origin, and the shards' MB that
+    change node under rendezvous hashing and under the greedy dealing."""
+    shard = os.path.getsize(work / "data" / "shard-0000.tar")
+    options = dict(batch_size=4, threads=1, shards_in_flight=2, seed=1, node_affinity=1)
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    small, large = args.nodes, args.nodes + 1
+    size = -(-args.shards // small) * shard * 5 // 4  # the larger share, and room
+    print(f"\nresize after two warm epochs, epoch 3: MB from the origin per node "
+          f"(cache {size / 1e6:.1f} MB per node)")
+    for old, new, tag in ((large, small, "shrink"), (small, large, "grow")):
+        with node_sim.Nodes(work / "data", work, old, args.ranks_per_node, pythonpath) as sim:
+            for e in range(2):
+                sim.run_epoch(e, options, tag, size)
+            same, _, _ = sim.run_epoch(2, options, tag, size)
+            with node_sim.Nodes(work / "data", work, new, args.ranks_per_node, pythonpath,
+                                nginx=sim.nginx) as resized:
+                origin, _, _ = resized.run_epoch(2, options, tag, size)
+        ones = [1] * args.shards
+        moved = {name: sum(a != b for a, b in zip(split(old), split(new)))
+                 for name, split in (("rendezvous", lambda n: node_split(args.shards, 1, n)),
+                                     ("greedy", lambda n: greedy_split(ones, 1, n)))}
+        print(f"  {old} -> {new} nodes: " + " ".join(f"{b / 1e6:.2f}" for b in origin)
+              + f" (sum {sum(origin) / 1e6:.2f}); unchanged {old} nodes: "
+              + " ".join(f"{b / 1e6:.2f}" for b in same)
+              + f"; shards that change node: rendezvous {moved['rendezvous']} "
+              f"({moved['rendezvous'] * shard / 1e6:.2f} MB), greedy {moved['greedy']} "
+              f"({moved['greedy'] * shard / 1e6:.2f} MB)")
+
+
 def mixing(args, work):
     data = work / "sorted"
     per_class = args.mix_per_class
@@ -199,6 +232,7 @@ def main():
         with node_sim.Nodes(work / "data", work, args.nodes, args.ranks_per_node,
                             os.environ.get("PYTHONPATH", "")) as sim:
             cache_runs(args, sim, os.path.getsize(sim.data_dir / sim.names[0]))
+        resize_runs(args, work)
         mixing(args, work)
 
 

@@ -882,9 +882,8 @@ STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t f
  * stk_loader_remainder() fails with STK_ELIMIT when out is too small.
  */
 STK_API int stk_loader_remainder(stk_loader *loader, int old_world, int old_ranks_per_node,
-                                 const uint64_t *delivered, const uint64_t *ranges,
-                                 size_t n_ranges, uint64_t *out, size_t capacity,
-                                 size_t *n_out);
+                                 const uint64_t *delivered, const uint64_t *ranges, size_t n_ranges,
+                                 uint64_t *out, size_t capacity, size_t *n_out);
 STK_API int stk_loader_set_remainder(stk_loader *loader, uint64_t epoch, int nodes,
                                      const uint64_t *ranges, size_t n_ranges);
 

@@ -100,7 +100,7 @@ struct stk_loader {
     uint64_t *remainder;
     size_t n_remainder;
     uint64_t remainder_epoch;
-    int remainder_nodes; /* the ranges are of so many nodes' sequences (plan.h) */
+    int remainder_nodes;             /* the ranges are of so many nodes' sequences (plan.h) */
     struct stk__label_mixing labels; /* of delivered batches (with a transform) */
     int counts_labels;
     /* Copies of the caller's option strings, which need only outlive
@@ -813,8 +813,10 @@ int stk_loader_remainder(stk_loader *l, int old_world, int old_ranks_per_node,
         return stk__errf(&l->err, STK_EINVAL, "elastic resume: %d ranks' delivered counts given",
                          old_world);
     if (old_ranks_per_node < 0 || (old_ranks_per_node > 0 && old_world % old_ranks_per_node))
-        return stk__errf(&l->err, STK_EINVAL, "elastic resume: %d ranks per node do not divide "
-                         "the old world size %d", old_ranks_per_node, old_world);
+        return stk__errf(&l->err, STK_EINVAL,
+                         "elastic resume: %d ranks per node do not divide "
+                         "the old world size %d",
+                         old_ranks_per_node, old_world);
     if (ranges != NULL && (rc = check_ranges(l, ranges, n_ranges)) < 0)
         return rc;
     uint64_t *rest;
@@ -856,8 +858,10 @@ int stk_loader_set_remainder(stk_loader *l, uint64_t epoch, int nodes, const uin
         memcmp(l->remainder, ranges, 2 * n_ranges * sizeof *ranges) == 0)
         return 0;
     if (nodes < 1 || (size_t)nodes > l->urls.count)
-        return stk__errf(&l->err, STK_EINVAL, "elastic resume: the remaining ranges are of %d "
-                         "nodes' sequences, for %zu shards", nodes, l->urls.count);
+        return stk__errf(&l->err, STK_EINVAL,
+                         "elastic resume: the remaining ranges are of %d "
+                         "nodes' sequences, for %zu shards",
+                         nodes, l->urls.count);
     int rc = elastic_refusal(l);
     if (rc == 0)
         rc = check_ranges(l, ranges, n_ranges);

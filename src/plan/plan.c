@@ -463,8 +463,8 @@ int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
     return 0;
 }
 
-int stk_node_split(size_t n_shards, const uint64_t *counts, uint64_t seed, int shuffle,
-                   int nodes, uint32_t *node_of)
+int stk_node_split(size_t n_shards, const uint64_t *counts, uint64_t seed, int shuffle, int nodes,
+                   uint32_t *node_of)
 {
     if (nodes < 1)
         return STK_EINVAL;

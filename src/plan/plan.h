@@ -109,7 +109,7 @@ struct stk__plan_cursor {
     uint64_t share;  /* by sample with padding: the rank's samples (0: of its sequence) */
     const uint64_t *ranges; /* by sample: only these positions of the sequence (see spec) */
     size_t n_ranges;
-    int seq_nodes;          /* with ranges: of the nodes' sequences (see spec) */
+    int seq_nodes; /* with ranges: of the nodes' sequences (see spec) */
 };
 /* (With node affinity n_shards, rank and world are those of the node: its
  * shards, its rank within it, its ranks; perm holds its sequence.) */

@@ -130,9 +130,8 @@ int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges,
     return complement(done, n_done, span, ranges, n_ranges, out, n_out);
 }
 
-int stk__plan_node_remainder(const uint64_t *lengths, int nodes, int ranks_per_node,
-                             uint64_t share, int pad, const uint64_t *delivered, uint64_t **out,
-                             size_t *n_out)
+int stk__plan_node_remainder(const uint64_t *lengths, int nodes, int ranks_per_node, uint64_t share,
+                             int pad, const uint64_t *delivered, uint64_t **out, size_t *n_out)
 {
     const uint64_t rpn = (uint64_t)ranks_per_node;
     *out = NULL;
@@ -143,8 +142,8 @@ int stk__plan_node_remainder(const uint64_t *lengths, int nodes, int ranks_per_n
     size_t n_done = 0;
     uint64_t offset = 0; /* of node g's sequence in the concatenation */
     for (int g = 0; g < nodes; g++) {
-        n_done = add_done(offset, lengths[g], rpn, share, pad, delivered + (uint64_t)g * rpn,
-                          done, n_done);
+        n_done = add_done(offset, lengths[g], rpn, share, pad, delivered + (uint64_t)g * rpn, done,
+                          n_done);
         offset += lengths[g];
     }
     return complement(done, n_done, offset, NULL, 0, out, n_out);

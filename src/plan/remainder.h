@@ -49,8 +49,7 @@ int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges,
  * seq_nodes set); delivered[g * ranks_per_node + j] is node g's rank j's.
  * A node's tail that its ranks' shares leave out is in the remainder: an
  * epoch so resumed delivers every sample. 0 or STK_ENOMEM. */
-int stk__plan_node_remainder(const uint64_t *lengths, int nodes, int ranks_per_node,
-                             uint64_t share, int pad, const uint64_t *delivered, uint64_t **out,
-                             size_t *n_out);
+int stk__plan_node_remainder(const uint64_t *lengths, int nodes, int ranks_per_node, uint64_t share,
+                             int pad, const uint64_t *delivered, uint64_t **out, size_t *n_out);
 
 #endif

@@ -221,16 +221,22 @@ static void test_node_remainder_delivers_the_rest_once(void **state)
                 uint64_t delivered[6];
                 /* The old ranks: the first `stop` samples of their lists. */
                 for (int r = 0; r < world; r++) {
-                    const struct stk__plan_spec spec = {
-                        .n_shards = SHARDS, .seed = 5, .epoch = 2, .rank = r, .world = world,
-                        .shuffle = 1, .ranks_per_node = rpn, .counts = counts, .by_sample = 1,
-                        .pad = 1, .global = global};
+                    const struct stk__plan_spec spec = {.n_shards = SHARDS,
+                                                        .seed = 5,
+                                                        .epoch = 2,
+                                                        .rank = r,
+                                                        .world = world,
+                                                        .shuffle = 1,
+                                                        .ranks_per_node = rpn,
+                                                        .counts = counts,
+                                                        .by_sample = 1,
+                                                        .pad = 1,
+                                                        .global = global};
                     struct stk__plan_cursor c;
                     assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
                     uint64_t got = 0;
                     struct stk__plan_segment seg;
-                    for (uint64_t g = 0; got < stop && stk__plan_cursor_segment(&c, g, &seg);
-                         g++)
+                    for (uint64_t g = 0; got < stop && stk__plan_cursor_segment(&c, g, &seg); g++)
                         for (uint64_t k = 0; k < seg.count && got < stop; k++, got++)
                             seen[start[seg.shard] + seg.first + k] = 1;
                     delivered[r] = got;
@@ -244,22 +250,30 @@ static void test_node_remainder_delivers_the_rest_once(void **state)
                 uint64_t *rest;
                 size_t n;
                 const uint64_t share = (110 + (uint64_t)world - 1) / (uint64_t)world;
-                assert_int_equal(stk__plan_node_remainder(lengths, nodes, rpn, share, 1,
-                                                          delivered, &rest, &n),
-                                 0);
+                assert_int_equal(
+                    stk__plan_node_remainder(lengths, nodes, rpn, share, 1, delivered, &rest, &n),
+                    0);
                 assert_int_equal(stk__plan_ranges_check(rest, n, 110), 0);
                 /* Three new ranks split it. */
                 int again[110] = {0};
                 for (int r = 0; n > 0 && r < 3; r++) {
-                    const struct stk__plan_spec spec = {
-                        .n_shards = SHARDS, .seed = 5, .epoch = 2, .rank = r, .world = 3,
-                        .shuffle = 1, .counts = counts, .by_sample = 1, .pad = 1,
-                        .global = global, .ranges = rest, .n_ranges = n, .seq_nodes = nodes};
+                    const struct stk__plan_spec spec = {.n_shards = SHARDS,
+                                                        .seed = 5,
+                                                        .epoch = 2,
+                                                        .rank = r,
+                                                        .world = 3,
+                                                        .shuffle = 1,
+                                                        .counts = counts,
+                                                        .by_sample = 1,
+                                                        .pad = 1,
+                                                        .global = global,
+                                                        .ranges = rest,
+                                                        .n_ranges = n,
+                                                        .seq_nodes = nodes};
                     struct stk__plan_cursor c;
                     assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
                     struct stk__plan_segment seg;
-                    for (uint64_t g = 0; g < c.count && stk__plan_cursor_segment(&c, g, &seg);
-                         g++)
+                    for (uint64_t g = 0; g < c.count && stk__plan_cursor_segment(&c, g, &seg); g++)
                         for (uint64_t k = 0; k < seg.count; k++)
                             again[start[seg.shard] + seg.first + k]++;
                     stk__plan_cursor_free(&c);

@@ -59,8 +59,7 @@ PyObject *stk_py_node_split(PyObject *module, PyObject *args)
         if (PyErr_Occurred())
             goto out;
     }
-    int rc = stk_node_split((size_t)n, seq != NULL ? counts : NULL, seed, shuffle, nodes,
-                            node_of);
+    int rc = stk_node_split((size_t)n, seq != NULL ? counts : NULL, seed, shuffle, nodes, node_of);
     if (rc < 0) {
         stk_py_raise(rc, "node_split: out of memory");
         goto out;
