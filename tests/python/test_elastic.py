@@ -337,6 +337,21 @@ def test_with_a_dask_cluster(indexed, cluster):
                for r in after) == sum(len(r["batches"]) for r in after)
 
 
+def test_node_states_with_a_dask_cluster(indexed, cluster):
+    """The workers' loaders rebuild the old nodes' sequences too: the
+    ranges travel with their node count."""
+    urls, index = indexed
+    cluster.add_worker("w1")
+    before = interrupted_nodes(tuple(urls), index, 4, 2, 2)
+    states = [r["state"] for r in before]
+    after = [run_rank(urls, index, r, 2, state=states, cluster=cluster.client,
+                      batches_per_task=1) for r in range(2)]
+    check_resumed_epoch(before, after, 2, reference(tuple(urls), index),
+                        old_padding=sum(r["padded"] for r in before))
+    # The fixture has the local thread wait for the workers' first task.
+    assert sum(r["cluster"]["batches_cluster"] for r in after) > 0
+
+
 def test_a_batch_range_of_a_resumed_epoch_is_the_trainers(indexed):
     """What a Dask task does (_cluster_worker.make_range): a loader of its
     own told the trainer's remainder, then a range of its batches. The
