@@ -485,11 +485,11 @@ class Loader:
         counted in samples_padded), and the epochs after it are those of a
         fresh run at this world size. batch_size, threads, hook_processes
         and cluster= may differ too. It needs index= over local
-        uncompressed shards (the global order) or shuffle=False, and an old
-        run without node affinity (the new one may have it: the resumed
-        epoch is split over all ranks, the next ones by node); an
-        incomplete or mixed set of states is refused, naming what is
-        wrong."""
+        uncompressed shards (the global order) or shuffle=False. Either run
+        may use node affinity: the resumed epoch (under affinity, the rest
+        of every old node's own sequence) is split over all new ranks, the
+        next ones by node. An incomplete or mixed set of states is refused,
+        naming what is wrong."""
         if _elastic.is_merged(state) or (state.get("world_size") == 1 and self._world != 1):
             return self._load_states(_elastic.merge_states(state))
         if state.get("fingerprint") != self._fingerprint:
