@@ -213,8 +213,9 @@ static void test_node_remainder_delivers_the_rest_once(void **state)
     for (int i = 0; i < SHARDS; i++)
         start[i + 1] = start[i] + counts[i];
     const int layouts[][2] = {{2, 1}, {4, 1}, {4, 2}, {6, 2}, {6, 3}}; /* world, ranks/node */
-    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
-        const int world = layouts[li][0], rpn = layouts[li][1], nodes = world / rpn;
+    for (size_t li = 0; li < 2 * sizeof layouts / sizeof layouts[0]; li++) {
+        const int world = layouts[li / 2][0], rpn = layouts[li / 2][1], nodes = world / rpn;
+        const int pad = li % 2; /* 0: uneven, each rank its part of its node's sequence */
         for (int global = 0; global <= 1; global++) {
             for (uint64_t stop = 0; stop <= 20; stop += 5) {
                 int seen[110] = {0};
@@ -230,7 +231,7 @@ static void test_node_remainder_delivers_the_rest_once(void **state)
                                                         .ranks_per_node = rpn,
                                                         .counts = counts,
                                                         .by_sample = 1,
-                                                        .pad = 1,
+                                                        .pad = pad,
                                                         .global = global};
                     struct stk__plan_cursor c;
                     assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
@@ -251,7 +252,7 @@ static void test_node_remainder_delivers_the_rest_once(void **state)
                 size_t n;
                 const uint64_t share = (110 + (uint64_t)world - 1) / (uint64_t)world;
                 assert_int_equal(
-                    stk__plan_node_remainder(lengths, nodes, rpn, share, 1, delivered, &rest, &n),
+                    stk__plan_node_remainder(lengths, nodes, rpn, share, pad, delivered, &rest, &n),
                     0);
                 assert_int_equal(stk__plan_ranges_check(rest, n, 110), 0);
                 /* Three new ranks split it. */
@@ -265,7 +266,7 @@ static void test_node_remainder_delivers_the_rest_once(void **state)
                                                         .shuffle = 1,
                                                         .counts = counts,
                                                         .by_sample = 1,
-                                                        .pad = 1,
+                                                        .pad = pad,
                                                         .global = global,
                                                         .ranges = rest,
                                                         .n_ranges = n,
@@ -288,7 +289,7 @@ static void test_node_remainder_delivers_the_rest_once(void **state)
                     repeated += again[i] > 1 ? (uint64_t)again[i] - 1 : 0;
                 }
                 assert_true(repeated <= 2); /* the new ranks' padding */
-                assert_int_equal(left + repeated, 3 * ((left + 2) / 3));
+                assert_int_equal(left + repeated, pad ? 3 * ((left + 2) / 3) : left);
                 stk__free(rest);
             }
         }
@@ -311,6 +312,49 @@ static void test_allocation_failures(void **state)
         }
         assert_int_equal(rc, STK_ENOMEM);
         assert_null(out);
+    }
+    /* Under node affinity, and a cursor over the nodes' sequences. */
+    const uint64_t lengths[] = {20, 30}, counts[] = {20, 10, 20};
+    const uint64_t delivered4[] = {3, 4, 5, 6};
+    for (unsigned long fail = 1;; fail++) {
+        uint64_t *out;
+        size_t n;
+        stk__alloc_fail_after(fail);
+        int rc = stk__plan_node_remainder(lengths, 2, 2, 13, 1, delivered4, &out, &n);
+        stk__alloc_fail_after(0);
+        if (rc == 0) {
+            stk__free(out);
+            break;
+        }
+        assert_int_equal(rc, STK_ENOMEM);
+        assert_null(out);
+    }
+    const uint64_t ranges[] = {5, 40};
+    for (int global = 0; global <= 1; global++) {
+        for (unsigned long fail = 1;; fail++) {
+            const struct stk__plan_spec spec = {.n_shards = 3,
+                                                .seed = 1,
+                                                .epoch = 1,
+                                                .rank = 1,
+                                                .world = 2,
+                                                .shuffle = 1,
+                                                .counts = counts,
+                                                .by_sample = 1,
+                                                .pad = 1,
+                                                .global = global,
+                                                .ranges = ranges,
+                                                .n_ranges = 1,
+                                                .seq_nodes = 2};
+            struct stk__plan_cursor c;
+            stk__alloc_fail_after(fail);
+            int rc = stk__plan_cursor_open(&c, &spec);
+            stk__alloc_fail_after(0);
+            if (rc == 0) {
+                stk__plan_cursor_free(&c);
+                break;
+            }
+            assert_int_equal(rc, STK_ENOMEM);
+        }
     }
 }
 
