@@ -40,6 +40,8 @@ for line in sys.stdin:
             loader.close()
         current = cmd["options"]
         loader = Loader(urls, **current)
+    # An elastic resume's rest of the epoch: (ranges, nodes), or None.
+    loader.set_remainder(cmd["epoch"], *(cmd.get("remainder") or (None,)))
     loader.seek(cmd["epoch"], 0)
     labels = []
     while True:
@@ -120,17 +122,20 @@ class Nodes:
     def cache_dir(self, tag, node):
         return str(self.work / f"cache-{tag}-node{node}")
 
-    def run_epoch(self, epoch, options, cache_tag=None, cache_size=0):
+    def run_epoch(self, epoch, options, cache_tag=None, cache_size=0, remainder=None):
         """Every rank reads epoch `epoch` with options (plus, with
-        cache_tag, its node's cache directory for that tag). Returns
-        (per node: origin bytes, [GET uri in log order]; per rank: result)."""
+        cache_tag, its node's cache directory for that tag; with remainder,
+        (ranges, nodes), only the rest an elastic resume left of it).
+        Returns (per node: origin bytes, [GET uri in log order]; per rank:
+        result)."""
         self.nginx.clear_log()
         for rank, proc in enumerate(self.procs):
             opts = dict(options)
             if cache_tag is not None:
                 opts.update(cache_dir=self.cache_dir(cache_tag, rank // self.rpn),
                             cache_size=cache_size)
-            proc.stdin.write(json.dumps({"epoch": epoch, "options": opts}) + "\n")
+            proc.stdin.write(json.dumps({"epoch": epoch, "options": opts,
+                                         "remainder": remainder}) + "\n")
             proc.stdin.flush()
         results = []
         deadline = time.monotonic() + EPOCH_TIMEOUT_S
