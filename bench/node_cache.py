@@ -38,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "python"))
 import node_sim  # noqa: E402
-from stoker._ext._stoker import index_build, node_split  # noqa: E402
+from stoker._ext._stoker import Loader, index_build, node_split  # noqa: E402
 
 
 def greedy_split(counts, seed, nodes):
@@ -152,6 +152,39 @@ def resize_runs(args, work):
               + f"; shards that change node: rendezvous {moved['rendezvous']} "
               f"({moved['rendezvous'] * shard / 1e6:.2f} MB), greedy {moved['greedy']} "
               f"({moved['greedy'] * shard / 1e6:.2f} MB)")
+    elastic_run(args, work, shard, options, size)
+
+
+def elastic_run(args, work, shard, options, size):
+    """An elastic resume in the global order (an index over the remote
+    shards): a run at nodes + 1 reads epoch 1, its ranks deliver half their
+    shares of epoch 2 (counts, as their states say), and a run at nodes
+    reads the rest of epoch 2 and then epoch 3, against the old run going
+    on unchanged."""
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    old_nodes, new_nodes = args.nodes + 1, args.nodes
+    with node_sim.Nodes(work / "data", work, old_nodes, 1, pythonpath) as old:
+        urls = [old.nginx.url(f"node{k}/{n}") for k in range(old_nodes) for n in old.names]
+        index = str(work / "elastic-index.json")
+        index_build(index, urls, False)
+        opts = dict(options, index_path=index)
+        old.run_epoch(0, opts, "elastic", size)
+        probe = Loader(urls[:args.shards], rank=0, world_size=old_nodes, ranks_per_node=1,
+                       cache_dir=str(work / "elastic-probe"), cache_size=size, **opts)
+        share = -(-args.shards * args.samples_per_shard // old_nodes)
+        rest = probe.remainder([share // 2] * old_nodes, None, 1)
+        global_order = probe.info()["global_order"]
+        probe.close()
+        with node_sim.Nodes(work / "data", work, new_nodes, 1, pythonpath,
+                            nginx=old.nginx) as new:
+            part, gets, _ = new.run_epoch(1, opts, "elastic", size, remainder=(rest, old_nodes))
+            after, _, _ = new.run_epoch(2, opts, "elastic", size)
+    print(f"  elastic resume, global order {bool(global_order)}: {old_nodes} -> {new_nodes} "
+          f"nodes, the rest of epoch 2 ({sum(e - b for b, e in rest)} samples): "
+          + " ".join(f"{b / 1e6:.2f}" for b in part)
+          + f" MB ({sum(len(g) for g in gets)} GETs, {sum(len(set(g)) for g in gets)} "
+          "distinct per node); epoch 3: " + " ".join(f"{b / 1e6:.2f}" for b in after)
+          + " MB (an unchanged warm run: 0)")
 
 
 def mixing(args, work):
