@@ -388,21 +388,22 @@ int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
 /* The dealing is bounded-load rendezvous hashing (highest random weight,
  * with the bounded loads of Mirrokni, Thorup and Zadimoghaddam): every
  * shard ranks the nodes by hash(seed, shard, node), and the shards, in a
- * seeded order, go each to the best-ranked node that stays under a cap.
- * A shard's ranking does not depend on how many nodes there are, so a run
- * at 6 nodes and one at 8 place most shards alike: going 8 -> 6 moves about
- * the lost nodes' shards, 6 -> 8 about the 2/8 the new nodes take, and
- * after an elastic resume most node caches stay warm. The greedy dealing it
- * replaced (each shard in a seeded order to the least loaded node) kept the
- * nodes within one shard of each other but shared almost no placement
- * between node counts (bench/node_cache.py prints both). The cap: with
- * counts, ceil(total / nodes) + the largest shard's samples (there is
- * always room under it: the least loaded node holds at most the mean); a
- * node above the mean leaves its sequence's tail out of an epoch, one below
- * it pads (plan.h), so the cap bounds both. Without counts (a split by
- * whole shard, where every rank needs a shard) the nodes hold floor or
- * ceil(n_shards / nodes) shards exactly: only n_shards % nodes of them may
- * pass the floor. */
+ * seeded order, go each to the best-ranked node that stays within the
+ * mean, floor(total / nodes); a shard that fits nowhere (the last few)
+ * goes to the least loaded node, the best-ranked among equals. A shard's
+ * ranking does not depend on how many nodes there are, so a run at 6 nodes
+ * and one at 8 place most shards alike: going 8 -> 6 moves about the lost
+ * nodes' shards, 6 -> 8 about the 2/8 the new nodes take, and after an
+ * elastic resume most node caches stay warm. The greedy dealing it
+ * replaced (each shard in a seeded order to the least loaded node) kept
+ * the nodes within one shard of each other too but shared almost no
+ * placement between node counts (bench/node_cache.py prints both). The
+ * cap is the mean, not a margin over it as in the paper: a node above the
+ * mean leaves its sequence's tail out of an epoch and one below it pads
+ * (plan.h), so equal shards must give equal nodes (floor or ceil(n_shards
+ * / nodes) shards each, without counts too, where every rank needs a
+ * shard); the moves it adds are measured in test_plan.c (about 1% of the
+ * shards for n -> n - 1). */
 int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
                          const uint64_t *counts, uint32_t *node_of)
 {
@@ -415,19 +416,16 @@ int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
     }
     /* Epoch-independent: the keys have no epoch in them. */
     permutation(n_shards, shuffle, stk__mix(seed, 0x4e6f646573ull), order);
-    const uint64_t key = stk__mix(seed, 0x52656e64657a766full), n = (uint64_t)nodes;
-    uint64_t total = 0, most = 0;
+    const uint64_t key = stk__mix(seed, 0x52656e64657a766full);
+    uint64_t total = 0;
     size_t left = 0; /* shards with samples not dealt yet */
     for (size_t i = 0; i < n_shards; i++) {
         const uint64_t w = counts != NULL ? counts[i] : 1;
         total += w;
-        most = w > most ? w : most;
         left += w > 0;
     }
     size_t empty = (size_t)nodes; /* nodes without samples yet */
-    const uint64_t floor_load = total / n;
-    const uint64_t cap = (total + n - 1) / n + (counts != NULL ? most : 0);
-    uint64_t over = total % n; /* without counts: nodes that may still pass the floor */
+    const uint64_t cap = total / (uint64_t)nodes;
     for (size_t i = 0; i < n_shards; i++) {
         const size_t shard = order[i];
         const uint64_t w = counts != NULL ? counts[shard] : 1;
@@ -436,23 +434,23 @@ int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
          * once the shards left are as few as the empty nodes, each goes to
          * one of those. */
         const int to_empty = w > 0 && empty >= left;
-        uint64_t best_score = 0;
-        int best = -1;
+        uint64_t best_score = 0, least_score = 0;
+        int best = -1, least = -1;
         for (int k = 0; k < nodes; k++) {
-            const uint64_t limit = counts != NULL || over > 0 ? cap : floor_load;
             const uint64_t score = stk__mix(h, (uint64_t)k);
-            if (load[k] + w <= limit && (!to_empty || load[k] == 0) &&
+            if (load[k] + w <= cap && (!to_empty || load[k] == 0) &&
                 (best < 0 || score > best_score)) {
                 best = k;
                 best_score = score;
             }
+            if (least < 0 || load[k] < load[least] ||
+                (load[k] == load[least] && score > least_score)) {
+                least = k;
+                least_score = score;
+            }
         }
-        /* Some node always has room: the least loaded holds at most the
-         * floor, and w is at most the cap's margin over it (without counts,
-         * fewer than all shards are dealt, so some node is below its
-         * limit). */
-        if (counts == NULL && load[best] == floor_load && over > 0)
-            over--;
+        if (best < 0) /* no room within the mean (an empty node is the least loaded) */
+            best = least;
         empty -= w > 0 && load[best] == 0;
         left -= w > 0;
         node_of[shard] = (uint32_t)best;

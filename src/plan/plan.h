@@ -157,10 +157,11 @@ int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
 
 /* The node of every shard for the whole run (node_of[shard], n_shards
  * entries) under node affinity with the given number of nodes: each shard
- * to its best-ranked node by hash(seed, shard, node) with room under the
- * cap, ceil(total / nodes) + the largest count (counts NULL: floor or
- * ceil(n_shards / nodes) shards a node). Stable across node counts: from
- * n to n - 1 nodes about the lost node's shards move. 0 or STK_ENOMEM. */
+ * to its best-ranked node by hash(seed, shard, node) with room within the
+ * mean, floor(total / nodes), else to the least loaded (counts NULL: every
+ * shard counts 1, so floor or ceil(n_shards / nodes) shards a node).
+ * Stable across node counts: from n to n - 1 nodes about the lost node's
+ * shards move. 0 or STK_ENOMEM. */
 int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
                          const uint64_t *counts, uint32_t *node_of);
 

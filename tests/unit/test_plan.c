@@ -388,8 +388,9 @@ static void test_affinity_by_sample(void **state)
 }
 
 /* The dealing of shards to nodes (bounded-load rendezvous): floor or
- * ceil(shards / nodes) shards a node without counts; with them no node
- * above ceil(total / nodes) + the largest count. */
+ * ceil(shards / nodes) shards a node without counts, and with equal
+ * counts; with any counts the nodes' samples within the largest count of
+ * each other, as the greedy dealing kept them. */
 static void test_node_split_balances(void **state)
 {
     (void)state;
@@ -414,7 +415,18 @@ static void test_node_split_balances(void **state)
         for (int k = 0; k < nodes; k++) {
             assert_true(shards[k] == SHARDS / nodes || shards[k] == SHARDS / nodes + 1);
             assert_true(load[k] <= (total + (uint64_t)nodes - 1) / (uint64_t)nodes + most);
+            for (int j = 0; j < nodes; j++)
+                assert_true(load[k] <= load[j] + most);
         }
+        static uint64_t equal[SHARDS];
+        for (int i = 0; i < SHARDS; i++)
+            equal[i] = 200;
+        memset(shards, 0, sizeof shards);
+        assert_int_equal(stk__plan_node_split(SHARDS, 4, 1, nodes, equal, node_of), 0);
+        for (int i = 0; i < SHARDS; i++)
+            shards[node_of[i]]++;
+        for (int k = 0; k < nodes; k++)
+            assert_true(shards[k] == SHARDS / nodes || shards[k] == SHARDS / nodes + 1);
     }
 }
 
