@@ -426,3 +426,16 @@ def test_states_of_a_window_run_do_not_resume_a_global_order():
                                          r"global order"):
         elastic.check(merged, 1, 3, True)
     elastic.check(merged, 1, 3, False)  # the C loader then says why a window cannot resume
+
+
+def test_a_node_count_that_does_not_fit_is_refused(indexed):
+    """The C calls name what is wrong with the old run's node layout."""
+    urls, index = indexed
+    c = stoker.Loader(urls, index=index, rank=0, world_size=2, threads=1, **OPTIONS)._c
+    with pytest.raises(stoker.Error, match=r"2 ranks per node do not divide the old world size 3"):
+        c.remainder([1, 2, 3], None, 2)
+    with pytest.raises(stoker.Error, match=r"ranges are of 9 nodes' sequences, for 8 shards"):
+        c.set_remainder(EPOCH, [(0, 5)], 9)
+    with pytest.raises(stoker.Error, match=r"ranges are of 0 nodes' sequences"):
+        c.set_remainder(EPOCH, [(0, 5)], 0)
+    c.close()
