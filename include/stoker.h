@@ -865,13 +865,22 @@ STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t f
  * themselves ran an epoch so resumed (NULL: the whole sequence). The old
  * ranks ran with this loader's options (threads aside) and order: under
  * the window, its replay uses this loader's shuffle_buffer and
- * shards_in_flight. stk_loader_set_remainder() then makes epoch `epoch` of
- * this loader deliver only those positions, split over this loader's ranks
- * as a whole epoch is split (equal shares of ceil(R / world_size), padding
+ * shards_in_flight. old_ranks_per_node: the old run's node affinity (0:
+ * off, stk_loader_ranks_per_node()); under it each old node split a
+ * sequence of its own shards, and the positions out are then of the
+ * concatenation of the old nodes' sequences (node 0's first), each old
+ * node's tail that its ranks' shares left out included (ranges NULL only:
+ * a resumed epoch is split over all ranks; not under a shuffle window:
+ * refused). stk_loader_set_remainder() then makes epoch `epoch` of this
+ * loader deliver only those positions, split over this loader's ranks as
+ * a whole epoch is split (equal shares of ceil(R / world_size), padding
  * counted in samples_padded; uneven: each once; without node affinity,
  * which applies again from the next epoch), each sample with the
- * augmentation it has at any world size; other epochs are as ever. The
- * old ranks must have split one sequence: not under node_affinity. It
+ * augmentation it has at any world size; other epochs are as ever. nodes:
+ * the old run's node count (old_world / old_ranks_per_node) when the
+ * ranges came from a run under node affinity, else 1; it names the
+ * sequence the positions are of, and travels with the ranges through
+ * later resumes. It
  * stops the epoch in flight unless the same ranges were set already;
  * ranges NULL clears them (n_ranges 0 with ranges not NULL: nothing is
  * left). Both refuse with STK_EINVAL (the message says why) a loader whose
@@ -881,10 +890,11 @@ STK_API int stk_loader_seek_range(stk_loader *loader, uint64_t epoch, uint64_t f
  * within the index's samples.
  */
 STK_API int stk_loader_remainder(stk_loader *loader, uint64_t epoch, int old_world,
-                                 const uint64_t *delivered, const uint64_t *ranges,
-                                 size_t n_ranges, uint64_t *out, size_t capacity, size_t *n_out);
-STK_API int stk_loader_set_remainder(stk_loader *loader, uint64_t epoch, const uint64_t *ranges,
-                                     size_t n_ranges);
+                                 int old_ranks_per_node, const uint64_t *delivered,
+                                 const uint64_t *ranges, size_t n_ranges, uint64_t *out,
+                                 size_t capacity, size_t *n_out);
+STK_API int stk_loader_set_remainder(stk_loader *loader, uint64_t epoch, int nodes,
+                                     const uint64_t *ranges, size_t n_ranges);
 
 /* Samples this rank yields in the current epoch when known
  * (samples_per_rank, or the rank's shards per the dataset index), else 0. */
@@ -1439,6 +1449,16 @@ STK_API size_t stk_escape_char(const char *s, int backslash, char out[STK_ESCAPE
  * SLURM_PROCID/SLURM_NTASKS and OMPI_COMM_WORLD_RANK/OMPI_COMM_WORLD_SIZE,
  * else rank 0 of 1. Returns 0, or STK_EINVAL with a message in errbuf (a
  * variable that is no number, a rank not below the world size). */
+/* The node of every shard under node_affinity with `nodes` nodes, as a
+ * loader of these options (seed, shuffle) deals them for the whole run:
+ * node_of[i] for shard i of n_shards; counts: samples per shard (a dataset
+ * index; NULL: shards dealt by number). A shard's node is the best-ranked
+ * by hash(seed, shard, node) with room under a cap, so that runs at other
+ * node counts place most shards alike (docs/node-cache.md). 0 or
+ * STK_ENOMEM. */
+STK_API int stk_node_split(size_t n_shards, const uint64_t *counts, uint64_t seed, int shuffle,
+                           int nodes, uint32_t *node_of);
+
 STK_API int stk_resolve_rank(int rank, int world_size, int *rank_out, int *world_out,
                              char *errbuf, size_t errbuf_size);
 

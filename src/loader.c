@@ -100,6 +100,7 @@ struct stk_loader {
     uint64_t *remainder;
     size_t n_remainder;
     uint64_t remainder_epoch;
+    int remainder_nodes;             /* the ranges are of so many nodes' sequences (plan.h) */
     struct stk__label_mixing labels; /* of delivered batches (with a transform) */
     int counts_labels;
     /* Copies of the caller's option strings, which need only outlive
@@ -499,6 +500,7 @@ static struct stk__plan_spec plan_spec(const stk_loader *l)
         spec.by_sample = 1;
         spec.ranges = l->remainder;
         spec.n_ranges = l->n_remainder;
+        spec.seq_nodes = l->remainder_nodes;
         spec.unbounded = epoch_target(l) != 0;
         spec.ranks_per_node = 0;
     }
@@ -828,9 +830,33 @@ static int window_rest(stk_loader *l, uint64_t epoch, int old_world, const uint6
     return rc;
 }
 
-int stk_loader_remainder(stk_loader *l, uint64_t epoch, int old_world, const uint64_t *delivered,
-                         const uint64_t *ranges, size_t n_ranges, uint64_t *out,
-                         size_t capacity, size_t *n_out)
+/* What the ranks of a whole epoch under node affinity delivered
+ * (remainder.h): each node's sequence is its shards' samples, dealt as a
+ * run at that many nodes dealt them. */
+static int node_remainder(stk_loader *l, int old_world, int old_ranks_per_node,
+                          const uint64_t *delivered, uint64_t **rest, size_t *n)
+{
+    const int nodes = old_world / old_ranks_per_node;
+    uint32_t *node_of = stk__calloc(l->urls.count + 1, sizeof *node_of);
+    uint64_t *lengths = stk__calloc((size_t)nodes, sizeof *lengths);
+    int rc = node_of == NULL || lengths == NULL ? STK_ENOMEM : 0;
+    if (rc == 0)
+        rc = stk__plan_node_split(l->urls.count, l->opts.seed, l->opts.shuffle, nodes,
+                                  l->index.counts, node_of);
+    for (size_t i = 0; rc == 0 && i < l->urls.count; i++)
+        lengths[node_of[i]] += l->index.counts[i];
+    const uint64_t share = (l->index_total + (uint64_t)old_world - 1) / (uint64_t)old_world;
+    if (rc == 0)
+        rc = stk__plan_node_remainder(lengths, nodes, old_ranks_per_node, share, !l->opts.uneven,
+                                      delivered, rest, n);
+    stk__free(node_of);
+    stk__free(lengths);
+    return rc;
+}
+
+int stk_loader_remainder(stk_loader *l, uint64_t epoch, int old_world, int old_ranks_per_node,
+                         const uint64_t *delivered, const uint64_t *ranges, size_t n_ranges,
+                         uint64_t *out, size_t capacity, size_t *n_out)
 {
     stk__err_clear(&l->err);
     *n_out = 0;
@@ -840,11 +866,27 @@ int stk_loader_remainder(stk_loader *l, uint64_t epoch, int old_world, const uin
     if (old_world < 1 || delivered == NULL)
         return stk__errf(&l->err, STK_EINVAL, "elastic resume: %d ranks' delivered counts given",
                          old_world);
+    if (old_ranks_per_node < 0 || (old_ranks_per_node > 0 && old_world % old_ranks_per_node))
+        return stk__errf(&l->err, STK_EINVAL,
+                         "elastic resume: %d ranks per node do not divide "
+                         "the old world size %d",
+                         old_ranks_per_node, old_world);
     if (ranges != NULL && (rc = check_ranges(l, ranges, n_ranges)) < 0)
         return rc;
     uint64_t *rest;
     size_t n;
-    if (l->opts.shuffle && !l->global_order)
+    const int window = l->opts.shuffle && !l->global_order;
+    /* A resumed epoch is split over all ranks, node affinity or not. */
+    const int by_node = ranges == NULL && old_ranks_per_node > 0 && old_world > old_ranks_per_node;
+    if (by_node && window)
+        return stk__errf(&l->err, STK_EINVAL, "elastic resume (a state saved at another world "
+                         "size): states saved under node affinity and a shuffle window are not "
+                         "built (each node's ranks would be replayed over its own shards); resume "
+                         "at the same world size, or use the global order (an index, and a node "
+                         "cache that holds each node's shards)");
+    if (by_node)
+        rc = node_remainder(l, old_world, old_ranks_per_node, delivered, &rest, &n);
+    else if (window)
         rc = window_rest(l, epoch, old_world, delivered, ranges, n_ranges, &rest, &n);
     else
         rc = stk__plan_remainder(l->index_total, ranges, n_ranges, old_world, !l->opts.uneven,
@@ -865,7 +907,7 @@ int stk_loader_remainder(stk_loader *l, uint64_t epoch, int old_world, const uin
     return rc;
 }
 
-int stk_loader_set_remainder(stk_loader *l, uint64_t epoch, const uint64_t *ranges,
+int stk_loader_set_remainder(stk_loader *l, uint64_t epoch, int nodes, const uint64_t *ranges,
                              size_t n_ranges)
 {
     stk__err_clear(&l->err);
@@ -880,8 +922,14 @@ int stk_loader_set_remainder(stk_loader *l, uint64_t epoch, const uint64_t *rang
     /* The same again (a Dask worker's loader, told before each range):
      * the epoch in flight goes on. */
     if (l->remainder != NULL && l->remainder_epoch == epoch && l->n_remainder == n_ranges &&
+        l->remainder_nodes == nodes &&
         memcmp(l->remainder, ranges, 2 * n_ranges * sizeof *ranges) == 0)
         return 0;
+    if (nodes < 1 || (size_t)nodes > l->urls.count)
+        return stk__errf(&l->err, STK_EINVAL,
+                         "elastic resume: the remaining ranges are of %d "
+                         "nodes' sequences, for %zu shards",
+                         nodes, l->urls.count);
     int rc = elastic_refusal(l);
     if (rc == 0)
         rc = check_ranges(l, ranges, n_ranges);
@@ -897,6 +945,7 @@ int stk_loader_set_remainder(stk_loader *l, uint64_t epoch, const uint64_t *rang
     l->remainder = copy;
     l->n_remainder = n_ranges;
     l->remainder_epoch = epoch;
+    l->remainder_nodes = nodes;
     return 0;
 }
 

@@ -227,6 +227,47 @@ static int add_remainder(struct stk__plan_cursor *c, const uint64_t *counts,
     return rc;
 }
 
+/* The concatenation of the seq_nodes nodes' sequences (plan.h) in place of
+ * the cursor's one: c->perm grouped by node, each node's shards in their
+ * epoch order; with global, *order (the total's positions) the nodes'
+ * global orders one after the other, each of its own block. 0 or
+ * STK_ENOMEM. */
+static int node_sequences(struct stk__plan_cursor *c, const uint64_t *counts, int global,
+                          uint64_t total, uint32_t **order)
+{
+    const size_t n = c->n_shards;
+    uint32_t *node_of = stk__calloc(n + 1, sizeof *node_of);
+    uint32_t *grouped = stk__calloc(n + 1, sizeof *grouped);
+    int rc = node_of == NULL || grouped == NULL ? STK_ENOMEM : 0;
+    if (rc == 0)
+        rc = stk__plan_node_split(n, c->seed, c->shuffle, c->seq_nodes, counts, node_of);
+    if (rc == 0 && global && (*order = stk__calloc(total + 1, sizeof **order)) == NULL)
+        rc = STK_ENOMEM;
+    size_t len = 0;
+    uint64_t start = 0; /* of node g's block */
+    for (uint32_t g = 0; rc == 0 && g < (uint32_t)c->seq_nodes; g++) {
+        uint64_t samples = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (node_of[c->perm[i]] != g)
+                continue;
+            grouped[len++] = c->perm[i];
+            samples += counts[c->perm[i]];
+        }
+        if (global && samples > 0) { /* as the node's own cursor draws it */
+            permutation(samples, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull),
+                        *order + start);
+            for (uint64_t k = 0; k < samples; k++)
+                (*order)[start + k] += (uint32_t)start;
+        }
+        start += samples;
+    }
+    if (rc == 0)
+        memcpy(c->perm, grouped, n * sizeof *grouped);
+    stk__free(node_of);
+    stk__free(grouped);
+    return rc;
+}
+
 int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *counts, int pad,
                                int global)
 {
@@ -266,14 +307,16 @@ int stk__plan_cursor_by_sample(struct stk__plan_cursor *c, const uint64_t *count
     c->count = 0;
     c->order_pass = 0;
     uint32_t *order = NULL;
-    if (global && total > 0) {
+    int rc = 0;
+    if (c->ranges != NULL && c->seq_nodes > 1) {
+        rc = node_sequences(c, counts, global, total, &order);
+    } else if (global && total > 0) {
         order = stk__calloc(total, sizeof *order);
         if (order == NULL)
             return STK_ENOMEM;
         /* The same on every rank of the sequence: rank is not an input. */
         permutation(total, 1, stk__mix(stk__mix(c->seed, c->epoch), 0x53616d706c65ull), order);
     }
-    int rc = 0;
     for (uint64_t at = begin; rc == 0 && span > 0 && at < end;) {
         uint64_t base = at / span * span;
         uint64_t stop = end < base + span ? end : base + span;
@@ -342,60 +385,88 @@ int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
     return 0;
 }
 
-/* A node and the samples dealt to it; the least loaded first, the lower
- * node among equals. */
-struct node_load {
-    uint64_t load;
-    uint32_t node;
-};
-
-static int lighter(const struct node_load *a, const struct node_load *b)
-{
-    return a->load != b->load ? a->load < b->load : a->node < b->node;
-}
-
-/* Restore the min-heap below position i (a sift-down). */
-static void sift_down(struct node_load *heap, size_t n, size_t i)
-{
-    for (;;) {
-        size_t least = i, l = 2 * i + 1, r = l + 1;
-        if (l < n && lighter(&heap[l], &heap[least]))
-            least = l;
-        if (r < n && lighter(&heap[r], &heap[least]))
-            least = r;
-        if (least == i)
-            return;
-        struct node_load t = heap[i];
-        heap[i] = heap[least];
-        heap[least] = t;
-        i = least;
-    }
-}
-
+/* The dealing is bounded-load rendezvous hashing (highest random weight,
+ * with the bounded loads of Mirrokni, Thorup and Zadimoghaddam): every
+ * shard ranks the nodes by hash(seed, shard, node), and the shards, in a
+ * seeded order, go each to the best-ranked node that stays within the
+ * mean, floor(total / nodes); a shard that fits nowhere (the last few)
+ * goes to the least loaded node, the best-ranked among equals. A shard's
+ * ranking does not depend on how many nodes there are, so a run at 6 nodes
+ * and one at 8 place most shards alike: going 8 -> 6 moves about the lost
+ * nodes' shards, 6 -> 8 about the 2/8 the new nodes take, and after an
+ * elastic resume most node caches stay warm. The greedy dealing it
+ * replaced (each shard in a seeded order to the least loaded node) kept
+ * the nodes within one shard of each other too but shared almost no
+ * placement between node counts (bench/node_cache.py prints both). The
+ * cap is the mean, not a margin over it as in the paper: a node above the
+ * mean leaves its sequence's tail out of an epoch and one below it pads
+ * (plan.h), so equal shards must give equal nodes (floor or ceil(n_shards
+ * / nodes) shards each, without counts too, where every rank needs a
+ * shard); the moves it adds are measured in test_plan.c (about 1% of the
+ * shards for n -> n - 1). */
 int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
                          const uint64_t *counts, uint32_t *node_of)
 {
     uint32_t *order = stk__calloc(n_shards + 1, sizeof *order);
-    struct node_load *heap = stk__calloc((size_t)nodes, sizeof *heap);
-    if (order == NULL || heap == NULL) {
+    uint64_t *load = stk__calloc((size_t)nodes, sizeof *load);
+    if (order == NULL || load == NULL) {
         stk__free(order);
-        stk__free(heap);
+        stk__free(load);
         return STK_ENOMEM;
     }
-    /* Epoch-independent: the key has no epoch in it. */
+    /* Epoch-independent: the keys have no epoch in them. */
     permutation(n_shards, shuffle, stk__mix(seed, 0x4e6f646573ull), order);
-    for (int k = 0; k < nodes; k++) /* all loads 0, nodes in order: a heap already */
-        heap[k].node = (uint32_t)k;
-    /* Each shard to the least loaded node: a heap keeps that O(log nodes)
-     * per shard, for runs of many shards on many nodes. */
+    const uint64_t key = stk__mix(seed, 0x52656e64657a766full);
+    uint64_t total = 0;
+    size_t left = 0; /* shards with samples not dealt yet */
     for (size_t i = 0; i < n_shards; i++) {
-        node_of[order[i]] = heap[0].node;
-        heap[0].load += counts != NULL ? counts[order[i]] : 1;
-        sift_down(heap, (size_t)nodes, 0);
+        const uint64_t w = counts != NULL ? counts[i] : 1;
+        total += w;
+        left += w > 0;
+    }
+    size_t empty = (size_t)nodes; /* nodes without samples yet */
+    const uint64_t cap = total / (uint64_t)nodes;
+    for (size_t i = 0; i < n_shards; i++) {
+        const size_t shard = order[i];
+        const uint64_t w = counts != NULL ? counts[shard] : 1;
+        const uint64_t h = stk__mix(key, (uint64_t)shard);
+        /* A node without samples would leave its ranks nothing to read:
+         * once the shards left are as few as the empty nodes, each goes to
+         * one of those. */
+        const int to_empty = w > 0 && empty >= left;
+        uint64_t best_score = 0, least_score = 0;
+        int best = -1, least = -1;
+        for (int k = 0; k < nodes; k++) {
+            const uint64_t score = stk__mix(h, (uint64_t)k);
+            if (load[k] + w <= cap && (!to_empty || load[k] == 0) &&
+                (best < 0 || score > best_score)) {
+                best = k;
+                best_score = score;
+            }
+            if (least < 0 || load[k] < load[least] ||
+                (load[k] == load[least] && score > least_score)) {
+                least = k;
+                least_score = score;
+            }
+        }
+        if (best < 0) /* no room within the mean (an empty node is the least loaded) */
+            best = least;
+        empty -= w > 0 && load[best] == 0;
+        left -= w > 0;
+        node_of[shard] = (uint32_t)best;
+        load[best] += w;
     }
     stk__free(order);
-    stk__free(heap);
+    stk__free(load);
     return 0;
+}
+
+int stk_node_split(size_t n_shards, const uint64_t *counts, uint64_t seed, int shuffle, int nodes,
+                   uint32_t *node_of)
+{
+    if (nodes < 1)
+        return STK_EINVAL;
+    return stk__plan_node_split(n_shards, seed, shuffle, nodes, counts, node_of);
 }
 
 int stk__plan_cursor_nodes(struct stk__plan_cursor *c, int ranks_per_node,
@@ -540,6 +611,7 @@ int stk__plan_cursor_open(struct stk__plan_cursor *c, const struct stk__plan_spe
         rc = stk__plan_cursor_nodes(c, spec->ranks_per_node, spec->by_sample ? spec->counts : NULL);
     c->ranges = spec->ranges;
     c->n_ranges = spec->ranges != NULL ? spec->n_ranges : 0;
+    c->seq_nodes = spec->seq_nodes;
     if (rc == 0 && spec->by_sample)
         rc = stk__plan_cursor_by_sample(c, spec->counts, spec->pad, spec->global);
     if (rc < 0)

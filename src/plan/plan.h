@@ -34,15 +34,15 @@
  * Node affinity (stk__plan_cursor_nodes): ranks node * R .. node * R + R - 1
  * form a node (R ranks per node, as torchrun and Slurm's block distribution
  * number them). Once per run (seed, not epoch) the shards are dealt to the
- * nodes: in a seeded order, each to the node holding the fewest samples so
- * far (the fewest shards without counts: round robin). Each epoch a node's
+ * nodes by bounded-load rendezvous hashing (stk__plan_node_split), so that
+ * runs at other node counts place most shards alike. Each epoch a node's
  * sequence is the epoch's permutation restricted to its own shards, and its
  * R ranks split that sequence as above, by shard or by sample. By sample
  * every rank still takes the run's equal share ceil(total / world), cycling
  * over its node's sequence: a node holding fewer samples than R shares
  * repeats some (counted in .padded), one holding more leaves its sequence's
- * tail out that epoch (a different tail each epoch; the dealing keeps the
- * excess under one shard's samples). So a node reads the same shards every
+ * tail out that epoch (a different tail each epoch; the dealing keeps a
+ * node under the mean plus one shard's samples). So a node reads the same shards every
  * epoch and its cache stays warm.
  */
 #ifndef STK_PLAN_H
@@ -109,6 +109,7 @@ struct stk__plan_cursor {
     uint64_t share;  /* by sample with padding: the rank's samples (0: of its sequence) */
     const uint64_t *ranges; /* by sample: only these positions of the sequence (see spec) */
     size_t n_ranges;
+    int seq_nodes; /* with ranges: of the nodes' sequences (see spec) */
 };
 /* (With node affinity n_shards, rank and world are those of the node: its
  * shards, its rank within it, its ranks; perm holds its sequence.) */
@@ -130,6 +131,11 @@ struct stk__plan_spec {
      * ranks_per_node. */
     const uint64_t *ranges;
     size_t n_ranges;
+    /* With ranges, above 1: the positions are of the concatenation of the
+     * sequences of this many nodes under node affinity, node 0's first
+     * (the rest of an epoch of a run with that many nodes,
+     * stk__plan_node_remainder); else of the one sequence. */
+    int seq_nodes;
     int reps;               /* repeated augmentation dealt over virtual ranks (see above),
                              * rank and world the real ones; 0 or 1: off */
     uint64_t slot_samples;  /* with reps and counts: samples of each part the rank
@@ -150,8 +156,12 @@ int stk__plan_resolve_node(int opt, int rank, int world, int *ranks_per_node,
                            struct stk__err *err);
 
 /* The node of every shard for the whole run (node_of[shard], n_shards
- * entries) under node affinity with the given number of nodes; counts may
- * be NULL (round robin). 0 or STK_ENOMEM. */
+ * entries) under node affinity with the given number of nodes: each shard
+ * to its best-ranked node by hash(seed, shard, node) with room within the
+ * mean, floor(total / nodes), else to the least loaded (counts NULL: every
+ * shard counts 1, so floor or ceil(n_shards / nodes) shards a node).
+ * Stable across node counts: from n to n - 1 nodes about the lost node's
+ * shards move. 0 or STK_ENOMEM. */
 int stk__plan_node_split(size_t n_shards, uint64_t seed, int shuffle, int nodes,
                          const uint64_t *counts, uint32_t *node_of);
 

@@ -67,5 +67,16 @@ int stk__plan_remainder(uint64_t total, const uint64_t *ranges, size_t n_ranges,
 int stk__plan_remainder_runs(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world,
                              int pad, const uint64_t *const *done, const size_t *n_done,
                              uint64_t **out, size_t *n_out);
+/* The same after an epoch of a run under node affinity (plan.h): its
+ * nodes each split their own sequence (node g's: lengths[g] positions)
+ * over their ranks_per_node ranks, each rank a run of share samples (pad;
+ * the run's equal share, cycling over the node's sequence) or its part
+ * (uneven). The positions out are of the concatenation of the nodes'
+ * sequences, node 0's first (what stk__plan_cursor_by_sample splits with
+ * seq_nodes set); delivered[g * ranks_per_node + j] is node g's rank j's.
+ * A node's tail that its ranks' shares leave out is in the remainder: an
+ * epoch so resumed delivers every sample. 0 or STK_ENOMEM. */
+int stk__plan_node_remainder(const uint64_t *lengths, int nodes, int ranks_per_node, uint64_t share,
+                             int pad, const uint64_t *delivered, uint64_t **out, size_t *n_out);
 
 #endif

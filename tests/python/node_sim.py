@@ -40,6 +40,8 @@ for line in sys.stdin:
             loader.close()
         current = cmd["options"]
         loader = Loader(urls, **current)
+    # An elastic resume's rest of the epoch: (ranges, nodes), or None.
+    loader.set_remainder(cmd["epoch"], *(cmd.get("remainder") or (None,)))
     loader.seek(cmd["epoch"], 0)
     labels = []
     while True:
@@ -80,10 +82,13 @@ def write_shards(directory, n_shards, per_shard, sample_bytes, per_class):
 class Nodes:
     """nodes x ranks_per_node rank processes over the shards in data_dir,
     served by nginx. run_epoch() returns per node the bytes it fetched and
-    the GETs in log order, and per rank its epoch's stats and labels."""
+    the GETs in log order, and per rank its epoch's stats and labels.
+    nginx: the origin of another Nodes over the same work_dir, so that the
+    URLs (and the caches' entries) are the same at another node count."""
 
-    def __init__(self, data_dir, work_dir, nodes, ranks_per_node, pythonpath):
+    def __init__(self, data_dir, work_dir, nodes, ranks_per_node, pythonpath, nginx=None):
         self.data_dir = Path(data_dir).resolve()
+        self.shared_nginx = nginx
         self.work = Path(work_dir)
         self.nodes, self.rpn = nodes, ranks_per_node
         self.pythonpath = pythonpath
@@ -97,7 +102,7 @@ class Nodes:
             link = root / f"node{k}"
             if not link.exists():
                 link.symlink_to(self.data_dir)
-        self.nginx = Nginx(root, self.work / "nginx").__enter__()
+        self.nginx = self.shared_nginx or Nginx(root, self.work / "nginx").__enter__()
         world = self.nodes * self.rpn
         try:
             for rank in range(world):
@@ -117,17 +122,20 @@ class Nodes:
     def cache_dir(self, tag, node):
         return str(self.work / f"cache-{tag}-node{node}")
 
-    def run_epoch(self, epoch, options, cache_tag=None, cache_size=0):
+    def run_epoch(self, epoch, options, cache_tag=None, cache_size=0, remainder=None):
         """Every rank reads epoch `epoch` with options (plus, with
-        cache_tag, its node's cache directory for that tag). Returns
-        (per node: origin bytes, [GET uri in log order]; per rank: result)."""
+        cache_tag, its node's cache directory for that tag; with remainder,
+        (ranges, nodes), only the rest an elastic resume left of it).
+        Returns (per node: origin bytes, [GET uri in log order]; per rank:
+        result)."""
         self.nginx.clear_log()
         for rank, proc in enumerate(self.procs):
             opts = dict(options)
             if cache_tag is not None:
                 opts.update(cache_dir=self.cache_dir(cache_tag, rank // self.rpn),
                             cache_size=cache_size)
-            proc.stdin.write(json.dumps({"epoch": epoch, "options": opts}) + "\n")
+            proc.stdin.write(json.dumps({"epoch": epoch, "options": opts,
+                                         "remainder": remainder}) + "\n")
             proc.stdin.flush()
         results = []
         deadline = time.monotonic() + EPOCH_TIMEOUT_S
@@ -158,7 +166,8 @@ class Nodes:
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     proc.wait()
-        self.nginx.__exit__()
+        if self.shared_nginx is None:
+            self.nginx.__exit__()
 
 
 def misses(trace, capacity, policy):

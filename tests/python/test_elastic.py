@@ -116,7 +116,9 @@ def flat(ranks, key="batches"):
     return [s for r in ranks for b in r[key] for s in (b if key == "batches" else [b])]
 
 
-def check_resumed_epoch(before, after, new_world, want):
+def check_resumed_epoch(before, after, new_world, want, old_padding=None):
+    """old_padding: what the old ranks counted as padding (under node
+    affinity a node short of its ranks' shares repeats more than W1 - 1)."""
     got_before, got_after = flat(before), flat(after)
     labels_before = [label for label, _ in got_before]
     labels_after = [label for label, _ in got_after]
@@ -125,7 +127,8 @@ def check_resumed_epoch(before, after, new_world, want):
     assert len(steps) == 1 and steps == {r["len"] for r in after}, \
         [(r["len"], len(r["batches"])) for r in after]
     # The old ranks repeated at most their padding.
-    assert len(labels_before) - len(set(labels_before)) <= len(before) - 1
+    repeated_before = len(labels_before) - len(set(labels_before))
+    assert repeated_before <= (len(before) - 1 if old_padding is None else old_padding)
     # Nothing delivered before is delivered again; nothing is left out.
     assert not set(labels_before) & set(labels_after)
     assert set(labels_before) | set(labels_after) == set(range(TOTAL))
@@ -292,14 +295,62 @@ def test_new_ranks_with_node_affinity(indexed):
     assert [r["next"] for r in after] == fresh
 
 
-def test_states_saved_under_node_affinity_are_refused(indexed):
+@functools.lru_cache(maxsize=None)
+def interrupted_nodes(urls, index, world, rpn, stop):
+    """The old run under node affinity (rpn ranks per node): each node's
+    ranks split the node's own shards' sequence."""
+    nodes = dict(node_affinity=1, ranks_per_node=rpn)
+    return [run_rank(list(urls), index, r, world, stop=stop, **nodes) for r in range(world)]
+
+
+def fresh_epoch(urls, index, world, **kw):
+    """Epoch EPOCH + 1 of a fresh run at world ranks: each rank's samples."""
+    out = []
+    for r in range(world):
+        loader = stoker.Loader(urls, index=index, rank=r, world_size=world, threads=1,
+                               **OPTIONS, **kw)
+        loader.set_epoch(EPOCH + 1)
+        out.append([samples(i, l) for i, l in loader])
+        loader.close()
+    return out
+
+
+@pytest.mark.parametrize("new_world", [1, 2, 3, 4])
+@pytest.mark.parametrize("world,rpn,stop", [(2, 1, 2), (2, 1, 9), (2, 2, 4), (4, 1, 1),
+                                            (4, 1, 4), (4, 2, 2), (4, 2, 3)])
+def test_states_saved_under_node_affinity_resume_at_another_size(indexed, world, rpn, stop,
+                                                                 new_world):
+    """Each old node delivered a prefix of its ranks' runs of its own
+    sequence; the rest of all nodes' sequences (a node's tail that the
+    equal shares leave out of a whole epoch included) is delivered once
+    over the new ranks, in equal steps, and the next epoch is a fresh run's
+    at the new size (by node where its ranks per node divide it)."""
     urls, index = indexed
-    nodes = dict(node_affinity=1, ranks_per_node=2)
-    states = [run_rank(urls, index, r, 4, stop=1, **nodes)["state"] for r in range(4)]
-    loader = stoker.Loader(urls, index=index, rank=0, world_size=2, threads=1, **OPTIONS)
-    with pytest.raises(ValueError, match=r"saved under node affinity \(2 ranks per node\)"):
-        loader.load_state_dict(states)
-    loader.close()
+    before = interrupted_nodes(tuple(urls), index, world, rpn, stop)
+    states = [r["state"] for r in before]
+    new_rpn = rpn if new_world % rpn == 0 else 1
+    nodes = dict(node_affinity=1, ranks_per_node=new_rpn)
+    after = [run_rank(urls, index, r, new_world, state=states, epochs=2, **nodes)
+             for r in range(new_world)]
+    check_resumed_epoch(before, after, new_world, reference(tuple(urls), index),
+                        old_padding=sum(r["padded"] for r in before))
+    assert [r["next"] for r in after] == fresh_epoch(urls, index, new_world, **nodes)
+
+
+def test_a_resumed_epoch_of_node_states_resumes_again(indexed):
+    """The ranges left after a run under node affinity are of its nodes'
+    sequences: a run resumed from them, interrupted and resumed again at
+    yet another size, still delivers each sample once."""
+    urls, index = indexed
+    first = interrupted_nodes(tuple(urls), index, 4, 2, 2)
+    middle = [run_rank(urls, index, r, 3, state=[s["state"] for s in first], stop=1)
+              for r in range(3)]
+    assert all(r["state"]["remaining"] and r["state"]["remaining_nodes"] == 2 for r in middle)
+    # Through JSON, as a checkpoint keeps them.
+    states = json.loads(json.dumps([r["state"] for r in middle]))
+    last = [run_rank(urls, index, r, 2, state=states) for r in range(2)]
+    check_resumed_epoch(first + middle, last, 2, reference(tuple(urls), index),
+                        old_padding=sum(r["padded"] for r in first))
 
 
 def test_incomplete_or_mixed_states_are_refused(indexed):
@@ -329,6 +380,8 @@ def test_incomplete_or_mixed_states_are_refused(indexed):
     (dict(index=False), "needs a dataset index"),
     (dict(shuffle=False, whole_shards=True), "whole_shards splits the epoch by shard"),
     (dict(samples_per_rank=30), "samples_per_rank is set"),
+    (dict(WINDOW, node_affinity=1, ranks_per_node=1),
+     "under node affinity and a shuffle window are not built"),
 ])
 def test_what_counts_cannot_tell_is_refused_naming_why(indexed, options, why):
     """The old run's states are complete and of the same dataset, but the
@@ -428,6 +481,21 @@ def test_with_a_dask_cluster(indexed, cluster, order):
                for r in after) == sum(len(r["batches"]) for r in after)
 
 
+def test_node_states_with_a_dask_cluster(indexed, cluster):
+    """The workers' loaders rebuild the old nodes' sequences too: the
+    ranges travel with their node count."""
+    urls, index = indexed
+    cluster.add_worker("w1")
+    before = interrupted_nodes(tuple(urls), index, 4, 2, 2)
+    states = [r["state"] for r in before]
+    after = [run_rank(urls, index, r, 2, state=states, cluster=cluster.client,
+                      batches_per_task=1) for r in range(2)]
+    check_resumed_epoch(before, after, 2, reference(tuple(urls), index),
+                        old_padding=sum(r["padded"] for r in before))
+    # The fixture has the local thread wait for the workers' first task.
+    assert sum(r["cluster"]["batches_cluster"] for r in after) > 0
+
+
 def test_a_batch_range_of_a_resumed_epoch_is_the_trainers(indexed):
     """What a Dask task does (_cluster_worker.make_range): a loader of its
     own told the trainer's remainder, then a range of its batches. The
@@ -490,3 +558,28 @@ def test_gloo_ranks_two_then_three(indexed, clean_env_factory, tmp_path):
     after = run_ranks(RANK, 3, [index, json.dumps(urls), states, 0], env, timeout=240)
     want = {label: "" for label in range(TOTAL)}  # labels only through the processes
     check_resumed_epoch(before, after, 3, want)
+
+
+def test_states_of_a_window_run_do_not_resume_a_global_order():
+    """Remote shards get the global order where a node cache holds a
+    node's shards, which depends on the node count: a run whose old ranks
+    read a window does not resume one that reads the global order."""
+    from stoker.loader import elastic
+    merged = {"dataset": 1, "seed": 3, "global_order": False}
+    with pytest.raises(ValueError, match=r"saved under a shuffle window, this loader reads the "
+                                         r"global order"):
+        elastic.check(merged, 1, 3, True)
+    elastic.check(merged, 1, 3, False)  # the C loader then says why a window cannot resume
+
+
+def test_a_node_count_that_does_not_fit_is_refused(indexed):
+    """The C calls name what is wrong with the old run's node layout."""
+    urls, index = indexed
+    c = stoker.Loader(urls, index=index, rank=0, world_size=2, threads=1, **OPTIONS)._c
+    with pytest.raises(stoker.Error, match=r"2 ranks per node do not divide the old world size 3"):
+        c.remainder(0, [1, 2, 3], None, 2)
+    with pytest.raises(stoker.Error, match=r"ranges are of 9 nodes' sequences, for 8 shards"):
+        c.set_remainder(EPOCH, [(0, 5)], 9)
+    with pytest.raises(stoker.Error, match=r"ranges are of 0 nodes' sequences"):
+        c.set_remainder(EPOCH, [(0, 5)], 0)
+    c.close()

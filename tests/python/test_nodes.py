@@ -8,13 +8,22 @@ counts each node's bytes from the origin.
   fetches a large part of its share every epoch;
 - a cache of half the node's share evicting by next use (the plan's
   order): its origin bytes stay within 10% of the offline optimum
-  (Belady) over the node's actual read order, and below LRU's on it.
+  (Belady) over the node's actual read order, and below LRU's on it;
+- a run resized from 3 nodes to 2 (as after an elastic resume, from the
+  epoch after the interrupted one): the nodes that stay fetch only the
+  shards re-homed to them, about the lost node's;
+- the rest of an epoch interrupted at 3 nodes read at 2 through the same
+  caches in the global order (remote shards, an index): each new node
+  fetches a shard at most once, where reading every shard through a cache
+  of a node's share could fetch one for each sample.
 """
 import os
+import subprocess
 
 import pytest
 
 import node_sim
+from stoker._ext._stoker import Loader, node_split
 
 NODES, RPN, EPOCHS = 2, 2, 5
 SHARDS, PER_SHARD, SAMPLE_BYTES = 64, 4, 48 * 1024
@@ -78,3 +87,69 @@ def test_half_cache_evicts_by_next_use(nodes):
         assert got_bytes == got * shard
         assert got <= 1.1 * belady, (node, got, belady, lru)
         assert got < lru, (node, got, belady, lru)
+
+
+def test_a_resize_fetches_about_the_lost_nodes_shards(tmp_path):
+    """Three nodes of one rank read two epochs through caches that hold a
+    node's share at two nodes; then two nodes (the same cache directories
+    for nodes 0 and 1) read the next epoch. Shards are dealt to nodes by
+    rendezvous hashing, so the two fetch the lost node's shards and few
+    others: the greedy dealing it replaced re-homed about two thirds."""
+    node_sim.write_shards(tmp_path / "data", SHARDS, PER_SHARD, SAMPLE_BYTES, per_class=8)
+    pythonpath = os.environ.get("PYTHONPATH") or os.path.join(
+        os.path.dirname(os.environ["STOKER_BIN"]), "python")
+    options = dict(BASE, node_affinity=1)
+    shard = os.path.getsize(tmp_path / "data" / "shard-0000.tar")
+    size = SHARDS // 2 * shard * 5 // 4
+    with node_sim.Nodes(tmp_path / "data", tmp_path, 3, 1, pythonpath) as three:
+        for e in range(2):
+            three.run_epoch(e, options, "resize", size)
+        with node_sim.Nodes(tmp_path / "data", tmp_path, 2, 1, pythonpath,
+                            nginx=three.nginx) as two:
+            origin, _, _ = two.run_epoch(2, options, "resize", size)
+    before = node_split(SHARDS, BASE["seed"], 3)
+    after = node_split(SHARDS, BASE["seed"], 2)
+    lost = sum(node == 2 for node in before)
+    moved = sum(a != b for a, b in zip(before, after))
+    assert moved <= lost + SHARDS // 16, (moved, lost)
+    # Each re-homed shard is fetched once; the others are in the caches.
+    assert sum(origin) <= (moved + 1) * shard, (origin, moved, lost)
+    assert sum(origin) >= lost * shard
+
+
+def test_the_rest_of_an_epoch_fetches_each_shard_once_per_node(tmp_path, stoker_bin):
+    """Epoch 0 at 3 nodes fills the caches (a cache of 2/3 of the dataset:
+    every node's shards fit, not all shards); the old ranks then deliver
+    half their shares of epoch 1 (counts, as their states say) and 2 nodes
+    read the rest. Each new rank reads a contiguous run of the old nodes'
+    sequences one after the other, so about its share of old nodes'
+    shards: each node fetches each shard at most once, and the samples of
+    the rest come once each (the new ranks' padding aside)."""
+    shards, per_shard = 48, 16
+    node_sim.write_shards(tmp_path / "data", shards, per_shard, 16384, per_class=1)
+    pythonpath = os.environ.get("PYTHONPATH") or os.path.join(
+        os.path.dirname(os.environ["STOKER_BIN"]), "python")
+    shard = os.path.getsize(tmp_path / "data" / "shard-0000.tar")
+    size = shards * 2 // 3 * shard
+    with node_sim.Nodes(tmp_path / "data", tmp_path, 3, 1, pythonpath) as three:
+        urls = [three.nginx.url(f"node{k}/{n}") for k in range(3) for n in three.names]
+        index = str(tmp_path / "index.json")
+        subprocess.run([stoker_bin, "index", "-q", "-o", index, *urls], check=True,
+                       capture_output=True, timeout=120)
+        options = dict(BASE, node_affinity=1, index_path=index)
+        three.run_epoch(0, options, "rest", size)
+        old = Loader(urls[:shards], rank=0, world_size=3, ranks_per_node=1,
+                     cache_dir=str(tmp_path / "probe"), cache_size=size, **options)
+        assert old.info()["global_order"]
+        share = -(-shards * per_shard // 3)
+        rest = old.remainder(1, [share // 2] * 3, None, 1)
+        old.close()
+        with node_sim.Nodes(tmp_path / "data", tmp_path, 2, 1, pythonpath,
+                            nginx=three.nginx) as two:
+            origin, gets, results = two.run_epoch(1, options, "rest", size, remainder=(rest, 3))
+    left = sum(end - begin for begin, end in rest)
+    labels = [c for r in results for b in r["labels"] for c in b]
+    assert len(labels) == 2 * -(-left // 2) and len(set(labels)) == left
+    for node in range(2):
+        assert len(gets[node]) == len(set(gets[node])), sorted(gets[node])
+        assert origin[node] <= shards * shard

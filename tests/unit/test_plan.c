@@ -387,18 +387,20 @@ static void test_affinity_by_sample(void **state)
     }
 }
 
-/* The dealing of shards to nodes: round robin without counts; with them
- * the nodes' samples differ by at most one shard's (the least loaded node
- * takes the next shard). */
+/* The dealing of shards to nodes (bounded-load rendezvous): floor or
+ * ceil(shards / nodes) shards a node without counts, and with equal
+ * counts; with any counts the nodes' samples within the largest count of
+ * each other, as the greedy dealing kept them. */
 static void test_node_split_balances(void **state)
 {
     (void)state;
     enum { SHARDS = 200 };
     static uint64_t counts[SHARDS];
-    uint64_t most = 0;
+    uint64_t most = 0, total = 0;
     for (int i = 0; i < SHARDS; i++) {
         counts[i] = (uint64_t)((i * 7919) % 500);
         most = counts[i] > most ? counts[i] : most;
+        total += counts[i];
     }
     static uint32_t node_of[SHARDS];
     for (int nodes = 1; nodes <= 9; nodes++) {
@@ -412,8 +414,60 @@ static void test_node_split_balances(void **state)
             load[node_of[i]] += counts[i];
         for (int k = 0; k < nodes; k++) {
             assert_true(shards[k] == SHARDS / nodes || shards[k] == SHARDS / nodes + 1);
+            assert_true(load[k] <= (total + (uint64_t)nodes - 1) / (uint64_t)nodes + most);
             for (int j = 0; j < nodes; j++)
                 assert_true(load[k] <= load[j] + most);
+        }
+        static uint64_t equal[SHARDS];
+        for (int i = 0; i < SHARDS; i++)
+            equal[i] = 200;
+        memset(shards, 0, sizeof shards);
+        assert_int_equal(stk__plan_node_split(SHARDS, 4, 1, nodes, equal, node_of), 0);
+        for (int i = 0; i < SHARDS; i++)
+            shards[node_of[i]]++;
+        for (int k = 0; k < nodes; k++)
+            assert_true(shards[k] == SHARDS / nodes || shards[k] == SHARDS / nodes + 1);
+    }
+}
+
+/* Shards that change node between a dealing to `from` nodes and one to
+ * `to`, and those on the nodes that only `from` has. */
+static void count_moves(const uint64_t *counts, size_t shards, int from, int to, size_t *moved,
+                        size_t *lost)
+{
+    static uint32_t a[4096], b[4096];
+    assert_true(shards <= 4096);
+    assert_int_equal(stk__plan_node_split(shards, 9, 1, from, counts, a), 0);
+    assert_int_equal(stk__plan_node_split(shards, 9, 1, to, counts, b), 0);
+    *moved = *lost = 0;
+    for (size_t i = 0; i < shards; i++) {
+        *moved += a[i] != b[i];
+        *lost += a[i] >= (uint32_t)to;
+    }
+}
+
+/* The dealing is stable across node counts: from n to n - 1 nodes the lost
+ * node's shards move, and few others (the cap displaces a shard where its
+ * node fills with the newcomers first); from n - 1 to n about a 1/n share
+ * moves to the new node. The greedy dealing it replaced moved about
+ * (n - 1) / n of all shards either way. */
+static void test_node_split_is_stable(void **state)
+{
+    (void)state;
+    enum { SHARDS = 4000 };
+    static uint64_t counts[SHARDS];
+    for (int i = 0; i < SHARDS; i++)
+        counts[i] = 900 + (uint64_t)((i * 7919) % 200); /* shards of 900..1099 samples */
+    for (int weighted = 0; weighted <= 1; weighted++) {
+        for (int n = 2; n <= 8; n++) {
+            size_t moved, lost;
+            count_moves(weighted ? counts : NULL, SHARDS, n, n - 1, &moved, &lost);
+            print_message("%s %d -> %d nodes: %zu moved, %zu on the lost node\n",
+                          weighted ? "by count" : "by shard", n, n - 1, moved, lost);
+            assert_true(moved >= lost);
+            assert_true(moved <= lost + SHARDS / 50); /* the lost node's shards + 2% */
+            count_moves(weighted ? counts : NULL, SHARDS, n - 1, n, &moved, &lost);
+            assert_true(moved <= SHARDS / (size_t)n + SHARDS / 50);
         }
     }
 }
@@ -502,6 +556,7 @@ int main(void)
         cmocka_unit_test(test_node_from_environment),
         cmocka_unit_test(test_node_uses),
         cmocka_unit_test(test_node_split_balances),
+        cmocka_unit_test(test_node_split_is_stable),
         cmocka_unit_test(test_rank_from_environment),
     };
     return cmocka_run_group_tests_name("plan", tests, NULL, NULL);

@@ -440,6 +440,104 @@ static void test_window_allocation_failures(void **state)
     stk__plan_cursor_free(&c);
 }
 
+/* Under node affinity (plan.h) each old node's ranks split the node's own
+ * sequence; after they deliver a prefix of their runs, the node remainder
+ * (positions of the old nodes' sequences one after the other) split over
+ * new ranks with seq_nodes delivers every sample no old rank delivered,
+ * each once, a node's tail the shares leave out included. Shards of very
+ * unequal sizes: some node is short of its ranks' shares and pads. */
+static void test_node_remainder_delivers_the_rest_once(void **state)
+{
+    (void)state;
+    enum { SHARDS = 9 };
+    const uint64_t counts[SHARDS] = {7, 19, 4, 13, 11, 9, 30, 2, 15}; /* 110 */
+    uint64_t start[SHARDS + 1] = {0};
+    for (int i = 0; i < SHARDS; i++)
+        start[i + 1] = start[i] + counts[i];
+    const int layouts[][2] = {{2, 1}, {4, 1}, {4, 2}, {6, 2}, {6, 3}}; /* world, ranks/node */
+    for (size_t li = 0; li < 2 * sizeof layouts / sizeof layouts[0]; li++) {
+        const int world = layouts[li / 2][0], rpn = layouts[li / 2][1], nodes = world / rpn;
+        const int pad = li % 2; /* 0: uneven, each rank its part of its node's sequence */
+        for (int global = 0; global <= 1; global++) {
+            for (uint64_t stop = 0; stop <= 20; stop += 5) {
+                int seen[110] = {0};
+                uint64_t delivered[6];
+                /* The old ranks: the first `stop` samples of their lists. */
+                for (int r = 0; r < world; r++) {
+                    const struct stk__plan_spec spec = {.n_shards = SHARDS,
+                                                        .seed = 5,
+                                                        .epoch = 2,
+                                                        .rank = r,
+                                                        .world = world,
+                                                        .shuffle = 1,
+                                                        .ranks_per_node = rpn,
+                                                        .counts = counts,
+                                                        .by_sample = 1,
+                                                        .pad = pad,
+                                                        .global = global};
+                    struct stk__plan_cursor c;
+                    assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+                    uint64_t got = 0;
+                    struct stk__plan_segment seg;
+                    for (uint64_t g = 0; got < stop && stk__plan_cursor_segment(&c, g, &seg); g++)
+                        for (uint64_t k = 0; k < seg.count && got < stop; k++, got++)
+                            seen[start[seg.shard] + seg.first + k] = 1;
+                    delivered[r] = got;
+                    stk__plan_cursor_free(&c);
+                }
+                uint32_t node_of[SHARDS];
+                uint64_t lengths[6] = {0};
+                assert_int_equal(stk__plan_node_split(SHARDS, 5, 1, nodes, counts, node_of), 0);
+                for (int i = 0; i < SHARDS; i++)
+                    lengths[node_of[i]] += counts[i];
+                uint64_t *rest;
+                size_t n;
+                const uint64_t share = (110 + (uint64_t)world - 1) / (uint64_t)world;
+                assert_int_equal(
+                    stk__plan_node_remainder(lengths, nodes, rpn, share, pad, delivered, &rest, &n),
+                    0);
+                assert_int_equal(stk__plan_ranges_check(rest, n, 110), 0);
+                /* Three new ranks split it. */
+                int again[110] = {0};
+                for (int r = 0; n > 0 && r < 3; r++) {
+                    const struct stk__plan_spec spec = {.n_shards = SHARDS,
+                                                        .seed = 5,
+                                                        .epoch = 2,
+                                                        .rank = r,
+                                                        .world = 3,
+                                                        .shuffle = 1,
+                                                        .counts = counts,
+                                                        .by_sample = 1,
+                                                        .pad = pad,
+                                                        .global = global,
+                                                        .ranges = rest,
+                                                        .n_ranges = n,
+                                                        .seq_nodes = nodes};
+                    struct stk__plan_cursor c;
+                    assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
+                    struct stk__plan_segment seg;
+                    for (uint64_t g = 0; g < c.count && stk__plan_cursor_segment(&c, g, &seg); g++)
+                        for (uint64_t k = 0; k < seg.count; k++)
+                            again[start[seg.shard] + seg.first + k]++;
+                    stk__plan_cursor_free(&c);
+                }
+                uint64_t left = stk__plan_ranges_total(rest, n), repeated = 0;
+                for (int i = 0; i < 110; i++) {
+                    if (seen[i] != 0 && again[i] != 0)
+                        fail_msg("sample %d delivered before and after (world %d, %d a node, "
+                                 "stop %llu, global %d)",
+                                 i, world, rpn, (unsigned long long)stop, global);
+                    assert_true(seen[i] != 0 || again[i] != 0);
+                    repeated += again[i] > 1 ? (uint64_t)again[i] - 1 : 0;
+                }
+                assert_true(repeated <= 2); /* the new ranks' padding */
+                assert_int_equal(left + repeated, pad ? 3 * ((left + 2) / 3) : left);
+                stk__free(rest);
+            }
+        }
+    }
+}
+
 static void test_allocation_failures(void **state)
 {
     (void)state;
@@ -457,6 +555,49 @@ static void test_allocation_failures(void **state)
         assert_int_equal(rc, STK_ENOMEM);
         assert_null(out);
     }
+    /* Under node affinity, and a cursor over the nodes' sequences. */
+    const uint64_t lengths[] = {20, 30}, counts[] = {20, 10, 20};
+    const uint64_t delivered4[] = {3, 4, 5, 6};
+    for (unsigned long fail = 1;; fail++) {
+        uint64_t *out;
+        size_t n;
+        stk__alloc_fail_after(fail);
+        int rc = stk__plan_node_remainder(lengths, 2, 2, 13, 1, delivered4, &out, &n);
+        stk__alloc_fail_after(0);
+        if (rc == 0) {
+            stk__free(out);
+            break;
+        }
+        assert_int_equal(rc, STK_ENOMEM);
+        assert_null(out);
+    }
+    const uint64_t ranges[] = {5, 40};
+    for (int global = 0; global <= 1; global++) {
+        for (unsigned long fail = 1;; fail++) {
+            const struct stk__plan_spec spec = {.n_shards = 3,
+                                                .seed = 1,
+                                                .epoch = 1,
+                                                .rank = 1,
+                                                .world = 2,
+                                                .shuffle = 1,
+                                                .counts = counts,
+                                                .by_sample = 1,
+                                                .pad = 1,
+                                                .global = global,
+                                                .ranges = ranges,
+                                                .n_ranges = 1,
+                                                .seq_nodes = 2};
+            struct stk__plan_cursor c;
+            stk__alloc_fail_after(fail);
+            int rc = stk__plan_cursor_open(&c, &spec);
+            stk__alloc_fail_after(0);
+            if (rc == 0) {
+                stk__plan_cursor_free(&c);
+                break;
+            }
+            assert_int_equal(rc, STK_ENOMEM);
+        }
+    }
 }
 
 int main(void)
@@ -467,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_remainder_of_a_remainder),
         cmocka_unit_test(test_matches_brute_force),
         cmocka_unit_test(test_new_ranks_split_the_remainder),
+        cmocka_unit_test(test_node_remainder_delivers_the_rest_once),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_window_delivered_matches_the_live_shuffle),
         cmocka_unit_test(test_window_rest_is_what_no_rank_delivered),

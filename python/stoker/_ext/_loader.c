@@ -458,15 +458,18 @@ static int uint64_items(PyObject *obj, const char *what, size_t n_per_item, uint
     return 0;
 }
 
-/* remainder(epoch, delivered, ranges): the [begin, end) ranges of the
- * epoch's sequence no old rank delivered (stk_loader_remainder). */
+/* remainder(epoch, delivered, ranges, ranks_per_node=0): the [begin, end)
+ * ranges of the epoch's sequence no old rank delivered
+ * (stk_loader_remainder). */
 static PyObject *loader_remainder(LoaderObject *self, PyObject *args)
 {
     PyObject *epoch_obj, *delivered_obj, *ranges_obj, *result = NULL;
     unsigned long long epoch;
     uint64_t *delivered = NULL, *ranges = NULL, *out = NULL;
     size_t n_old, n_ranges, n = 0;
-    if (!PyArg_ParseTuple(args, "OOO", &epoch_obj, &delivered_obj, &ranges_obj) ||
+    int ranks_per_node = 0;
+    if (!PyArg_ParseTuple(args, "OOO|i", &epoch_obj, &delivered_obj, &ranges_obj,
+                          &ranks_per_node) ||
         stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
         uint64_items(delivered_obj, "delivered", 1, &delivered, &n_old) < 0 ||
         uint64_items(ranges_obj, "ranges", 2, &ranges, &n_ranges) < 0)
@@ -492,8 +495,8 @@ static PyObject *loader_remainder(LoaderObject *self, PyObject *args)
         /* Under a window it replays every old rank's epoch: about a second
          * for an ImageNet-sized one at 8 ranks (docs/ddp.md). */
         Py_BEGIN_ALLOW_THREADS
-        rc = stk_loader_remainder(self->loader, epoch, (int)n_old, delivered, given, n_ranges,
-                                  out, capacity, &n);
+        rc = stk_loader_remainder(self->loader, epoch, (int)n_old, ranks_per_node, delivered,
+                                  given, n_ranges, out, capacity, &n);
         if (rc < 0)
             snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
         PyThread_release_lock(self->lock);
@@ -524,15 +527,17 @@ out:
     return result;
 }
 
-/* set_remainder(epoch, ranges): epoch delivers only those ranges of its
- * sequence (None: all of it), stk_loader_set_remainder. */
+/* set_remainder(epoch, ranges, nodes=1): epoch delivers only those ranges
+ * of its sequence (None: all of it; nodes: of that many old nodes'
+ * sequences), stk_loader_set_remainder. */
 static PyObject *loader_set_remainder(LoaderObject *self, PyObject *args)
 {
     PyObject *epoch_obj, *ranges_obj;
     unsigned long long epoch;
     uint64_t *ranges = NULL;
     size_t n = 0;
-    if (!PyArg_ParseTuple(args, "OO", &epoch_obj, &ranges_obj) ||
+    int nodes = 1;
+    if (!PyArg_ParseTuple(args, "OO|i", &epoch_obj, &ranges_obj, &nodes) ||
         stk_py_integer(epoch_obj, "epoch", 0, ULLONG_MAX, &epoch) < 0 ||
         uint64_items(ranges_obj, "ranges", 2, &ranges, &n) < 0)
         return NULL;
@@ -544,7 +549,7 @@ static PyObject *loader_set_remainder(LoaderObject *self, PyObject *args)
     const uint64_t *given = ranges_obj == Py_None ? NULL : ranges;
     int rc;
     Py_BEGIN_ALLOW_THREADS /* it stops the epoch in flight: joins its threads */
-    rc = stk_loader_set_remainder(self->loader, epoch, given, n);
+    rc = stk_loader_set_remainder(self->loader, epoch, nodes, given, n);
     if (rc < 0)
         snprintf(msg, sizeof msg, "%s", stk_loader_errmsg(self->loader));
     PyThread_release_lock(self->lock);
@@ -670,12 +675,13 @@ static PyMethodDef loader_methods[] = {
     {"start", (PyCFunction)loader_start, METH_NOARGS,
      "start(): start reading the batches the next next() delivers, without waiting"},
     {"remainder", (PyCFunction)loader_remainder, METH_VARARGS,
-     "remainder(epoch, delivered, ranges): the [begin, end) ranges of an epoch's sample "
-     "sequence that no old rank delivered, delivered[r] samples by old rank r (ranges: what they "
-     "split, None: all)"},
+     "remainder(epoch, delivered, ranges, ranks_per_node=0): the [begin, end) ranges of an "
+     "epoch's sample sequence that no old rank delivered, delivered[r] samples by old rank r "
+     "(ranges: what they split, None: all; ranks_per_node: the old run's node affinity, its "
+     "nodes' sequences one after the other)"},
     {"set_remainder", (PyCFunction)loader_set_remainder, METH_VARARGS,
-     "set_remainder(epoch, ranges): epoch delivers only those ranges of its sequence, split over "
-     "the ranks (None: the whole epoch)"},
+     "set_remainder(epoch, ranges, nodes=1): epoch delivers only those ranges of its sequence "
+     "(of that many old nodes' sequences), split over the ranks (None: the whole epoch)"},
     {"stats", (PyCFunction)loader_stats, METH_NOARGS, "counters as a dict"},
     {"take_log", (PyCFunction)loader_take_log, METH_NOARGS,
      "take_log() -> [(level, message)]: what the loader's threads logged since the last call"},

@@ -38,6 +38,10 @@ static PyMethodDef module_methods[] = {
     {"resolve_rank", stk_py_resolve_rank, METH_VARARGS,
      "resolve_rank(rank, world_size) -> (rank, world_size): each -1 from the launcher's "
      "environment (RANK/WORLD_SIZE, SLURM_*, OMPI_*), as the C loader reads it"},
+    {"node_split", stk_py_node_split, METH_VARARGS,
+     "node_split(counts, seed, nodes, shuffle=True) -> [node]: the node of each shard under "
+     "node_affinity with that many nodes (counts: samples per shard, or the number of shards "
+     "to deal by number without a dataset index), as a loader deals them"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -125,5 +125,6 @@ extern PyTypeObject stk_py_writer_type;
 PyObject *stk_py_member_kind(PyObject *module, PyObject *ext);
 PyObject *stk_py_parse_size(PyObject *module, PyObject *text);
 PyObject *stk_py_resolve_rank(PyObject *module, PyObject *args);
+PyObject *stk_py_node_split(PyObject *module, PyObject *args);
 
 #endif

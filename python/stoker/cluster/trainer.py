@@ -525,7 +525,8 @@ class Run:
         self.tensors = tensors
         self.outputs = outputs
         self.epoch = epoch
-        self.remaining = remaining  # an elastic resume's ranges of the epoch (or None)
+        # an elastic resume's (ranges of the epoch, nodes of their sequence), or None
+        self.remaining = remaining
         self.n = n
         self.claims = Claims(first, n, offload.batches_per_task, offload, sizes=offload.sizes)
         self.errors = {}    # batch index -> the error that ended its range there

@@ -344,7 +344,8 @@ def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=F
     bad-input counts per batch, and, when the data was bad under
     on_error="fail" (or a hook failed), the error that ended the range (the
     batches before it are kept, as a local loader delivers them).
-    remaining: the ranges of the epoch an elastic resume left, or None."""
+    remaining: the ranges of the epoch an elastic resume left and the old
+    nodes whose sequences they are of (stoker.Loader), or None."""
     began = time.monotonic()  # the trainer sizes later tasks by it
     job = _job(spec, keys, hooks_data, _this_worker())
     kept = None
@@ -352,7 +353,7 @@ def make_range(spec, keys, index_data, hooks_data, epoch, first, count, canary=F
         loader, outputs = kept = _checkout(spec, job, index_data)
         # The epoch's part an elastic resume left (None: all of it), as the
         # trainer's loader has it: a kept loader may have had another.
-        loader.set_remainder(epoch, remaining)
+        loader.set_remainder(epoch, *(remaining or (None,)))
         before = loader.stats()
         if outputs is None:
             result = _arrays(loader, spec, epoch, first, count)

@@ -44,10 +44,13 @@ def merge_states(states):
     for key, what in (("world_size", "world sizes"), ("epoch", "epochs"), ("seed", "seeds"),
                       ("dataset", "datasets (URLs or options that shape the sequence)"),
                       ("batch_size", "batch sizes"), ("remaining", "resumed epochs"),
-                      ("ranks_per_node", "node affinity (ranks per node)")):
+                      ("remaining_nodes", "resumed epochs"),
+                      ("ranks_per_node", "node affinity (ranks per node)"),
+                      ("global_order", "orders (global or shuffle window)")):
         values = {}
         for s in states:  # ranges read back from JSON are lists: compared as tuples
-            values.setdefault(repr(ranges(s[key]) if key == "remaining" else s[key]), s["rank"])
+            value = s.get(key)  # remaining_nodes, global_order: not in older states
+            values.setdefault(repr(ranges(value) if key == "remaining" else value), s["rank"])
         if len(values) > 1:
             shown = ", ".join(f"rank {rank}: {value}" for value, rank in values.items())
             raise ValueError(f"merge_states: the states are of different {what} ({shown}): "
@@ -68,7 +71,19 @@ def merge_states(states):
             "dataset": first["dataset"], "world_size": world,
             "delivered": [int(by_rank[r]["batch"]) * batch_size for r in range(world)],
             "remaining": ranges(first["remaining"]),
-            "ranks_per_node": int(first["ranks_per_node"])}
+            "remaining_nodes": int(first.get("remaining_nodes", 1)),
+            "ranks_per_node": int(first["ranks_per_node"]),
+            "global_order": first.get("global_order")}
+
+
+def nodes(merged):
+    """Whose sequences the ranges left after merged are of: the old nodes'
+    (one after the other) when the old ranks split a whole epoch under node
+    affinity, else those the ranges they split were of (1: the one
+    sequence of an epoch without affinity)."""
+    if merged["remaining"] is None and merged["ranks_per_node"]:
+        return merged["world_size"] // merged["ranks_per_node"]
+    return merged.get("remaining_nodes", 1)
 
 
 def is_merged(state):
@@ -76,15 +91,9 @@ def is_merged(state):
     return not isinstance(state, dict) or bool(state.get("merged"))
 
 
-def check(merged, dataset, seed):
+def check(merged, dataset, seed, global_order):
     """Refuse merged states that cannot resume a loader of this dataset
-    fingerprint and seed."""
-    if merged["ranks_per_node"]:
-        raise ValueError(
-            f"these loader states were saved under node affinity ({merged['ranks_per_node']} "
-            "ranks per node): each node split its own shards, so what the ranks delivered is "
-            "not known from their counts and they resume only at their own world size (not "
-            "built: re-homing a node's rest to the new nodes)")
+    fingerprint, seed and order kind."""
     if merged["dataset"] != dataset:
         raise ValueError("these loader states were saved by a loader with other URLs or options "
                          "that shape the sample sequence (shuffle, transform, fields, index "
@@ -93,6 +102,16 @@ def check(merged, dataset, seed):
     if merged["seed"] != seed:
         raise ValueError(f"these loader states were saved with seed={merged['seed']}, this "
                          f"loader has seed={seed}")
+    # Where the old ranks read a window and this loader the global order
+    # (remote shards through a node cache that holds a node's shards at
+    # this node count, not at the old one), the counts would be read as
+    # prefixes of runs they are not; the other way the C loader refuses.
+    if merged.get("global_order") is False and global_order:
+        raise ValueError(
+            "these loader states were saved under a shuffle window, this loader reads the "
+            "global order (with remote shards a node cache serves it only where it holds a "
+            "node's shards, which depends on the node count): what the old ranks delivered "
+            "is not known from their counts")
 
 
 def share(remaining, rank, world, uneven):

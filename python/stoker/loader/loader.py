@@ -353,8 +353,11 @@ class Loader:
         self._dataset = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
         self._uneven = bool(uneven)
         self._world = world_size
-        self._remaining = None  # (epoch, ranges) of an elastic resume, or None
+        # (epoch, ranges, nodes) of an elastic resume, or None; nodes: the
+        # ranges are of so many old nodes' sequences (1: of the one sequence)
+        self._remaining = None
         self._ranks_per_node = info["ranks_per_node"]  # node affinity as resolved; 0: off
+        self._global_order = bool(info["global_order"])
         self._seed = seed
         self._urls = urls
         self.classes = find_classes(urls, classes)
@@ -461,13 +464,14 @@ class Loader:
         ranks together also resume a run at another world size (see
         load_state_dict()).
         """
-        remaining = self._remaining[1] if self._remaining is not None and \
-            self._remaining[0] == self._epoch else None
+        remaining, nodes = self._remaining[1:] if self._remaining is not None and \
+            self._remaining[0] == self._epoch else (None, 1)
         return {"epoch": self._epoch, "batch": self._batch, "seed": self._seed,
                 "fingerprint": self._fingerprint, "rank": self._rank,
                 "world_size": self._world, "dataset": self._dataset,
                 "batch_size": self._batch_size, "remaining": remaining,
-                "ranks_per_node": self._ranks_per_node}
+                "remaining_nodes": nodes, "ranks_per_node": self._ranks_per_node,
+                "global_order": self._global_order}
 
     def load_state_dict(self, state):
         """Continue from state_dict() of a loader with the same URLs and
@@ -482,13 +486,14 @@ class Loader:
         then delivered once across the new ranks, in equal steps (padding
         counted in samples_padded), and the epochs after it are those of a
         fresh run at this world size. batch_size, threads, hook_processes
-        and cluster= may differ too. It needs index= (under the shuffle
-        window, remote shards or a shuffle_buffer given, over uncompressed
-        shards: the samples the window held are read again by offset), and
-        an old run without node affinity (the new one may have it: the resumed
-        epoch is split over all ranks, the next ones by node); an
-        incomplete or mixed set of states is refused, naming what is
-        wrong."""
+        and cluster= may differ too. It needs index= (the global order over
+        local uncompressed shards or through a node cache, shuffle=False,
+        or the shuffle window over uncompressed shards: the samples the
+        window held are read again by offset). Either run may use node
+        affinity (not the old one under the shuffle window): the resumed
+        epoch (under affinity, the rest of every old node's own sequence)
+        is split over all new ranks, the next ones by node. An incomplete
+        or mixed set of states is refused, naming what is wrong."""
         if _elastic.is_merged(state) or (state.get("world_size") == 1 and self._world != 1):
             return self._load_states(_elastic.merge_states(state))
         if state.get("fingerprint") != self._fingerprint:
@@ -505,18 +510,20 @@ class Loader:
         self._epoch = int(state["epoch"])
         self._batch = self._resume_at = int(state["batch"])
         remaining = state.get("remaining")
-        self._remaining = None if remaining is None else (self._epoch, _elastic.ranges(remaining))
+        self._remaining = None if remaining is None else \
+            (self._epoch, _elastic.ranges(remaining), int(state.get("remaining_nodes", 1)))
         self._restored = True
 
     def _load_states(self, merged):
         """Elastic resume from merge_states()'s state: what no old rank
         delivered is this epoch's, split over this loader's ranks."""
-        _elastic.check(merged, self._dataset, self._seed)
+        _elastic.check(merged, self._dataset, self._seed, self._global_order)
         epoch = merged["epoch"]
-        left = self._c.remainder(epoch, merged["delivered"], merged["remaining"])
+        left = self._c.remainder(epoch, merged["delivered"], merged["remaining"],
+                                 merged["ranks_per_node"])
         self._batch = self._resume_at = 0
         if left:
-            self._epoch, self._remaining = epoch, (epoch, left)
+            self._epoch, self._remaining = epoch, (epoch, left, _elastic.nodes(merged))
         else:  # every sample of it was delivered: the next epoch, whole
             self._epoch, self._remaining = epoch + 1, None
         self._restored = True
@@ -639,16 +646,17 @@ class Loader:
         self._batch = first
         self._resume_at = 0
         self._restored = False
-        remaining = self._remaining[1] if self._remaining is not None and \
-            self._remaining[0] == self._epoch else None
-        self._c.set_remainder(self._epoch, remaining)  # None: the whole epoch
+        remaining, nodes = self._remaining[1:] if self._remaining is not None and \
+            self._remaining[0] == self._epoch else (None, 1)
+        self._c.set_remainder(self._epoch, remaining, nodes)  # None: the whole epoch
         if self._offload is not None:
             outputs = None
             if self._fields is not None or self._hooks is not None:
                 outputs = _cluster_hooks.Outputs(self._fields, self._hooks, self._images,
                                                  raw_labels=self._raw_labels)
             run = _cluster.Run(self._offload, self._c, self._epoch, first, len(self),
-                               self._tensors, outputs, remaining)
+                               self._tensors, outputs,
+                               None if remaining is None else (remaining, nodes))
             source = run.batches()
         elif self._raw_labels is not None:
             source = self._hooks.batches(
