@@ -56,17 +56,21 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
     stk__free(p);
 }
 
-/* Where each slot starts: at shards 0..K-1, or for a resumed epoch with
- * per-shard sample counts where the seek plan puts it. */
+/* Where each slot starts: at shards 0..K-1, or for a resumed epoch where
+ * the seek plan puts it, from the per-shard sample counts of the index or,
+ * without one, of a header scan of the shards it reaches. */
 static int plan_slots(struct stk__pipeline *p) {
     for (unsigned j = 0; j < p->n_slots; j++)
         p->slots[j].position = j;
-    if (p->cfg.first_batch == 0 || p->cfg.shard_samples == NULL)
+    if (p->cfg.first_batch == 0)
         return 0;
     const struct stk_options *o = &p->cfg.opts;
+    struct stk__resume_scan scan = {0};
     struct stk__seek_request req = {
         .cursor = &p->readers[0].cursor,
         .shard_samples = p->cfg.shard_samples,
+        .count = stk__resume_scan_count,
+        .count_data = &scan,
         .n_slots = p->n_slots,
         .shuffle = o->shuffle,
         .interleave_seed = stk__pipeline_sequencer_seed(&p->cfg, INTERLEAVE_SEED),
@@ -75,15 +79,25 @@ static int plan_slots(struct stk__pipeline *p) {
         .output_position = p->cfg.first_batch * o->batch_size,
         .target = o->samples_per_rank ? o->samples_per_rank : UINT64_MAX,
     };
-    int rc = stk__seek_plan_compute(&p->seek, &req);
-    if (rc <= 0)
-        return rc;
-    p->seeking = 1;
-    for (unsigned j = 0; j < p->n_slots; j++) {
-        p->slots[j].position = p->seek.il.slot_position[j];
-        p->slots[j].skip = p->seek.slot_skip[j];
+    int rc = req.shard_samples != NULL
+                 ? 0
+                 : stk__resume_scan_init(&scan, p->cfg.urls, p->cfg.names, &p->cfg.shard);
+    if (rc == 0)
+        rc = stk__seek_plan_compute(&p->seek, &req);
+    p->seeking = rc > 0;
+    for (unsigned j = 0; p->seeking && j < p->n_slots; j++) {
+        struct slot *s = &p->slots[j];
+        s->position = p->seek.il.slot_position[j];
+        s->skip = p->seek.slot_skip[j];
+        struct stk__plan_segment seg;
+        if (req.shard_samples == NULL && s->skip > 0 &&
+            stk__plan_cursor_segment(req.cursor, s->position, &seg))
+            s->skip_offset =
+                stk__resume_scan_offset(&scan, seg.shard, seg.first + s->skip, &s->skip_from);
     }
-    return 0;
+    if (req.shard_samples == NULL)
+        stk__resume_scan_free(&scan);
+    return rc < 0 ? rc : 0;
 }
 
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,

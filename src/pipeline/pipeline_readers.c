@@ -103,6 +103,9 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
     if (skip > 0 && offsets != NULL && p->cfg.shard_samples[shard] > 0) {
         position = skip < p->cfg.shard_samples[shard] ? skip : p->cfg.shard_samples[shard] - 1;
         at = offsets[position];
+    } else if (s->skip_from > 0) {
+        position = s->skip_from;
+        at = s->skip_offset;
     }
     /* A sample opened on its own (a global order) is read in one block of
      * its size and the next header's, not read_buffer_bytes: tiny samples
@@ -145,7 +148,7 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
             s->reader = NULL;
         }
     }
-    s->skip = 0;
+    s->skip = s->skip_from = s->skip_offset = 0;
     if (rc == 0)
         return 1;
     /* Out of memory, a cache that cannot take the shard and a stale index

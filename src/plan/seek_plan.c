@@ -10,25 +10,39 @@
 #include "plan/shuffle.h"
 #include "stoker.h"
 
-/* The samples a position of the rank's list holds: a whole shard's, or its part's. */
-static uint64_t segment_samples(const struct stk__seek_request *req,
-                                const struct stk__plan_segment *seg)
+/* The samples a position of the rank's list holds: a whole shard's, or its
+ * part's. 1, 0 (not known) or <0. */
+static int segment_samples(const struct stk__seek_request *req, const struct stk__plan_segment *seg,
+                           uint64_t *n)
 {
-    return seg->count != STK__PLAN_WHOLE ? seg->count : req->shard_samples[seg->shard];
+    if (seg->count != STK__PLAN_WHOLE || req->shard_samples != NULL) {
+        *n = seg->count != STK__PLAN_WHOLE ? seg->count : req->shard_samples[seg->shard];
+        return 1;
+    }
+    return req->count(req->count_data, seg->shard, n);
 }
 
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
 {
     memset(sp, 0, sizeof *sp);
     /* The inputs of the epoch: the target, or the pass over the rank's
-     * shards that a rank without one makes. */
+     * shards that a rank without one makes. The shuffle holds at most
+     * 2 x window + 1 inputs (shuffle.c), so when output_position comes out
+     * at most that many more have been pushed: inputs past them cannot
+     * change where it is found, and their shards are not counted. */
+    const uint64_t enough = req->output_position + 2 * (uint64_t)req->window + 2;
     uint64_t total = req->target;
     if (total == UINT64_MAX) {
         total = 0;
-        for (size_t g = 0; g < req->cursor->count; g++) {
+        for (size_t g = 0; g < req->cursor->count && total < enough; g++) {
             struct stk__plan_segment seg;
-            if (stk__plan_cursor_segment(req->cursor, g, &seg))
-                total += segment_samples(req, &seg);
+            uint64_t n;
+            if (!stk__plan_cursor_segment(req->cursor, g, &seg))
+                continue;
+            int known = segment_samples(req, &seg, &n);
+            if (known <= 0)
+                return known;
+            total += n;
         }
     }
     struct stk__shuffle_start start;
@@ -63,8 +77,12 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
                     break;
                 continue;
             }
+            int known = segment_samples(req, &seg, &left[j]);
+            if (known <= 0) {
+                rc = known;
+                break;
+            }
             opened[j] = 1;
-            left[j] = segment_samples(req, &seg);
             sp->slot_skip[j] = 0;
         }
         if (left[j] > 0) {
@@ -81,9 +99,9 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
     }
     stk__free(left);
     stk__free(opened);
-    if (pulled < input_start) {
+    if (rc < 0 || pulled < input_start) {
         stk__seek_plan_free(sp);
-        return 0;
+        return rc;
     }
     sp->input_start = input_start;
     sp->start = start;
