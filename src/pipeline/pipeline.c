@@ -345,6 +345,8 @@ void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit) {
     stk__mutex_lock(&p->mutex);
     p->limit = limit;
     stk__cond_broadcast(&p->range_cond);
+    for (unsigned t = 0; t < p->n_readers; t++) /* their read-ahead stopped at the old one */
+        stk__cond_broadcast(&p->readers[t].cond);
     stk__mutex_unlock(&p->mutex);
 }
 

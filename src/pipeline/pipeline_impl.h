@@ -150,7 +150,8 @@ struct stk__pipeline {
     int finished;
     struct stk__err fail; /* first error; fail.code != 0 once failed */
     /* A range (stk__pipeline_set_limit): the sequencer starts no batch at
-     * index >= limit, and the caller gets STK_EOF once next_index reaches it.
+     * index >= limit, the caller gets STK_EOF once next_index reaches it,
+     * and in a global order the readers read ahead no sample past it.
      * Both guarded by mutex; the sequencer waits on range_cond. */
     uint64_t limit;
     uint64_t next_index;
