@@ -32,6 +32,20 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
      * change where it is found, and their shards are not counted. */
     const uint64_t enough = req->output_position + 2 * (uint64_t)req->window + 2;
     uint64_t total = req->target;
+    struct stk__shuffle_start start;
+    uint64_t drop;
+    /* Counts asked for cost a header scan each (resume_scan.h), about a
+     * twentieth of the samples' bytes (the sample set: 1 byte in 22). Where
+     * should the epoch hold enough inputs, the resumed one would still be
+     * below a sixteenth of them (early in an epoch, or a window as long as
+     * the epoch), the jump saves less than the scan costs: none. A shorter
+     * epoch only moves it earlier (the oldest input held never decreases). */
+    if (req->shard_samples == NULL) {
+        int found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position,
+                                        total < enough ? total : enough, &start, &drop);
+        if (found <= 0 || start.input < enough / 16)
+            return found < 0 ? found : 0;
+    }
     if (total == UINT64_MAX) {
         total = 0;
         for (size_t g = 0; g < req->cursor->count && total < enough; g++) {
@@ -45,8 +59,6 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
             total += n;
         }
     }
-    struct stk__shuffle_start start;
-    uint64_t drop;
     int found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position, total,
                                     &start, &drop);
     if (found <= 0)

@@ -12,7 +12,9 @@
  * their shards and pass over the consumed samples without decoding them.
  * Without an index the counts are asked for as the replay reaches their
  * shards (a header scan of local ones): only the shards of the rank's list
- * up to about the resumed position, not the whole epoch.
+ * up to about the resumed position, not the whole epoch, and none where the
+ * resumed input falls within the first sixteenth of them (the scan would
+ * cost more than the jump saves).
  */
 #ifndef STK_SEEK_PLAN_H
 #define STK_SEEK_PLAN_H

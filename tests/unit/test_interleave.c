@@ -362,7 +362,8 @@ static int count_shard(void *data, size_t shard, uint64_t *samples)
  * counts, and asks only for the shards the replay reaches: of 100 shards of
  * 10 samples, with 4 slots and a window of 7, a resume at output 95 needs
  * about the first (95 + 2 x 7) / 10 shards and the slots' next ones. A
- * count not known leaves no plan (the epoch is read from its start). */
+ * count not known leaves no plan (the epoch is read from its start), and so
+ * does a resume with nothing to jump over, without asking for any. */
 static void test_seek_plan_asks_only_the_counts_it_needs(void **state)
 {
     (void)state;
@@ -398,6 +399,15 @@ static void test_seek_plan_asks_only_the_counts_it_needs(void **state)
     struct asked unknown = {.sizes = sizes, .unknown_from = 3};
     req.count_data = &unknown;
     assert_int_equal(stk__seek_plan_compute(&asked_plan, &req), 0);
+    /* Output 5 of a window of 50: the shuffle still holds one of the first
+     * inputs, so there is next to nothing to jump over and no shard is
+     * counted. */
+    struct asked early = {.sizes = sizes, .unknown_from = SHARDS};
+    req.count_data = &early;
+    req.output_position = 5;
+    req.window = 50;
+    assert_int_equal(stk__seek_plan_compute(&asked_plan, &req), 0);
+    assert_int_equal(early.n_seen, 0);
     stk__plan_cursor_free(&cursor);
 }
 
