@@ -35,12 +35,23 @@ int stk__resume_scan_init(struct stk__resume_scan *sc, const struct stk__strlist
     return 0;
 }
 
+/* Say why the resume reads its epoch again from the start (once: the plan
+ * stops at the first shard not counted). */
+static int not_counted(const struct stk__resume_scan *sc, size_t i, const char *why)
+{
+    stk__run_log(sc->owner, STK_LOG_INFO,
+                 "resume without a dataset index: %s %s, so the epoch is read again from its "
+                 "start up to the saved batch (index= jumps there)",
+                 sc->names->items[i], why);
+    return 0;
+}
+
 /* Count shard i: 1, 0 not counted, STK_ENOMEM. */
 static int scan(struct stk__resume_scan *sc, size_t i)
 {
     const char *url = sc->urls->items[i];
     if (!stk__source_is_local(url))
-        return 0;
+        return not_counted(sc, i, "is remote (a request per tar header)");
     struct stk__shard_config cfg = sc->shard;
     stk__shard_config_count(&cfg, url);
     struct stk__err err;
@@ -48,18 +59,22 @@ static int scan(struct stk__resume_scan *sc, size_t i)
     struct stk__shard_reader *r;
     int rc = stk__shard_open(url, sc->names->items[i], i, &cfg, &r, &err);
     if (rc < 0)
-        return rc == STK_ENOMEM ? rc : 0;
+        return rc == STK_ENOMEM ? rc : not_counted(sc, i, "cannot be opened");
     /* A compressed shard is known from its first bytes: skipping its
      * members would decompress them all. */
-    if (stk__shard_seekable(r))
+    const int compressed = !stk__shard_seekable(r);
+    if (!compressed)
         rc = stk__shard_count(r, &sc->counts[i], &sc->offsets[i], &err);
-    int counted = rc == 0 && stk__shard_seekable(r);
+    const int reappears = rc == 0 && !compressed && !stk__shard_seekable(r);
     stk__shard_close(r);
     if (rc == STK_ENOMEM)
         return rc;
-    if (!counted) {
+    if (compressed || reappears || rc < 0) {
         stk__offsets_free(&sc->offsets[i]);
-        return 0;
+        return not_counted(sc, i,
+                           compressed  ? "is compressed (no member can be skipped unread)"
+                           : reappears ? "has a key that reappears after others"
+                                       : "cannot be read to its end");
     }
     sc->counted[i] = 1;
     return 1;

@@ -624,6 +624,20 @@ static void test_seek_without_index_reads_headers(void **state)
     }
 }
 
+/* A log that counts the messages containing a text. */
+struct log_match {
+    const char *text;
+    atomic_int seen;
+};
+
+static void match_log(void *data, enum stk_log_level level, const char *message)
+{
+    struct log_match *m = data;
+    (void)level;
+    if (strstr(message, m->text) != NULL)
+        atomic_fetch_add(&m->seen, 1);
+}
+
 /* Bad input in the mix, under the skip policy: the header scan of a resume
  * without an index must count each shard exactly as its readers do, else
  * every later sample of the epoch moves. A member over max_member_bytes
@@ -669,7 +683,13 @@ static void test_seek_without_index_bad_input(void **state)
         snprintf(url, sizeof url, "%s/bad-{0..%d}.tar", dir, SHARDS - 2);
         check_resume_of(url, o, NULL, 1);
         snprintf(url, sizeof url, "%s/bad-{0..%d}.tar", dir, SHARDS - 1);
+        struct log_match m = {.text = "bad-4.tar has a key that reappears after others, so "
+                                      "the epoch is read again from its start"};
+        o.log = match_log;
+        o.log_data = &m;
         check_resume_of(url, o, NULL, 0);
+        assert_true(atomic_load(&m.seen) > 0);
+        o.log = NULL;
     }
     for (int i = 0; i < SHARDS; i++) {
         snprintf(path, sizeof path, "%s/bad-%d.tar", dir, i);
