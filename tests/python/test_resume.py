@@ -4,6 +4,7 @@ in a new process, and the remaining batches equal an uninterrupted run's.
 With a dataset index, or without one over local uncompressed shards (their
 headers are scanned), the restored loader reads at most one shuffle window
 of samples before the saved batch."""
+import gzip
 import io
 import json
 import os
@@ -93,6 +94,24 @@ def test_resume_in_new_process_continues_exactly(shards, index, with_index, shuf
     # where the window starts (issue 35): no more than with one.
     delivered = 48 - 5 * stop_after
     assert rest["samples_read"] <= delivered + (9 if shuffle else 0) + 2 * 4
+
+
+def test_resume_over_compressed_shards_reads_the_prefix_again(shards, tmp_path):
+    """Without an index, gzip-compressed shards cannot be counted from their
+    headers (no member can be skipped unread): the resumed epoch is read
+    again from its start, with the same batches."""
+    gz = []
+    for path in shards:
+        out = tmp_path / (os.path.basename(path) + ".gz")
+        with open(path, "rb") as f:
+            out.write_bytes(gzip.compress(f.read()))
+        gz.append(str(out))
+    common = {"shards": gz, "shuffle": True}
+    full = run({**common, "threads": 2})["batches"]
+    first = run({**common, "threads": 2, "stop_after": 4})
+    rest = run({**common, "threads": 1, "state": first["state"]})
+    assert rest["batches"] == full[4:]
+    assert rest["samples_read"] >= 48
 
 
 def test_len_from_the_index(shards, index):
