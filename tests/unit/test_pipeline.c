@@ -1134,6 +1134,42 @@ static void test_allocation_failures(void **state)
     assert_true(failures > 10);
 }
 
+/* The same for a resume without an index (its header scan and seek plan):
+ * each failed allocation is a clean error, never a leak or other batches. */
+static void test_allocation_failures_in_a_resume(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    struct epoch full;
+    assert_int_equal(run_epoch(&o, &full), 0);
+    const uint64_t start = 8;
+    const char *urls[] = {pattern};
+    int failures = 0;
+    for (unsigned long n = 1; n < 100000; n++) {
+        stk__alloc_fail_after(n);
+        stk_loader *l;
+        int rc = stk_loader_create(&o, urls, 1, &l, NULL, 0);
+        int got = (int)(start * o.batch_size);
+        if (rc == 0) {
+            stk_loader_seek(l, 0, start);
+            struct stk_batch *b;
+            while ((rc = stk_loader_next(l, &b)) == 0) {
+                for (size_t i = 0; i < b->n_samples; i++, got++)
+                    assert_int_equal(atoi((const char *)b->samples[i].members[1].data),
+                                     full.ids[got]);
+                stk_batch_release(b);
+            }
+            stk_loader_destroy(l);
+        }
+        stk__alloc_fail_after(0);
+        if (rc == STK_EOF && got == full.n)
+            break;
+        assert_true(rc < 0 && rc != STK_EOF);
+        failures++;
+    }
+    assert_true(failures > 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1156,6 +1192,7 @@ int main(void)
         cmocka_unit_test(test_index_output),
         cmocka_unit_test(test_index_check),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_allocation_failures_in_a_resume),
         cmocka_unit_test(test_interrupt_wakes_a_waiting_next),
         cmocka_unit_test(test_next_timed_returns_after_its_timeout),
         cmocka_unit_test(test_interrupt_pending_for_the_next_call),
