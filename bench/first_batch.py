@@ -12,6 +12,10 @@ For each start
 and each contender
   stoker          stoker.Loader defaults (train transform, 224 px);
   stoker index=   the same with a dataset index (`stoker index`);
+  stoker W=100    the defaults with shuffle_buffer=100 and no index: a
+                  window shorter than the epoch, so a resume has samples
+                  to jump over (without an index, after a scan of the
+                  local shards' tar headers);
   stoker prefetch the defaults with Loader.start_prefetch() called where
                   the clock would start, and the clock started --busy-s
                   later (the model built, the checkpoint loaded, the
@@ -252,6 +256,7 @@ def main():
                     for start in ("fresh", "epoch 2", "resume"):
                         for contender, opts in (
                                 ("stoker", {}), ("stoker index=", {"index": idx}),
+                                ("stoker W=100", {"shuffle_buffer": 100}),
                                 ("stoker prefetch", {"prefetch": True})):
                             took, read, _ = stoker_run(urls, a, r, start, **opts)
                             results[(name, contender, start)].append((took, read))
@@ -273,8 +278,9 @@ def main():
                   f"{read / 1e6:8.1f} {read / sample_bytes:8.0f}")
         print("targets: fresh first batch <= 2x one batch alone; the second epoch's first "
               "batch no later than one batch alone; resume reads <= what the design needs "
-              "(index=: the samples of one batch, no window; without: the epoch up to the "
-              "batch's window)")
+              "(index=: the samples of one batch, no window; without: the batch's window, "
+              "up to 2 x shuffle_buffer samples before it, and locally the shards' tar "
+              "headers)")
 
         print("\nfirst-batch mixing, local fresh starts (distinct labels per batch; "
               f"mean of {a.rounds} seeds):")

@@ -32,24 +32,14 @@ struct index_build {
     struct stk__shard_stamp *stamps;
 };
 
-/* Read per header by a local scan: a tar header is 512 bytes, and a pax
- * record or a long name rarely needs more than one page. */
-#define SCAN_BLOCK 4096
-
 static int count_job(void *ctx, size_t i, struct stk__err *err)
 {
     struct index_build *b = ctx;
     struct stk__shard_reader *r;
     struct stk__shard_config cfg = b->shard;
-    /* A local shard is counted from its headers, seeking over member data
-     * (the sample dataset: 1 byte read in 22). A remote one streams, since a
-     * seek there is a new request: its count costs one download, once per
-     * dataset (the index is remembered). */
-    if (stk__source_is_local(b->urls->items[i])) {
-        cfg.headers_only = 1;
-        cfg.source.jumps = 1;
-        cfg.block_size = SCAN_BLOCK;
-    }
+    /* A remote shard's count costs one download, once per dataset (the
+     * index is remembered). */
+    stk__shard_config_count(&cfg, b->urls->items[i]);
     int rc = stk__shard_open(b->urls->items[i], b->names->items[i], i, &cfg, &r, err);
     if (rc == 0) {
         rc = stk__shard_count(r, &b->counts[i], &b->offsets[i], err);

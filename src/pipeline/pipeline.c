@@ -82,24 +82,38 @@ static struct stk__seek_request seek_request(const struct stk__pipeline_config *
     };
 }
 
-/* Where each slot starts: at shards 0..K-1, or for a resumed epoch with
- * per-shard sample counts where the seek plan puts it. */
+/* Where each slot starts: at shards 0..K-1, or for a resumed epoch where
+ * the seek plan puts it, from the per-shard sample counts of the index or,
+ * without one, of a header scan of the shards it reaches. */
 static int plan_slots(struct stk__pipeline *p) {
     for (unsigned j = 0; j < p->n_slots; j++)
         p->slots[j].position = j;
-    if (p->cfg.first_batch == 0 || p->cfg.shard_samples == NULL)
+    if (p->cfg.first_batch == 0)
         return 0;
+    struct stk__resume_scan scan = {0};
     struct stk__seek_request req = seek_request(&p->cfg, &p->readers[0].cursor, p->n_slots,
                                                 p->cfg.first_batch * p->cfg.opts.batch_size);
-    int rc = stk__seek_plan_compute(&p->seek, &req);
-    if (rc <= 0)
-        return rc;
-    p->seeking = 1;
-    for (unsigned j = 0; j < p->n_slots; j++) {
-        p->slots[j].position = p->seek.il.slot_position[j];
-        p->slots[j].skip = p->seek.slot_skip[j];
+    req.count = stk__resume_scan_count;
+    req.count_data = &scan;
+    int rc = req.shard_samples != NULL
+                 ? 0
+                 : stk__resume_scan_init(&scan, p->cfg.urls, p->cfg.names, &p->cfg.shard);
+    if (rc == 0)
+        rc = stk__seek_plan_compute(&p->seek, &req);
+    p->seeking = rc > 0;
+    for (unsigned j = 0; p->seeking && j < p->n_slots; j++) {
+        struct slot *s = &p->slots[j];
+        s->position = p->seek.il.slot_position[j];
+        s->skip = p->seek.slot_skip[j];
+        struct stk__plan_segment seg;
+        if (req.shard_samples == NULL && s->skip > 0 &&
+            stk__plan_cursor_segment(req.cursor, s->position, &seg))
+            s->skip_offset =
+                stk__resume_scan_offset(&scan, seg.shard, seg.first + s->skip, &s->skip_from);
     }
-    return 0;
+    if (req.shard_samples == NULL)
+        stk__resume_scan_free(&scan);
+    return rc < 0 ? rc : 0;
 }
 
 int stk__pipeline_delivered(const struct stk__pipeline_config *cfg, uint64_t delivered,
@@ -358,6 +372,8 @@ void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit) {
     stk__mutex_lock(&p->mutex);
     p->limit = limit;
     stk__cond_broadcast(&p->range_cond);
+    for (unsigned t = 0; t < p->n_readers; t++) /* their read-ahead stopped at the old one */
+        stk__cond_broadcast(&p->readers[t].cond);
     stk__mutex_unlock(&p->mutex);
 }
 

@@ -66,6 +66,7 @@
 #include "plan/plan.h"
 #include "plan/seek_plan.h"
 #include "plan/shuffle.h"
+#include "pipeline/resume_scan.h"
 
 #define SLOT_MAX_ITEMS 1024
 /* Hand-offs are batched: a reader wakes the waiting sequencer only once a
@@ -103,6 +104,11 @@ struct slot {
     uint64_t deferred; /* what that sample would hold with the member the gate put off */
     uint64_t position; /* position of the shard being read in the rank's list */
     uint64_t skip;     /* samples to skip in it (a resumed epoch), 0 afterwards */
+    /* Without an index, where a resume's header scan (resume_scan.h) found
+     * sample skip_from <= skip of it: the reader opens it there (0: from
+     * the start). */
+    uint64_t skip_from;
+    uint64_t skip_offset;
     uint32_t draws;    /* its segment's copy under repeated augmentation (plan.h) */
 };
 
@@ -144,7 +150,8 @@ struct stk__pipeline {
     int finished;
     struct stk__err fail; /* first error; fail.code != 0 once failed */
     /* A range (stk__pipeline_set_limit): the sequencer starts no batch at
-     * index >= limit, and the caller gets STK_EOF once next_index reaches it.
+     * index >= limit, the caller gets STK_EOF once next_index reaches it,
+     * and in a global order the readers read ahead no sample past it.
      * Both guarded by mutex; the sequencer waits on range_cond. */
     uint64_t limit;
     uint64_t next_index;

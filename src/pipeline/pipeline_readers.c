@@ -25,11 +25,24 @@ static int fits(const struct stk__pipeline *p, const struct slot *s, uint64_t sa
             atomic_load(&p->held_bytes) - s->reading + sample_bytes <= o->shuffle_buffer_bytes);
 }
 
+/* Whether slot s reads only past the range's end (stk__pipeline_set_limit):
+ * in a global order each position of the rank's list is one sample, taken
+ * in turn, so position g is input g and, without a window, output g. A
+ * range's last batch takes the outputs below limit x batch_size; reading
+ * ahead past them (16 slots of 2 MiB: 300 to 400 samples of the sample set
+ * per Dask task) would be read again by whoever makes the next range. */
+static int past_range(const struct stk__pipeline *p, const struct slot *s) {
+    const uint64_t b = p->cfg.opts.batch_size;
+    return p->cfg.plan.global && p->limit <= UINT64_MAX / b && s->position >= p->limit * b;
+}
+
 /* Choose which of this thread's slots to read for; -1 if none has room.
- * The slot the sequencer waits on comes first, then the emptiest; read
- * ahead only while the budget has room, and not for a slot whose sample
- * was put off until it fits (*budget_bound says that this is why nothing
- * was chosen). */
+ * The slot the sequencer waits on comes first (past a range's end only
+ * while it is empty: the sequencer takes the sample after the range's
+ * last before it stops), then the emptiest; read ahead only within the
+ * range, while the budget has room, and not for a slot whose sample was
+ * put off until it fits (*budget_bound says that this is why nothing was
+ * chosen). */
 static int choose_slot(const struct stk__pipeline *p, const struct reader_thread *rt,
                        int *budget_bound) {
     int best = -1;
@@ -38,6 +51,8 @@ static int choose_slot(const struct stk__pipeline *p, const struct reader_thread
     for (unsigned j = rt->index; j < p->n_slots; j += p->n_readers) {
         const struct slot *s = &p->slots[j];
         if (!slot_has_room(p, s))
+            continue;
+        if (past_range(p, s) && ((int)j != p->waiting_slot || s->count > 0))
             continue;
         if ((int)j == p->waiting_slot)
             return (int)j;
@@ -103,6 +118,9 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
     if (skip > 0 && offsets != NULL && p->cfg.shard_samples[shard] > 0) {
         position = skip < p->cfg.shard_samples[shard] ? skip : p->cfg.shard_samples[shard] - 1;
         at = offsets[position];
+    } else if (s->skip_from > 0) {
+        position = s->skip_from;
+        at = s->skip_offset;
     }
     /* A sample opened on its own (a global order) is read in one block of
      * its size and the next header's, not read_buffer_bytes: tiny samples
@@ -145,7 +163,7 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
             s->reader = NULL;
         }
     }
-    s->skip = 0;
+    s->skip = s->skip_from = s->skip_offset = 0;
     if (rc == 0)
         return 1;
     /* Out of memory, a cache that cannot take the shard and a stale index

@@ -12,27 +12,38 @@
 #include "plan/shuffle.h"
 #include "stoker.h"
 
-/* The samples a position of the rank's list holds: a whole shard's, or its part's. */
-static uint64_t segment_samples(const struct stk__seek_request *req,
-                                const struct stk__plan_segment *seg)
+/* The samples a position of the rank's list holds: a whole shard's, or its
+ * part's. 1, 0 (not known) or <0. */
+static int segment_samples(const struct stk__seek_request *req, const struct stk__plan_segment *seg,
+                           uint64_t *n)
 {
-    return seg->count != STK__PLAN_WHOLE ? seg->count : req->shard_samples[seg->shard];
+    if (seg->count != STK__PLAN_WHOLE || req->shard_samples != NULL) {
+        *n = seg->count != STK__PLAN_WHOLE ? seg->count : req->shard_samples[seg->shard];
+        return 1;
+    }
+    return req->count(req->count_data, seg->shard, n);
 }
 
 /* The inputs of the epoch: the target, or the pass over the rank's shards
- * that a rank without one makes. */
-static uint64_t epoch_inputs(const struct stk__seek_request *req)
+ * that a rank without one makes, counted until limit is reached (the
+ * shards past it are not asked for). 1, 0 (a count not known) or <0. */
+static int epoch_inputs(const struct stk__seek_request *req, uint64_t limit, uint64_t *total)
 {
-    uint64_t total = req->target;
-    if (total == UINT64_MAX) {
-        total = 0;
-        for (size_t g = 0; g < req->cursor->count; g++) {
-            struct stk__plan_segment seg;
-            if (stk__plan_cursor_segment(req->cursor, g, &seg))
-                total += segment_samples(req, &seg);
-        }
+    *total = req->target;
+    if (*total != UINT64_MAX)
+        return 1;
+    *total = 0;
+    for (size_t g = 0; g < req->cursor->count && *total < limit; g++) {
+        struct stk__plan_segment seg;
+        uint64_t n;
+        if (!stk__plan_cursor_segment(req->cursor, g, &seg))
+            continue;
+        int known = segment_samples(req, &seg, &n);
+        if (known <= 0)
+            return known;
+        *total += n;
     }
-    return total;
+    return 1;
 }
 
 /* Replay the interleave on counts until `until` samples are pulled: the
@@ -65,8 +76,12 @@ static int replay_interleave(struct stk__seek_plan *sp, const struct stk__seek_r
                     break;
                 continue;
             }
+            int known = segment_samples(req, &seg, &left[j]);
+            if (known <= 0) {
+                rc = known;
+                break;
+            }
             opened[j] = 1;
-            left[j] = segment_samples(req, &seg);
             sp->slot_skip[j] = 0;
         }
         if (left[j] > 0) {
@@ -97,10 +112,31 @@ static int replay_interleave(struct stk__seek_plan *sp, const struct stk__seek_r
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req)
 {
     memset(sp, 0, sizeof *sp);
+    /* The shuffle holds at most 2 x window + 1 inputs (shuffle.c), so when
+     * output_position comes out at most that many more have been pushed:
+     * inputs past them cannot change where it is found, and their shards
+     * are not counted. */
+    const uint64_t enough = req->output_position + 2 * (uint64_t)req->window + 2;
     struct stk__shuffle_start start;
-    uint64_t drop;
-    int found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position,
-                                    epoch_inputs(req), &start, &drop);
+    uint64_t drop, total = req->target;
+    int found;
+    /* Counts asked for cost a header scan each (resume_scan.h), about a
+     * twentieth of the samples' bytes (the sample set: 1 byte in 22). Where
+     * should the epoch hold enough inputs, the resumed one would still be
+     * below a sixteenth of them (early in an epoch, or a window as long as
+     * the epoch), the jump saves less than the scan costs: none. A shorter
+     * epoch only moves it earlier (the oldest input held never decreases). */
+    if (req->shard_samples == NULL) {
+        found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position,
+                                    total < enough ? total : enough, &start, &drop);
+        if (found <= 0 || start.input < enough / 16)
+            return found < 0 ? found : 0;
+    }
+    int known = epoch_inputs(req, enough, &total);
+    if (known <= 0)
+        return known;
+    found = stk__shuffle_locate(req->window, req->shuffle_seed, req->output_position, total,
+                                &start, &drop);
     if (found <= 0)
         return found;
     int rc = replay_interleave(sp, req, start.input, NULL, 0, NULL);
@@ -140,8 +176,12 @@ int stk__seek_plan_delivered(const struct stk__seek_request *req, uint64_t **out
     size_t n_held = 0, n = 0;
     struct stk__seek_plan sp;
     memset(&sp, 0, sizeof sp);
-    int rc = stk__shuffle_held(req->window, req->shuffle_seed, req->output_position,
-                               epoch_inputs(req), &pushed, &held, &n_held);
+    uint64_t total;
+    int rc = epoch_inputs(req, UINT64_MAX, &total);
+    if (rc <= 0) /* counts come from the index here: 0 cannot be */
+        return rc < 0 ? rc : STK_EINVAL;
+    rc = stk__shuffle_held(req->window, req->shuffle_seed, req->output_position, total, &pushed,
+                           &held, &n_held);
     if (rc < 0)
         return rc;
     held_pos = stk__calloc(2 * n_held + 1, sizeof *held_pos);
@@ -150,9 +190,11 @@ int stk__seek_plan_delivered(const struct stk__seek_request *req, uint64_t **out
     rc = held_pos == NULL || first == NULL || res == NULL ? STK_ENOMEM : 0;
     for (size_t g = 0; rc == 0 && g < count; g++) {
         struct stk__plan_segment seg;
-        first[g + 1] = first[g];
-        if (stk__plan_cursor_segment(req->cursor, g, &seg))
-            first[g + 1] += segment_samples(req, &seg);
+        uint64_t samples = 0;
+        if (stk__plan_cursor_segment(req->cursor, g, &seg) &&
+            segment_samples(req, &seg, &samples) <= 0)
+            rc = STK_EINVAL;
+        first[g + 1] = first[g] + samples;
     }
     if (rc == 0) {
         rc = replay_interleave(&sp, req, pushed, held, n_held, held_pos);

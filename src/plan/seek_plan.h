@@ -10,6 +10,11 @@
  * replays the shuffle on positions and the interleave (interleave.c) on
  * counts alone, so a resume reads no data before that input: readers open
  * their shards and pass over the consumed samples without decoding them.
+ * Without an index the counts are asked for as the replay reaches their
+ * shards (a header scan of local ones): only the shards of the rank's list
+ * up to about the resumed position, not the whole epoch, and none where the
+ * resumed input falls within the first sixteenth of them (the scan would
+ * cost more than the jump saves).
  */
 #ifndef STK_SEEK_PLAN_H
 #define STK_SEEK_PLAN_H
@@ -31,7 +36,11 @@ struct stk__seek_plan {
 
 struct stk__seek_request {
     struct stk__plan_cursor *cursor; /* the rank's shards in this epoch */
-    const uint64_t *shard_samples;   /* samples per shard, by URL index */
+    const uint64_t *shard_samples;   /* samples per shard, by URL index, or NULL: */
+    /* ... then count(count_data, shard, &samples) says it: 1 counted, 0 not
+     * known (no plan: the epoch is read from its start), <0 an error. */
+    int (*count)(void *count_data, size_t shard, uint64_t *samples);
+    void *count_data;
     unsigned n_slots;
     int shuffle;
     uint64_t interleave_seed;
@@ -42,8 +51,8 @@ struct stk__seek_request {
 };
 
 /* 1: plan computed; 0: the position is at or past the end of the epoch,
- * or the rank cannot progress (start from the beginning and let the
- * pipeline report it); STK_ENOMEM. */
+ * the rank cannot progress, or a count is not known (start from the
+ * beginning and let the pipeline report it); STK_ENOMEM or count's error. */
 int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_request *req);
 
 /* Elastic resume under a shuffle window (remainder.h): which positions of

@@ -61,6 +61,11 @@ struct stk__shard_config {
 void stk__shard_config_init(struct stk__shard_config *cfg, const struct stk_options *o,
                             struct stk__run *run, struct stk__buffer_pool *pool);
 
+/* Turn cfg into the config that counts url's samples (stk__shard_count): a
+ * local shard from its headers alone, seeking over member data; a remote
+ * one as read, since a seek there is a new request. */
+void stk__shard_config_count(struct stk__shard_config *cfg, const char *url);
+
 struct stk__shard_reader;
 
 /* Open url, through cfg->cache when set. name is what samples (their url,

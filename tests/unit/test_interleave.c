@@ -339,6 +339,78 @@ static void test_copy_continues_the_same(void **state)
     stk__interleave_free(&b);
 }
 
+/* Counts asked as the replay reaches their shards (a resume's header scan
+ * without an index): the shards asked for, and 0 (not known) for any shard
+ * from `unknown_from` on. */
+struct asked {
+    const uint64_t *sizes;
+    unsigned char seen[128];
+    size_t n_seen;
+    size_t unknown_from;
+};
+
+static int count_shard(void *data, size_t shard, uint64_t *samples)
+{
+    struct asked *a = data;
+    a->n_seen += !a->seen[shard];
+    a->seen[shard] = 1;
+    *samples = a->sizes[shard];
+    return shard < a->unknown_from;
+}
+
+/* The plan from counts asked for shard by shard is the plan from all
+ * counts, and asks only for the shards the replay reaches: of 100 shards of
+ * 10 samples, with 4 slots and a window of 7, a resume at output 95 needs
+ * about the first (95 + 2 x 7) / 10 shards and the slots' next ones. A
+ * count not known leaves no plan (the epoch is read from its start), and so
+ * does a resume with nothing to jump over, without asking for any. */
+static void test_seek_plan_asks_only_the_counts_it_needs(void **state)
+{
+    (void)state;
+    enum { SHARDS = 100 };
+    uint64_t sizes[SHARDS];
+    for (size_t i = 0; i < SHARDS; i++)
+        sizes[i] = 10;
+    struct stk__plan_cursor cursor;
+    assert_int_equal(stk__plan_cursor_init(&cursor, SHARDS, 5, 0, 0, 1, 1, 0), 0);
+    struct stk__seek_request req = {.cursor = &cursor, .shard_samples = sizes, .n_slots = 4,
+                                    .shuffle = 1, .interleave_seed = 9, .shuffle_seed = 9,
+                                    .window = 7, .output_position = 95, .target = UINT64_MAX};
+    struct stk__seek_plan all, asked_plan;
+    assert_int_equal(stk__seek_plan_compute(&all, &req), 1);
+    struct asked a = {.sizes = sizes, .unknown_from = SHARDS};
+    req.shard_samples = NULL;
+    req.count = count_shard;
+    req.count_data = &a;
+    assert_int_equal(stk__seek_plan_compute(&asked_plan, &req), 1);
+    assert_int_equal(asked_plan.input_start, all.input_start);
+    assert_int_equal(asked_plan.drop, all.drop);
+    assert_int_equal(asked_plan.start.input, all.start.input);
+    assert_int_equal(asked_plan.start.cut_key, all.start.cut_key);
+    assert_int_equal(asked_plan.start.cut_input, all.start.cut_input);
+    for (unsigned j = 0; j < req.n_slots; j++) {
+        assert_int_equal(asked_plan.il.slot_position[j], all.il.slot_position[j]);
+        assert_int_equal(asked_plan.slot_skip[j], all.slot_skip[j]);
+    }
+    if (a.n_seen > (95 + 2 * 7 + 2) / 10 + 1 + req.n_slots)
+        fail_msg("%zu of %d shards counted for a resume at output 95", a.n_seen, SHARDS);
+    stk__seek_plan_free(&asked_plan);
+    stk__seek_plan_free(&all);
+    struct asked unknown = {.sizes = sizes, .unknown_from = 3};
+    req.count_data = &unknown;
+    assert_int_equal(stk__seek_plan_compute(&asked_plan, &req), 0);
+    /* Output 5 of a window of 50: the shuffle still holds one of the first
+     * inputs, so there is next to nothing to jump over and no shard is
+     * counted. */
+    struct asked early = {.sizes = sizes, .unknown_from = SHARDS};
+    req.count_data = &early;
+    req.output_position = 5;
+    req.window = 50;
+    assert_int_equal(stk__seek_plan_compute(&asked_plan, &req), 0);
+    assert_int_equal(early.n_seen, 0);
+    stk__plan_cursor_free(&cursor);
+}
+
 static void test_allocation_failures(void **state)
 {
     (void)state;
@@ -374,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_shuffle_finishes_a_pass_first),
         cmocka_unit_test(test_no_progress_detected),
         cmocka_unit_test(test_copy_continues_the_same),
+        cmocka_unit_test(test_seek_plan_asks_only_the_counts_it_needs),
         cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

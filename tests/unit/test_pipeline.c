@@ -77,9 +77,9 @@ struct epoch {
     size_t last_batch;
 };
 
-static int run_epoch(const struct stk_options *o, struct epoch *e)
+static int run_epoch_of(const char *url, const struct stk_options *o, struct epoch *e)
 {
-    const char *urls[] = {pattern};
+    const char *urls[] = {url};
     stk_loader *l;
     char msg[512];
     int rc = stk_loader_create(o, urls, 1, &l, msg, sizeof msg);
@@ -102,6 +102,11 @@ static int run_epoch(const struct stk_options *o, struct epoch *e)
     }
     stk_loader_destroy(l);
     return rc == STK_EOF ? 0 : rc;
+}
+
+static int run_epoch(const struct stk_options *o, struct epoch *e)
+{
+    return run_epoch_of(pattern, o, e);
 }
 
 static struct stk_options base_options(void)
@@ -357,19 +362,22 @@ static void test_missing_shard(void **state)
 }
 
 /* Seek to each batch of starts and check the rest of the epoch equals an
- * uninterrupted run's, with any thread count. With a dataset index the
- * readers jump to the oldest input the shuffle holds at the batch: at most
- * twice its reach of samples before it is read again (shuffle.h). */
-static void check_resume(struct stk_options o, const char *index_path)
+ * uninterrupted run's, with any thread count. With a dataset index, or
+ * without one from a scan of the local shards' headers, the readers jump to
+ * the oldest input the shuffle holds at the batch: at most twice its reach
+ * of samples before it is read again (shuffle.h). jumps 0: they may not
+ * (some shard the plan reaches cannot be placed), only the order counts. */
+static void check_resume_of(const char *url, struct stk_options o, const char *index_path,
+                            int jumps)
 {
     struct epoch full;
     if (!o.shuffle)
         o = storage_order(o);
     o.index_path = index_path;
-    assert_int_equal(run_epoch(&o, &full), 0);
+    assert_int_equal(run_epoch_of(url, &o, &full), 0);
     assert_true(full.n > 0 && full.n <= 1024);
     size_t window = o.shuffle ? o.shuffle_buffer : 1;
-    const char *urls[] = {pattern};
+    const char *urls[] = {url};
     o.prefetch_bytes_per_shard = 1;
     for (uint64_t start = 0; start <= (uint64_t)full.batches; start += 1 + start / 4) {
         o.threads = 1 + (unsigned)start % 3;
@@ -395,15 +403,20 @@ static void check_resume(struct stk_options o, const char *index_path)
         /* Readers run ahead of the sequencer by about one sample per slot
          * (prefetch_bytes_per_shard = 1), also past the rank's last sample. */
         size_t read_ahead = 2 * o.shards_in_flight;
-        if (index_path != NULL)
+        if (jumps) {
             assert_true(st.samples_read <= delivered + 2 * window + read_ahead);
-        else
-            assert_true(st.samples_read >= (uint64_t)full.n || start >= (uint64_t)full.batches);
-        /* The index locates every sample: a slot passes over at most the
-         * last sample of a shard it had read to the end. */
-        assert_true(st.samples_passed_over <= o.shards_in_flight);
+            /* The index, or without one a scan of the shards' headers,
+             * locates every sample: a slot passes over at most the last
+             * sample of a shard it had read to the end. */
+            assert_true(st.samples_passed_over <= o.shards_in_flight);
+        }
         stk_loader_destroy(l);
     }
+}
+
+static void check_resume(struct stk_options o, const char *index_path)
+{
+    check_resume_of(pattern, o, index_path, 1);
 }
 
 /* Index the test shards into dir/index.json (path: 128 bytes). */
@@ -518,6 +531,241 @@ static void test_seek_resumes_exactly(void **state)
             check_resume(o, with_index ? index_path : NULL);
         }
     }
+    unlink(index_path);
+}
+
+/* Append sample id of BIG_MEMBER bytes of data (its .bin) and its number
+ * (its .cls) to tb. */
+#define BIG_MEMBER (64 * 1024)
+static void big_sample(struct tar_builder *tb, int id, size_t bin_bytes)
+{
+    static unsigned char data[4 * BIG_MEMBER];
+    char name[64], text[16];
+    memset(data, id & 0xff, bin_bytes);
+    snprintf(name, sizeof name, "b%06d.bin", id);
+    tb_file(tb, name, data, bin_bytes);
+    snprintf(name, sizeof name, "b%06d.cls", id);
+    int len = snprintf(text, sizeof text, "%d", id);
+    tb_file(tb, name, text, (size_t)len);
+}
+
+/* Write tb to path, its first `size` bytes (0: all), and free it. */
+static void write_builder(struct tar_builder *tb, const char *path, size_t size)
+{
+    FILE *f = fopen(path, "wb");
+    size = size ? size : tb->size;
+    if (f == NULL || fwrite(tb->data, 1, size, f) != size || fclose(f) != 0)
+        abort();
+    tb_free(tb);
+}
+
+/* A resume without an index over local shards (issue 35) reads their
+ * headers and what the shuffle holds at its batch, not every sample before
+ * it: bytes read before the first batch at most a header scan of every
+ * shard (what `stoker index` reads), 2 x shuffle_buffer samples, the
+ * read-ahead (a sample per slot, max_batches batches) and a block per slot,
+ * where reading again all 350 samples before batch 50 is 23 MB. */
+static void test_seek_without_index_reads_headers(void **state)
+{
+    (void)state;
+    enum { SHARDS = 8, PER_SHARD = 50, START = 50 };
+    char path[160], url[160];
+    for (int i = 0; i < SHARDS; i++) {
+        struct tar_builder tb = {0};
+        for (int k = 0; k < PER_SHARD; k++)
+            big_sample(&tb, i * PER_SHARD + k, BIG_MEMBER);
+        tb_finish(&tb);
+        snprintf(path, sizeof path, "%s/big-%d.tar", dir, i);
+        write_builder(&tb, path, 0);
+    }
+    snprintf(url, sizeof url, "%s/big-{0..%d}.tar", dir, SHARDS - 1);
+    const char *urls[] = {url};
+    struct stk_options o = base_options();
+    o.shuffle_buffer = 10;
+    o.prefetch_bytes_per_shard = 1;
+    o.read_buffer_bytes = BIG_MEMBER;
+    struct epoch full;
+    assert_int_equal(run_epoch_of(url, &o, &full), 0);
+    assert_int_equal(full.n, SHARDS * PER_SHARD);
+    struct stk_stats st;
+    char msg[512], index_path[160];
+    snprintf(index_path, sizeof index_path, "%s/big-index.json", dir);
+    if (stk_index_build(&o, urls, 1, index_path, 0, &st, msg, sizeof msg) < 0)
+        fail_msg("stk_index_build: %s", msg);
+    unlink(index_path);
+    const uint64_t headers = st.bytes_read;
+    const uint64_t sample_bytes = BIG_MEMBER + 3 * 512;
+    const uint64_t bound = headers +
+                           (2 * o.shuffle_buffer + 1 + 2 * o.shards_in_flight +
+                            (o.max_batches + 1) * o.batch_size) * sample_bytes +
+                           o.shards_in_flight * o.read_buffer_bytes;
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, msg, sizeof msg), 0);
+    assert_int_equal(stk_loader_seek(l, 0, START), 0);
+    struct stk_batch *b;
+    assert_int_equal(stk_loader_next(l, &b), 0);
+    stk_loader_stats(l, &st);
+    print_message("bytes read before batch %d: %llu (bound %llu: headers %llu)\n", START,
+                  (unsigned long long)st.bytes_read, (unsigned long long)bound,
+                  (unsigned long long)headers);
+    assert_true(st.bytes_read <= bound);
+    int n = START * (int)o.batch_size, rc = 0;
+    do {
+        for (size_t i = 0; i < b->n_samples; i++, n++)
+            assert_int_equal(atoi((const char *)b->samples[i].members[1].data), full.ids[n]);
+        stk_batch_release(b);
+    } while ((rc = stk_loader_next(l, &b)) == 0);
+    assert_int_equal(rc, STK_EOF);
+    assert_int_equal(n, full.n);
+    stk_loader_destroy(l);
+    for (int i = 0; i < SHARDS; i++) {
+        snprintf(path, sizeof path, "%s/big-%d.tar", dir, i);
+        unlink(path);
+    }
+}
+
+/* A log that counts the messages containing a text. */
+struct log_match {
+    const char *text;
+    atomic_int seen;
+};
+
+static void match_log(void *data, enum stk_log_level level, const char *message)
+{
+    struct log_match *m = data;
+    (void)level;
+    if (strstr(message, m->text) != NULL)
+        atomic_fetch_add(&m->seen, 1);
+}
+
+/* Bad input in the mix, under the skip policy: the header scan of a resume
+ * without an index must count each shard exactly as its readers do, else
+ * every later sample of the epoch moves. A member over max_member_bytes
+ * (a sample dropped), a corrupt header (the rest of the shard skipped), a
+ * shard cut inside a member's data, members without a key; and a key that
+ * reappears, which no scan can place: where the plan reaches that shard the
+ * epoch is read again from its start, and the batches are the same. */
+static void test_seek_without_index_bad_input(void **state)
+{
+    (void)state;
+    enum { SHARDS = 5 };
+    char path[160], url[160];
+    int id = 0;
+    for (int i = 0; i < SHARDS; i++) {
+        struct tar_builder tb = {0};
+        size_t cut = 0;
+        for (int k = 0; k < 12; k++)
+            big_sample(&tb, id++, 100);
+        if (i == 1)
+            big_sample(&tb, id++, 2 * BIG_MEMBER); /* over the limit: dropped */
+        if (i == 2) {
+            tb_entry(&tb, "dir", '5', "", 0); /* no key: ignored */
+            tb_file(&tb, "b-corrupt.bin", "", 0);
+            memset(tb.data + tb.size - 512, 'x', 512); /* not a header: the rest is skipped */
+        }
+        if (i == 4)
+            big_sample(&tb, id - 3, 100); /* a key that comes back after others */
+        if (i == 3)
+            cut = tb.size + 512 + 50; /* inside the next sample's .bin */
+        for (int k = 0; k < 9; k++)
+            big_sample(&tb, id++, 100);
+        tb_finish(&tb);
+        snprintf(path, sizeof path, "%s/bad-%d.tar", dir, i);
+        write_builder(&tb, path, cut);
+    }
+    struct stk_options o = base_options();
+    o.on_error = STK_ON_ERROR_SKIP;
+    o.max_member_bytes = BIG_MEMBER;
+    o.batch_size = 5;
+    for (int shuffle = 1; shuffle >= 0; shuffle--) {
+        o.shuffle = shuffle;
+        o.shuffle_buffer = 8;
+        snprintf(url, sizeof url, "%s/bad-{0..%d}.tar", dir, SHARDS - 2);
+        check_resume_of(url, o, NULL, 1);
+        snprintf(url, sizeof url, "%s/bad-{0..%d}.tar", dir, SHARDS - 1);
+        struct log_match m = {.text = "bad-4.tar has a key that reappears after others, so "
+                                      "the epoch is read again from its start"};
+        o.log = match_log;
+        o.log_data = &m;
+        check_resume_of(url, o, NULL, 0);
+        assert_true(atomic_load(&m.seen) > 0);
+        o.log = NULL;
+    }
+    for (int i = 0; i < SHARDS; i++) {
+        snprintf(path, sizeof path, "%s/bad-%d.tar", dir, i);
+        unlink(path);
+    }
+}
+
+/* The loader's samples_read once its readers stopped: unchanged over 20
+ * looks 10 ms apart (at most 30 s, so a reader that never stops fails the
+ * bound that follows rather than hanging). */
+static uint64_t samples_read_when_still(stk_loader *l)
+{
+    struct stk_stats st;
+    stk_loader_stats(l, &st);
+    uint64_t last = st.samples_read, start = now_ms();
+    for (int still = 0; still < 20 && now_ms() - start < 30000;) {
+        usleep(10000);
+        stk_loader_stats(l, &st);
+        still = st.samples_read == last ? still + 1 : 0;
+        last = st.samples_read;
+    }
+    return last;
+}
+
+/* Read batches [first, first + n) of a range into ids[first * batch..]. */
+static void read_range(stk_loader *l, uint64_t first, uint64_t n, size_t batch_size,
+                       const struct epoch *full)
+{
+    struct stk_batch *b;
+    uint64_t index = first;
+    int rc;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        assert_int_equal(b->index, index);
+        for (size_t i = 0; i < b->n_samples; i++)
+            assert_int_equal(atoi((const char *)b->samples[i].members[1].data),
+                             full->ids[index * batch_size + i]);
+        index++;
+        stk_batch_release(b);
+    }
+    assert_int_equal(rc, STK_EOF);
+    assert_int_equal(index, first + n);
+}
+
+/* A range of batches in the global order (stk_loader_seek_range: a Dask
+ * task) reads its own samples and the two the sequencer takes past its end
+ * before it stops, not what 16 slots read ahead (issue 35: 300 to 400
+ * samples a task); continued by the next range, the readers read on. */
+static void test_range_reads_its_samples(void **state)
+{
+    (void)state;
+    char index_path[128];
+    build_index(index_path);
+    struct stk_options o;
+    stk_options_init(&o); /* the default shuffle_buffer: the global order */
+    o.rank = 0;
+    o.world_size = 1;
+    o.batch_size = 7;
+    o.seed = 42;
+    o.index_path = index_path;
+    struct epoch full;
+    assert_int_equal(run_epoch(&o, &full), 0);
+    assert_int_equal(full.n, total_samples);
+    const char *urls[] = {pattern};
+    stk_loader *l;
+    assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+    assert_int_equal(stk_loader_seek_range(l, 0, 3, 2), 0);
+    read_range(l, 3, 2, o.batch_size, &full);
+    uint64_t read = samples_read_when_still(l);
+    print_message("range [3, 5): %llu samples read for 14\n", (unsigned long long)read);
+    assert_true(read <= 2 * o.batch_size + 2);
+    assert_int_equal(stk_loader_seek_range(l, 0, 5, 4), 0); /* where the last ended */
+    read_range(l, 5, 4, o.batch_size, &full);
+    read = samples_read_when_still(l);
+    print_message("ranges [3, 9): %llu samples read for 42\n", (unsigned long long)read);
+    assert_true(read <= 6 * o.batch_size + 2);
+    stk_loader_destroy(l);
     unlink(index_path);
 }
 
@@ -886,6 +1134,42 @@ static void test_allocation_failures(void **state)
     assert_true(failures > 10);
 }
 
+/* The same for a resume without an index (its header scan and seek plan):
+ * each failed allocation is a clean error, never a leak or other batches. */
+static void test_allocation_failures_in_a_resume(void **state)
+{
+    (void)state;
+    struct stk_options o = base_options();
+    struct epoch full;
+    assert_int_equal(run_epoch(&o, &full), 0);
+    const uint64_t start = 8;
+    const char *urls[] = {pattern};
+    int failures = 0;
+    for (unsigned long n = 1; n < 100000; n++) {
+        stk__alloc_fail_after(n);
+        stk_loader *l;
+        int rc = stk_loader_create(&o, urls, 1, &l, NULL, 0);
+        int got = (int)(start * o.batch_size);
+        if (rc == 0) {
+            stk_loader_seek(l, 0, start);
+            struct stk_batch *b;
+            while ((rc = stk_loader_next(l, &b)) == 0) {
+                for (size_t i = 0; i < b->n_samples; i++, got++)
+                    assert_int_equal(atoi((const char *)b->samples[i].members[1].data),
+                                     full.ids[got]);
+                stk_batch_release(b);
+            }
+            stk_loader_destroy(l);
+        }
+        stk__alloc_fail_after(0);
+        if (rc == STK_EOF && got == full.n)
+            break;
+        assert_true(rc < 0 && rc != STK_EOF);
+        failures++;
+    }
+    assert_true(failures > 10);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -899,12 +1183,16 @@ int main(void)
         cmocka_unit_test(test_caller_holding_every_batch),
         cmocka_unit_test(test_missing_shard),
         cmocka_unit_test(test_seek_resumes_exactly),
+        cmocka_unit_test(test_seek_without_index_reads_headers),
+        cmocka_unit_test(test_seek_without_index_bad_input),
+        cmocka_unit_test(test_range_reads_its_samples),
         cmocka_unit_test(test_node_affinity),
         cmocka_unit_test(test_node_affinity_default),
         cmocka_unit_test(test_index_equal_shares),
         cmocka_unit_test(test_index_output),
         cmocka_unit_test(test_index_check),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_allocation_failures_in_a_resume),
         cmocka_unit_test(test_interrupt_wakes_a_waiting_next),
         cmocka_unit_test(test_next_timed_returns_after_its_timeout),
         cmocka_unit_test(test_interrupt_pending_for_the_next_call),

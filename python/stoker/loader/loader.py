@@ -477,8 +477,11 @@ class Loader:
         """Continue from state_dict() of a loader with the same URLs and
         options (threads may differ). The next iteration starts at the saved
         batch. With an index the readers jump to the shuffle window of that
-        batch (at most shuffle_buffer samples are read again); without one
-        the batches before it are read again. Nothing before it is decoded.
+        batch (at most 2 x shuffle_buffer samples are read again); without
+        one they do the same over local uncompressed shards, after reading
+        the tar headers of the shards up to it to count their samples, and
+        over remote or compressed shards the batches before it are read
+        again. Nothing before it is decoded.
 
         At another world size (elastic resume) give every new rank the
         list of all old ranks' state_dict()s, or stoker.merge_states() of
