@@ -1106,6 +1106,12 @@ struct stk_stats {
     uint64_t cache_epoch_hits;
     uint64_t cache_epoch_misses;
     uint64_t cache_epoch_origin_bytes;
+    /* Samples an epoch read before the loop asked for it: the next epoch's
+     * readers fill its shuffle window while the last epoch's tail is
+     * delivered (docs/performance.md), so that its first batch does not
+     * wait for the window. Counted in samples_read and bytes_read too, when
+     * read. */
+    uint64_t samples_read_ahead;
 };
 
 /* Where requests to an s3:// or gs:// url would get their credentials, in

@@ -7,6 +7,21 @@
  * first stk_loader_next() (or ahead of it by stk_loader_start()) and
  * stopped by stk_loader_set_epoch() or stk_loader_destroy().
  *
+ * DESIGN (the epoch boundary). The window shuffle must read about
+ * shuffle_buffer inputs before its first output (plan/shuffle.h), and an
+ * epoch's pipeline started when the last one ended made the loop wait for
+ * them at every boundary (3.2x one batch locally, 4.7x over http). The
+ * next epoch's plan is known in advance, so once this epoch's input is
+ * over (its readers are done, the window drains its tail) look_ahead()
+ * starts the next epoch's pipeline ahead (pipeline.h): its readers fill its
+ * window meanwhile, within the same member-byte budget (pipeline_impl.h);
+ * once this epoch made its last batch the next one may take batch buffers
+ * and decode its first batches. stk_loader_seek() to that epoch's start
+ * (what the Python loop does at each epoch) continues it: the same
+ * pipeline a fresh start would run, so the same batches; a seek anywhere
+ * else stops it, after it read at most one window. Ranges (Dask tasks) and
+ * elastic remainders jump elsewhere next: none is started ahead for them.
+ *
  * DESIGN (threads). Every call but stk_loader_interrupt(), stk_loader_stats()
  * and stk_batch_release() comes from one thread at a time, the owner; only
  * the owner starts and stops pipelines. stk_loader_interrupt() may come
@@ -87,6 +102,12 @@ struct stk_loader {
     struct stk__image_ring ring;
     int has_ring; /* ring is initialised (with a transform) */
     struct stk__pipeline *pipeline; /* written by the owner under wake_mutex */
+    /* The next epoch's pipeline started ahead (look_ahead), NULL if none;
+     * owner only: nothing waits in it before it becomes l->pipeline. */
+    struct stk__pipeline *ahead;
+    uint64_t ahead_epoch;
+    int ahead_released; /* its limit was raised: this epoch made its last batch */
+    _Atomic uint64_t held_bytes; /* member bytes of every pipeline (pipeline.h) */
     pthread_mutex_t wake_mutex;
     atomic_int interrupt; /* set by stk_loader_interrupt, cleared by the call it ends */
     int epoch_failed;
@@ -367,6 +388,7 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     stk__budget_init(&l->budget, opts->max_batches);
     stk__mutex_init(&l->wake_mutex);
     atomic_init(&l->interrupt, 0);
+    atomic_init(&l->held_bytes, 0);
     l->batch_limit = UINT64_MAX;
     l->opts = *opts;
     stk__run_init(&l->run, opts);
@@ -508,9 +530,10 @@ static struct stk__plan_spec plan_spec(const stk_loader *l)
 /* Tell the node cache when this node reads its shards in this epoch and
  * the next (node_uses.h), so that it evicts by next use. Out of memory
  * only leaves it evicting by the uses it knew, or by LRU. */
-static void plan_cache_uses(stk_loader *l)
+static void plan_cache_uses(stk_loader *l, uint64_t epoch)
 {
     struct stk__plan_spec spec = plan_spec(l);
+    spec.epoch = epoch; /* the next one's, started ahead: never a remainder */
     uint64_t epochs = 2;
     if (in_remainder(l)) { /* it reads a bit of every shard: tell the next epoch's uses */
         spec = whole_spec(l);
@@ -531,7 +554,11 @@ static void plan_cache_uses(stk_loader *l)
     stk__free(uses);
 }
 
-static int start_epoch(stk_loader *l)
+/* Start the pipeline of epoch (the current one, or ahead the next one from
+ * its start: look_ahead). The cache's epoch counts start here, when the
+ * epoch's reads do. */
+static int start_pipeline(stk_loader *l, uint64_t epoch, int ahead, struct stk__pipeline **out,
+                          struct stk__err *err)
 {
     const struct stk_options *o = &l->opts;
     if (l->cache != NULL) {
@@ -539,7 +566,7 @@ static int start_epoch(stk_loader *l)
          * (cache_serves_order): no eviction to order, and its uses, one
          * per sample, would cost memory for nothing. */
         if (!l->global_order)
-            plan_cache_uses(l);
+            plan_cache_uses(l, epoch);
         struct stk__cache_counts cc;
         stk__cache_counts(l->cache, &cc);
         atomic_store(&l->epoch_hits, cc.hits);
@@ -553,16 +580,20 @@ static int start_epoch(stk_loader *l)
         .urls = &l->urls,
         .names = &l->names,
         .any_remote = l->any_remote,
-        .first_batch = l->first_batch,
-        .batch_limit = l->batch_limit,
+        .first_batch = ahead ? 0 : l->first_batch,
+        .batch_limit = ahead ? UINT64_MAX : l->batch_limit,
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
         .shard_stamps = l->index.stamps,
         .plan = plan_spec(l),
         .budget = &l->budget,
+        .held_bytes = &l->held_bytes,
+        .ahead = ahead,
         .interrupt = &l->interrupt,
         .run = &l->run,
     };
+    cfg.opts.epoch = epoch;
+    cfg.plan.epoch = epoch;
     /* A global order is a uniform permutation already: no window, and no
      * random interleave of its one-sample segments either. Taking the
      * shard slots in turn delivers the rank's list front to back, which is
@@ -577,13 +608,17 @@ static int start_epoch(stk_loader *l)
     cfg.shard.cache = l->cache;
     cfg.shard.cache_whole = l->global_order;
     if (o->transform != STK_TRANSFORM_NONE) {
-        l->image.epoch = o->epoch;
         cfg.image = &l->image;
         cfg.rules = &l->rules;
         cfg.ring = &l->ring;
     }
+    return stk__pipeline_start(&cfg, out, err);
+}
+
+static int start_epoch(stk_loader *l)
+{
     struct stk__pipeline *p;
-    int rc = stk__pipeline_start(&cfg, &p, &l->err);
+    int rc = start_pipeline(l, l->opts.epoch, 0, &p, &l->err);
     if (rc == 0) {
         stk__mutex_lock(&l->wake_mutex);
         l->pipeline = p;
@@ -608,6 +643,32 @@ static void stop_epoch(stk_loader *l)
     if (p != NULL)
         malloc_trim(0);
 #endif
+}
+
+/* At most one window of the next epoch is read ahead (pipeline_impl.h):
+ * started once this epoch's input is over, so its readers never compete
+ * with this epoch's, and let make batches once this one made its last, so
+ * it never takes a batch buffer this one needs. Not for a range or an
+ * elastic remainder, whose next call jumps elsewhere. If it cannot start
+ * (out of memory), the next epoch starts at its boundary as it would
+ * have, and says so then. */
+static void look_ahead(stk_loader *l)
+{
+    if (l->pipeline == NULL || l->epoch_failed)
+        return;
+    if (l->ahead == NULL) {
+        struct stk__err ignored;
+        if (l->batch_limit != UINT64_MAX || l->remainder != NULL ||
+            l->opts.epoch == UINT64_MAX || !stk__pipeline_input_over(l->pipeline) ||
+            start_pipeline(l, l->opts.epoch + 1, 1, &l->ahead, &ignored) < 0)
+            return;
+        l->ahead_epoch = l->opts.epoch + 1;
+        l->ahead_released = 0;
+    }
+    if (!l->ahead_released && stk__pipeline_finished(l->pipeline)) {
+        stk__pipeline_set_limit(l->ahead, UINT64_MAX);
+        l->ahead_released = 1;
+    }
 }
 
 /* The current epoch's pipeline, started here unless it runs already. */
@@ -672,8 +733,11 @@ static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms
         if (l->counts_labels)
             stk__label_mixing_batch(&l->labels, b->pub.labels, b->pub.n_samples);
         *out = &b->pub;
+        look_ahead(l);
         return 0;
     }
+    if (rc == STK_EOF)
+        look_ahead(l);
     if (rc != STK_EOF && rc != STK_EBUSY && rc != STK_EINTR)
         l->epoch_failed = rc;
     return rc;
@@ -698,14 +762,27 @@ void stk_batch_release(struct stk_batch *batch)
 }
 
 /* Stop the epoch's threads; the next stk_loader_next() starts a pipeline
- * for batches [first, limit) of epoch. */
+ * for batches [first, limit) of epoch, unless the one started ahead for
+ * that epoch's start goes on (look_ahead). */
 static void restart(stk_loader *l, uint64_t epoch, uint64_t first, uint64_t limit)
 {
+    struct stk__pipeline *next = l->ahead;
+    l->ahead = NULL;
+    if (next != NULL && (epoch != l->ahead_epoch || first != 0)) {
+        stk__pipeline_stop(next);
+        next = NULL;
+    }
     stop_epoch(l);
     l->epoch_failed = 0;
     l->opts.epoch = epoch;
     l->first_batch = first;
     l->batch_limit = limit;
+    if (next != NULL) {
+        stk__pipeline_begin(next, limit);
+        stk__mutex_lock(&l->wake_mutex);
+        l->pipeline = next;
+        stk__mutex_unlock(&l->wake_mutex);
+    }
 }
 
 int stk_loader_seek_range(stk_loader *l, uint64_t epoch, uint64_t first_batch,
@@ -894,6 +971,7 @@ void stk_loader_destroy(stk_loader *l)
 {
     if (l == NULL)
         return;
+    stk__pipeline_stop(l->ahead);
     stop_epoch(l);
     stk__mutex_destroy(&l->wake_mutex);
     stk__budget_destroy(&l->budget);

@@ -31,7 +31,6 @@ STK__STATS(STK__STAT_IN_PLACE)
 
 void stk__run_init(struct stk__run *run, const struct stk_options *o) {
     memset(run, 0, sizeof *run);
-    atomic_init(&run->cancel, 0);
     if (o == NULL)
         return;
     run->log = o->log;

@@ -3,10 +3,12 @@
  * run.h - the run context: what every layer of one run (a loader, an index
  * build, a verification) shares.
  *
- * The counters, the log, the error policy and the cancel flag travel
- * together, as curl passes its easy handle and libuv its loop: each layer's
- * config points to the run (stk__shard_config.run, the image workers', the
- * pipeline's) instead of reaching through another layer's config for them.
+ * The counters, the log and the error policy travel together, as curl
+ * passes its easy handle and libuv its loop: each layer's config points to
+ * the run (stk__shard_config.run, the image workers', the pipeline's)
+ * instead of reaching through another layer's config for them. The stop
+ * is each epoch's own (pipeline.c): two epochs of a loader can be in
+ * flight at a boundary, and stopping one must not stop the other.
  * The owner (loader.c, dataset_index.c, verify.c) creates it, and it must
  * outlive every thread that counts into it.
  */
@@ -36,9 +38,6 @@ struct stk__run {
      * dropped, counted and logged instead of failing the run. Out of memory,
      * the cache and a stale index are never bad input. */
     int skip_bad;
-    /* Set to stop: sources blocked on the network or a command return
-     * within about 100 ms (stk__source_config.cancel points here). */
-    atomic_int cancel;
     /* stk__now_ns() when the caller first asked for data (0: not yet):
      * wall_ns counts from it. */
     atomic_uint_fast64_t started_ns;

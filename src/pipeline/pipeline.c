@@ -20,7 +20,7 @@ static void free_slots(struct stk__pipeline *p) {
 void stk__pipeline_stop(struct stk__pipeline *p) {
     if (p == NULL)
         return;
-    atomic_store(&p->cfg.run->cancel, 1);
+    atomic_store(&p->cancel, 1);
     stk__mutex_lock(&p->mutex);
     for (unsigned t = 0; t < p->n_readers; t++)
         stk__cond_broadcast(&p->readers[t].cond);
@@ -48,12 +48,28 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
         stk__batch_free(b);
     }
     free_slots(p);
+    /* What its threads held when they stopped (DESIGN, two epochs). */
+    atomic_fetch_sub(p->cfg.held_bytes, atomic_load(&p->own_bytes));
     stk__free(p->readers);
     stk__cond_destroy(&p->seq_cond);
     stk__cond_destroy(&p->batch_cond);
     stk__cond_destroy(&p->range_cond);
     stk__mutex_destroy(&p->mutex);
     stk__free(p);
+}
+
+/* The epoch's gauges, once it is the one delivered (pipeline.h: ahead). */
+static void publish_gauges(struct stk__pipeline *p) {
+    struct stk__counters *c = &p->cfg.run->counters;
+    atomic_store(&c->samples_padded, p->plan.padded);
+    atomic_store(&c->read_threads, p->n_readers);
+    atomic_store(&c->shuffle_epoch_shards, p->rank_shards);
+}
+
+void stk__pipeline_begin(struct stk__pipeline *p, uint64_t limit) {
+    atomic_store(&p->ahead, 0);
+    publish_gauges(p);
+    stk__pipeline_set_limit(p, limit);
 }
 
 /* Where each slot starts: at shards 0..K-1, or for a resumed epoch with
@@ -98,7 +114,6 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     }
     p->rank_shards = p->plan.count; /* shards, or segments of shards */
-    atomic_store(&cfg->run->counters.samples_padded, p->plan.padded);
     /* More slots than the rank has shards would only read its next pass
      * early. */
     p->n_slots = cfg->opts.shards_in_flight;
@@ -111,16 +126,14 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
      * per thread avoids switching between more readers than cores. */
     if (cfg->any_remote)
         p->n_readers = p->n_slots;
-    atomic_store(&cfg->run->counters.read_threads, p->n_readers);
-    atomic_store(&cfg->run->counters.shuffle_epoch_shards, p->rank_shards);
     p->waiting_slot = -1;
     p->next_index = cfg->first_batch;
-    p->limit = cfg->batch_limit;
-    /* The run's cancel flag is the epoch's stop: sources waiting on a
-     * server or a command give up when it is set. */
+    p->limit = cfg->ahead ? 0 : cfg->batch_limit;
+    atomic_init(&p->ahead, cfg->ahead);
+    if (!cfg->ahead)
+        publish_gauges(p);
     p->cfg.shard.run = cfg->run;
-    p->cfg.shard.source.cancel = &cfg->run->cancel;
-    atomic_store(&cfg->run->cancel, 0);
+    p->cfg.shard.source.cancel = &p->cancel;
     stk__mutex_init(&p->mutex);
     stk__cond_init(&p->seq_cond);
     stk__cond_init(&p->batch_cond);
@@ -325,6 +338,20 @@ uint64_t stk__pipeline_next_index(struct stk__pipeline *p) {
     uint64_t next = p->fail.code != 0 ? UINT64_MAX : p->next_index;
     stk__mutex_unlock(&p->mutex);
     return next;
+}
+
+int stk__pipeline_input_over(struct stk__pipeline *p) {
+    stk__mutex_lock(&p->mutex);
+    int over = p->input_over;
+    stk__mutex_unlock(&p->mutex);
+    return over;
+}
+
+int stk__pipeline_finished(struct stk__pipeline *p) {
+    stk__mutex_lock(&p->mutex);
+    int finished = p->finished;
+    stk__mutex_unlock(&p->mutex);
+    return finished;
 }
 
 void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit) {

@@ -51,11 +51,19 @@ struct stk__pipeline_config {
      * its run of samples, in a global order or not, under node affinity
      * or not); the owner fills it as it plans (stk_loader's plan_spec()). */
     struct stk__plan_spec plan;
-    /* Counters, log, error policy; its cancel flag is the epoch's stop (set
-     * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
+    /* Counters, log, error policy. Must outlive the pipeline. */
     struct stk__run *run;
     struct stk__shard_config shard; /* shard.run is set to run */
     struct stk__batch_budget *budget;
+    /* Member bytes held by every pipeline of the owner, which
+     * shuffle_buffer_bytes bounds (pipeline_impl.h, DESIGN): two epochs in
+     * flight at a boundary share it. Must outlive the pipeline. */
+    _Atomic uint64_t *held_bytes;
+    /* Started ahead of its epoch, while the last one's tail is delivered:
+     * the readers read and the window fills, but the range's limit starts
+     * at 0 (no batch takes a buffer the last epoch may still need) and no
+     * gauge of the epoch is published until stk__pipeline_begin(). */
+    int ahead;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */
     const struct stk__image_config *image;
     const struct stk__sample_rules *rules; /* with image: labels, required members */
@@ -72,6 +80,17 @@ struct stk__pipeline;
  * must outlive the pipeline, names every batch it delivers. */
 int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipeline **out,
                         struct stk__err *err);
+
+/* The epoch of a pipeline started ahead begins: its gauges are published,
+ * it stops counting samples_read_ahead and makes batches up to limit. */
+void stk__pipeline_begin(struct stk__pipeline *p, uint64_t limit);
+
+/* 1 once the sequencer took the epoch's last input (the readers are done;
+ * the window drains its tail), or failed. */
+int stk__pipeline_input_over(struct stk__pipeline *p);
+
+/* 1 once the sequencer made the epoch's last batch (or stopped). */
+int stk__pipeline_finished(struct stk__pipeline *p);
 
 /* Next batch: 0 (*out set), STK_EOF, STK_EBUSY, STK_EINTR (cfg.interrupt
  * was set, before or while it waited, or timeout_ms passed without a batch;
