@@ -26,10 +26,13 @@
  * and stk_batch_release() comes from one thread at a time, the owner; only
  * the owner starts and stops pipelines. stk_loader_interrupt() may come
  * from any thread meanwhile: it sets l->interrupt, then wakes the pipeline
- * the owner may be waiting in. wake_mutex guards l->pipeline against that
- * reader: the owner publishes a new pipeline and unpublishes one (before
- * stopping it) under wake_mutex, and the interrupter wakes a pipeline only
- * while holding wake_mutex, so it never touches one being stopped or freed.
+ * the owner may be waiting in; stk_loader_stats() adds the current
+ * pipeline's counts to the loader's. wake_mutex guards l->pipeline against
+ * those readers: the owner publishes a new pipeline under wake_mutex, and
+ * halts one (joins its threads), then merges its counts and unpublishes it
+ * in one step under wake_mutex, then frees it (retire); the interrupter
+ * wakes a pipeline and stats reads one only while holding wake_mutex, so
+ * neither touches one being freed, and no count is seen twice or missed.
  * The owner reads l->pipeline without the lock (it is the only writer).
  * Lock order: wake_mutex, then the pipeline's mutex; the owner never holds
  * a pipeline's mutex while taking wake_mutex.
@@ -627,22 +630,34 @@ static int start_epoch(stk_loader *l)
     return rc;
 }
 
-/* Stop the current epoch's pipeline, after unpublishing it for
- * stk_loader_interrupt(). Then give back to the system the memory its
+/* Stop a pipeline and free it, its counts merged into the loader's: under
+ * wake_mutex, unpublished in the same step if it is the current one, so
+ * that stats (which add the current pipeline's counts) never count them
+ * twice nor miss them. Then give back to the system the memory its
  * threads freed: glibc keeps it in per-thread arenas, where decode buffers
  * of every size fragment it, and RSS grew for about 25 epochs before it
  * levelled (docs/failures.md); a trim once an epoch costs a few ms. */
-static void stop_epoch(stk_loader *l)
+static void retire(stk_loader *l, struct stk__pipeline *p)
 {
+    if (p == NULL)
+        return;
+    stk__pipeline_halt(p);
     stk__mutex_lock(&l->wake_mutex);
-    struct stk__pipeline *p = l->pipeline;
-    l->pipeline = NULL;
+    stk__run_merge(&l->run, stk__pipeline_counts(p));
+    if (l->pipeline == p)
+        l->pipeline = NULL;
     stk__mutex_unlock(&l->wake_mutex);
     stk__pipeline_stop(p);
 #ifdef __GLIBC__
-    if (p != NULL)
-        malloc_trim(0);
+    malloc_trim(0);
 #endif
+}
+
+/* Stop the current epoch's pipeline. stk_loader_interrupt() may still wake
+ * it while it halts: it is freed only once unpublished. */
+static void stop_epoch(stk_loader *l)
+{
+    retire(l, l->pipeline);
 }
 
 /* At most one window of the next epoch is read ahead (pipeline_impl.h):
@@ -769,7 +784,7 @@ static void restart(stk_loader *l, uint64_t epoch, uint64_t first, uint64_t limi
     struct stk__pipeline *next = l->ahead;
     l->ahead = NULL;
     if (next != NULL && (epoch != l->ahead_epoch || first != 0)) {
-        stk__pipeline_stop(next);
+        retire(l, next);
         next = NULL;
     }
     stop_epoch(l);
@@ -949,7 +964,14 @@ const char *stk_loader_errmsg(const stk_loader *l) { return l->err.msg; }
 void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t out_size)
 {
     struct stk_stats full = {0};
+    /* The current epoch's counts are its pipeline's until it stops
+     * (retire); the lock keeps it from being merged meanwhile. */
+    stk_loader *owned = (stk_loader *)l;
+    stk__mutex_lock(&owned->wake_mutex);
     stk__run_snapshot(&l->run, &full);
+    if (l->pipeline != NULL)
+        stk__run_snapshot_add(stk__pipeline_counts(l->pipeline), &full);
+    stk__mutex_unlock(&owned->wake_mutex);
     /* The node cache counts per handle (cache.h), not into the run: its
      * fills report when they end, on their own threads. */
     struct stk__cache_counts cc = {0};
@@ -971,7 +993,7 @@ void stk_loader_destroy(stk_loader *l)
 {
     if (l == NULL)
         return;
-    stk__pipeline_stop(l->ahead);
+    retire(l, l->ahead);
     stop_epoch(l);
     stk__mutex_destroy(&l->wake_mutex);
     stk__budget_destroy(&l->budget);

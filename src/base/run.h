@@ -51,6 +51,18 @@ struct stk__run {
  * log, fail on bad input). */
 void stk__run_init(struct stk__run *run, const struct stk_options *o);
 
+/* A part of run with counters of its own: an epoch's pipeline, which can
+ * read ahead of its epoch (pipeline.h) while the last one still counts.
+ * run's log, policy and progress; zero counters. */
+void stk__run_init_part(struct stk__run *part, const struct stk__run *run);
+
+/* Add what part counted (its COUNT and NS rows; a GAUGE is the run's own)
+ * into run, one atomic add per counter. */
+void stk__run_merge(struct stk__run *run, const struct stk__run *part);
+
+/* The same into a snapshot of run (stk__run_snapshot). */
+void stk__run_snapshot_add(const struct stk__run *part, struct stk_stats *out);
+
 /* Log a printf-style message through run->log (nothing when it is NULL). */
 void stk__run_log(const struct stk__run *run, enum stk_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -17,9 +17,10 @@ static void free_slots(struct stk__pipeline *p) {
     stk__free(p->slots);
 }
 
-void stk__pipeline_stop(struct stk__pipeline *p) {
-    if (p == NULL)
+void stk__pipeline_halt(struct stk__pipeline *p) {
+    if (p->halted)
         return;
+    p->halted = 1;
     atomic_store(&p->cancel, 1);
     stk__mutex_lock(&p->mutex);
     for (unsigned t = 0; t < p->n_readers; t++)
@@ -35,6 +36,17 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
     if (p->seq_started)
         stk__thread_join(p->seq_tid);
     stk__image_workers_stop(p->workers);
+    p->workers = NULL;
+}
+
+const struct stk__run *stk__pipeline_counts(const struct stk__pipeline *p) {
+    return &p->counts;
+}
+
+void stk__pipeline_stop(struct stk__pipeline *p) {
+    if (p == NULL)
+        return;
+    stk__pipeline_halt(p);
     stk__batch_free(p->partial);
     for (unsigned t = 0; t < p->n_readers; t++) {
         stk__cond_destroy(&p->readers[t].cond);
@@ -60,7 +72,7 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
 
 /* The epoch's gauges, once it is the one delivered (pipeline.h: ahead). */
 static void publish_gauges(struct stk__pipeline *p) {
-    struct stk__counters *c = &p->cfg.run->counters;
+    struct stk__counters *c = &p->owner->counters;
     atomic_store(&c->samples_padded, p->plan.padded);
     atomic_store(&c->read_threads, p->n_readers);
     atomic_store(&c->shuffle_epoch_shards, p->rank_shards);
@@ -109,6 +121,9 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     if (p == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     p->cfg = *cfg;
+    p->owner = cfg->run;
+    stk__run_init_part(&p->counts, cfg->run);
+    p->cfg.run = &p->counts;
     if (stk__plan_cursor_open(&p->plan, &cfg->plan) < 0) {
         stk__free(p);
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
@@ -132,7 +147,8 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     atomic_init(&p->ahead, cfg->ahead);
     if (!cfg->ahead)
         publish_gauges(p);
-    p->cfg.shard.run = cfg->run;
+    p->cfg.shard.run = &p->counts;
+    p->cfg.shard.source.counters = &p->counts.counters;
     p->cfg.shard.source.cancel = &p->cancel;
     stk__mutex_init(&p->mutex);
     stk__cond_init(&p->seq_cond);
@@ -172,7 +188,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
             .max_tasks = cfg->opts.max_batches * cfg->opts.batch_size,
             .image = cfg->image,
             .rules = cfg->rules,
-            .run = cfg->run,
+            .run = p->cfg.run,
             .batch_done = stk__pipeline_batch_done,
             .batch_done_data = p,
         };

@@ -51,9 +51,12 @@ struct stk__pipeline_config {
      * its run of samples, in a global order or not, under node affinity
      * or not); the owner fills it as it plans (stk_loader's plan_spec()). */
     struct stk__plan_spec plan;
-    /* Counters, log, error policy. Must outlive the pipeline. */
+    /* Log and error policy; the epoch's gauges and samples_read_ahead go
+     * to its counters. The pipeline's own counts go to a part of it
+     * (stk__run_init_part: stk__pipeline_counts), so that an epoch read
+     * ahead counts as its own, not the last one's. Must outlive the pipeline. */
     struct stk__run *run;
-    struct stk__shard_config shard; /* shard.run is set to run */
+    struct stk__shard_config shard; /* its run and source counters are set to the part */
     struct stk__batch_budget *budget;
     /* Member bytes held by every pipeline of the owner, which
      * shuffle_buffer_bytes bounds (pipeline_impl.h, DESIGN): two epochs in
@@ -111,7 +114,15 @@ void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit);
  * cfg.interrupt again. Thread-safe; p must not be stopped meanwhile. */
 void stk__pipeline_wake(struct stk__pipeline *p);
 
-/* Stop (also mid-epoch), join every thread and free all unread data. */
+/* What the pipeline counted (COUNT and NS rows; gauges go to cfg.run),
+ * for the owner's stats and, once it is halted, to merge into cfg.run. */
+const struct stk__run *stk__pipeline_counts(const struct stk__pipeline *p);
+
+/* Stop its threads (also mid-epoch) and join them: its counts are final.
+ * Nothing is freed; stk__pipeline_wake() is still safe. Once only. */
+void stk__pipeline_halt(struct stk__pipeline *p);
+
+/* Halt it unless it is, and free all unread data. */
 void stk__pipeline_stop(struct stk__pipeline *p);
 
 #endif

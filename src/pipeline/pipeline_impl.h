@@ -173,6 +173,11 @@ struct stk__pipeline {
     atomic_int cancel;
     /* Started ahead of its epoch and not yet begun (pipeline.h). */
     atomic_int ahead;
+    int halted; /* owner only (stk__pipeline_halt) */
+    /* What its threads count (cfg.run points here), and the owner's run,
+     * which gets the gauges and samples_read_ahead (pipeline.h). */
+    struct stk__run counts;
+    struct stk__run *owner;
     int input_over; /* guarded by mutex (stk__pipeline_input_over) */
 };
 

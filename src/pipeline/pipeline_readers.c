@@ -244,7 +244,7 @@ void *stk__pipeline_reader_main(void *arg) {
             break;
         }
         if (it.kind == ITEM_SAMPLE && atomic_load(&p->ahead))
-            atomic_fetch_add(&p->cfg.run->counters.samples_read_ahead, 1);
+            atomic_fetch_add(&p->owner->counters.samples_read_ahead, 1);
         if (it.kind == ITEM_ERROR)
             stk__pipeline_record_failure(p, &rt->err);
         if (it.kind == ITEM_ERROR || it.kind == ITEM_STREAM_END)
