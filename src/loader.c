@@ -109,7 +109,7 @@ struct stk_loader {
      * owner only: nothing waits in it before it becomes l->pipeline. */
     struct stk__pipeline *ahead;
     uint64_t ahead_epoch;
-    int ahead_released; /* its limit was raised: this epoch made its last batch */
+    int ahead_released;          /* its limit was raised: this epoch made its last batch */
     _Atomic uint64_t held_bytes; /* member bytes of every pipeline (pipeline.h) */
     pthread_mutex_t wake_mutex;
     atomic_int interrupt; /* set by stk_loader_interrupt, cleared by the call it ends */
@@ -655,10 +655,7 @@ static void retire(stk_loader *l, struct stk__pipeline *p)
 
 /* Stop the current epoch's pipeline. stk_loader_interrupt() may still wake
  * it while it halts: it is freed only once unpublished. */
-static void stop_epoch(stk_loader *l)
-{
-    retire(l, l->pipeline);
-}
+static void stop_epoch(stk_loader *l) { retire(l, l->pipeline); }
 
 /* At most one window of the next epoch is read ahead (pipeline_impl.h):
  * started once this epoch's input is over, so its readers never compete
@@ -673,8 +670,8 @@ static void look_ahead(stk_loader *l)
         return;
     if (l->ahead == NULL) {
         struct stk__err ignored;
-        if (l->batch_limit != UINT64_MAX || l->remainder != NULL ||
-            l->opts.epoch == UINT64_MAX || !stk__pipeline_input_over(l->pipeline) ||
+        if (l->batch_limit != UINT64_MAX || l->remainder != NULL || l->opts.epoch == UINT64_MAX ||
+            !stk__pipeline_input_over(l->pipeline) ||
             start_pipeline(l, l->opts.epoch + 1, 1, &l->ahead, &ignored) < 0)
             return;
         l->ahead_epoch = l->opts.epoch + 1;
