@@ -91,9 +91,13 @@ struct stk_loader {
     uint64_t slot_samples;
     int plan_ranks_per_node; /* node affinity in the plan's ranks; 0: off */
     int node_ranks;          /* plan ranks on this node, for the cache's next uses */
-    /* The cache's counts when the current epoch started (stats reads them
-     * from any thread). */
-    atomic_uint_fast64_t epoch_hits, epoch_misses, epoch_bytes;
+    /* The cache's counts when the current epoch started, and while the
+     * next one reads ahead (ahead_cache_set) when that one started: stats
+     * show those until it begins, so that what it reads counts in its own
+     * epoch, as its pipeline's counts do (retire). Guarded by wake_mutex:
+     * stats reads them from any thread. */
+    struct stk__cache_counts epoch_cache, ahead_cache;
+    int ahead_cache_set;
     /* Counters (wait_ns: callers inside stk_loader_next; started_ns: the
      * first of them), log, error policy, the epoch's cancel flag. */
     struct stk__run run;
@@ -572,9 +576,14 @@ static int start_pipeline(stk_loader *l, uint64_t epoch, int ahead, struct stk__
             plan_cache_uses(l, epoch);
         struct stk__cache_counts cc;
         stk__cache_counts(l->cache, &cc);
-        atomic_store(&l->epoch_hits, cc.hits);
-        atomic_store(&l->epoch_misses, cc.misses);
-        atomic_store(&l->epoch_bytes, cc.bytes_written);
+        stk__mutex_lock(&l->wake_mutex);
+        if (ahead) {
+            l->ahead_cache = cc;
+            l->ahead_cache_set = 1;
+        } else {
+            l->epoch_cache = cc;
+        }
+        stk__mutex_unlock(&l->wake_mutex);
     }
     struct stk__pipeline_config cfg = {
         .opts = *o,
@@ -615,7 +624,13 @@ static int start_pipeline(stk_loader *l, uint64_t epoch, int ahead, struct stk__
         cfg.rules = &l->rules;
         cfg.ring = &l->ring;
     }
-    return stk__pipeline_start(&cfg, out, err);
+    int rc = stk__pipeline_start(&cfg, out, err);
+    if (rc < 0 && ahead) {
+        stk__mutex_lock(&l->wake_mutex);
+        l->ahead_cache_set = 0;
+        stk__mutex_unlock(&l->wake_mutex);
+    }
+    return rc;
 }
 
 static int start_epoch(stk_loader *l)
@@ -789,12 +804,14 @@ static void restart(stk_loader *l, uint64_t epoch, uint64_t first, uint64_t limi
     l->opts.epoch = epoch;
     l->first_batch = first;
     l->batch_limit = limit;
+    stk__mutex_lock(&l->wake_mutex);
     if (next != NULL) {
         stk__pipeline_begin(next, limit);
-        stk__mutex_lock(&l->wake_mutex);
         l->pipeline = next;
-        stk__mutex_unlock(&l->wake_mutex);
+        l->epoch_cache = l->ahead_cache;
     }
+    l->ahead_cache_set = 0;
+    stk__mutex_unlock(&l->wake_mutex);
 }
 
 int stk_loader_seek_range(stk_loader *l, uint64_t epoch, uint64_t first_batch,
@@ -968,20 +985,22 @@ void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t o
     stk__run_snapshot(&l->run, &full);
     if (l->pipeline != NULL)
         stk__run_snapshot_add(stk__pipeline_counts(l->pipeline), &full);
-    stk__mutex_unlock(&owned->wake_mutex);
     /* The node cache counts per handle (cache.h), not into the run: its
      * fills report when they end, on their own threads. */
-    struct stk__cache_counts cc = {0};
-    if (l->cache != NULL)
+    struct stk__cache_counts cc = {0}, base = l->epoch_cache;
+    if (l->cache != NULL && l->ahead_cache_set)
+        cc = l->ahead_cache;
+    else if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);
+    stk__mutex_unlock(&owned->wake_mutex);
     full.cache_hits = cc.hits;
     full.cache_misses = cc.misses;
     full.cache_evictions = cc.evictions;
     full.cache_bytes_written = cc.bytes_written;
     if (l->cache != NULL) {
-        full.cache_epoch_hits = cc.hits - atomic_load(&l->epoch_hits);
-        full.cache_epoch_misses = cc.misses - atomic_load(&l->epoch_misses);
-        full.cache_epoch_origin_bytes = cc.bytes_written - atomic_load(&l->epoch_bytes);
+        full.cache_epoch_hits = cc.hits - base.hits;
+        full.cache_epoch_misses = cc.misses - base.misses;
+        full.cache_epoch_origin_bytes = cc.bytes_written - base.bytes_written;
     }
     stk__struct_copy(out, out_size, &full, sizeof full);
 }
