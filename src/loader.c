@@ -119,6 +119,7 @@ struct stk_loader {
     atomic_int interrupt; /* set by stk_loader_interrupt, cleared by the call it ends */
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
+    uint64_t first_epoch; /* opts.epoch at creation (stk_options.epochs counts from it) */
     uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
     struct stk__dataset_index index; /* counts NULL without one */
     uint64_t index_total;            /* samples the index counts */
@@ -398,6 +399,7 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     atomic_init(&l->held_bytes, 0);
     l->batch_limit = UINT64_MAX;
     l->opts = *opts;
+    l->first_epoch = opts->epoch;
     stk__run_init(&l->run, opts);
     atomic_store(&l->run.counters.decode_threads,
                  opts->transform != STK_TRANSFORM_NONE ? opts->threads : 0);
@@ -672,6 +674,15 @@ static void retire(stk_loader *l, struct stk__pipeline *p)
  * it while it halts: it is freed only once unpublished. */
 static void stop_epoch(stk_loader *l) { retire(l, l->pipeline); }
 
+/* The caller will read the epoch after the current one (stk_options.epochs:
+ * counted from the epoch it was created with, which first_epoch keeps). */
+static int wants_next_epoch(const stk_loader *l)
+{
+    if (l->opts.epoch == UINT64_MAX)
+        return 0;
+    return l->opts.epochs == 0 || l->opts.epoch + 1 < l->first_epoch + l->opts.epochs;
+}
+
 /* At most one window of the next epoch is read ahead (pipeline_impl.h):
  * started once this epoch's input is over, so its readers never compete
  * with this epoch's, and let make batches once this one made its last, so
@@ -685,7 +696,7 @@ static void look_ahead(stk_loader *l)
         return;
     if (l->ahead == NULL) {
         struct stk__err ignored;
-        if (l->batch_limit != UINT64_MAX || l->remainder != NULL || l->opts.epoch == UINT64_MAX ||
+        if (l->batch_limit != UINT64_MAX || l->remainder != NULL || !wants_next_epoch(l) ||
             !stk__pipeline_input_over(l->pipeline) ||
             start_pipeline(l, l->opts.epoch + 1, 1, &l->ahead, &ignored) < 0)
             return;

@@ -101,3 +101,17 @@ def test_set_epoch_elsewhere_or_close_stops_the_read_ahead(even_shards, dataset)
         wait_read_ahead(loader, 1)
         it.close()
         loader.close()
+
+
+def test_no_epoch_read_ahead_past_the_epochs_given(even_shards, dataset):
+    """epochs=2: epoch 1 is read ahead at the first boundary, nothing of
+    epoch 2 at the second (the last epoch's tail reads nothing more)."""
+    n = len(dataset)
+    with stoker.Loader(even_shards, epochs=2, **OPTS) as loader:
+        assert batches(loader) == fresh_epoch(even_shards, 0)
+        wait_read_ahead(loader, n)
+        assert batches(loader) == fresh_epoch(even_shards, 1)
+        assert stat(loader, "samples_read_ahead") == n
+        assert batches(loader) == fresh_epoch(even_shards, 2)  # read when asked for
+        assert stat(loader, "samples_read_ahead") == n
+        assert stat(loader, "samples_read") == 3 * n
