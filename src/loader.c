@@ -684,9 +684,9 @@ static int wants_next_epoch(const stk_loader *l)
 }
 
 /* At most one window of the next epoch is read ahead (pipeline_impl.h):
- * started once this epoch's input is over, so its readers never compete
- * with this epoch's, and let make batches once this one made its last, so
- * it never takes a batch buffer this one needs. Not for a range or an
+ * it starts once this epoch's input is over, so its readers never compete
+ * with this epoch's, and makes batches only once this one made its last,
+ * so it never takes a batch buffer this one needs. Not for a range or an
  * elastic remainder, whose next call jumps elsewhere. If it cannot start
  * (out of memory), the next epoch starts at its boundary as it would
  * have, and says so then. */
