@@ -231,6 +231,7 @@ int cmd_bench(int argc, char **argv)
     int p = parse(argc, argv, &a);
     if (p != 0)
         return p > 0 ? EXIT_OK : EXIT_USAGE;
+    a.opts.epochs = (unsigned)a.epochs; /* none read ahead past the last */
     double start = cli_now_s();
     stk_loader *l = cli_create_loader(CMD, &a.opts, (const char *const *)argv + optind,
                                       argc - optind);

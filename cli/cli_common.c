@@ -316,6 +316,7 @@ void cli_storage_order_options(struct stk_options *o)
     o->batch_size = 1;
     o->rank = 0;
     o->world_size = 1;
+    o->epochs = 1; /* nothing of a next epoch read ahead */
 }
 
 stk_loader *cli_create_loader(const char *cmd, const struct stk_options *o,

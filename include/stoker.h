@@ -625,6 +625,14 @@ struct stk_options {
      * LOCAL_WORLD_SIZE, SLURM_NTASKS_PER_NODE, or SLURM_NTASKS /
      * SLURM_NNODES. Must divide world_size. */
     int ranks_per_node;
+    /* Epochs the caller reads, from epoch on; 0 (default): as many as it
+     * asks for. At an epoch boundary the loader reads the next epoch's
+     * shuffle window ahead while the last epoch's tail is delivered, so
+     * that its first batch does not wait for it (at most one window,
+     * within shuffle_buffer_bytes, dropped if the caller then goes
+     * elsewhere): none is read past these epochs. Speed only: the batches
+     * are the same. */
+    unsigned epochs;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -1123,6 +1131,12 @@ struct stk_stats {
     uint64_t cache_epoch_hits;
     uint64_t cache_epoch_misses;
     uint64_t cache_epoch_origin_bytes;
+    /* Samples an epoch read before the loop asked for it: the next epoch's
+     * readers fill its shuffle window while the last epoch's tail is
+     * delivered (docs/performance.md), so that its first batch does not
+     * wait for the window. Counted in samples_read and bytes_read too, when
+     * read. */
+    uint64_t samples_read_ahead;
 };
 
 /* Where requests to an s3:// or gs:// url would get their credentials, in

@@ -7,14 +7,32 @@
  * first stk_loader_next() (or ahead of it by stk_loader_start()) and
  * stopped by stk_loader_set_epoch() or stk_loader_destroy().
  *
+ * DESIGN (the epoch boundary). The window shuffle must read about
+ * shuffle_buffer inputs before its first output (plan/shuffle.h), and an
+ * epoch's pipeline started when the last one ended made the loop wait for
+ * them at every boundary (3.2x one batch locally, 4.7x over http). The
+ * next epoch's plan is known in advance, so once this epoch's input is
+ * over (its readers are done, the window drains its tail) look_ahead()
+ * starts the next epoch's pipeline ahead (pipeline.h): its readers fill its
+ * window meanwhile, within the same member-byte budget (pipeline_impl.h);
+ * once this epoch made its last batch the next one may take batch buffers
+ * and decode its first batches. stk_loader_seek() to that epoch's start
+ * (what the Python loop does at each epoch) continues it: the same
+ * pipeline a fresh start would run, so the same batches; a seek anywhere
+ * else stops it, after it read at most one window. Ranges (Dask tasks) and
+ * elastic remainders jump elsewhere next: none is started ahead for them.
+ *
  * DESIGN (threads). Every call but stk_loader_interrupt(), stk_loader_stats()
  * and stk_batch_release() comes from one thread at a time, the owner; only
  * the owner starts and stops pipelines. stk_loader_interrupt() may come
  * from any thread meanwhile: it sets l->interrupt, then wakes the pipeline
- * the owner may be waiting in. wake_mutex guards l->pipeline against that
- * reader: the owner publishes a new pipeline and unpublishes one (before
- * stopping it) under wake_mutex, and the interrupter wakes a pipeline only
- * while holding wake_mutex, so it never touches one being stopped or freed.
+ * the owner may be waiting in; stk_loader_stats() adds the current
+ * pipeline's counts to the loader's. wake_mutex guards l->pipeline against
+ * those readers: the owner publishes a new pipeline under wake_mutex, and
+ * halts one (joins its threads), then merges its counts and unpublishes it
+ * in one step under wake_mutex, then frees it (retire); the interrupter
+ * wakes a pipeline and stats reads one only while holding wake_mutex, so
+ * neither touches one being freed, and no count is seen twice or missed.
  * The owner reads l->pipeline without the lock (it is the only writer).
  * Lock order: wake_mutex, then the pipeline's mutex; the owner never holds
  * a pipeline's mutex while taking wake_mutex.
@@ -73,9 +91,13 @@ struct stk_loader {
     uint64_t slot_samples;
     int plan_ranks_per_node; /* node affinity in the plan's ranks; 0: off */
     int node_ranks;          /* plan ranks on this node, for the cache's next uses */
-    /* The cache's counts when the current epoch started (stats reads them
-     * from any thread). */
-    atomic_uint_fast64_t epoch_hits, epoch_misses, epoch_bytes;
+    /* The cache's counts when the current epoch started, and while the
+     * next one reads ahead (ahead_cache_set) when that one started: stats
+     * show those until it begins, so that what it reads counts in its own
+     * epoch, as its pipeline's counts do (retire). Guarded by wake_mutex:
+     * stats reads them from any thread. */
+    struct stk__cache_counts epoch_cache, ahead_cache;
+    int ahead_cache_set;
     /* Counters (wait_ns: callers inside stk_loader_next; started_ns: the
      * first of them), log, error policy, the epoch's cancel flag. */
     struct stk__run run;
@@ -87,10 +109,17 @@ struct stk_loader {
     struct stk__image_ring ring;
     int has_ring; /* ring is initialised (with a transform) */
     struct stk__pipeline *pipeline; /* written by the owner under wake_mutex */
+    /* The next epoch's pipeline started ahead (look_ahead), NULL if none;
+     * owner only: nothing waits in it before it becomes l->pipeline. */
+    struct stk__pipeline *ahead;
+    uint64_t ahead_epoch;
+    int ahead_released;          /* its limit was raised: this epoch made its last batch */
+    _Atomic uint64_t held_bytes; /* member bytes of every pipeline (pipeline.h) */
     pthread_mutex_t wake_mutex;
     atomic_int interrupt; /* set by stk_loader_interrupt, cleared by the call it ends */
     int epoch_failed;
     uint64_t first_batch; /* of the next epoch started (stk_loader_seek) */
+    uint64_t first_epoch; /* opts.epoch at creation (stk_options.epochs counts from it) */
     uint64_t batch_limit; /* its end (stk_loader_seek_range), UINT64_MAX: none */
     struct stk__dataset_index index; /* counts NULL without one */
     uint64_t index_total;            /* samples the index counts */
@@ -368,8 +397,10 @@ int stk_loader_create(const struct stk_options *caller_opts, const char *const *
     stk__budget_init(&l->budget, opts->max_batches);
     stk__mutex_init(&l->wake_mutex);
     atomic_init(&l->interrupt, 0);
+    atomic_init(&l->held_bytes, 0);
     l->batch_limit = UINT64_MAX;
     l->opts = *opts;
+    l->first_epoch = opts->epoch;
     stk__run_init(&l->run, opts);
     atomic_store(&l->run.counters.decode_threads,
                  opts->transform != STK_TRANSFORM_NONE ? opts->threads : 0);
@@ -510,9 +541,10 @@ static struct stk__plan_spec plan_spec(const stk_loader *l)
 /* Tell the node cache when this node reads its shards in this epoch and
  * the next (node_uses.h), so that it evicts by next use. Out of memory
  * only leaves it evicting by the uses it knew, or by LRU. */
-static void plan_cache_uses(stk_loader *l)
+static void plan_cache_uses(stk_loader *l, uint64_t epoch)
 {
     struct stk__plan_spec spec = plan_spec(l);
+    spec.epoch = epoch; /* the next one's, started ahead: never a remainder */
     uint64_t epochs = 2;
     if (in_remainder(l)) { /* it reads a bit of every shard: tell the next epoch's uses */
         spec = whole_spec(l);
@@ -533,7 +565,11 @@ static void plan_cache_uses(stk_loader *l)
     stk__free(uses);
 }
 
-static int start_epoch(stk_loader *l)
+/* Start the pipeline of epoch (the current one, or ahead the next one from
+ * its start: look_ahead). The cache's epoch counts start here, when the
+ * epoch's reads do. */
+static int start_pipeline(stk_loader *l, uint64_t epoch, int ahead, struct stk__pipeline **out,
+                          struct stk__err *err)
 {
     const struct stk_options *o = &l->opts;
     if (l->cache != NULL) {
@@ -541,12 +577,17 @@ static int start_epoch(stk_loader *l)
          * (cache_serves_order): no eviction to order, and its uses, one
          * per sample, would cost memory for nothing. */
         if (!l->global_order)
-            plan_cache_uses(l);
+            plan_cache_uses(l, epoch);
         struct stk__cache_counts cc;
         stk__cache_counts(l->cache, &cc);
-        atomic_store(&l->epoch_hits, cc.hits);
-        atomic_store(&l->epoch_misses, cc.misses);
-        atomic_store(&l->epoch_bytes, cc.bytes_written);
+        stk__mutex_lock(&l->wake_mutex);
+        if (ahead) {
+            l->ahead_cache = cc;
+            l->ahead_cache_set = 1;
+        } else {
+            l->epoch_cache = cc;
+        }
+        stk__mutex_unlock(&l->wake_mutex);
     }
     struct stk__pipeline_config cfg = {
         .opts = *o,
@@ -555,16 +596,20 @@ static int start_epoch(stk_loader *l)
         .urls = &l->urls,
         .names = &l->names,
         .any_remote = l->any_remote,
-        .first_batch = l->first_batch,
-        .batch_limit = l->batch_limit,
+        .first_batch = ahead ? 0 : l->first_batch,
+        .batch_limit = ahead ? UINT64_MAX : l->batch_limit,
         .shard_samples = l->index.counts,
         .shard_offsets = (const uint64_t *const *)l->index.offsets,
         .shard_stamps = l->index.stamps,
         .plan = plan_spec(l),
         .budget = &l->budget,
+        .held_bytes = &l->held_bytes,
+        .ahead = ahead,
         .interrupt = &l->interrupt,
         .run = &l->run,
     };
+    cfg.opts.epoch = epoch;
+    cfg.plan.epoch = epoch;
     /* A global order is a uniform permutation already: no window, and no
      * random interleave of its one-sample segments either. Taking the
      * shard slots in turn delivers the rank's list front to back, which is
@@ -579,13 +624,23 @@ static int start_epoch(stk_loader *l)
     cfg.shard.cache = l->cache;
     cfg.shard.cache_whole = l->global_order;
     if (o->transform != STK_TRANSFORM_NONE) {
-        l->image.epoch = o->epoch;
         cfg.image = &l->image;
         cfg.rules = &l->rules;
         cfg.ring = &l->ring;
     }
+    int rc = stk__pipeline_start(&cfg, out, err);
+    if (rc < 0 && ahead) {
+        stk__mutex_lock(&l->wake_mutex);
+        l->ahead_cache_set = 0;
+        stk__mutex_unlock(&l->wake_mutex);
+    }
+    return rc;
+}
+
+static int start_epoch(stk_loader *l)
+{
     struct stk__pipeline *p;
-    int rc = stk__pipeline_start(&cfg, &p, &l->err);
+    int rc = start_pipeline(l, l->opts.epoch, 0, &p, &l->err);
     if (rc == 0) {
         stk__mutex_lock(&l->wake_mutex);
         l->pipeline = p;
@@ -594,22 +649,66 @@ static int start_epoch(stk_loader *l)
     return rc;
 }
 
-/* Stop the current epoch's pipeline, after unpublishing it for
- * stk_loader_interrupt(). Then give back to the system the memory its
+/* Stop a pipeline and free it, its counts merged into the loader's: under
+ * wake_mutex, unpublished in the same step if it is the current one, so
+ * that stats (which add the current pipeline's counts) never count them
+ * twice nor miss them. Then give back to the system the memory its
  * threads freed: glibc keeps it in per-thread arenas, where decode buffers
  * of every size fragment it, and RSS grew for about 25 epochs before it
  * levelled (docs/failures.md); a trim once an epoch costs a few ms. */
-static void stop_epoch(stk_loader *l)
+static void retire(stk_loader *l, struct stk__pipeline *p)
 {
+    if (p == NULL)
+        return;
+    stk__pipeline_halt(p);
     stk__mutex_lock(&l->wake_mutex);
-    struct stk__pipeline *p = l->pipeline;
-    l->pipeline = NULL;
+    stk__run_merge(&l->run, stk__pipeline_counts(p));
+    if (l->pipeline == p)
+        l->pipeline = NULL;
     stk__mutex_unlock(&l->wake_mutex);
     stk__pipeline_stop(p);
 #ifdef __GLIBC__
-    if (p != NULL)
-        malloc_trim(0);
+    malloc_trim(0);
 #endif
+}
+
+/* Stop the current epoch's pipeline. stk_loader_interrupt() may still wake
+ * it while it halts: it is freed only once unpublished. */
+static void stop_epoch(stk_loader *l) { retire(l, l->pipeline); }
+
+/* The caller will read the epoch after the current one (stk_options.epochs:
+ * counted from the epoch it was created with, which first_epoch keeps). */
+static int wants_next_epoch(const stk_loader *l)
+{
+    if (l->opts.epoch == UINT64_MAX)
+        return 0;
+    return l->opts.epochs == 0 || l->opts.epoch + 1 < l->first_epoch + l->opts.epochs;
+}
+
+/* At most one window of the next epoch is read ahead (pipeline_impl.h):
+ * it starts once this epoch's input is over, so its readers never compete
+ * with this epoch's, and makes batches only once this one made its last,
+ * so it never takes a batch buffer this one needs. Not for a range or an
+ * elastic remainder, whose next call jumps elsewhere. If it cannot start
+ * (out of memory), the next epoch starts at its boundary as it would
+ * have, and says so then. */
+static void look_ahead(stk_loader *l)
+{
+    if (l->pipeline == NULL || l->epoch_failed)
+        return;
+    if (l->ahead == NULL) {
+        struct stk__err ignored;
+        if (l->batch_limit != UINT64_MAX || l->remainder != NULL || !wants_next_epoch(l) ||
+            !stk__pipeline_input_over(l->pipeline) ||
+            start_pipeline(l, l->opts.epoch + 1, 1, &l->ahead, &ignored) < 0)
+            return;
+        l->ahead_epoch = l->opts.epoch + 1;
+        l->ahead_released = 0;
+    }
+    if (!l->ahead_released && stk__pipeline_finished(l->pipeline)) {
+        stk__pipeline_set_limit(l->ahead, UINT64_MAX);
+        l->ahead_released = 1;
+    }
 }
 
 /* The current epoch's pipeline, started here unless it runs already. */
@@ -674,8 +773,11 @@ static int next_batch(stk_loader *l, struct stk_batch **out, unsigned timeout_ms
         if (l->counts_labels)
             stk__label_mixing_batch(&l->labels, b->pub.labels, b->pub.n_samples);
         *out = &b->pub;
+        look_ahead(l);
         return 0;
     }
+    if (rc == STK_EOF)
+        look_ahead(l);
     if (rc != STK_EOF && rc != STK_EBUSY && rc != STK_EINTR)
         l->epoch_failed = rc;
     return rc;
@@ -700,14 +802,29 @@ void stk_batch_release(struct stk_batch *batch)
 }
 
 /* Stop the epoch's threads; the next stk_loader_next() starts a pipeline
- * for batches [first, limit) of epoch. */
+ * for batches [first, limit) of epoch, unless the one started ahead for
+ * that epoch's start goes on (look_ahead). */
 static void restart(stk_loader *l, uint64_t epoch, uint64_t first, uint64_t limit)
 {
+    struct stk__pipeline *next = l->ahead;
+    l->ahead = NULL;
+    if (next != NULL && (epoch != l->ahead_epoch || first != 0)) {
+        retire(l, next);
+        next = NULL;
+    }
     stop_epoch(l);
     l->epoch_failed = 0;
     l->opts.epoch = epoch;
     l->first_batch = first;
     l->batch_limit = limit;
+    stk__mutex_lock(&l->wake_mutex);
+    if (next != NULL) {
+        stk__pipeline_begin(next, limit);
+        l->pipeline = next;
+        l->epoch_cache = l->ahead_cache;
+    }
+    l->ahead_cache_set = 0;
+    stk__mutex_unlock(&l->wake_mutex);
 }
 
 int stk_loader_seek_range(stk_loader *l, uint64_t epoch, uint64_t first_batch,
@@ -982,20 +1099,29 @@ const char *stk_loader_errmsg(const stk_loader *l) { return l->err.msg; }
 void stk_loader_stats_sized(const stk_loader *l, struct stk_stats *out, size_t out_size)
 {
     struct stk_stats full = {0};
+    /* The current epoch's counts are its pipeline's until it stops
+     * (retire); the lock keeps it from being merged meanwhile. */
+    stk_loader *owned = (stk_loader *)l;
+    stk__mutex_lock(&owned->wake_mutex);
     stk__run_snapshot(&l->run, &full);
+    if (l->pipeline != NULL)
+        stk__run_snapshot_add(stk__pipeline_counts(l->pipeline), &full);
     /* The node cache counts per handle (cache.h), not into the run: its
      * fills report when they end, on their own threads. */
-    struct stk__cache_counts cc = {0};
-    if (l->cache != NULL)
+    struct stk__cache_counts cc = {0}, base = l->epoch_cache;
+    if (l->cache != NULL && l->ahead_cache_set)
+        cc = l->ahead_cache;
+    else if (l->cache != NULL)
         stk__cache_counts(l->cache, &cc);
+    stk__mutex_unlock(&owned->wake_mutex);
     full.cache_hits = cc.hits;
     full.cache_misses = cc.misses;
     full.cache_evictions = cc.evictions;
     full.cache_bytes_written = cc.bytes_written;
     if (l->cache != NULL) {
-        full.cache_epoch_hits = cc.hits - atomic_load(&l->epoch_hits);
-        full.cache_epoch_misses = cc.misses - atomic_load(&l->epoch_misses);
-        full.cache_epoch_origin_bytes = cc.bytes_written - atomic_load(&l->epoch_bytes);
+        full.cache_epoch_hits = cc.hits - base.hits;
+        full.cache_epoch_misses = cc.misses - base.misses;
+        full.cache_epoch_origin_bytes = cc.bytes_written - base.bytes_written;
     }
     stk__struct_copy(out, out_size, &full, sizeof full);
 }
@@ -1004,6 +1130,7 @@ void stk_loader_destroy(stk_loader *l)
 {
     if (l == NULL)
         return;
+    retire(l, l->ahead);
     stop_epoch(l);
     stk__mutex_destroy(&l->wake_mutex);
     stk__budget_destroy(&l->budget);

@@ -216,7 +216,10 @@
       "so node caches stay warm (-1: on with a cache_dir and several nodes named by the " \
       "launcher; docs/node-cache.md)") \
     X(ranks_per_node, INT, STK__BENCH, "0", 1, 1000000, "ranks-per-node", "N", \
-      "ranks per node for node_affinity (0: LOCAL_WORLD_SIZE or Slurm's tasks per node)")
+      "ranks per node for node_affinity (0: LOCAL_WORLD_SIZE or Slurm's tasks per node)") \
+    X(epochs, UINT, STK__SPEED, "0", 1, 1u << 30, NULL, NULL, \
+      "epochs the caller reads from epoch on (0: as many as it asks for): the next epoch's " \
+      "window is read ahead at each boundary but the last")
 
 /* clang-format on */
 

@@ -31,7 +31,6 @@ STK__STATS(STK__STAT_IN_PLACE)
 
 void stk__run_init(struct stk__run *run, const struct stk_options *o) {
     memset(run, 0, sizeof *run);
-    atomic_init(&run->cancel, 0);
     if (o == NULL)
         return;
     run->log = o->log;
@@ -39,6 +38,35 @@ void stk__run_init(struct stk__run *run, const struct stk_options *o) {
     run->skip_bad = o->on_error == STK_ON_ERROR_SKIP;
     run->progress = o->progress;
     run->progress_data = o->progress_data;
+}
+
+void stk__run_init_part(struct stk__run *part, const struct stk__run *run) {
+    memset(part, 0, sizeof *part);
+    part->log = run->log;
+    part->log_data = run->log_data;
+    part->skip_bad = run->skip_bad;
+    part->progress = run->progress;
+    part->progress_data = run->progress_data;
+}
+
+/* Per row kind: what a part adds to the run's value. */
+#define STK__PART_COUNT(x) (x)
+#define STK__PART_NS(x) (x)
+#define STK__PART_GAUGE(x) ((void)(x), (uint64_t)0)
+
+void stk__run_merge(struct stk__run *run, const struct stk__run *part) {
+    struct stk__counters *c = (struct stk__counters *)&part->counters;
+#define STK__MERGE_COUNTER(name, kind, doc)                                                        \
+    atomic_fetch_add(&run->counters.name, STK__PART_##kind(atomic_load(&c->name)));
+    STK__STATS(STK__MERGE_COUNTER)
+#undef STK__MERGE_COUNTER
+}
+
+void stk__run_snapshot_add(const struct stk__run *part, struct stk_stats *out) {
+    struct stk__counters *c = (struct stk__counters *)&part->counters;
+#define STK__ADD_COUNTER(name, kind, doc) out->name += STK__PART_##kind(atomic_load(&c->name));
+    STK__STATS(STK__ADD_COUNTER)
+#undef STK__ADD_COUNTER
 }
 
 void stk__run_log(const struct stk__run *run, enum stk_log_level level, const char *fmt, ...) {

@@ -3,10 +3,12 @@
  * run.h - the run context: what every layer of one run (a loader, an index
  * build, a verification) shares.
  *
- * The counters, the log, the error policy and the cancel flag travel
- * together, as curl passes its easy handle and libuv its loop: each layer's
- * config points to the run (stk__shard_config.run, the image workers', the
- * pipeline's) instead of reaching through another layer's config for them.
+ * The counters, the log and the error policy travel together, as curl
+ * passes its easy handle and libuv its loop: each layer's config points to
+ * the run (stk__shard_config.run, the image workers', the pipeline's)
+ * instead of reaching through another layer's config for them. The stop
+ * is each epoch's own (pipeline.c): two epochs of a loader can be in
+ * flight at a boundary, and stopping one must not stop the other.
  * The owner (loader.c, dataset_index.c, verify.c) creates it, and it must
  * outlive every thread that counts into it.
  */
@@ -36,9 +38,6 @@ struct stk__run {
      * dropped, counted and logged instead of failing the run. Out of memory,
      * the cache and a stale index are never bad input. */
     int skip_bad;
-    /* Set to stop: sources blocked on the network or a command return
-     * within about 100 ms (stk__source_config.cancel points here). */
-    atomic_int cancel;
     /* stk__now_ns() when the caller first asked for data (0: not yet):
      * wall_ns counts from it. */
     atomic_uint_fast64_t started_ns;
@@ -51,6 +50,18 @@ struct stk__run {
 /* Zero counters, the options' log, policy and progress (o may be NULL: no
  * log, fail on bad input). */
 void stk__run_init(struct stk__run *run, const struct stk_options *o);
+
+/* A part of run with counters of its own: an epoch's pipeline, which can
+ * read ahead of its epoch (pipeline.h) while the last one still counts.
+ * run's log, policy and progress; zero counters. */
+void stk__run_init_part(struct stk__run *part, const struct stk__run *run);
+
+/* Add what part counted (its COUNT and NS rows; a GAUGE is the run's own)
+ * into run, one atomic add per counter. */
+void stk__run_merge(struct stk__run *run, const struct stk__run *part);
+
+/* The same into a snapshot of run (stk__run_snapshot). */
+void stk__run_snapshot_add(const struct stk__run *part, struct stk_stats *out);
 
 /* Log a printf-style message through run->log (nothing when it is NULL). */
 void stk__run_log(const struct stk__run *run, enum stk_log_level level, const char *fmt, ...)

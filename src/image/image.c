@@ -188,7 +188,6 @@ int stk__image_config_init(struct stk__image_config *cfg, const struct stk_optio
     cfg->filter =
         o->interpolation == STK_RESIZE_BICUBIC ? STK__RESIZE_BICUBIC : STK__RESIZE_BILINEAR;
     cfg->seed = o->seed;
-    cfg->epoch = o->epoch;
     cfg->max_pixels = o->max_image_pixels;
     cfg->full_decode = o->full_decode != 0;
     if (o->dct_margin != 0 && !(o->dct_margin >= 1 && o->dct_margin <= 8))

@@ -30,7 +30,6 @@ struct stk__image_config {
     enum stk_layout layout;
     struct stk__train_params train;
     uint64_t seed;
-    uint64_t epoch;
     uint64_t max_pixels;
     int full_decode;
     double dct_margin; /* stk_options.dct_margin, its default resolved */

@@ -17,10 +17,11 @@ static void free_slots(struct stk__pipeline *p) {
     stk__free(p->slots);
 }
 
-void stk__pipeline_stop(struct stk__pipeline *p) {
-    if (p == NULL)
+void stk__pipeline_halt(struct stk__pipeline *p) {
+    if (p->halted)
         return;
-    atomic_store(&p->cfg.run->cancel, 1);
+    p->halted = 1;
+    atomic_store(&p->cancel, 1);
     stk__mutex_lock(&p->mutex);
     for (unsigned t = 0; t < p->n_readers; t++)
         stk__cond_broadcast(&p->readers[t].cond);
@@ -35,6 +36,17 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
     if (p->seq_started)
         stk__thread_join(p->seq_tid);
     stk__image_workers_stop(p->workers);
+    p->workers = NULL;
+}
+
+const struct stk__run *stk__pipeline_counts(const struct stk__pipeline *p) {
+    return &p->counts;
+}
+
+void stk__pipeline_stop(struct stk__pipeline *p) {
+    if (p == NULL)
+        return;
+    stk__pipeline_halt(p);
     stk__batch_free(p->partial);
     for (unsigned t = 0; t < p->n_readers; t++) {
         stk__cond_destroy(&p->readers[t].cond);
@@ -48,6 +60,8 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
         stk__batch_free(b);
     }
     free_slots(p);
+    /* What its threads held when they stopped (DESIGN, two epochs). */
+    atomic_fetch_sub(p->cfg.held_bytes, atomic_load(&p->own_bytes));
     stk__free(p->readers);
     stk__cond_destroy(&p->seq_cond);
     stk__cond_destroy(&p->batch_cond);
@@ -80,6 +94,20 @@ static struct stk__seek_request seek_request(const struct stk__pipeline_config *
         .output_position = output,
         .target = o->samples_per_rank ? o->samples_per_rank : UINT64_MAX,
     };
+}
+
+/* The epoch's gauges, once it is the one delivered (pipeline.h: ahead). */
+static void publish_gauges(struct stk__pipeline *p) {
+    struct stk__counters *c = &p->owner->counters;
+    atomic_store(&c->samples_padded, p->plan.padded);
+    atomic_store(&c->read_threads, p->n_readers);
+    atomic_store(&c->shuffle_epoch_shards, p->rank_shards);
+}
+
+void stk__pipeline_begin(struct stk__pipeline *p, uint64_t limit) {
+    atomic_store(&p->ahead, 0);
+    publish_gauges(p);
+    stk__pipeline_set_limit(p, limit);
 }
 
 /* Where each slot starts: at shards 0..K-1, or for a resumed epoch where
@@ -138,12 +166,14 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
     if (p == NULL)
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     p->cfg = *cfg;
+    p->owner = cfg->run;
+    stk__run_init_part(&p->counts, cfg->run);
+    p->cfg.run = &p->counts;
     if (stk__plan_cursor_open(&p->plan, &cfg->plan) < 0) {
         stk__free(p);
         return stk__errf(err, STK_ENOMEM, "out of memory starting an epoch");
     }
     p->rank_shards = p->plan.count; /* shards, or segments of shards */
-    atomic_store(&cfg->run->counters.samples_padded, p->plan.padded);
     p->n_slots = slots_for(cfg, p->rank_shards);
     p->n_readers = cfg->opts.threads < p->n_slots ? cfg->opts.threads : p->n_slots;
     /* A remote stream blocks its reader for a round trip at every shard
@@ -152,16 +182,15 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
      * per thread avoids switching between more readers than cores. */
     if (cfg->any_remote)
         p->n_readers = p->n_slots;
-    atomic_store(&cfg->run->counters.read_threads, p->n_readers);
-    atomic_store(&cfg->run->counters.shuffle_epoch_shards, p->rank_shards);
     p->waiting_slot = -1;
     p->next_index = cfg->first_batch;
-    p->limit = cfg->batch_limit;
-    /* The run's cancel flag is the epoch's stop: sources waiting on a
-     * server or a command give up when it is set. */
-    p->cfg.shard.run = cfg->run;
-    p->cfg.shard.source.cancel = &cfg->run->cancel;
-    atomic_store(&cfg->run->cancel, 0);
+    p->limit = cfg->ahead ? 0 : cfg->batch_limit;
+    atomic_init(&p->ahead, cfg->ahead);
+    if (!cfg->ahead)
+        publish_gauges(p);
+    p->cfg.shard.run = &p->counts;
+    p->cfg.shard.source.counters = &p->counts.counters;
+    p->cfg.shard.source.cancel = &p->cancel;
     stk__mutex_init(&p->mutex);
     stk__cond_init(&p->seq_cond);
     stk__cond_init(&p->batch_cond);
@@ -200,7 +229,7 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
             .max_tasks = cfg->opts.max_batches * cfg->opts.batch_size,
             .image = cfg->image,
             .rules = cfg->rules,
-            .run = cfg->run,
+            .run = p->cfg.run,
             .batch_done = stk__pipeline_batch_done,
             .batch_done_data = p,
         };
@@ -366,6 +395,20 @@ uint64_t stk__pipeline_next_index(struct stk__pipeline *p) {
     uint64_t next = p->fail.code != 0 ? UINT64_MAX : p->next_index;
     stk__mutex_unlock(&p->mutex);
     return next;
+}
+
+int stk__pipeline_input_over(struct stk__pipeline *p) {
+    stk__mutex_lock(&p->mutex);
+    int over = p->input_over;
+    stk__mutex_unlock(&p->mutex);
+    return over;
+}
+
+int stk__pipeline_finished(struct stk__pipeline *p) {
+    stk__mutex_lock(&p->mutex);
+    int finished = p->finished;
+    stk__mutex_unlock(&p->mutex);
+    return finished;
 }
 
 void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit) {

@@ -51,11 +51,22 @@ struct stk__pipeline_config {
      * its run of samples, in a global order or not, under node affinity
      * or not); the owner fills it as it plans (stk_loader's plan_spec()). */
     struct stk__plan_spec plan;
-    /* Counters, log, error policy; its cancel flag is the epoch's stop (set
-     * by stk__pipeline_stop, cleared by the start). Must outlive the pipeline. */
+    /* Log and error policy; the epoch's gauges and samples_read_ahead go
+     * to its counters. The pipeline's own counts go to a part of it
+     * (stk__run_init_part: stk__pipeline_counts), so that an epoch read
+     * ahead counts as its own, not the last one's. Must outlive the pipeline. */
     struct stk__run *run;
-    struct stk__shard_config shard; /* shard.run is set to run */
+    struct stk__shard_config shard; /* its run and source counters are set to the part */
     struct stk__batch_budget *budget;
+    /* Member bytes held by every pipeline of the owner, which
+     * shuffle_buffer_bytes bounds (pipeline_impl.h, DESIGN): two epochs in
+     * flight at a boundary share it. Must outlive the pipeline. */
+    _Atomic uint64_t *held_bytes;
+    /* Started ahead of its epoch, while the last one's tail is delivered:
+     * the readers read and the window fills, but the range's limit starts
+     * at 0 (no batch takes a buffer the last epoch may still need) and no
+     * gauge of the epoch is published until stk__pipeline_begin(). */
+    int ahead;
     /* Image batches (NULL for raw samples); must outlive the pipeline. */
     const struct stk__image_config *image;
     const struct stk__sample_rules *rules; /* with image: labels, required members */
@@ -80,6 +91,16 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
  * ascending pairs, freed with stk__free. 0, STK_EINVAL or STK_ENOMEM. */
 int stk__pipeline_delivered(const struct stk__pipeline_config *cfg, uint64_t delivered,
                             uint64_t **out, size_t *n_out);
+/* The epoch of a pipeline started ahead begins: its gauges are published,
+ * it stops counting samples_read_ahead and makes batches up to limit. */
+void stk__pipeline_begin(struct stk__pipeline *p, uint64_t limit);
+
+/* 1 once the sequencer took the epoch's last input (the readers are done;
+ * the window drains its tail), or failed. */
+int stk__pipeline_input_over(struct stk__pipeline *p);
+
+/* 1 once the sequencer made the epoch's last batch (or stopped). */
+int stk__pipeline_finished(struct stk__pipeline *p);
 
 /* Next batch: 0 (*out set), STK_EOF, STK_EBUSY, STK_EINTR (cfg.interrupt
  * was set, before or while it waited, or timeout_ms passed without a batch;
@@ -100,7 +121,15 @@ void stk__pipeline_set_limit(struct stk__pipeline *p, uint64_t limit);
  * cfg.interrupt again. Thread-safe; p must not be stopped meanwhile. */
 void stk__pipeline_wake(struct stk__pipeline *p);
 
-/* Stop (also mid-epoch), join every thread and free all unread data. */
+/* What the pipeline counted (COUNT and NS rows; gauges go to cfg.run),
+ * for the owner's stats and, once it is halted, to merge into cfg.run. */
+const struct stk__run *stk__pipeline_counts(const struct stk__pipeline *p);
+
+/* Stop its threads (also mid-epoch) and join them: its counts are final.
+ * Nothing is freed; stk__pipeline_wake() is still safe. Once only. */
+void stk__pipeline_halt(struct stk__pipeline *p);
+
+/* Halt it unless it is, and free all unread data. */
 void stk__pipeline_stop(struct stk__pipeline *p);
 
 #endif

@@ -43,6 +43,21 @@
  * not zero (both sequentially consistent, so one of the two sees the
  * other). Its wait on an empty slot signals that slot's reader as before.
  *
+ * DESIGN (two epochs in flight). At an epoch boundary the loader starts the
+ * next epoch's pipeline once this one's input is over (loader.c), so that
+ * its readers fill the next window while this one's tail is delivered.
+ * Each pipeline has its own threads, cancel flag, limit and gauges; they
+ * share the batch budget and buffer ring (the next one makes no batch
+ * until this one made its last: the limit holds it at 0), the buffer
+ * pool, and the member bytes: cfg.held_bytes is the owner's one count of
+ * every pipeline's samples, so the bound above holds for both together
+ * (shuffle_buffer_bytes, plus one sample read over it per pipeline and the
+ * one in each sequencer's hand). The tail still held here leaves room for
+ * the next window as it drains. A pipeline gives back what it held when it
+ * stops (own_bytes). Bytes given back by one pipeline do not signal the
+ * other's readers: a reader waiting for room looks again every
+ * SEQUENCER_POLL_MS.
+ *
  * Slot j reads the shards at positions j, j+K, j+2K, ... of this rank's
  * shard list (K = shards_in_flight), so the assignment of shards to slots is
  * static and readers can open the next shard before the sequencer gets to
@@ -156,15 +171,33 @@ struct stk__pipeline {
     uint64_t limit;
     uint64_t next_index;
     pthread_cond_t range_cond;
-    /* Member bytes held before batching (DESIGN above), and the readers
-     * waiting for some of them to be given back. */
-    _Atomic uint64_t held_bytes;
+    /* Member bytes held before batching (DESIGN above): this pipeline's
+     * share of *cfg.held_bytes, and the readers waiting for room. */
+    _Atomic uint64_t own_bytes;
     atomic_int room_waiters;
+    /* The epoch's stop: set by stk__pipeline_stop; sources waiting on a
+     * server or a command give up when it is set. */
+    atomic_int cancel;
+    /* Started ahead of its epoch and not yet begun (pipeline.h). */
+    atomic_int ahead;
+    int halted; /* owner only (stk__pipeline_halt) */
+    /* What its threads count (cfg.run points here), and the owner's run,
+     * which gets the gauges and samples_read_ahead (pipeline.h). */
+    struct stk__run counts;
+    struct stk__run *owner;
+    int input_over; /* guarded by mutex (stk__pipeline_input_over) */
 };
 
 /* 1 if the budget has no room left for another member (read-ahead stops). */
 static inline int stk__pipeline_budget_full(const struct stk__pipeline *p) {
-    return atomic_load(&p->held_bytes) >= p->cfg.opts.shuffle_buffer_bytes;
+    return atomic_load(p->cfg.held_bytes) >= p->cfg.opts.shuffle_buffer_bytes;
+}
+
+/* Member bytes now held by this pipeline's samples (delta may wrap:
+ * negative), counted in its share and in the owner's total. */
+static inline void stk__pipeline_hold(struct stk__pipeline *p, uint64_t delta) {
+    atomic_fetch_add(p->cfg.held_bytes, delta);
+    atomic_fetch_add(&p->own_bytes, delta);
 }
 
 /* Record the epoch's first error (p->mutex held). */

@@ -22,7 +22,7 @@ static int fits(const struct stk__pipeline *p, const struct slot *s, uint64_t sa
     const struct stk_options *o = &p->cfg.opts;
     return sample_bytes <= s->reading ||
            (atomic_load(&s->bytes) + sample_bytes <= o->prefetch_bytes_per_shard &&
-            atomic_load(&p->held_bytes) - s->reading + sample_bytes <= o->shuffle_buffer_bytes);
+            atomic_load(p->cfg.held_bytes) - s->reading + sample_bytes <= o->shuffle_buffer_bytes);
 }
 
 /* Whether slot s reads only past the range's end (stk__pipeline_set_limit):
@@ -74,10 +74,10 @@ static int member_gate(void *data, uint64_t sample_bytes) {
     struct reader_thread *rt = data;
     struct stk__pipeline *p = rt->p;
     struct slot *s = rt->slot;
-    if (atomic_load(&p->cfg.run->cancel))
+    if (atomic_load(&p->cancel))
         return -1;
     const struct stk_options *o = &p->cfg.opts;
-    uint64_t held = atomic_load(&p->held_bytes);
+    uint64_t held = atomic_load(p->cfg.held_bytes);
     for (;;) {
         uint64_t want = held - s->reading + sample_bytes;
         if (!rt->must_read && sample_bytes > s->reading &&
@@ -86,9 +86,10 @@ static int member_gate(void *data, uint64_t sample_bytes) {
             s->deferred = sample_bytes;
             return 1;
         }
-        if (atomic_compare_exchange_weak(&p->held_bytes, &held, want))
+        if (atomic_compare_exchange_weak(p->cfg.held_bytes, &held, want))
             break;
     }
+    atomic_fetch_add(&p->own_bytes, sample_bytes - s->reading);
     s->reading = sample_bytes;
     s->deferred = 0;
     return 0;
@@ -220,16 +221,20 @@ void *stk__pipeline_reader_main(void *arg) {
     struct reader_thread *rt = arg;
     struct stk__pipeline *p = rt->p;
     stk__mutex_lock(&p->mutex);
-    while (!atomic_load(&p->cfg.run->cancel)) {
+    while (!atomic_load(&p->cancel)) {
         int budget_bound;
         int j = choose_slot(p, rt, &budget_bound);
         if (j < 0) {
             /* Counted before the budget is looked at again (DESIGN). */
             if (budget_bound)
                 atomic_fetch_add(&p->room_waiters, 1);
+            /* Room may come from the other epoch's pipeline at a boundary,
+             * which does not know this one's readers (pipeline_impl.h). */
             int still;
-            if (!budget_bound || choose_slot(p, rt, &still) < 0)
+            if (!budget_bound)
                 stk__cond_wait(&rt->cond, &p->mutex);
+            else if (choose_slot(p, rt, &still) < 0)
+                stk__cond_timedwait_ms(&rt->cond, &p->mutex, SEQUENCER_POLL_MS);
             if (budget_bound)
                 atomic_fetch_sub(&p->room_waiters, 1);
             continue;
@@ -245,18 +250,19 @@ void *stk__pipeline_reader_main(void *arg) {
         if (produced) {
             /* The reservation becomes the sample's (none if the read ended
              * without one) until the sequencer gives it back. */
-            atomic_fetch_add(&p->held_bytes,
-                             (it.sample != NULL ? it.sample->bytes : 0) - s->reading);
+            stk__pipeline_hold(p, (it.sample != NULL ? it.sample->bytes : 0) - s->reading);
             s->reading = 0;
             s->deferred = 0;
         }
         stk__mutex_lock(&p->mutex);
         if (!produced)
             continue;
-        if (atomic_load(&p->cfg.run->cancel)) {
+        if (atomic_load(&p->cancel)) {
             stk__sample_free(it.sample);
             break;
         }
+        if (it.kind == ITEM_SAMPLE && atomic_load(&p->ahead))
+            atomic_fetch_add(&p->owner->counters.samples_read_ahead, 1);
         if (it.kind == ITEM_ERROR)
             stk__pipeline_record_failure(p, &rt->err);
         if (it.kind == ITEM_ERROR || it.kind == ITEM_STREAM_END)

@@ -25,7 +25,7 @@ struct sequencer {
 /* A sample left the shuffle: its member bytes go back to the budget, and
  * readers waiting for room look again (pipeline_impl.h, DESIGN). */
 static void release_bytes(struct stk__pipeline *p, uint64_t bytes) {
-    atomic_fetch_sub(&p->held_bytes, bytes);
+    stk__pipeline_hold(p, -bytes);
     if (atomic_load(&p->room_waiters) == 0)
         return;
     stk__mutex_lock(&p->mutex);
@@ -39,13 +39,13 @@ static int pop_item(struct stk__pipeline *p, unsigned j, struct item *out) {
     struct slot *s = &p->slots[j];
     struct reader_thread *owner = &p->readers[j % p->n_readers];
     stk__mutex_lock(&p->mutex);
-    while (s->count == 0 && !atomic_load(&p->cfg.run->cancel)) {
+    while (s->count == 0 && !atomic_load(&p->cancel)) {
         p->waiting_slot = (int)j;
         stk__cond_signal(&owner->cond);
         stk__cond_timedwait_ms(&p->seq_cond, &p->mutex, SEQUENCER_POLL_MS);
     }
     p->waiting_slot = -1;
-    int popped = s->count > 0 && !atomic_load(&p->cfg.run->cancel);
+    int popped = s->count > 0 && !atomic_load(&p->cancel);
     if (popped) {
         *out = s->ring[s->head];
         s->head = (s->head + 1) % SLOT_MAX_ITEMS;
@@ -201,10 +201,10 @@ void stk__pipeline_batch_done(void *data, struct stk__batch *b) {
  * 0, or 1 if stopped. */
 static int wait_for_range(struct stk__pipeline *p, uint64_t index) {
     stk__mutex_lock(&p->mutex);
-    while (index >= p->limit && !atomic_load(&p->cfg.run->cancel))
+    while (index >= p->limit && !atomic_load(&p->cancel))
         stk__cond_wait(&p->range_cond, &p->mutex);
     stk__mutex_unlock(&p->mutex);
-    return atomic_load(&p->cfg.run->cancel) ? 1 : 0;
+    return atomic_load(&p->cancel) ? 1 : 0;
 }
 
 /* A batch is complete: count how it mixes shards, then queue it. */
@@ -218,7 +218,7 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
                 struct stk__sample *s) {
     struct stk__pipeline *p = sq->p;
     if (*batch == NULL) {
-        if (wait_for_range(p, *index) || stk__budget_acquire(p->cfg.budget, &p->cfg.run->cancel)) {
+        if (wait_for_range(p, *index) || stk__budget_acquire(p->cfg.budget, &p->cancel)) {
             stk__sample_free(s);
             return 1;
         }
@@ -314,6 +314,9 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
                 failed = rc;
             } else if (rc == 0) {
                 input_done = 1;
+                stk__mutex_lock(&p->mutex);
+                p->input_over = 1;
+                stk__mutex_unlock(&p->mutex);
             } else {
                 sq->pulled++;
                 sq->held = s;
@@ -380,6 +383,7 @@ void *stk__pipeline_sequencer_main(void *arg) {
     stk__mutex_lock(&p->mutex);
     if (rc == STK_ENOMEM && p->fail.code == 0)
         stk__errf(&p->fail, STK_ENOMEM, "out of memory while assembling batches");
+    p->input_over = 1;
     p->finished = 1;
     stk__cond_broadcast(&p->batch_cond);
     stk__mutex_unlock(&p->mutex);

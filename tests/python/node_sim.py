@@ -39,7 +39,9 @@ for line in sys.stdin:
         if loader is not None:
             loader.close()
         current = cmd["options"]
-        loader = Loader(urls, **current)
+        # One epoch a command, the log cut between them: epochs=1 reads no
+        # epoch ahead in the pause, whose GETs would land in the wrong cut.
+        loader = Loader(urls, **dict(current, epochs=1))
     # An elastic resume's rest of the epoch: (ranges, nodes), or None.
     loader.set_remainder(cmd["epoch"], *(cmd.get("remainder") or (None,)))
     loader.seek(cmd["epoch"], 0)

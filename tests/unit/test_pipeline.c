@@ -1113,6 +1113,103 @@ static void test_interrupts_at_any_time_lose_nothing(void **state)
     assert_true(interrupted > 0);
 }
 
+/* Take the batches of the loader's current epoch into e (its ids, in order). */
+static int take_epoch(stk_loader *l, struct epoch *e)
+{
+    memset(e, 0, sizeof *e);
+    struct stk_batch *b;
+    int rc;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        for (size_t i = 0; i < b->n_samples; i++, e->n++)
+            if (e->n < 1024)
+                e->ids[e->n] = atoi((const char *)b->samples[i].members[1].data);
+        e->batches++;
+        stk_batch_release(b);
+    }
+    return rc == STK_EOF ? 0 : rc;
+}
+
+/* Until the next epoch's readers read at least `want` samples ahead of it;
+ * fails after 30 s (a loaded machine; none started ahead never gets there). */
+static void wait_read_ahead(stk_loader *l, uint64_t want)
+{
+    const uint64_t deadline = now_ms() + 30000;
+    struct stk_stats st;
+    for (;;) {
+        stk_loader_stats(l, &st);
+        if (st.samples_read_ahead >= want)
+            return;
+        if (now_ms() > deadline)
+            fail_msg("%llu samples read ahead of the next epoch after 30 s, want %llu",
+                     (unsigned long long)st.samples_read_ahead, (unsigned long long)want);
+        usleep(2000);
+    }
+}
+
+static uint64_t ahead_now(stk_loader *l)
+{
+    struct stk_stats st;
+    stk_loader_stats(l, &st);
+    return st.samples_read_ahead;
+}
+
+/* At an epoch boundary the next epoch's window is read while the last
+ * one's tail is delivered, and the loop continues those threads: the same
+ * batches as a loader started at that epoch, whatever the threads, and
+ * what was read ahead (a window of 20 at least) is not read again, and is
+ * counted in the epoch that read it, not the last one. A seek
+ * elsewhere in the middle of it, and a destroy, stop it cleanly (ASan,
+ * TSan). */
+static void test_next_epoch_read_ahead(void **state)
+{
+    (void)state;
+    const char *urls[] = {pattern};
+    for (unsigned threads = 1; threads <= 2; threads++) {
+        struct stk_options o = base_options();
+        o.threads = threads;
+        struct epoch fresh[3], got;
+        for (int e = 0; e < 3; e++) {
+            o.epoch = (uint64_t)e;
+            assert_int_equal(run_epoch(&o, &fresh[e]), 0);
+        }
+        o.epoch = 0;
+        stk_loader *l;
+        assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+        /* samples_read_ahead when the current epoch began: the next
+         * epoch's are counted from there */
+        uint64_t base = 0;
+        for (int e = 0; e < 3; e++) {
+            struct stk_stats before, after;
+            if (e > 0) /* epoch e's first window is read before the loop asks */
+                wait_read_ahead(l, base + 20);
+            stk_loader_stats(l, &before);
+            assert_int_equal(stk_loader_set_epoch(l, (uint64_t)e), 0);
+            base = ahead_now(l);
+            assert_int_equal(take_epoch(l, &got), 0);
+            assert_int_equal(got.n, fresh[e].n);
+            assert_memory_equal(got.ids, fresh[e].ids, sizeof(int) * (size_t)got.n);
+            /* ... and not again: the loop continued those threads, whose
+             * counts are the epoch's own (none of them before it began) */
+            stk_loader_stats(l, &after);
+            assert_int_equal(after.samples_read - before.samples_read, total_samples);
+        }
+        /* Destroyed while epoch 3 reads ahead. */
+        wait_read_ahead(l, base + 1);
+        stk_loader_destroy(l);
+
+        /* Seek to another epoch, and destroy, while the next one reads ahead. */
+        assert_int_equal(stk_loader_create(&o, urls, 1, &l, NULL, 0), 0);
+        assert_int_equal(take_epoch(l, &got), 0);
+        wait_read_ahead(l, 1);
+        assert_int_equal(stk_loader_set_epoch(l, 2), 0);
+        base = ahead_now(l);
+        assert_int_equal(take_epoch(l, &got), 0);
+        assert_memory_equal(got.ids, fresh[2].ids, sizeof(int) * (size_t)got.n);
+        wait_read_ahead(l, base + 1);
+        stk_loader_destroy(l);
+    }
+}
+
 /* Fail the Nth allocation for N = 1, 2, ... until a whole epoch succeeds:
  * every failure must surface as an error, never a crash, hang or leak. */
 static void test_allocation_failures(void **state)
@@ -1186,6 +1283,7 @@ int main(void)
         cmocka_unit_test(test_seek_without_index_reads_headers),
         cmocka_unit_test(test_seek_without_index_bad_input),
         cmocka_unit_test(test_range_reads_its_samples),
+        cmocka_unit_test(test_next_epoch_read_ahead),
         cmocka_unit_test(test_node_affinity),
         cmocka_unit_test(test_node_affinity_default),
         cmocka_unit_test(test_index_equal_shares),

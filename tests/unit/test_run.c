@@ -67,6 +67,38 @@ static void collect(void *data, enum stk_log_level level, const char *message)
     strncpy(data, message, 63);
 }
 
+/* An epoch's part of the run (its pipeline's counts): it starts at zero
+ * with the run's log and policy, and merging or adding it sums every COUNT
+ * and NS row and leaves every GAUGE row the run's own. */
+static void test_part_merges_counts_not_gauges(void **state)
+{
+    (void)state;
+    struct stk_options o;
+    stk_options_init(&o);
+    o.on_error = STK_ON_ERROR_SKIP;
+    struct stk__run run, part;
+    stk__run_init(&run, &o);
+    atomic_store(&run.counters.bytes_read, 100);
+    atomic_store(&run.counters.read_threads, 4);
+    stk__run_init_part(&part, &run);
+    assert_int_equal(part.skip_bad, 1);
+    assert_int_equal(atomic_load(&part.counters.bytes_read), 0);
+    atomic_store(&part.counters.bytes_read, 23);
+    atomic_store(&part.counters.read_ns, 7);
+    atomic_store(&part.counters.read_threads, 9);
+    struct stk_stats st;
+    stk__run_snapshot(&run, &st);
+    stk__run_snapshot_add(&part, &st);
+    assert_int_equal(st.bytes_read, 123);
+    assert_int_equal(st.read_ns, 7);
+    assert_int_equal(st.read_threads, 4);
+    stk__run_merge(&run, &part);
+    stk__run_snapshot(&run, &st);
+    assert_int_equal(st.bytes_read, 123);
+    assert_int_equal(st.read_ns, 7);
+    assert_int_equal(st.read_threads, 4);
+}
+
 static void test_log(void **state)
 {
     (void)state;
@@ -91,6 +123,7 @@ int main(void)
         cmocka_unit_test(test_snapshot_fills_every_field_by_name),
         cmocka_unit_test(test_kinds),
         cmocka_unit_test(test_log),
+        cmocka_unit_test(test_part_merges_counts_not_gauges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
