@@ -105,13 +105,13 @@ t=$(clock)
 # for those marked `serial` (they measure memory, a latency or a thread's share of the CPU),
 # which run after them, one at a time.
 PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
-    -p no:cacheprovider -n 2 --dist loadgroup -m "not serial" \
+    -p no:cacheprovider --strict-markers -n 2 --dist loadgroup -m "not serial" \
     --junitxml=build-rel/pytest-python.xml tests/python || status=1
 took build-rel pytest "$t"
 t=$(clock)
 PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
-    -p no:cacheprovider -m serial --junitxml=build-rel/pytest-python-serial.xml \
-    tests/python || status=1
+    -p no:cacheprovider --strict-markers -m serial \
+    --junitxml=build-rel/pytest-python-serial.xml tests/python || status=1
 took build-rel pytest-serial "$t"
 
 cat "$TIMES"
