@@ -13,8 +13,9 @@
 # torchvision run once, against the release build's tools (marker `pixels`),
 # not under ASan at twice the cost; the tests of remote sources, which spend
 # their time waiting on servers, stalls and credential expiry, run two at a
-# time (pytest-xdist), the rest one at a time because they time or measure
-# themselves.
+# time (pytest-xdist), the rest of tests/integration one at a time because
+# they time or measure themselves; tests/python runs two at a time but for
+# the tests marked `serial`, which run alone after the others.
 set -u
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -100,13 +101,22 @@ STOKER_BUILD_DIR=$PWD/build-rel STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m py
     tests/integration/test_image_vs_torchvision.py tests/integration/test_resize_vs_pil.py || status=1
 took build-rel pytest-pixels "$t"
 t=$(clock)
+# The Python package's tests start processes and servers and wait on them: two at a time, but
+# for those marked `serial` (they measure memory, a latency or a thread's share of the CPU),
+# which run after them, one at a time.
 PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
-    -p no:cacheprovider --junitxml=build-rel/pytest-python.xml tests/python || status=1
+    -p no:cacheprovider --strict-markers -n 2 --dist loadgroup -m "not serial" \
+    --junitxml=build-rel/pytest-python.xml tests/python || status=1
 took build-rel pytest "$t"
+t=$(clock)
+PYTHONPATH=$PWD/build-rel/python STOKER_BIN=$PWD/build-rel/stoker "$PYTHON" -m pytest -q \
+    -p no:cacheprovider --strict-markers -m serial \
+    --junitxml=build-rel/pytest-python-serial.xml tests/python || status=1
+took build-rel pytest-serial "$t"
 
 cat "$TIMES"
 "$PYTHON" tests/summarize.py build-asan/meson-logs/testlog.json \
     build-tsan/meson-logs/testlog.json build-tsan/pytest-remote.xml build-tsan/pytest-jobs.xml \
     build-asan/pytest-remote.xml build-asan/pytest.xml build-rel/pytest-pixels.xml \
-    build-rel/pytest-python.xml || status=1
+    build-rel/pytest-python.xml build-rel/pytest-python-serial.xml || status=1
 exit $status

@@ -8,9 +8,10 @@ that directory itself. Every data file is generated in pytest's tmp dirs:
 
   sample_dir      tools/make_sample_dataset.py --count 120 --per-shard 20:
                   6 shards of 20 real-photo JPEGs (KEY.jpg + KEY.cls), made
-                  once per session (photos come from Debian packages cached in
+                  once per run (photos come from Debian packages cached in
                   build-data/photos-cache, fetched with apt-get download when
-                  missing);
+                  missing) and copied into each pytest-xdist worker's own
+                  directory;
   dataset         those samples in storage order: key, url, jpg and cls bytes;
   even_shards     the 6 shards as written;
   uneven_shards   the same 120 samples re-packed into 7 shards of
@@ -22,14 +23,19 @@ that directory itself. Every data file is generated in pytest's tmp dirs:
   clean_env_factory  environments for subprocesses (no launcher rank
                   variables, PYTHONPATH reaching the stoker under test).
 
+Tests run two at a time (pytest-xdist, tests/run_all.sh) unless marked
+`serial` (see pytest_configure below and docs/tests.md).
+
 No test may hang: the watchdog plugin (watchdog.py) names a test that runs
 too long, dumps every thread's stack where the terminal sees it and ends the
 run; subprocesses get timeouts.
 """
+import fcntl
 import importlib.util
 import io
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -62,6 +68,14 @@ if importlib.util.find_spec("stoker") is None:
     sys.path.insert(0, str(BUILD_DIR / "python"))
 
 Sample = namedtuple("Sample", "key url jpg cls label")
+
+
+def pytest_configure(config):
+    # tests/run_all.sh runs the tests without this marker two at a time (pytest-xdist) and those
+    # with it afterwards, one at a time.
+    config.addinivalue_line(
+        "markers", "serial: runs alone: asserts memory, a latency or a thread's share of the "
+        "CPU, which a test running beside it would change")
 
 
 @pytest.fixture(autouse=True)
@@ -114,19 +128,34 @@ def clean_env_factory():
     return _clean_env
 
 
+def run_dir(tmp_path_factory):
+    """A directory of this pytest run that its xdist workers share (the parent of
+    their own base directories), or the run's base directory without xdist."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if "PYTEST_XDIST_WORKER" in os.environ else base
+
+
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sample-data")
-    cmd = ["/usr/bin/python3", str(REPO / "tools" / "make_sample_dataset.py"), "--out", str(out),
-           "--count", "120", "--per-shard", "20", "--cache", str(PHOTO_CACHE)]
-    try:
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              stdin=subprocess.DEVNULL, timeout=DATASET_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"make_sample_dataset.py ran past {DATASET_TIMEOUT_S} s", pytrace=False)
+    # Made once per run, under a lock the workers take in turn (the script
+    # leaves a complete directory as it is), then copied: a test that touches
+    # a shard (mtime, permissions) touches its worker's copy only.
+    count, per_shard = 120, 20
+    made = run_dir(tmp_path_factory) / f"sample-data-{count}-{per_shard}"
+    cmd = ["/usr/bin/python3", str(REPO / "tools" / "make_sample_dataset.py"), "--out", str(made),
+           "--count", str(count), "--per-shard", str(per_shard), "--cache", str(PHOTO_CACHE)]
+    with open(f"{made}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  stdin=subprocess.DEVNULL, timeout=DATASET_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"make_sample_dataset.py ran past {DATASET_TIMEOUT_S} s", pytrace=False)
     if proc.returncode != 0:
         pytest.fail(f"make_sample_dataset.py failed ({proc.returncode}):\n{proc.stderr}",
                     pytrace=False)
+    out = tmp_path_factory.mktemp("sample-data")
+    shutil.copytree(made, out, dirs_exist_ok=True)
     return out
 
 

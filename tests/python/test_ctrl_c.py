@@ -13,8 +13,13 @@ import sys
 import textwrap
 import time
 
+import pytest
+
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "integration"))
 from servers import FaultServer  # noqa: E402  (the integration tests' HTTP server)
+
+# The latency is timed: a test beside it on the second core would take part of it.
+pytestmark = pytest.mark.serial
 
 LATENCY_S = 1.0        # what the issue asks for
 SIGNAL_AFTER_S = 0.5   # into the wait: next() is inside C by then

@@ -4,9 +4,13 @@ keeps running during the calls."""
 import threading
 import time
 
+import pytest
 import torch
 
 import stoker
+
+# The ticker's rate is measured: a test beside it would take the core it ticks on.
+pytestmark = pytest.mark.serial
 
 TICK_S = 0.0005
 EPOCHS = 4

@@ -235,6 +235,7 @@ def long_shard(tmp_path_factory, dataset):
     return write_rows(tmp_path_factory.mktemp("long") / "long-0.tar", rows)
 
 
+@pytest.mark.serial  # peak RSS is measured
 def test_a_hooked_batch_costs_the_trainer_few_batches_of_memory(long_shard, clean_env_factory):
     """The hook processes write map= results into the batch's slot of
     shared memory and the loop's batch is a view of it: the trainer copies

@@ -130,6 +130,7 @@ def vm_rss_kib():
     raise AssertionError("no VmRSS in /proc/self/status")
 
 
+@pytest.mark.serial  # RSS is measured
 def test_memory_is_freed_when_batches_are_dropped(even_shards):
     ld = loader(even_shards, batch_size=16, image_size=224, dtype=torch.float32,
                 transform="train", shuffle=True)
