@@ -16,12 +16,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
 
 import stoker
 import lifecycle_fns
+from stoker.hooks.batches import HookedBatches
 from test_hooks import gone, parent_of
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -224,6 +226,58 @@ def test_children_of_fork_leave_the_hook_processes_alone(even_shards, clean_env_
     assert result["codes"] == [0] * 6, (result, err)
     assert result["batches"] == 15 and result["same"], (result, err)
     assert result["restarted"] == 0 and result["same_pids"], (result, err)
+
+
+class _IdlePool:
+    """The pool of a loader without map= or batch_map=: nothing to run."""
+    closed = False
+
+    def step(self, timeout_s):
+        time.sleep(timeout_s)
+        return []
+
+    def discard(self, jobs):
+        pass
+
+
+def test_a_fork_while_the_hooks_thread_reads_the_source(tmp_path):
+    """fork() while the hooks thread is inside the C loader's batches (it
+    fetches the next while the loop holds one): in the child that thread
+    is gone and the source stays 'executing', so closing the hooked
+    batches there must not close the source. Before, the child's close
+    raised "generator already executing" instead of ending (it made
+    test_children_of_fork_leave_the_hook_processes_alone fail now and then)."""
+    gate = threading.Event()
+
+    def source():
+        yield 0, [], [], [], [], "batch 0"
+        gate.wait(30)  # the hooks thread waits here for the next batch
+        yield 1, [], [], [], [], "batch 1"
+
+    items = source()
+    hooked = HookedBatches(_IdlePool(), None, None, seed=0, rank=0, skip=False, depth=1,
+                           map_shape=None)
+    batches = hooked.batches(items, 0)
+    try:
+        assert next(batches) == "batch 0"
+        deadline = time.monotonic() + 30
+        while not items.gi_running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert items.gi_running
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child's outcome is its exit status)
+            try:
+                batches.close()
+                os._exit(0)
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+                os._exit(3)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        gate.set()
+        batches.close()
 
 
 # -- processes that hooks start ----------------------------------------------------------------

@@ -124,7 +124,11 @@ class HookedBatches:
         finally:
             stop.set()
             thread.join()
-            source.close()
+            # Still executing only in a child of fork() taken while the
+            # thread was inside it: the thread is gone and closing would
+            # raise; the parent's close() ends it there.
+            if not getattr(source, "gi_running", False):
+                source.close()
 
     def _run(self, source, epoch, stop, with_skips, slots):
         jobs = self._in_flight = collections.deque()
