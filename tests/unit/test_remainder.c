@@ -26,6 +26,25 @@
 
 #define MAX_TOTAL 200
 
+/* fn(args..., &out, &n) with its 1st, 2nd, ... allocation failing until
+ * it succeeds: every failure is STK_ENOMEM and leaves out NULL. */
+#define FAIL_EACH_ALLOCATION(fn, ...)                                                              \
+    do {                                                                                           \
+        for (unsigned long fail = 1;; fail++) {                                                    \
+            uint64_t *out;                                                                         \
+            size_t n;                                                                              \
+            stk__alloc_fail_after(fail);                                                           \
+            int rc = fn(__VA_ARGS__, &out, &n);                                                    \
+            stk__alloc_fail_after(0);                                                              \
+            if (rc == 0) {                                                                         \
+                stk__free(out);                                                                    \
+                break;                                                                             \
+            }                                                                                      \
+            assert_int_equal(rc, STK_ENOMEM);                                                      \
+            assert_null(out);                                                                      \
+        }                                                                                          \
+    } while (0)
+
 /* The remainder of the positions in ranges (NULL: all of [0, total)) as
  * flags, by replaying each old rank's run one position at a time. */
 static void brute_force(uint64_t total, const uint64_t *ranges, size_t n_ranges, int world, int pad,
@@ -424,19 +443,7 @@ static void test_window_allocation_failures(void **state)
     struct stk__plan_cursor c;
     assert_int_equal(stk__plan_cursor_open(&c, &spec), 0);
     struct stk__seek_request req = window_request(&c, window_counts, 4, 8, 20);
-    for (unsigned long fail = 1;; fail++) {
-        uint64_t *out;
-        size_t n;
-        stk__alloc_fail_after(fail);
-        int rc = stk__seek_plan_delivered(&req, &out, &n);
-        stk__alloc_fail_after(0);
-        if (rc == 0) {
-            stk__free(out);
-            break;
-        }
-        assert_int_equal(rc, STK_ENOMEM);
-        assert_null(out);
-    }
+    FAIL_EACH_ALLOCATION(stk__seek_plan_delivered, &req);
     stk__plan_cursor_free(&c);
 }
 
@@ -542,35 +549,11 @@ static void test_allocation_failures(void **state)
 {
     (void)state;
     const uint64_t delivered[] = {3, 4, 5};
-    for (unsigned long fail = 1;; fail++) {
-        uint64_t *out;
-        size_t n;
-        stk__alloc_fail_after(fail);
-        int rc = stk__plan_remainder(50, NULL, 0, 3, 1, delivered, &out, &n);
-        stk__alloc_fail_after(0);
-        if (rc == 0) {
-            stk__free(out);
-            break;
-        }
-        assert_int_equal(rc, STK_ENOMEM);
-        assert_null(out);
-    }
+    FAIL_EACH_ALLOCATION(stk__plan_remainder, 50, NULL, 0, 3, 1, delivered);
     /* Under node affinity, and a cursor over the nodes' sequences. */
     const uint64_t lengths[] = {20, 30}, counts[] = {20, 10, 20};
     const uint64_t delivered4[] = {3, 4, 5, 6};
-    for (unsigned long fail = 1;; fail++) {
-        uint64_t *out;
-        size_t n;
-        stk__alloc_fail_after(fail);
-        int rc = stk__plan_node_remainder(lengths, 2, 2, 13, 1, delivered4, &out, &n);
-        stk__alloc_fail_after(0);
-        if (rc == 0) {
-            stk__free(out);
-            break;
-        }
-        assert_int_equal(rc, STK_ENOMEM);
-        assert_null(out);
-    }
+    FAIL_EACH_ALLOCATION(stk__plan_node_remainder, lengths, 2, 2, 13, 1, delivered4);
     const uint64_t ranges[] = {5, 40};
     for (int global = 0; global <= 1; global++) {
         for (unsigned long fail = 1;; fail++) {
