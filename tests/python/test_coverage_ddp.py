@@ -44,9 +44,9 @@ print(json.dumps(out))
 ''' % (BATCH, EPOCHS)
 
 
-def write_numbered_shards(directory, sizes):
+def write_numbered_shards(directory, sizes, seed=5):
     """Shards of small noise JPEGs whose .cls is the sample's number."""
-    rng = np.random.default_rng(5)
+    rng = np.random.default_rng(seed)
     paths, n = [], 0
     for i, size in enumerate(sizes):
         path = directory / f"part-{i:06d}.tar"

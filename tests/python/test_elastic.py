@@ -21,7 +21,6 @@ import gzip
 import hashlib
 import json
 import os
-import tarfile
 
 import numpy as np
 import pytest
@@ -31,9 +30,9 @@ import stoker
 import test_cluster
 
 pytestmark = pytest.mark.filterwarnings("ignore:make_current is deprecated:DeprecationWarning")
-from conftest import add_noise_sample, run_ranks
+from conftest import run_ranks
 from node_sim import Nginx
-from test_coverage_ddp import make_index
+from test_coverage_ddp import make_index, write_numbered_shards
 
 SIZES = (7, 19, 4, 13, 11, 9, 6, 10)
 TOTAL = sum(SIZES)
@@ -45,15 +44,7 @@ EPOCH = 1
 @pytest.fixture(scope="module")
 def indexed(tmp_path_factory, stoker_bin):
     directory = tmp_path_factory.mktemp("elastic")
-    rng = np.random.default_rng(7)
-    urls, n = [], 0
-    for i, size in enumerate(SIZES):
-        path = directory / f"part-{i:06d}.tar"
-        with tarfile.open(path, "w") as tar:
-            for _ in range(size):
-                add_noise_sample(tar, rng, f"s{n:05d}", n, (20, 24, 3))
-                n += 1
-        urls.append(str(path))
+    urls = write_numbered_shards(directory, SIZES, seed=7)
     return urls, make_index(stoker_bin, urls, directory / "index.json")
 
 
