@@ -153,15 +153,9 @@ static void read_through(struct stk__source *src)
     stk__source_close(src);
 }
 
-/* Open url and read it all: 0, or the error of the open or of a read (a
- * miss meets cache-side errors while it streams) in err. */
-static int open_and_read(struct stk__cache *c, const char *url, struct stk__err *err)
+/* Read src to its end and close it: 0, or a read's error (in err). */
+static int read_all_and_close(struct stk__source *src, struct stk__err *err)
 {
-    struct stk__source *src;
-    stk__err_clear(err);
-    int rc = stk__cache_open(c, url, url, NULL, &src, err);
-    if (rc < 0)
-        return rc;
     unsigned char buf[4096];
     ssize_t n;
     while ((n = stk__source_read(src, buf, sizeof buf)) > 0)
@@ -170,6 +164,16 @@ static int open_and_read(struct stk__cache *c, const char *url, struct stk__err 
         *err = src->err;
     stk__source_close(src);
     return (int)n;
+}
+
+/* Open url and read it all: 0, or the error of the open or of a read (a
+ * miss meets cache-side errors while it streams) in err. */
+static int open_and_read(struct stk__cache *c, const char *url, struct stk__err *err)
+{
+    struct stk__source *src;
+    stk__err_clear(err);
+    int rc = stk__cache_open(c, url, url, NULL, &src, err);
+    return rc < 0 ? rc : read_all_and_close(src, err);
 }
 
 static int cached(const char *url)
@@ -1133,16 +1137,7 @@ static int open_whole_and_read(struct stk__cache *c, const char *url, struct stk
     struct stk__source *src;
     stk__err_clear(err);
     int rc = stk__cache_open_whole(c, url, url, NULL, &src, err);
-    if (rc < 0)
-        return rc;
-    unsigned char buf[4096];
-    ssize_t n;
-    while ((n = stk__source_read(src, buf, sizeof buf)) > 0)
-        ;
-    if (n < 0)
-        *err = src->err;
-    stk__source_close(src);
-    return (int)n;
+    return rc < 0 ? rc : read_all_and_close(src, err);
 }
 
 static void allocation_failures(int whole)
