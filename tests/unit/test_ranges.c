@@ -259,6 +259,20 @@ static void run_full(const struct stk_options *o, struct full_epoch *e)
     stk_loader_destroy(l);
 }
 
+/* Take l's batches to the end of what was sought, each the same as e's
+ * batch *index, *index counting on. */
+static void take_same_until_eof(stk_loader *l, const struct full_epoch *e, uint64_t *index)
+{
+    struct stk_batch *b;
+    int rc;
+    while ((rc = stk_loader_next(l, &b)) == 0) {
+        assert_same_batch(&e->batches[*index], b, *index);
+        (*index)++;
+        stk_batch_release(b);
+    }
+    assert_int_equal(rc, STK_EOF);
+}
+
 /* Every kind of bad input is charged to exactly one batch. */
 static void check_charges_add_up(const struct full_epoch *e)
 {
@@ -349,14 +363,7 @@ static void test_consecutive_ranges_continue(void **state)
     const uint64_t m = 3;
     for (uint64_t first = 0; first < full.n; first += m) {
         assert_int_equal(stk_loader_seek_range(l, o.epoch, first, m), 0);
-        struct stk_batch *b;
-        int rc;
-        while ((rc = stk_loader_next(l, &b)) == 0) {
-            assert_same_batch(&full.batches[index], b, index);
-            index++;
-            stk_batch_release(b);
-        }
-        assert_int_equal(rc, STK_EOF);
+        take_same_until_eof(l, &full, &index);
         assert_int_equal(index, first + m < full.n ? first + m : full.n);
         if (first == 0) {
             struct stk_stats st;
@@ -426,15 +433,8 @@ static void test_start_reads_ahead_and_next_continues(void **state)
         }
         assert_int_equal(st.batches, 0);
         assert_int_equal(stk_loader_seek_range(l, o.epoch, first, 0), 0); /* kept */
-        struct stk_batch *b;
         uint64_t index = first;
-        int rc;
-        while ((rc = stk_loader_next(l, &b)) == 0) {
-            assert_same_batch(&full.batches[index], b, index);
-            index++;
-            stk_batch_release(b);
-        }
-        assert_int_equal(rc, STK_EOF);
+        take_same_until_eof(l, &full, &index);
         assert_int_equal(index, full.n);
         stk_loader_stats(l, &st);
         if (first == 0) {
