@@ -12,6 +12,10 @@ For each start
 and each contender
   stoker          stoker.Loader defaults (train transform, 224 px);
   stoker index=   the same with a dataset index (`stoker index`);
+  stoker sequential  the defaults with sequential_start=1: the first batch
+                  waits for the shuffle window, read in storage order (what
+                  the defaults did before the first batches were read by
+                  offset while the window fills);
   stoker W=100    the defaults with shuffle_buffer=100 and no index: a
                   window shorter than the epoch, so a resume has samples
                   to jump over (without an index, after a scan of the
@@ -30,7 +34,9 @@ prints the seconds to the first batch and the bytes read before it (stoker:
 its bytes_read counter; WebDataset: the bytes its shard streams handed
 over). The reference the targets use, "one batch alone", is the first batch
 of an unshuffled stoker loader (shuffle=False, shards_in_flight=1): one
-batch's samples read and decoded on the same threads.
+batch's samples read and decoded on the same threads, from the same place
+(local disk, or over the same http link: its round trips are part of
+reading one batch there). "/ local" divides every row by the local one.
 
 Mixing: distinct labels in the first batch of a fresh start, over --rounds
 seeds, against a uniform permutation's batch of the same size, on the
@@ -251,11 +257,12 @@ def main():
             where = {"local": (local, index(a.stoker, local, tmp / "local.json")),
                      "http": (remote, index(a.stoker, remote, tmp / "http.json"))}
             for r in range(a.rounds):
-                results[("local", "one batch alone", "fresh")].append(one_batch_alone(local, a))
                 for name, (urls, idx) in where.items():
+                    results[(name, "one batch alone", "fresh")].append(one_batch_alone(urls, a))
                     for start in ("fresh", "epoch 2", "resume"):
                         for contender, opts in (
                                 ("stoker", {}), ("stoker index=", {"index": idx}),
+                                ("stoker sequential", {"sequential_start": True}),
                                 ("stoker W=100", {"shuffle_buffer": 100}),
                                 ("stoker prefetch", {"prefetch": True})):
                             took, read, _ = stoker_run(urls, a, r, start, **opts)
@@ -270,12 +277,12 @@ def main():
               f"{os.cpu_count()} CPUs; medians of {a.rounds} rounds:")
         med = {k: (statistics.median(t for t, _ in v), statistics.median(b for _, b in v))
                for k, v in results.items()}
-        alone = med[("local", "one batch alone", "fresh")][0]
-        print(f"{'':6s} {'contender':16s} {'start':8s} {'seconds':>8s} {'/ alone':>8s} "
-              f"{'MB read':>8s} {'samples':>8s}")
+        alone = {name: med[(name, "one batch alone", "fresh")][0] for name in where}
+        print(f"{'':6s} {'contender':17s} {'start':8s} {'seconds':>8s} {'/ alone':>8s} "
+              f"{'/ local':>8s} {'MB read':>8s} {'samples':>8s}")
         for (name, contender, start), (took, read) in med.items():
-            print(f"{name:6s} {contender:16s} {start:8s} {took:8.3f} {took / alone:8.2f} "
-                  f"{read / 1e6:8.1f} {read / sample_bytes:8.0f}")
+            print(f"{name:6s} {contender:17s} {start:8s} {took:8.3f} {took / alone[name]:8.2f} "
+                  f"{took / alone['local']:8.2f} {read / 1e6:8.1f} {read / sample_bytes:8.0f}")
         print("targets: fresh first batch <= 2x one batch alone; the second epoch's first "
               "batch no later than one batch alone; resume reads <= what the design needs "
               "(index=: the samples of one batch, no window; without: the batch's window, "

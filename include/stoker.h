@@ -633,6 +633,15 @@ struct stk_options {
      * elsewhere): none is read past these epochs. Speed only: the batches
      * are the same. */
     unsigned epochs;
+    /* 1: an epoch's first batches wait for the shuffle window, read in
+     * storage order. 0 (default): where the shards are local and
+     * uncompressed and their samples' offsets known (index_path, or else a
+     * scan of their tar headers), the samples of the first batches, known
+     * from positions alone, are read at their offsets while the window
+     * fills, so that the first batch waits for its own samples, not for the
+     * window's (docs/performance.md). For a disk where a seek costs more
+     * than reading the window. Speed only: the batches are the same. */
+    int sequential_start;
 };
 
 /* Fill *opts with the defaults documented above (and struct_size). Call it
@@ -1137,6 +1146,10 @@ struct stk_stats {
      * wait for the window. Counted in samples_read and bytes_read too, when
      * read. */
     uint64_t samples_read_ahead;
+    /* Samples of an epoch's first batches read at their offsets while its
+     * shuffle window filled, and delivered from there (sequential_start):
+     * the stream reads them too, and drops them. */
+    uint64_t samples_fast_start;
 };
 
 /* Where requests to an s3:// or gs:// url would get their credentials, in

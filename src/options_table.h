@@ -219,7 +219,10 @@
       "ranks per node for node_affinity (0: LOCAL_WORLD_SIZE or Slurm's tasks per node)") \
     X(epochs, UINT, STK__SPEED, "0", 1, 1u << 30, NULL, NULL, \
       "epochs the caller reads from epoch on (0: as many as it asks for): the next epoch's " \
-      "window is read ahead at each boundary but the last")
+      "window is read ahead at each boundary but the last") \
+    X(sequential_start, BOOL, STK__SPEED | STK__BENCH, "0", 0, 1, "sequential-start", NULL, \
+      "1: the first batches of an epoch wait for its shuffle window (0: over local uncompressed " \
+      "shards their samples are read by offset meanwhile; for disks where a seek costs more)")
 
 /* clang-format on */
 

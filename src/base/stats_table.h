@@ -69,7 +69,8 @@
     X(cache_epoch_hits, GAUGE, "cache_hits since the current epoch started") \
     X(cache_epoch_misses, GAUGE, "cache_misses since the current epoch started") \
     X(cache_epoch_origin_bytes, GAUGE, "bytes this loader downloaded into the cache since the current epoch started") \
-    X(samples_read_ahead, COUNT, "samples an epoch read before the loop asked for it, while the last epoch's tail was delivered")
+    X(samples_read_ahead, COUNT, "samples an epoch read before the loop asked for it, while the last epoch's tail was delivered") \
+    X(samples_fast_start, COUNT, "samples of an epoch's first batches read at their offsets while its shuffle window filled (sequential_start)")
 
 /* The augmentation operations on the crop timed one by one, each with two
  * counters at the end of struct stk_stats: aug_NAME_ns, its time on the

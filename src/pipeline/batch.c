@@ -43,6 +43,16 @@ int stk__budget_acquire(struct stk__batch_budget *b, const atomic_int *stop)
     return stopped;
 }
 
+int stk__budget_try_acquire(struct stk__batch_budget *b)
+{
+    stk__mutex_lock(&b->mutex);
+    const int full = b->in_use >= b->limit;
+    if (!full)
+        b->in_use++;
+    stk__mutex_unlock(&b->mutex);
+    return full;
+}
+
 void stk__budget_wake(struct stk__batch_budget *b)
 {
     stk__mutex_lock(&b->mutex);

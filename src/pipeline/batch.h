@@ -72,6 +72,8 @@ void stk__budget_destroy(struct stk__batch_budget *b);
 /* Wait for room for one more batch; returns 0, or 1 if *stop became true
  * (checked whenever the budget's condition is signalled). */
 int stk__budget_acquire(struct stk__batch_budget *b, const atomic_int *stop);
+/* Room for one more batch now: 0 taken, 1 none (nothing waited for). */
+int stk__budget_try_acquire(struct stk__batch_budget *b);
 /* Wake waiters so they re-check their stop flag. */
 void stk__budget_wake(struct stk__batch_budget *b);
 

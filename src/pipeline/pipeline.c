@@ -31,6 +31,7 @@ void stk__pipeline_halt(struct stk__pipeline *p) {
     stk__mutex_unlock(&p->mutex);
     stk__budget_wake(p->cfg.budget);
 
+    stk__head_stop(p);
     for (unsigned t = 0; t < p->readers_started; t++)
         stk__thread_join(p->readers[t].tid);
     if (p->seq_started)
@@ -48,6 +49,7 @@ void stk__pipeline_stop(struct stk__pipeline *p) {
         return;
     stk__pipeline_halt(p);
     stk__batch_free(p->partial);
+    stk__head_free(p);
     for (unsigned t = 0; t < p->n_readers; t++) {
         stk__cond_destroy(&p->readers[t].cond);
         stk__plan_cursor_free(&p->readers[t].cursor);
@@ -77,25 +79,6 @@ static unsigned slots_for(const struct stk__pipeline_config *cfg, size_t rank_sh
     return rank_shards > 0 && n > rank_shards ? (unsigned)rank_shards : n;
 }
 
-/* What the sequencer of cfg's epoch does, for a replay on counts from
- * output position `output` (seek_plan.h). */
-static struct stk__seek_request seek_request(const struct stk__pipeline_config *cfg,
-                                             struct stk__plan_cursor *cursor, unsigned n_slots,
-                                             uint64_t output) {
-    const struct stk_options *o = &cfg->opts;
-    return (struct stk__seek_request){
-        .cursor = cursor,
-        .shard_samples = cfg->shard_samples,
-        .n_slots = n_slots,
-        .shuffle = o->shuffle,
-        .interleave_seed = stk__pipeline_sequencer_seed(cfg, INTERLEAVE_SEED),
-        .shuffle_seed = stk__pipeline_sequencer_seed(cfg, SHUFFLE_SEED),
-        .window = stk__pipeline_shuffle_window(o),
-        .output_position = output,
-        .target = o->samples_per_rank ? o->samples_per_rank : UINT64_MAX,
-    };
-}
-
 /* The epoch's gauges, once it is the one delivered (pipeline.h: ahead). */
 static void publish_gauges(struct stk__pipeline *p) {
     struct stk__counters *c = &p->owner->counters;
@@ -119,7 +102,7 @@ static int plan_slots(struct stk__pipeline *p) {
     if (p->cfg.first_batch == 0)
         return 0;
     struct stk__resume_scan scan = {0};
-    struct stk__seek_request req = seek_request(&p->cfg, &p->readers[0].cursor, p->n_slots,
+    struct stk__seek_request req = stk__pipeline_seek_request(&p->cfg, &p->readers[0].cursor, p->n_slots,
                                                 p->cfg.first_batch * p->cfg.opts.batch_size);
     req.count = stk__resume_scan_count;
     req.count_data = &scan;
@@ -144,6 +127,14 @@ static int plan_slots(struct stk__pipeline *p) {
     return rc < 0 ? rc : 0;
 }
 
+/* Whether the epoch's first batches are read by offset while its window
+ * fills (pipeline_head.c): where a read by offset costs no more than the
+ * stream's, and the stream would make the first batch wait for a window. */
+static int head_wanted(const struct stk__pipeline_config *cfg) {
+    return !cfg->ahead && !cfg->any_remote && !cfg->opts.sequential_start &&
+           stk__pipeline_shuffle_window(&cfg->opts) > 1;
+}
+
 int stk__pipeline_delivered(const struct stk__pipeline_config *cfg, uint64_t delivered,
                             uint64_t **out, size_t *n_out) {
     struct stk__plan_cursor cursor;
@@ -152,7 +143,7 @@ int stk__pipeline_delivered(const struct stk__pipeline_config *cfg, uint64_t del
     int rc = stk__plan_cursor_open(&cursor, &cfg->plan);
     if (rc < 0)
         return rc;
-    struct stk__seek_request req = seek_request(cfg, &cursor, slots_for(cfg, cursor.count),
+    struct stk__seek_request req = stk__pipeline_seek_request(cfg, &cursor, slots_for(cfg, cursor.count),
                                                 delivered);
     rc = stk__seek_plan_delivered(&req, out, n_out);
     stk__plan_cursor_free(&cursor);
@@ -237,6 +228,8 @@ int stk__pipeline_start(const struct stk__pipeline_config *cfg, struct stk__pipe
         if (rc < 0)
             goto fail;
     }
+    if (head_wanted(&p->cfg) && stk__head_start(p, cfg->first_batch * cfg->opts.batch_size) < 0)
+        stk__head_free(p); /* the stream alone delivers every batch */
     rc = stk__thread_create(&p->seq_tid, stk__pipeline_sequencer_main, p);
     if (rc < 0) {
         stk__errf(err, rc, "cannot start the sequencer thread: %s", strerror(-rc));

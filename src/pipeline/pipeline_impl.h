@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * pipeline_impl.h - the state the pipeline's three files share: reader
- * threads (pipeline_readers.c), the sequencer thread (pipeline_sequencer.c)
- * and the lifetime and batch queue (pipeline.c), which starts the other two.
- * Neither of those calls into pipeline.c, nor into each other.
+ * pipeline_impl.h - the state the pipeline's files share: reader threads
+ * (pipeline_readers.c), the sequencer thread (pipeline_sequencer.c), the
+ * first batches read by offset (pipeline_head.c: its thread, which the
+ * sequencer takes from), and the lifetime and batch queue (pipeline.c),
+ * which starts the others; pipeline_replay.c holds what a replay of the
+ * sequencer on counts needs. None calls into pipeline.c; the head calls the
+ * readers' and the replay's helpers, and the sequencer the head's.
  *
  * DESIGN (locking). One mutex, p->mutex, guards every slot queue, the
  * batch queue, waiting_slot, finished and the first error. Wake-ups:
@@ -186,6 +189,9 @@ struct stk__pipeline {
     struct stk__run counts;
     struct stk__run *owner;
     int input_over; /* guarded by mutex (stk__pipeline_input_over) */
+    /* The first batches read by offset while the window fills
+     * (pipeline_head.c), or NULL. */
+    struct stk__head *head;
 };
 
 /* 1 if the budget has no room left for another member (read-ahead stops). */
@@ -213,6 +219,41 @@ void *stk__pipeline_sequencer_main(void *arg);
 
 /* The image workers' batch_done callback: b's last slot is done. */
 void stk__pipeline_batch_done(void *data, struct stk__batch *b);
+
+/* The head (pipeline_head.c): start it for the epoch's outputs from
+ * output position `first` (p->head is set, also when this fails: free it
+ * with stk__head_free). 0 or <0. */
+int stk__head_start(struct stk__pipeline *p, uint64_t first);
+/* With p->mutex held: 1 if the head holds output position `output`, the
+ * one the sequencer emits next. */
+int stk__head_ready(const struct stk__head *h, uint64_t output);
+/* With p->mutex held: 1 once the head delivers nothing more. */
+int stk__head_done(const struct stk__head *h);
+/* Take that output (NULL: not there); the sequencer owns the sample. */
+struct stk__sample *stk__head_take(struct stk__head *h, uint64_t output);
+/* The stream dropped `stream` at output `output`: 1 if the head delivered
+ * that output (0 if not), or STK_EINDEX (err set) when the head's sample
+ * there was another. *bad_samples and *bad_shards: what the stream's copy
+ * holds beyond the head's (0 when they agree: pipeline_head.c). */
+int stk__head_delivered(const struct stk__head *h, uint64_t output,
+                        const struct stk__sample *stream, uint64_t *bad_samples,
+                        uint64_t *bad_shards, struct stk__err *err);
+/* The stream caught up: the head reads no more. h may be NULL. */
+void stk__head_end(struct stk__head *h);
+/* End the head and join its thread; stk__head_free also frees it. */
+void stk__head_stop(struct stk__pipeline *p);
+void stk__head_free(struct stk__pipeline *p);
+
+/* Tell reader r of seg what the index says of its shard, as the readers
+ * do (nothing without an index). */
+void stk__pipeline_expect(const struct stk__pipeline *p, struct stk__shard_reader *r,
+                          const struct stk__plan_segment *seg);
+
+/* What the sequencer of cfg's epoch does, for a replay on counts from
+ * output position `output` (seek_plan.h). */
+struct stk__seek_request stk__pipeline_seek_request(const struct stk__pipeline_config *cfg,
+                                                    struct stk__plan_cursor *cursor,
+                                                    unsigned n_slots, uint64_t output);
 
 /* Seeds of the sequencer's random choices for this rank and epoch (also
  * what a resume replays to find its position). */

@@ -95,6 +95,25 @@ static int member_gate(void *data, uint64_t sample_bytes) {
     return 0;
 }
 
+void stk__pipeline_expect(const struct stk__pipeline *p, struct stk__shard_reader *r,
+                          const struct stk__plan_segment *seg) {
+    if (p->cfg.shard_samples == NULL)
+        return;
+    const size_t shard = seg->shard;
+    struct stk__shard_expect e = {
+        .stamp = p->cfg.shard_stamps != NULL ? &p->cfg.shard_stamps[shard] : NULL,
+        .samples = p->cfg.shard_samples[shard],
+        /* A part ending at the shard's last sample reads on to the end:
+         * bad input after that sample is counted there (between samples
+         * it is the next one's: the index records a sample from the bad
+         * run before it), and the count is checked. */
+        .end = seg->count != STK__PLAN_WHOLE && seg->first + seg->count < p->cfg.shard_samples[shard]
+                   ? seg->first + seg->count
+                   : 0,
+    };
+    stk__shard_expect(r, &e);
+}
+
 /* Open the shard at the slot's position and skip what a resumed epoch
  * already consumed, and when the rank reads a part of the shard what
  * precedes it; returns 1 opened, 0 end of this slot's stream, 2 shard
@@ -141,21 +160,8 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
     }
     int rc = stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard,
                                 &cfg, at, position, &s->reader, &rt->err);
-    if (rc == 0 && p->cfg.shard_samples != NULL) {
-        struct stk__shard_expect e = {
-            .stamp = p->cfg.shard_stamps != NULL ? &p->cfg.shard_stamps[shard] : NULL,
-            .samples = p->cfg.shard_samples[shard],
-            /* A part ending at the shard's last sample reads on to the end:
-             * bad input after that sample is counted there (between samples
-             * it is the next one's: the index records a sample from the bad
-             * run before it), and the count is checked. */
-            .end = seg.count != STK__PLAN_WHOLE &&
-                           seg.first + seg.count < p->cfg.shard_samples[shard]
-                       ? seg.first + seg.count
-                       : 0,
-        };
-        stk__shard_expect(s->reader, &e);
-    }
+    if (rc == 0)
+        stk__pipeline_expect(p, s->reader, &seg);
     if (rc == 0 && skip > position) {
         atomic_fetch_add(&p->cfg.run->counters.samples_passed_over, skip - position);
         rc = stk__shard_skip(s->reader, skip - position, &rt->err);

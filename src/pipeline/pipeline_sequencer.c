@@ -7,6 +7,8 @@
  */
 #include "pipeline/pipeline_impl.h"
 
+#include <stdlib.h>
+
 #include "image/augment.h"
 
 /* The sequencer keeps the last sample it took from the input in hand until
@@ -20,6 +22,21 @@ struct sequencer {
     uint64_t pulled; /* input position (from the epoch's start) of the next sample */
     uint64_t carry_samples, carry_shards; /* for the epoch's first sample */
     uint64_t largest; /* member bytes of the largest sample taken so far */
+    /* Output position of the next output emitted (by the head or the
+     * stream), and of the stream's next one; the head's is over once the
+     * stream reaches an output the head did not deliver. */
+    uint64_t emitted;
+    uint64_t stream_at;
+    int head_live;
+    int head_blocked; /* the head's next output found no batch to go into */
+    /* Bad input the stream's copies of samples the head delivered held
+     * beyond the head's (not expected: pipeline_head.c), for the stream's
+     * next sample out. */
+    uint64_t owed_samples, owed_shards;
+    /* The slot picked for the next input, kept when its pop gave way to the
+     * head: a pick draws from the interleave's stream, so it is made once. */
+    int picked;
+    int head_first; /* test builds: the stream waits for the head (head_holds()) */
 };
 
 /* A sample left the shuffle: its member bytes go back to the budget, and
@@ -34,18 +51,43 @@ static void release_bytes(struct stk__pipeline *p, uint64_t bytes) {
     stk__mutex_unlock(&p->mutex);
 }
 
-/* Pop the next item of slot j, waiting for it. 1 popped, 0 stopped. */
-static int pop_item(struct stk__pipeline *p, unsigned j, struct item *out) {
+/* Whether the head holds the next output and may deliver it (p->mutex
+ * held). Once it found no batch to go into, only after a poll: room comes
+ * from the caller, who does not signal the sequencer. */
+static int head_waits(const struct sequencer *sq, int polled) {
+    return sq->head_live && (!sq->head_blocked || polled) &&
+           stk__head_ready(sq->p->head, sq->emitted);
+}
+
+/* Test builds only (-Dtest_hooks=true): with $STOKER_TEST_HEAD_FIRST=1
+ * the stream takes no input until the head delivered all it planned (or
+ * ended), so that a test sees the head deliver, whatever the machine's load
+ * (p->mutex held). */
+static int head_holds(const struct sequencer *sq) {
+    return sq->head_first && sq->head_live && !stk__head_done(sq->p->head);
+}
+
+/* Pop the next item of slot j, waiting for it. 1 popped, 0 stopped, 3 not
+ * popped: the head may deliver the next output meanwhile. */
+static int pop_item(struct sequencer *sq, unsigned j, struct item *out) {
+    struct stk__pipeline *p = sq->p;
     struct slot *s = &p->slots[j];
     struct reader_thread *owner = &p->readers[j % p->n_readers];
+    int polled = 0;
     stk__mutex_lock(&p->mutex);
-    while (s->count == 0 && !atomic_load(&p->cancel)) {
+    while ((s->count == 0 || head_holds(sq)) && !atomic_load(&p->cancel) &&
+           !head_waits(sq, polled)) {
         p->waiting_slot = (int)j;
         stk__cond_signal(&owner->cond);
         stk__cond_timedwait_ms(&p->seq_cond, &p->mutex, SEQUENCER_POLL_MS);
+        polled = 1;
     }
     p->waiting_slot = -1;
-    int popped = s->count > 0 && !atomic_load(&p->cancel);
+    int popped = s->count > 0 && !head_holds(sq) && !atomic_load(&p->cancel);
+    if (!popped && !atomic_load(&p->cancel)) {
+        stk__mutex_unlock(&p->mutex);
+        return 3;
+    }
     if (popped) {
         *out = s->ring[s->head];
         s->head = (s->head + 1) % SLOT_MAX_ITEMS;
@@ -97,16 +139,20 @@ static void charge(struct sequencer *sq, const struct item *it) {
 }
 
 /* Next sample of the interleaved input: 1 sample, 0 input over, 2 stopped,
- * <0 error. */
+ * 3 none yet and the head may deliver meanwhile, <0 error. */
 static int next_input(struct sequencer *sq, struct stk__sample **out) {
     struct stk__pipeline *p = sq->p;
     for (;;) {
-        int j = stk__interleave_pick(&sq->il);
+        int j = sq->picked >= 0 ? sq->picked : stk__interleave_pick(&sq->il);
+        sq->picked = -1;
         if (j < 0)
             return 0;
         struct item it;
-        if (!pop_item(p, (unsigned)j, &it))
-            return 2;
+        int popped = pop_item(sq, (unsigned)j, &it);
+        if (popped == 3)
+            sq->picked = j;
+        if (popped != 1)
+            return popped == 0 ? 2 : 3;
         switch (it.kind) {
         case ITEM_SAMPLE:
             stk__interleave_sample(&sq->il);
@@ -228,6 +274,7 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
             return STK_ENOMEM;
         }
     }
+    sq->emitted++;
     /* The image config's seed differs from the option's for repeated
      * augmentation (loader.c); without a transform there is none. A rank
      * holding several copies' parts (plan.h) draws each as its copy's
@@ -247,6 +294,70 @@ static int emit(struct sequencer *sq, struct stk__batch **batch, uint64_t *index
         *batch = NULL;
     }
     return 0;
+}
+
+/* Emit the next output from the head (pipeline_head.c) when it holds it
+ * and a batch can take it without waiting: the stream fills the window
+ * meanwhile, so the head never holds the sequencer up. 1 emitted, 0 not
+ * now, 2 stopped, <0 error. */
+static int head_step(struct sequencer *sq, struct stk__batch **batch, uint64_t *index) {
+    struct stk__pipeline *p = sq->p;
+    stk__mutex_lock(&p->mutex);
+    const int ready = stk__head_ready(p->head, sq->emitted);
+    const int in_range = *index < p->limit;
+    stk__mutex_unlock(&p->mutex);
+    if (!ready)
+        return 0;
+    if (*batch == NULL) {
+        if (!in_range || stk__budget_try_acquire(p->cfg.budget)) {
+            sq->head_blocked = 1;
+            return 0;
+        }
+        *batch = stk__batch_new(p->cfg.opts.batch_size, (*index)++, p->cfg.budget, p->cfg.ring);
+        if (*batch == NULL)
+            return STK_ENOMEM;
+    }
+    sq->head_blocked = 0;
+    struct stk__sample *s = stk__head_take(p->head, sq->emitted);
+    if (s == NULL) /* the head failed since: the stream delivers it */
+        return 0;
+    const int rc = emit(sq, batch, index, s);
+    return rc == 0 ? 1 : rc == 1 ? 2 : rc;
+}
+
+/* The stream's next output s: dropped when a resume starts past it or the
+ * head delivered it (checked to be the same sample), else emitted. 0, 1
+ * stopped, or <0. */
+static int stream_output(struct sequencer *sq, struct stk__batch **batch, uint64_t *index,
+                         struct stk__sample *s) {
+    struct stk__pipeline *p = sq->p;
+    const uint64_t at = sq->stream_at++;
+    if (at < p->cfg.first_batch * p->cfg.opts.batch_size) {
+        stk__sample_free(s);
+        return 0;
+    }
+    if (at < sq->emitted) {
+        struct stk__err err;
+        uint64_t samples, shards;
+        int rc = stk__head_delivered(p->head, at, s, &samples, &shards, &err);
+        sq->owed_samples += samples;
+        sq->owed_shards += shards;
+        stk__sample_free(s);
+        if (rc < 0) {
+            stk__mutex_lock(&p->mutex);
+            stk__pipeline_record_failure(p, &err);
+            stk__mutex_unlock(&p->mutex);
+        }
+        return rc < 0 ? rc : 0;
+    }
+    if (sq->head_live) {
+        sq->head_live = 0;
+        stk__head_end(p->head);
+    }
+    s->bad_samples += sq->owed_samples;
+    s->bad_shards += sq->owed_shards;
+    sq->owed_samples = sq->owed_shards = 0;
+    return emit(sq, batch, index, s);
 }
 
 /* Add the sequencer's CPU time since *published to the counters. Its waits
@@ -272,14 +383,26 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
     unsigned since_publish = 0;
     struct stk__batch *batch = NULL;
     uint64_t index = p->cfg.first_batch;
-    uint64_t to_drop = p->seeking ? p->seek.drop : p->cfg.first_batch * p->cfg.opts.batch_size;
+    const uint64_t first_output = p->cfg.first_batch * p->cfg.opts.batch_size;
     uint64_t target = p->cfg.opts.samples_per_rank ? p->cfg.opts.samples_per_rank : UINT64_MAX;
     int input_done = 0, failed = 0, rc = 0;
     sq->pulled = p->seeking ? p->seek.input_start : 0;
+    sq->emitted = first_output;
+    sq->stream_at = p->seeking ? first_output - p->seek.drop : 0;
+    sq->head_live = p->head != NULL;
     for (;;) {
         if (++since_publish == CPU_PUBLISH_EVERY) {
             publish_cpu(p, &published);
             since_publish = 0;
+        }
+        if (sq->head_live && !failed) {
+            rc = head_step(sq, &batch, &index);
+            if (rc == 2)
+                goto out;
+            if (rc < 0)
+                goto out;
+            if (rc == 1)
+                continue;
         }
         struct stk__sample *s = stk__shuffle_pop(sh);
         if (s == NULL) {
@@ -294,6 +417,8 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
             rc = sq->pulled == target ? 0 : next_input(sq, &s);
             if (rc == 2)
                 goto out;
+            if (rc == 3)
+                continue;
             /* The sample in hand goes into the shuffle once the next one is
              * taken or the input is over, so a shard end after it can still
              * charge its bad input to it (charge()). */
@@ -324,12 +449,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
             continue;
         }
         release_bytes(p, s->bytes);
-        if (to_drop > 0) {
-            to_drop--;
-            stk__sample_free(s);
-            continue;
-        }
-        rc = emit(sq, &batch, &index, s);
+        rc = stream_output(sq, &batch, &index, s);
         if (rc != 0)
             goto out;
     }
@@ -348,20 +468,13 @@ out:
     return rc;
 }
 
-/* Seeds of the sequencer's random choices for this rank and epoch. */
-uint64_t stk__pipeline_sequencer_seed(const struct stk__pipeline_config *cfg, uint64_t purpose) {
-    uint64_t base = stk__mix(stk__mix(cfg->opts.seed, cfg->opts.epoch),
-                             ((uint64_t)cfg->rank << 32) | (uint64_t)cfg->world_size);
-    return stk__mix(base, purpose);
-}
-
-size_t stk__pipeline_shuffle_window(const struct stk_options *o) {
-    return o->shuffle && o->shuffle_buffer > 1 ? o->shuffle_buffer : 1;
-}
-
 void *stk__pipeline_sequencer_main(void *arg) {
     struct stk__pipeline *p = arg;
-    struct sequencer sq = {.p = p};
+    struct sequencer sq = {.p = p, .picked = -1};
+#ifdef STK_TEST_HOOKS
+    const char *head_first = getenv("STOKER_TEST_HEAD_FIRST");
+    sq.head_first = head_first != NULL && strcmp(head_first, "1") == 0;
+#endif
     struct stk__shuffle sh;
     int rc = stk__shuffle_init(&sh, stk__pipeline_shuffle_window(&p->cfg.opts),
                                stk__pipeline_sequencer_seed(&p->cfg, SHUFFLE_SEED),

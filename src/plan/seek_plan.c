@@ -46,15 +46,42 @@ static int epoch_inputs(const struct stk__seek_request *req, uint64_t limit, uin
     return 1;
 }
 
+/* Shard ends charged to marked inputs: pairs (mark, list position). */
+struct end_log {
+    uint64_t *items;
+    size_t count, capacity;
+};
+
+#define NO_MARK UINT64_MAX
+
+static int log_end(struct end_log *log, uint64_t mark, uint64_t list_position)
+{
+    if (log->count == log->capacity) {
+        size_t capacity = log->capacity ? 2 * log->capacity : 16;
+        uint64_t *items = stk__realloc(log->items, 2 * capacity * sizeof *items);
+        if (items == NULL)
+            return STK_ENOMEM;
+        log->items = items;
+        log->capacity = capacity;
+    }
+    log->items[2 * log->count] = mark;
+    log->items[2 * log->count++ + 1] = list_position;
+    return 0;
+}
+
 /* Replay the interleave on counts until `until` samples are pulled: the
  * sequencer's state then in sp->il, and per slot the samples of its
  * current shard consumed in sp->slot_skip. marks (n_marks input positions,
  * ascending) get the list position and the sample within its segment of
- * each in mark_pos[2 * m], mark_pos[2 * m + 1]. 1 reached; 0 the rank's
- * input ends before; STK_ENOMEM. */
+ * each in mark_pos[2 * m], mark_pos[2 * m + 1]. With ends (not NULL), the
+ * shard ends up to the next sample are replayed too, and each one whose
+ * bad input the sequencer charges to a marked input (pipeline_sequencer.c's
+ * charge(): the input in hand when it ends, or the first input for the
+ * ends before it) is logged with that mark. 1 reached; 0 the rank's input
+ * ends before; STK_ENOMEM. */
 static int replay_interleave(struct stk__seek_plan *sp, const struct stk__seek_request *req,
                              uint64_t until, const uint64_t *marks, size_t n_marks,
-                             uint64_t *mark_pos)
+                             uint64_t *mark_pos, struct end_log *ends)
 {
     uint64_t *left = stk__calloc(req->n_slots, sizeof *left); /* of each opened shard */
     unsigned char *opened = stk__calloc(req->n_slots, 1);
@@ -65,7 +92,8 @@ static int replay_interleave(struct stk__seek_plan *sp, const struct stk__seek_r
                                   req->interleave_seed);
     uint64_t pulled = 0;
     size_t m = 0;
-    while (rc == 0 && pulled < until) {
+    uint64_t in_hand = NO_MARK; /* the mark of input pulled - 1 */
+    while (rc == 0 && (pulled < until || ends != NULL)) {
         int j = stk__interleave_pick(&sp->il);
         if (j < 0)
             break;
@@ -85,9 +113,16 @@ static int replay_interleave(struct stk__seek_plan *sp, const struct stk__seek_r
             sp->slot_skip[j] = 0;
         }
         if (left[j] > 0) {
+            if (pulled == until)
+                break;
+            in_hand = NO_MARK;
             if (m < n_marks && marks[m] == pulled) {
                 mark_pos[2 * m] = sp->il.slot_position[j];
-                mark_pos[2 * m++ + 1] = sp->slot_skip[j];
+                mark_pos[2 * m + 1] = sp->slot_skip[j];
+                /* The ends before the first input are charged to it. */
+                for (size_t e = 0; ends != NULL && pulled == 0 && e < ends->count; e++)
+                    ends->items[2 * e] = m;
+                in_hand = m++;
             }
             left[j]--;
             sp->slot_skip[j]++;
@@ -97,6 +132,9 @@ static int replay_interleave(struct stk__seek_plan *sp, const struct stk__seek_r
         }
         opened[j] = 0;
         sp->slot_skip[j] = 0;
+        if (ends != NULL && (in_hand != NO_MARK || pulled == 0) &&
+            (rc = log_end(ends, in_hand, sp->il.slot_position[j])) < 0)
+            break;
         if (stk__interleave_shard_end(&sp->il, (unsigned)j) < 0)
             break;
     }
@@ -139,7 +177,7 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
                                 &start, &drop);
     if (found <= 0)
         return found;
-    int rc = replay_interleave(sp, req, start.input, NULL, 0, NULL);
+    int rc = replay_interleave(sp, req, start.input, NULL, 0, NULL, NULL);
     if (rc <= 0)
         return rc;
     sp->input_start = start.input;
@@ -197,7 +235,7 @@ int stk__seek_plan_delivered(const struct stk__seek_request *req, uint64_t **out
         first[g + 1] = first[g] + samples;
     }
     if (rc == 0) {
-        rc = replay_interleave(&sp, req, pushed, held, n_held, held_pos);
+        rc = replay_interleave(&sp, req, pushed, held, n_held, held_pos, NULL);
         if (rc == 0) /* the list ends before what the shuffle read: another rank's count */
             rc = STK_EINVAL;
     }
@@ -235,6 +273,83 @@ out:
     stk__free(first);
     stk__free(res);
     return rc;
+}
+
+int stk__seek_plan_outputs(const struct stk__seek_request *req, uint64_t first, size_t n,
+                           struct stk__seek_place *places, size_t *n_out, uint64_t **ends,
+                           size_t *n_ends)
+{
+    *n_out = 0;
+    *ends = NULL;
+    *n_ends = 0;
+    /* As in stk__seek_plan_compute: past this many inputs the outputs wanted
+     * are out whatever follows, so later shards are not counted. */
+    const uint64_t enough = first + n + 2 * (uint64_t)req->window + 2;
+    uint64_t total;
+    int rc = epoch_inputs(req, enough, &total);
+    if (rc <= 0)
+        return rc;
+    uint64_t *inputs = stk__calloc(n + 1, sizeof *inputs);
+    uint64_t *pairs = stk__calloc(2 * n + 1, sizeof *pairs);
+    uint64_t *marks = stk__calloc(n + 1, sizeof *marks);
+    uint64_t *mark_pos = stk__calloc(2 * n + 1, sizeof *mark_pos);
+    struct end_log log = {0};
+    size_t got = 0;
+    rc = inputs == NULL || pairs == NULL || marks == NULL || mark_pos == NULL ? STK_ENOMEM : 0;
+    if (rc == 0)
+        rc = stk__shuffle_outputs(req->window, req->shuffle_seed, first, n,
+                                  total < enough ? total : enough, inputs, &got);
+    if (rc == 0 && got > 0) {
+        /* The interleave replay marks inputs in ascending order. */
+        for (size_t m = 0; m < got; m++) {
+            pairs[2 * m] = inputs[m];
+            pairs[2 * m + 1] = m;
+        }
+        qsort(pairs, got, 2 * sizeof *pairs, by_value); /* by input: each is one output's */
+        for (size_t m = 0; m < got; m++)
+            marks[m] = pairs[2 * m];
+        struct stk__seek_plan sp;
+        memset(&sp, 0, sizeof sp);
+        rc = replay_interleave(&sp, req, marks[got - 1] + 1, marks, got, mark_pos, &log);
+        stk__seek_plan_free(&sp);
+    }
+    /* The ends by output: counted per output, then laid out in output order. */
+    uint64_t *by_output = rc == 1 ? stk__calloc(log.count + 1, sizeof *by_output) : NULL;
+    if (rc == 1 && by_output == NULL)
+        rc = STK_ENOMEM;
+    for (size_t m = 0; rc == 1 && m < got; m++) {
+        struct stk__seek_place *pl = &places[pairs[2 * m + 1]];
+        pl->input = marks[m];
+        pl->list_position = mark_pos[2 * m];
+        pl->sample = mark_pos[2 * m + 1];
+        pl->n_ends = 0;
+    }
+    for (size_t e = 0; rc == 1 && e < log.count; e++)
+        if (log.items[2 * e] != NO_MARK)
+            places[pairs[2 * log.items[2 * e] + 1]].n_ends++;
+    size_t next = 0;
+    for (size_t i = 0; rc == 1 && i < got; i++) {
+        places[i].first_end = next;
+        next += places[i].n_ends;
+        places[i].n_ends = 0;
+    }
+    for (size_t e = 0; rc == 1 && e < log.count; e++) {
+        if (log.items[2 * e] == NO_MARK)
+            continue;
+        struct stk__seek_place *pl = &places[pairs[2 * log.items[2 * e] + 1]];
+        by_output[pl->first_end + pl->n_ends++] = log.items[2 * e + 1];
+    }
+    if (rc == 1) {
+        *n_out = got;
+        *ends = by_output;
+        *n_ends = next;
+    }
+    stk__free(log.items);
+    stk__free(inputs);
+    stk__free(pairs);
+    stk__free(marks);
+    stk__free(mark_pos);
+    return rc < 0 ? rc : *n_out > 0;
 }
 
 void stk__seek_plan_free(struct stk__seek_plan *sp)

@@ -68,6 +68,27 @@ int stk__seek_plan_compute(struct stk__seek_plan *sp, const struct stk__seek_req
 int stk__seek_plan_delivered(const struct stk__seek_request *req, uint64_t **out,
                              size_t *n_out);
 
+/* Where an output of the rank's epoch comes from. */
+struct stk__seek_place {
+    uint64_t input;         /* its input position */
+    uint64_t list_position; /* the position of the rank's list it is read at */
+    uint64_t sample;        /* its sample within that position's segment */
+    /* The list positions whose segment's end the sequencer charges to it
+     * (their bad tail, a failed shard): ends[first_end, first_end + n_ends). */
+    size_t first_end, n_ends;
+};
+
+/* Where the rank's outputs [first, first + n) come from, without reading
+ * data, in output order in places[0..*n_out) (fewer than n where the epoch
+ * ends), and *ends (freed with stk__free; *n_ends) the list positions their
+ * places name. The counts are asked for as in stk__seek_plan_compute, up to
+ * the inputs those outputs need. Lets an epoch read its first batches'
+ * samples by offset while its window fills (pipeline_head.c). 1, 0 (a count
+ * not known, or no output), STK_ENOMEM or count's error. */
+int stk__seek_plan_outputs(const struct stk__seek_request *req, uint64_t first, size_t n,
+                           struct stk__seek_place *places, size_t *n_out, uint64_t **ends,
+                           size_t *n_ends);
+
 void stk__seek_plan_free(struct stk__seek_plan *sp);
 
 #endif

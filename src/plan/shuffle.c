@@ -245,6 +245,33 @@ int stk__shuffle_held(size_t reach, uint64_t seed, uint64_t output, uint64_t tot
     return 0;
 }
 
+int stk__shuffle_outputs(size_t reach, uint64_t seed, uint64_t first, size_t n, uint64_t total,
+                         uint64_t *inputs, size_t *n_out)
+{
+    *n_out = 0;
+    struct stk__shuffle sh;
+    if (stk__shuffle_init(&sh, reach, seed, NULL) < 0)
+        return STK_ENOMEM;
+    uint64_t emitted = 0;
+    while (*n_out < n) {
+        if (ready(&sh) == NULL) {
+            if (sh.pushed < total) {
+                stk__shuffle_push(&sh, NULL);
+                continue;
+            }
+            if (sh.draining)
+                break;
+            stk__shuffle_finish(&sh);
+            continue;
+        }
+        uint64_t input = take(&sh).input;
+        if (emitted++ >= first)
+            inputs[(*n_out)++] = input;
+    }
+    stk__shuffle_free(&sh);
+    return 0;
+}
+
 void stk__shuffle_free(struct stk__shuffle *sh)
 {
     size_t from = sh->draining ? sh->drain_next : 0;

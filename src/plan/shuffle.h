@@ -121,6 +121,15 @@ int stk__shuffle_locate(size_t reach, uint64_t seed, uint64_t output, uint64_t t
 int stk__shuffle_held(size_t reach, uint64_t seed, uint64_t output, uint64_t total,
                       uint64_t *pushed, uint64_t **held, size_t *n_held);
 
+/* Replay a shuffle of `total` inputs on positions alone: the input
+ * position of each of its outputs [first, first + n), in output order, in
+ * inputs[0..*n_out) (fewer than n where the outputs end). With total past
+ * what the outputs need (first + n + 2W + 2 inputs), the same as with the
+ * true total: an epoch's first batches without counting all of it. Its
+ * cost is the replay up to them, O((first + n + W) log W). 0 or STK_ENOMEM. */
+int stk__shuffle_outputs(size_t reach, uint64_t seed, uint64_t first, size_t n, uint64_t total,
+                         uint64_t *inputs, size_t *n_out);
+
 /* Free the held samples and the buffer. */
 void stk__shuffle_free(struct stk__shuffle *sh);
 

@@ -40,10 +40,12 @@ def wait_read_ahead(loader, at_least):
 
 def test_next_epoch_is_read_while_the_last_one_ends(even_shards, dataset):
     n = len(dataset)
-    with stoker.Loader(even_shards, **OPTS) as loader:
+    # sequential_start: the first batch waits for the window, which at the
+    # default size holds the whole epoch: its input is over before its first
+    # batch, and the next epoch starts reading then. (Read by offset, the
+    # first batches come before that: test_fast_start.py.)
+    with stoker.Loader(even_shards, sequential_start=True, **OPTS) as loader:
         it = iter(loader)
-        # The default window holds the whole epoch: its input is over before
-        # its first batch, and the next epoch starts reading then.
         got = batches([next(it)])
         wait_read_ahead(loader, n)  # all of epoch 1, while epoch 0 is delivered
         got += batches(it)
@@ -94,8 +96,9 @@ def test_set_epoch_elsewhere_or_close_stops_the_read_ahead(even_shards, dataset)
         epoch_1 = stat(loader, "samples_read") - 2 * n
         assert 0 < epoch_1 <= n
         wait_read_ahead(loader, epoch_1 + 1)  # epoch 4 now
-    # close() above stopped epoch 4 mid read-ahead; a loader still works after
-    with stoker.Loader(even_shards, **OPTS) as loader:
+    # close() above stopped epoch 4 mid read-ahead; a loader still works
+    # after (sequential_start: its first batch comes once its input is over)
+    with stoker.Loader(even_shards, sequential_start=True, **OPTS) as loader:
         it = iter(loader)
         next(it)
         wait_read_ahead(loader, 1)

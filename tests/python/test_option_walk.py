@@ -93,7 +93,7 @@ PROBE = {
     "io_timeout_ms": 5000, "io_retries": 1, "io_backoff_ms": 10, "io_min_rate": 1,
     "allow_pipe": True, "ca_bundle": "/etc/ssl/certs/ca-certificates.crt",
     "image_height": 10, "image_width": 14, "require_members": "nope",
-    "whole_shards": True, "window_shuffle": True, "epochs": 1,
+    "whole_shards": True, "window_shuffle": True, "epochs": 1, "sequential_start": True,
 }
 OTHER = {"shuffle": True, "auto_augment": "imagenet", "dtype": "bfloat16"}
 EXEMPT = {

@@ -180,6 +180,39 @@ static void test_locate_resumes_exactly(void **state)
 }
 
 /* Capacity 0 or 1 passes samples through in order. */
+/* stk__shuffle_outputs replays the live order on positions: any run of
+ * outputs, also in the final drain, also with a total past what the
+ * outputs need (an epoch's first batches before all its shards are
+ * counted), and fewer outputs where the epoch ends. */
+static void test_outputs_replay_the_order(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    static int live[N];
+    static uint64_t got[N];
+    const size_t reaches[] = {1, 7, 100, 1000};
+    for (size_t r = 0; r < sizeof reaches / sizeof *reaches; r++) {
+        const size_t reach = reaches[r];
+        run_shuffle(reach, 42 + r, N, live);
+        for (uint64_t first = 0; first < N; first += 97) {
+            size_t n;
+            assert_int_equal(stk__shuffle_outputs(reach, 42 + r, first, 64, N, got, &n), 0);
+            assert_int_equal(n, first + 64 <= N ? 64 : N - first);
+            for (size_t i = 0; i < n; i++)
+                assert_int_equal(got[i], (uint64_t)live[first + i]);
+            /* A total past first + 64 + 2W + 1 leaves these outputs as they are. */
+            uint64_t enough = first + 64 + 2 * reach + 2;
+            if (enough <= N) {
+                assert_int_equal(stk__shuffle_outputs(reach, 42 + r, first, 64, enough, got, &n),
+                                 0);
+                assert_int_equal(n, 64);
+                for (size_t i = 0; i < n; i++)
+                    assert_int_equal(got[i], (uint64_t)live[first + i]);
+            }
+        }
+    }
+}
+
 static void test_pass_through(void **state)
 {
     (void)state;
@@ -231,6 +264,7 @@ int main(void)
         cmocka_unit_test(test_short_epoch_is_a_uniform_permutation),
         cmocka_unit_test(test_locate_resumes_exactly),
         cmocka_unit_test(test_pass_through),
+        cmocka_unit_test(test_outputs_replay_the_order),
     };
     return cmocka_run_group_tests_name("shuffle", tests, NULL, NULL);
 }
