@@ -73,8 +73,9 @@ struct stk__source_config {
     unsigned io_min_rate;   /* bytes/s over each stall window of waiting (0: no check) */
     int allow_pipe;         /* accept pipe:COMMAND */
     /* The reader seeks over most of the shard (the dataset index's header
-     * scan, shard_reader.h): a local file is not read ahead whole, which
-     * would read the member data the scan jumps over. */
+     * scan, shard_reader.h) or reads one sample at its offset (an epoch's
+     * first batches, pipeline_head.c): a local file is not read ahead
+     * whole, which would read what the reader jumps over. */
     int jumps;
     const char *ca_bundle;  /* NULL: $STOKER_CA_BUNDLE, $CURL_CA_BUNDLE, system */
     /* The run's counters (retries, resumes of remote sources); may be NULL. */

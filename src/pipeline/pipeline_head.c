@@ -218,6 +218,7 @@ static int open_at(struct stk__head *h, size_t shard, uint64_t offset, uint64_t 
     cfg.run = &h->run;
     cfg.source.counters = &h->run.counters;
     cfg.gate = NULL;
+    cfg.source.jumps = 1; /* one sample: no read-ahead of the whole file */
     if (block > 0)
         cfg.block_size = block;
     return stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard, &cfg,
