@@ -108,7 +108,10 @@ static int plan_slots(struct stk__pipeline *p) {
     req.count_data = &scan;
     int rc = req.shard_samples != NULL
                  ? 0
-                 : stk__resume_scan_init(&scan, p->cfg.urls, p->cfg.names, &p->cfg.shard);
+                 : stk__resume_scan_init(&scan, p->cfg.urls, p->cfg.names, &p->cfg.shard,
+                                         "resume without a dataset index",
+                                         "the epoch is read again from its start up to the "
+                                         "saved batch (index= jumps there)");
     if (rc == 0)
         rc = stk__seek_plan_compute(&p->seek, &req);
     p->seeking = rc > 0;

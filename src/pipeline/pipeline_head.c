@@ -42,7 +42,7 @@
 
 /* Batches the head plans at most (and at most one window): the stream
  * catches up once it has read about a window, a few batches' decode time
- * locally. Its plan costs 48 bytes a sample. */
+ * locally. Its plan costs about 100 bytes a sample. */
 #define HEAD_MAX_BATCHES 16
 /* Samples the head reads ahead of the sequencer, in batches. */
 #define HEAD_DEPTH_BATCHES 2
@@ -85,15 +85,6 @@ struct stk__head {
     size_t depth;
     struct stk__sample **ring;   /* [i % depth] holds place i once read */
 };
-
-/* A sample opened on its own is read in one block of its size and the next
- * header's (pipeline_readers.c does the same for a global order). */
-static size_t block_for(const struct stk__shard_config *cfg, const struct head_place *pl)
-{
-    uint64_t span = pl->end > pl->offset ? pl->end - pl->offset + 1024 : 0;
-    span = (span + 4095) & ~(uint64_t)4095;
-    return span > 0 && span < cfg->block_size ? (size_t)span : cfg->block_size;
-}
 
 /* The samples of shard and the offset of its sample `sample` (*next: of
  * the one after, 0 if not known), from the index or the scan. 0 when not
@@ -173,7 +164,10 @@ static int plan(struct stk__head *h)
     h->places = stk__calloc(want + 1, sizeof *h->places);
     rc = out == NULL || h->places == NULL ? STK_ENOMEM : 0;
     if (rc == 0 && req.shard_samples == NULL)
-        rc = stk__resume_scan_init(&scan, p->cfg.urls, p->cfg.names, &p->cfg.shard);
+        rc = stk__resume_scan_init(&scan, p->cfg.urls, p->cfg.names, &p->cfg.shard,
+                                   "first batches without a dataset index",
+                                   "they wait for the shuffle window to fill (read by offset "
+                                   "only from uncompressed shards whose samples it can place)");
     if (rc == 0)
         rc = stk__seek_plan_outputs(&req, h->first, want + 1, out, &got, &ends, &n_ends);
     if (rc > 0 && (h->ends = stk__calloc(n_ends + 1, sizeof *h->ends)) == NULL)
@@ -208,8 +202,8 @@ static int plan(struct stk__head *h)
 }
 
 /* Open shard at offset, where its sample `position` starts, as the head
- * reads: its own counts, no gate, a block of `block` bytes (0: the
- * readers'). 0 or <0 (err set). */
+ * reads: its own counts, no gate, a block of `block` bytes. 0 or <0 (err
+ * set). */
 static int open_at(struct stk__head *h, size_t shard, uint64_t offset, uint64_t position,
                    size_t block, struct stk__shard_reader **r, struct stk__err *err)
 {
@@ -219,8 +213,7 @@ static int open_at(struct stk__head *h, size_t shard, uint64_t offset, uint64_t 
     cfg.source.counters = &h->run.counters;
     cfg.gate = NULL;
     cfg.source.jumps = 1; /* one sample: no read-ahead of the whole file */
-    if (block > 0)
-        cfg.block_size = block;
+    cfg.block_size = block;
     return stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard, &cfg,
                               offset, position, r, err);
 }
@@ -232,7 +225,8 @@ static int read_end(struct stk__head *h, const struct head_end *e, uint64_t *bad
                     uint64_t *bad_shards, struct stk__err *err)
 {
     struct stk__shard_reader *r;
-    int rc = open_at(h, e->seg.shard, e->offset, e->position, 0, &r, err);
+    int rc = open_at(h, e->seg.shard, e->offset, e->position, h->p->cfg.shard.block_size, &r,
+                     err);
     if (rc < 0)
         return rc;
     stk__pipeline_expect(h->p, r, &e->seg);
@@ -262,8 +256,9 @@ static int read_place(struct stk__head *h, size_t i, struct stk__sample **out)
     struct stk__err err;
     stk__err_clear(&err);
     struct stk__sample *s = NULL;
-    int rc = open_at(h, pl->shard, pl->offset, pl->sample, block_for(&p->cfg.shard, pl), &r,
-                     &err);
+    int rc = open_at(h, pl->shard, pl->offset, pl->sample,
+                     stk__pipeline_sample_block(p->cfg.shard.block_size, pl->offset, pl->end),
+                     &r, &err);
     if (rc == 0) {
         rc = stk__shard_next(r, &s, &err);
         stk__shard_close(r);

@@ -244,6 +244,11 @@ void stk__head_end(struct stk__head *h);
 void stk__head_stop(struct stk__pipeline *p);
 void stk__head_free(struct stk__pipeline *p);
 
+/* The block a sample opened on its own at `at` is read in: its size and
+ * the next header's (the next sample starts at end; 0: not known, the
+ * block_size given). Tiny samples read from 256 KiB blocks cost 30x. */
+size_t stk__pipeline_sample_block(size_t block_size, uint64_t at, uint64_t end);
+
 /* Tell reader r of seg what the index says of its shard, as the readers
  * do (nothing without an index). */
 void stk__pipeline_expect(const struct stk__pipeline *p, struct stk__shard_reader *r,

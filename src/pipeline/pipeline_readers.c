@@ -95,6 +95,12 @@ static int member_gate(void *data, uint64_t sample_bytes) {
     return 0;
 }
 
+size_t stk__pipeline_sample_block(size_t block_size, uint64_t at, uint64_t end) {
+    uint64_t span = end > at ? end - at + 1024 : 0;
+    span = (span + 4095) & ~(uint64_t)4095;
+    return span > 0 && span < block_size ? (size_t)span : block_size;
+}
+
 void stk__pipeline_expect(const struct stk__pipeline *p, struct stk__shard_reader *r,
                           const struct stk__plan_segment *seg) {
     if (p->cfg.shard_samples == NULL)
@@ -153,10 +159,7 @@ static int open_next_shard(struct reader_thread *rt, struct slot *s) {
         uint64_t end = position + 1 < p->cfg.shard_samples[shard]
                            ? offsets[position + 1]
                            : (p->cfg.shard_stamps != NULL ? p->cfg.shard_stamps[shard].size : 0);
-        uint64_t span = end > at ? end - at + 1024 : 0;
-        span = (span + 4095) & ~(uint64_t)4095;
-        if (span > 0 && span < cfg.block_size)
-            cfg.block_size = (size_t)span;
+        cfg.block_size = stk__pipeline_sample_block(cfg.block_size, at, end);
     }
     int rc = stk__shard_open_at(p->cfg.urls->items[shard], p->cfg.names->items[shard], shard,
                                 &cfg, at, position, &s->reader, &rt->err);

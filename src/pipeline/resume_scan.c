@@ -10,11 +10,14 @@
 #include "stoker.h"
 
 int stk__resume_scan_init(struct stk__resume_scan *sc, const struct stk__strlist *urls,
-                          const struct stk__strlist *names, const struct stk__shard_config *shard)
+                          const struct stk__strlist *names, const struct stk__shard_config *shard,
+                          const char *purpose, const char *otherwise)
 {
     memset(sc, 0, sizeof *sc);
     sc->urls = urls;
     sc->names = names;
+    sc->purpose = purpose;
+    sc->otherwise = otherwise;
     sc->owner = shard->run;
     stk__run_init(&sc->run, NULL);
     sc->run.skip_bad = shard->run->skip_bad;
@@ -35,14 +38,12 @@ int stk__resume_scan_init(struct stk__resume_scan *sc, const struct stk__strlist
     return 0;
 }
 
-/* Say why the resume reads its epoch again from the start (once: the plan
- * stops at the first shard not counted). */
+/* Say why the counts stop there and what it costs (once: the plan stops at
+ * the first shard not counted). */
 static int not_counted(const struct stk__resume_scan *sc, size_t i, const char *why)
 {
-    stk__run_log(sc->owner, STK_LOG_INFO,
-                 "resume without a dataset index: %s %s, so the epoch is read again from its "
-                 "start up to the saved batch (index= jumps there)",
-                 sc->names->items[i], why);
+    stk__run_log(sc->owner, STK_LOG_INFO, "%s: %s %s, so %s", sc->purpose, sc->names->items[i],
+                 why, sc->otherwise);
     return 0;
 }
 

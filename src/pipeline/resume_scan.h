@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * resume_scan.h - sample counts for a resume without a dataset index.
+ * resume_scan.h - sample counts for a resume without a dataset index (and
+ * for an epoch's first batches read by offset, pipeline_head.c).
  *
  * A resumed epoch jumps to the shuffle window of its first batch when it
  * knows how many samples each shard holds (seek_plan.h). Without an index
@@ -36,12 +37,17 @@ struct stk__resume_scan {
     uint64_t *counts;
     struct stk__offsets *offsets; /* by URL index; items NULL until counted */
     unsigned char *counted;       /* by URL index: 1 counted */
+    const char *purpose;          /* what counts, and what a shard not counted costs */
+    const char *otherwise;
 };
 
 /* Prepare to count the shards of urls (names: redacted) with the rules of
- * shard, whose run is the owner's. 0 or STK_ENOMEM. */
+ * shard, whose run is the owner's. A shard not counted is logged at info
+ * level as "PURPOSE: SHARD WHY, so OTHERWISE" (static strings). 0 or
+ * STK_ENOMEM. */
 int stk__resume_scan_init(struct stk__resume_scan *sc, const struct stk__strlist *urls,
-                          const struct stk__strlist *names, const struct stk__shard_config *shard);
+                          const struct stk__strlist *names, const struct stk__shard_config *shard,
+                          const char *purpose, const char *otherwise);
 
 /* stk__seek_request.count: the samples of shard (counted on the first
  * call): 1, 0 when it is not counted (see above), STK_ENOMEM. */

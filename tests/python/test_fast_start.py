@@ -12,6 +12,7 @@ switch are asserted; tests/unit/test_pipeline.c's
 test_first_batches_by_offset holds the stream (a test-build hook) so that
 the head surely delivers, and checks the bad input charged to each batch."""
 import hashlib
+import re
 import subprocess
 
 import pytest
@@ -53,3 +54,24 @@ def test_the_stream_s_batches(even_shards, index, variant, batch):
     got, fast = epoch(even_shards, batch, **opts)
     assert got == want
     assert 0 <= fast < len(want) * OPTS["batch_size"]
+
+
+def test_compressed_shards_wait_for_the_window_and_say_why(even_shards, tmp_path, caplog):
+    """A .tar.gz has no byte offsets: the first batches come from the stream,
+    and an info line names the shard and the reason (not a resume's words)."""
+    import gzip
+    import logging
+    import shutil
+    shards = []
+    for path in even_shards:
+        out = tmp_path / (path.rsplit("/", 1)[-1] + ".gz")
+        with open(path, "rb") as src, gzip.open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        shards.append(str(out))
+    want, _ = epoch(shards, sequential_start=True)
+    with caplog.at_level(logging.INFO, logger="stoker"):
+        got, fast = epoch(shards)
+    assert got == want and fast == 0
+    assert re.search(r"first batches without a dataset index: \S+\.tar\.gz is compressed "
+                     r"\(no member can be skipped unread\), so they wait for the shuffle window",
+                     caplog.text), caplog.text
