@@ -132,10 +132,12 @@ static int plan_slots(struct stk__pipeline *p) {
 
 /* Whether the epoch's first batches are read by offset while its window
  * fills (pipeline_head.c): where a read by offset costs no more than the
- * stream's, and the stream would make the first batch wait for a window. */
+ * stream's (local files read as they are, not through a node cache, whose
+ * hits and clock count the stream's opens), and the stream would make the
+ * first batch wait for a window. */
 static int head_wanted(const struct stk__pipeline_config *cfg) {
-    return !cfg->ahead && !cfg->any_remote && !cfg->opts.sequential_start &&
-           stk__pipeline_shuffle_window(&cfg->opts) > 1;
+    return !cfg->ahead && !cfg->any_remote && cfg->shard.cache == NULL &&
+           !cfg->opts.sequential_start && stk__pipeline_shuffle_window(&cfg->opts) > 1;
 }
 
 int stk__pipeline_delivered(const struct stk__pipeline_config *cfg, uint64_t delivered,

@@ -30,7 +30,9 @@
  * sample, so that no skipped sample goes uncounted.
  *
  * Only where a read by offset is as cheap as the stream's: local,
- * uncompressed shards, with their offsets known; not for an epoch read
+ * uncompressed shards read as they are (not through a node cache: its hits
+ * and clock count the stream's opens), with their offsets known; not for
+ * an epoch read
  * ahead (its window fills while the last epoch's tail is delivered), nor
  * with sequential_start (a disk where a seek costs more than the window's
  * read). The head's reads have their own counters, like the scan's: the
