@@ -25,15 +25,20 @@ static int fits(const struct stk__pipeline *p, const struct slot *s, uint64_t sa
             atomic_load(p->cfg.held_bytes) - s->reading + sample_bytes <= o->shuffle_buffer_bytes);
 }
 
-/* Whether slot s reads only past the range's end (stk__pipeline_set_limit):
- * in a global order each position of the rank's list is one sample, taken
- * in turn, so position g is input g and, without a window, output g. A
- * range's last batch takes the outputs below limit x batch_size; reading
- * ahead past them (16 slots of 2 MiB: 300 to 400 samples of the sample set
- * per Dask task) would be read again by whoever makes the next range. */
+/* Whether slot s reads only past the range's end (stk__pipeline_set_limit)
+ * or the rank's last input: in a global order each position of the rank's
+ * list is one sample, taken in turn, so position g is input g and, without
+ * a window, output g. A range's last batch takes the outputs below limit x
+ * batch_size; reading ahead past them (16 slots of 2 MiB: 300 to 400
+ * samples of the sample set per Dask task) would be read again by whoever
+ * makes the next range. Past samples_per_rank nothing is taken at all: a
+ * read there only fetches (through a node cache, a whole shard evicted
+ * since: test_nodes.py saw a node fetch a shard twice in the rest of an
+ * epoch). */
 static int past_range(const struct stk__pipeline *p, const struct slot *s) {
-    const uint64_t b = p->cfg.opts.batch_size;
-    return p->cfg.plan.global && p->limit <= UINT64_MAX / b && s->position >= p->limit * b;
+    const uint64_t b = p->cfg.opts.batch_size, target = p->cfg.opts.samples_per_rank;
+    return p->cfg.plan.global && ((p->limit <= UINT64_MAX / b && s->position >= p->limit * b) ||
+                                  (target != 0 && s->position >= target));
 }
 
 /* Choose which of this thread's slots to read for; -1 if none has room.
