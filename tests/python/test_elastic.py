@@ -176,13 +176,7 @@ def test_under_the_window_any_threads_then_a_fresh_epoch(indexed):
     threaded = [run_rank(urls, index, r, 3, state=merged, threads=3, **dict(WINDOW))
                 for r in range(3)]
     assert [r["batches"] for r in threaded] == [r["batches"] for r in resumed]
-    fresh = []
-    for r in range(3):
-        loader = stoker.Loader(urls, index=index, rank=r, world_size=3, threads=2, **OPTIONS,
-                               **dict(WINDOW))
-        loader.set_epoch(EPOCH + 1)
-        fresh.append([samples(i, l) for i, l in loader])
-    assert [r["next"] for r in resumed] == fresh
+    assert [r["next"] for r in resumed] == fresh_epoch(urls, index, 3, threads=2, **dict(WINDOW))
 
 
 def test_under_the_window_a_resumed_epoch_resumes_again(indexed):
@@ -244,12 +238,7 @@ def test_the_next_epoch_is_a_fresh_run_at_the_new_size(indexed):
     # checkpoint keeps it.
     merged = json.loads(json.dumps(stoker.merge_states(reversed(states))))
     resumed = [run_rank(urls, index, r, 3, state=merged, epochs=2) for r in range(3)]
-    fresh = []
-    for r in range(3):
-        loader = stoker.Loader(urls, index=index, rank=r, world_size=3, threads=2, **OPTIONS)
-        loader.set_epoch(EPOCH + 1)
-        fresh.append([samples(i, l) for i, l in loader])
-    assert [r["next"] for r in resumed] == fresh
+    assert [r["next"] for r in resumed] == fresh_epoch(urls, index, 3, threads=2)
 
 
 def test_a_resumed_epoch_resumes_again_at_its_size_or_another(indexed):
@@ -277,13 +266,7 @@ def test_new_ranks_with_node_affinity(indexed):
     after = [run_rank(urls, index, r, 4, state=states, epochs=2, **nodes) for r in range(4)]
     check_resumed_epoch(interrupted(tuple(urls), index, 2, 4), after, 4,
                         reference(tuple(urls), index))
-    fresh = []
-    for r in range(4):
-        loader = stoker.Loader(urls, index=index, rank=r, world_size=4, threads=1, **OPTIONS,
-                               **nodes)
-        loader.set_epoch(EPOCH + 1)
-        fresh.append([samples(i, l) for i, l in loader])
-    assert [r["next"] for r in after] == fresh
+    assert [r["next"] for r in after] == fresh_epoch(urls, index, 4, **nodes)
 
 
 @functools.lru_cache(maxsize=None)
@@ -294,11 +277,11 @@ def interrupted_nodes(urls, index, world, rpn, stop):
     return [run_rank(list(urls), index, r, world, stop=stop, **nodes) for r in range(world)]
 
 
-def fresh_epoch(urls, index, world, **kw):
+def fresh_epoch(urls, index, world, threads=1, **kw):
     """Epoch EPOCH + 1 of a fresh run at world ranks: each rank's samples."""
     out = []
     for r in range(world):
-        loader = stoker.Loader(urls, index=index, rank=r, world_size=world, threads=1,
+        loader = stoker.Loader(urls, index=index, rank=r, world_size=world, threads=threads,
                                **OPTIONS, **kw)
         loader.set_epoch(EPOCH + 1)
         out.append([samples(i, l) for i, l in loader])
