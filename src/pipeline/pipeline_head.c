@@ -24,10 +24,9 @@
  * bad tail of the shard, or the rest of it cut off) the plan names
  * (seek_plan.h's ends), and the head reads those tails too, from their
  * shard's last sample on. The stream checks every sample it drops for the
- * head against the head's: another sample there (shards changed since they
- * were counted) fails the epoch, never delivers other batches than the
- * stream would; other counts there (not expected) reach the stream's next
- * sample, so that no skipped sample goes uncounted.
+ * head against the head's: another sample there, or other bad input with
+ * it (shards changed since they were counted), fails the epoch, never
+ * delivers other batches than the stream would nor loses a count.
  *
  * Only where a read by offset is as cheap as the stream's: local,
  * uncompressed shards read as they are (not through a node cache: its hits
@@ -57,7 +56,8 @@ struct head_place {
     uint64_t pass;
     uint32_t draws;
     size_t first_end, n_ends; /* the segment ends charged to it: ends[] */
-    /* Set when the sequencer takes it: the bad input it went out with. */
+    /* Set when the sequencer takes it: the bad input it went out with,
+     * which the stream's copy must hold too (stk__head_delivered). */
     uint64_t bad_samples, bad_shards;
 };
 
@@ -371,27 +371,25 @@ struct stk__sample *stk__head_take(struct stk__head *h, uint64_t output)
 }
 
 int stk__head_delivered(const struct stk__head *h, uint64_t output,
-                        const struct stk__sample *stream, uint64_t *bad_samples,
-                        uint64_t *bad_shards, struct stk__err *err)
+                        const struct stk__sample *stream, struct stk__err *err)
 {
-    *bad_samples = *bad_shards = 0;
     if (h == NULL || output < h->first || output - h->first >= h->taken)
         return 0;
     const struct head_place *pl = &h->places[output - h->first];
     const char *const *names = (const char *const *)h->p->cfg.names->items;
-    if (stream->pub.shard_index != pl->shard || stream->position != pl->sample)
-        return stk__errf(err, STK_EINDEX,
-                         "output %llu of the epoch was read by offset as sample %llu of %s, but "
-                         "the shards give sample %llu of %s there: they changed since they "
-                         "were counted (run `stoker index` again, or give sequential_start=1)",
-                         (unsigned long long)output, (unsigned long long)pl->sample,
-                         names[pl->shard], (unsigned long long)stream->position,
-                         names[stream->pub.shard_index]);
-    if (stream->bad_samples > pl->bad_samples)
-        *bad_samples = stream->bad_samples - pl->bad_samples;
-    if (stream->bad_shards > pl->bad_shards)
-        *bad_shards = stream->bad_shards - pl->bad_shards;
-    return 1;
+    if (stream->pub.shard_index == pl->shard && stream->position == pl->sample &&
+        stream->bad_samples == pl->bad_samples && stream->bad_shards == pl->bad_shards)
+        return 1;
+    return stk__errf(err, STK_EINDEX,
+                     "output %llu of the epoch was read by offset as sample %llu of %s (%llu bad "
+                     "before it), but the shards give sample %llu of %s there (%llu bad): they "
+                     "changed since they were counted (run `stoker index` again, or give "
+                     "sequential_start=1)",
+                     (unsigned long long)output, (unsigned long long)pl->sample,
+                     names[pl->shard],
+                     (unsigned long long)(pl->bad_samples + pl->bad_shards),
+                     (unsigned long long)stream->position, names[stream->pub.shard_index],
+                     (unsigned long long)(stream->bad_samples + stream->bad_shards));
 }
 
 void stk__head_end(struct stk__head *h)

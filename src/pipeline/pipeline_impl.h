@@ -233,11 +233,9 @@ int stk__head_done(const struct stk__head *h);
 struct stk__sample *stk__head_take(struct stk__head *h, uint64_t output);
 /* The stream dropped `stream` at output `output`: 1 if the head delivered
  * that output (0 if not), or STK_EINDEX (err set) when the head's sample
- * there was another. *bad_samples and *bad_shards: what the stream's copy
- * holds beyond the head's (0 when they agree: pipeline_head.c). */
+ * there was another, or came with other bad input. */
 int stk__head_delivered(const struct stk__head *h, uint64_t output,
-                        const struct stk__sample *stream, uint64_t *bad_samples,
-                        uint64_t *bad_shards, struct stk__err *err);
+                        const struct stk__sample *stream, struct stk__err *err);
 /* The stream caught up: the head reads no more. h may be NULL. */
 void stk__head_end(struct stk__head *h);
 /* End the head and join its thread; stk__head_free also frees it. */

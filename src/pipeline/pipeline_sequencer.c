@@ -29,10 +29,6 @@ struct sequencer {
     uint64_t stream_at;
     int head_live;
     int head_blocked; /* the head's next output found no batch to go into */
-    /* Bad input the stream's copies of samples the head delivered held
-     * beyond the head's (not expected: pipeline_head.c), for the stream's
-     * next sample out. */
-    uint64_t owed_samples, owed_shards;
     /* The slot picked for the next input, kept when its pop gave way to the
      * head: a pick draws from the interleave's stream, so it is made once. */
     int picked;
@@ -338,10 +334,7 @@ static int stream_output(struct sequencer *sq, struct stk__batch **batch, uint64
     }
     if (at < sq->emitted) {
         struct stk__err err;
-        uint64_t samples, shards;
-        int rc = stk__head_delivered(p->head, at, s, &samples, &shards, &err);
-        sq->owed_samples += samples;
-        sq->owed_shards += shards;
+        int rc = stk__head_delivered(p->head, at, s, &err);
         stk__sample_free(s);
         if (rc < 0) {
             stk__mutex_lock(&p->mutex);
@@ -354,9 +347,6 @@ static int stream_output(struct sequencer *sq, struct stk__batch **batch, uint64
         sq->head_live = 0;
         stk__head_end(p->head);
     }
-    s->bad_samples += sq->owed_samples;
-    s->bad_shards += sq->owed_shards;
-    sq->owed_samples = sq->owed_shards = 0;
     return emit(sq, batch, index, s);
 }
 
