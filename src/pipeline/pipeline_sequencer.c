@@ -387,9 +387,7 @@ static int sequence(struct stk__pipeline *p, struct sequencer *sq, struct stk__s
         }
         if (sq->head_live && !failed) {
             rc = head_step(sq, &batch, &index);
-            if (rc == 2)
-                goto out;
-            if (rc < 0)
+            if (rc == 2 || rc < 0)
                 goto out;
             if (rc == 1)
                 continue;
